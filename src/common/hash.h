@@ -1,0 +1,25 @@
+#pragma once
+// SHA-256 (OpenSSL EVP) for fingerprints and content-addressed snapshots.
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace drover {
+
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  void Update(std::string_view data);
+  std::string HexDigest();  // finishes the hash; call once
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+std::string Sha256Hex(std::string_view data);
+
+}  // namespace drover

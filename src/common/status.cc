@@ -1,0 +1,35 @@
+#include "common/status.h"
+
+#include <cstring>
+
+namespace drover {
+
+std::string_view CodeName(Code code) {
+  switch (code) {
+    case Code::kOk: return "ok";
+    case Code::kInvalidArgument: return "invalid_argument";
+    case Code::kNotFound: return "not_found";
+    case Code::kFailedPrecondition: return "failed_precondition";
+    case Code::kIo: return "io";
+    case Code::kInternal: return "internal";
+    case Code::kUnavailable: return "unavailable";
+    case Code::kCancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+std::string Status::ToString() const {
+  if (ok()) return "ok";
+  return message_;
+}
+
+Status Status::WithContext(std::string_view context) const {
+  if (ok()) return *this;
+  return Status(code_, std::string(context) + ": " + message_);
+}
+
+Status ErrnoStatus(std::string_view what, int err) {
+  return Status(Code::kIo, std::string(what) + ": " + std::strerror(err));
+}
+
+}  // namespace drover

@@ -1,0 +1,34 @@
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace drover {
+
+std::vector<std::string> Split(std::string_view s, char sep);
+std::string Join(const std::vector<std::string>& parts, std::string_view sep);
+std::string_view Trim(std::string_view s);
+bool StartsWith(std::string_view s, std::string_view prefix);
+
+// Levenshtein distance, for "did you mean" suggestions.
+size_t EditDistance(std::string_view a, std::string_view b);
+// The closest candidate within a small distance, or nothing.
+std::optional<std::string> ClosestMatch(std::string_view word, const std::vector<std::string>& candidates);
+
+// Quotes a word for /bin/sh: 'it'"'"'s'.
+std::string ShellQuote(std::string_view word);
+// Splits a command line into words the way sh does for quotes and backslashes (no expansion).
+Result<std::vector<std::string>> SplitCommandLine(std::string_view line);
+
+// "6GiB", "512MiB", "1.5GB", "1024" (bytes). Binary (KiB..TiB) and decimal (KB..TB) units.
+Result<int64_t> ParseBytes(std::string_view text);
+std::string FormatBytes(int64_t bytes);  // "6GiB", "1.5GiB", "512MiB"
+// "90s", "30m", "2h", "1h30m", "500ms", or a bare number of seconds.
+Result<int64_t> ParseDurationMs(std::string_view text);
+std::string FormatDuration(int64_t ms);  // "1h02m", "3m05s", "4.2s"
+
+}  // namespace drover

@@ -1,0 +1,24 @@
+#pragma once
+// Code snapshots: at submit time the workdir is captured immutably and content-addressed under
+// <store>/snapshots/<hash>/, so editing code after submitting changes nothing queued.
+// In a git work tree the captured files are the tracked and untracked-but-not-ignored ones
+// (`git ls-files -co --exclude-standard`), i.e. the committed tree plus uncommitted changes; the
+// commit and `git diff HEAD` are recorded. Elsewhere every file is copied, honouring .gitignore
+// files when git is installed, and refusing when the total passes max_bytes.
+#include <string>
+
+#include "common/status.h"
+#include "model/run.h"
+
+namespace drover {
+
+inline constexpr int64_t kDefaultSnapshotMaxBytes = 256LL * 1024 * 1024;
+
+// Captures `workdir` into `<snapshots_dir>/<hash>` (reused when it exists).
+Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& snapshots_dir,
+                              int64_t max_bytes = kDefaultSnapshotMaxBytes);
+
+// Copies a snapshot's files into `dest` (created), a writable working copy for one run.
+Status MaterializeSnapshot(const Snapshot& snapshot, const std::string& dest);
+
+}  // namespace drover

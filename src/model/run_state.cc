@@ -1,0 +1,87 @@
+#include "model/run_state.h"
+
+#include <fmt/format.h>
+
+namespace drover {
+
+std::string_view ToString(RunState s) {
+  switch (s) {
+    case RunState::kQueued: return "queued";
+    case RunState::kRunning: return "running";
+    case RunState::kRetrying: return "retrying";
+    case RunState::kSucceeded: return "succeeded";
+    case RunState::kFailed: return "failed";
+    case RunState::kCancelled: return "cancelled";
+  }
+  return "?";
+}
+
+std::optional<RunState> ParseRunState(std::string_view s) {
+  for (RunState r : {RunState::kQueued, RunState::kRunning, RunState::kRetrying,
+                     RunState::kSucceeded, RunState::kFailed, RunState::kCancelled}) {
+    if (ToString(r) == s) return r;
+  }
+  return std::nullopt;
+}
+
+bool IsFinal(RunState s) {
+  return s == RunState::kSucceeded || s == RunState::kFailed || s == RunState::kCancelled;
+}
+
+std::string_view ToString(AttemptOutcome o) {
+  switch (o) {
+    case AttemptOutcome::kSucceeded: return "succeeded";
+    case AttemptOutcome::kExitCode: return "exit_code";
+    case AttemptOutcome::kSignal: return "signal";
+    case AttemptOutcome::kTimeout: return "timeout";
+    case AttemptOutcome::kCudaOom: return "cuda_oom";
+    case AttemptOutcome::kCancelled: return "cancelled";
+    case AttemptOutcome::kLaunchError: return "launch_error";
+    case AttemptOutcome::kInterrupted: return "interrupted";
+  }
+  return "?";
+}
+
+std::optional<AttemptOutcome> ParseAttemptOutcome(std::string_view s) {
+  for (int i = 0; i <= static_cast<int>(AttemptOutcome::kInterrupted); ++i) {
+    auto o = static_cast<AttemptOutcome>(i);
+    if (ToString(o) == s) return o;
+  }
+  return std::nullopt;
+}
+
+std::string_view ToString(RunEvent e) {
+  switch (e) {
+    case RunEvent::kStart: return "start";
+    case RunEvent::kSucceed: return "succeed";
+    case RunEvent::kRetry: return "retry";
+    case RunEvent::kFail: return "fail";
+    case RunEvent::kCancel: return "cancel";
+  }
+  return "?";
+}
+
+Result<RunState> Transition(RunState from, RunEvent event) {
+  using S = RunState;
+  switch (event) {
+    case RunEvent::kStart:
+      if (from == S::kQueued || from == S::kRetrying) return S::kRunning;
+      break;
+    case RunEvent::kSucceed:
+      if (from == S::kRunning) return S::kSucceeded;
+      break;
+    case RunEvent::kRetry:
+      if (from == S::kRunning) return S::kRetrying;
+      break;
+    case RunEvent::kFail:
+      if (from == S::kRunning) return S::kFailed;
+      break;
+    case RunEvent::kCancel:
+      if (!IsFinal(from)) return S::kCancelled;
+      break;
+  }
+  return FailedPrecondition(
+      fmt::format("a run that is {} cannot {}", ToString(from), ToString(event)));
+}
+
+}  // namespace drover

@@ -1,0 +1,20 @@
+#pragma once
+// The run state machine, in pure code: which transitions are legal.
+#include "common/status.h"
+#include "model/run.h"
+
+namespace drover {
+
+enum class RunEvent {
+  kStart,    // an attempt is launched (queued|retrying -> running)
+  kSucceed,  // the attempt exited 0 (running -> succeeded)
+  kRetry,    // the attempt failed and another is due (running -> retrying)
+  kFail,     // the attempt failed and no retry is left (running -> failed)
+  kCancel,   // the user cancelled (any non-final -> cancelled)
+};
+std::string_view ToString(RunEvent e);
+
+// The state after `event`, or an error naming the illegal transition.
+Result<RunState> Transition(RunState from, RunEvent event);
+
+}  // namespace drover

@@ -1,0 +1,60 @@
+#pragma once
+// An experiment spec, as parsed and validated from YAML (src/spec/). Plain data; docs/spec.md
+// documents every field.
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace drover {
+
+using Json = nlohmann::json;
+using OrderedJson = nlohmann::ordered_json;
+
+struct Resources {
+  int gpus = 0;             // GPUs per run; 0 = CPU only
+  int64_t gpu_memory = 0;   // bytes per GPU; 0 = the whole GPU (exclusive)
+  int cpus = 1;             // CPU slots per run
+};
+
+struct Objective {
+  std::string metric;
+  bool maximize = true;  // objective.mode: max (default) or min
+};
+
+struct OomPolicy {
+  std::string param;       // the parameter halved after a CUDA OOM; empty = no OOM recovery
+  int64_t min = 1;         // never go below this
+  std::string accumulate;  // optional parameter doubled so param * accumulate stays the same
+  bool enabled() const { return !param.empty(); }
+};
+
+struct Spec {
+  std::string name;
+  // The command template. shell == false: argv words, each may hold {param} placeholders and is
+  // passed to execve as one word after substitution. shell == true: command[0] is a script for
+  // /bin/sh -c, and substituted values are shell-quoted.
+  std::vector<std::string> command;
+  bool shell = false;
+  std::string workdir;   // absolute path (relative paths resolve against the spec file's folder)
+  OrderedJson params = OrderedJson::object();  // name -> scalar, or array (a grid axis)
+  Resources resources;
+  int priority = 0;      // higher runs first
+  int max_parallel = 0;  // 0 = no limit beyond resources
+  int retries = 0;       // extra attempts after a failure (CUDA OOM retries are counted apart)
+  int64_t retry_backoff_ms = 1000;  // first backoff; doubles each retry, capped at 5 minutes
+  int64_t timeout_ms = 0;           // 0 = none; per attempt
+  std::map<std::string, std::string> env;
+  std::optional<Objective> objective;
+  OomPolicy oom;
+
+  std::string source_path;  // the file it came from ("" for a string)
+  std::string source_text;  // the YAML as given, after --set overrides (stored with the experiment)
+};
+
+// Canonical JSON of a spec (stored with the experiment, shown by `drover show`).
+Json SpecToJson(const Spec& spec);
+
+}  // namespace drover

@@ -1,0 +1,30 @@
+#pragma once
+// Sweep expansion and command rendering: pure functions over a parsed Spec.
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/spec.h"
+
+namespace drover {
+
+// The cartesian product of every list-valued parameter, in file order, the last axis varying
+// fastest; scalars are copied into every run. A spec with no lists gives one run.
+std::vector<Json> ExpandGrid(const Spec& spec);
+
+// The argv for one set of resolved parameters. Without shell, each {name} is replaced inside its
+// word (a value never splits into more words or reaches a shell). With shell: true the result is
+// {"/bin/sh", "-c", script} and values are shell-quoted. "{{" and "}}" are literal braces.
+// Strings are substituted as-is, numbers in their shortest JSON form, booleans as true/false.
+Result<std::vector<std::string>> RenderCommand(const Spec& spec, const Json& params);
+
+// The placeholder names a command template uses, in order of appearance (for validation).
+Result<std::vector<std::string>> PlaceholderNames(const std::string& word);
+
+// SHA-256 over the canonical JSON (sorted keys, no whitespace) of
+// {"argv": argv, "env": spec.env, "params": params, "shell": shell, "snapshot": snapshot_hash}.
+// Scheduling settings (resources, priority, retries, timeout) are not part of it.
+std::string Fingerprint(const Spec& spec, const std::vector<std::string>& argv, const Json& params,
+                        const std::string& snapshot_hash);
+
+}  // namespace drover

@@ -1,0 +1,21 @@
+#pragma once
+// YAML spec -> validated Spec. Every error names file:line:column and says what to do; unknown
+// keys get a "did you mean". docs/spec.md is the reference for the format.
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/spec.h"
+
+namespace drover {
+
+// `overrides` are --set key=value pairs, applied to the YAML before validation. A key is a
+// dotted path (retries=2, resources.gpus=1, params.lr=[0.1,0.01]); a bare key that names a
+// parameter sets that parameter (lr=0.1). Values are parsed as YAML.
+Result<Spec> ParseSpecFile(const std::string& path, const std::vector<std::string>& overrides = {});
+// `display_name` is used in error messages; relative workdirs resolve against `base_dir`.
+Result<Spec> ParseSpecString(const std::string& yaml, const std::string& display_name,
+                             const std::string& base_dir,
+                             const std::vector<std::string>& overrides = {});
+
+}  // namespace drover

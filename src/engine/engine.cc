@@ -1,0 +1,608 @@
+#include "engine/engine.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <thread>
+
+#include "common/strings.h"
+#include "drover_version.h"
+#include "engine/metric_lines.h"
+#include "engine/recovery.h"
+#include "exec/capture.h"
+#include "exec/snapshot.h"
+#include "model/run_state.h"
+#include "spec/expand.h"
+
+extern char** environ;
+
+namespace drover {
+
+namespace fs = std::filesystem;
+
+struct Engine::ExperimentEntry {
+  Experiment experiment;
+  Spec spec;
+  Snapshot snapshot;
+  int unfinished = 0;
+};
+
+struct Engine::Live {
+  Run run;
+  ExperimentEntry* exp = nullptr;
+  std::optional<Attempt> attempt;  // the running attempt
+  sched::StartAction placement;
+  Millis deadline_ms = 0;  // timeout of the running attempt (0 = none)
+  Millis kill_at_ms = 0;   // SIGKILL the group at this time (0 = not stopping)
+  bool timed_out = false;
+  bool cancelling = false;
+  int64_t metric_lines = 0;  // fallback step for lines without step/epoch
+};
+
+namespace {
+
+std::string Hostname() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+bool IsPython(const std::string& program) {
+  std::string base = fs::path(program).filename().string();
+  return StartsWith(base, "python");
+}
+
+// Lists the interpreter's installed distributions, as `pip freeze` would, without needing pip.
+constexpr const char* kPackageListScript =
+    "import importlib.metadata as m\n"
+    "seen = set()\n"
+    "for d in m.distributions():\n"
+    "    n = d.metadata['Name']\n"
+    "    if n and n.lower() not in seen:\n"
+    "        seen.add(n.lower()); print(f'{n}=={d.version}')\n";
+
+}  // namespace
+
+Engine::Engine(Store& store, ProcessLauncher& launcher, GpuProbe& gpus, Clock& clock,
+               EngineOptions options)
+    : store_(store),
+      launcher_(launcher),
+      probe_(gpus),
+      clock_(clock),
+      options_(std::move(options)),
+      hostname_(Hostname()) {
+  if (options_.cpu_slots <= 0) {
+    options_.cpu_slots = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  if (options_.base_env.empty()) {
+    for (char** e = environ; e && *e; ++e) options_.base_env.emplace_back(*e);
+  }
+}
+
+Engine::~Engine() = default;
+
+Status Engine::InitGpus() {
+  if (gpus_ready_) return Status::Ok();
+  auto devices = probe_.Devices();
+  if (!devices.ok()) return devices.status().WithContext("listing GPUs");
+  for (const auto& d : *devices) {
+    sched::GpuState g;
+    g.index = d.index;
+    // Memory already in use before drover starts anything belongs to someone else.
+    g.capacity = std::max<int64_t>(0, d.memory_total - d.memory_used);
+    gpus_.push_back(g);
+  }
+  gpus_ready_ = true;
+  return Status::Ok();
+}
+
+Result<SubmitResult> Engine::Submit(const Spec& spec) {
+  DROVER_RETURN_IF_ERROR(InitGpus());
+  DROVER_RETURN_IF_ERROR(sched::CheckFits(spec.resources, gpus_, options_.cpu_slots));
+
+  auto runs_params = ExpandGrid(spec);
+  std::vector<std::vector<std::string>> argvs;
+  for (const auto& p : runs_params) {
+    DROVER_ASSIGN_OR_RETURN(auto argv, RenderCommand(spec, p));
+    argvs.push_back(std::move(argv));
+  }
+
+  DROVER_ASSIGN_OR_RETURN(Snapshot snap,
+                          TakeSnapshot(spec.workdir, options_.store_dir + "/snapshots"));
+
+  auto entry = std::make_unique<ExperimentEntry>();
+  entry->spec = spec;
+  entry->snapshot = snap;
+  Experiment& e = entry->experiment;
+  e.name = spec.name;
+  e.spec_yaml = spec.source_text;
+  e.spec = SpecToJson(spec);
+  e.snapshot_hash = snap.hash;
+  e.created_ms = clock_.Now();
+
+  SubmitResult result;
+  result.snapshot = snap;
+  DROVER_RETURN_IF_ERROR(store_.Begin());
+  auto commit = [&]() -> Status {
+    DROVER_RETURN_IF_ERROR(store_.PutSnapshot(snap));
+    DROVER_RETURN_IF_ERROR(store_.InsertExperiment(e));
+    for (size_t i = 0; i < runs_params.size(); ++i) {
+      Run r;
+      r.experiment_id = e.id;
+      r.index = static_cast<int>(i);
+      r.params = runs_params[i];
+      r.current_params = runs_params[i];
+      r.fingerprint = Fingerprint(spec, argvs[i], runs_params[i], snap.hash);
+      r.priority = spec.priority;
+      r.resources = spec.resources;
+      r.created_ms = e.created_ms;
+      DROVER_RETURN_IF_ERROR(store_.InsertRun(r));
+      result.runs.push_back(r);
+    }
+    Event ev;
+    ev.t_ms = e.created_ms;
+    ev.kind = "experiment_submitted";
+    ev.experiment_id = e.id;
+    ev.data = {{"name", e.name}, {"runs", runs_params.size()}, {"snapshot", snap.hash}};
+    DROVER_RETURN_IF_ERROR(store_.InsertEvent(ev));
+    return store_.Commit();
+  }();
+  if (!commit.ok()) {
+    (void)store_.Rollback();
+    return commit;
+  }
+  result.experiment_id = e.id;
+  if (options_.capture_environment) CaptureEnvironment(e.id, result.runs, spec);
+
+  ExperimentEntry* ep = entry.get();
+  ep->unfinished = static_cast<int>(result.runs.size());
+  experiments_[e.id] = std::move(entry);
+  for (const Run& r : result.runs) {
+    auto live = std::make_unique<Live>();
+    live->run = r;
+    live->exp = ep;
+    live_[r.id] = std::move(live);
+  }
+  if (result.runs.empty()) {
+    (void)store_.UpdateExperimentStatus(e.id, "done");
+  }
+  return result;
+}
+
+void Engine::CaptureEnvironment(int64_t experiment_id, const std::vector<Run>& runs,
+                                const Spec& spec) {
+  // Once per experiment and interpreter, not per run: a sweep shares one interpreter.
+  std::set<std::string> interpreters;
+  for (const Run& r : runs) {
+    auto argv = RenderCommand(spec, r.params);
+    if (!argv.ok() || argv->empty()) continue;
+    std::string program = (*argv)[0];
+    if (spec.shell) program = "";  // the script's interpreter is not known
+    interpreters.insert(IsPython(program) ? program : "");
+  }
+  std::string gpu_info = probe_.Kind() == "none" ? "" : probe_.Describe();
+  for (const auto& interp : interpreters) {
+    Environment env;
+    env.experiment_id = experiment_id;
+    env.interpreter = interp;
+    env.hostname = hostname_;
+    env.gpu_info = gpu_info;
+    if (!interp.empty()) {
+      auto cap = RunAndCapture({interp, "-c", kPackageListScript}, spec.workdir);
+      if (cap.ok() && cap->exit_code == 0) {
+        auto lines = Split(cap->out, '\n');
+        lines.erase(std::remove(lines.begin(), lines.end(), ""), lines.end());
+        std::sort(lines.begin(), lines.end());
+        env.packages = Join(lines, "\n");
+      } else {
+        env.packages = "# could not list packages of " + interp;
+      }
+    }
+    Status st = store_.PutEnvironment(env);
+    if (!st.ok()) spdlog::warn("recording the environment: {}", st.message());
+  }
+}
+
+void Engine::Tx() {
+  if (in_tx_ || !error_.ok()) return;
+  Status st = store_.Begin();
+  if (!st.ok()) {
+    Fail(st);
+    return;
+  }
+  in_tx_ = true;
+}
+
+Status Engine::Flush() {
+  if (!in_tx_) return error_;
+  in_tx_ = false;
+  Status st = store_.Commit();
+  if (!st.ok()) Fail(st);
+  return error_;
+}
+
+void Engine::Fail(Status st) {
+  if (error_.ok()) error_ = st.WithContext("store");
+}
+
+Status Engine::RunUntilDone(EngineObserver* observer) {
+  observer_ = observer;
+  DROVER_RETURN_IF_ERROR(InitGpus());
+  next_tail_ms_ = clock_.Now() + options_.tail_interval_ms;
+  while (!live_.empty() && error_.ok()) {
+    Millis now = clock_.Now();
+    if (cancel_requested_) ApplyCancel(now);
+    Schedule(now);
+    DROVER_RETURN_IF_ERROR(Flush());
+    WaitResult w = launcher_.Wait(NextWakeup(clock_.Now()));
+    now = clock_.Now();
+    if (w.interrupt_signal != 0) {
+      if (cancel_requested_) force_kill_ = true;  // a second Ctrl-C: no more grace
+      cancel_requested_ = true;
+      interrupted_ = true;
+      ApplyCancel(now);
+    }
+    for (const auto& exit : w.exits) HandleExit(exit, now);
+    CheckDeadlines(now);
+    if (now >= next_tail_ms_) {
+      for (auto& [id, live] : live_) {
+        if (live->attempt) TailMetrics(*live, false, now);
+      }
+      next_tail_ms_ = now + options_.tail_interval_ms;
+    }
+    DROVER_RETURN_IF_ERROR(Flush());
+    if (observer_) observer_->OnTick();
+  }
+  observer_ = nullptr;
+  return error_;
+}
+
+void Engine::Schedule(Millis now) {
+  std::vector<sched::PendingRun> queue;
+  sched::ClusterView view;
+  view.gpus = gpus_;
+  view.cpu_slots_total = options_.cpu_slots;
+  view.cpu_slots_used = cpu_slots_used_;
+  for (const auto& [id, live] : live_) {
+    const Run& r = live->run;
+    view.max_parallel[r.experiment_id] = live->exp->spec.max_parallel;
+    if (live->attempt) {
+      view.running[r.experiment_id] += 1;
+      continue;
+    }
+    if (live->cancelling) continue;
+    sched::PendingRun p;
+    p.run_id = r.id;
+    p.experiment_id = r.experiment_id;
+    p.priority = r.priority;
+    p.seq = r.id;
+    p.resources = r.resources;
+    p.not_before_ms = r.not_before_ms;
+    queue.push_back(p);
+  }
+  if (queue.empty()) return;
+  for (const auto& action : sched::Decide(queue, view, now)) {
+    auto it = live_.find(action.run_id);
+    if (it != live_.end()) Launch(*it->second, action, now);
+  }
+}
+
+std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt) const {
+  std::map<std::string, std::string> env;
+  for (const auto& kv : options_.base_env) {
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  // Output reaches the log as it is printed, so metrics and progress are live.
+  env["PYTHONUNBUFFERED"] = "1";
+  for (const auto& [k, v] : live.exp->spec.env) env[k] = v;
+  // A run sees only the GPUs it was given; a CPU run sees none.
+  env["CUDA_VISIBLE_DEVICES"] = attempt.cuda_visible_devices;
+  env["DROVER_RUN_ID"] = std::to_string(live.run.id);
+  env["DROVER_EXPERIMENT_ID"] = std::to_string(live.run.experiment_id);
+  env["DROVER_ATTEMPT"] = std::to_string(attempt.number);
+  env["DROVER_PARAMS"] = attempt.params.dump();
+  env["DROVER_STORE"] = options_.store_dir;
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+void Engine::Launch(Live& live, const sched::StartAction& action, Millis now) {
+  Tx();
+  Run& run = live.run;
+  Attempt a;
+  a.run_id = run.id;
+  a.number = run.attempts + 1;
+  a.params = run.current_params;
+  a.gpus = action.gpus;
+  std::vector<std::string> ids;
+  for (int g : action.gpus) ids.push_back(std::to_string(g));
+  a.cuda_visible_devices = Join(ids, ",");
+  a.started_ms = now;
+  a.hostname = hostname_;
+  a.drover_version = DROVER_VERSION;
+  std::string run_dir = fmt::format("{}/runs/{}", options_.store_dir, run.id);
+  a.workdir = run_dir + "/work";
+  a.stdout_path = fmt::format("{}/attempt-{}.out", run_dir, a.number);
+  a.stderr_path = fmt::format("{}/attempt-{}.err", run_dir, a.number);
+
+  live.placement = action;
+  live.timed_out = false;
+  live.metric_lines = 0;
+  run.attempts = a.number;
+  if (run.started_ms == 0) run.started_ms = now;
+  run.final_metrics = Json::object();
+  // Resources are held from now until the attempt ends, even if the launch fails below.
+  for (auto& g : gpus_) {
+    if (std::find(action.gpus.begin(), action.gpus.end(), g.index) == action.gpus.end()) continue;
+    g.reserved += action.gpu_memory;
+    g.runs += 1;
+    g.exclusive = action.exclusive;
+  }
+  cpu_slots_used_ += run.resources.cpus;
+
+  Status launch = [&]() -> Status {
+    DROVER_ASSIGN_OR_RETURN(a.argv, RenderCommand(live.exp->spec, a.params));
+    std::error_code ec;
+    fs::create_directories(run_dir, ec);
+    if (ec) return Status(Code::kIo, "creating " + run_dir + ": " + ec.message());
+    // One working copy per run, from the immutable snapshot; retries reuse it.
+    if (!fs::exists(a.workdir)) {
+      DROVER_RETURN_IF_ERROR(MaterializeSnapshot(live.exp->snapshot, a.workdir));
+    }
+    LaunchSpec ls;
+    ls.argv = a.argv;
+    ls.env = RunEnv(live, a);
+    ls.cwd = a.workdir;
+    ls.stdout_path = a.stdout_path;
+    ls.stderr_path = a.stderr_path;
+    DROVER_ASSIGN_OR_RETURN(int pid, launcher_.Start(ls));
+    a.pid = pid;
+    return Status::Ok();
+  }();
+
+  Status st = store_.InsertAttempt(a);
+  if (!st.ok()) Fail(st);
+  live.attempt = a;
+  if (!launch.ok()) {
+    // Leave the reason where `drover logs --stderr` looks.
+    std::error_code ec;
+    fs::create_directories(run_dir, ec);
+    if (FILE* f = std::fopen(a.stderr_path.c_str(), "a")) {
+      std::fprintf(f, "drover: %s\n", launch.message().c_str());
+      std::fclose(f);
+    }
+    SetState(live, RunState::kRunning, "", now);
+    EndAttempt(live, AttemptOutcome::kLaunchError, launch.message(), now);
+    return;
+  }
+  pid_to_run_[a.pid] = run.id;
+  live.deadline_ms = live.exp->spec.timeout_ms > 0 ? now + live.exp->spec.timeout_ms : 0;
+  live.kill_at_ms = 0;
+  SetState(live, RunState::kRunning,
+           a.cuda_visible_devices.empty() ? "on CPU" : "on GPU " + a.cuda_visible_devices, now);
+}
+
+void Engine::SetState(Live& live, RunState state, const std::string& note, Millis now) {
+  Run& run = live.run;
+  if (run.state != state) {
+    RunEvent ev = RunEvent::kStart;
+    switch (state) {
+      case RunState::kRunning: ev = RunEvent::kStart; break;
+      case RunState::kSucceeded: ev = RunEvent::kSucceed; break;
+      case RunState::kRetrying: ev = RunEvent::kRetry; break;
+      case RunState::kFailed: ev = RunEvent::kFail; break;
+      case RunState::kCancelled: ev = RunEvent::kCancel; break;
+      case RunState::kQueued: break;
+    }
+    auto next = Transition(run.state, ev);
+    if (!next.ok()) {
+      Fail(Internal("run " + std::to_string(run.id) + ": " + next.status().message()));
+      return;
+    }
+    run.state = *next;
+  }
+  if (IsFinal(run.state)) run.ended_ms = now;
+  Tx();
+  Status st = store_.UpdateRun(run);
+  if (!st.ok()) Fail(st);
+  Event e;
+  e.t_ms = now;
+  e.kind = "run_state";
+  e.experiment_id = run.experiment_id;
+  e.run_id = run.id;
+  e.data = {{"state", ToString(run.state)}, {"attempt", run.attempts}};
+  if (!run.reason.empty()) e.data["reason"] = run.reason;
+  if (!note.empty()) e.data["note"] = note;
+  st = store_.InsertEvent(e);
+  if (!st.ok()) Fail(st);
+  if (observer_) observer_->OnRunChanged(run, live.attempt ? &*live.attempt : nullptr, note);
+}
+
+void Engine::Release(Live& live) {
+  const auto& p = live.placement;
+  for (auto& g : gpus_) {
+    if (std::find(p.gpus.begin(), p.gpus.end(), g.index) == p.gpus.end()) continue;
+    g.reserved -= p.gpu_memory;
+    g.runs -= 1;
+    if (g.runs == 0) g.exclusive = false;
+  }
+  cpu_slots_used_ -= live.run.resources.cpus;
+  live.placement = {};
+}
+
+void Engine::HandleExit(const ProcessExit& exit, Millis now) {
+  auto pit = pid_to_run_.find(exit.pid);
+  if (pit == pid_to_run_.end()) return;
+  auto it = live_.find(pit->second);
+  pid_to_run_.erase(pit);
+  if (it == live_.end() || !it->second->attempt) return;
+  Live& live = *it->second;
+  Attempt& a = *live.attempt;
+  a.exit_code = exit.exit_code;
+  a.signal = exit.signal;
+  TailMetrics(live, true, now);
+  std::string tail;
+  if (exit.exit_code != 0 || exit.signal != 0) tail = ReadTail(a.stderr_path, 16 * 1024);
+  ExitFacts facts;
+  facts.exit_code = exit.exit_code;
+  facts.signal = exit.signal;
+  facts.timed_out = live.timed_out;
+  facts.cancelled = live.cancelling;
+  facts.stderr_tail = tail;
+  AttemptOutcome outcome = ClassifyExit(facts);
+  std::string detail;
+  if (outcome == AttemptOutcome::kExitCode) detail = fmt::format("exit code {}", exit.exit_code);
+  if (outcome == AttemptOutcome::kSignal) {
+    detail = fmt::format("killed by signal {} ({})", exit.signal, strsignal(exit.signal));
+  }
+  if (outcome == AttemptOutcome::kTimeout) {
+    detail = "ran past the timeout of " + FormatDuration(live.exp->spec.timeout_ms);
+  }
+  EndAttempt(live, outcome, detail, now);
+}
+
+void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& detail,
+                        Millis now) {
+  Attempt& a = *live.attempt;
+  a.ended = true;
+  a.ended_ms = now;
+  a.reason = std::string(ToString(outcome));
+  Tx();
+  Status st = store_.UpdateAttempt(a);
+  if (!st.ok()) Fail(st);
+  Release(live);
+
+  Run& run = live.run;
+  run.reason = a.reason;
+  Recovery rec = DecideRecovery(live.exp->spec, a.params, run.retries_used, outcome);
+  std::string note = detail;
+  auto add_note = [&](const std::string& n) {
+    if (n.empty()) return;
+    note = note.empty() ? n : note + "; " + n;
+  };
+  add_note(rec.note);
+  RunState next = RunState::kFailed;
+  switch (rec.kind) {
+    case Recovery::Kind::kSucceed: next = RunState::kSucceeded; break;
+    case Recovery::Kind::kCancel: next = RunState::kCancelled; break;
+    case Recovery::Kind::kFail: next = RunState::kFailed; break;
+    case Recovery::Kind::kRetry:
+      next = RunState::kRetrying;
+      run.current_params = rec.next_params;
+      run.not_before_ms = now + rec.delay_ms;
+      if (rec.counts_as_retry) run.retries_used += 1;
+      break;
+  }
+  // A cancel that arrived while the attempt was ending still wins over a retry.
+  if (live.cancelling && next == RunState::kRetrying) next = RunState::kCancelled;
+  SetState(live, next, note, now);
+  live.attempt.reset();
+  live.cancelling = next == RunState::kCancelled ? true : live.cancelling;
+  live.deadline_ms = live.kill_at_ms = 0;
+  if (IsFinal(run.state)) Retire(run.id);
+}
+
+void Engine::Retire(int64_t run_id) {
+  auto it = live_.find(run_id);
+  if (it == live_.end()) return;
+  ExperimentEntry* exp = it->second->exp;
+  live_.erase(it);
+  if (--exp->unfinished == 0) {
+    Tx();
+    Status st = store_.UpdateExperimentStatus(exp->experiment.id, "done");
+    if (!st.ok()) Fail(st);
+  }
+}
+
+void Engine::ApplyCancel(Millis now) {
+  std::vector<int64_t> finished;
+  for (auto& [id, live] : live_) {
+    if (live->attempt) {
+      if (!live->cancelling) {
+        live->cancelling = true;
+        launcher_.SignalGroup(static_cast<int>(live->attempt->pid), SIGTERM);
+        live->kill_at_ms = now + options_.kill_grace_ms;
+      }
+      if (force_kill_) live->kill_at_ms = now;
+    } else {
+      live->cancelling = true;
+      live->run.reason = "cancelled";
+      SetState(*live, RunState::kCancelled, "cancelled before it started", now);
+      finished.push_back(id);
+    }
+  }
+  for (int64_t id : finished) Retire(id);
+  if (force_kill_) CheckDeadlines(now);
+}
+
+void Engine::CheckDeadlines(Millis now) {
+  for (auto& [id, live] : live_) {
+    if (!live->attempt) continue;
+    int pid = static_cast<int>(live->attempt->pid);
+    if (live->deadline_ms > 0 && now >= live->deadline_ms && !live->timed_out) {
+      live->timed_out = true;
+      launcher_.SignalGroup(pid, SIGTERM);
+      live->kill_at_ms = now + options_.kill_grace_ms;
+    }
+    if (live->kill_at_ms > 0 && now >= live->kill_at_ms) {
+      launcher_.SignalGroup(pid, SIGKILL);
+      live->kill_at_ms = 0;
+    }
+  }
+}
+
+Millis Engine::NextWakeup(Millis now) const {
+  Millis next = now + options_.tail_interval_ms;
+  for (const auto& [id, live] : live_) {
+    if (live->attempt) {
+      if (live->deadline_ms > 0 && !live->timed_out) next = std::min(next, live->deadline_ms);
+      if (live->kill_at_ms > 0) next = std::min(next, live->kill_at_ms);
+    } else if (live->run.not_before_ms > now) {
+      next = std::min(next, live->run.not_before_ms);
+    }
+  }
+  return std::max<Millis>(0, next - now);
+}
+
+void Engine::TailMetrics(Live& live, bool final, Millis now) {
+  Attempt& a = *live.attempt;
+  std::vector<MetricPoint> points;
+  auto offset = ReadNewLines(a.stdout_path, a.stdout_offset, final, [&](std::string_view line) {
+    auto m = ParseMetricLine(line, live.metric_lines);
+    if (!m) return;
+    ++live.metric_lines;
+    for (auto& [name, value] : m->values) {
+      MetricPoint p;
+      p.run_id = a.run_id;
+      p.attempt_id = a.id;
+      p.step = m->step;
+      p.name = name;
+      p.value = value;
+      p.t_ms = now;
+      live.run.final_metrics[name] = value;
+      points.push_back(std::move(p));
+    }
+  });
+  if (!offset.ok()) {
+    spdlog::warn("run {}: {}", a.run_id, offset.status().message());
+    return;
+  }
+  if (*offset == a.stdout_offset) return;
+  a.stdout_offset = *offset;
+  Tx();
+  // Points and the offset they reach land in one transaction, so none is lost or stored twice.
+  Status st = store_.InsertMetrics(points);
+  if (st.ok()) st = store_.UpdateAttempt(a);
+  if (st.ok()) st = store_.UpdateRun(live.run);
+  if (!st.ok()) Fail(st);
+  if (observer_ && !points.empty()) observer_->OnMetrics(live.run, points);
+}
+
+}  // namespace drover

@@ -1,0 +1,88 @@
+#include "engine/metric_lines.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "common/strings.h"
+
+namespace drover {
+
+std::optional<MetricLine> ParseMetricLine(std::string_view line, int64_t fallback_step) {
+  std::string_view t = Trim(line);
+  if (t.size() < 2 || t.front() != '{' || t.back() != '}') return std::nullopt;
+  nlohmann::json j = nlohmann::json::parse(t, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  auto numeric = [](const nlohmann::json& v) { return v.is_number() && !v.is_boolean(); };
+  MetricLine m;
+  m.step = fallback_step;
+  std::string step_key;
+  for (const char* key : {"step", "epoch"}) {
+    auto it = j.find(key);
+    if (it != j.end() && numeric(*it)) {
+      m.step = static_cast<int64_t>(it->get<double>());
+      step_key = key;
+      break;
+    }
+  }
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.key() == step_key || !numeric(it.value())) continue;
+    m.values.emplace_back(it.key(), it.value().get<double>());
+  }
+  if (m.values.empty()) return std::nullopt;
+  return m;
+}
+
+Result<int64_t> ReadNewLines(const std::string& path, int64_t offset, bool final,
+                             const std::function<void(std::string_view)>& on_line) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return offset;
+    return ErrnoStatus("reading " + path);
+  }
+  std::string buf;
+  char chunk[65536];
+  while (true) {
+    ssize_t n = ::pread(fd, chunk, sizeof chunk, offset + static_cast<int64_t>(buf.size()));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      Status st = ErrnoStatus("reading " + path);
+      ::close(fd);
+      return st;
+    }
+    if (n == 0) break;
+    buf.append(chunk, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  size_t start = 0;
+  while (true) {
+    size_t nl = buf.find('\n', start);
+    if (nl == std::string::npos) break;
+    on_line(std::string_view(buf).substr(start, nl - start));
+    start = nl + 1;
+  }
+  if (final && start < buf.size()) {
+    on_line(std::string_view(buf).substr(start));
+    start = buf.size();
+  }
+  return offset + static_cast<int64_t>(start);
+}
+
+std::string ReadTail(const std::string& path, int64_t max_bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  struct stat st {};
+  std::string out;
+  if (::fstat(fd, &st) == 0) {
+    int64_t from = st.st_size > max_bytes ? st.st_size - max_bytes : 0;
+    out.resize(static_cast<size_t>(st.st_size - from));
+    ssize_t n = ::pread(fd, out.data(), out.size(), from);
+    out.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  }
+  ::close(fd);
+  return out;
+}
+
+}  // namespace drover

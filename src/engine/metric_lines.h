@@ -1,0 +1,36 @@
+#pragma once
+// Logs are the source of truth for metrics: every stdout line that is a JSON object with numeric
+// fields becomes metric points. The reader keeps a byte offset so each line is read once, and
+// the offset is stored with the points so a restarted engine resumes where it stopped.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace drover {
+
+struct MetricLine {
+  int64_t step = 0;
+  std::vector<std::pair<std::string, double>> values;
+};
+
+// The step is the line's "step" field, else its "epoch" field, else `fallback_step`; that field
+// is not itself a metric. Booleans, strings and nested values are ignored. A line that is not a
+// JSON object, or has no numeric field, gives nothing.
+std::optional<MetricLine> ParseMetricLine(std::string_view line, int64_t fallback_step);
+
+// Calls `on_line` for each complete line in `path` after byte `offset` and returns the offset
+// after the last complete line. With `final` (the process has ended) a last line without a
+// newline counts too. A missing file reads as empty.
+Result<int64_t> ReadNewLines(const std::string& path, int64_t offset, bool final,
+                             const std::function<void(std::string_view)>& on_line);
+
+// The last `max_bytes` of a file ("" when missing), for classifying how a run ended.
+std::string ReadTail(const std::string& path, int64_t max_bytes);
+
+}  // namespace drover

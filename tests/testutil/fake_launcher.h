@@ -1,0 +1,113 @@
+#pragma once
+// A ProcessLauncher whose processes are scripted and whose time is a FakeClock: engine tests run
+// retries, timeouts and cancels with no sleeps and no real processes. Output is written to the
+// attempt's log files at start, so the engine's log reader sees it as it would a real run's.
+#include <csignal>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "exec/process_launcher.h"
+
+namespace drover::testing {
+
+struct FakeProcess {
+  Millis duration_ms = 10;
+  int exit_code = 0;
+  std::string stdout_text;
+  std::string stderr_text;
+  bool ignores_sigterm = false;
+};
+
+class FakeLauncher : public ProcessLauncher {
+ public:
+  using Script = std::function<FakeProcess(const LaunchSpec&)>;
+  FakeLauncher(FakeClock& clock, Script script) : clock_(clock), script_(std::move(script)) {}
+
+  Result<int> Start(const LaunchSpec& spec) override {
+    if (spec.argv.empty() || spec.argv[0] == "no-such-program") {
+      return Status(Code::kIo, "cannot start 'no-such-program': No such file or directory");
+    }
+    FakeProcess p = script_(spec);
+    std::ofstream(spec.stdout_path) << p.stdout_text;
+    std::ofstream(spec.stderr_path) << p.stderr_text;
+    int pid = next_pid_++;
+    live_[pid] = {p, clock_.Now() + p.duration_ms, 0};
+    launches.push_back(spec);
+    running_now = static_cast<int>(live_.size());
+    max_running = std::max(max_running, running_now);
+    return pid;
+  }
+
+  void SignalGroup(int pgid, int sig) override {
+    signals.push_back({pgid, sig});
+    auto it = live_.find(pgid);
+    if (it == live_.end()) return;
+    if (sig == SIGKILL || (sig == SIGTERM && !it->second.proc.ignores_sigterm)) {
+      it->second.end_ms = clock_.Now();
+      it->second.signal = sig;
+    }
+  }
+
+  WaitResult Wait(int64_t timeout_ms) override {
+    WaitResult r;
+    if (pending_interrupt != 0) {
+      r.interrupt_signal = pending_interrupt;
+      pending_interrupt = 0;
+      return r;
+    }
+    Millis limit = clock_.Now() + timeout_ms;
+    Millis first = limit;
+    for (const auto& [pid, l] : live_) first = std::min(first, l.end_ms);
+    if (first > clock_.Now()) clock_.Set(first);
+    for (auto it = live_.begin(); it != live_.end();) {
+      if (it->second.end_ms <= clock_.Now()) {
+        ProcessExit e;
+        e.pid = it->first;
+        if (it->second.signal != 0) {
+          e.signal = it->second.signal;
+        } else {
+          e.exit_code = it->second.proc.exit_code;
+        }
+        r.exits.push_back(e);
+        it = live_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    running_now = static_cast<int>(live_.size());
+    if (on_wait) on_wait(*this);
+    return r;
+  }
+
+  std::vector<LaunchSpec> launches;
+  std::vector<std::pair<int, int>> signals;
+  int running_now = 0;
+  int max_running = 0;
+  int pending_interrupt = 0;  // delivered by the next Wait
+  std::function<void(FakeLauncher&)> on_wait;
+
+ private:
+  struct LiveProc {
+    FakeProcess proc;
+    Millis end_ms = 0;
+    int signal = 0;
+  };
+  FakeClock& clock_;
+  Script script_;
+  std::map<int, LiveProc> live_;
+  int next_pid_ = 1000;
+};
+
+// The value of NAME in a launch's environment ("" when absent).
+inline std::string EnvOf(const LaunchSpec& spec, const std::string& name) {
+  for (const auto& kv : spec.env) {
+    if (kv.rfind(name + "=", 0) == 0) return kv.substr(name.size() + 1);
+  }
+  return "";
+}
+
+}  // namespace drover::testing

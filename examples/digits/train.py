@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Train a small classifier on sklearn's bundled 8x8 digits (no download), on CPU.
+
+Prints one JSON line per epoch on stdout, which drover stores as metrics:
+    {"epoch": 1, "loss": 0.61, "val_loss": 0.32, "val_acc": 0.91}
+
+--oom-above N makes any batch size above N fail the way a GPU that is too small does: a real
+torch.cuda.OutOfMemoryError at the first forward pass, uncaught, so drover's OOM recovery
+(halve the batch, double --grad-accum) can be tried on a machine without a GPU.
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from sklearn.datasets import load_digits
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--oom-above", type=int, default=0,
+                   help="pretend the GPU holds at most this batch size (0 = off)")
+    p.add_argument("--grad-accum", type=int, default=1,
+                   help="accumulate gradients over this many micro-batches per step")
+    args = p.parse_args()
+    if args.batch_size < 1 or args.epochs < 1 or args.grad_accum < 1:
+        p.error("--batch-size, --epochs and --grad-accum must be at least 1")
+    return args
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(64, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+
+class Cnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 16, 3, padding=1)
+        self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
+        self.fc1 = nn.Linear(32 * 4 * 4, 64)
+        self.fc2 = nn.Linear(64, 10)
+
+    def forward(self, x):
+        x = F.relu(self.conv1(x))
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+
+def load_split(seed):
+    """The digits as (N, 1, 8, 8) floats in [0, 1]; 80% train, 20% validation, shuffled by seed."""
+    digits = load_digits()
+    x = torch.tensor(digits.images, dtype=torch.float32).unsqueeze(1) / 16.0
+    y = torch.tensor(digits.target, dtype=torch.long)
+    order = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
+    n_val = len(y) // 5
+    val, train = order[:n_val], order[n_val:]
+    return x[train], y[train], x[val], y[val]
+
+
+def check_memory(args):
+    if args.oom_above > 0 and args.batch_size > args.oom_above:
+        need_mib = args.batch_size * 64 * 4 * 1024 / 2**20  # what a bigger model might ask for
+        raise torch.cuda.OutOfMemoryError(
+            f"CUDA out of memory. Tried to allocate {need_mib:.2f} MiB "
+            f"(batch {args.batch_size} above the limit of {args.oom_above} set by --oom-above)")
+
+
+def main():
+    args = parse_args()
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(1)
+    if "DROVER_PARAMS" in os.environ:
+        print(f"drover params: {os.environ['DROVER_PARAMS']}", file=sys.stderr, flush=True)
+
+    x_train, y_train, x_val, y_val = load_split(args.seed)
+    model = Mlp() if args.model == "mlp" else Cnn()
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+
+    for epoch in range(1, args.epochs + 1):
+        model.train()
+        perm = torch.randperm(len(y_train))
+        total_loss, seen = 0.0, 0
+        opt.zero_grad()
+        batches = range(0, len(perm), args.batch_size)
+        for i, start in enumerate(batches):
+            idx = perm[start:start + args.batch_size]
+            check_memory(args)  # the "allocation" for this batch
+            loss = F.cross_entropy(model(x_train[idx]), y_train[idx])
+            # Scale so that N accumulated micro-batches give the gradient of one N-times batch.
+            (loss / args.grad_accum).backward()
+            if (i + 1) % args.grad_accum == 0 or i + 1 == len(batches):
+                opt.step()
+                opt.zero_grad()
+            total_loss += loss.item() * len(idx)
+            seen += len(idx)
+
+        model.eval()
+        with torch.no_grad():
+            logits = model(x_val)
+            val_loss = F.cross_entropy(logits, y_val).item()
+            val_acc = (logits.argmax(1) == y_val).float().mean().item()
+        print(json.dumps({"epoch": epoch, "loss": round(total_loss / seen, 6),
+                          "val_loss": round(val_loss, 6), "val_acc": round(val_acc, 6)}),
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+#include "cli/common.h"
+
+#include <time.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fmt/format.h>
+#include <set>
+
+namespace drover::cli {
+
+std::string StoreDir(const Globals& g) {
+  if (!g.store_dir.empty()) return g.store_dir;
+  if (const char* home = std::getenv("DROVER_HOME"); home && *home) return home;
+  return ".drover";
+}
+
+std::string StorePath(const Globals& g) { return StoreDir(g) + "/drover.db"; }
+
+Result<std::unique_ptr<Store>> OpenStore(const Globals& g, bool create) {
+  std::string path = StorePath(g);
+  if (!create && !std::filesystem::exists(path)) {
+    return NotFound(fmt::format(
+        "no drover store at {}; run `drover run SPEC` here first, or point --store (or "
+        "DROVER_HOME) at the folder that holds drover.db",
+        StoreDir(g)));
+  }
+  auto store = Store::Open(path);
+  if (!store.ok()) return store.status();
+  return std::move(store).value();
+}
+
+int ReportError(const Status& st) {
+  std::fprintf(stderr, "drover: %s\n", st.message().c_str());
+  switch (st.code()) {
+    case Code::kInvalidArgument:
+    case Code::kNotFound:
+    case Code::kFailedPrecondition:
+    case Code::kUnavailable:
+      return kExitBadInput;
+    case Code::kCancelled:
+      return kExitInterrupted;
+    default:
+      return kExitInternal;
+  }
+}
+
+Result<int64_t> ParseRunId(const std::string& text) {
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v <= 0) {
+    return InvalidArgument(fmt::format(
+        "'{}' is not a run id; run ids are numbers, as `drover ls` lists them", text));
+  }
+  return static_cast<int64_t>(v);
+}
+
+Result<Run> LoadRun(Store& store, const std::string& id_text) {
+  DROVER_ASSIGN_OR_RETURN(int64_t id, ParseRunId(id_text));
+  DROVER_ASSIGN_OR_RETURN(auto run, store.GetRun(id));
+  if (!run) return NotFound(fmt::format("no run {} in this store; `drover ls` lists runs", id));
+  return *run;
+}
+
+Result<Experiment> LoadExperiment(Store& store, const std::string& id_or_name) {
+  DROVER_ASSIGN_OR_RETURN(auto exp, store.FindExperiment(id_or_name));
+  if (!exp) {
+    return NotFound(fmt::format(
+        "no experiment '{}' in this store; `drover ls --experiments` lists them", id_or_name));
+  }
+  return *exp;
+}
+
+std::vector<std::string> VaryingParams(const std::vector<Run>& runs) {
+  std::vector<std::string> keys;
+  if (runs.empty()) return keys;
+  for (auto it = runs[0].params.begin(); it != runs[0].params.end(); ++it) {
+    for (const Run& r : runs) {
+      if (!r.params.contains(it.key()) || r.params[it.key()] != it.value()) {
+        keys.push_back(it.key());
+        break;
+      }
+    }
+  }
+  return keys;
+}
+
+std::string FormatValue(const Json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) return fmt::format("{:.4g}", v.get<double>());
+  return v.dump();
+}
+
+std::string ParamsSummary(const Json& params, const std::vector<std::string>& keys) {
+  std::string out;
+  for (const auto& k : keys) {
+    if (!params.contains(k)) continue;
+    if (!out.empty()) out += " ";
+    out += k + "=" + FormatValue(params[k]);
+  }
+  return out;
+}
+
+std::string FormatTime(Millis ms) {
+  if (ms <= 0) return "-";
+  time_t t = static_cast<time_t>(ms / 1000);
+  struct tm tm {};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+std::string RenderTable(const std::vector<std::string>& header,
+                        const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width(header.size(), 0);
+  auto measure = [&](const std::vector<std::string>& row) {
+    for (size_t i = 0; i < row.size() && i < width.size(); ++i) {
+      width[i] = std::max(width[i], row[i].size());
+    }
+  };
+  measure(header);
+  for (const auto& r : rows) measure(r);
+  auto line = [&](const std::vector<std::string>& row) {
+    std::string out;
+    for (size_t i = 0; i < width.size(); ++i) {
+      std::string cell = i < row.size() ? row[i] : "";
+      if (i + 1 == width.size()) {
+        out += cell;
+      } else {
+        out += cell + std::string(width[i] - cell.size() + 2, ' ');
+      }
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out + "\n";
+  };
+  std::string out = line(header);
+  for (const auto& r : rows) out += line(r);
+  return out;
+}
+
+}  // namespace drover::cli

@@ -1,0 +1,62 @@
+#pragma once
+// What every command shares: the store location, opening it, the exit codes, tables.
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/run.h"
+#include "store/store.h"
+
+namespace drover::cli {
+
+// Exit statuses: 0 all good, 1 some run failed or was cancelled, 2 bad input (spec, flags, ids),
+// 3 an internal or store error, 130 interrupted by Ctrl-C.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitRunsFailed = 1;
+inline constexpr int kExitBadInput = 2;
+inline constexpr int kExitInternal = 3;
+inline constexpr int kExitInterrupted = 130;
+
+struct Globals {
+  std::string store_dir;  // --store, else $DROVER_HOME, else ./.drover
+  bool verbose = false;
+};
+
+// A registered subcommand: its parser and what to do when it was chosen.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+std::string StoreDir(const Globals& g);
+std::string StorePath(const Globals& g);  // <store>/drover.db
+// Opens an existing store; `create` also makes a new one.
+Result<std::unique_ptr<Store>> OpenStore(const Globals& g, bool create);
+
+// Prints "drover: <message>" to stderr and returns the exit code for the status.
+int ReportError(const Status& st);
+
+Result<int64_t> ParseRunId(const std::string& text);
+Result<Run> LoadRun(Store& store, const std::string& id_text);
+Result<Experiment> LoadExperiment(Store& store, const std::string& id_or_name);
+
+// The parameters that differ between runs of one set (for compact listings).
+std::vector<std::string> VaryingParams(const std::vector<Run>& runs);
+std::string ParamsSummary(const Json& params, const std::vector<std::string>& keys);
+std::string FormatValue(const Json& v);  // 0.9611 / 64 / mlp
+std::string FormatTime(Millis ms);       // local "2026-11-30 12:00:01"
+
+// A plain text table: columns padded to the widest cell.
+std::string RenderTable(const std::vector<std::string>& header,
+                        const std::vector<std::vector<std::string>>& rows);
+
+Command RegisterRun(CLI::App& root, Globals& g);
+Command RegisterLs(CLI::App& root, Globals& g);
+Command RegisterShow(CLI::App& root, Globals& g);
+Command RegisterLogs(CLI::App& root, Globals& g);
+Command RegisterCompare(CLI::App& root, Globals& g);
+
+}  // namespace drover::cli

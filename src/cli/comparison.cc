@@ -1,0 +1,113 @@
+#include "cli/comparison.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <set>
+
+#include "cli/common.h"
+#include "common/strings.h"
+#include "protocol/json_codec.h"
+
+namespace drover::cli {
+
+Comparison Compare(const Experiment& exp, std::vector<Run> runs, const std::string& metric,
+                   const std::string& mode) {
+  Comparison c;
+  std::set<std::string> names;
+  for (const Run& r : runs) {
+    for (auto it = r.final_metrics.begin(); it != r.final_metrics.end(); ++it) names.insert(it.key());
+  }
+  const Json& objective = exp.spec.contains("objective") ? exp.spec["objective"] : Json();
+  c.metric = metric;
+  if (c.metric.empty() && objective.is_object()) c.metric = objective.value("metric", "");
+  if (c.metric.empty() && !names.empty()) c.metric = *names.begin();
+  if (mode == "min" || mode == "max") {
+    c.maximize = mode == "max";
+  } else if (objective.is_object() && objective.value("metric", "") == c.metric) {
+    c.maximize = objective.value("mode", "max") == "max";
+  } else {
+    c.maximize = c.metric.find("loss") == std::string::npos && c.metric.find("err") == std::string::npos;
+  }
+  c.varying = VaryingParams(runs);
+  if (!c.metric.empty()) c.metrics.push_back(c.metric);
+  for (const auto& n : names) {
+    if (n != c.metric) c.metrics.push_back(n);
+  }
+  auto value = [&](const Run& r) -> std::optional<double> {
+    auto it = r.final_metrics.find(c.metric);
+    if (c.metric.empty() || it == r.final_metrics.end() || !it->is_number()) return std::nullopt;
+    return it->get<double>();
+  };
+  std::stable_sort(runs.begin(), runs.end(), [&](const Run& a, const Run& b) {
+    auto va = value(a), vb = value(b);
+    bool sa = a.state == RunState::kSucceeded, sb = b.state == RunState::kSucceeded;
+    if (sa != sb) return sa;  // succeeded runs first
+    if (va.has_value() != vb.has_value()) return va.has_value();
+    if (va && vb && *va != *vb) return c.maximize ? *va > *vb : *va < *vb;
+    return a.id < b.id;
+  });
+  for (const Run& r : runs) {
+    if (r.state == RunState::kSucceeded && value(r)) {
+      c.best_run = r.id;
+      break;
+    }
+  }
+  c.runs = std::move(runs);
+  return c;
+}
+
+std::string RenderComparison(const Comparison& c) {
+  std::vector<std::string> header = {"", "run"};
+  for (const auto& p : c.varying) header.push_back(p);
+  header.push_back("state");
+  header.push_back("attempts");
+  for (const auto& m : c.metrics) {
+    header.push_back(m == c.metric ? fmt::format("{} ({})", m, c.maximize ? "max" : "min") : m);
+  }
+  header.push_back("time");
+  std::vector<std::vector<std::string>> rows;
+  for (const Run& r : c.runs) {
+    std::vector<std::string> row = {r.id == c.best_run ? "*" : "", std::to_string(r.id)};
+    for (const auto& p : c.varying) {
+      std::string v = r.current_params.contains(p) ? FormatValue(r.current_params[p]) : "";
+      if (r.params.contains(p) && r.current_params.contains(p) &&
+          r.params[p] != r.current_params[p]) {
+        v += " (was " + FormatValue(r.params[p]) + ")";
+      }
+      row.push_back(v);
+    }
+    std::string state(ToString(r.state));
+    if (r.state != RunState::kSucceeded && !r.reason.empty() && r.reason != state) {
+      state += " (" + r.reason + ")";
+    }
+    row.push_back(state);
+    row.push_back(std::to_string(r.attempts));
+    for (const auto& m : c.metrics) {
+      row.push_back(r.final_metrics.contains(m) ? FormatValue(r.final_metrics[m]) : "-");
+    }
+    row.push_back(r.started_ms > 0 && r.ended_ms > 0 ? FormatDuration(r.ended_ms - r.started_ms)
+                                                     : "-");
+    rows.push_back(std::move(row));
+  }
+  std::string out = RenderTable(header, rows);
+  if (c.best_run != 0) {
+    out += fmt::format("* best: run {} by {} ({})\n", c.best_run, c.metric,
+                       c.maximize ? "higher is better" : "lower is better");
+  } else if (!c.metric.empty()) {
+    out += fmt::format("no succeeded run reported {}\n", c.metric);
+  }
+  return out;
+}
+
+Json ComparisonJson(const Experiment& exp, const Comparison& c) {
+  Json runs = Json::array();
+  for (const Run& r : c.runs) runs.push_back(protocol::ToJson(r));
+  return {{"experiment", {{"id", exp.id}, {"name", exp.name}, {"status", exp.status}}},
+          {"metric", c.metric},
+          {"mode", c.maximize ? "max" : "min"},
+          {"best_run", c.best_run == 0 ? Json() : Json(c.best_run)},
+          {"varying_params", c.varying},
+          {"runs", runs}};
+}
+
+}  // namespace drover::cli

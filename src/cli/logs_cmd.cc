@@ -1,0 +1,101 @@
+// drover logs RUN: a run's output, from the attempt's log files.
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <thread>
+
+#include "cli/common.h"
+#include "engine/metric_lines.h"
+
+namespace drover::cli {
+namespace {
+
+struct LogsFlags {
+  std::string run;
+  int attempt = 0;
+  bool stderr_stream = false;
+  bool follow = false;
+  bool json = false;
+};
+
+int Logs(Globals& g, const LogsFlags& f) {
+  auto store = OpenStore(g, false);
+  if (!store.ok()) return ReportError(store.status());
+  auto run = LoadRun(**store, f.run);
+  if (!run.ok()) return ReportError(run.status());
+  auto attempts = (*store)->ListAttempts(run->id);
+  if (!attempts.ok()) return ReportError(attempts.status());
+  if (attempts->empty()) {
+    if (!f.follow) {
+      std::fprintf(stderr, "run %lld has not started yet; no output\n",
+                   static_cast<long long>(run->id));
+      return kExitOk;
+    }
+  }
+  if (f.attempt < 0 || f.attempt > static_cast<int>(attempts->size())) {
+    return ReportError(InvalidArgument(fmt::format("run {} has {} attempts; pick 1..{}", run->id,
+                                                   attempts->size(), attempts->size())));
+  }
+  int number = f.attempt > 0 ? f.attempt : static_cast<int>(attempts->size());
+  auto path_of = [&](const Attempt& a) { return f.stderr_stream ? a.stderr_path : a.stdout_path; };
+
+  if (f.json) {
+    const Attempt& a = (*attempts)[number - 1];
+    Json lines = Json::array();
+    auto st = ReadNewLines(path_of(a), 0, true, [&](std::string_view l) { lines.push_back(l); });
+    if (!st.ok()) return ReportError(st.status());
+    std::printf("%s\n", Json({{"run_id", run->id},
+                              {"attempt", number},
+                              {"stream", f.stderr_stream ? "stderr" : "stdout"},
+                              {"path", path_of(a)},
+                              {"lines", lines}})
+                            .dump(2)
+                            .c_str());
+    return kExitOk;
+  }
+
+  int64_t offset = 0;
+  auto print = [&](std::string_view l) {
+    std::fwrite(l.data(), 1, l.size(), stdout);
+    std::fputc('\n', stdout);
+  };
+  while (true) {
+    if (number >= 1 && number <= static_cast<int>(attempts->size())) {
+      const Attempt& a = (*attempts)[number - 1];
+      auto next = ReadNewLines(path_of(a), offset, a.ended, print);
+      if (!next.ok()) return ReportError(next.status());
+      offset = *next;
+      std::fflush(stdout);
+      if (!f.follow) return kExitOk;
+      if (a.ended && number < static_cast<int>(attempts->size())) {
+        ++number;  // a retry started: follow it
+        offset = 0;
+        std::printf("--- attempt %d ---\n", number);
+        continue;
+      }
+      if (a.ended && IsFinal(run->state)) return kExitOk;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    auto r = (*store)->GetRun(run->id);
+    auto at = (*store)->ListAttempts(run->id);
+    if (!r.ok() || !at.ok() || !r->has_value()) return kExitInternal;
+    run = **r;
+    *attempts = *at;
+    if (number == 0 && !attempts->empty()) number = 1;
+  }
+}
+
+}  // namespace
+
+Command RegisterLogs(CLI::App& root, Globals& g) {
+  auto f = std::make_shared<LogsFlags>();
+  CLI::App* app = root.add_subcommand("logs", "Print a run's output (the latest attempt by default)");
+  app->add_option("run", f->run, "Run id, as `drover ls` lists it")->required();
+  app->add_option("-a,--attempt", f->attempt, "Which attempt (1, 2, ...); default the latest");
+  app->add_flag("--stderr", f->stderr_stream, "Print stderr instead of stdout");
+  app->add_flag("-f,--follow", f->follow, "Keep printing new output until the run ends");
+  app->add_flag("--json", f->json, "Print the lines as JSON");
+  return {app, [&g, f] { return Logs(g, *f); }};
+}
+
+}  // namespace drover::cli

@@ -1,0 +1,123 @@
+// drover ls: list runs (or experiments) in the store.
+#include <fmt/format.h>
+
+#include "cli/common.h"
+#include "common/strings.h"
+#include "protocol/json_codec.h"
+
+namespace drover::cli {
+namespace {
+
+struct LsFlags {
+  std::string experiment;
+  std::string state;
+  int limit = 50;
+  bool experiments = false;
+  bool json = false;
+};
+
+int ListExperiments(Store& store, const LsFlags& f) {
+  auto exps = store.ListExperiments(f.limit);
+  if (!exps.ok()) return ReportError(exps.status());
+  if (f.json) {
+    Json out = Json::array();
+    for (const auto& e : *exps) {
+      Json j = protocol::ToJson(e);
+      j.erase("spec");
+      out.push_back(j);
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& e : *exps) {
+    RunFilter rf;
+    rf.experiment_id = e.id;
+    auto runs = store.ListRuns(rf);
+    int total = 0, ok = 0, failed = 0;
+    if (runs.ok()) {
+      for (const auto& r : *runs) {
+        ++total;
+        ok += r.state == RunState::kSucceeded;
+        failed += r.state == RunState::kFailed || r.state == RunState::kCancelled;
+      }
+    }
+    rows.push_back({std::to_string(e.id), e.name, e.status,
+                    fmt::format("{}/{} ok{}", ok, total, failed ? fmt::format(", {} failed", failed) : ""),
+                    FormatTime(e.created_ms)});
+  }
+  std::fputs(RenderTable({"id", "name", "status", "runs", "created"}, rows).c_str(), stdout);
+  return kExitOk;
+}
+
+int List(Globals& g, const LsFlags& f) {
+  auto store = OpenStore(g, false);
+  if (!store.ok()) return ReportError(store.status());
+  if (f.experiments) return ListExperiments(**store, f);
+  RunFilter filter;
+  filter.limit = f.limit;
+  filter.newest_first = true;
+  std::map<int64_t, std::string> names;
+  if (!f.experiment.empty()) {
+    auto exp = LoadExperiment(**store, f.experiment);
+    if (!exp.ok()) return ReportError(exp.status());
+    filter.experiment_id = exp->id;
+  }
+  if (!f.state.empty()) {
+    filter.state = ParseRunState(f.state);
+    if (!filter.state) {
+      return ReportError(InvalidArgument(fmt::format(
+          "unknown state '{}'; use queued, running, retrying, succeeded, failed or cancelled",
+          f.state)));
+    }
+  }
+  auto runs = (*store)->ListRuns(filter);
+  if (!runs.ok()) return ReportError(runs.status());
+  if (f.json) {
+    Json out = Json::array();
+    for (const auto& r : *runs) out.push_back(protocol::ToJson(r));
+    std::printf("%s\n", out.dump(2).c_str());
+    return kExitOk;
+  }
+  std::vector<std::string> varying = VaryingParams(*runs);
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : *runs) {
+    if (!names.count(r.experiment_id)) {
+      auto e = (*store)->GetExperiment(r.experiment_id);
+      names[r.experiment_id] = e.ok() && e->has_value() ? (*e)->name : "?";
+    }
+    std::string metrics;
+    for (auto it = r.final_metrics.begin(); it != r.final_metrics.end(); ++it) {
+      if (metrics.size() > 40) break;
+      metrics += (metrics.empty() ? "" : " ") + it.key() + "=" + FormatValue(it.value());
+    }
+    rows.push_back({std::to_string(r.id),
+                    fmt::format("{} ({})", names[r.experiment_id], r.experiment_id),
+                    std::string(ToString(r.state)), std::to_string(r.attempts),
+                    ParamsSummary(r.current_params, varying), metrics, FormatTime(r.created_ms)});
+  }
+  if (rows.empty()) {
+    std::printf("no runs\n");
+    return kExitOk;
+  }
+  std::fputs(
+      RenderTable({"run", "experiment", "state", "attempts", "params", "metrics", "submitted"}, rows)
+          .c_str(),
+      stdout);
+  return kExitOk;
+}
+
+}  // namespace
+
+Command RegisterLs(CLI::App& root, Globals& g) {
+  auto f = std::make_shared<LsFlags>();
+  CLI::App* app = root.add_subcommand("ls", "List runs, newest first (or experiments)");
+  app->add_option("-e,--experiment", f->experiment, "Only runs of this experiment (id or name)");
+  app->add_option("-s,--state", f->state, "Only runs in this state");
+  app->add_option("-n,--limit", f->limit, "At most this many (0 = all)");
+  app->add_flag("--experiments", f->experiments, "List experiments instead of runs");
+  app->add_flag("--json", f->json, "Print JSON");
+  return {app, [&g, f] { return List(g, *f); }};
+}
+
+}  // namespace drover::cli

@@ -1,0 +1,127 @@
+#include "cli/progress.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "cli/common.h"
+#include "common/strings.h"
+
+namespace drover::cli {
+
+ProgressView::ProgressView(std::FILE* out, bool live, const Clock& clock, std::string title,
+                           std::vector<Run> runs, std::vector<std::string> varying,
+                           std::string metric)
+    : out_(out),
+      live_(live),
+      clock_(clock),
+      title_(std::move(title)),
+      varying_(std::move(varying)),
+      metric_(std::move(metric)),
+      start_ms_(clock.Now()) {
+  for (auto& r : runs) rows_[r.id].run = std::move(r);
+}
+
+void ProgressView::OnRunChanged(const Run& run, const Attempt* attempt, const std::string& note) {
+  Row& row = rows_[run.id];
+  Millis now = clock_.Now();
+  if (run.state == RunState::kRunning && attempt) {
+    row.where = attempt->cuda_visible_devices.empty() ? "CPU" : "GPU " + attempt->cuda_visible_devices;
+    row.started_ms = attempt->started_ms;
+    row.latest.clear();
+  }
+  if (IsFinal(run.state) && row.run.started_ms > 0) {
+    durations_.push_back(now - row.run.started_ms);
+  }
+  if (IsFinal(run.state) && run.started_ms > 0 && row.run.started_ms == 0) {
+    durations_.push_back(now - run.started_ms);
+  }
+  row.run = run;
+  if (live_) return;
+  std::string params = ParamsSummary(run.current_params, varying_);
+  std::string line = fmt::format("[{}] run {} {}", FormatDuration(now - start_ms_), run.id,
+                                 ToString(run.state));
+  if (run.state == RunState::kRunning) line += " on " + row.where;
+  if (!params.empty()) line += " (" + params + ")";
+  if (attempt && attempt->number > 1 && run.state == RunState::kRunning) {
+    line += fmt::format(" attempt {}", attempt->number);
+  }
+  if (!note.empty() && run.state != RunState::kRunning) line += ": " + note;
+  if (IsFinal(run.state) && !metric_.empty() && run.final_metrics.contains(metric_)) {
+    line += fmt::format("  {}={}", metric_, FormatValue(run.final_metrics[metric_]));
+  }
+  std::fprintf(out_, "%s\n", line.c_str());
+  std::fflush(out_);
+}
+
+void ProgressView::OnMetrics(const Run& run, const std::vector<MetricPoint>& points) {
+  Row& row = rows_[run.id];
+  row.run.final_metrics = run.final_metrics;
+  if (points.empty()) return;
+  std::string shown = metric_;
+  if (shown.empty() || !run.final_metrics.contains(shown)) shown = points.back().name;
+  row.latest = fmt::format("step {} {}={}", points.back().step, shown,
+                           run.final_metrics.contains(shown) ? FormatValue(run.final_metrics[shown]) : "?");
+}
+
+void ProgressView::OnTick() {
+  if (live_) Draw(false);
+}
+
+void ProgressView::Finish() {
+  if (live_) Draw(true);
+}
+
+std::string ProgressView::Summary() const {
+  int done = 0, running = 0, queued = 0, failed = 0, cancelled = 0;
+  for (const auto& [id, row] : rows_) {
+    switch (row.run.state) {
+      case RunState::kSucceeded: ++done; break;
+      case RunState::kRunning: ++running; break;
+      case RunState::kQueued:
+      case RunState::kRetrying: ++queued; break;
+      case RunState::kFailed: ++failed; break;
+      case RunState::kCancelled: ++cancelled; break;
+    }
+  }
+  Millis now = clock_.Now();
+  std::string eta = "?";
+  int left = running + queued;
+  if (left == 0) {
+    eta = "0s";
+  } else if (!durations_.empty()) {
+    double mean = 0;
+    for (Millis d : durations_) mean += static_cast<double>(d);
+    mean /= static_cast<double>(durations_.size());
+    int parallel = std::max(1, running);
+    eta = FormatDuration(static_cast<Millis>(mean * left / parallel));
+  }
+  std::string s = fmt::format("{}: {} done, {} running, {} queued, {} failed", title_, done,
+                              running, queued, failed);
+  if (cancelled) s += fmt::format(", {} cancelled", cancelled);
+  s += fmt::format("  elapsed {}  ETA {}", FormatDuration(now - start_ms_), eta);
+  return s;
+}
+
+void ProgressView::Draw(bool force) {
+  Millis now = clock_.Now();
+  if (!force && now - last_draw_ms_ < 200) return;
+  last_draw_ms_ = now;
+  std::vector<std::string> lines = {Summary()};
+  for (const auto& [id, row] : rows_) {
+    if (row.run.state != RunState::kRunning) continue;
+    std::string l = fmt::format("  run {:<5} {:<7} {:<6}", id, row.where,
+                                FormatDuration(now - row.started_ms));
+    std::string params = ParamsSummary(row.run.current_params, varying_);
+    if (!params.empty()) l += " " + params;
+    if (!row.latest.empty()) l += "  " + row.latest;
+    lines.push_back(l);
+  }
+  std::string buf;
+  if (drawn_lines_ > 0) buf += fmt::format("\x1b[{}F\x1b[J", drawn_lines_);
+  for (const auto& l : lines) buf += l + "\n";
+  std::fputs(buf.c_str(), out_);
+  std::fflush(out_);
+  drawn_lines_ = static_cast<int>(lines.size());
+}
+
+}  // namespace drover::cli

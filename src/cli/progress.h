@@ -1,0 +1,47 @@
+#pragma once
+// What `drover run` shows while the engine works: on a terminal a live view redrawn in place
+// (done/running/queued/failed, each running run's latest metric, ETA); otherwise one plain line
+// per state change, for logs and CI.
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "engine/engine.h"
+
+namespace drover::cli {
+
+class ProgressView : public EngineObserver {
+ public:
+  ProgressView(std::FILE* out, bool live, const Clock& clock, std::string title,
+               std::vector<Run> runs, std::vector<std::string> varying, std::string metric);
+  void OnRunChanged(const Run& run, const Attempt* attempt, const std::string& note) override;
+  void OnMetrics(const Run& run, const std::vector<MetricPoint>& points) override;
+  void OnTick() override;
+  void Finish();  // final redraw; leaves the view on screen
+
+ private:
+  struct Row {
+    Run run;
+    std::string where;    // "GPU 0", "CPU"
+    std::string latest;   // "epoch 3 val_acc=0.95"
+    Millis started_ms = 0;
+  };
+  void Draw(bool force);
+  std::string Summary() const;
+
+  std::FILE* out_;
+  bool live_;
+  const Clock& clock_;
+  std::string title_;
+  std::vector<std::string> varying_;
+  std::string metric_;
+  std::map<int64_t, Row> rows_;
+  Millis start_ms_;
+  Millis last_draw_ms_ = 0;
+  int drawn_lines_ = 0;
+  std::vector<Millis> durations_;
+};
+
+}  // namespace drover::cli

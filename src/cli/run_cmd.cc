@@ -1,0 +1,140 @@
+// drover run SPEC: submit an experiment to the embedded engine and follow it to the end.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fmt/format.h>
+
+#include "cli/common.h"
+#include "cli/comparison.h"
+#include "cli/progress.h"
+#include "common/strings.h"
+#include "engine/engine.h"
+#include "exec/posix_launcher.h"
+#include "gpu/gpu_probe.h"
+#include "protocol/json_codec.h"
+#include "spec/expand.h"
+#include "spec/spec_parser.h"
+
+namespace drover::cli {
+namespace {
+
+struct RunFlags {
+  std::string spec_path;
+  std::vector<std::string> sets;
+  std::string fake_gpus;
+  bool dry_run = false;
+  bool json = false;
+  bool quiet = false;
+  int cpus = 0;
+};
+
+int DryRun(const Spec& spec, const RunFlags& f) {
+  auto grid = ExpandGrid(spec);
+  Json out = Json::array();
+  std::vector<std::vector<std::string>> rows;
+  for (size_t i = 0; i < grid.size(); ++i) {
+    auto argv = RenderCommand(spec, grid[i]);
+    if (!argv.ok()) return ReportError(argv.status());
+    std::vector<std::string> quoted;
+    for (const auto& w : *argv) quoted.push_back(ShellQuote(w));
+    out.push_back({{"index", i}, {"params", grid[i]}, {"argv", *argv}});
+    rows.push_back({std::to_string(i), grid[i].dump(), Join(quoted, " ")});
+  }
+  if (f.json) {
+    std::printf("%s\n", Json({{"name", spec.name}, {"runs", out}}).dump(2).c_str());
+  } else {
+    std::printf("%s: %zu runs (dry run: nothing was submitted)\n", spec.name.c_str(), grid.size());
+    std::fputs(RenderTable({"#", "params", "command"}, rows).c_str(), stdout);
+  }
+  return kExitOk;
+}
+
+int RunSpec(Globals& g, const RunFlags& f) {
+  auto spec = ParseSpecFile(f.spec_path, f.sets);
+  if (!spec.ok()) return ReportError(spec.status());
+  if (f.dry_run) return DryRun(*spec, f);
+
+  std::string fake = f.fake_gpus;
+  if (fake.empty()) {
+    if (const char* env = std::getenv("DROVER_FAKE_GPUS")) fake = env;
+  }
+  auto probe = MakeGpuProbe(fake);
+  if (!probe.ok()) return ReportError(probe.status());
+  auto store = OpenStore(g, /*create=*/true);
+  if (!store.ok()) return ReportError(store.status());
+
+  PosixLauncher launcher;  // blocks SIGINT/SIGTERM/SIGCHLD: the engine takes them in its loop
+  RealClock clock;
+  EngineOptions opts;
+  opts.store_dir = StoreDir(g);
+  opts.cpu_slots = f.cpus;
+  Engine engine(**store, launcher, **probe, clock, opts);
+  auto submitted = engine.Submit(*spec);
+  if (!submitted.ok()) return ReportError(submitted.status());
+
+  bool human = !f.json && !f.quiet;
+  if (human) {
+    const Snapshot& s = submitted->snapshot;
+    std::string code = s.git ? fmt::format("git {}{}", s.git_commit.substr(0, 12),
+                                           s.git_diff.empty() ? "" : " + uncommitted changes")
+                             : "files";
+    std::printf("experiment %lld (%s): %zu runs, code snapshot %s (%s, %lld files)\n",
+                static_cast<long long>(submitted->experiment_id), spec->name.c_str(),
+                submitted->runs.size(), s.hash.substr(0, 12).c_str(), code.c_str(),
+                static_cast<long long>(s.files));
+    std::fflush(stdout);
+  }
+  std::string metric = spec->objective ? spec->objective->metric : "";
+  std::vector<std::string> varying = VaryingParams(submitted->runs);
+  bool live = human && ::isatty(STDOUT_FILENO) && std::getenv("TERM") != nullptr &&
+              std::string(std::getenv("TERM")) != "dumb";
+  ProgressView view(stdout, live, clock, spec->name, submitted->runs, varying, metric);
+  Status st = engine.RunUntilDone(human ? &view : nullptr);
+  if (human) view.Finish();
+  if (!st.ok()) return ReportError(st);
+
+  auto exp = (*store)->GetExperiment(submitted->experiment_id);
+  RunFilter filter;
+  filter.experiment_id = submitted->experiment_id;
+  auto runs = (*store)->ListRuns(filter);
+  if (!exp.ok() || !runs.ok() || !exp->has_value()) {
+    return ReportError(!exp.ok() ? exp.status() : runs.status());
+  }
+  Comparison c = Compare(**exp, *runs, "", "");
+  if (f.json) {
+    std::printf("%s\n", ComparisonJson(**exp, c).dump(2).c_str());
+  } else if (!f.quiet) {
+    std::printf("\n%s", RenderComparison(c).c_str());
+  }
+  if (engine.interrupted()) {
+    std::fprintf(stderr, "drover: interrupted; every run was stopped and recorded as cancelled\n");
+    return kExitInterrupted;
+  }
+  for (const Run& r : *runs) {
+    if (r.state != RunState::kSucceeded) return kExitRunsFailed;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Command RegisterRun(CLI::App& root, Globals& g) {
+  auto flags = std::make_shared<RunFlags>();
+  CLI::App* app = root.add_subcommand(
+      "run", "Run an experiment spec to the end: expand, schedule, run, record, compare");
+  app->add_option("spec", flags->spec_path, "The experiment spec (YAML); see docs/spec.md")
+      ->required();
+  app->add_option("--set", flags->sets,
+                  "Override a spec value: key=value (retries=2, resources.gpus=0, lr=0.1, "
+                  "batch_size=[32,64]); repeatable");
+  app->add_option("--fake-gpus", flags->fake_gpus,
+                  "Schedule onto declared GPUs instead of real ones, e.g. 2x16GiB "
+                  "(or $DROVER_FAKE_GPUS)");
+  app->add_option("--cpus", flags->cpus, "CPU slots shared by all runs (default: the CPU count)");
+  app->add_flag("--dry-run", flags->dry_run, "List the expanded runs and their commands; run nothing");
+  app->add_flag("--json", flags->json, "Print the final results as JSON");
+  app->add_flag("-q,--quiet", flags->quiet, "Print nothing but errors");
+  return {app, [&g, flags] { return RunSpec(g, *flags); }};
+}
+
+}  // namespace drover::cli

@@ -1,0 +1,126 @@
+// drover show RUN: everything recorded about one run.
+#include <fmt/format.h>
+
+#include "cli/common.h"
+#include "common/strings.h"
+#include "protocol/json_codec.h"
+
+namespace drover::cli {
+namespace {
+
+struct ShowFlags {
+  std::string run;
+  bool json = false;
+};
+
+int Show(Globals& g, const ShowFlags& f) {
+  auto store = OpenStore(g, false);
+  if (!store.ok()) return ReportError(store.status());
+  auto run = LoadRun(**store, f.run);
+  if (!run.ok()) return ReportError(run.status());
+  auto attempts = (*store)->ListAttempts(run->id);
+  if (!attempts.ok()) return ReportError(attempts.status());
+  auto exp = (*store)->GetExperiment(run->experiment_id);
+  if (!exp.ok() || !exp->has_value()) {
+    return ReportError(exp.ok() ? Internal("run without experiment") : exp.status());
+  }
+  const Experiment& e = **exp;
+  auto snap = (*store)->GetSnapshot(e.snapshot_hash);
+  auto envs = (*store)->ListEnvironments(e.id);
+
+  if (f.json) {
+    Json j = protocol::ToJson(*run);
+    j["experiment"] = {{"id", e.id}, {"name", e.name}};
+    j["attempt_list"] = Json::array();
+    for (const auto& a : *attempts) j["attempt_list"].push_back(protocol::ToJson(a));
+    if (snap.ok() && snap->has_value()) {
+      j["snapshot"] = protocol::ToJson(**snap);
+      j["snapshot"]["git_diff"] = (*snap)->git_diff;
+    }
+    j["environments"] = Json::array();
+    if (envs.ok()) {
+      for (const auto& env : *envs) j["environments"].push_back(protocol::ToJson(env));
+    }
+    std::printf("%s\n", j.dump(2).c_str());
+    return kExitOk;
+  }
+
+  std::string out;
+  out += fmt::format("run {}  {}  (experiment {} {}, run #{} of the grid)\n", run->id,
+                     ToString(run->state), e.id, e.name, run->index);
+  if (!run->reason.empty() && run->state != RunState::kSucceeded) {
+    out += fmt::format("reason       {}\n", run->reason);
+  }
+  out += fmt::format("params       {}\n", run->params.dump());
+  if (run->current_params != run->params) {
+    out += fmt::format("last params  {}\n", run->current_params.dump());
+  }
+  const Resources& r = run->resources;
+  out += fmt::format("resources    {} GPU{}{}, {} CPU slot{}\n", r.gpus, r.gpus == 1 ? "" : "s",
+                     r.gpu_memory > 0 ? ", " + FormatBytes(r.gpu_memory) + " each" : "", r.cpus,
+                     r.cpus == 1 ? "" : "s");
+  out += fmt::format("fingerprint  {}\n", run->fingerprint);
+  if (snap.ok() && snap->has_value()) {
+    const Snapshot& s = **snap;
+    out += fmt::format("code         snapshot {} ({} files, {})\n", s.hash.substr(0, 16), s.files,
+                       FormatBytes(s.bytes));
+    if (s.git) {
+      out += fmt::format("git          {}{}\n", s.git_commit.empty() ? "(no commit)" : s.git_commit,
+                         s.git_diff.empty() ? "" : fmt::format(" + uncommitted diff ({} lines)",
+                                                               Split(s.git_diff, '\n').size()));
+    }
+  }
+  if (envs.ok()) {
+    for (const auto& env : *envs) {
+      out += fmt::format("host         {}\n", env.hostname);
+      if (!env.interpreter.empty()) {
+        size_t n = env.packages.empty() ? 0 : Split(env.packages, '\n').size();
+        out += fmt::format("interpreter  {} ({} packages recorded; --json shows them)\n",
+                           env.interpreter, n);
+      }
+      if (!env.gpu_info.empty()) {
+        out += fmt::format("gpu info     {}\n", Split(env.gpu_info, '\n')[0]);
+      }
+    }
+  }
+  if (!run->final_metrics.empty()) {
+    std::string m;
+    for (auto it = run->final_metrics.begin(); it != run->final_metrics.end(); ++it) {
+      m += (m.empty() ? "" : "  ") + it.key() + "=" + FormatValue(it.value());
+    }
+    out += fmt::format("metrics      {}\n", m);
+  }
+  out += "\nattempts\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& a : *attempts) {
+    std::string exit = a.signal ? fmt::format("signal {}", a.signal)
+                                : (a.ended ? std::to_string(a.exit_code) : "-");
+    rows.push_back({std::to_string(a.number), a.ended ? a.reason : "running", exit,
+                    a.cuda_visible_devices.empty() ? "(none)" : a.cuda_visible_devices,
+                    FormatTime(a.started_ms),
+                    a.ended ? FormatDuration(a.ended_ms - a.started_ms) : "-", a.params.dump()});
+  }
+  out += RenderTable({"#", "outcome", "exit", "CUDA_VISIBLE_DEVICES", "started", "took", "params"},
+                     rows);
+  if (!attempts->empty()) {
+    const Attempt& last = attempts->back();
+    std::vector<std::string> quoted;
+    for (const auto& w : last.argv) quoted.push_back(ShellQuote(w));
+    out += fmt::format("\ncommand      {}\nworkdir      {}\nlogs         {}\n             {}\n",
+                       Join(quoted, " "), last.workdir, last.stdout_path, last.stderr_path);
+  }
+  std::fputs(out.c_str(), stdout);
+  return kExitOk;
+}
+
+}  // namespace
+
+Command RegisterShow(CLI::App& root, Globals& g) {
+  auto f = std::make_shared<ShowFlags>();
+  CLI::App* app = root.add_subcommand("show", "Show everything recorded about a run");
+  app->add_option("run", f->run, "Run id, as `drover ls` lists it")->required();
+  app->add_flag("--json", f->json, "Print JSON");
+  return {app, [&g, f] { return Show(g, *f); }};
+}
+
+}  // namespace drover::cli

@@ -1,0 +1,104 @@
+// Fake GPUs (--fake-gpus), the "no GPU" probe, and the choice between them and NVML.
+#include "gpu/gpu_probe.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <string_view>
+
+#include "common/strings.h"
+
+namespace drover {
+namespace {
+
+constexpr int kMaxFakeGpus = 64;
+
+Status FakeGpuError(const std::string& text, std::string_view why) {
+  return InvalidArgument(fmt::format(
+      "--fake-gpus '{}': {}; write COUNTxSIZE[,COUNTxSIZE...], e.g. 2x16GiB", text, why));
+}
+
+// A machine without a usable GPU: CPU-only runs (gpus: 0) still schedule; GPU runs wait.
+class NoGpuProbe : public GpuProbe {
+ public:
+  explicit NoGpuProbe(std::string reason) : reason_(std::move(reason)) {}
+  Result<std::vector<GpuDevice>> Devices() override { return std::vector<GpuDevice>{}; }
+  std::string Kind() const override { return "none"; }
+  std::string Describe() override { return "no GPU: " + reason_ + "\n"; }
+
+ private:
+  std::string reason_;
+};
+
+}  // namespace
+
+Result<std::vector<GpuDevice>> ParseFakeGpus(const std::string& text) {
+  std::vector<GpuDevice> devices;
+  if (Trim(text).empty()) return FakeGpuError(text, "no GPUs declared");
+  for (const std::string& raw : Split(text, ',')) {
+    std::string_view item = Trim(raw);
+    if (item.empty()) return FakeGpuError(text, "empty entry between commas");
+    int64_t count = 1;
+    std::string_view size_text = item;
+    // Sizes never contain an 'x', so the first one separates COUNT from SIZE.
+    size_t x = item.find_first_of("xX");
+    if (x != std::string_view::npos) {
+      std::string count_text(Trim(item.substr(0, x)));
+      size_text = Trim(item.substr(x + 1));
+      if (count_text.empty()) {
+        return FakeGpuError(text, fmt::format("'{}' has no count before 'x'", item));
+      }
+      char* end = nullptr;
+      long long n = std::strtoll(count_text.c_str(), &end, 10);
+      if (end != count_text.c_str() + count_text.size()) {
+        return FakeGpuError(text, fmt::format("'{}' is not a count of GPUs", count_text));
+      }
+      if (n < 1 || n > kMaxFakeGpus) {
+        return FakeGpuError(text, fmt::format("count {} is outside 1..{}", n, kMaxFakeGpus));
+      }
+      count = n;
+      if (size_text.empty()) {
+        return FakeGpuError(text, fmt::format("'{}' has no size after 'x'", item));
+      }
+    }
+    auto bytes = ParseBytes(size_text);
+    if (!bytes.ok()) {
+      return FakeGpuError(text, fmt::format("'{}' is not a memory size", size_text));
+    }
+    if (*bytes <= 0) return FakeGpuError(text, fmt::format("size '{}' is zero", size_text));
+    if (devices.size() + count > static_cast<size_t>(kMaxFakeGpus)) {
+      return FakeGpuError(text, fmt::format("more than {} GPUs in total", kMaxFakeGpus));
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      GpuDevice d;
+      d.index = static_cast<int>(devices.size());
+      d.uuid = fmt::format("GPU-fake-{}", d.index);
+      d.name = "Fake GPU";
+      d.memory_total = *bytes;
+      devices.push_back(std::move(d));
+    }
+  }
+  return devices;
+}
+
+std::string FakeGpuProbe::Describe() {
+  std::string out = fmt::format("fake GPUs ({} declared with --fake-gpus)\n", devices_.size());
+  for (const GpuDevice& d : devices_) {
+    out +=
+        fmt::format("GPU {}: {}, {}, {}\n", d.index, d.name, FormatBytes(d.memory_total), d.uuid);
+  }
+  return out;
+}
+
+Result<std::unique_ptr<GpuProbe>> MakeGpuProbe(const std::string& fake_spec) {
+  if (!fake_spec.empty()) {
+    DROVER_ASSIGN_OR_RETURN(std::vector<GpuDevice> devices, ParseFakeGpus(fake_spec));
+    return std::unique_ptr<GpuProbe>(std::make_unique<FakeGpuProbe>(std::move(devices)));
+  }
+  auto nvml = OpenNvmlProbe();
+  if (nvml.ok()) return std::move(nvml).value();
+  // Not an error: a machine without GPUs still runs CPU jobs.
+  return std::unique_ptr<GpuProbe>(std::make_unique<NoGpuProbe>(nvml.status().message()));
+}
+
+}  // namespace drover

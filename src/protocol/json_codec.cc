@@ -1,0 +1,74 @@
+#include "protocol/json_codec.h"
+
+namespace drover::protocol {
+
+Json ToJson(const Experiment& e) {
+  return {{"id", e.id},
+          {"name", e.name},
+          {"status", e.status},
+          {"snapshot", e.snapshot_hash},
+          {"created_ms", e.created_ms},
+          {"spec", e.spec}};
+}
+
+Json ToJson(const Run& r) {
+  return {{"id", r.id},
+          {"experiment_id", r.experiment_id},
+          {"index", r.index},
+          {"state", ToString(r.state)},
+          {"params", r.params},
+          {"current_params", r.current_params},
+          {"fingerprint", r.fingerprint},
+          {"priority", r.priority},
+          {"resources",
+           {{"gpus", r.resources.gpus},
+            {"gpu_memory", r.resources.gpu_memory},
+            {"cpus", r.resources.cpus}}},
+          {"attempts", r.attempts},
+          {"retries_used", r.retries_used},
+          {"reason", r.reason},
+          {"created_ms", r.created_ms},
+          {"started_ms", r.started_ms},
+          {"ended_ms", r.ended_ms},
+          {"metrics", r.final_metrics}};
+}
+
+Json ToJson(const Attempt& a) {
+  return {{"id", a.id},
+          {"run_id", a.run_id},
+          {"number", a.number},
+          {"ended", a.ended},
+          {"reason", a.reason},
+          {"exit_code", a.exit_code},
+          {"signal", a.signal},
+          {"pid", a.pid},
+          {"gpus", a.gpus},
+          {"cuda_visible_devices", a.cuda_visible_devices},
+          {"params", a.params},
+          {"argv", a.argv},
+          {"workdir", a.workdir},
+          {"started_ms", a.started_ms},
+          {"ended_ms", a.ended_ms},
+          {"stdout_path", a.stdout_path},
+          {"stderr_path", a.stderr_path},
+          {"hostname", a.hostname},
+          {"drover_version", a.drover_version}};
+}
+
+Json ToJson(const MetricPoint& p) {
+  return {{"attempt_id", p.attempt_id}, {"step", p.step}, {"name", p.name}, {"value", p.value},
+          {"t_ms", p.t_ms}};
+}
+
+Json ToJson(const Snapshot& s) {
+  return {{"hash", s.hash},   {"path", s.path},   {"git", s.git},
+          {"git_commit", s.git_commit}, {"git_dirty", !s.git_diff.empty()},
+          {"bytes", s.bytes}, {"files", s.files}, {"created_ms", s.created_ms}};
+}
+
+Json ToJson(const Environment& e) {
+  return {{"interpreter", e.interpreter}, {"packages", e.packages}, {"hostname", e.hostname},
+          {"gpu_info", e.gpu_info}};
+}
+
+}  // namespace drover::protocol

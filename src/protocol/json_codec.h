@@ -1,0 +1,15 @@
+#pragma once
+// The JSON form of drover's records: what `--json` prints and, later, what the HTTP API and MCP
+// tools return. One codec, shared by every face, so the shapes never drift apart.
+#include "model/run.h"
+
+namespace drover::protocol {
+
+Json ToJson(const Experiment& e);
+Json ToJson(const Run& r);
+Json ToJson(const Attempt& a);
+Json ToJson(const MetricPoint& p);
+Json ToJson(const Snapshot& s);
+Json ToJson(const Environment& e);
+
+}  // namespace drover::protocol

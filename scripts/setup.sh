@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what drover needs to build, test and run its examples on Debian 12, then builds it.
+#   scripts/setup.sh            # packages + build (build/drover)
+#   scripts/setup.sh --no-build # packages only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  # build
+  g++ cmake ninja-build pkg-config git
+  # libraries (docs/dependencies.md says why each)
+  libyaml-cpp-dev nlohmann-json3-dev libsqlite3-dev libcli11-dev libspdlog-dev libfmt-dev
+  libssl-dev libgtest-dev libgmock-dev
+  # the digits example and its tests: PyTorch on CPU, sklearn's bundled digits data
+  python3 python3-torch python3-sklearn
+  # tests read the store with the sqlite3 shell; procps gives ps/pgrep for the no-orphans checks
+  sqlite3 procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq
+  $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [[ ${1:-} != --no-build ]]; then
+  cmake --preset default >/dev/null
+  cmake --build --preset default
+fi

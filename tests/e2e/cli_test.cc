@@ -1,0 +1,163 @@
+// End to end with real processes: bad specs, literal argv words, timeouts and Ctrl-C with no
+// process left behind.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "store/store.h"
+#include "testutil/cli_runner.h"
+
+namespace drover {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::RunDrover;
+using Json = nlohmann::json;
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("drover-cli-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "code");
+    store_ = (dir_ / "store").string();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& text) {
+    std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+  // Live processes whose environment holds `marker` (from /proc): every descendant of a run
+  // inherits the spec's env, so this finds leftovers however they were started.
+  static int CountProcesses(const std::string& marker) {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator("/proc")) {
+      std::string name = e.path().filename();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::string cmd = testing::ReadFile(e.path() / "environ");
+      std::string stat = testing::ReadFile(e.path() / "stat");
+      bool zombie = stat.find(") Z ") != std::string::npos;
+      if (!zombie && cmd.find(marker) != std::string::npos) ++n;
+    }
+    return n;
+  }
+
+  fs::path dir_;
+  std::string store_;
+};
+
+TEST_F(CliTest, BadSpecsGiveDocumentedErrors) {
+  struct Case {
+    std::string yaml, expect;
+  };
+  std::vector<Case> cases = {
+      {"name: x\ncommand: [echo\n", "bad.yaml:3:1: YAML syntax error"},
+      {"name: x\ncommand: echo {lr}\nprams: {lr: 1}\n",
+       "bad.yaml:3:1: unknown key 'prams'; did you mean 'params'?"},
+      {"name: x\ncommand: echo {lrr}\nparams: {lr: 1}\n",
+       "command uses {lrr} but params has no 'lrr'"},
+      {"name: x\ncommand: echo\nretries: three\n", "bad.yaml:3:10: retries must be"},
+  };
+  for (const auto& c : cases) {
+    std::string path = Write("bad.yaml", c.yaml);
+    auto r = RunDrover({"run", path, "--store", store_});
+    EXPECT_EQ(r.exit_code, 2) << c.yaml;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << "got: " << r.err;
+  }
+  EXPECT_FALSE(fs::exists(store_ + "/drover.db"));  // nothing was stored for a bad spec
+}
+
+TEST_F(CliTest, ValuesArePassedLiterallyWithoutAShell) {
+  std::string path = Write("lit.yaml",
+                           "name: lit\nworkdir: code\ncommand: printf '%s|' {x}\n"
+                           "params: {x: '; touch pwned; echo $HOME'}\n");
+  auto r = RunDrover({"run", path, "--store", store_, "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto store = Store::Open(store_ + "/drover.db");
+  auto attempts = (*store)->ListAttempts(1).value();
+  ASSERT_EQ(attempts.size(), 1u);
+  EXPECT_EQ(testing::ReadFile(attempts[0].stdout_path), "; touch pwned; echo $HOME|");
+  EXPECT_FALSE(fs::exists(fs::path(attempts[0].workdir) / "pwned"));
+}
+
+TEST_F(CliTest, DryRunAndSetOverrides) {
+  std::string path = Write("g.yaml", "name: g\nworkdir: code\ncommand: echo {a} {b}\n"
+                                     "params: {a: [1, 2], b: [x, y, z]}\n");
+  auto r = RunDrover({"run", path, "--dry-run", "--json", "--set", "b=[q]"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json j = Json::parse(r.out);
+  ASSERT_EQ(j["runs"].size(), 2u);
+  EXPECT_EQ(j["runs"][1]["argv"], Json({"echo", "2", "q"}));
+  auto bad = RunDrover({"run", path, "--dry-run", "--set", "nope"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--set 'nope'"), std::string::npos) << bad.err;
+}
+
+TEST_F(CliTest, TimeoutKillsTheWholeGroup) {
+  std::string marker = "drover-timeout-" + std::to_string(getpid());
+  std::string path = Write("t.yaml", "name: t\nworkdir: code\ntimeout: 1s\nshell: true\n"
+                                     "command: \"sleep 300 & sleep 301 & wait\"\n"
+                                     "env: {TEST_MARKER: " + marker + "}\n");
+  auto r = RunDrover({"run", path, "--store", store_, "--quiet"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  auto store = Store::Open(store_ + "/drover.db");
+  auto attempts = (*store)->ListAttempts(1).value();
+  ASSERT_EQ(attempts.size(), 1u);
+  EXPECT_EQ(attempts[0].reason, "timeout");
+  EXPECT_EQ(CountProcesses(marker), 0);
+  auto run = (*store)->GetRun(1).value();
+  EXPECT_EQ(run->state, RunState::kFailed);
+}
+
+TEST_F(CliTest, CtrlCCancelsEveryRunAndLeavesNoOrphans) {
+  std::string marker = "drover-ctrlc-" + std::to_string(getpid());
+  // Each run starts a child of its own in the background: the whole group must go.
+  std::string path = Write("c.yaml", "name: c\nworkdir: code\nshell: true\n"
+                                     "command: \"sleep 300 & exec sleep 30{i}\"\n"
+                                     "env: {TEST_MARKER: " + marker + "}\n"
+                                     "params: {i: [1, 2, 3, 4]}\n"
+                                     "max_parallel: 2\n");
+  std::string out = (dir_ / "out").string(), err = (dir_ / "err").string();
+  pid_t pid = testing::SpawnDrover({"run", path, "--store", store_}, out, err);
+  // Wait until both parallel runs have started their processes.
+  for (int i = 0; i < 200 && CountProcesses(marker) < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(CountProcesses(marker), 4) << testing::ReadFile(err);
+  kill(pid, SIGINT);
+  int code = testing::WaitExit(pid);
+  EXPECT_EQ(code, 130) << testing::ReadFile(err);
+  EXPECT_EQ(CountProcesses(marker), 0);
+  auto store = Store::Open(store_ + "/drover.db");
+  RunFilter f;
+  auto runs = (*store)->ListRuns(f).value();
+  ASSERT_EQ(runs.size(), 4u);
+  for (const auto& r : runs) EXPECT_EQ(r.state, RunState::kCancelled) << r.id;
+  EXPECT_TRUE((*store)->IntegrityOk().value());
+}
+
+TEST_F(CliTest, ReadCommandsExplainMissingThings) {
+  auto none = RunDrover({"ls", "--store", store_});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("no drover store at"), std::string::npos) << none.err;
+  std::string path = Write("ok.yaml", "name: ok\nworkdir: code\ncommand: \"true\"\n");
+  ASSERT_EQ(RunDrover({"run", path, "--store", store_, "--quiet"}).exit_code, 0);
+  auto missing = RunDrover({"show", "99", "--store", store_});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("no run 99"), std::string::npos);
+  auto notid = RunDrover({"logs", "abc", "--store", store_});
+  EXPECT_NE(notid.err.find("'abc' is not a run id"), std::string::npos);
+  auto exp = RunDrover({"compare", "nope", "--store", store_});
+  EXPECT_NE(exp.err.find("no experiment 'nope'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace drover

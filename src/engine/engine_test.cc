@@ -84,7 +84,7 @@ objective: {metric: val_acc, mode: max}
   for (const auto& ls : launcher.launches) per_gpu[EnvOf(ls, "CUDA_VISIBLE_DEVICES")]++;
   EXPECT_EQ(per_gpu["0"], 2);
   EXPECT_EQ(per_gpu["1"], 2);
-  for (const Run& r : sub->runs) {
+  for (const drover::Run& r : sub->runs) {
     auto run = store_->GetRun(r.id).value();
     ASSERT_TRUE(run);
     EXPECT_EQ(run->state, RunState::kSucceeded);
@@ -251,7 +251,7 @@ max_parallel: 2
   int terms = 0;
   for (auto [pid, sig] : launcher.signals) terms += sig == SIGTERM;
   EXPECT_EQ(terms, 2);
-  for (const Run& r : sub->runs) {
+  for (const drover::Run& r : sub->runs) {
     EXPECT_EQ(store_->GetRun(r.id).value()->state, RunState::kCancelled);
   }
   EXPECT_EQ(Attempts(sub->runs[0].id)[0].reason, "cancelled");

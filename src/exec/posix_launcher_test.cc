@@ -1,0 +1,341 @@
+// The launcher's own tests start real processes (sh, sleep, true) in temp folders.
+#include "exec/posix_launcher.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+namespace drover {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// True while some process of group `pgid` is alive (zombies do not count: in a container the
+// init process may be slow to reap orphans, or never do it).
+bool GroupHasLiveMember(int pgid) {
+  if (kill(-pgid, 0) != 0 && errno == ESRCH) return false;
+  DIR* d = opendir("/proc");
+  bool live = false;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::string stat = ReadFile(std::string("/proc/") + e->d_name + "/stat");
+    size_t rp = stat.rfind(')');
+    if (rp == std::string::npos) continue;
+    char state = 0;
+    int ppid = 0, pgrp = 0;
+    if (std::sscanf(stat.c_str() + rp + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) continue;
+    if (pgrp == pgid && state != 'Z' && state != 'X') live = true;
+  }
+  closedir(d);
+  return live;
+}
+
+// SIGKILL is asynchronous: give the members a moment to die (a bound, not a fixed sleep).
+bool GroupGoneWithin(int pgid, milliseconds limit) {
+  auto end = steady_clock::now() + limit;
+  while (GroupHasLiveMember(pgid)) {
+    if (steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  return true;
+}
+
+class PosixLauncherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "drover-launcher-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = fs::canonical(tmpl).string();
+  }
+  void TearDown() override {
+    for (int pgid : started_) kill(-pgid, SIGKILL);
+    // Collect what the test left so no zombie outlives it.
+    for (int i = 0; i < 100 && !started_.empty(); ++i) {
+      for (const ProcessExit& e : launcher_.Wait(100).exits) started_.erase(e.pid);
+    }
+    fs::remove_all(dir_);
+  }
+
+  LaunchSpec Spec(std::vector<std::string> argv) {
+    LaunchSpec spec;
+    spec.argv = std::move(argv);
+    spec.env = {std::string("PATH=") + getenv("PATH")};
+    spec.cwd = dir_;
+    spec.stdout_path = dir_ + "/out.txt";
+    spec.stderr_path = dir_ + "/err.txt";
+    return spec;
+  }
+
+  int StartOk(const LaunchSpec& spec) {
+    Result<int> pid = launcher_.Start(spec);
+    EXPECT_TRUE(pid.ok()) << pid.status().ToString();
+    if (!pid.ok()) return -1;
+    started_.insert(*pid);
+    return *pid;
+  }
+
+  // Waits (up to 10 s) until `pid` is reported; other exits are kept in others_.
+  ProcessExit WaitFor(int pid) {
+    auto end = steady_clock::now() + milliseconds(10000);
+    while (steady_clock::now() < end) {
+      if (auto it = others_.find(pid); it != others_.end()) {
+        ProcessExit e = it->second;
+        others_.erase(it);
+        return e;
+      }
+      WaitResult r = launcher_.Wait(1000);
+      for (const ProcessExit& e : r.exits) {
+        started_.erase(e.pid);
+        others_[e.pid] = e;
+      }
+    }
+    ADD_FAILURE() << "pid " << pid << " was not reported within 10 s";
+    return ProcessExit{};
+  }
+
+  std::string dir_;
+  PosixLauncher launcher_;
+  std::set<int> started_;
+  std::map<int, ProcessExit> others_;
+};
+
+TEST_F(PosixLauncherTest, ReportsExitCode) {
+  int pid = StartOk(Spec({"sh", "-c", "exit 3"}));
+  ProcessExit e = WaitFor(pid);
+  EXPECT_EQ(e.pid, pid);
+  EXPECT_EQ(e.exit_code, 3);
+  EXPECT_EQ(e.signal, 0);
+}
+
+TEST_F(PosixLauncherTest, ReportsSignal) {
+  int pid = StartOk(Spec({"sh", "-c", "kill -9 $$"}));
+  ProcessExit e = WaitFor(pid);
+  EXPECT_EQ(e.signal, SIGKILL);
+  EXPECT_EQ(e.exit_code, -1);
+}
+
+TEST_F(PosixLauncherTest, StdoutAndStderrLandInTheirFiles) {
+  std::ofstream(dir_ + "/out.txt") << "old content that must be truncated\n";
+  int pid = StartOk(Spec({"sh", "-c", "echo to-out; echo to-err >&2"}));
+  EXPECT_EQ(WaitFor(pid).exit_code, 0);
+  EXPECT_EQ(ReadFile(dir_ + "/out.txt"), "to-out\n");
+  EXPECT_EQ(ReadFile(dir_ + "/err.txt"), "to-err\n");
+}
+
+TEST_F(PosixLauncherTest, SameFileForBothStreamsKeepsBoth) {
+  LaunchSpec spec = Spec({"sh", "-c", "echo one; echo two >&2; echo three"});
+  spec.stderr_path = spec.stdout_path;
+  EXPECT_EQ(WaitFor(StartOk(spec)).exit_code, 0);
+  EXPECT_EQ(ReadFile(dir_ + "/out.txt"), "one\ntwo\nthree\n");
+}
+
+TEST_F(PosixLauncherTest, StdinIsDevNull) {
+  // cat would wait forever on an inherited terminal or pipe.
+  EXPECT_EQ(WaitFor(StartOk(Spec({"cat"}))).exit_code, 0);
+  EXPECT_EQ(ReadFile(dir_ + "/out.txt"), "");
+}
+
+TEST_F(PosixLauncherTest, EnvAndCwdApplied) {
+  fs::create_directory(dir_ + "/work");
+  LaunchSpec spec = Spec({"sh", "-c", "echo \"$FOO\"; pwd; echo \"${HOME-unset}\""});
+  spec.env.push_back("FOO=bar baz");
+  spec.cwd = dir_ + "/work";
+  EXPECT_EQ(WaitFor(StartOk(spec)).exit_code, 0);
+  // The environment is exactly the spec's: HOME is not inherited.
+  EXPECT_EQ(ReadFile(dir_ + "/out.txt"), "bar baz\n" + dir_ + "/work\nunset\n");
+}
+
+TEST_F(PosixLauncherTest, ProgramFoundInTheChildsPath) {
+  fs::create_directory(dir_ + "/bin");
+  std::ofstream(dir_ + "/bin/drover-test-tool") << "#!/bin/sh\necho tool ran\n";
+  chmod((dir_ + "/bin/drover-test-tool").c_str(), 0755);
+  LaunchSpec spec = Spec({"drover-test-tool"});
+  spec.env = {"PATH=" + dir_ + "/bin:/usr/bin:/bin"};
+  EXPECT_EQ(WaitFor(StartOk(spec)).exit_code, 0);
+  EXPECT_EQ(ReadFile(dir_ + "/out.txt"), "tool ran\n");
+}
+
+TEST_F(PosixLauncherTest, RelativeProgramResolvedInCwd) {
+  std::ofstream(dir_ + "/run.sh") << "#!/bin/sh\nexit 7\n";
+  chmod((dir_ + "/run.sh").c_str(), 0755);
+  EXPECT_EQ(WaitFor(StartOk(Spec({"./run.sh"}))).exit_code, 7);
+}
+
+TEST_F(PosixLauncherTest, MissingProgramIsAClearError) {
+  Result<int> r = launcher_.Start(Spec({"no-such-program-drover"}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "cannot start 'no-such-program-drover': No such file or directory; check the "
+            "command's program name and PATH");
+  Result<int> r2 = launcher_.Start(Spec({"./missing.sh"}));
+  ASSERT_FALSE(r2.ok());
+  EXPECT_EQ(r2.status().message(),
+            "cannot start './missing.sh': No such file or directory; check the command's "
+            "program name and PATH");
+}
+
+TEST_F(PosixLauncherTest, MissingCwdIsAClearError) {
+  LaunchSpec spec = Spec({"true"});
+  spec.cwd = dir_ + "/nope";
+  Result<int> r = launcher_.Start(spec);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "cannot start 'true': working directory '" + dir_ +
+                                      "/nope': No such file or directory; check the run's "
+                                      "workdir");
+}
+
+TEST_F(PosixLauncherTest, UnwritableOutputIsAClearError) {
+  LaunchSpec spec = Spec({"true"});
+  spec.stdout_path = dir_ + "/no/such/dir/out.txt";
+  Result<int> r = launcher_.Start(spec);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no/such/dir/out.txt"), std::string::npos);
+}
+
+TEST_F(PosixLauncherTest, ChildLeadsItsOwnGroupWithCleanSignals) {
+  // Neither our blocked mask nor our ignored signals may reach the child, nor any fd of ours
+  // beyond 0-2.
+  int leak = open("/dev/null", O_RDONLY);  // no O_CLOEXEC on purpose
+  ASSERT_GE(leak, 3);
+  auto old_pipe = signal(SIGPIPE, SIG_IGN);
+  auto old_hup = signal(SIGHUP, SIG_IGN);
+  int pid = StartOk(Spec({"sh", "-c",
+                          "grep -E '^(SigBlk|SigIgn)' /proc/self/status; echo FDS; ls "
+                          "/proc/self/fd"}));
+  signal(SIGPIPE, old_pipe);
+  signal(SIGHUP, old_hup);
+  close(leak);
+  EXPECT_EQ(getpgid(pid), pid);
+  EXPECT_EQ(WaitFor(pid).exit_code, 0);
+  std::string out = ReadFile(dir_ + "/out.txt");
+  auto mask = [&](const std::string& key) {
+    size_t at = out.find(key + ":\t");
+    return at == std::string::npos ? ~0ULL
+                                   : std::stoull(out.substr(at + key.size() + 2), nullptr, 16);
+  };
+  EXPECT_EQ(mask("SigBlk"), 0u) << out;
+  for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP}) {
+    EXPECT_EQ(mask("SigIgn") & (1ULL << (sig - 1)), 0u) << "signal " << sig << "\n" << out;
+  }
+  // ls sees 0, 1, 2 and its own directory fd (3), nothing more.
+  EXPECT_EQ(out.substr(out.find("FDS\n")), "FDS\n0\n1\n2\n3\n") << out;
+}
+
+TEST_F(PosixLauncherTest, SignalGroupKillsTheWholeGroup) {
+  int pid = StartOk(Spec({"sh", "-c", "sleep 100 & sleep 100 & wait"}));
+  // Let the shell start its children (they must be in the group for the test to mean much).
+  auto end = steady_clock::now() + milliseconds(5000);
+  while (ReadFile("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children")
+                 .find(' ') == std::string::npos &&
+         steady_clock::now() < end) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  launcher_.SignalGroup(pid, SIGTERM);
+  ProcessExit e = WaitFor(pid);
+  EXPECT_EQ(e.signal, SIGTERM);
+  EXPECT_TRUE(GroupGoneWithin(pid, milliseconds(5000)));
+  launcher_.SignalGroup(pid, SIGTERM);  // harmless once it has ended
+}
+
+TEST_F(PosixLauncherTest, TimeoutThenTerminate) {
+  int pid = StartOk(Spec({"sleep", "100"}));
+  auto t0 = steady_clock::now();
+  WaitResult r = launcher_.Wait(100);
+  EXPECT_TRUE(r.exits.empty());
+  EXPECT_EQ(r.interrupt_signal, 0);
+  EXPECT_GE(steady_clock::now() - t0, milliseconds(95));
+  launcher_.SignalGroup(pid, SIGTERM);
+  ProcessExit e = WaitFor(pid);
+  EXPECT_EQ(e.signal, 15);
+  EXPECT_EQ(e.exit_code, -1);
+}
+
+TEST_F(PosixLauncherTest, NoOrphansAfterTheLeaderExits) {
+  int pid = StartOk(Spec({"sh", "-c", "sleep 100 & echo $! > bg.pid; exit 0"}));
+  ProcessExit e = WaitFor(pid);
+  EXPECT_EQ(e.exit_code, 0);
+  int bg = std::atoi(ReadFile(dir_ + "/bg.pid").c_str());
+  ASSERT_GT(bg, 0);
+  EXPECT_TRUE(GroupGoneWithin(pid, milliseconds(5000)));
+}
+
+TEST_F(PosixLauncherTest, SigtermIgnoringChildNeedsSigkill) {
+  int pid = StartOk(Spec({"sh", "-c", "trap '' TERM; echo ready; sleep 100; sleep 100"}));
+  auto end = steady_clock::now() + milliseconds(5000);
+  while (ReadFile(dir_ + "/out.txt").empty() && steady_clock::now() < end) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  launcher_.SignalGroup(pid, SIGTERM);
+  EXPECT_TRUE(launcher_.Wait(200).exits.empty());
+  launcher_.SignalGroup(pid, SIGKILL);
+  EXPECT_EQ(WaitFor(pid).signal, SIGKILL);
+  EXPECT_TRUE(GroupGoneWithin(pid, milliseconds(5000)));
+}
+
+TEST_F(PosixLauncherTest, InterruptEndsTheWait) {
+  int pid = StartOk(Spec({"sleep", "100"}));
+  std::thread sender([] {
+    std::this_thread::sleep_for(milliseconds(50));
+    kill(getpid(), SIGINT);
+  });
+  WaitResult r = launcher_.Wait(10000);
+  sender.join();
+  EXPECT_EQ(r.interrupt_signal, SIGINT);
+  EXPECT_TRUE(r.exits.empty());
+  // The run did not see the Ctrl-C: it is in its own group.
+  EXPECT_EQ(kill(pid, 0), 0);
+  kill(getpid(), SIGTERM);
+  EXPECT_EQ(launcher_.Wait(1000).interrupt_signal, SIGTERM);
+}
+
+TEST_F(PosixLauncherTest, ManyShortProcessesAllReaped) {
+  std::set<int> pids;
+  for (int i = 0; i < 200; ++i) pids.insert(StartOk(Spec({"true"})));
+  ASSERT_EQ(pids.size(), 200u);
+  int collected = 0;
+  auto end = steady_clock::now() + milliseconds(30000);
+  while (collected < 200 && steady_clock::now() < end) {
+    for (const ProcessExit& e : launcher_.Wait(1000).exits) {
+      EXPECT_EQ(pids.count(e.pid), 1u);
+      EXPECT_EQ(e.exit_code, 0);
+      started_.erase(e.pid);
+      ++collected;
+    }
+  }
+  EXPECT_EQ(collected, 200);
+}
+
+TEST_F(PosixLauncherTest, OtherChildrenAreNotReaped) {
+  // A helper the process runs itself (as snapshots run git) must stay ours to wait for.
+  pid_t helper = fork();
+  if (helper == 0) _exit(5);
+  int pid = StartOk(Spec({"true"}));
+  EXPECT_EQ(WaitFor(pid).exit_code, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(helper, &status, 0), helper);
+  EXPECT_EQ(WEXITSTATUS(status), 5);
+}
+
+}  // namespace
+}  // namespace drover

@@ -1,0 +1,444 @@
+#include "exec/snapshot.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/hash.h"
+
+extern char** environ;
+
+namespace drover {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// ---- Running a helper command (git) -----------------------------------------------------------
+
+struct CommandOutput {
+  int exit_code = -1;  // -1 when killed by a signal
+  std::string out;     // everything written to stdout
+};
+
+// Runs argv (no shell; argv[0] looked up in PATH) with stdin and stderr on /dev/null and returns
+// its stdout and exit status. It waits for its own pid only, so it works beside the launcher
+// (whose blocked SIGCHLD is simply left pending and ignored by its Wait loop).
+Result<CommandOutput> RunCommand(const std::vector<std::string>& args) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus("cannot create a pipe");
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t empty, defaults;
+  sigemptyset(&empty);
+  sigemptyset(&defaults);
+  for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP}) sigaddset(&defaults, sig);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setsigmask(&attr, &empty);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+
+  // Our environment, minus what would point git at another repository; optional locks off so a
+  // snapshot never contends with the user's own git commands for the index lock.
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string_view kv(*e);
+    if (kv.starts_with("GIT_DIR=") || kv.starts_with("GIT_WORK_TREE=") ||
+        kv.starts_with("GIT_INDEX_FILE=") || kv.starts_with("GIT_OPTIONAL_LOCKS=")) {
+      continue;
+    }
+    env_strings.emplace_back(kv);
+  }
+  env_strings.emplace_back("GIT_OPTIONAL_LOCKS=0");
+  std::vector<char*> envp;
+  for (std::string& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+
+  pid_t pid = 0;
+  int err = posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  close(fds[1]);
+  if (err != 0) {
+    close(fds[0]);
+    return Status(err == ENOENT ? Code::kNotFound : Code::kIo,
+                  "cannot run '" + args[0] + "': " + std::strerror(err));
+  }
+  CommandOutput result;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n > 0) {
+      result.out.append(buf, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  close(fds[0]);
+  int status = 0;
+  pid_t w;
+  do {
+    w = waitpid(pid, &status, 0);
+  } while (w < 0 && errno == EINTR);
+  if (w != pid) return ErrnoStatus("waiting for '" + args[0] + "'");
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  return result;
+}
+
+std::vector<std::string> SplitNul(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < s.size()) {
+    size_t end = s.find('\0', start);
+    if (end == std::string::npos) end = s.size();
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string TrimNewline(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  return s;
+}
+
+// ---- Collecting the file list -----------------------------------------------------------------
+
+enum class Kind { kFile, kExec, kLink };
+
+struct Entry {
+  std::string rel;  // path relative to the workdir, '/'-separated
+  Kind kind = Kind::kFile;
+  int64_t size = 0;
+};
+
+// Git's own mode strings, so the hash input reads like a tree listing.
+const char* ModeString(Kind k) {
+  switch (k) {
+    case Kind::kFile:
+      return "100644";
+    case Kind::kExec:
+      return "100755";
+    case Kind::kLink:
+      return "120000";
+  }
+  return "?";
+}
+
+// .git holds a repository, not code; .drover holds the store (snapshots included), which must
+// never be captured into itself.
+bool SkippedName(std::string_view name) { return name == ".git" || name == ".drover"; }
+
+bool HasSkippedComponent(const std::string& rel) {
+  size_t start = 0;
+  while (start <= rel.size()) {
+    size_t end = rel.find('/', start);
+    if (end == std::string::npos) end = rel.size();
+    if (SkippedName(std::string_view(rel).substr(start, end - start))) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+// Adds `rel` (relative to root) to entries: a file or symlink as itself, a directory (a
+// submodule or nested repository that git lists as one entry, or a whole tree without git)
+// by walking it. Paths that vanished since they were listed (deleted but still tracked) are
+// skipped; sockets, fifos and devices too.
+Status AddPath(const fs::path& root, const std::string& rel, std::vector<Entry>* entries) {
+  if (rel.empty() || HasSkippedComponent(rel)) return Status::Ok();
+  const std::string full = (root / rel).string();
+  struct stat st;
+  if (lstat(full.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return Status::Ok();
+    return ErrnoStatus("cannot read '" + full + "'");
+  }
+  if (S_ISLNK(st.st_mode)) {
+    entries->push_back({rel, Kind::kLink, 0});
+  } else if (S_ISREG(st.st_mode)) {
+    entries->push_back({rel, (st.st_mode & S_IXUSR) ? Kind::kExec : Kind::kFile, st.st_size});
+  } else if (S_ISDIR(st.st_mode)) {
+    std::error_code ec;
+    for (fs::directory_iterator it(full, ec), end; !ec && it != end; it.increment(ec)) {
+      std::string name = it->path().filename().string();
+      if (SkippedName(name)) continue;
+      DROVER_RETURN_IF_ERROR(AddPath(root, rel == "." ? name : rel + "/" + name, entries));
+    }
+    if (ec) return Status(Code::kIo, "cannot list '" + full + "': " + ec.message());
+  }
+  return Status::Ok();
+}
+
+Status AddListed(const fs::path& root, const std::string& nul_list, std::vector<Entry>* entries) {
+  for (std::string rel : SplitNul(nul_list)) {
+    while (!rel.empty() && rel.back() == '/') rel.pop_back();  // "nested-repo/"
+    DROVER_RETURN_IF_ERROR(AddPath(root, rel, entries));
+  }
+  return Status::Ok();
+}
+
+std::string Mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+// ---- Copying ---------------------------------------------------------------------------------
+
+// Copies one file into the temp tree, hashing the bytes as they are copied, so the hash always
+// describes exactly what was stored even when the source changes meanwhile.
+Status CopyAndHash(const std::string& src, const std::string& dst, bool exec, std::string* hex,
+                   int64_t* bytes) {
+  int in = open(src.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (in < 0) return ErrnoStatus("cannot read '" + src + "'");
+  const mode_t mode = exec ? 0755 : 0644;
+  int out = open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (out < 0) {
+    Status s = ErrnoStatus("cannot write '" + dst + "'");
+    close(in);
+    return s;
+  }
+  Sha256 sha;
+  Status status;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = read(in, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      status = ErrnoStatus("cannot read '" + src + "'");
+      break;
+    }
+    if (n == 0) break;
+    sha.Update(std::string_view(buf, static_cast<size_t>(n)));
+    *bytes += n;
+    for (ssize_t done = 0; done < n;) {
+      ssize_t w = write(out, buf + done, static_cast<size_t>(n - done));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        status = ErrnoStatus("cannot write '" + dst + "'");
+        break;
+      }
+      done += w;
+    }
+    if (!status.ok()) break;
+  }
+  if (status.ok() && fchmod(out, mode) != 0) status = ErrnoStatus("cannot chmod '" + dst + "'");
+  close(in);
+  if (close(out) != 0 && status.ok()) status = ErrnoStatus("cannot write '" + dst + "'");
+  *hex = sha.HexDigest();
+  return status;
+}
+
+// Removes temp trees left by a crashed TakeSnapshot (a day old, so none still being written).
+void RemoveStaleTemps(const fs::path& dir) {
+  std::error_code ec;
+  const auto cutoff = fs::file_time_type::clock::now() - std::chrono::hours(24);
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->path().filename().string().starts_with(".tmp-")) continue;
+    std::error_code ec2;
+    if (it->last_write_time(ec2) < cutoff && !ec2) fs::remove_all(it->path(), ec2);
+  }
+}
+
+}  // namespace
+
+Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& snapshots_dir,
+                              int64_t max_bytes) {
+  std::error_code ec;
+  fs::path root = fs::canonical(workdir, ec);
+  if (ec || !fs::is_directory(root)) {
+    return NotFound("workdir '" + workdir + "' is not a readable directory" +
+                    (ec ? ": " + ec.message() : std::string()) + "; check the spec's workdir");
+  }
+  const std::string root_s = root.string();
+  Snapshot snap;
+  std::vector<Entry> entries;
+
+  // Is it a git work tree? (No git installed reads as "no".)
+  auto inside = RunCommand({"git", "-C", root_s, "rev-parse", "--is-inside-work-tree"});
+  const bool have_git = inside.ok();
+  snap.git = inside.ok() && inside->exit_code == 0 && TrimNewline(inside->out) == "true";
+
+  if (snap.git) {
+    // Tracked plus untracked-but-not-ignored, relative to the workdir: the committed tree plus
+    // the uncommitted changes, as `git status` sees them.
+    DROVER_ASSIGN_OR_RETURN(CommandOutput files, RunCommand({"git", "-C", root_s, "ls-files", "-z",
+                                                             "-co", "--exclude-standard"}));
+    if (files.exit_code != 0) {
+      return Internal("git ls-files failed in '" + root_s + "' (exit " +
+                      std::to_string(files.exit_code) + "); run it there to see why");
+    }
+    DROVER_RETURN_IF_ERROR(AddListed(root, files.out, &entries));
+    auto head = RunCommand({"git", "-C", root_s, "rev-parse", "--verify", "-q", "HEAD"});
+    if (head.ok() && head->exit_code == 0) {
+      snap.git_commit = TrimNewline(head->out);
+      // Paths in the diff are relative to the repository's top, so `git apply` at the top of a
+      // checkout of git_commit restores the tracked changes (untracked files are in the files).
+      auto diff = RunCommand({"git", "-C", root_s, "diff", "HEAD", "--binary", "--no-color",
+                              "--no-ext-diff", "--", "."});
+      if (diff.ok() && diff->exit_code == 0) snap.git_diff = std::move(diff->out);
+    }
+  } else if (have_git) {
+    // Not a repository: list the files through a throwaway empty repository whose work tree is
+    // the workdir, so .gitignore files (and the user's global excludes) are honoured.
+    std::error_code mk;
+    fs::create_directories(snapshots_dir, mk);
+    std::string tmpl = (fs::path(snapshots_dir) / ".tmp-gitdir-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr)
+      return ErrnoStatus("cannot create a temp folder in '" + snapshots_dir + "'");
+    const std::string gitdir = tmpl;
+    auto init = RunCommand({"git", "init", "-q", "--bare", "--template=", gitdir});
+    Result<CommandOutput> files = Internal("git init failed");
+    if (init.ok() && init->exit_code == 0) {
+      files = RunCommand({"git", "--git-dir=" + gitdir, "--work-tree=" + root_s, "-C", root_s,
+                          "ls-files", "-z", "-co", "--exclude-standard"});
+    }
+    fs::remove_all(gitdir, mk);
+    if (files.ok() && files->exit_code == 0) {
+      DROVER_RETURN_IF_ERROR(AddListed(root, files->out, &entries));
+    } else {
+      DROVER_RETURN_IF_ERROR(AddPath(root, ".", &entries));  // git could not help: take it all
+    }
+  } else {
+    DROVER_RETURN_IF_ERROR(AddPath(root, ".", &entries));
+  }
+
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.rel < b.rel; });
+  entries.erase(std::unique(entries.begin(), entries.end(),
+                            [](const Entry& a, const Entry& b) { return a.rel == b.rel; }),
+                entries.end());
+
+  int64_t total = 0;
+  for (const Entry& e : entries) total += e.size;
+  if (total > max_bytes) {
+    std::vector<const Entry*> big;
+    for (const Entry& e : entries) big.push_back(&e);
+    const size_t n = std::min<size_t>(3, big.size());
+    std::partial_sort(big.begin(), big.begin() + n, big.end(),
+                      [](const Entry* a, const Entry* b) { return a->size > b->size; });
+    std::string biggest;
+    for (size_t i = 0; i < n; ++i) {
+      biggest += (i ? ", " : "") + big[i]->rel + " (" + Mib(big[i]->size) + " MiB)";
+    }
+    return FailedPrecondition("workdir " + root_s + " holds " + Mib(total) +
+                              " MiB, over the snapshot limit of " + Mib(max_bytes) +
+                              " MiB; add a .gitignore for data and outputs, or point workdir at "
+                              "the code folder (biggest: " +
+                              biggest + ")");
+  }
+
+  // Copy into a temp folder beside the final one and rename it into place at the end, so a crash
+  // never leaves a half-written snapshot under a hash name.
+  fs::create_directories(snapshots_dir, ec);
+  if (ec) return Status(Code::kIo, "cannot create '" + snapshots_dir + "': " + ec.message());
+  RemoveStaleTemps(snapshots_dir);
+  std::string tmp = (fs::path(snapshots_dir) / ".tmp-XXXXXX").string();
+  if (mkdtemp(tmp.data()) == nullptr) {
+    return ErrnoStatus("cannot create a temp folder in '" + snapshots_dir + "'");
+  }
+  chmod(tmp.c_str(), 0755);  // mkdtemp makes it 0700
+
+  auto drop_tmp = [&] {
+    std::error_code ignored;
+    fs::remove_all(tmp, ignored);
+  };
+  auto fail = [&](Status s) {
+    drop_tmp();
+    return s;
+  };
+  Sha256 tree;
+  const std::string_view nul("\0", 1);
+  int64_t bytes = 0;
+  for (const Entry& e : entries) {
+    const std::string src = root_s + "/" + e.rel;
+    const std::string dst = tmp + "/" + e.rel;
+    const size_t slash = e.rel.rfind('/');
+    if (slash != std::string::npos) {
+      fs::create_directories(tmp + "/" + e.rel.substr(0, slash), ec);
+      if (ec)
+        return fail(Status(Code::kIo, "cannot create a folder in '" + tmp + "': " + ec.message()));
+    }
+    std::string content_hash;
+    if (e.kind == Kind::kLink) {
+      // Kept as a link (never followed): its target is its content.
+      std::string target(4096, '\0');
+      ssize_t n = readlink(src.c_str(), target.data(), target.size());
+      if (n < 0) return fail(ErrnoStatus("cannot read link '" + src + "'"));
+      target.resize(static_cast<size_t>(n));
+      if (symlink(target.c_str(), dst.c_str()) != 0) {
+        return fail(ErrnoStatus("cannot write '" + dst + "'"));
+      }
+      content_hash = Sha256Hex(target);
+    } else {
+      Status s = CopyAndHash(src, dst, e.kind == Kind::kExec, &content_hash, &bytes);
+      if (!s.ok()) return fail(s);
+    }
+    tree.Update(e.rel);
+    tree.Update(nul);
+    tree.Update(ModeString(e.kind));
+    tree.Update(nul);
+    tree.Update(content_hash);
+    tree.Update(nul);
+  }
+
+  snap.hash = tree.HexDigest();
+  const fs::path final_path = fs::path(snapshots_dir) / snap.hash;
+  if (fs::exists(final_path, ec)) {
+    drop_tmp();  // the same tree was captured before: reuse it
+  } else if (rename(tmp.c_str(), final_path.c_str()) != 0) {
+    int err = errno;
+    if (err != EEXIST && err != ENOTEMPTY) {
+      return fail(ErrnoStatus("cannot store snapshot '" + final_path.string() + "'", err));
+    }
+    drop_tmp();  // another drover stored the same tree meanwhile
+  }
+  snap.path = fs::absolute(final_path).lexically_normal().string();
+  snap.bytes = bytes;
+  snap.files = static_cast<int64_t>(entries.size());
+  snap.created_ms = RealClock().Now();
+  return snap;
+}
+
+Status MaterializeSnapshot(const Snapshot& snapshot, const std::string& dest) {
+  std::error_code ec;
+  if (snapshot.path.empty() || !fs::is_directory(snapshot.path, ec)) {
+    return NotFound("snapshot " + snapshot.hash + " is missing at '" + snapshot.path +
+                    "'; the store's snapshots folder was changed by hand");
+  }
+  fs::create_directories(dest, ec);
+  if (ec) return Status(Code::kIo, "cannot create working copy '" + dest + "': " + ec.message());
+  // Files keep their permission bits (the exec bit) and links stay links.
+  fs::copy(snapshot.path, dest,
+           fs::copy_options::recursive | fs::copy_options::copy_symlinks |
+               fs::copy_options::overwrite_existing,
+           ec);
+  if (ec) {
+    return Status(Code::kIo,
+                  "cannot copy snapshot " + snapshot.hash + " to '" + dest + "': " + ec.message());
+  }
+  return Status::Ok();
+}
+
+}  // namespace drover

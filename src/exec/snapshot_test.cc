@@ -1,0 +1,301 @@
+// Snapshots against real git repositories and plain folders in temp dirs.
+#include "exec/snapshot.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/hash.h"
+
+namespace drover {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteFile(const fs::path& path, const std::string& content) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << content;
+}
+
+bool IsExecutable(const fs::path& p) {
+  return (fs::status(p).permissions() & fs::perms::owner_exec) != fs::perms::none;
+}
+
+std::vector<std::string> ListTree(const fs::path& root) {
+  std::vector<std::string> out;
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator();
+       ++it) {
+    // Files and links (dangling ones too); folders show through their contents.
+    if (it->is_symlink() || !it->is_directory()) {
+      out.push_back(it->path().lexically_relative(root).string());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+class SnapshotTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "drover-snapshot-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = fs::canonical(tmpl);
+    work_ = dir_ / "work";
+    store_ = dir_ / "store" / "snapshots";
+    fs::create_directories(work_);
+    // The user's own git config (global excludes, hooks) must not change what the tests see.
+    setenv("GIT_CONFIG_GLOBAL", "/dev/null", 1);
+    setenv("GIT_CONFIG_NOSYSTEM", "1", 1);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Runs a shell command in the workdir; fails the test when it fails.
+  void Sh(const std::string& cmd) {
+    std::string full = "cd '" + work_.string() + "' && (" + cmd + ") >/dev/null 2>&1";
+    ASSERT_EQ(std::system(full.c_str()), 0) << cmd;
+  }
+  void Git(const std::string& args) {
+    Sh("git -c user.email=test@example.com -c user.name=Test -c init.defaultBranch=main " + args);
+  }
+  std::string Out(const std::string& cmd) {
+    std::string full = "cd '" + work_.string() + "' && " + cmd;
+    FILE* p = popen(full.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    pclose(p);
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    return out;
+  }
+
+  Snapshot Take(const fs::path& workdir) {
+    Result<Snapshot> s = TakeSnapshot(workdir.string(), store_.string());
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? *s : Snapshot{};
+  }
+
+  fs::path dir_, work_, store_;
+};
+
+TEST_F(SnapshotTest, GitRepoCapturesCommittedTreePlusUncommittedChanges) {
+  Git("init -q");
+  WriteFile(work_ / ".gitignore", "*.log\n");
+  WriteFile(work_ / "committed.txt", "same\n");
+  WriteFile(work_ / "modified.txt", "before\n");
+  WriteFile(work_ / "deleted.txt", "gone soon\n");
+  Git("add -A");
+  Git("commit -qm init");
+  WriteFile(work_ / "modified.txt", "after\n");
+  WriteFile(work_ / "untracked.txt", "new\n");
+  WriteFile(work_ / "ignored.log", "noise\n");
+  fs::remove(work_ / "deleted.txt");
+
+  int64_t before = time(nullptr) * 1000LL;
+  Snapshot s = Take(work_);
+  EXPECT_TRUE(s.git);
+  EXPECT_EQ(s.git_commit, Out("git rev-parse HEAD"));
+  EXPECT_EQ(s.git_commit.size(), 40u);
+  EXPECT_NE(s.git_diff.find("diff --git a/modified.txt b/modified.txt"), std::string::npos);
+  EXPECT_NE(s.git_diff.find("+after"), std::string::npos);
+  EXPECT_NE(s.git_diff.find("deleted.txt"), std::string::npos);
+  EXPECT_EQ(s.git_diff.find("untracked"), std::string::npos);  // untracked files are not in a diff
+  EXPECT_EQ(s.hash.size(), 64u);
+  EXPECT_EQ(fs::path(s.path), store_ / s.hash);
+  EXPECT_EQ(ListTree(s.path), (std::vector<std::string>{".gitignore", "committed.txt",
+                                                        "modified.txt", "untracked.txt"}));
+  EXPECT_EQ(ReadFile(fs::path(s.path) / "modified.txt"), "after\n");
+  EXPECT_EQ(s.files, 4);
+  EXPECT_EQ(s.bytes, 6 + 5 + 6 + 4);
+  EXPECT_GE(s.created_ms, before);
+  // Nothing but the snapshot itself is left in the store (no temp folders).
+  EXPECT_EQ(ListTree(store_).size(), 4u);
+}
+
+TEST_F(SnapshotTest, CleanRepoHasEmptyDiff) {
+  Git("init -q");
+  WriteFile(work_ / "a.py", "print(1)\n");
+  Git("add -A");
+  Git("commit -qm init");
+  Snapshot s = Take(work_);
+  EXPECT_TRUE(s.git);
+  EXPECT_EQ(s.git_diff, "");
+  EXPECT_FALSE(s.git_commit.empty());
+}
+
+TEST_F(SnapshotTest, RepoWithoutCommits) {
+  Git("init -q");
+  WriteFile(work_ / "a.py", "print(1)\n");
+  Snapshot s = Take(work_);
+  EXPECT_TRUE(s.git);
+  EXPECT_EQ(s.git_commit, "");
+  EXPECT_EQ(s.git_diff, "");
+  EXPECT_EQ(ListTree(s.path), (std::vector<std::string>{"a.py"}));
+}
+
+TEST_F(SnapshotTest, WorkdirInsideARepoTakesPathsRelativeToIt) {
+  Git("init -q");
+  WriteFile(work_ / "top.txt", "top\n");
+  WriteFile(work_ / "code" / "train.py", "v1\n");
+  WriteFile(work_ / "code" / "lib" / "util.py", "u\n");
+  Git("add -A");
+  Git("commit -qm init");
+  WriteFile(work_ / "code" / "train.py", "v2\n");
+  WriteFile(work_ / "top.txt", "top changed\n");
+  Snapshot s = Take(work_ / "code");
+  EXPECT_TRUE(s.git);
+  EXPECT_EQ(ListTree(s.path), (std::vector<std::string>{"lib/util.py", "train.py"}));
+  // The diff covers the workdir's path only, with paths from the repository's top.
+  EXPECT_NE(s.git_diff.find("a/code/train.py"), std::string::npos);
+  EXPECT_EQ(s.git_diff.find("top.txt"), std::string::npos);
+}
+
+TEST_F(SnapshotTest, SameContentSameHashAndChangeGivesNewHash) {
+  Git("init -q");
+  WriteFile(work_ / "train.py", "lr = 0.1\n");
+  Snapshot a = Take(work_);
+  Snapshot b = Take(work_);
+  EXPECT_EQ(a.hash, b.hash);
+  EXPECT_EQ(a.path, b.path);
+  WriteFile(work_ / "train.py", "lr = 0.2\n");
+  Snapshot c = Take(work_);
+  EXPECT_NE(c.hash, a.hash);
+  EXPECT_TRUE(fs::exists(a.path));
+  EXPECT_TRUE(fs::exists(c.path));
+  // Only the exec bit changes: a new hash too.
+  fs::permissions(work_ / "train.py", fs::perms::owner_exec, fs::perm_options::add);
+  Snapshot d = Take(work_);
+  EXPECT_NE(d.hash, c.hash);
+}
+
+TEST_F(SnapshotTest, HashIsOverSortedPathModeAndContentHash) {
+  WriteFile(work_ / "b.txt", "bee\n");
+  WriteFile(work_ / "a.txt", "ay\n");
+  Snapshot s = Take(work_);
+  std::string z("\0", 1);
+  Sha256 expected;
+  expected.Update("a.txt" + z + "100644" + z + Sha256Hex("ay\n") + z);
+  expected.Update("b.txt" + z + "100644" + z + Sha256Hex("bee\n") + z);
+  EXPECT_EQ(s.hash, expected.HexDigest());
+}
+
+TEST_F(SnapshotTest, EditingTheWorkdirLaterLeavesTheSnapshotAlone) {
+  Git("init -q");
+  WriteFile(work_ / "train.py", "original\n");
+  Snapshot s = Take(work_);
+  WriteFile(work_ / "train.py", "edited\n");
+  WriteFile(work_ / "new.py", "new\n");
+  EXPECT_EQ(ReadFile(fs::path(s.path) / "train.py"), "original\n");
+  EXPECT_FALSE(fs::exists(fs::path(s.path) / "new.py"));
+}
+
+TEST_F(SnapshotTest, PlainFolderHonoursGitignore) {
+  WriteFile(work_ / ".gitignore", "data/\n*.ckpt\n");
+  WriteFile(work_ / "train.py", "code\n");
+  WriteFile(work_ / "sub" / "model.py", "model\n");
+  WriteFile(work_ / "sub" / ".gitignore", "scratch.txt\n");
+  WriteFile(work_ / "sub" / "scratch.txt", "x\n");
+  WriteFile(work_ / "data" / "big.bin", std::string(1000, 'x'));
+  WriteFile(work_ / "model.ckpt", "weights\n");
+  WriteFile(work_ / ".drover" / "store.db", "the store\n");
+  Snapshot s = Take(work_);
+  EXPECT_FALSE(s.git);
+  EXPECT_EQ(s.git_commit, "");
+  EXPECT_EQ(ListTree(s.path),
+            (std::vector<std::string>{".gitignore", "sub/.gitignore", "sub/model.py", "train.py"}));
+}
+
+TEST_F(SnapshotTest, PlainFolderWithoutGitTakesEverything) {
+  WriteFile(work_ / ".gitignore", "*.ckpt\n");
+  WriteFile(work_ / "train.py", "code\n");
+  WriteFile(work_ / "model.ckpt", "weights\n");
+  WriteFile(work_ / ".git" / "HEAD", "not a real repo\n");
+  WriteFile(work_ / ".drover" / "store.db", "the store\n");
+  // No git on PATH.
+  std::string old_path = getenv("PATH");
+  fs::create_directory(dir_ / "empty-bin");
+  setenv("PATH", (dir_ / "empty-bin").c_str(), 1);
+  Result<Snapshot> s = TakeSnapshot(work_.string(), store_.string());
+  setenv("PATH", old_path.c_str(), 1);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_FALSE(s->git);
+  EXPECT_EQ(ListTree(s->path), (std::vector<std::string>{".gitignore", "model.ckpt", "train.py"}));
+}
+
+TEST_F(SnapshotTest, RefusesAWorkdirOverTheLimit) {
+  WriteFile(work_ / "train.py", "code\n");
+  WriteFile(work_ / "a.bin", std::string(3 << 20, 'a'));
+  WriteFile(work_ / "b.bin", std::string(2 << 20, 'b'));
+  WriteFile(work_ / "c.bin", std::string(1 << 20, 'c'));
+  WriteFile(work_ / "d.bin", std::string(1 << 10, 'd'));
+  Result<Snapshot> s = TakeSnapshot(work_.string(), store_.string(), 4LL << 20);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message(),
+            "workdir " + work_.string() +
+                " holds 6.0 MiB, over the snapshot limit of 4.0 MiB; add a .gitignore for data "
+                "and outputs, or point workdir at the code folder (biggest: a.bin (3.0 MiB), "
+                "b.bin (2.0 MiB), c.bin (1.0 MiB))");
+  // Nothing stored, no temp folder left behind.
+  EXPECT_TRUE(!fs::exists(store_) || fs::is_empty(store_));
+}
+
+TEST_F(SnapshotTest, MissingWorkdirIsAClearError) {
+  Result<Snapshot> s = TakeSnapshot((dir_ / "nope").string(), store_.string());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("nope"), std::string::npos);
+}
+
+TEST_F(SnapshotTest, MaterializeKeepsExecBitsAndSymlinks) {
+  Git("init -q");
+  WriteFile(work_ / "run.sh", "#!/bin/sh\necho hi\n");
+  fs::permissions(work_ / "run.sh", fs::perms::owner_all | fs::perms::group_read |
+                                        fs::perms::group_exec | fs::perms::others_read |
+                                        fs::perms::others_exec);
+  WriteFile(work_ / "lib" / "data.txt", "data\n");
+  fs::create_symlink("run.sh", work_ / "link.sh");
+  fs::create_symlink("/definitely/not/there", work_ / "dangling");
+  Snapshot s = Take(work_);
+  EXPECT_TRUE(fs::is_symlink(fs::path(s.path) / "link.sh"));
+
+  fs::path dest = dir_ / "runs" / "1" / "work";
+  ASSERT_TRUE(MaterializeSnapshot(s, dest.string()).ok());
+  EXPECT_EQ(ListTree(dest),
+            (std::vector<std::string>{"dangling", "lib/data.txt", "link.sh", "run.sh"}));
+  EXPECT_TRUE(IsExecutable(dest / "run.sh"));
+  EXPECT_FALSE(IsExecutable(dest / "lib" / "data.txt"));
+  ASSERT_TRUE(fs::is_symlink(dest / "link.sh"));
+  EXPECT_EQ(fs::read_symlink(dest / "link.sh"), "run.sh");
+  EXPECT_EQ(fs::read_symlink(dest / "dangling"), "/definitely/not/there");
+  EXPECT_EQ(ReadFile(dest / "lib" / "data.txt"), "data\n");
+  // The working copy is writable and separate from the snapshot.
+  WriteFile(dest / "lib" / "data.txt", "changed by the run\n");
+  EXPECT_EQ(ReadFile(fs::path(s.path) / "lib" / "data.txt"), "data\n");
+  // A second working copy from the same snapshot.
+  fs::path dest2 = dir_ / "runs" / "2" / "work";
+  ASSERT_TRUE(MaterializeSnapshot(s, dest2.string()).ok());
+  EXPECT_EQ(ReadFile(dest2 / "lib" / "data.txt"), "data\n");
+}
+
+TEST_F(SnapshotTest, MaterializeMissingSnapshotIsAnError) {
+  Snapshot s;
+  s.hash = "abc";
+  s.path = (dir_ / "gone").string();
+  Status st = MaterializeSnapshot(s, (dir_ / "dest").string());
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace drover

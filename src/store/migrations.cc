@@ -1,0 +1,245 @@
+#include "store/migrations.h"
+
+#include <fmt/format.h>
+
+namespace drover::store {
+
+namespace {
+
+// Version 1: the records of a run. tests/data/store_v1.sql holds this schema verbatim; keep them
+// the same (migrations_test checks).
+constexpr const char* kV1 = R"sql(
+CREATE TABLE experiments (
+  id            INTEGER PRIMARY KEY AUTOINCREMENT,
+  name          TEXT    NOT NULL,
+  spec_yaml     TEXT    NOT NULL DEFAULT '',
+  spec          TEXT    NOT NULL DEFAULT '{}',
+  snapshot_hash TEXT    NOT NULL DEFAULT '',
+  status        TEXT    NOT NULL DEFAULT 'active',
+  created_ms    INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX experiments_by_name ON experiments(name, id);
+CREATE TABLE runs (
+  id             INTEGER PRIMARY KEY AUTOINCREMENT,
+  experiment_id  INTEGER NOT NULL REFERENCES experiments(id),
+  grid_index     INTEGER NOT NULL DEFAULT 0,
+  params         TEXT    NOT NULL DEFAULT '{}',
+  current_params TEXT    NOT NULL DEFAULT '{}',
+  fingerprint    TEXT    NOT NULL DEFAULT '',
+  state          TEXT    NOT NULL DEFAULT 'queued',
+  priority       INTEGER NOT NULL DEFAULT 0,
+  gpus           INTEGER NOT NULL DEFAULT 0,
+  gpu_memory     INTEGER NOT NULL DEFAULT 0,
+  cpus           INTEGER NOT NULL DEFAULT 1,
+  attempts       INTEGER NOT NULL DEFAULT 0,
+  retries_used   INTEGER NOT NULL DEFAULT 0,
+  not_before_ms  INTEGER NOT NULL DEFAULT 0,
+  created_ms     INTEGER NOT NULL DEFAULT 0,
+  started_ms     INTEGER NOT NULL DEFAULT 0,
+  ended_ms       INTEGER NOT NULL DEFAULT 0,
+  reason         TEXT    NOT NULL DEFAULT '',
+  final_metrics  TEXT    NOT NULL DEFAULT '{}'
+);
+CREATE TABLE attempts (
+  id                   INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id               INTEGER NOT NULL REFERENCES runs(id),
+  number               INTEGER NOT NULL DEFAULT 0,
+  ended                INTEGER NOT NULL DEFAULT 0,
+  reason               TEXT    NOT NULL DEFAULT '',
+  exit_code            INTEGER NOT NULL DEFAULT -1,
+  signal               INTEGER NOT NULL DEFAULT 0,
+  pid                  INTEGER NOT NULL DEFAULT 0,
+  gpus                 TEXT    NOT NULL DEFAULT '[]',
+  cuda_visible_devices TEXT    NOT NULL DEFAULT '',
+  params               TEXT    NOT NULL DEFAULT '{}',
+  argv                 TEXT    NOT NULL DEFAULT '[]',
+  started_ms           INTEGER NOT NULL DEFAULT 0,
+  ended_ms             INTEGER NOT NULL DEFAULT 0,
+  stdout_path          TEXT    NOT NULL DEFAULT '',
+  stderr_path          TEXT    NOT NULL DEFAULT '',
+  stdout_offset        INTEGER NOT NULL DEFAULT 0,
+  hostname             TEXT    NOT NULL DEFAULT '',
+  drover_version       TEXT    NOT NULL DEFAULT '',
+  workdir              TEXT    NOT NULL DEFAULT ''
+);
+CREATE INDEX attempts_by_run ON attempts(run_id, number);
+CREATE TABLE metrics (
+  run_id     INTEGER NOT NULL REFERENCES runs(id),
+  attempt_id INTEGER NOT NULL DEFAULT 0,
+  step       INTEGER NOT NULL DEFAULT 0,
+  name       TEXT    NOT NULL,
+  value      REAL,
+  t_ms       INTEGER NOT NULL DEFAULT 0
+);
+)sql";
+
+// Version 2: the event log (cursor for SSE and `drover watch`), code snapshots, per-experiment
+// environments, and the indexes the curve and queue queries need.
+constexpr const char* kV2 = R"sql(
+CREATE TABLE events (
+  id            INTEGER PRIMARY KEY AUTOINCREMENT,
+  t_ms          INTEGER NOT NULL DEFAULT 0,
+  kind          TEXT    NOT NULL,
+  experiment_id INTEGER NOT NULL DEFAULT 0,
+  run_id        INTEGER NOT NULL DEFAULT 0,
+  data          TEXT    NOT NULL DEFAULT '{}'
+);
+CREATE TABLE snapshots (
+  hash       TEXT    PRIMARY KEY,
+  path       TEXT    NOT NULL DEFAULT '',
+  git        INTEGER NOT NULL DEFAULT 0,
+  git_commit TEXT    NOT NULL DEFAULT '',
+  git_diff   TEXT    NOT NULL DEFAULT '',
+  bytes      INTEGER NOT NULL DEFAULT 0,
+  files      INTEGER NOT NULL DEFAULT 0,
+  created_ms INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE environments (
+  experiment_id INTEGER NOT NULL REFERENCES experiments(id),
+  interpreter   TEXT    NOT NULL,
+  packages      TEXT    NOT NULL DEFAULT '',
+  hostname      TEXT    NOT NULL DEFAULT '',
+  gpu_info      TEXT    NOT NULL DEFAULT '',
+  PRIMARY KEY (experiment_id, interpreter)
+);
+CREATE INDEX metrics_by_run_name_step ON metrics(run_id, name, step);
+CREATE INDEX runs_by_experiment_state ON runs(experiment_id, state);
+)sql";
+
+}  // namespace
+
+const std::vector<Migration>& Migrations() {
+  static const std::vector<Migration> kAll = {
+      {1, "experiments, runs, attempts, metrics", kV1},
+      {2, "events, snapshots, environments; metric and run-queue indexes", kV2},
+  };
+  return kAll;
+}
+
+int LatestVersion() { return Migrations().back().version; }
+
+Status SqliteStatus(sqlite3* db, int rc, std::string_view context) {
+  std::string detail = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  // sqlite3_errmsg describes the last call on `db`; when that is not `rc`'s call, use the
+  // generic text for the code instead of a misleading one.
+  if (db != nullptr && sqlite3_errcode(db) != rc && (sqlite3_extended_errcode(db) != rc)) {
+    detail = sqlite3_errstr(rc);
+  }
+  Code code = Code::kInternal;
+  std::string hint;
+  switch (rc & 0xff) {
+    case SQLITE_NOTADB:
+      code = Code::kFailedPrecondition;
+      detail = "file is not a database";
+      hint = "point --store at a drover store folder or remove the file";
+      break;
+    case SQLITE_CORRUPT:
+      code = Code::kFailedPrecondition;
+      hint =
+          "the store file is damaged; move it aside and restore a backup (`sqlite3 FILE "
+          "'PRAGMA integrity_check'` shows what is wrong)";
+      break;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      code = Code::kUnavailable;
+      hint =
+          "another process is writing to the store; wait for it or stop it (one drover "
+          "writes to a store at a time)";
+      break;
+    case SQLITE_CANTOPEN:
+      code = Code::kIo;
+      hint = "check that the folder exists and that you may write to it";
+      break;
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+      code = Code::kIo;
+      hint = "check the permissions of the store folder and its files";
+      break;
+    case SQLITE_FULL:
+      code = Code::kIo;
+      hint = "free some disk space and try again";
+      break;
+    case SQLITE_IOERR:
+      code = Code::kIo;
+      hint = "check the disk and file system that hold the store";
+      break;
+    case SQLITE_CONSTRAINT:
+      code = Code::kFailedPrecondition;
+      break;
+    case SQLITE_TOOBIG:
+    case SQLITE_RANGE:
+    case SQLITE_MISMATCH:
+      code = Code::kInvalidArgument;
+      break;
+    default:
+      break;
+  }
+  std::string message = fmt::format("{}: {}", context, detail);
+  if (!hint.empty()) message += "; " + hint;
+  return Status(code, std::move(message));
+}
+
+Status Exec(sqlite3* db, const char* sql, std::string_view context) {
+  int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return SqliteStatus(db, rc, context);
+  return Status::Ok();
+}
+
+Result<int> ReadUserVersion(sqlite3* db, std::string_view context) {
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt, nullptr);
+  if (rc != SQLITE_OK) return SqliteStatus(db, rc, context);
+  rc = sqlite3_step(stmt);
+  if (rc != SQLITE_ROW) {
+    Status st = SqliteStatus(db, rc, context);
+    sqlite3_finalize(stmt);
+    return st;
+  }
+  int version = sqlite3_column_int(stmt, 0);
+  sqlite3_finalize(stmt);
+  return version;
+}
+
+Status CheckNotNewer(int version, int latest, const std::string& path) {
+  if (version <= latest) return Status::Ok();
+  return FailedPrecondition(fmt::format(
+      "store at {} has schema version {}, newer than this drover understands ({}); upgrade drover",
+      path, version, latest));
+}
+
+Status ApplyMigrations(sqlite3* db, const std::string& path,
+                       const std::vector<Migration>& migrations) {
+  const std::string context = fmt::format("upgrading store at {}", path);
+  const int latest = migrations.empty() ? 0 : migrations.back().version;
+  DROVER_ASSIGN_OR_RETURN(int current, ReadUserVersion(db, context));
+  DROVER_RETURN_IF_ERROR(CheckNotNewer(current, latest, path));
+  // Up to date: take no write lock (the store may be read-only, or busy with its writer).
+  if (current == latest) return Status::Ok();
+
+  for (const Migration& m : migrations) {
+    if (m.version <= current) continue;
+    DROVER_RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE", context));
+    Status st = [&]() -> Status {
+      // Read again under the write lock: another process may have migrated meanwhile.
+      DROVER_ASSIGN_OR_RETURN(int now, ReadUserVersion(db, context));
+      DROVER_RETURN_IF_ERROR(CheckNotNewer(now, latest, path));
+      if (now >= m.version) return Status::Ok();
+      const std::string step =
+          fmt::format("{}: migration {} ({})", context, m.version, m.description);
+      DROVER_RETURN_IF_ERROR(Exec(db, m.sql, step));
+      const std::string bump = fmt::format("PRAGMA user_version = {}", m.version);
+      return Exec(db, bump.c_str(), step);
+    }();
+    if (!st.ok()) {
+      // Undo the partial step; the file stays at the last completed version.
+      sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+      return st;
+    }
+    DROVER_RETURN_IF_ERROR(Exec(db, "COMMIT", context));
+    current = m.version;
+  }
+  return Status::Ok();
+}
+
+}  // namespace drover::store

@@ -1,0 +1,710 @@
+#include "store/store.h"
+
+#include <fmt/format.h>
+#include <sqlite3.h>
+
+#include <charconv>
+#include <cmath>
+#include <concepts>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+
+#include "store/migrations.h"
+
+namespace drover {
+
+namespace {
+
+using store::SqliteStatus;
+
+// Column lists, in the order the row readers below expect them.
+#define DROVER_EXPERIMENT_COLS "id, name, spec_yaml, spec, snapshot_hash, status, created_ms"
+#define DROVER_RUN_COLS                                                                         \
+  "id, experiment_id, grid_index, params, current_params, fingerprint, state, priority, gpus, " \
+  "gpu_memory, cpus, attempts, retries_used, not_before_ms, created_ms, started_ms, ended_ms, " \
+  "reason, final_metrics"
+#define DROVER_ATTEMPT_COLS                                                                 \
+  "id, run_id, number, ended, reason, exit_code, signal, pid, gpus, cuda_visible_devices, " \
+  "params, argv, started_ms, ended_ms, stdout_path, stderr_path, stdout_offset, hostname, " \
+  "drover_version, workdir"
+#define DROVER_METRIC_COLS "run_id, attempt_id, step, name, value, t_ms"
+#define DROVER_EVENT_COLS "id, t_ms, kind, experiment_id, run_id, data"
+#define DROVER_SNAPSHOT_COLS "hash, path, git, git_commit, git_diff, bytes, files, created_ms"
+#define DROVER_ENVIRONMENT_COLS "experiment_id, interpreter, packages, hostname, gpu_info"
+
+// Invalid UTF-8 (a parameter taken from a file name, say) is replaced rather than thrown on.
+std::string DumpJson(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+Status CorruptColumn(std::string_view what, std::string_view why) {
+  return Internal(fmt::format(
+      "{} {}; the store may have been edited by hand or by a newer drover (inspect it with "
+      "sqlite3)",
+      what, why));
+}
+
+Status ParseJson(const std::string& text, std::string_view what, Json* out) {
+  *out = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (out->is_discarded()) return CorruptColumn(what, "is not valid JSON");
+  return Status::Ok();
+}
+
+template <typename T>
+Status ParseJsonArray(const std::string& text, std::string_view what, std::vector<T>* out) {
+  Json j;
+  DROVER_RETURN_IF_ERROR(ParseJson(text, what, &j));
+  if (!j.is_array()) return CorruptColumn(what, "is not a JSON array");
+  try {
+    *out = j.get<std::vector<T>>();
+  } catch (const Json::exception& e) {
+    return CorruptColumn(what, fmt::format("has an element of the wrong type ({})", e.what()));
+  }
+  return Status::Ok();
+}
+
+// A cached statement borrowed for one call. Bind() fills parameters left to right; on scope
+// exit the statement is reset and its bindings cleared, so the next user finds it clean.
+class Stmt {
+ public:
+  Stmt(sqlite3_stmt* s, std::string_view context) : s_(s), context_(context) {}
+  Stmt(Stmt&& o) noexcept
+      : s_(std::exchange(o.s_, nullptr)),
+        context_(o.context_),
+        next_(o.next_),
+        bind_rc_(o.bind_rc_) {}
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  Stmt& operator=(Stmt&&) = delete;
+  ~Stmt() {
+    if (s_ != nullptr) {
+      sqlite3_reset(s_);
+      sqlite3_clear_bindings(s_);
+    }
+  }
+
+  template <typename... Args>
+  Stmt& Bind(const Args&... args) {
+    (BindOne(args), ...);
+    return *this;
+  }
+
+  // true: a row is ready; false: done.
+  Result<bool> Step() {
+    sqlite3* db = sqlite3_db_handle(s_);
+    if (bind_rc_ != SQLITE_OK) return SqliteStatus(db, bind_rc_, context_);
+    int rc = sqlite3_step(s_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return SqliteStatus(db, rc, context_);
+  }
+  // For statements that return no rows.
+  Status Run() {
+    Result<bool> r = Step();
+    return r.ok() ? Status::Ok() : r.status();
+  }
+  // Rewinds for another round of Bind() + Step() (InsertMetrics reuses one Stmt per batch).
+  void Reset() {
+    sqlite3_reset(s_);
+    next_ = 0;
+  }
+
+  int64_t Int(int col) const { return sqlite3_column_int64(s_, col); }
+  // SQLite stores NaN as NULL: read it back as NaN.
+  double Real(int col) const {
+    if (sqlite3_column_type(s_, col) == SQLITE_NULL)
+      return std::numeric_limits<double>::quiet_NaN();
+    return sqlite3_column_double(s_, col);
+  }
+  std::string Text(int col) const {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s_, col));
+    if (p == nullptr) return {};
+    return std::string(p, static_cast<size_t>(sqlite3_column_bytes(s_, col)));
+  }
+
+ private:
+  void Check(int rc) {
+    if (rc != SQLITE_OK && bind_rc_ == SQLITE_OK) bind_rc_ = rc;
+  }
+  template <std::integral T>
+  void BindOne(T v) {
+    Check(sqlite3_bind_int64(s_, ++next_, static_cast<sqlite3_int64>(v)));
+  }
+  void BindOne(double v) {
+    if (std::isnan(v)) {
+      Check(sqlite3_bind_null(s_, ++next_));
+    } else {
+      Check(sqlite3_bind_double(s_, ++next_, v));
+    }
+  }
+  void BindOne(std::string_view v) {
+    Check(sqlite3_bind_text64(s_, ++next_, v.data(), v.size(), SQLITE_TRANSIENT, SQLITE_UTF8));
+  }
+  void BindOne(const std::string& v) { BindOne(std::string_view(v)); }
+  void BindOne(const char* v) { BindOne(std::string_view(v)); }
+
+  sqlite3_stmt* s_;
+  std::string_view context_;  // always a literal
+  int next_ = 0;
+  int bind_rc_ = SQLITE_OK;
+};
+
+Status ReadExperiment(const Stmt& st, Experiment* e) {
+  e->id = st.Int(0);
+  e->name = st.Text(1);
+  e->spec_yaml = st.Text(2);
+  DROVER_RETURN_IF_ERROR(ParseJson(st.Text(3), fmt::format("experiment {} spec", e->id), &e->spec));
+  e->snapshot_hash = st.Text(4);
+  e->status = st.Text(5);
+  e->created_ms = st.Int(6);
+  return Status::Ok();
+}
+
+Status ReadRun(const Stmt& st, Run* r) {
+  r->id = st.Int(0);
+  r->experiment_id = st.Int(1);
+  r->index = static_cast<int>(st.Int(2));
+  DROVER_RETURN_IF_ERROR(ParseJson(st.Text(3), fmt::format("run {} params", r->id), &r->params));
+  DROVER_RETURN_IF_ERROR(
+      ParseJson(st.Text(4), fmt::format("run {} current_params", r->id), &r->current_params));
+  r->fingerprint = st.Text(5);
+  std::string state = st.Text(6);
+  std::optional<RunState> parsed = ParseRunState(state);
+  if (!parsed) return CorruptColumn(fmt::format("run {} state '{}'", r->id, state), "is unknown");
+  r->state = *parsed;
+  r->priority = static_cast<int>(st.Int(7));
+  r->resources.gpus = static_cast<int>(st.Int(8));
+  r->resources.gpu_memory = st.Int(9);
+  r->resources.cpus = static_cast<int>(st.Int(10));
+  r->attempts = static_cast<int>(st.Int(11));
+  r->retries_used = static_cast<int>(st.Int(12));
+  r->not_before_ms = st.Int(13);
+  r->created_ms = st.Int(14);
+  r->started_ms = st.Int(15);
+  r->ended_ms = st.Int(16);
+  r->reason = st.Text(17);
+  return ParseJson(st.Text(18), fmt::format("run {} final_metrics", r->id), &r->final_metrics);
+}
+
+Status ReadAttempt(const Stmt& st, Attempt* a) {
+  a->id = st.Int(0);
+  a->run_id = st.Int(1);
+  a->number = static_cast<int>(st.Int(2));
+  a->ended = st.Int(3) != 0;
+  a->reason = st.Text(4);
+  a->exit_code = static_cast<int>(st.Int(5));
+  a->signal = static_cast<int>(st.Int(6));
+  a->pid = st.Int(7);
+  DROVER_RETURN_IF_ERROR(
+      ParseJsonArray(st.Text(8), fmt::format("attempt {} gpus", a->id), &a->gpus));
+  a->cuda_visible_devices = st.Text(9);
+  DROVER_RETURN_IF_ERROR(
+      ParseJson(st.Text(10), fmt::format("attempt {} params", a->id), &a->params));
+  DROVER_RETURN_IF_ERROR(
+      ParseJsonArray(st.Text(11), fmt::format("attempt {} argv", a->id), &a->argv));
+  a->started_ms = st.Int(12);
+  a->ended_ms = st.Int(13);
+  a->stdout_path = st.Text(14);
+  a->stderr_path = st.Text(15);
+  a->stdout_offset = st.Int(16);
+  a->hostname = st.Text(17);
+  a->drover_version = st.Text(18);
+  a->workdir = st.Text(19);
+  return Status::Ok();
+}
+
+void ReadMetric(const Stmt& st, MetricPoint* p) {
+  p->run_id = st.Int(0);
+  p->attempt_id = st.Int(1);
+  p->step = st.Int(2);
+  p->name = st.Text(3);
+  p->value = st.Real(4);
+  p->t_ms = st.Int(5);
+}
+
+Status ReadEvent(const Stmt& st, Event* e) {
+  e->id = st.Int(0);
+  e->t_ms = st.Int(1);
+  e->kind = st.Text(2);
+  e->experiment_id = st.Int(3);
+  e->run_id = st.Int(4);
+  return ParseJson(st.Text(5), fmt::format("event {} data", e->id), &e->data);
+}
+
+void ReadSnapshot(const Stmt& st, Snapshot* s) {
+  s->hash = st.Text(0);
+  s->path = st.Text(1);
+  s->git = st.Int(2) != 0;
+  s->git_commit = st.Text(3);
+  s->git_diff = st.Text(4);
+  s->bytes = st.Int(5);
+  s->files = st.Int(6);
+  s->created_ms = st.Int(7);
+}
+
+void ReadEnvironment(const Stmt& st, Environment* e) {
+  e->experiment_id = st.Int(0);
+  e->interpreter = st.Text(1);
+  e->packages = st.Text(2);
+  e->hostname = st.Text(3);
+  e->gpu_info = st.Text(4);
+}
+
+// Binds the 18 stored fields of a run (everything but id), as ?1..?18.
+void BindRunFields(Stmt& st, const Run& r) {
+  st.Bind(r.experiment_id, r.index, DumpJson(r.params), DumpJson(r.current_params), r.fingerprint,
+          ToString(r.state), r.priority, r.resources.gpus, r.resources.gpu_memory, r.resources.cpus,
+          r.attempts, r.retries_used, r.not_before_ms, r.created_ms, r.started_ms, r.ended_ms,
+          r.reason, DumpJson(r.final_metrics));
+}
+
+// Binds the 19 stored fields of an attempt (everything but id), as ?1..?19.
+void BindAttemptFields(Stmt& st, const Attempt& a) {
+  st.Bind(a.run_id, a.number, a.ended, a.reason, a.exit_code, a.signal, a.pid,
+          DumpJson(Json(a.gpus)), a.cuda_visible_devices, DumpJson(a.params),
+          DumpJson(Json(a.argv)), a.started_ms, a.ended_ms, a.stdout_path, a.stderr_path,
+          a.stdout_offset, a.hostname, a.drover_version, a.workdir);
+}
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+}  // namespace
+
+struct Store::Impl {
+  sqlite3* db = nullptr;
+  std::string path;
+  // Prepared statements by SQL text, prepared once and reused for the life of the connection.
+  std::unordered_map<std::string, sqlite3_stmt*, StringHash, std::equal_to<>> cache;
+
+  ~Impl() {
+    for (auto& [sql, stmt] : cache) sqlite3_finalize(stmt);
+    sqlite3_close_v2(db);
+  }
+
+  Result<Stmt> Use(std::string_view sql, std::string_view context) {
+    auto it = cache.find(sql);
+    if (it == cache.end()) {
+      sqlite3_stmt* stmt = nullptr;
+      int rc = sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()),
+                                  SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+      if (rc != SQLITE_OK) return SqliteStatus(db, rc, context);
+      it = cache.emplace(std::string(sql), stmt).first;
+    }
+    return Stmt(it->second, context);
+  }
+
+  Status ExpectChanged(std::string_view what, int64_t id) {
+    if (sqlite3_changes(db) == 0) return NotFound(fmt::format("no {} {} in the store", what, id));
+    return Status::Ok();
+  }
+};
+
+Store::Store(sqlite3* db) : impl_(std::make_unique<Impl>()) { impl_->db = db; }
+Store::~Store() = default;
+
+int Store::LatestSchemaVersion() { return store::LatestVersion(); }
+
+Result<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+  if (path.empty()) return InvalidArgument("no store path given; point --store at a folder");
+  const bool memory = path == ":memory:";
+  const std::string context = fmt::format("cannot open store at {}", path);
+  if (!memory) {
+    std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    std::error_code ec;
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    if (ec) {
+      return Status(Code::kIo, fmt::format("{}: cannot create folder {}: {}; check the "
+                                           "permissions of the folders above it",
+                                           context, parent.string(), ec.message()));
+    }
+  }
+
+  // NOMUTEX: a Store (and its statement cache) belongs to one thread; other threads open their
+  // own Store on the same file, and WAL lets them read while this one writes.
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  std::unique_ptr<Store> s(new Store(db));  // closes the handle on every error below
+  s->impl_->path = path;
+  if (rc != SQLITE_OK) return SqliteStatus(db, rc, context);
+
+  DROVER_RETURN_IF_ERROR(store::Exec(db, "PRAGMA busy_timeout = 5000", context));
+  // The first read of the file: a file that is not a database fails here.
+  DROVER_ASSIGN_OR_RETURN(int version, store::ReadUserVersion(db, context));
+  // Refuse a newer store before anything below writes to it (switching to WAL rewrites the
+  // header), so an older drover leaves it byte for byte as it was.
+  DROVER_RETURN_IF_ERROR(store::CheckNotNewer(version, LatestSchemaVersion(), path));
+  if (version == 0) {
+    DROVER_ASSIGN_OR_RETURN(
+        Stmt st, s->impl_->Use("SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'",
+                               "cannot open store"));
+    DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (row && st.Int(0) > 0) {
+      return FailedPrecondition(fmt::format(
+          "{}: it is a SQLite database but not a drover store; point --store at a drover store "
+          "folder or an empty one",
+          context));
+    }
+  }
+  if (!memory) DROVER_RETURN_IF_ERROR(store::Exec(db, "PRAGMA journal_mode = WAL", context));
+  DROVER_RETURN_IF_ERROR(store::Exec(db, "PRAGMA synchronous = NORMAL", context));
+  DROVER_RETURN_IF_ERROR(store::Exec(db, "PRAGMA foreign_keys = ON", context));
+  DROVER_RETURN_IF_ERROR(store::Migrate(db, path));
+  return s;
+}
+
+Result<int> Store::SchemaVersion() {
+  return store::ReadUserVersion(impl_->db, "reading the store's schema version");
+}
+
+Status Store::Begin() {
+  DROVER_ASSIGN_OR_RETURN(Stmt st, impl_->Use("BEGIN IMMEDIATE", "beginning a transaction"));
+  return st.Run();
+}
+
+Status Store::Commit() {
+  DROVER_ASSIGN_OR_RETURN(Stmt st, impl_->Use("COMMIT", "committing a transaction"));
+  return st.Run();
+}
+
+Status Store::Rollback() {
+  // Nothing open (never begun, or SQLite already rolled back after an error): nothing to undo.
+  if (sqlite3_get_autocommit(impl_->db) != 0) return Status::Ok();
+  DROVER_ASSIGN_OR_RETURN(Stmt st, impl_->Use("ROLLBACK", "rolling back a transaction"));
+  return st.Run();
+}
+
+// ---- experiments ----
+
+Status Store::InsertExperiment(Experiment& e) {
+  DROVER_ASSIGN_OR_RETURN(
+      Stmt st, impl_->Use("INSERT INTO experiments (name, spec_yaml, spec, snapshot_hash, status, "
+                          "created_ms) VALUES (?, ?, ?, ?, ?, ?)",
+                          "inserting an experiment"));
+  st.Bind(e.name, e.spec_yaml, DumpJson(e.spec), e.snapshot_hash, e.status, e.created_ms);
+  DROVER_RETURN_IF_ERROR(st.Run());
+  e.id = sqlite3_last_insert_rowid(impl_->db);
+  return Status::Ok();
+}
+
+Status Store::UpdateExperimentStatus(int64_t id, const std::string& status) {
+  DROVER_ASSIGN_OR_RETURN(Stmt st, impl_->Use("UPDATE experiments SET status = ? WHERE id = ?",
+                                              "updating an experiment's status"));
+  st.Bind(status, id);
+  DROVER_RETURN_IF_ERROR(st.Run());
+  return impl_->ExpectChanged("experiment", id);
+}
+
+Result<std::optional<Experiment>> Store::GetExperiment(int64_t id) {
+  DROVER_ASSIGN_OR_RETURN(
+      Stmt st, impl_->Use("SELECT " DROVER_EXPERIMENT_COLS " FROM experiments WHERE id = ?",
+                          "reading an experiment"));
+  st.Bind(id);
+  DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<Experiment>();
+  Experiment e;
+  DROVER_RETURN_IF_ERROR(ReadExperiment(st, &e));
+  return std::optional<Experiment>(std::move(e));
+}
+
+Result<std::optional<Experiment>> Store::FindExperiment(const std::string& id_or_name) {
+  int64_t id = 0;
+  const char* end = id_or_name.data() + id_or_name.size();
+  auto [ptr, ec] = std::from_chars(id_or_name.data(), end, id);
+  if (!id_or_name.empty() && ec == std::errc() && ptr == end) {
+    DROVER_ASSIGN_OR_RETURN(std::optional<Experiment> by_id, GetExperiment(id));
+    if (by_id) return by_id;
+    // No such id: an experiment may still be named "12".
+  }
+  DROVER_ASSIGN_OR_RETURN(
+      Stmt st, impl_->Use("SELECT " DROVER_EXPERIMENT_COLS " FROM experiments WHERE name = ? "
+                          "ORDER BY id DESC LIMIT 1",
+                          "finding an experiment by name"));
+  st.Bind(id_or_name);
+  DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<Experiment>();
+  Experiment e;
+  DROVER_RETURN_IF_ERROR(ReadExperiment(st, &e));
+  return std::optional<Experiment>(std::move(e));
+}
+
+Result<std::vector<Experiment>> Store::ListExperiments(int limit) {
+  DROVER_ASSIGN_OR_RETURN(Stmt st, impl_->Use("SELECT " DROVER_EXPERIMENT_COLS
+                                              " FROM experiments ORDER BY id DESC LIMIT ?",
+                                              "listing experiments"));
+  st.Bind(limit > 0 ? limit : -1);
+  std::vector<Experiment> out;
+  for (;;) {
+    DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    DROVER_RETURN_IF_ERROR(ReadExperiment(st, &out.emplace_back()));
+  }
+  return out;
+}
+
+// ---- runs ----
+
+Status Store::InsertRun(Run& r) {
+  DROVER_ASSIGN_OR_RETURN(
+      Stmt st, impl_->Use("INSERT INTO runs (experiment_id, grid_index, params, current_params, "
+                          "fingerprint, state, priority, gpus, gpu_memory, cpus, attempts, "
+                          "retries_used, not_before_ms, created_ms, started_ms, ended_ms, reason, "
+                          "final_metrics) VALUES "
+                          "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                          "inserting a run"));
+  BindRunFields(st, r);
+  DROVER_RETURN_IF_ERROR(st.Run());
+  r.id = sqlite3_last_insert_rowid(impl_->db);
+  return Status::Ok();
+}
+
+Status Store::UpdateRun(const Run& r) {
+  DROVER_ASSIGN_OR_RETURN(
+      Stmt st,
+      impl_->Use("UPDATE runs SET experiment_id = ?, grid_index = ?, params = ?, "
+                 "current_params = ?, fingerprint = ?, state = ?, priority = ?, gpus = ?, "
+                 "gpu_memory = ?, cpus = ?, attempts = ?, retries_used = ?, not_before_ms = ?, "
+                 "created_ms = ?, started_ms = ?, ended_ms = ?, reason = ?, final_metrics = ? "
+                 "WHERE id = ?",
+                 "updating a run"));
+  BindRunFields(st, r);
+  st.Bind(r.id);
+  DROVER_RETURN_IF_ERROR(st.Run());
+  return impl_->ExpectChanged("run", r.id);
+}
+
+Result<std::optional<Run>> Store::GetRun(int64_t id) {
+  DROVER_ASSIGN_OR_RETURN(
+      Stmt st, impl_->Use("SELECT " DROVER_RUN_COLS " FROM runs WHERE id = ?", "reading a run"));
+  st.Bind(id);
+  DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<Run>();
+  Run r;
+  DROVER_RETURN_IF_ERROR(ReadRun(st, &r));
+  return std::optional<Run>(std::move(r));
+}
+
+Result<std::vector<Run>> Store::ListRuns(const RunFilter& filter) {
+  // One SQL text per filter shape (at most eight), each cached like the fixed statements; the
+  // conditions are spelled out rather than "(? = 0 OR ...)" so SQLite can use the index.
+  std::string sql = "SELECT " DROVER_RUN_COLS " FROM runs";
+  const char* glue = " WHERE ";
+  if (filter.experiment_id != 0) {
+    sql += glue;
+    sql += "experiment_id = ?";
+    glue = " AND ";
+  }
+  if (filter.state) {
+    sql += glue;
+    sql += "state = ?";
+  }
+  sql += filter.newest_first ? " ORDER BY id DESC" : " ORDER BY id ASC";
+  sql += " LIMIT ? OFFSET ?";
+  DROVER_ASSIGN_OR_RETURN(Stmt st, impl_->Use(sql, "listing runs"));
+  if (filter.experiment_id != 0) st.Bind(filter.experiment_id);
+  if (filter.state) st.Bind(ToString(*filter.state));
+  st.Bind(filter.limit > 0 ? filter.limit : -1, filter.offset > 0 ? filter.offset : 0);
+  std::vector<Run> out;
+  for (;;) {
+    DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    DROVER_RETURN_IF_ERROR(ReadRun(st, &out.emplace_back()));
+  }
+  return out;
+}
+
+// ---- attempts ----
+
+Status Store::InsertAttempt(Attempt& a) {
+  DROVER_ASSIGN_OR_RETURN(
+      Stmt st,
+      impl_->Use("INSERT INTO attempts (run_id, number, ended, reason, exit_code, signal, pid, "
+                 "gpus, cuda_visible_devices, params, argv, started_ms, ended_ms, stdout_path, "
+                 "stderr_path, stdout_offset, hostname, drover_version, workdir) VALUES "
+                 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 "inserting an attempt"));
+  BindAttemptFields(st, a);
+  DROVER_RETURN_IF_ERROR(st.Run());
+  a.id = sqlite3_last_insert_rowid(impl_->db);
+  return Status::Ok();
+}
+
+Status Store::UpdateAttempt(const Attempt& a) {
+  DROVER_ASSIGN_OR_RETURN(
+      Stmt st, impl_->Use("UPDATE attempts SET run_id = ?, number = ?, ended = ?, reason = ?, "
+                          "exit_code = ?, signal = ?, pid = ?, gpus = ?, cuda_visible_devices = ?, "
+                          "params = ?, argv = ?, started_ms = ?, ended_ms = ?, stdout_path = ?, "
+                          "stderr_path = ?, stdout_offset = ?, hostname = ?, drover_version = ?, "
+                          "workdir = ? WHERE id = ?",
+                          "updating an attempt"));
+  BindAttemptFields(st, a);
+  st.Bind(a.id);
+  DROVER_RETURN_IF_ERROR(st.Run());
+  return impl_->ExpectChanged("attempt", a.id);
+}
+
+Result<std::vector<Attempt>> Store::ListAttempts(int64_t run_id) {
+  DROVER_ASSIGN_OR_RETURN(
+      Stmt st, impl_->Use("SELECT " DROVER_ATTEMPT_COLS " FROM attempts WHERE run_id = ? "
+                          "ORDER BY number, id",
+                          "listing attempts"));
+  st.Bind(run_id);
+  std::vector<Attempt> out;
+  for (;;) {
+    DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    DROVER_RETURN_IF_ERROR(ReadAttempt(st, &out.emplace_back()));
+  }
+  return out;
+}
+
+// ---- metrics ----
+
+Status Store::InsertMetrics(const std::vector<MetricPoint>& points) {
+  if (points.empty()) return Status::Ok();
+  // Outside a caller's transaction, the batch is still all-or-nothing (and one commit, not one
+  // per point).
+  const bool own_transaction = sqlite3_get_autocommit(impl_->db) != 0;
+  if (own_transaction) DROVER_RETURN_IF_ERROR(Begin());
+  Status status = [&]() -> Status {
+    DROVER_ASSIGN_OR_RETURN(Stmt st, impl_->Use("INSERT INTO metrics (" DROVER_METRIC_COLS
+                                                ") VALUES (?, ?, ?, ?, ?, ?)",
+                                                "inserting metric points"));
+    for (const MetricPoint& p : points) {
+      st.Reset();
+      st.Bind(p.run_id, p.attempt_id, p.step, p.name, p.value, p.t_ms);
+      DROVER_RETURN_IF_ERROR(st.Run());
+    }
+    return Status::Ok();
+  }();
+  if (own_transaction) {
+    if (!status.ok()) {
+      (void)Rollback();
+      return status;
+    }
+    return Commit();
+  }
+  return status;
+}
+
+Result<std::vector<MetricPoint>> Store::GetMetrics(int64_t run_id, const std::string& name) {
+  // rowid breaks ties in insertion order (a step logged twice keeps both points, in order).
+  auto stmt = name.empty() ? impl_->Use("SELECT " DROVER_METRIC_COLS
+                                        " FROM metrics WHERE run_id = ? "
+                                        "ORDER BY attempt_id, step, rowid",
+                                        "reading metrics")
+                           : impl_->Use("SELECT " DROVER_METRIC_COLS
+                                        " FROM metrics WHERE run_id = ? "
+                                        "AND name = ? ORDER BY attempt_id, step, rowid",
+                                        "reading metrics");
+  if (!stmt.ok()) return stmt.status();
+  Stmt& st = *stmt;
+  st.Bind(run_id);
+  if (!name.empty()) st.Bind(name);
+  std::vector<MetricPoint> out;
+  for (;;) {
+    DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    ReadMetric(st, &out.emplace_back());
+  }
+  return out;
+}
+
+// ---- events ----
+
+Status Store::InsertEvent(Event& e) {
+  DROVER_ASSIGN_OR_RETURN(Stmt st,
+                          impl_->Use("INSERT INTO events (t_ms, kind, experiment_id, run_id, data) "
+                                     "VALUES (?, ?, ?, ?, ?)",
+                                     "inserting an event"));
+  st.Bind(e.t_ms, e.kind, e.experiment_id, e.run_id, DumpJson(e.data));
+  DROVER_RETURN_IF_ERROR(st.Run());
+  e.id = sqlite3_last_insert_rowid(impl_->db);
+  return Status::Ok();
+}
+
+Result<std::vector<Event>> Store::ListEvents(int64_t after_id, int limit) {
+  DROVER_ASSIGN_OR_RETURN(Stmt st, impl_->Use("SELECT " DROVER_EVENT_COLS
+                                              " FROM events WHERE id > ? ORDER BY id LIMIT ?",
+                                              "listing events"));
+  st.Bind(after_id, limit > 0 ? limit : -1);
+  std::vector<Event> out;
+  for (;;) {
+    DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    DROVER_RETURN_IF_ERROR(ReadEvent(st, &out.emplace_back()));
+  }
+  return out;
+}
+
+// ---- snapshots ----
+
+Status Store::PutSnapshot(const Snapshot& s) {
+  // The hash names the content, so a second put of the same hash has nothing new: keep the first.
+  DROVER_ASSIGN_OR_RETURN(
+      Stmt st, impl_->Use("INSERT INTO snapshots (" DROVER_SNAPSHOT_COLS
+                          ") VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (hash) DO NOTHING",
+                          "storing a snapshot"));
+  st.Bind(s.hash, s.path, s.git, s.git_commit, s.git_diff, s.bytes, s.files, s.created_ms);
+  return st.Run();
+}
+
+Result<std::optional<Snapshot>> Store::GetSnapshot(const std::string& hash) {
+  DROVER_ASSIGN_OR_RETURN(
+      Stmt st, impl_->Use("SELECT " DROVER_SNAPSHOT_COLS " FROM snapshots WHERE hash = ?",
+                          "reading a snapshot"));
+  st.Bind(hash);
+  DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<Snapshot>();
+  Snapshot s;
+  ReadSnapshot(st, &s);
+  return std::optional<Snapshot>(std::move(s));
+}
+
+// ---- environments ----
+
+Status Store::PutEnvironment(const Environment& env) {
+  DROVER_ASSIGN_OR_RETURN(
+      Stmt st, impl_->Use("INSERT INTO environments (" DROVER_ENVIRONMENT_COLS
+                          ") VALUES (?, ?, ?, ?, ?) ON CONFLICT (experiment_id, interpreter) "
+                          "DO UPDATE SET packages = excluded.packages, "
+                          "hostname = excluded.hostname, gpu_info = excluded.gpu_info",
+                          "storing an environment"));
+  st.Bind(env.experiment_id, env.interpreter, env.packages, env.hostname, env.gpu_info);
+  return st.Run();
+}
+
+Result<std::vector<Environment>> Store::ListEnvironments(int64_t experiment_id) {
+  DROVER_ASSIGN_OR_RETURN(Stmt st, impl_->Use("SELECT " DROVER_ENVIRONMENT_COLS
+                                              " FROM environments WHERE experiment_id = ? "
+                                              "ORDER BY interpreter",
+                                              "listing environments"));
+  st.Bind(experiment_id);
+  std::vector<Environment> out;
+  for (;;) {
+    DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    ReadEnvironment(st, &out.emplace_back());
+  }
+  return out;
+}
+
+Result<bool> Store::IntegrityOk() {
+  DROVER_ASSIGN_OR_RETURN(Stmt st, impl_->Use("PRAGMA integrity_check", "checking the store"));
+  std::vector<std::string> lines;
+  for (;;) {
+    DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    lines.push_back(st.Text(0));
+  }
+  return lines.size() == 1 && lines[0] == "ok";
+}
+
+}  // namespace drover

@@ -1,0 +1,897 @@
+#include "store/store.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <sstream>
+
+namespace drover {
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---- helpers ----
+
+std::unique_ptr<Store> OpenOrDie(const std::string& path) {
+  auto s = Store::Open(path);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  if (!s.ok()) return nullptr;
+  return std::move(s).value();
+}
+
+// A fresh folder under $TMPDIR, removed with everything in it at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "drover-store-test-XXXXXX").string();
+    char* p = mkdtemp(tmpl.data());
+    EXPECT_NE(p, nullptr);
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+}
+
+// Runs SQL on a raw connection to `path`, outside the Store.
+void RawExec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  EXPECT_EQ(rc, SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
+std::string RawQueryText(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  std::string out;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return out;
+}
+
+RunFilter Filter(int64_t experiment_id, std::optional<RunState> state = std::nullopt, int limit = 0,
+                 int offset = 0, bool newest_first = false) {
+  RunFilter f;
+  f.experiment_id = experiment_id;
+  f.state = state;
+  f.limit = limit;
+  f.offset = offset;
+  f.newest_first = newest_first;
+  return f;
+}
+
+Experiment MakeExperiment(const std::string& name, Millis created = 1'700'000'000'000) {
+  Experiment e;
+  e.name = name;
+  e.spec_yaml = "name: " + name + "\ncommand: [python3, train.py, \"{lr}\"]\n# 注释\n";
+  e.spec = Json{{"name", name}, {"params", {{"lr", {0.1, 0.01}}}}, {"resources", {{"gpus", 1}}}};
+  e.snapshot_hash = "sha256:0123abcd";
+  e.status = "active";
+  e.created_ms = created;
+  return e;
+}
+
+drover::Run MakeRun(int64_t experiment_id, int index = 0) {
+  drover::Run r;
+  r.experiment_id = experiment_id;
+  r.index = index;
+  r.params = Json{{"lr", 0.1}, {"batch_size", 64}, {"model", "mlp"}, {"nested", {{"a", {1, 2}}}}};
+  r.current_params = Json{{"lr", 0.1}, {"batch_size", 32}, {"model", "mlp"}};
+  r.fingerprint = "fp-" + std::to_string(index);
+  r.state = RunState::kRetrying;
+  r.priority = -3;
+  r.resources = Resources{2, 12LL << 30, 4};
+  r.attempts = 2;
+  r.retries_used = 1;
+  r.not_before_ms = 1'700'000'005'000;
+  r.created_ms = 1'700'000'000'001;
+  r.started_ms = 1'700'000'001'000;
+  r.ended_ms = 1'700'000'009'000;
+  r.reason = "cuda_oom";
+  r.final_metrics = Json{{"loss", 0.25}, {"acc", 0.9}};
+  return r;
+}
+
+Attempt MakeAttempt(int64_t run_id, int number) {
+  Attempt a;
+  a.run_id = run_id;
+  a.number = number;
+  a.ended = true;
+  a.reason = "exit_code";
+  a.exit_code = 3;
+  a.signal = 9;
+  a.pid = 123456789012LL;
+  a.gpus = {1, 3};
+  a.cuda_visible_devices = "1,3";
+  a.params = Json{{"lr", 0.1}, {"batch_size", 32}};
+  a.argv = {"python3", "train.py", "--name", "a b \"quoted\" 'x'", "ünï"};
+  a.started_ms = 1'700'000'001'000;
+  a.ended_ms = 1'700'000'002'000;
+  a.stdout_path = "/s/runs/1/1/stdout";
+  a.stderr_path = "/s/runs/1/1/stderr";
+  a.stdout_offset = 1LL << 40;
+  a.hostname = "gpu-box";
+  a.drover_version = "0.1.0";
+  a.workdir = "/s/work/1";
+  return a;
+}
+
+void ExpectSame(const Experiment& a, const Experiment& b) {
+  EXPECT_EQ(a.id, b.id);
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.spec_yaml, b.spec_yaml);
+  EXPECT_EQ(a.spec, b.spec);
+  EXPECT_EQ(a.snapshot_hash, b.snapshot_hash);
+  EXPECT_EQ(a.status, b.status);
+  EXPECT_EQ(a.created_ms, b.created_ms);
+}
+
+void ExpectSame(const drover::Run& a, const drover::Run& b) {
+  EXPECT_EQ(a.id, b.id);
+  EXPECT_EQ(a.experiment_id, b.experiment_id);
+  EXPECT_EQ(a.index, b.index);
+  EXPECT_EQ(a.params, b.params);
+  EXPECT_EQ(a.current_params, b.current_params);
+  EXPECT_EQ(a.fingerprint, b.fingerprint);
+  EXPECT_EQ(a.state, b.state);
+  EXPECT_EQ(a.priority, b.priority);
+  EXPECT_EQ(a.resources.gpus, b.resources.gpus);
+  EXPECT_EQ(a.resources.gpu_memory, b.resources.gpu_memory);
+  EXPECT_EQ(a.resources.cpus, b.resources.cpus);
+  EXPECT_EQ(a.attempts, b.attempts);
+  EXPECT_EQ(a.retries_used, b.retries_used);
+  EXPECT_EQ(a.not_before_ms, b.not_before_ms);
+  EXPECT_EQ(a.created_ms, b.created_ms);
+  EXPECT_EQ(a.started_ms, b.started_ms);
+  EXPECT_EQ(a.ended_ms, b.ended_ms);
+  EXPECT_EQ(a.reason, b.reason);
+  EXPECT_EQ(a.final_metrics, b.final_metrics);
+}
+
+void ExpectSame(const Attempt& a, const Attempt& b) {
+  EXPECT_EQ(a.id, b.id);
+  EXPECT_EQ(a.run_id, b.run_id);
+  EXPECT_EQ(a.number, b.number);
+  EXPECT_EQ(a.ended, b.ended);
+  EXPECT_EQ(a.reason, b.reason);
+  EXPECT_EQ(a.exit_code, b.exit_code);
+  EXPECT_EQ(a.signal, b.signal);
+  EXPECT_EQ(a.pid, b.pid);
+  EXPECT_EQ(a.gpus, b.gpus);
+  EXPECT_EQ(a.cuda_visible_devices, b.cuda_visible_devices);
+  EXPECT_EQ(a.params, b.params);
+  EXPECT_EQ(a.argv, b.argv);
+  EXPECT_EQ(a.started_ms, b.started_ms);
+  EXPECT_EQ(a.ended_ms, b.ended_ms);
+  EXPECT_EQ(a.stdout_path, b.stdout_path);
+  EXPECT_EQ(a.stderr_path, b.stderr_path);
+  EXPECT_EQ(a.stdout_offset, b.stdout_offset);
+  EXPECT_EQ(a.hostname, b.hostname);
+  EXPECT_EQ(a.drover_version, b.drover_version);
+  EXPECT_EQ(a.workdir, b.workdir);
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = OpenOrDie(":memory:");
+    ASSERT_NE(store_, nullptr);
+  }
+  int64_t AddExperiment(const std::string& name = "exp") {
+    Experiment e = MakeExperiment(name);
+    EXPECT_TRUE(store_->InsertExperiment(e).ok());
+    return e.id;
+  }
+  int64_t AddRun(int64_t exp, RunState state = RunState::kQueued, int index = 0) {
+    drover::Run r = MakeRun(exp, index);
+    r.state = state;
+    EXPECT_TRUE(store_->InsertRun(r).ok());
+    return r.id;
+  }
+  std::unique_ptr<Store> store_;
+};
+
+// ---- opening ----
+
+TEST_F(StoreTest, FreshStoreIsAtLatestVersion) {
+  EXPECT_EQ(Store::LatestSchemaVersion(), 2);
+  auto v = store_->SchemaVersion();
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(*v, 2);
+  auto ok = store_->IntegrityOk();
+  ASSERT_TRUE(ok.ok());
+  EXPECT_TRUE(*ok);
+}
+
+TEST(StoreOpen, FileStoreCreatesFoldersUsesWalAndPersists) {
+  TempDir dir;
+  const std::string path = dir / "a/b/c/drover.db";
+  int64_t run_id = 0;
+  {
+    auto store = OpenOrDie(path);
+    ASSERT_NE(store, nullptr);
+    Experiment e = MakeExperiment("persist");
+    ASSERT_TRUE(store->InsertExperiment(e).ok());
+    drover::Run r = MakeRun(e.id);
+    ASSERT_TRUE(store->InsertRun(r).ok());
+    run_id = r.id;
+    // WAL is a property of the file: a second connection sees it.
+    EXPECT_EQ(RawQueryText(path, "PRAGMA journal_mode"), "wal");
+    auto ok = store->IntegrityOk();
+    ASSERT_TRUE(ok.ok());
+    EXPECT_TRUE(*ok);
+  }
+  EXPECT_TRUE(fs::exists(path));
+  auto store = OpenOrDie(path);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(*store->SchemaVersion(), 2);
+  auto r = store->GetRun(run_id);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r->has_value());
+  EXPECT_EQ((*r)->fingerprint, "fp-0");
+}
+
+TEST(StoreOpen, TwoConnectionsOnOneFile) {
+  TempDir dir;
+  const std::string path = dir / "drover.db";
+  auto writer = OpenOrDie(path);
+  auto reader = OpenOrDie(path);
+  ASSERT_NE(writer, nullptr);
+  ASSERT_NE(reader, nullptr);
+  int64_t exp = 0;
+  {
+    Experiment e = MakeExperiment("shared");
+    ASSERT_TRUE(writer->InsertExperiment(e).ok());
+    exp = e.id;
+  }
+  // A reader is not blocked by an open write transaction (WAL) and sees the last commit.
+  ASSERT_TRUE(writer->Begin().ok());
+  drover::Run r = MakeRun(exp);
+  ASSERT_TRUE(writer->InsertRun(r).ok());
+  auto before = reader->ListRuns({});
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  EXPECT_TRUE(before->empty());
+  ASSERT_TRUE(writer->Commit().ok());
+  auto after = reader->ListRuns({});
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->size(), 1u);
+}
+
+TEST(StoreOpen, GarbageFileGivesClearErrorAndIsLeftAlone) {
+  TempDir dir;
+  const std::string path = dir / "drover.db";
+  const std::string garbage(4096, 'x');
+  WriteFile(path, "this is not a database\n" + garbage);
+  auto s = Store::Open(path);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(s.status().message(),
+            "cannot open store at " + path +
+                ": file is not a database; point --store at a drover store folder or remove the "
+                "file");
+  EXPECT_EQ(ReadFile(path), "this is not a database\n" + garbage);
+}
+
+TEST(StoreOpen, NewerSchemaIsRefusedAndLeftByteIdentical) {
+  TempDir dir;
+  const std::string path = dir / "drover.db";
+  RawExec(path, "CREATE TABLE future (x); INSERT INTO future VALUES (1); PRAGMA user_version = 7;");
+  const std::string before = ReadFile(path);
+  ASSERT_FALSE(before.empty());
+  auto s = Store::Open(path);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(s.status().message(), "store at " + path +
+                                      " has schema version 7, newer than this drover "
+                                      "understands (2); upgrade drover");
+  EXPECT_EQ(ReadFile(path), before);
+  EXPECT_FALSE(fs::exists(path + "-wal"));
+}
+
+TEST(StoreOpen, ForeignSqliteDatabaseIsRefused) {
+  TempDir dir;
+  const std::string path = dir / "other.db";
+  RawExec(path, "CREATE TABLE photos (id INTEGER PRIMARY KEY, name TEXT);");
+  const std::string before = ReadFile(path);
+  auto s = Store::Open(path);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(s.status().message().find("not a drover store"), std::string::npos)
+      << s.status().message();
+  EXPECT_EQ(ReadFile(path), before);
+}
+
+TEST(StoreOpen, EmptyFileBecomesAStore) {
+  TempDir dir;
+  const std::string path = dir / "drover.db";
+  WriteFile(path, "");
+  auto store = OpenOrDie(path);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(*store->SchemaVersion(), 2);
+}
+
+TEST(StoreOpen, UnwritableFolderIsAnIoError) {
+  TempDir dir;
+  const std::string file = dir / "plain-file";
+  WriteFile(file, "x");
+  // A parent "folder" that is a file cannot be created.
+  auto s = Store::Open(file + "/sub/drover.db");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), Code::kIo);
+  EXPECT_NE(s.status().message().find("cannot open store at"), std::string::npos);
+}
+
+// ---- migration from an older file ----
+
+TEST(StoreMigration, OpensVersion1FileAndUpgrades) {
+  TempDir dir;
+  const std::string path = dir / "old/drover.db";
+  fs::create_directories(fs::path(path).parent_path());
+  const std::string sql = ReadFile(std::string(DROVER_SOURCE_DIR) + "/tests/data/store_v1.sql");
+  ASSERT_FALSE(sql.empty()) << "tests/data/store_v1.sql not found under " << DROVER_SOURCE_DIR;
+  RawExec(path, sql);
+  ASSERT_EQ(RawQueryText(path, "PRAGMA user_version"), "1");
+
+  auto store = OpenOrDie(path);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(*store->SchemaVersion(), 2);
+  EXPECT_EQ(RawQueryText(path, "PRAGMA user_version"), "2");
+  EXPECT_TRUE(*store->IntegrityOk());
+
+  // Old rows read back through the API.
+  auto e1 = store->GetExperiment(1);
+  ASSERT_TRUE(e1.ok()) << e1.status().ToString();
+  ASSERT_TRUE(e1->has_value());
+  EXPECT_EQ((*e1)->name, "mnist-grid");
+  EXPECT_EQ((*e1)->status, "done");
+  EXPECT_EQ((*e1)->snapshot_hash, "sha256:aaaa");
+  EXPECT_EQ((*e1)->created_ms, 1700000000000);
+  EXPECT_EQ((*e1)->spec["params"]["lr"], Json({0.1, 0.01}));
+  EXPECT_NE((*e1)->spec_yaml.find("lr: [0.1, 0.01]"), std::string::npos);
+
+  auto newest = store->FindExperiment("mnist-grid");
+  ASSERT_TRUE(newest.ok());
+  ASSERT_TRUE(newest->has_value());
+  EXPECT_EQ((*newest)->id, 2);
+  auto zh = store->FindExperiment("比较 mlp");
+  ASSERT_TRUE(zh.ok());
+  ASSERT_TRUE(zh->has_value());
+  EXPECT_EQ((*zh)->id, 3);
+
+  auto runs = store->ListRuns(Filter(1));
+  ASSERT_TRUE(runs.ok()) << runs.status().ToString();
+  ASSERT_EQ(runs->size(), 2u);
+  const drover::Run& r2 = (*runs)[1];
+  EXPECT_EQ(r2.id, 2);
+  EXPECT_EQ(r2.index, 1);
+  EXPECT_EQ(r2.state, RunState::kFailed);
+  EXPECT_EQ(r2.params, Json({{"lr", 0.01}, {"batch_size", 64}}));
+  EXPECT_EQ(r2.current_params["batch_size"], 32);
+  EXPECT_EQ(r2.resources.gpus, 1);
+  EXPECT_EQ(r2.resources.gpu_memory, 8589934592);
+  EXPECT_EQ(r2.resources.cpus, 2);
+  EXPECT_EQ(r2.attempts, 2);
+  EXPECT_EQ(r2.retries_used, 1);
+  EXPECT_EQ(r2.not_before_ms, 1700000070000);
+  EXPECT_EQ(r2.reason, "cuda_oom");
+  EXPECT_EQ((*runs)[0].final_metrics, Json({{"loss", 0.25}, {"acc", 0.93}}));
+
+  auto queued = store->ListRuns(Filter(0, RunState::kQueued));
+  ASSERT_TRUE(queued.ok());
+  ASSERT_EQ(queued->size(), 1u);
+  EXPECT_EQ((*queued)[0].id, 3);
+
+  auto attempts = store->ListAttempts(2);
+  ASSERT_TRUE(attempts.ok()) << attempts.status().ToString();
+  ASSERT_EQ(attempts->size(), 2u);
+  EXPECT_EQ((*attempts)[0].gpus, std::vector<int>({1, 2}));
+  EXPECT_EQ((*attempts)[0].cuda_visible_devices, "1,2");
+  EXPECT_EQ((*attempts)[0].stdout_offset, 99);
+  EXPECT_EQ((*attempts)[1].number, 2);
+  EXPECT_EQ((*attempts)[1].signal, 9);
+  EXPECT_EQ((*attempts)[1].exit_code, -1);
+  EXPECT_EQ((*attempts)[1].argv, std::vector<std::string>({"python3", "train.py", "--lr", "0.01"}));
+
+  auto loss1 = store->GetMetrics(1, "loss");
+  ASSERT_TRUE(loss1.ok());
+  ASSERT_EQ(loss1->size(), 2u);
+  EXPECT_DOUBLE_EQ((*loss1)[1].value, 0.25);
+  auto all1 = store->GetMetrics(1);
+  ASSERT_TRUE(all1.ok());
+  EXPECT_EQ(all1->size(), 4u);
+  auto loss2 = store->GetMetrics(2, "loss");
+  ASSERT_TRUE(loss2.ok());
+  ASSERT_EQ(loss2->size(), 2u);
+  EXPECT_TRUE(std::isnan((*loss2)[0].value));  // stored as NULL
+  EXPECT_EQ((*loss2)[1].attempt_id, 3);
+
+  // The tables of version 2 work, and new ids continue after the old ones.
+  Event ev;
+  ev.kind = "run_state";
+  ev.run_id = 3;
+  ev.experiment_id = 2;
+  ev.data = Json{{"state", "running"}};
+  ASSERT_TRUE(store->InsertEvent(ev).ok());
+  EXPECT_EQ(ev.id, 1);
+  Snapshot snap;
+  snap.hash = "sha256:bbbb";
+  snap.path = "/store/snapshots/bbbb";
+  ASSERT_TRUE(store->PutSnapshot(snap).ok());
+  EXPECT_TRUE(store->GetSnapshot("sha256:bbbb")->has_value());
+  ASSERT_TRUE(store->PutEnvironment({2, "/usr/bin/python3", "torch==1.13.1", "gpu-box", ""}).ok());
+  EXPECT_EQ(store->ListEnvironments(2)->size(), 1u);
+  drover::Run r = MakeRun(2);
+  ASSERT_TRUE(store->InsertRun(r).ok());
+  EXPECT_EQ(r.id, 4);
+  EXPECT_EQ(RawQueryText(path,
+                         "SELECT count(*) FROM sqlite_schema WHERE name = "
+                         "'metrics_by_run_name_step'"),
+            "1");
+}
+
+// ---- experiments ----
+
+TEST_F(StoreTest, ExperimentRoundTrip) {
+  Experiment e = MakeExperiment("round-trip");
+  ASSERT_TRUE(store_->InsertExperiment(e).ok());
+  EXPECT_GT(e.id, 0);
+  auto got = store_->GetExperiment(e.id);
+  ASSERT_TRUE(got.ok());
+  ASSERT_TRUE(got->has_value());
+  ExpectSame(**got, e);
+
+  ASSERT_TRUE(store_->UpdateExperimentStatus(e.id, "done").ok());
+  EXPECT_EQ((*store_->GetExperiment(e.id))->status, "done");
+  Status missing = store_->UpdateExperimentStatus(999, "done");
+  EXPECT_EQ(missing.code(), Code::kNotFound);
+  auto none = store_->GetExperiment(999);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+}
+
+TEST_F(StoreTest, FindExperimentByIdOrNewestName) {
+  Experiment a = MakeExperiment("sweep", 1);
+  Experiment b = MakeExperiment("sweep", 2);
+  Experiment c = MakeExperiment("other", 3);
+  Experiment numeric = MakeExperiment("77", 4);
+  for (Experiment* e : {&a, &b, &c, &numeric}) ASSERT_TRUE(store_->InsertExperiment(*e).ok());
+
+  auto by_id = store_->FindExperiment(std::to_string(a.id));
+  ASSERT_TRUE(by_id.ok());
+  ASSERT_TRUE(by_id->has_value());
+  EXPECT_EQ((*by_id)->id, a.id);
+
+  auto by_name = store_->FindExperiment("sweep");
+  ASSERT_TRUE(by_name.ok());
+  ASSERT_TRUE(by_name->has_value());
+  EXPECT_EQ((*by_name)->id, b.id);  // the newest of that name
+
+  // A number that is no id falls back to a name.
+  auto named_number = store_->FindExperiment("77");
+  ASSERT_TRUE(named_number.ok());
+  ASSERT_TRUE(named_number->has_value());
+  EXPECT_EQ((*named_number)->id, numeric.id);
+
+  for (const char* missing : {"nope", "", "12x", "-1", "99999999999999999999999"}) {
+    auto r = store_->FindExperiment(missing);
+    ASSERT_TRUE(r.ok()) << missing;
+    EXPECT_FALSE(r->has_value()) << missing;
+  }
+}
+
+TEST_F(StoreTest, ListExperimentsNewestFirstWithLimit) {
+  for (int i = 0; i < 5; ++i) AddExperiment("e" + std::to_string(i));
+  auto all = store_->ListExperiments();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 5u);
+  EXPECT_EQ((*all)[0].name, "e4");
+  EXPECT_EQ((*all)[4].name, "e0");
+  auto two = store_->ListExperiments(2);
+  ASSERT_TRUE(two.ok());
+  ASSERT_EQ(two->size(), 2u);
+  EXPECT_EQ((*two)[1].name, "e3");
+}
+
+// ---- runs ----
+
+TEST_F(StoreTest, RunRoundTripAndUpdate) {
+  int64_t exp = AddExperiment();
+  drover::Run r = MakeRun(exp, 7);
+  ASSERT_TRUE(store_->InsertRun(r).ok());
+  EXPECT_GT(r.id, 0);
+  auto got = store_->GetRun(r.id);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_TRUE(got->has_value());
+  ExpectSame(**got, r);
+
+  r.state = RunState::kSucceeded;
+  r.current_params["batch_size"] = 16;
+  r.priority = 9;
+  r.resources = Resources{0, 0, 1};
+  r.attempts = 3;
+  r.retries_used = 2;
+  r.not_before_ms = 0;
+  r.ended_ms = 1'700'000'099'000;
+  r.reason = "succeeded";
+  r.final_metrics = Json{{"loss", 0.01}};
+  r.fingerprint = "fp-new";
+  ASSERT_TRUE(store_->UpdateRun(r).ok());
+  got = store_->GetRun(r.id);
+  ASSERT_TRUE(got.ok());
+  ExpectSame(**got, r);
+
+  drover::Run ghost = r;
+  ghost.id = 12345;
+  EXPECT_EQ(store_->UpdateRun(ghost).code(), Code::kNotFound);
+  EXPECT_FALSE(store_->GetRun(12345)->has_value());
+}
+
+TEST_F(StoreTest, EveryRunStateSurvives) {
+  int64_t exp = AddExperiment();
+  for (RunState s : {RunState::kQueued, RunState::kRunning, RunState::kRetrying,
+                     RunState::kSucceeded, RunState::kFailed, RunState::kCancelled}) {
+    int64_t id = AddRun(exp, s);
+    EXPECT_EQ((*store_->GetRun(id))->state, s) << ToString(s);
+  }
+}
+
+TEST_F(StoreTest, RunNeedsItsExperiment) {
+  drover::Run r = MakeRun(424242);
+  Status st = store_->InsertRun(r);
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Code::kFailedPrecondition);
+  EXPECT_NE(st.message().find("inserting a run"), std::string::npos) << st.message();
+}
+
+TEST_F(StoreTest, ListRunsFiltersAndPages) {
+  int64_t e1 = AddExperiment("one");
+  int64_t e2 = AddExperiment("two");
+  std::vector<int64_t> e1_ids;
+  for (int i = 0; i < 6; ++i) {
+    e1_ids.push_back(AddRun(e1, i % 2 == 0 ? RunState::kQueued : RunState::kSucceeded, i));
+  }
+  AddRun(e2, RunState::kQueued);
+  AddRun(e2, RunState::kFailed);
+
+  auto all = store_->ListRuns({});
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 8u);
+  for (size_t i = 1; i < all->size(); ++i) EXPECT_LT((*all)[i - 1].id, (*all)[i].id);
+
+  auto of_e1 = store_->ListRuns(Filter(e1));
+  ASSERT_TRUE(of_e1.ok());
+  ASSERT_EQ(of_e1->size(), 6u);
+  EXPECT_EQ((*of_e1)[0].id, e1_ids[0]);
+
+  auto queued = store_->ListRuns(Filter(0, RunState::kQueued));
+  ASSERT_TRUE(queued.ok());
+  EXPECT_EQ(queued->size(), 4u);
+
+  auto e1_done = store_->ListRuns(Filter(e1, RunState::kSucceeded));
+  ASSERT_TRUE(e1_done.ok());
+  ASSERT_EQ(e1_done->size(), 3u);
+  for (const drover::Run& r : *e1_done) {
+    EXPECT_EQ(r.experiment_id, e1);
+    EXPECT_EQ(r.state, RunState::kSucceeded);
+  }
+
+  auto page = store_->ListRuns(Filter(e1, std::nullopt, 2, 2, false));
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->size(), 2u);
+  EXPECT_EQ((*page)[0].id, e1_ids[2]);
+  EXPECT_EQ((*page)[1].id, e1_ids[3]);
+
+  auto newest = store_->ListRuns(Filter(e1, std::nullopt, 2, 0, true));
+  ASSERT_TRUE(newest.ok());
+  ASSERT_EQ(newest->size(), 2u);
+  EXPECT_EQ((*newest)[0].id, e1_ids[5]);
+  EXPECT_EQ((*newest)[1].id, e1_ids[4]);
+
+  auto offset_only = store_->ListRuns(Filter(0, std::nullopt, 0, 7, false));
+  ASSERT_TRUE(offset_only.ok());
+  EXPECT_EQ(offset_only->size(), 1u);
+
+  auto empty = store_->ListRuns(Filter(999));
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->empty());
+
+  // The same filter shape again reuses its cached statement and still binds correctly.
+  auto again = store_->ListRuns(Filter(e2, RunState::kFailed));
+  ASSERT_TRUE(again.ok());
+  ASSERT_EQ(again->size(), 1u);
+  EXPECT_EQ((*again)[0].experiment_id, e2);
+}
+
+// ---- attempts ----
+
+TEST_F(StoreTest, AttemptRoundTripUpdateAndOrder) {
+  int64_t run = AddRun(AddExperiment());
+  Attempt second = MakeAttempt(run, 2);
+  Attempt first = MakeAttempt(run, 1);
+  first.ended = false;
+  first.reason = "";
+  first.gpus = {};
+  first.argv = {};
+  ASSERT_TRUE(store_->InsertAttempt(second).ok());
+  ASSERT_TRUE(store_->InsertAttempt(first).ok());
+  EXPECT_GT(first.id, second.id);
+
+  auto list = store_->ListAttempts(run);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  ASSERT_EQ(list->size(), 2u);
+  ExpectSame((*list)[0], first);  // by number
+  ExpectSame((*list)[1], second);
+
+  first.ended = true;
+  first.reason = "cuda_oom";
+  first.exit_code = 1;
+  first.ended_ms = 1'700'000'003'000;
+  first.stdout_offset = 4096;
+  first.gpus = {0};
+  first.argv = {"sh", "-c", "echo hi"};
+  ASSERT_TRUE(store_->UpdateAttempt(first).ok());
+  list = store_->ListAttempts(run);
+  ASSERT_TRUE(list.ok());
+  ExpectSame((*list)[0], first);
+
+  Attempt ghost = first;
+  ghost.id = 999;
+  EXPECT_EQ(store_->UpdateAttempt(ghost).code(), Code::kNotFound);
+  EXPECT_TRUE(store_->ListAttempts(run + 100)->empty());
+}
+
+// ---- metrics ----
+
+TEST_F(StoreTest, MetricsOrderedByAttemptStepAndInsertion) {
+  int64_t run = AddRun(AddExperiment());
+  int64_t other = AddRun(AddExperiment("other"));
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<MetricPoint> points = {
+      {run, 2, 1, "loss", 0.7, 5},          {run, 1, 2, "loss", 0.5, 2},
+      {run, 1, 1, "loss", 0.9, 1},          {run, 1, 1, "acc", 0.1, 1},
+      {run, 1, 2, "loss", 0.4, 3},  // the same step again: kept, after the first
+      {run, 2, 2, "loss", std::nan(""), 6}, {run, 2, 3, "loss", inf, 7},
+      {run, 2, 4, "loss", -inf, 8},         {other, 9, 1, "loss", 42, 9},
+  };
+  ASSERT_TRUE(store_->InsertMetrics(points).ok());
+
+  auto loss = store_->GetMetrics(run, "loss");
+  ASSERT_TRUE(loss.ok()) << loss.status().ToString();
+  ASSERT_EQ(loss->size(), 7u);
+  std::vector<std::pair<int64_t, int64_t>> order;
+  for (const MetricPoint& p : *loss) order.emplace_back(p.attempt_id, p.step);
+  EXPECT_EQ(order, (std::vector<std::pair<int64_t, int64_t>>{
+                       {1, 1}, {1, 2}, {1, 2}, {2, 1}, {2, 2}, {2, 3}, {2, 4}}));
+  EXPECT_DOUBLE_EQ((*loss)[1].value, 0.5);
+  EXPECT_DOUBLE_EQ((*loss)[2].value, 0.4);
+  EXPECT_EQ((*loss)[2].t_ms, 3);
+  EXPECT_EQ((*loss)[0].run_id, run);
+  EXPECT_EQ((*loss)[0].name, "loss");
+  EXPECT_TRUE(std::isnan((*loss)[4].value));
+  EXPECT_EQ((*loss)[5].value, inf);
+  EXPECT_EQ((*loss)[6].value, -inf);
+
+  auto all = store_->GetMetrics(run);
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 8u);
+  EXPECT_EQ((*all)[0].name, "loss");  // (1,1) loss was inserted before (1,1) acc
+  EXPECT_EQ((*all)[1].name, "acc");
+
+  EXPECT_EQ(store_->GetMetrics(other)->size(), 1u);
+  EXPECT_TRUE(store_->GetMetrics(run, "missing")->empty());
+  EXPECT_TRUE(store_->InsertMetrics({}).ok());
+}
+
+TEST_F(StoreTest, MetricsBatchOutsideTransactionIsAllOrNothing) {
+  int64_t run = AddRun(AddExperiment());
+  std::vector<MetricPoint> points = {{run, 1, 1, "loss", 1.0, 1}, {424242, 1, 1, "loss", 1.0, 1}};
+  Status st = store_->InsertMetrics(points);
+  EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(store_->GetMetrics(run)->empty());
+  // The store is usable afterwards (no transaction left open).
+  ASSERT_TRUE(store_->InsertMetrics({{run, 1, 1, "loss", 1.0, 1}}).ok());
+  EXPECT_EQ(store_->GetMetrics(run)->size(), 1u);
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(store_->Commit().ok());
+}
+
+TEST(StoreMetrics, TenThousandPointsInOneTransaction) {
+  TempDir dir;
+  auto store = OpenOrDie(dir / "drover.db");
+  ASSERT_NE(store, nullptr);
+  Experiment e = MakeExperiment("big");
+  ASSERT_TRUE(store->InsertExperiment(e).ok());
+  drover::Run r = MakeRun(e.id);
+  ASSERT_TRUE(store->InsertRun(r).ok());
+
+  std::vector<MetricPoint> points;
+  points.reserve(10'000);
+  for (int i = 0; i < 10'000; ++i) {
+    points.push_back({r.id, 1, i / 2, i % 2 == 0 ? "loss" : "acc", 1.0 / (i + 1), 1'000'000 + i});
+  }
+  ASSERT_TRUE(store->Begin().ok());
+  Attempt a = MakeAttempt(r.id, 1);
+  ASSERT_TRUE(store->InsertAttempt(a).ok());
+  ASSERT_TRUE(store->InsertMetrics(points).ok());
+  a.stdout_offset = 777'777;  // committed together with the points it covers
+  ASSERT_TRUE(store->UpdateAttempt(a).ok());
+  ASSERT_TRUE(store->Commit().ok());
+
+  auto all = store->GetMetrics(r.id);
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 10'000u);
+  auto loss = store->GetMetrics(r.id, "loss");
+  ASSERT_TRUE(loss.ok());
+  ASSERT_EQ(loss->size(), 5'000u);
+  for (size_t i = 0; i < loss->size(); ++i) {
+    ASSERT_EQ((*loss)[i].step, static_cast<int64_t>(i));
+    ASSERT_DOUBLE_EQ((*loss)[i].value, 1.0 / (2 * i + 1));
+  }
+  EXPECT_EQ((*store->ListAttempts(r.id))[0].stdout_offset, 777'777);
+}
+
+// ---- transactions ----
+
+TEST_F(StoreTest, BeginCommitBatchesWrites) {
+  ASSERT_TRUE(store_->Begin().ok());
+  int64_t exp = AddExperiment("batched");
+  for (int i = 0; i < 50; ++i) AddRun(exp, RunState::kQueued, i);
+  Event ev{0, 5, "experiment_submitted", exp, 0, Json{{"runs", 50}}};
+  ASSERT_TRUE(store_->InsertEvent(ev).ok());
+  ASSERT_TRUE(store_->Commit().ok());
+  EXPECT_EQ(store_->ListRuns(Filter(exp))->size(), 50u);
+  EXPECT_EQ(store_->ListEvents(0)->size(), 1u);
+}
+
+TEST_F(StoreTest, RollbackDiscards) {
+  int64_t exp = AddExperiment("kept");
+  ASSERT_TRUE(store_->Begin().ok());
+  int64_t run = AddRun(exp);
+  ASSERT_TRUE(store_->UpdateExperimentStatus(exp, "done").ok());
+  ASSERT_TRUE(store_->InsertMetrics({{run, 1, 1, "loss", 1.0, 1}}).ok());
+  ASSERT_TRUE(store_->Rollback().ok());
+  EXPECT_FALSE(store_->GetRun(run)->has_value());
+  EXPECT_EQ((*store_->GetExperiment(exp))->status, "active");
+  EXPECT_TRUE(store_->GetMetrics(run)->empty());
+  // Rollback with nothing open is harmless; a nested Begin is an error.
+  EXPECT_TRUE(store_->Rollback().ok());
+  ASSERT_TRUE(store_->Begin().ok());
+  EXPECT_FALSE(store_->Begin().ok());
+  EXPECT_TRUE(store_->Rollback().ok());
+  EXPECT_FALSE(store_->Commit().ok());  // nothing to commit
+}
+
+// ---- events ----
+
+TEST_F(StoreTest, EventsAfterIdWithLimit) {
+  int64_t exp = AddExperiment();
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 10; ++i) {
+    Event e;
+    e.t_ms = 1000 + i;
+    e.kind = i == 0 ? "experiment_submitted" : "run_state";
+    e.experiment_id = exp;
+    e.run_id = i;
+    e.data = Json{{"i", i}, {"state", "running"}, {"text", "ünï"}};
+    ASSERT_TRUE(store_->InsertEvent(e).ok());
+    ids.push_back(e.id);
+  }
+  auto all = store_->ListEvents(0);
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 10u);
+  const Event& first = (*all)[0];
+  EXPECT_EQ(first.id, ids[0]);
+  EXPECT_EQ(first.t_ms, 1000);
+  EXPECT_EQ(first.kind, "experiment_submitted");
+  EXPECT_EQ(first.experiment_id, exp);
+  EXPECT_EQ(first.run_id, 0);
+  EXPECT_EQ(first.data, Json({{"i", 0}, {"state", "running"}, {"text", "ünï"}}));
+
+  auto after = store_->ListEvents(ids[6]);
+  ASSERT_TRUE(after.ok());
+  ASSERT_EQ(after->size(), 3u);
+  EXPECT_EQ((*after)[0].id, ids[7]);
+
+  auto page = store_->ListEvents(ids[2], 2);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->size(), 2u);
+  EXPECT_EQ((*page)[0].id, ids[3]);
+  EXPECT_EQ((*page)[1].id, ids[4]);
+
+  EXPECT_TRUE(store_->ListEvents(ids[9])->empty());
+}
+
+// ---- snapshots and environments ----
+
+TEST_F(StoreTest, SnapshotPutIsIdempotent) {
+  Snapshot s;
+  s.hash = "sha256:feed";
+  s.path = "/store/snapshots/feed";
+  s.git = true;
+  s.git_commit = "0123456789abcdef0123456789abcdef01234567";
+  s.git_diff = "diff --git a/train.py b/train.py\n+lr = 0.1\n\0after-nul";
+  s.git_diff += std::string("\0tail", 5);
+  s.bytes = 5LL << 32;
+  s.files = 321;
+  s.created_ms = 1'700'000'000'123;
+  ASSERT_TRUE(store_->PutSnapshot(s).ok());
+  Snapshot again = s;
+  again.path = "/elsewhere";
+  ASSERT_TRUE(store_->PutSnapshot(again).ok());
+
+  auto got = store_->GetSnapshot(s.hash);
+  ASSERT_TRUE(got.ok());
+  ASSERT_TRUE(got->has_value());
+  const Snapshot& g = **got;
+  EXPECT_EQ(g.hash, s.hash);
+  EXPECT_EQ(g.path, s.path);  // the first put wins
+  EXPECT_EQ(g.git, s.git);
+  EXPECT_EQ(g.git_commit, s.git_commit);
+  EXPECT_EQ(g.git_diff, s.git_diff);
+  EXPECT_EQ(g.bytes, s.bytes);
+  EXPECT_EQ(g.files, s.files);
+  EXPECT_EQ(g.created_ms, s.created_ms);
+  EXPECT_FALSE(store_->GetSnapshot("sha256:none")->has_value());
+}
+
+TEST_F(StoreTest, EnvironmentsOnePerExperimentAndInterpreter) {
+  int64_t e1 = AddExperiment("one");
+  int64_t e2 = AddExperiment("two");
+  Environment py{e1, "/usr/bin/python3", "numpy==1.24.2\ntorch==1.13.1", "gpu-box", "NVIDIA H100"};
+  Environment venv{e1, "/opt/venv/bin/python", "torch==2.1.0", "gpu-box", ""};
+  ASSERT_TRUE(store_->PutEnvironment(py).ok());
+  ASSERT_TRUE(store_->PutEnvironment(venv).ok());
+  ASSERT_TRUE(store_->PutEnvironment({e2, "/usr/bin/python3", "", "other", ""}).ok());
+  py.packages = "numpy==1.26.0\ntorch==1.13.1";
+  py.hostname = "gpu-box-2";
+  ASSERT_TRUE(store_->PutEnvironment(py).ok());  // replaces, not a second row
+
+  auto list = store_->ListEnvironments(e1);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 2u);
+  const Environment& a = (*list)[0];  // ordered by interpreter
+  EXPECT_EQ(a.interpreter, "/opt/venv/bin/python");
+  EXPECT_EQ(a.packages, "torch==2.1.0");
+  const Environment& b = (*list)[1];
+  EXPECT_EQ(b.experiment_id, e1);
+  EXPECT_EQ(b.interpreter, "/usr/bin/python3");
+  EXPECT_EQ(b.packages, py.packages);
+  EXPECT_EQ(b.hostname, "gpu-box-2");
+  EXPECT_EQ(b.gpu_info, "NVIDIA H100");
+  EXPECT_EQ(store_->ListEnvironments(e2)->size(), 1u);
+  EXPECT_TRUE(store_->ListEnvironments(999)->empty());
+  EXPECT_FALSE(store_->PutEnvironment({999, "/usr/bin/python3", "", "", ""}).ok());
+}
+
+}  // namespace
+}  // namespace drover

@@ -1,0 +1,209 @@
+#include "spec/expand.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cstdint>
+
+#include "common/hash.h"
+#include "common/strings.h"
+
+namespace drover {
+namespace {
+
+// A command word cut into literal text and {name} placeholders.
+struct Piece {
+  bool placeholder = false;
+  std::string text;  // the literal text, or the parameter name
+};
+
+bool IsNameStart(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+bool IsNameChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+}
+
+Result<std::vector<Piece>> Tokenize(std::string_view word) {
+  std::vector<Piece> pieces;
+  auto literal = [&](char c) {
+    if (pieces.empty() || pieces.back().placeholder) pieces.push_back({false, ""});
+    pieces.back().text += c;
+  };
+  for (size_t i = 0; i < word.size(); ++i) {
+    char c = word[i];
+    if (c == '{') {
+      if (i + 1 < word.size() && word[i + 1] == '{') {
+        literal('{');
+        ++i;
+        continue;
+      }
+      size_t close = word.find('}', i + 1);
+      std::string_view name =
+          close == std::string_view::npos ? std::string_view() : word.substr(i + 1, close - i - 1);
+      if (close == std::string_view::npos || name.find('{') != std::string_view::npos) {
+        return InvalidArgument(fmt::format(
+            "unbalanced '{{' in '{}'; close the placeholder with '}}' or write '{{{{' for a "
+            "literal brace",
+            word));
+      }
+      if (name.empty()) {
+        return InvalidArgument(fmt::format(
+            "empty placeholder {{}} in '{}'; write {{name}} for a parameter or '{{{{}}}}' for "
+            "literal braces",
+            word));
+      }
+      bool valid = IsNameStart(name[0]);
+      for (char n : name) valid = valid && IsNameChar(n);
+      if (!valid) {
+        return InvalidArgument(fmt::format(
+            "'{{{}}}' in '{}' is not a placeholder (names hold letters, digits, '_' and '-'); "
+            "write '{{{{' and '}}}}' for literal braces",
+            name, word));
+      }
+      pieces.push_back({true, std::string(name)});
+      i = close;
+    } else if (c == '}') {
+      if (i + 1 < word.size() && word[i + 1] == '}') {
+        literal('}');
+        ++i;
+        continue;
+      }
+      return InvalidArgument(
+          fmt::format("unmatched '}}' in '{}'; write '}}}}' for a literal brace", word));
+    } else {
+      literal(c);
+    }
+  }
+  return pieces;
+}
+
+Result<std::string> FormatValue(const Json& params, const std::string& name) {
+  auto it = params.find(name);
+  if (it == params.end()) {
+    return InvalidArgument(fmt::format(
+        "command uses {{{}}} but the run has no parameter '{}'; add it under params", name, name));
+  }
+  const Json& v = *it;
+  switch (v.type()) {
+    case Json::value_t::string:
+      return v.get<std::string>();
+    case Json::value_t::boolean:
+      return std::string(v.get<bool>() ? "true" : "false");
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned:
+    case Json::value_t::number_float:
+      // nlohmann prints floats in the shortest form that reads back to the same double.
+      return v.dump();
+    default:
+      return InvalidArgument(fmt::format(
+          "parameter '{}' is {} where one value is needed; expand the grid first (ExpandGrid)",
+          name,
+          v.is_array()    ? "a list"
+          : v.is_object() ? "a mapping"
+                          : "empty"));
+  }
+}
+
+// Keeps integer and float types apart (a parse of the dump would turn 5 into an unsigned).
+Json ToJson(const OrderedJson& o) {
+  switch (o.type()) {
+    case OrderedJson::value_t::object: {
+      Json j = Json::object();
+      for (const auto& [k, v] : o.items()) j[k] = ToJson(v);
+      return j;
+    }
+    case OrderedJson::value_t::array: {
+      Json j = Json::array();
+      for (const auto& v : o) j.push_back(ToJson(v));
+      return j;
+    }
+    case OrderedJson::value_t::string:
+      return o.get<std::string>();
+    case OrderedJson::value_t::boolean:
+      return o.get<bool>();
+    case OrderedJson::value_t::number_integer:
+      return o.get<int64_t>();
+    case OrderedJson::value_t::number_unsigned:
+      return o.get<uint64_t>();
+    case OrderedJson::value_t::number_float:
+      return o.get<double>();
+    default:
+      return nullptr;
+  }
+}
+
+Result<std::string> Substitute(std::string_view word, const Json& params, bool quote) {
+  DROVER_ASSIGN_OR_RETURN(std::vector<Piece> pieces, Tokenize(word));
+  std::string out;
+  for (const Piece& p : pieces) {
+    if (!p.placeholder) {
+      out += p.text;
+      continue;
+    }
+    DROVER_ASSIGN_OR_RETURN(std::string value, FormatValue(params, p.text));
+    out += quote ? ShellQuote(value) : value;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Json> ExpandGrid(const Spec& spec) {
+  std::vector<Json> runs = {Json::object()};
+  for (const auto& [name, value] : spec.params.items()) {
+    if (!value.is_array()) {
+      for (Json& run : runs) run[name] = ToJson(value);
+      continue;
+    }
+    // Each new axis multiplies the runs so far; appending its values innermost makes the last
+    // axis vary fastest.
+    std::vector<Json> next;
+    next.reserve(runs.size() * value.size());
+    for (const Json& run : runs) {
+      for (const auto& v : value) {
+        Json r = run;
+        r[name] = ToJson(v);
+        next.push_back(std::move(r));
+      }
+    }
+    runs = std::move(next);
+  }
+  return runs;
+}
+
+Result<std::vector<std::string>> RenderCommand(const Spec& spec, const Json& params) {
+  if (spec.shell) {
+    if (spec.command.size() != 1) {
+      return InvalidArgument("shell: true needs the command as one script string; join the words");
+    }
+    DROVER_ASSIGN_OR_RETURN(std::string script, Substitute(spec.command[0], params, true));
+    return std::vector<std::string>{"/bin/sh", "-c", std::move(script)};
+  }
+  std::vector<std::string> argv;
+  argv.reserve(spec.command.size());
+  for (const std::string& word : spec.command) {
+    DROVER_ASSIGN_OR_RETURN(std::string w, Substitute(word, params, false));
+    argv.push_back(std::move(w));
+  }
+  return argv;
+}
+
+Result<std::vector<std::string>> PlaceholderNames(const std::string& word) {
+  DROVER_ASSIGN_OR_RETURN(std::vector<Piece> pieces, Tokenize(word));
+  std::vector<std::string> names;
+  for (const Piece& p : pieces) {
+    if (p.placeholder) names.push_back(p.text);
+  }
+  return names;
+}
+
+std::string Fingerprint(const Spec& spec, const std::vector<std::string>& argv, const Json& params,
+                        const std::string& snapshot_hash) {
+  Json canonical = {{"argv", argv},
+                    {"env", spec.env},
+                    {"params", params},
+                    {"shell", spec.shell},
+                    {"snapshot", snapshot_hash}};
+  return Sha256Hex(canonical.dump());
+}
+
+}  // namespace drover

@@ -1,0 +1,909 @@
+#include "spec/spec_parser.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <regex>
+#include <sstream>
+
+#include "common/strings.h"
+#include "spec/expand.h"
+
+namespace drover {
+namespace {
+
+namespace fs = std::filesystem;
+using YAML::Node;
+
+const std::vector<std::string> kTopKeys = {
+    "name",         "workdir", "command",       "shell",   "params", "resources", "priority",
+    "max_parallel", "retries", "retry_backoff", "timeout", "env",    "objective", "oom"};
+const std::vector<std::string> kResourceKeys = {"gpus", "gpu_memory", "cpus"};
+const std::vector<std::string> kObjectiveKeys = {"metric", "mode"};
+const std::vector<std::string> kOomKeys = {"param", "min", "accumulate"};
+// Top-level keys that are mappings with a fixed set of keys, for --set paths and for pointing a
+// misplaced key (gpus: at the top) at its section.
+const std::vector<std::pair<std::string, const std::vector<std::string>*>> kSections = {
+    {"resources", &kResourceKeys}, {"objective", &kObjectiveKeys}, {"oom", &kOomKeys}};
+
+const char kStrTag[] = "tag:yaml.org,2002:str";
+
+bool Contains(const std::vector<std::string>& v, std::string_view s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scalars are typed by the YAML 1.2 core schema: quoted text is always a string, and plain text
+// is a bool only when it is true/false (so `no` and `yes` stay strings).
+
+enum class Kind { kNull, kBool, kInt, kFloat, kString };
+
+struct Scalar {
+  Kind kind = Kind::kString;
+  bool b = false;
+  int64_t i = 0;
+  double d = 0;
+};
+
+Scalar Resolve(const Node& n) {
+  Scalar s;
+  if (n.IsNull()) {
+    s.kind = Kind::kNull;
+    return s;
+  }
+  if (!n.IsScalar() || n.Tag() == "!" || n.Tag() == kStrTag) return s;
+  const std::string& t = n.Scalar();
+  if (t == "true" || t == "True" || t == "TRUE") {
+    s.kind = Kind::kBool;
+    s.b = true;
+    return s;
+  }
+  if (t == "false" || t == "False" || t == "FALSE") {
+    s.kind = Kind::kBool;
+    return s;
+  }
+  static const std::regex kDec("[-+]?[0-9]+");
+  static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
+  static const std::regex kInf(R"([-+]?\.(inf|Inf|INF))");
+  static const std::regex kNan(R"(\.(nan|NaN|NAN))");
+  auto from_chars = [&](std::string_view digits, int base) {
+    bool neg = false;
+    if (!digits.empty() && (digits[0] == '-' || digits[0] == '+')) {
+      neg = digits[0] == '-';
+      digits.remove_prefix(1);
+    }
+    uint64_t u = 0;
+    auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), u, base);
+    uint64_t limit = neg ? uint64_t{1} << 63 : (uint64_t{1} << 63) - 1;
+    if (ec != std::errc() || p != digits.data() + digits.size() || u > limit) {
+      // Too large for int64: keep the number, as a float.
+      s.kind = Kind::kFloat;
+      s.d = std::strtod(t.c_str(), nullptr);
+      return;
+    }
+    s.kind = Kind::kInt;
+    s.i = neg ? static_cast<int64_t>(0 - u) : static_cast<int64_t>(u);
+  };
+  if (std::regex_match(t, kDec)) {
+    from_chars(t, 10);
+  } else if (t.size() > 2 && t[0] == '0' && t[1] == 'x' &&
+             std::all_of(t.begin() + 2, t.end(), [](char c) { return std::isxdigit(c); })) {
+    from_chars(std::string_view(t).substr(2), 16);
+  } else if (t.size() > 2 && t[0] == '0' && t[1] == 'o' &&
+             std::all_of(t.begin() + 2, t.end(), [](char c) { return c >= '0' && c <= '7'; })) {
+    from_chars(std::string_view(t).substr(2), 8);
+  } else if (std::regex_match(t, kFloat)) {
+    s.kind = Kind::kFloat;
+    s.d = std::strtod(t.c_str(), nullptr);
+  } else if (std::regex_match(t, kInf)) {
+    s.kind = Kind::kFloat;
+    s.d = t[0] == '-' ? -std::numeric_limits<double>::infinity()
+                      : std::numeric_limits<double>::infinity();
+  } else if (std::regex_match(t, kNan)) {
+    s.kind = Kind::kFloat;
+    s.d = std::numeric_limits<double>::quiet_NaN();
+  }
+  return s;
+}
+
+// How a node reads in an error message: got 'three', got a list, ...
+std::string Describe(const Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Scalar:
+      return fmt::format("'{}'", n.Scalar());
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    default:
+      return "nothing";
+  }
+}
+
+// const lookup, so a missing key is not inserted.
+Node Get(const Node& map, const std::string& key) { return map[key]; }
+
+// Emits a node so that it parses back to the same values: yaml-cpp's own emitter drops the
+// quotes of '5', which would turn the string into a number.
+void Emit(YAML::Emitter& out, const Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map:
+      if (n.Style() == YAML::EmitterStyle::Flow) out << YAML::Flow;
+      out << YAML::BeginMap;
+      for (auto it = n.begin(); it != n.end(); ++it) {
+        out << YAML::Key;
+        Emit(out, it->first);
+        out << YAML::Value;
+        Emit(out, it->second);
+      }
+      out << YAML::EndMap;
+      break;
+    case YAML::NodeType::Sequence:
+      if (n.Style() == YAML::EmitterStyle::Flow) out << YAML::Flow;
+      out << YAML::BeginSeq;
+      for (const Node& e : n) Emit(out, e);
+      out << YAML::EndSeq;
+      break;
+    case YAML::NodeType::Scalar:
+      if (n.Tag() == "!" || n.Tag() == kStrTag) {
+        out << YAML::DoubleQuoted << n.Scalar();
+      } else {
+        if (!n.Tag().empty() && n.Tag() != "?") out << YAML::VerbatimTag(n.Tag());
+        out << n.Scalar();
+      }
+      break;
+    default:
+      out << YAML::Null;
+      break;
+  }
+}
+
+// A key of a mapping with its value. Errors about the value point at the value, except an empty
+// one: yaml-cpp marks an empty value at the start of the next line, so point at the key then.
+struct Field {
+  Node key;
+  Node value;
+  std::string name;
+  std::string path;  // dotted, for messages: resources.gpus
+  const Node& at() const { return value.IsNull() ? key : value; }
+};
+
+const Field* Find(const std::vector<Field>& fields, std::string_view name) {
+  for (const Field& f : fields) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+bool IsSpecName(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+}
+
+bool IsParamName(std::string_view s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+}
+
+std::string Normalize(const fs::path& p) {
+  std::string s = fs::absolute(p).lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+class SpecParser {
+ public:
+  SpecParser(std::string display, std::string base_dir)
+      : display_(std::move(display)), base_dir_(std::move(base_dir)) {}
+
+  Result<Spec> Parse(const std::string& yaml, const std::vector<std::string>& overrides);
+
+ private:
+  std::string Where(const Node& n) const;
+  Status Err(const Node& at, std::string_view msg) const {
+    return InvalidArgument(fmt::format("{}: {}", Where(at), msg));
+  }
+  Status ErrAtStart(std::string_view msg) const {
+    return InvalidArgument(fmt::format("{}:1:1: {}", display_, msg));
+  }
+
+  Status ApplyOverride(Node& root, const std::string& text);
+  void Track(const Node& n, const std::string& text);
+
+  Result<std::vector<Field>> ReadMap(const Node& map, const std::string& section,
+                                     const std::vector<std::string>* valid) const;
+  Result<int64_t> Int(const Field& f, int64_t min, int64_t max, std::string_view kind,
+                      std::string_view hint) const;
+  Result<int64_t> Duration(const Field& f) const;
+  Result<std::string> Text(const Field& f, std::string_view hint) const;
+  Result<OrderedJson> ParamValue(const Node& n, const Field& f) const;
+
+  Status ParseCommand(const Field& f, const std::vector<Field>& params, Spec& spec) const;
+  Status ParseParams(const Field& f, Spec& spec, std::vector<Field>& out) const;
+  Status ParseWorkdir(const Field* f, Spec& spec) const;
+  Status ParseResources(const Field& f, Spec& spec) const;
+  Status ParseEnv(const Field& f, Spec& spec) const;
+  Status ParseObjective(const Field& f, Spec& spec) const;
+  Status ParseOom(const Field& f, const std::vector<Field>& params, Spec& spec) const;
+  Status CheckIntegerParam(const Field& ref, const std::vector<Field>& params,
+                           std::string_view role) const;
+
+  std::string display_;
+  std::string base_dir_;
+  // Nodes that came from --set, so their errors name the override instead of a file position.
+  std::vector<std::pair<Node, std::string>> override_nodes_;
+};
+
+std::string SpecParser::Where(const Node& n) const {
+  for (const auto& [node, text] : override_nodes_) {
+    if (n.is(node)) return fmt::format("--set '{}'", text);
+  }
+  YAML::Mark m = n.Mark();
+  if (m.is_null()) return "--set";
+  return fmt::format("{}:{}:{}", display_, m.line + 1, m.column + 1);
+}
+
+void SpecParser::Track(const Node& n, const std::string& text) {
+  override_nodes_.emplace_back(n, text);
+  if (n.IsMap()) {
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      Track(it->first, text);
+      Track(it->second, text);
+    }
+  } else if (n.IsSequence()) {
+    for (const Node& e : n) Track(e, text);
+  }
+}
+
+Status SpecParser::ApplyOverride(Node& root, const std::string& text) {
+  auto fail = [&](std::string_view msg) {
+    return InvalidArgument(fmt::format("--set '{}': {}", text, msg));
+  };
+  size_t eq = text.find('=');
+  if (eq == std::string::npos) {
+    return fail(
+        "expected key=value, such as retries=2, resources.gpus=1 or params.lr=[0.1,0.01]; add "
+        "'=' and a value");
+  }
+  std::string key(Trim(std::string_view(text).substr(0, eq)));
+  std::string value = text.substr(eq + 1);
+  if (key.empty()) return fail("the key before '=' is empty; write key=value, such as retries=2");
+  std::vector<std::string> segs = Split(key, '.');
+  if (std::any_of(segs.begin(), segs.end(), [](const std::string& s) { return s.empty(); })) {
+    return fail(
+        fmt::format("'{}' has an empty part; write a dotted path such as resources.gpus", key));
+  }
+
+  const Node params = Get(root, "params");
+  std::vector<std::string> param_names;
+  if (params.IsMap()) {
+    for (auto it = params.begin(); it != params.end(); ++it) {
+      if (it->first.IsScalar()) param_names.push_back(it->first.Scalar());
+    }
+  }
+
+  std::vector<std::string> path;
+  const std::string& first = segs[0];
+  if (Contains(kTopKeys, first)) {
+    const std::vector<std::string>* sub = nullptr;
+    for (const auto& [section, keys] : kSections) {
+      if (section == first) sub = keys;
+    }
+    bool free_keys = first == "params" || first == "env";
+    if (segs.size() > 2 || (segs.size() == 2 && !sub && !free_keys)) {
+      if (free_keys) {
+        return fail(fmt::format("{} entries are not nested; write --set {}.{}=VALUE", first, first,
+                                segs[1]));
+      }
+      if (sub) {
+        return fail(fmt::format("{}.{} has no sub-keys; write --set {}.{}=VALUE", first, segs[1],
+                                first, segs[1]));
+      }
+      return fail(fmt::format("'{}' has no sub-keys; write --set {}=VALUE", first, first));
+    }
+    if (segs.size() == 2 && sub && !Contains(*sub, segs[1])) {
+      std::optional<std::string> close = ClosestMatch(segs[1], *sub);
+      return fail(close ? fmt::format("unknown key '{}'; did you mean '{}.{}'?", key, first, *close)
+                        : fmt::format("unknown key '{}'; {} has {}", key, first, Join(*sub, ", ")));
+    }
+    path = segs;
+  } else if (segs.size() == 1 && Contains(param_names, first)) {
+    path = {"params", first};
+  } else {
+    std::vector<std::string> candidates = kTopKeys;
+    candidates.insert(candidates.end(), param_names.begin(), param_names.end());
+    std::optional<std::string> close = ClosestMatch(first, candidates);
+    std::string add = fmt::format("to add a parameter, write --set params.{}=VALUE", key);
+    if (close)
+      return fail(fmt::format("unknown key '{}'; did you mean '{}'? ({})", key, *close, add));
+    return fail(fmt::format(
+        "unknown key '{}': not a spec key nor a parameter; use a spec key such as retries or "
+        "resources.gpus, a parameter name, or {}",
+        key, add));
+  }
+
+  Node v;
+  try {
+    v = YAML::Load(value);
+  } catch (const YAML::ParserException& e) {
+    return fail(fmt::format("the value is not valid YAML ({}); quote it, e.g. --set '{}=\"...\"'",
+                            e.msg, key));
+  }
+  Track(v, text);
+
+  Node parent;
+  parent.reset(root);
+  for (size_t i = 0; i + 1 < path.size(); ++i) {
+    Node child = Get(parent, path[i]);
+    if (!child.IsDefined()) {
+      Node key_node(path[i]);
+      Node map(YAML::NodeType::Map);
+      parent.force_insert(key_node, map);
+      Track(key_node, text);
+      Track(map, text);
+      parent.reset(map);
+    } else if (child.IsNull()) {
+      Node map(YAML::NodeType::Map);
+      parent[path[i]] = map;
+      Track(map, text);
+      parent.reset(map);
+    } else if (!child.IsMap()) {
+      return fail(fmt::format("{} in the spec is {}, not a mapping; fix it in the file first",
+                              path[i], Describe(child)));
+    } else {
+      parent.reset(child);
+    }
+  }
+  const std::string& last = path.back();
+  if (Get(parent, last).IsDefined()) {
+    parent[last] = v;
+  } else {
+    Node key_node(last);
+    parent.force_insert(key_node, v);
+    Track(key_node, text);
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<Field>> SpecParser::ReadMap(const Node& map, const std::string& section,
+                                               const std::vector<std::string>* valid) const {
+  std::vector<Field> fields;
+  std::string prefix = section.empty() ? "" : section + ".";
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    const Node key = it->first;
+    if (!key.IsScalar()) {
+      return Err(
+          key, fmt::format("a key must be a plain name, got {}; write name: value", Describe(key)));
+    }
+    std::string name = key.Scalar();
+    if (valid && !Contains(*valid, name)) {
+      std::string where = section.empty() ? "" : fmt::format(" under {}", section);
+      std::optional<std::string> close = ClosestMatch(name, *valid);
+      if (close) {
+        return Err(key, fmt::format("unknown key '{}'{}; did you mean '{}'?", name, where, *close));
+      }
+      if (section.empty()) {
+        for (const auto& [s, keys] : kSections) {
+          if (Contains(*keys, name)) {
+            return Err(key, fmt::format("unknown key '{}'; did you mean '{}.{}'? (put it under "
+                                        "{}:)",
+                                        name, s, name, s));
+          }
+        }
+        return Err(key, fmt::format("unknown key '{}'; valid keys are {} (parameters go under "
+                                    "params:)",
+                                    name, Join(*valid, ", ")));
+      }
+      return Err(key, fmt::format("unknown key '{}'{}; valid keys are {}", name, where,
+                                  Join(*valid, ", ")));
+    }
+    if (Find(fields, name)) {
+      return Err(key, fmt::format("duplicate key '{}{}'; keep only one of them", prefix, name));
+    }
+    fields.push_back({key, it->second, name, prefix + name});
+  }
+  return fields;
+}
+
+Result<int64_t> SpecParser::Int(const Field& f, int64_t min, int64_t max, std::string_view kind,
+                                std::string_view hint) const {
+  Scalar s = Resolve(f.value);
+  if (s.kind != Kind::kInt || s.i < min || s.i > max) {
+    return Err(f.at(),
+               fmt::format("{} must be {}, got {}; {}", f.path, kind, Describe(f.value), hint));
+  }
+  return s.i;
+}
+
+Result<int64_t> SpecParser::Duration(const Field& f) const {
+  if (!f.value.IsScalar()) {
+    return Err(f.at(), fmt::format("{} must be a duration, got {}; write e.g. 500ms, 90s, 30m, "
+                                   "2h or 1h30m",
+                                   f.path, Describe(f.value)));
+  }
+  Result<int64_t> ms = ParseDurationMs(f.value.Scalar());
+  if (!ms.ok()) return Err(f.at(), fmt::format("{}: {}", f.path, ms.status().message()));
+  return *ms;
+}
+
+Result<std::string> SpecParser::Text(const Field& f, std::string_view hint) const {
+  if (!f.value.IsScalar()) {
+    return Err(f.at(),
+               fmt::format("{} must be a string, got {}; {}", f.path, Describe(f.value), hint));
+  }
+  return f.value.Scalar();
+}
+
+Result<OrderedJson> SpecParser::ParamValue(const Node& n, const Field& f) const {
+  const Node& at = n.IsNull() ? f.at() : n;
+  if (!n.IsScalar() && !n.IsNull()) {
+    return Err(at, fmt::format("{}: a list value must be a string, number or true/false, got {}; "
+                               "nested values are not supported",
+                               f.path, Describe(n)));
+  }
+  Scalar s = Resolve(n);
+  switch (s.kind) {
+    case Kind::kNull:
+      return Err(at, fmt::format("{} has an empty value; give a value, or a list of values to "
+                                 "sweep",
+                                 f.path));
+    case Kind::kBool:
+      return OrderedJson(s.b);
+    case Kind::kInt:
+      return OrderedJson(s.i);
+    case Kind::kFloat:
+      if (!std::isfinite(s.d)) {
+        return Err(at, fmt::format("{}: '{}' is not a finite number; use a finite value, or "
+                                   "quote it to pass it as text",
+                                   f.path, n.Scalar()));
+      }
+      return OrderedJson(s.d);
+    case Kind::kString:
+      return OrderedJson(n.Scalar());
+  }
+  return OrderedJson();
+}
+
+Status SpecParser::ParseParams(const Field& f, Spec& spec, std::vector<Field>& out) const {
+  if (f.value.IsNull()) return Status::Ok();
+  if (!f.value.IsMap()) {
+    return Err(f.at(), fmt::format("params must be a mapping of name: value, got {}; write one "
+                                   "parameter per line, such as 'lr: [0.1, 0.01]'",
+                                   Describe(f.value)));
+  }
+  DROVER_ASSIGN_OR_RETURN(out, ReadMap(f.value, "params", nullptr));
+  for (const Field& p : out) {
+    if (!IsParamName(p.name)) {
+      return Err(p.key, fmt::format("parameter name '{}' is not valid; use letters, digits, '_' "
+                                    "and '-', starting with a letter or '_'",
+                                    p.name));
+    }
+    if (p.value.IsMap()) {
+      return Err(p.at(), fmt::format("{} must be a value or a list of values, got a mapping; "
+                                     "nested parameters are not supported, flatten them into "
+                                     "names such as optim_lr",
+                                     p.path));
+    }
+    if (p.value.IsSequence()) {
+      if (p.value.size() == 0) {
+        return Err(p.at(), fmt::format("{} is an empty list; give at least one value, or remove "
+                                       "the parameter",
+                                       p.path));
+      }
+      OrderedJson axis = OrderedJson::array();
+      for (const Node& e : p.value) {
+        DROVER_ASSIGN_OR_RETURN(OrderedJson v, ParamValue(e, p));
+        axis.push_back(std::move(v));
+      }
+      spec.params[p.name] = std::move(axis);
+    } else {
+      DROVER_ASSIGN_OR_RETURN(spec.params[p.name], ParamValue(p.value, p));
+    }
+  }
+  return Status::Ok();
+}
+
+Status SpecParser::ParseCommand(const Field& f, const std::vector<Field>& params,
+                                Spec& spec) const {
+  // Each word with the node it came from, so a bad placeholder points at its list element.
+  std::vector<std::pair<std::string, Node>> words;
+  if (f.value.IsSequence()) {
+    if (spec.shell) {
+      return Err(f.at(),
+                 "shell: true needs command as one string (a script for /bin/sh -c), got "
+                 "a list; join the words into one string, or set shell: false");
+    }
+    if (f.value.size() == 0) {
+      return Err(f.at(),
+                 "command is an empty list; give the program and its arguments, such as "
+                 "[python, train.py, --lr, '{lr}']");
+    }
+    for (const Node& e : f.value) {
+      if (!e.IsScalar()) {
+        return Err(
+            e.IsNull() ? f.at() : e,
+            fmt::format("each command word must be a string, got {}; quote the word", Describe(e)));
+      }
+      words.emplace_back(e.Scalar(), e);
+    }
+  } else if (f.value.IsScalar()) {
+    const std::string& text = f.value.Scalar();
+    if (Trim(text).empty()) {
+      return Err(f.at(), "command is empty; give the program to run, such as 'python train.py'");
+    }
+    if (spec.shell) {
+      words.emplace_back(text, f.value);
+    } else {
+      Result<std::vector<std::string>> split = SplitCommandLine(text);
+      if (!split.ok()) return Err(f.at(), split.status().message());
+      for (std::string& w : *split) words.emplace_back(std::move(w), f.value);
+    }
+  } else {
+    return Err(f.at(), fmt::format("command must be a string or a list of words, got {}; write "
+                                   "e.g. command: \"python train.py --lr {{lr}}\"",
+                                   Describe(f.value)));
+  }
+
+  std::vector<std::string> names;
+  for (const Field& p : params) names.push_back(p.name);
+  for (const auto& [word, node] : words) {
+    Result<std::vector<std::string>> used = PlaceholderNames(word);
+    if (!used.ok()) return Err(node, fmt::format("command: {}", used.status().message()));
+    for (const std::string& name : *used) {
+      if (Contains(names, name)) continue;
+      std::optional<std::string> close = ClosestMatch(name, names);
+      if (close) {
+        return Err(node, fmt::format("command uses {{{}}} but params has no '{}'; did you mean "
+                                     "'{}'? (add it under params or remove the placeholder)",
+                                     name, name, *close));
+      }
+      return Err(node, fmt::format("command uses {{{}}} but params has no '{}'; add it under "
+                                   "params or remove the placeholder",
+                                   name, name));
+    }
+    spec.command.push_back(word);
+  }
+  return Status::Ok();
+}
+
+Status SpecParser::ParseWorkdir(const Field* f, Spec& spec) const {
+  if (!f) {
+    spec.workdir = Normalize(base_dir_);
+    if (!fs::is_directory(spec.workdir)) {
+      return ErrAtStart(
+          fmt::format("the spec's folder '{}' is not a directory; set workdir: to "
+                      "an existing folder",
+                      spec.workdir));
+    }
+    return Status::Ok();
+  }
+  DROVER_ASSIGN_OR_RETURN(std::string given,
+                          Text(*f, "write the folder to run in, such as workdir: ."));
+  if (given.empty()) return Err(f->at(), "workdir is empty; write a folder, such as workdir: .");
+  fs::path p(given);
+  spec.workdir = Normalize(p.is_absolute() ? p : fs::path(base_dir_) / p);
+  std::error_code ec;
+  if (!fs::exists(spec.workdir, ec)) {
+    return Err(f->at(), fmt::format("workdir '{}' does not exist (looked for {}); create it or fix "
+                                    "the path (relative paths start at the spec file's folder)",
+                                    given, spec.workdir));
+  }
+  if (!fs::is_directory(spec.workdir, ec)) {
+    return Err(f->at(),
+               fmt::format("workdir '{}' is not a directory; point it at a folder", given));
+  }
+  return Status::Ok();
+}
+
+Status SpecParser::ParseResources(const Field& f, Spec& spec) const {
+  if (f.value.IsNull()) return Status::Ok();
+  if (!f.value.IsMap()) {
+    return Err(f.at(), fmt::format("resources must be a mapping, got {}; write e.g. resources: "
+                                   "{{gpus: 1, gpu_memory: 6GiB}}",
+                                   Describe(f.value)));
+  }
+  DROVER_ASSIGN_OR_RETURN(std::vector<Field> fields, ReadMap(f.value, "resources", &kResourceKeys));
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  if (const Field* g = Find(fields, "gpus")) {
+    DROVER_ASSIGN_OR_RETURN(spec.resources.gpus,
+                            Int(*g, 0, kIntMax, "a non-negative integer",
+                                "write the number of GPUs per run, 0 for CPU only"));
+  }
+  if (const Field* c = Find(fields, "cpus")) {
+    DROVER_ASSIGN_OR_RETURN(spec.resources.cpus, Int(*c, 0, kIntMax, "a non-negative integer",
+                                                     "write the number of CPU slots per run"));
+  }
+  if (const Field* m = Find(fields, "gpu_memory")) {
+    if (!m->value.IsScalar()) {
+      return Err(m->at(), fmt::format("resources.gpu_memory must be a size, got {}; write a "
+                                      "number with a unit, such as 6GiB, 512MiB or 8GB",
+                                      Describe(m->value)));
+    }
+    Result<int64_t> bytes = ParseBytes(m->value.Scalar());
+    if (!bytes.ok()) {
+      return Err(m->at(), fmt::format("resources.gpu_memory: {}", bytes.status().message()));
+    }
+    if (spec.resources.gpus == 0) {
+      return Err(m->at(),
+                 "resources.gpu_memory needs resources.gpus of 1 or more (it is 0, a "
+                 "CPU-only run); set resources.gpus, or remove gpu_memory");
+    }
+    spec.resources.gpu_memory = *bytes;
+  }
+  return Status::Ok();
+}
+
+Status SpecParser::ParseEnv(const Field& f, Spec& spec) const {
+  if (f.value.IsNull()) return Status::Ok();
+  if (!f.value.IsMap()) {
+    return Err(f.at(), fmt::format("env must be a mapping of NAME: value, got {}; write e.g. env: "
+                                   "{{OMP_NUM_THREADS: 1}}",
+                                   Describe(f.value)));
+  }
+  DROVER_ASSIGN_OR_RETURN(std::vector<Field> fields, ReadMap(f.value, "env", nullptr));
+  for (const Field& e : fields) {
+    if (e.name.empty() || e.name.find('=') != std::string::npos ||
+        e.name.find('\0') != std::string::npos) {
+      return Err(e.key, fmt::format("'{}' is not an environment variable name; use a name "
+                                    "without '=', such as OMP_NUM_THREADS",
+                                    e.name));
+    }
+    if (e.value.IsNull()) {
+      return Err(e.key,
+                 fmt::format("{} has no value; write {}: \"\" for an empty value", e.path, e.name));
+    }
+    if (!e.value.IsScalar()) {
+      return Err(e.at(), fmt::format("{} must be a string, number or true/false, got {}; quote "
+                                     "the value",
+                                     e.path, Describe(e.value)));
+    }
+    spec.env[e.name] = e.value.Scalar();
+  }
+  return Status::Ok();
+}
+
+Status SpecParser::ParseObjective(const Field& f, Spec& spec) const {
+  if (!f.value.IsMap()) {
+    return Err(f.at(), fmt::format("objective must be a mapping, got {}; write e.g. objective: "
+                                   "{{metric: val_acc, mode: max}}",
+                                   Describe(f.value)));
+  }
+  DROVER_ASSIGN_OR_RETURN(std::vector<Field> fields,
+                          ReadMap(f.value, "objective", &kObjectiveKeys));
+  Objective obj;
+  const Field* metric = Find(fields, "metric");
+  if (!metric) {
+    return Err(f.value,
+               "objective needs a metric; add metric: NAME (the metric to optimise, as "
+               "the run logs it)");
+  }
+  DROVER_ASSIGN_OR_RETURN(obj.metric, Text(*metric, "write the metric name, such as val_acc"));
+  if (obj.metric.empty()) {
+    return Err(metric->at(), "objective.metric is empty; write the metric name, such as val_acc");
+  }
+  if (const Field* mode = Find(fields, "mode")) {
+    std::string m = mode->value.IsScalar() ? mode->value.Scalar() : "";
+    if (m != "min" && m != "max") {
+      return Err(mode->at(), fmt::format("objective.mode must be min or max, got {}; write max "
+                                         "when higher is better",
+                                         Describe(mode->value)));
+    }
+    obj.maximize = m == "max";
+  }
+  spec.objective = obj;
+  return Status::Ok();
+}
+
+Status SpecParser::CheckIntegerParam(const Field& ref, const std::vector<Field>& params,
+                                     std::string_view role) const {
+  const std::string& name = ref.value.Scalar();
+  const Field* p = Find(params, name);
+  if (!p) {
+    std::vector<std::string> names;
+    for (const Field& q : params) names.push_back(q.name);
+    std::optional<std::string> close = ClosestMatch(name, names);
+    return Err(ref.at(), fmt::format("{} '{}' is not a parameter{}; name one of the parameters "
+                                     "under params ({})",
+                                     ref.path, name,
+                                     close ? fmt::format(" (did you mean '{}'?)", *close) : "",
+                                     names.empty() ? "there are none" : Join(names, ", ")));
+  }
+  std::vector<Node> values;
+  if (p->value.IsSequence()) {
+    for (const Node& e : p->value) values.push_back(e);
+  } else {
+    values.push_back(p->value);
+  }
+  for (const Node& v : values) {
+    Scalar s = Resolve(v);
+    if (s.kind != Kind::kInt || s.i < 1) {
+      return Err(ref.at(), fmt::format("{} '{}' must have whole-number values of 1 or more ({}), "
+                                       "but it has {}; point {} at an integer parameter",
+                                       ref.path, name, role, Describe(v), ref.path));
+    }
+  }
+  return Status::Ok();
+}
+
+Status SpecParser::ParseOom(const Field& f, const std::vector<Field>& params, Spec& spec) const {
+  if (!f.value.IsMap()) {
+    return Err(f.at(), fmt::format("oom must be a mapping, got {}; write e.g. oom: {{param: "
+                                   "batch_size, min: 8}}",
+                                   Describe(f.value)));
+  }
+  DROVER_ASSIGN_OR_RETURN(std::vector<Field> fields, ReadMap(f.value, "oom", &kOomKeys));
+  const Field* param = Find(fields, "param");
+  if (!param) {
+    return Err(f.value,
+               "oom needs a param: the parameter to halve after a CUDA out-of-memory "
+               "error; add param: batch_size (or your batch parameter)");
+  }
+  DROVER_ASSIGN_OR_RETURN(spec.oom.param,
+                          Text(*param, "write the name of the batch-size parameter"));
+  DROVER_RETURN_IF_ERROR(CheckIntegerParam(*param, params, "it is halved after an OOM"));
+  if (const Field* min = Find(fields, "min")) {
+    DROVER_ASSIGN_OR_RETURN(spec.oom.min,
+                            Int(*min, 1, std::numeric_limits<int64_t>::max(), "an integer >= 1",
+                                "write the smallest value to try, such as 8"));
+  }
+  if (const Field* acc = Find(fields, "accumulate")) {
+    DROVER_ASSIGN_OR_RETURN(spec.oom.accumulate,
+                            Text(*acc, "write the name of the gradient-accumulation parameter"));
+    if (spec.oom.accumulate == spec.oom.param) {
+      return Err(acc->at(),
+                 "oom.accumulate must differ from oom.param; name the "
+                 "gradient-accumulation parameter");
+    }
+    DROVER_RETURN_IF_ERROR(
+        CheckIntegerParam(*acc, params, "it is doubled when oom.param is halved"));
+  }
+  return Status::Ok();
+}
+
+Result<Spec> SpecParser::Parse(const std::string& yaml, const std::vector<std::string>& overrides) {
+  Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::ParserException& e) {
+    return InvalidArgument(
+        fmt::format("{}:{}:{}: YAML syntax error: {}; fix the YAML at this "
+                    "position",
+                    display_, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+  if (root.IsNull()) {
+    return ErrAtStart("the spec is empty; add at least name: and command:");
+  }
+  if (!root.IsMap()) {
+    return Err(root, fmt::format("the spec must be a mapping of keys (name:, command:, ...), got "
+                                 "{}; write one 'key: value' per line",
+                                 Describe(root)));
+  }
+
+  Spec spec;
+  spec.source_text = yaml;
+  if (!overrides.empty()) {
+    for (const std::string& o : overrides) DROVER_RETURN_IF_ERROR(ApplyOverride(root, o));
+    YAML::Emitter out;
+    Emit(out, root);
+    spec.source_text = std::string(out.c_str()) + "\n";
+  }
+
+  DROVER_ASSIGN_OR_RETURN(std::vector<Field> top, ReadMap(root, "", &kTopKeys));
+  const Field* name = Find(top, "name");
+  if (!name) {
+    return ErrAtStart(
+        "missing required key 'name'; add a name for the experiment, such as "
+        "'name: digits-compare'");
+  }
+  const Field* command = Find(top, "command");
+  if (!command) {
+    return ErrAtStart(
+        "missing required key 'command'; add the command to run, such as "
+        "'command: \"python train.py --lr {lr}\"'");
+  }
+
+  DROVER_ASSIGN_OR_RETURN(spec.name, Text(*name, "write a name such as digits-compare"));
+  if (!IsSpecName(spec.name)) {
+    std::string fixed = spec.name;
+    for (char& c : fixed) {
+      if (!IsSpecName(std::string_view(&c, 1))) c = '-';
+    }
+    return Err(name->at(), spec.name.empty()
+                               ? std::string("name is empty; write a name such as digits-compare")
+                               : fmt::format("name '{}' may only hold letters, digits, '.', '_' "
+                                             "and '-'; rename it, e.g. '{}'",
+                                             spec.name, fixed));
+  }
+
+  if (const Field* shell = Find(top, "shell")) {
+    Scalar s = Resolve(shell->value);
+    if (s.kind != Kind::kBool) {
+      return Err(shell->at(), fmt::format("shell must be true or false, got {}; write true to run "
+                                          "the command with /bin/sh -c",
+                                          Describe(shell->value)));
+    }
+    spec.shell = s.b;
+  }
+
+  std::vector<Field> params;
+  if (const Field* p = Find(top, "params")) DROVER_RETURN_IF_ERROR(ParseParams(*p, spec, params));
+  DROVER_RETURN_IF_ERROR(ParseCommand(*command, params, spec));
+  DROVER_RETURN_IF_ERROR(ParseWorkdir(Find(top, "workdir"), spec));
+  if (const Field* r = Find(top, "resources")) DROVER_RETURN_IF_ERROR(ParseResources(*r, spec));
+
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  if (const Field* f = Find(top, "priority")) {
+    DROVER_ASSIGN_OR_RETURN(spec.priority,
+                            Int(*f, std::numeric_limits<int>::min(), kIntMax, "an integer",
+                                "write a whole number; higher runs first"));
+  }
+  if (const Field* f = Find(top, "max_parallel")) {
+    DROVER_ASSIGN_OR_RETURN(spec.max_parallel,
+                            Int(*f, 0, kIntMax, "a non-negative integer",
+                                "write how many runs may run at once, 0 for no limit"));
+  }
+  if (const Field* f = Find(top, "retries")) {
+    DROVER_ASSIGN_OR_RETURN(spec.retries, Int(*f, 0, kIntMax, "a non-negative integer",
+                                              "write how many times to retry, such as 2"));
+  }
+  if (const Field* f = Find(top, "retry_backoff")) {
+    DROVER_ASSIGN_OR_RETURN(spec.retry_backoff_ms, Duration(*f));
+  }
+  if (const Field* f = Find(top, "timeout")) {
+    DROVER_ASSIGN_OR_RETURN(spec.timeout_ms, Duration(*f));
+  }
+  if (const Field* f = Find(top, "env")) DROVER_RETURN_IF_ERROR(ParseEnv(*f, spec));
+  if (const Field* f = Find(top, "objective")) DROVER_RETURN_IF_ERROR(ParseObjective(*f, spec));
+  if (const Field* f = Find(top, "oom")) DROVER_RETURN_IF_ERROR(ParseOom(*f, params, spec));
+  return spec;
+}
+
+}  // namespace
+
+Result<Spec> ParseSpecFile(const std::string& path, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  fs::path abs = fs::absolute(path, ec).lexically_normal();
+  if (!fs::exists(abs, ec)) {
+    return NotFound(fmt::format("spec file '{}' not found; check the path", path));
+  }
+  if (fs::is_directory(abs, ec)) {
+    return InvalidArgument(
+        fmt::format("'{}' is a directory, not a spec file; give the YAML file", path));
+  }
+  std::ifstream in(abs);
+  if (!in) return ErrnoStatus(fmt::format("reading spec file '{}'", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return ErrnoStatus(fmt::format("reading spec file '{}'", path));
+  Result<Spec> spec = ParseSpecString(text.str(), path, abs.parent_path().string(), overrides);
+  if (spec.ok()) spec->source_path = abs.string();
+  return spec;
+}
+
+Result<Spec> ParseSpecString(const std::string& yaml, const std::string& display_name,
+                             const std::string& base_dir,
+                             const std::vector<std::string>& overrides) {
+  try {
+    return SpecParser(display_name, base_dir).Parse(yaml, overrides);
+  } catch (const YAML::Exception& e) {
+    // yaml-cpp throws for conditions its parser does not report as syntax errors (deep nesting,
+    // bad aliases); they are still the user's input.
+    return InvalidArgument(fmt::format("{}:{}:{}: YAML error: {}; fix the YAML at this position",
+                                       display_name, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+}
+
+}  // namespace drover

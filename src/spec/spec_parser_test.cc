@@ -1,0 +1,547 @@
+#include "spec/spec_parser.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "spec/expand.h"
+
+namespace drover {
+namespace {
+
+namespace fs = std::filesystem;
+
+Result<Spec> Parse(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  return ParseSpecString(yaml, "compare.yaml", "/tmp", overrides);
+}
+
+// The message of a spec that must be rejected as bad input.
+std::string Error(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  Result<Spec> r = Parse(yaml, overrides);
+  EXPECT_FALSE(r.ok()) << "expected an error for:\n" << yaml;
+  if (r.ok()) return "";
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << r.status().message();
+  return r.status().message();
+}
+
+const char kMinimal[] = "name: x\ncommand: python train.py\n";
+
+TEST(SpecParserTest, MapsEveryField) {
+  Result<Spec> r = Parse(R"(name: digits-compare
+workdir: .
+command: "{python} train.py --model {model} --batch-size {batch_size}"
+params:
+  python: /usr/bin/python3
+  model: [mlp, cnn]
+  batch_size: [32, 64]
+  epochs: 5
+  lr: 0.001
+  amp: true
+resources:
+  gpus: 1
+  gpu_memory: 6GiB
+  cpus: 2
+priority: 3
+max_parallel: 4
+retries: 1
+retry_backoff: 2s
+timeout: 30m
+env: {OMP_NUM_THREADS: 1, MODE: fast}
+objective: {metric: val_acc, mode: min}
+oom: {param: batch_size, min: 8, accumulate: grad_accum}
+)",
+                         {});
+  // grad_accum is not a parameter, so this spec is rejected; add it and parse again.
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "compare.yaml:22:46: oom.accumulate 'grad_accum' is not a parameter; name one of the "
+            "parameters under params (python, model, batch_size, epochs, lr, amp)");
+  r = Parse(R"(name: digits-compare
+workdir: .
+command: "{python} train.py --model {model} --batch-size {batch_size} --accum {grad_accum}"
+params:
+  python: /usr/bin/python3
+  model: [mlp, cnn]
+  batch_size: [32, 64]
+  grad_accum: 1
+  epochs: 5
+  lr: 0.001
+  amp: true
+resources:
+  gpus: 1
+  gpu_memory: 6GiB
+  cpus: 2
+priority: 3
+max_parallel: 4
+retries: 1
+retry_backoff: 2s
+timeout: 30m
+env: {OMP_NUM_THREADS: 1, MODE: fast}
+objective: {metric: val_acc, mode: min}
+oom: {param: batch_size, min: 8, accumulate: grad_accum}
+)");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const Spec& s = *r;
+  EXPECT_EQ(s.name, "digits-compare");
+  EXPECT_EQ(s.workdir, "/tmp");
+  EXPECT_EQ(s.command,
+            (std::vector<std::string>{"{python}", "train.py", "--model", "{model}", "--batch-size",
+                                      "{batch_size}", "--accum", "{grad_accum}"}));
+  EXPECT_FALSE(s.shell);
+  EXPECT_EQ(s.params.dump(),
+            R"({"python":"/usr/bin/python3","model":["mlp","cnn"],"batch_size":[32,64],)"
+            R"("grad_accum":1,"epochs":5,"lr":0.001,"amp":true})");
+  EXPECT_EQ(s.resources.gpus, 1);
+  EXPECT_EQ(s.resources.gpu_memory, int64_t{6} << 30);
+  EXPECT_EQ(s.resources.cpus, 2);
+  EXPECT_EQ(s.priority, 3);
+  EXPECT_EQ(s.max_parallel, 4);
+  EXPECT_EQ(s.retries, 1);
+  EXPECT_EQ(s.retry_backoff_ms, 2000);
+  EXPECT_EQ(s.timeout_ms, 30 * 60 * 1000);
+  EXPECT_EQ(s.env,
+            (std::map<std::string, std::string>{{"OMP_NUM_THREADS", "1"}, {"MODE", "fast"}}));
+  ASSERT_TRUE(s.objective.has_value());
+  EXPECT_EQ(s.objective->metric, "val_acc");
+  EXPECT_FALSE(s.objective->maximize);
+  EXPECT_EQ(s.oom.param, "batch_size");
+  EXPECT_EQ(s.oom.min, 8);
+  EXPECT_EQ(s.oom.accumulate, "grad_accum");
+  EXPECT_EQ(s.source_path, "");
+  EXPECT_NE(s.source_text.find("digits-compare"), std::string::npos);
+}
+
+TEST(SpecParserTest, DefaultsForAnOptionalField) {
+  Result<Spec> r = Parse(kMinimal);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->command, (std::vector<std::string>{"python", "train.py"}));
+  EXPECT_EQ(r->workdir, "/tmp");
+  EXPECT_TRUE(r->params.empty());
+  EXPECT_EQ(r->resources.gpus, 0);
+  EXPECT_EQ(r->resources.gpu_memory, 0);
+  EXPECT_EQ(r->resources.cpus, 1);
+  EXPECT_EQ(r->retries, 0);
+  EXPECT_EQ(r->retry_backoff_ms, 1000);
+  EXPECT_EQ(r->timeout_ms, 0);
+  EXPECT_FALSE(r->objective.has_value());
+  EXPECT_FALSE(r->oom.enabled());
+  EXPECT_EQ(r->source_text, kMinimal);
+}
+
+TEST(SpecParserTest, CommandStringSplitsLikeSh) {
+  Result<Spec> r = Parse(R"(name: x
+command: python 'my script.py' --msg "a \"b\"" c\ d --lr={lr}
+params: {lr: 0.1}
+)");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->command, (std::vector<std::string>{"python", "my script.py", "--msg", "a \"b\"",
+                                                  "c d", "--lr={lr}"}));
+}
+
+TEST(SpecParserTest, CommandListKeepsWords) {
+  Result<Spec> r = Parse("name: x\ncommand: [python, 'a b.py', --epochs, 5]\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->command, (std::vector<std::string>{"python", "a b.py", "--epochs", "5"}));
+}
+
+TEST(SpecParserTest, ShellKeepsTheScript) {
+  Result<Spec> r = Parse(
+      "name: x\nshell: true\ncommand: \"cd sub && python t.py {a} | tee "
+      "log\"\nparams: {a: 1}\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->shell);
+  EXPECT_EQ(r->command, (std::vector<std::string>{"cd sub && python t.py {a} | tee log"}));
+}
+
+TEST(SpecParserTest, ScalarsAreTypedByTheCoreSchema) {
+  Result<Spec> r = Parse(R"(name: x
+command: run
+params:
+  quoted: '5'
+  int: 5
+  neg: -3
+  hex: 0x10
+  float: 0.001
+  exp: 1e-5
+  yes_word: yes
+  bool: false
+  text: mlp
+)");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->params.dump(),
+            R"({"quoted":"5","int":5,"neg":-3,"hex":16,"float":0.001,"exp":1e-05,)"
+            R"("yes_word":"yes","bool":false,"text":"mlp"})");
+}
+
+TEST(SpecParserTest, SyntaxErrorNamesThePosition) {
+  EXPECT_EQ(Error("name: x\ncommand: [python, train.py\nretries: 1\n"),
+            "compare.yaml:3:8: YAML syntax error: end of sequence flow not found; fix the YAML at "
+            "this position");
+  EXPECT_EQ(Error("name: x\n  command: run\n"),
+            "compare.yaml:2:10: YAML syntax error: illegal map value; fix the YAML at this "
+            "position");
+}
+
+TEST(SpecParserTest, TopLevelMustBeAMapping) {
+  EXPECT_EQ(Error("- name: x\n- command: y\n"),
+            "compare.yaml:1:1: the spec must be a mapping of keys (name:, command:, ...), got a "
+            "list; write one 'key: value' per line");
+  EXPECT_EQ(Error(""), "compare.yaml:1:1: the spec is empty; add at least name: and command:");
+  EXPECT_EQ(Error("# only a comment\n"),
+            "compare.yaml:1:1: the spec is empty; add at least name: and command:");
+}
+
+TEST(SpecParserTest, RequiredKeysPointAtTheStart) {
+  EXPECT_EQ(Error("command: run\nretries: 1\n"),
+            "compare.yaml:1:1: missing required key 'name'; add a name for the experiment, such "
+            "as 'name: digits-compare'");
+  EXPECT_EQ(Error("name: x\nretries: 1\n"),
+            "compare.yaml:1:1: missing required key 'command'; add the command to run, such as "
+            "'command: \"python train.py --lr {lr}\"'");
+}
+
+TEST(SpecParserTest, UnknownKeysSuggestTheClosest) {
+  EXPECT_EQ(Error("name: x\ncommand: run\nprams:\n  lr: 0.1\n"),
+            "compare.yaml:3:1: unknown key 'prams'; did you mean 'params'?");
+  EXPECT_EQ(Error("name: x\ncommand: run\nresources:\n  gpu: 1\n"),
+            "compare.yaml:4:3: unknown key 'gpu' under resources; did you mean 'gpus'?");
+  EXPECT_EQ(Error("name: x\ncommand: run\nobjective: {metric: acc, direction: max}\n"),
+            "compare.yaml:3:26: unknown key 'direction' under objective; valid keys are metric, "
+            "mode");
+  EXPECT_EQ(Error("name: x\ncommand: run\nparams: {bs: 8}\noom: {parm: bs}\n"),
+            "compare.yaml:4:7: unknown key 'parm' under oom; did you mean 'param'?");
+  EXPECT_EQ(Error("name: x\ncommand: run\nlearning_rate: 0.1\n"),
+            "compare.yaml:3:1: unknown key 'learning_rate'; valid keys are name, workdir, "
+            "command, shell, params, resources, priority, max_parallel, retries, retry_backoff, "
+            "timeout, env, objective, oom (parameters go under params:)");
+  // A section's key written at the top level is pointed at its section.
+  EXPECT_EQ(Error("name: x\ncommand: run\ngpu_memory: 6GiB\n"),
+            "compare.yaml:3:1: unknown key 'gpu_memory'; did you mean 'resources.gpu_memory'? "
+            "(put it under resources:)");
+}
+
+TEST(SpecParserTest, DuplicateKeysAreRejected) {
+  EXPECT_EQ(Error("name: x\ncommand: run\nretries: 1\nretries: 2\n"),
+            "compare.yaml:4:1: duplicate key 'retries'; keep only one of them");
+  EXPECT_EQ(Error("name: x\ncommand: run\nparams:\n  lr: 1\n  lr: 2\n"),
+            "compare.yaml:5:3: duplicate key 'params.lr'; keep only one of them");
+}
+
+TEST(SpecParserTest, WrongTypesPointAtTheValue) {
+  EXPECT_EQ(Error("name: x\ncommand: run\nretries: three\n"),
+            "compare.yaml:3:10: retries must be a non-negative integer, got 'three'; write how "
+            "many times to retry, such as 2");
+  EXPECT_EQ(Error("name: x\ncommand: run\nretries: -1\n"),
+            "compare.yaml:3:10: retries must be a non-negative integer, got '-1'; write how many "
+            "times to retry, such as 2");
+  EXPECT_EQ(Error("name: x\ncommand: run\nretries: 1.5\n"),
+            "compare.yaml:3:10: retries must be a non-negative integer, got '1.5'; write how many "
+            "times to retry, such as 2");
+  EXPECT_EQ(Error("name: x\ncommand: run\nresources:\n  gpus: 1\n  gpu_memory: 6 gigs\n"),
+            "compare.yaml:5:15: resources.gpu_memory: '6 gigs' is not a size; write a number with "
+            "a unit, such as 6GiB, 512MiB or 8GB");
+  EXPECT_EQ(Error("name: x\ncommand: run\ntimeout: soon\n"),
+            "compare.yaml:3:10: timeout: 'soon' is not a duration; write e.g. 500ms, 90s, 30m, 2h "
+            "or 1h30m");
+  EXPECT_EQ(Error("name: x\ncommand: run\nshell: yes\n"),
+            "compare.yaml:3:8: shell must be true or false, got 'yes'; write true to run the "
+            "command with /bin/sh -c");
+  EXPECT_EQ(Error("name: x\ncommand: run\npriority: high\n"),
+            "compare.yaml:3:11: priority must be an integer, got 'high'; write a whole number; "
+            "higher runs first");
+  EXPECT_EQ(Error("name: x\ncommand: run\nresources:\n  gpus: [1, 2]\n"),
+            "compare.yaml:4:9: resources.gpus must be a non-negative integer, got a list; write "
+            "the number of GPUs per run, 0 for CPU only");
+  EXPECT_EQ(Error("name: x\ncommand: run\nresources: 2\n"),
+            "compare.yaml:3:12: resources must be a mapping, got '2'; write e.g. resources: "
+            "{gpus: 1, gpu_memory: 6GiB}");
+  EXPECT_EQ(Error("name: x\ncommand: run\nenv: {A: [1]}\n"),
+            "compare.yaml:3:10: env.A must be a string, number or true/false, got a list; quote "
+            "the value");
+  EXPECT_EQ(Error("name: x\ncommand: {a: b}\n"),
+            "compare.yaml:2:10: command must be a string or a list of words, got a mapping; write "
+            "e.g. command: \"python train.py --lr {lr}\"");
+}
+
+TEST(SpecParserTest, AnEmptyValuePointsAtItsKey) {
+  EXPECT_EQ(Error("name: x\ncommand: run\nretries:\npriority: 1\n"),
+            "compare.yaml:3:1: retries must be a non-negative integer, got nothing; write how "
+            "many times to retry, such as 2");
+}
+
+TEST(SpecParserTest, BadNames) {
+  EXPECT_EQ(Error("name: my exp/1\ncommand: run\n"),
+            "compare.yaml:1:7: name 'my exp/1' may only hold letters, digits, '.', '_' and '-'; "
+            "rename it, e.g. 'my-exp-1'");
+  EXPECT_EQ(Error("name: x\ncommand: run\nparams: {'learning rate': 1}\n"),
+            "compare.yaml:3:10: parameter name 'learning rate' is not valid; use letters, digits, "
+            "'_' and '-', starting with a letter or '_'");
+}
+
+TEST(SpecParserTest, BadParamValues) {
+  EXPECT_EQ(Error("name: x\ncommand: run\nparams:\n  opt: {lr: 1}\n"),
+            "compare.yaml:4:8: params.opt must be a value or a list of values, got a mapping; "
+            "nested parameters are not supported, flatten them into names such as optim_lr");
+  EXPECT_EQ(Error("name: x\ncommand: run\nparams:\n  lr: []\n"),
+            "compare.yaml:4:7: params.lr is an empty list; give at least one value, or remove the "
+            "parameter");
+  EXPECT_EQ(Error("name: x\ncommand: run\nparams:\n  lr: [0.1, [1, 2]]\n"),
+            "compare.yaml:4:13: params.lr: a list value must be a string, number or true/false, "
+            "got a list; nested values are not supported");
+  EXPECT_EQ(Error("name: x\ncommand: run\nparams:\n  lr:\n  bs: 1\n"),
+            "compare.yaml:4:3: params.lr has an empty value; give a value, or a list of values to "
+            "sweep");
+  EXPECT_EQ(Error("name: x\ncommand: run\nparams:\n  lr: .inf\n"),
+            "compare.yaml:4:7: params.lr: '.inf' is not a finite number; use a finite value, or "
+            "quote it to pass it as text");
+}
+
+TEST(SpecParserTest, MissingPlaceholderSuggestsAParam) {
+  EXPECT_EQ(Error("name: x\ncommand: python train.py --lr {lrr}\nparams:\n  lr: [0.1, 0.01]\n"),
+            "compare.yaml:2:10: command uses {lrr} but params has no 'lrr'; did you mean 'lr'? "
+            "(add it under params or remove the placeholder)");
+  EXPECT_EQ(Error("name: x\ncommand: python train.py --seed {seed}\n"),
+            "compare.yaml:2:10: command uses {seed} but params has no 'seed'; add it under params "
+            "or remove the placeholder");
+  // In a list, the error points at the word that holds the placeholder.
+  EXPECT_EQ(Error("name: x\ncommand:\n  - python\n  - --lr={lrr}\nparams: {lr: 1}\n"),
+            "compare.yaml:4:5: command uses {lrr} but params has no 'lrr'; did you mean 'lr'? "
+            "(add it under params or remove the placeholder)");
+}
+
+TEST(SpecParserTest, UnbalancedBraces) {
+  EXPECT_EQ(Error("name: x\ncommand: python train.py --lr {lr\nparams: {lr: 1}\n"),
+            "compare.yaml:2:10: command: unbalanced '{' in '{lr'; close the placeholder with '}' "
+            "or write '{{' for a literal brace");
+  EXPECT_EQ(Error("name: x\ncommand: python train.py lr}\n"),
+            "compare.yaml:2:10: command: unmatched '}' in 'lr}'; write '}}' for a literal brace");
+  EXPECT_EQ(Error("name: x\ncommand: \"python t.py '{unterminated}\"\n"),
+            "compare.yaml:2:10: unterminated single quote in command; close the quote");
+  // Doubled braces are literal and need no parameter.
+  Result<Spec> r = Parse("name: x\ncommand: \"python t.py --cfg={{\\\"a\\\": 1}}\"\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+}
+
+TEST(SpecParserTest, ShellNeedsAString) {
+  EXPECT_EQ(Error("name: x\nshell: true\ncommand: [python, t.py]\n"),
+            "compare.yaml:3:10: shell: true needs command as one string (a script for /bin/sh "
+            "-c), got a list; join the words into one string, or set shell: false");
+}
+
+TEST(SpecParserTest, GpuMemoryNeedsGpus) {
+  EXPECT_EQ(Error("name: x\ncommand: run\nresources: {gpu_memory: 6GiB}\n"),
+            "compare.yaml:3:25: resources.gpu_memory needs resources.gpus of 1 or more (it is 0, "
+            "a CPU-only run); set resources.gpus, or remove gpu_memory");
+  Result<Spec> r = Parse("name: x\ncommand: run\nresources: {gpus: 0, cpus: 0}\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->resources.cpus, 0);
+}
+
+TEST(SpecParserTest, Objective) {
+  Result<Spec> r = Parse("name: x\ncommand: run\nobjective: {metric: val_acc}\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->objective->maximize);
+  EXPECT_EQ(Error("name: x\ncommand: run\nobjective: {mode: max}\n"),
+            "compare.yaml:3:12: objective needs a metric; add metric: NAME (the metric to "
+            "optimise, as the run logs it)");
+  EXPECT_EQ(Error("name: x\ncommand: run\nobjective: {metric: acc, mode: highest}\n"),
+            "compare.yaml:3:32: objective.mode must be min or max, got 'highest'; write max when "
+            "higher is better");
+}
+
+TEST(SpecParserTest, OomPolicyNeedsAnIntegerParam) {
+  const std::string head =
+      "name: x\ncommand: run\nparams:\n  batch_size: [32, 64]\n  model: "
+      "[mlp, cnn]\n  accum: 1\n  lr: 0.5\n";
+  Result<Spec> r = Parse(head + "oom: {param: batch_size, accumulate: accum}\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->oom.param, "batch_size");
+  EXPECT_EQ(r->oom.min, 1);
+  EXPECT_EQ(r->oom.accumulate, "accum");
+
+  EXPECT_EQ(Error(head + "oom: {param: batchsize}\n"),
+            "compare.yaml:8:14: oom.param 'batchsize' is not a parameter (did you mean "
+            "'batch_size'?); name one of the parameters under params (batch_size, model, accum, "
+            "lr)");
+  EXPECT_EQ(Error(head + "oom: {param: model}\n"),
+            "compare.yaml:8:14: oom.param 'model' must have whole-number values of 1 or more (it "
+            "is halved after an OOM), but it has 'mlp'; point oom.param at an integer parameter");
+  EXPECT_EQ(Error(head + "oom: {param: batch_size, accumulate: lr}\n"),
+            "compare.yaml:8:38: oom.accumulate 'lr' must have whole-number values of 1 or more "
+            "(it is doubled when oom.param is halved), but it has '0.5'; point oom.accumulate at "
+            "an integer parameter");
+  EXPECT_EQ(Error(head + "oom: {min: 8}\n"),
+            "compare.yaml:8:6: oom needs a param: the parameter to halve after a CUDA "
+            "out-of-memory error; add param: batch_size (or your batch parameter)");
+  EXPECT_EQ(Error(head + "oom: {param: batch_size, min: 0}\n"),
+            "compare.yaml:8:31: oom.min must be an integer >= 1, got '0'; write the smallest "
+            "value to try, such as 8");
+}
+
+TEST(SpecParserTest, Workdir) {
+  fs::path dir = fs::temp_directory_path() / "drover_spec_workdir_test";
+  fs::create_directories(dir / "sub");
+  Result<Spec> r =
+      ParseSpecString("name: x\ncommand: run\nworkdir: sub/../sub/\n", "w.yaml", dir.string());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->workdir, (dir / "sub").string());
+  r = ParseSpecString("name: x\ncommand: run\nworkdir: /\n", "w.yaml", dir.string());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->workdir, "/");
+
+  r = ParseSpecString("name: x\ncommand: run\nworkdir: nope\n", "w.yaml", dir.string());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "w.yaml:3:10: workdir 'nope' does not exist (looked for " + (dir / "nope").string() +
+                "); create it or fix the path (relative paths start at the spec file's folder)");
+  fs::remove_all(dir);
+}
+
+TEST(SpecParserTest, OverridesSetDottedPaths) {
+  const std::string yaml =
+      "name: x\ncommand: python t.py --lr {lr} --bs {bs}\nparams:\n  lr: "
+      "0.1\n  bs: [8, 16]\nretries: 0\n";
+  Result<Spec> r = Parse(yaml, {"retries=2", "resources.gpus=1", "resources.gpu_memory=4GiB",
+                                "params.lr=[0.1,0.01]", "timeout=1h", "env.SEED=7"});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->retries, 2);
+  EXPECT_EQ(r->resources.gpus, 1);
+  EXPECT_EQ(r->resources.gpu_memory, int64_t{4} << 30);
+  EXPECT_EQ(r->timeout_ms, 3'600'000);
+  EXPECT_EQ(r->env.at("SEED"), "7");
+  // An existing parameter keeps its place in the grid.
+  EXPECT_EQ(r->params.dump(), R"({"lr":[0.1,0.01],"bs":[8,16]})");
+  EXPECT_EQ(ExpandGrid(*r).size(), 4u);
+}
+
+TEST(SpecParserTest, BareOverrideKeySetsAParam) {
+  const std::string yaml = "name: x\ncommand: python t.py --lr {lr}\nparams:\n  lr: [1, 2]\n";
+  Result<Spec> r = Parse(yaml, {"lr=0.5"});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->params.dump(), R"({"lr":0.5})");
+  r = Parse(yaml, {"lr=[3, 4, 5]", "params.seed=1"});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->params.dump(), R"({"lr":[3,4,5],"seed":1})");
+  // A quoted value stays a string.
+  r = Parse(yaml, {"lr='0.5'"});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->params.dump(), R"({"lr":"0.5"})");
+}
+
+TEST(SpecParserTest, OverrideSourceTextParsesBackToTheSameSpec) {
+  const std::string yaml =
+      "# comment\nname: x\ncommand: python t.py --lr {lr} --tag {tag}\n"
+      "params:\n  lr: [0.1, 0.01]\n  tag: '5'\nenv: {A: 'yes'}\n";
+  Result<Spec> r = Parse(yaml, {"resources.gpus=2", "lr=0.5"});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_NE(r->source_text, yaml);
+  Result<Spec> again = Parse(r->source_text);
+  ASSERT_TRUE(again.ok()) << again.status().message() << "\n" << r->source_text;
+  EXPECT_EQ(SpecToJson(*again), SpecToJson(*r));
+  EXPECT_EQ(again->params.dump(), R"({"lr":0.5,"tag":"5"})");
+  EXPECT_EQ(again->resources.gpus, 2);
+}
+
+TEST(SpecParserTest, BadOverrides) {
+  const std::string yaml = "name: x\ncommand: python t.py --lr {lr}\nparams:\n  lr: 1\n";
+  EXPECT_EQ(Error(yaml, {"xyz"}),
+            "--set 'xyz': expected key=value, such as retries=2, resources.gpus=1 or "
+            "params.lr=[0.1,0.01]; add '=' and a value");
+  EXPECT_EQ(Error(yaml, {"=3"}),
+            "--set '=3': the key before '=' is empty; write key=value, such as retries=2");
+  EXPECT_EQ(Error(yaml, {"retires=2"}),
+            "--set 'retires=2': unknown key 'retires'; did you mean 'retries'? (to add a "
+            "parameter, write --set params.retires=VALUE)");
+  EXPECT_EQ(Error(yaml, {"lrr=2"}),
+            "--set 'lrr=2': unknown key 'lrr'; did you mean 'lr'? (to add a parameter, write "
+            "--set params.lrr=VALUE)");
+  EXPECT_EQ(Error(yaml, {"resources.gpu=1"}),
+            "--set 'resources.gpu=1': unknown key 'resources.gpu'; did you mean "
+            "'resources.gpus'?");
+  EXPECT_EQ(Error(yaml, {"retries.max=1"}),
+            "--set 'retries.max=1': 'retries' has no sub-keys; write --set retries=VALUE");
+  EXPECT_EQ(Error(yaml, {"params.lr.x=1"}),
+            "--set 'params.lr.x=1': params entries are not nested; write --set params.lr=VALUE");
+  EXPECT_EQ(Error(yaml, {"lr=[1,"}),
+            "--set 'lr=[1,': the value is not valid YAML (end of sequence flow not found); quote "
+            "it, e.g. --set 'lr=\"...\"'");
+}
+
+TEST(SpecParserTest, ErrorsInOverriddenValuesNameTheOverride) {
+  const std::string yaml = "name: x\ncommand: python t.py --lr {lr}\nparams:\n  lr: 1\n";
+  EXPECT_EQ(Error(yaml, {"retries=three"}),
+            "--set 'retries=three': retries must be a non-negative integer, got 'three'; write "
+            "how many times to retry, such as 2");
+  EXPECT_EQ(Error(yaml, {"lr=[]"}),
+            "--set 'lr=[]': params.lr is an empty list; give at least one value, or remove the "
+            "parameter");
+  EXPECT_EQ(Error(yaml, {"params.lr=[1, {a: 2}]"}),
+            "--set 'params.lr=[1, {a: 2}]': params.lr: a list value must be a string, number or "
+            "true/false, got a mapping; nested values are not supported");
+  EXPECT_EQ(Error(yaml, {"resources.gpu_memory=8GiB"}),
+            "--set 'resources.gpu_memory=8GiB': resources.gpu_memory needs resources.gpus of 1 or "
+            "more (it is 0, a CPU-only run); set resources.gpus, or remove gpu_memory");
+  // A value that is fine in itself but breaks a rule elsewhere still points into the file.
+  EXPECT_EQ(Error(yaml, {"params={rate: 1}"}),
+            "compare.yaml:2:10: command uses {lr} but params has no 'lr'; add it under params or "
+            "remove the placeholder");
+}
+
+TEST(SpecParserTest, ParseSpecFile) {
+  const std::string dir = std::string(DROVER_SOURCE_DIR) + "/tests/data/specs";
+  Result<Spec> r = ParseSpecFile(dir + "/compare.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->source_path, fs::path(dir + "/compare.yaml").lexically_normal().string());
+  EXPECT_EQ(r->workdir, fs::path(dir).lexically_normal().string());
+  EXPECT_EQ(r->name, "digits-compare");
+  EXPECT_EQ(ExpandGrid(*r).size(), 4u);
+  EXPECT_NE(r->source_text.find("# A small sweep"), std::string::npos);
+
+  r = ParseSpecFile(dir + "/typo_placeholder.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            dir +
+                "/typo_placeholder.yaml:5:5: command uses {lrr} but params has no 'lrr'; did "
+                "you mean 'lr'? (add it under params or remove the placeholder)");
+
+  r = ParseSpecFile(dir + "/missing.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kNotFound);
+}
+
+// Every ```yaml block in docs/spec.md marked as valid must parse: the docs cannot drift from the
+// parser.
+TEST(SpecParserTest, DocsExamplesParse) {
+  std::ifstream in(std::string(DROVER_SOURCE_DIR) + "/docs/spec.md");
+  ASSERT_TRUE(in) << "docs/spec.md is missing";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  const std::string open = "```yaml\n";
+  int parsed = 0;
+  for (size_t pos = doc.find(open); pos != std::string::npos; pos = doc.find(open, pos)) {
+    pos += open.size();
+    size_t end = doc.find("```", pos);
+    ASSERT_NE(end, std::string::npos);
+    std::string block = doc.substr(pos, end - pos);
+    if (block.find("name:") == std::string::npos || block.find("command:") == std::string::npos) {
+      continue;  // a fragment, not a whole spec
+    }
+    Result<Spec> r = ParseSpecString(block, "docs/spec.md", "/tmp");
+    EXPECT_TRUE(r.ok()) << r.status().message() << "\n" << block;
+    if (r.ok() && r->name == "digits-compare") {
+      EXPECT_EQ(ExpandGrid(*r).size(), 4u);
+      Result<std::vector<std::string>> argv = RenderCommand(*r, ExpandGrid(*r)[0]);
+      ASSERT_TRUE(argv.ok()) << argv.status().message();
+      EXPECT_EQ(*argv, (std::vector<std::string>{"/usr/bin/python3", "train.py", "--model", "mlp",
+                                                 "--batch-size", "32", "--epochs", "5"}));
+    }
+    ++parsed;
+  }
+  EXPECT_GE(parsed, 2);
+}
+
+}  // namespace
+}  // namespace drover

@@ -11,9 +11,16 @@
 namespace drover::cli {
 
 std::string StoreDir(const Globals& g) {
-  if (!g.store_dir.empty()) return g.store_dir;
-  if (const char* home = std::getenv("DROVER_HOME"); home && *home) return home;
-  return ".drover";
+  std::string dir = ".drover";
+  if (!g.store_dir.empty()) {
+    dir = g.store_dir;
+  } else if (const char* home = std::getenv("DROVER_HOME"); home && *home) {
+    dir = home;
+  }
+  // Paths recorded in the store (logs, working copies) must not depend on where drover ran.
+  std::error_code ec;
+  auto abs = std::filesystem::absolute(dir, ec);
+  return ec ? dir : abs.lexically_normal().string();
 }
 
 std::string StorePath(const Globals& g) { return StoreDir(g) + "/drover.db"; }
@@ -90,6 +97,16 @@ std::string FormatValue(const Json& v) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_number_float()) return fmt::format("{:.4g}", v.get<double>());
   return v.dump();
+}
+
+std::string ParamsDiff(const Json& base, const Json& params) {
+  std::string out;
+  for (auto it = params.begin(); it != params.end(); ++it) {
+    if (base.contains(it.key()) && base[it.key()] == it.value()) continue;
+    if (!out.empty()) out += " ";
+    out += it.key() + "=" + FormatValue(it.value());
+  }
+  return out.empty() ? "(as submitted)" : out;
 }
 
 std::string ParamsSummary(const Json& params, const std::vector<std::string>& keys) {

@@ -46,6 +46,8 @@ Result<Experiment> LoadExperiment(Store& store, const std::string& id_or_name);
 // The parameters that differ between runs of one set (for compact listings).
 std::vector<std::string> VaryingParams(const std::vector<Run>& runs);
 std::string ParamsSummary(const Json& params, const std::vector<std::string>& keys);
+// "batch_size=64 grad_accum=8": the values of `params` that differ from `base`.
+std::string ParamsDiff(const Json& base, const Json& params);
 std::string FormatValue(const Json& v);  // 0.9611 / 64 / mlp
 std::string FormatTime(Millis ms);       // local "2026-11-30 12:00:01"
 

@@ -28,6 +28,14 @@ struct RunFlags {
   int cpus = 0;
 };
 
+std::string PoolSummary(const std::vector<sched::GpuState>& gpus, const std::string& kind) {
+  if (gpus.empty()) return "no GPUs";
+  std::vector<std::string> sizes;
+  for (const auto& g : gpus) sizes.push_back(FormatBytes(g.capacity));
+  return fmt::format("{} {}GPU{} ({})", gpus.size(), kind == "fake" ? "fake " : "",
+                     gpus.size() == 1 ? "" : "s", Join(sizes, ", "));
+}
+
 int DryRun(const Spec& spec, const RunFlags& f) {
   auto grid = ExpandGrid(spec);
   Json out = Json::array();
@@ -78,10 +86,12 @@ int RunSpec(Globals& g, const RunFlags& f) {
     std::string code = s.git ? fmt::format("git {}{}", s.git_commit.substr(0, 12),
                                            s.git_diff.empty() ? "" : " + uncommitted changes")
                              : "files";
-    std::printf("experiment %lld (%s): %zu runs, code snapshot %s (%s, %lld files)\n",
+    std::printf("experiment %lld (%s): %zu run%s, code snapshot %s (%s, %lld files)\n",
                 static_cast<long long>(submitted->experiment_id), spec->name.c_str(),
-                submitted->runs.size(), s.hash.substr(0, 12).c_str(), code.c_str(),
-                static_cast<long long>(s.files));
+                submitted->runs.size(), submitted->runs.size() == 1 ? "" : "s",
+                s.hash.substr(0, 12).c_str(), code.c_str(), static_cast<long long>(s.files));
+    std::printf("on %s, %d CPU slots\n", PoolSummary(engine.gpus(), (*probe)->Kind()).c_str(),
+                engine.cpu_slots());
     std::fflush(stdout);
   }
   std::string metric = spec->objective ? spec->objective->metric : "";

@@ -98,9 +98,10 @@ int Show(Globals& g, const ShowFlags& f) {
     rows.push_back({std::to_string(a.number), a.ended ? a.reason : "running", exit,
                     a.cuda_visible_devices.empty() ? "(none)" : a.cuda_visible_devices,
                     FormatTime(a.started_ms),
-                    a.ended ? FormatDuration(a.ended_ms - a.started_ms) : "-", a.params.dump()});
+                    a.ended ? FormatDuration(a.ended_ms - a.started_ms) : "-",
+                    ParamsDiff(run->params, a.params)});
   }
-  out += RenderTable({"#", "outcome", "exit", "CUDA_VISIBLE_DEVICES", "started", "took", "params"},
+  out += RenderTable({"#", "outcome", "exit", "CUDA_VISIBLE_DEVICES", "started", "took", "changed params"},
                      rows);
   if (!attempts->empty()) {
     const Attempt& last = attempts->back();

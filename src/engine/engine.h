@@ -62,6 +62,7 @@ class Engine {
   void RequestCancelAll() { cancel_requested_ = true; }
   bool interrupted() const { return interrupted_; }
   const std::vector<sched::GpuState>& gpus() const { return gpus_; }
+  int cpu_slots() const { return options_.cpu_slots; }
 
  private:
   struct Live;

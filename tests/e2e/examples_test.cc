@@ -30,8 +30,8 @@ class ExamplesTest : public ::testing::Test {
 std::string ExamplesTest::store_dir_;
 
 TEST_F(ExamplesTest, CompareOnTwoFakeGpus) {
-  auto r = RunDrover({"run", Examples() + "compare.yaml", "--fake-gpus", "2x16GiB", "--store",
-                      store_dir_});
+  auto r = RunDrover({"run", Examples() + "compare.yaml", "--fake-gpus", "2x16GiB", "--cpus", "4",
+                      "--store", store_dir_});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("* best: run"), std::string::npos) << r.out;
 
@@ -58,7 +58,12 @@ TEST_F(ExamplesTest, CompareOnTwoFakeGpus) {
     spans.push_back({a.started_ms, a.ended_ms, a.cuda_visible_devices});
     EXPECT_GE((*store)->GetMetrics(run.id, "val_acc").value().size(), 1u);
   }
-  // At no moment more than two runs on one fake GPU (6GiB each on 16GiB).
+  // With four CPU slots all four start at once, two per GPU (6GiB each on 16GiB), and at no
+  // moment are there more than two on one GPU.
+  std::map<std::string, int> per_gpu;
+  for (const auto& s : spans) per_gpu[s.gpu]++;
+  EXPECT_EQ(per_gpu["0"], 2);
+  EXPECT_EQ(per_gpu["1"], 2);
   for (const auto& s : spans) {
     std::map<std::string, int> at;
     for (const auto& o : spans) {

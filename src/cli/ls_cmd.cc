@@ -79,7 +79,11 @@ int List(Globals& g, const LsFlags& f) {
     std::printf("%s\n", out.dump(2).c_str());
     return kExitOk;
   }
-  std::vector<std::string> varying = VaryingParams(*runs);
+  // The parameters that vary within each experiment: a mixed listing shows what tells runs apart.
+  std::map<int64_t, std::vector<Run>> by_exp;
+  for (const auto& r : *runs) by_exp[r.experiment_id].push_back(r);
+  std::map<int64_t, std::vector<std::string>> varying;
+  for (const auto& [id, group] : by_exp) varying[id] = VaryingParams(group);
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : *runs) {
     if (!names.count(r.experiment_id)) {
@@ -94,7 +98,7 @@ int List(Globals& g, const LsFlags& f) {
     rows.push_back({std::to_string(r.id),
                     fmt::format("{} ({})", names[r.experiment_id], r.experiment_id),
                     std::string(ToString(r.state)), std::to_string(r.attempts),
-                    ParamsSummary(r.current_params, varying), metrics, FormatTime(r.created_ms)});
+                    ParamsSummary(r.current_params, varying[r.experiment_id]), metrics, FormatTime(r.created_ms)});
   }
   if (rows.empty()) {
     std::printf("no runs\n");

@@ -13,7 +13,7 @@
 #include "drover_version.h"
 #include "engine/metric_lines.h"
 #include "engine/recovery.h"
-#include "exec/capture.h"
+#include "common/subprocess.h"
 #include "exec/snapshot.h"
 #include "model/run_state.h"
 #include "spec/expand.h"
@@ -192,7 +192,7 @@ void Engine::CaptureEnvironment(int64_t experiment_id, const std::vector<Run>& r
     env.hostname = hostname_;
     env.gpu_info = gpu_info;
     if (!interp.empty()) {
-      auto cap = RunAndCapture({interp, "-c", kPackageListScript}, spec.workdir);
+      auto cap = RunAndCapture({interp, "-c", kPackageListScript}, {.cwd = spec.workdir});
       if (cap.ok() && cap->exit_code == 0) {
         auto lines = Split(cap->out, '\n');
         lines.erase(std::remove(lines.begin(), lines.end(), ""), lines.end());

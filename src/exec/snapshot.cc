@@ -1,5 +1,7 @@
 #include "exec/snapshot.h"
 
+#include "common/subprocess.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -28,83 +30,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// ---- Running a helper command (git) -----------------------------------------------------------
-
-struct CommandOutput {
-  int exit_code = -1;  // -1 when killed by a signal
-  std::string out;     // everything written to stdout
-};
-
-// Runs argv (no shell; argv[0] looked up in PATH) with stdin and stderr on /dev/null and returns
-// its stdout and exit status. It waits for its own pid only, so it works beside the launcher
-// (whose blocked SIGCHLD is simply left pending and ignored by its Wait loop).
-Result<CommandOutput> RunCommand(const std::vector<std::string>& args) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus("cannot create a pipe");
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t empty, defaults;
-  sigemptyset(&empty);
-  sigemptyset(&defaults);
-  for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP}) sigaddset(&defaults, sig);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setsigmask(&attr, &empty);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-
-  // Our environment, minus what would point git at another repository; optional locks off so a
-  // snapshot never contends with the user's own git commands for the index lock.
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string_view kv(*e);
-    if (kv.starts_with("GIT_DIR=") || kv.starts_with("GIT_WORK_TREE=") ||
-        kv.starts_with("GIT_INDEX_FILE=") || kv.starts_with("GIT_OPTIONAL_LOCKS=")) {
-      continue;
-    }
-    env_strings.emplace_back(kv);
-  }
-  env_strings.emplace_back("GIT_OPTIONAL_LOCKS=0");
-  std::vector<char*> envp;
-  for (std::string& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-
-  pid_t pid = 0;
-  int err = posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  close(fds[1]);
-  if (err != 0) {
-    close(fds[0]);
-    return Status(err == ENOENT ? Code::kNotFound : Code::kIo,
-                  "cannot run '" + args[0] + "': " + std::strerror(err));
-  }
-  CommandOutput result;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = read(fds[0], buf, sizeof buf);
-    if (n > 0) {
-      result.out.append(buf, static_cast<size_t>(n));
-    } else if (n == 0 || errno != EINTR) {
-      break;
-    }
-  }
-  close(fds[0]);
-  int status = 0;
-  pid_t w;
-  do {
-    w = waitpid(pid, &status, 0);
-  } while (w < 0 && errno == EINTR);
-  if (w != pid) return ErrnoStatus("waiting for '" + args[0] + "'");
-  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-  return result;
+// Git helpers run with our environment minus what would point git at another repository, and
+// with optional locks off so a snapshot never contends with the user's own git commands for the
+// index lock.
+Result<Captured> RunGit(const std::vector<std::string>& args) {
+  CaptureOptions o;
+  o.unset_env = {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OPTIONAL_LOCKS"};
+  o.set_env = {"GIT_OPTIONAL_LOCKS=0"};
+  return RunAndCapture(args, o);
 }
 
 std::vector<std::string> SplitNul(const std::string& s) {
@@ -276,26 +209,26 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
   std::vector<Entry> entries;
 
   // Is it a git work tree? (No git installed reads as "no".)
-  auto inside = RunCommand({"git", "-C", root_s, "rev-parse", "--is-inside-work-tree"});
+  auto inside = RunGit({"git", "-C", root_s, "rev-parse", "--is-inside-work-tree"});
   const bool have_git = inside.ok();
   snap.git = inside.ok() && inside->exit_code == 0 && TrimNewline(inside->out) == "true";
 
   if (snap.git) {
     // Tracked plus untracked-but-not-ignored, relative to the workdir: the committed tree plus
     // the uncommitted changes, as `git status` sees them.
-    DROVER_ASSIGN_OR_RETURN(CommandOutput files, RunCommand({"git", "-C", root_s, "ls-files", "-z",
+    DROVER_ASSIGN_OR_RETURN(Captured files, RunGit({"git", "-C", root_s, "ls-files", "-z",
                                                              "-co", "--exclude-standard"}));
     if (files.exit_code != 0) {
       return Internal("git ls-files failed in '" + root_s + "' (exit " +
                       std::to_string(files.exit_code) + "); run it there to see why");
     }
     DROVER_RETURN_IF_ERROR(AddListed(root, files.out, &entries));
-    auto head = RunCommand({"git", "-C", root_s, "rev-parse", "--verify", "-q", "HEAD"});
+    auto head = RunGit({"git", "-C", root_s, "rev-parse", "--verify", "-q", "HEAD"});
     if (head.ok() && head->exit_code == 0) {
       snap.git_commit = TrimNewline(head->out);
       // Paths in the diff are relative to the repository's top, so `git apply` at the top of a
       // checkout of git_commit restores the tracked changes (untracked files are in the files).
-      auto diff = RunCommand({"git", "-C", root_s, "diff", "HEAD", "--binary", "--no-color",
+      auto diff = RunGit({"git", "-C", root_s, "diff", "HEAD", "--binary", "--no-color",
                               "--no-ext-diff", "--", "."});
       if (diff.ok() && diff->exit_code == 0) snap.git_diff = std::move(diff->out);
     }
@@ -308,10 +241,10 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
     if (mkdtemp(tmpl.data()) == nullptr)
       return ErrnoStatus("cannot create a temp folder in '" + snapshots_dir + "'");
     const std::string gitdir = tmpl;
-    auto init = RunCommand({"git", "init", "-q", "--bare", "--template=", gitdir});
-    Result<CommandOutput> files = Internal("git init failed");
+    auto init = RunGit({"git", "init", "-q", "--bare", "--template=", gitdir});
+    Result<Captured> files = Internal("git init failed");
     if (init.ok() && init->exit_code == 0) {
-      files = RunCommand({"git", "--git-dir=" + gitdir, "--work-tree=" + root_s, "-C", root_s,
+      files = RunGit({"git", "--git-dir=" + gitdir, "--work-tree=" + root_s, "-C", root_s,
                           "ls-files", "-z", "-co", "--exclude-standard"});
     }
     fs::remove_all(gitdir, mk);

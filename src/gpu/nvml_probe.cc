@@ -1,9 +1,6 @@
 // The real GPU probe: NVML loaded with dlopen, so drover builds and runs without CUDA or a driver.
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,8 +8,8 @@
 #include <type_traits>
 
 #include "gpu/gpu_probe.h"
+#include "common/subprocess.h"
 
-extern char** environ;
 
 namespace drover {
 namespace {
@@ -47,44 +44,6 @@ struct NvmlApi {
 };
 
 // Runs `program args...` without a shell and returns its stdout; empty when it cannot run.
-std::string CaptureOutput(const char* program, std::vector<const char*> args) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return "";
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(program));
-  for (const char* a : args) argv.push_back(const_cast<char*>(a));
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  int rc = posix_spawnp(&pid, program, &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(fds[1]);
-  std::string out;
-  if (rc == 0) {
-    char buf[8192];
-    while (true) {
-      ssize_t n = read(fds[0], buf, sizeof buf);
-      if (n > 0) {
-        out.append(buf, static_cast<size_t>(n));
-      } else if (n < 0 && errno == EINTR) {
-        continue;
-      } else {
-        break;
-      }
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) out.clear();
-  }
-  close(fds[0]);
-  return out;
-}
-
 class NvmlProbe : public GpuProbe {
  public:
   NvmlProbe(void* lib, NvmlApi api) : lib_(lib), api_(api) {}
@@ -137,8 +96,10 @@ class NvmlProbe : public GpuProbe {
     } else {
       out += devices.status().message() + "\n";
     }
-    std::string smi = CaptureOutput("nvidia-smi", {"-q"});
-    if (!smi.empty()) out += "\nnvidia-smi -q:\n" + smi;
+    auto smi = RunAndCapture({"nvidia-smi", "-q"});
+    if (smi.ok() && smi->exit_code == 0 && !smi->out.empty()) {
+      out += "\nnvidia-smi -q:\n" + smi->out;
+    }
     return out;
   }
 

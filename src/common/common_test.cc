@@ -1,0 +1,71 @@
+#include <gtest/gtest.h>
+
+#include "common/hash.h"
+#include "common/strings.h"
+#include "common/subprocess.h"
+
+namespace drover {
+namespace {
+
+TEST(Strings, ParsesAndFormatsSizes) {
+  EXPECT_EQ(*ParseBytes("6GiB"), 6LL << 30);
+  EXPECT_EQ(*ParseBytes("512MiB"), 512LL << 20);
+  EXPECT_EQ(*ParseBytes("1.5GB"), 1'500'000'000);
+  EXPECT_EQ(*ParseBytes("1024"), 1024);
+  EXPECT_EQ(FormatBytes(6LL << 30), "6GiB");
+  EXPECT_EQ(FormatBytes(1536LL << 20), "1.5GiB");
+  auto bad = ParseBytes("6 gigs");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "'6 gigs' is not a size; write a number with a unit, such as 6GiB, 512MiB or 8GB");
+  EXPECT_FALSE(ParseBytes("-1GiB").ok());
+}
+
+TEST(Strings, ParsesDurations) {
+  EXPECT_EQ(*ParseDurationMs("90s"), 90'000);
+  EXPECT_EQ(*ParseDurationMs("1h30m"), 5'400'000);
+  EXPECT_EQ(*ParseDurationMs("500ms"), 500);
+  EXPECT_EQ(*ParseDurationMs("2.5"), 2500);
+  EXPECT_FALSE(ParseDurationMs("soon").ok());
+  EXPECT_FALSE(ParseDurationMs("5 parsecs").ok());
+  EXPECT_EQ(FormatDuration(4200), "4.2s");
+  EXPECT_EQ(FormatDuration(185'000), "3m05s");
+}
+
+TEST(Strings, SplitsCommandLinesLikeSh) {
+  auto w = SplitCommandLine(R"(python "my script.py" --name 'a b' x\ y)");
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(*w, (std::vector<std::string>{"python", "my script.py", "--name", "a b", "x y"}));
+  EXPECT_FALSE(SplitCommandLine("echo 'open").ok());
+  EXPECT_FALSE(SplitCommandLine("   ").ok());
+}
+
+TEST(Strings, QuotesForShAndSuggests) {
+  EXPECT_EQ(ShellQuote("plain-word"), "plain-word");
+  EXPECT_EQ(ShellQuote("; rm -rf ~"), "'; rm -rf ~'");
+  EXPECT_EQ(ShellQuote("it's"), "'it'\"'\"'s'");
+  EXPECT_EQ(ClosestMatch("prams", {"params", "priority", "name"}), "params");
+  EXPECT_FALSE(ClosestMatch("zzzzzz", {"params", "name"}).has_value());
+}
+
+TEST(Hash, Sha256KnownAnswer) {
+  EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  Sha256 h;
+  h.Update("a");
+  h.Update("bc");
+  EXPECT_EQ(h.HexDigest(), Sha256Hex("abc"));
+}
+
+TEST(Subprocess, CapturesStdoutExitAndEnvironment) {
+  auto r = RunAndCapture({"sh", "-c", "echo $DROVER_T; pwd; exit 3"},
+                         {.cwd = "/tmp", .unset_env = {"HOME"}, .set_env = {"DROVER_T=yes"}});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->out, "yes\n/tmp\n");
+  EXPECT_EQ(r->exit_code, 3);
+  auto missing = RunAndCapture({"no-such-program-drover"});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace drover

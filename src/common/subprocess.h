@@ -1,0 +1,27 @@
+#pragma once
+// Runs a short helper program (git, python -c, nvidia-smi) without a shell and captures its
+// stdout. It waits for its own pid only, so it works beside the launcher (whose blocked SIGCHLD
+// is simply left pending and ignored by its Wait loop) and never reaps a run's process.
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace drover {
+
+struct Captured {
+  int exit_code = -1;  // -1 when killed by a signal
+  std::string out;     // everything written to stdout
+};
+
+struct CaptureOptions {
+  std::string cwd;                       // "" = ours
+  std::vector<std::string> unset_env;    // names removed from our environment
+  std::vector<std::string> set_env;      // "K=V" added after that
+};
+
+// stdin and stderr are /dev/null; argv[0] is looked up in PATH. A missing program is NotFound.
+Result<Captured> RunAndCapture(const std::vector<std::string>& argv,
+                               const CaptureOptions& options = {});
+
+}  // namespace drover

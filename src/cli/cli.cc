@@ -8,14 +8,16 @@
 namespace drover::cli {
 
 int Main(int argc, char** argv) {
-  CLI::App app{"drover: GPU experiment automation. Say what to try; drover runs, records and "
-               "compares it."};
+  CLI::App app{
+      "drover: GPU experiment automation. Say what to try; drover runs, records and "
+      "compares it."};
   app.set_version_flag("--version", DROVER_VERSION);
   app.require_subcommand(1);
   app.fallthrough();  // global options may follow the subcommand
   Globals g;
-  app.add_option("--store", g.store_dir,
-                 "Store folder (holds drover.db, snapshots, logs); default $DROVER_HOME or ./.drover");
+  app.add_option(
+      "--store", g.store_dir,
+      "Store folder (holds drover.db, snapshots, logs); default $DROVER_HOME or ./.drover");
   app.add_flag("-v,--verbose", g.verbose, "Log what drover does to stderr");
 
   std::vector<Command> commands = {RegisterRun(app, g), RegisterLs(app, g), RegisterShow(app, g),

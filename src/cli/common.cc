@@ -1,11 +1,11 @@
 #include "cli/common.h"
 
+#include <fmt/format.h>
 #include <time.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fmt/format.h>
 #include <set>
 
 namespace drover::cli {
@@ -28,10 +28,10 @@ std::string StorePath(const Globals& g) { return StoreDir(g) + "/drover.db"; }
 Result<std::unique_ptr<Store>> OpenStore(const Globals& g, bool create) {
   std::string path = StorePath(g);
   if (!create && !std::filesystem::exists(path)) {
-    return NotFound(fmt::format(
-        "no drover store at {}; run `drover run SPEC` here first, or point --store (or "
-        "DROVER_HOME) at the folder that holds drover.db",
-        StoreDir(g)));
+    return NotFound(
+        fmt::format("no drover store at {}; run `drover run SPEC` here first, or point --store (or "
+                    "DROVER_HOME) at the folder that holds drover.db",
+                    StoreDir(g)));
   }
   auto store = Store::Open(path);
   if (!store.ok()) return store.status();
@@ -57,8 +57,8 @@ Result<int64_t> ParseRunId(const std::string& text) {
   char* end = nullptr;
   long long v = std::strtoll(text.c_str(), &end, 10);
   if (text.empty() || *end != '\0' || v <= 0) {
-    return InvalidArgument(fmt::format(
-        "'{}' is not a run id; run ids are numbers, as `drover ls` lists them", text));
+    return InvalidArgument(
+        fmt::format("'{}' is not a run id; run ids are numbers, as `drover ls` lists them", text));
   }
   return static_cast<int64_t>(v);
 }

@@ -22,8 +22,8 @@ int CompareCmd(Globals& g, const CompareFlags& f) {
   auto runs = (*store)->ListRuns(filter);
   if (!runs.ok()) return ReportError(runs.status());
   Comparison c = Compare(*exp, *runs, f.metric, f.mode);
-  if (!f.metric.empty() && std::find(c.metrics.begin() + 1, c.metrics.end(), f.metric) ==
-                               c.metrics.end()) {
+  if (!f.metric.empty() &&
+      std::find(c.metrics.begin() + 1, c.metrics.end(), f.metric) == c.metrics.end()) {
     bool any = false;
     for (const auto& r : *runs) any = any || r.final_metrics.contains(f.metric);
     if (!any) {
@@ -31,9 +31,9 @@ int CompareCmd(Globals& g, const CompareFlags& f) {
       for (size_t i = 0; i < c.metrics.size(); ++i) {
         if (c.metrics[i] != f.metric) known += (known.empty() ? "" : ", ") + c.metrics[i];
       }
-      return ReportError(InvalidArgument("no run of experiment " + exp->name + " reported '" +
-                                         f.metric + "'; metrics reported: " +
-                                         (known.empty() ? "none" : known)));
+      return ReportError(
+          InvalidArgument("no run of experiment " + exp->name + " reported '" + f.metric +
+                          "'; metrics reported: " + (known.empty() ? "none" : known)));
     }
   }
   if (f.json) {

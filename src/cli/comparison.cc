@@ -1,7 +1,8 @@
 #include "cli/comparison.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <set>
 
 #include "cli/common.h"
@@ -15,7 +16,8 @@ Comparison Compare(const Experiment& exp, std::vector<Run> runs, const std::stri
   Comparison c;
   std::set<std::string> names;
   for (const Run& r : runs) {
-    for (auto it = r.final_metrics.begin(); it != r.final_metrics.end(); ++it) names.insert(it.key());
+    for (auto it = r.final_metrics.begin(); it != r.final_metrics.end(); ++it)
+      names.insert(it.key());
   }
   const Json& objective = exp.spec.contains("objective") ? exp.spec["objective"] : Json();
   c.metric = metric;
@@ -26,7 +28,8 @@ Comparison Compare(const Experiment& exp, std::vector<Run> runs, const std::stri
   } else if (objective.is_object() && objective.value("metric", "") == c.metric) {
     c.maximize = objective.value("mode", "max") == "max";
   } else {
-    c.maximize = c.metric.find("loss") == std::string::npos && c.metric.find("err") == std::string::npos;
+    c.maximize =
+        c.metric.find("loss") == std::string::npos && c.metric.find("err") == std::string::npos;
   }
   c.varying = VaryingParams(runs);
   if (!c.metric.empty()) c.metrics.push_back(c.metric);

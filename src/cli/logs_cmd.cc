@@ -1,7 +1,7 @@
 // drover logs RUN: a run's output, from the attempt's log files.
+#include <fmt/format.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
 #include <thread>
 
 #include "cli/common.h"
@@ -40,6 +40,12 @@ int Logs(Globals& g, const LogsFlags& f) {
   auto path_of = [&](const Attempt& a) { return f.stderr_stream ? a.stderr_path : a.stdout_path; };
 
   if (f.json) {
+    if (number == 0) {
+      std::printf("%s\n", Json({{"run_id", run->id}, {"attempt", 0}, {"lines", Json::array()}})
+                              .dump(2)
+                              .c_str());
+      return kExitOk;
+    }
     const Attempt& a = (*attempts)[number - 1];
     Json lines = Json::array();
     auto st = ReadNewLines(path_of(a), 0, true, [&](std::string_view l) { lines.push_back(l); });
@@ -82,6 +88,8 @@ int Logs(Globals& g, const LogsFlags& f) {
     run = **r;
     *attempts = *at;
     if (number == 0 && !attempts->empty()) number = 1;
+    // Cancelled before it ever started: there is nothing more to wait for.
+    if (attempts->empty() && IsFinal(run->state)) return kExitOk;
   }
 }
 
@@ -89,7 +97,8 @@ int Logs(Globals& g, const LogsFlags& f) {
 
 Command RegisterLogs(CLI::App& root, Globals& g) {
   auto f = std::make_shared<LogsFlags>();
-  CLI::App* app = root.add_subcommand("logs", "Print a run's output (the latest attempt by default)");
+  CLI::App* app =
+      root.add_subcommand("logs", "Print a run's output (the latest attempt by default)");
   app->add_option("run", f->run, "Run id, as `drover ls` lists it")->required();
   app->add_option("-a,--attempt", f->attempt, "Which attempt (1, 2, ...); default the latest");
   app->add_flag("--stderr", f->stderr_stream, "Print stderr instead of stdout");

@@ -42,9 +42,10 @@ int ListExperiments(Store& store, const LsFlags& f) {
         failed += r.state == RunState::kFailed || r.state == RunState::kCancelled;
       }
     }
-    rows.push_back({std::to_string(e.id), e.name, e.status,
-                    fmt::format("{}/{} ok{}", ok, total, failed ? fmt::format(", {} failed", failed) : ""),
-                    FormatTime(e.created_ms)});
+    rows.push_back(
+        {std::to_string(e.id), e.name, e.status,
+         fmt::format("{}/{} ok{}", ok, total, failed ? fmt::format(", {} failed", failed) : ""),
+         FormatTime(e.created_ms)});
   }
   std::fputs(RenderTable({"id", "name", "status", "runs", "created"}, rows).c_str(), stdout);
   return kExitOk;
@@ -98,16 +99,17 @@ int List(Globals& g, const LsFlags& f) {
     rows.push_back({std::to_string(r.id),
                     fmt::format("{} ({})", names[r.experiment_id], r.experiment_id),
                     std::string(ToString(r.state)), std::to_string(r.attempts),
-                    ParamsSummary(r.current_params, varying[r.experiment_id]), metrics, FormatTime(r.created_ms)});
+                    ParamsSummary(r.current_params, varying[r.experiment_id]), metrics,
+                    FormatTime(r.created_ms)});
   }
   if (rows.empty()) {
     std::printf("no runs\n");
     return kExitOk;
   }
-  std::fputs(
-      RenderTable({"run", "experiment", "state", "attempts", "params", "metrics", "submitted"}, rows)
-          .c_str(),
-      stdout);
+  std::fputs(RenderTable(
+                 {"run", "experiment", "state", "attempts", "params", "metrics", "submitted"}, rows)
+                 .c_str(),
+             stdout);
   return kExitOk;
 }
 

@@ -1,7 +1,8 @@
 #include "cli/progress.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "cli/common.h"
 #include "common/strings.h"
@@ -25,7 +26,8 @@ void ProgressView::OnRunChanged(const Run& run, const Attempt* attempt, const st
   Row& row = rows_[run.id];
   Millis now = clock_.Now();
   if (run.state == RunState::kRunning && attempt) {
-    row.where = attempt->cuda_visible_devices.empty() ? "CPU" : "GPU " + attempt->cuda_visible_devices;
+    row.where =
+        attempt->cuda_visible_devices.empty() ? "CPU" : "GPU " + attempt->cuda_visible_devices;
     row.started_ms = attempt->started_ms;
     row.latest.clear();
   }
@@ -38,8 +40,8 @@ void ProgressView::OnRunChanged(const Run& run, const Attempt* attempt, const st
   row.run = run;
   if (live_) return;
   std::string params = ParamsSummary(run.current_params, varying_);
-  std::string line = fmt::format("[{}] run {} {}", FormatDuration(now - start_ms_), run.id,
-                                 ToString(run.state));
+  std::string line =
+      fmt::format("[{}] run {} {}", FormatDuration(now - start_ms_), run.id, ToString(run.state));
   if (run.state == RunState::kRunning) line += " on " + row.where;
   if (!params.empty()) line += " (" + params + ")";
   if (attempt && attempt->number > 1 && run.state == RunState::kRunning) {
@@ -59,8 +61,9 @@ void ProgressView::OnMetrics(const Run& run, const std::vector<MetricPoint>& poi
   if (points.empty()) return;
   std::string shown = metric_;
   if (shown.empty() || !run.final_metrics.contains(shown)) shown = points.back().name;
-  row.latest = fmt::format("step {} {}={}", points.back().step, shown,
-                           run.final_metrics.contains(shown) ? FormatValue(run.final_metrics[shown]) : "?");
+  row.latest =
+      fmt::format("step {} {}={}", points.back().step, shown,
+                  run.final_metrics.contains(shown) ? FormatValue(run.final_metrics[shown]) : "?");
 }
 
 void ProgressView::OnTick() {
@@ -75,12 +78,22 @@ std::string ProgressView::Summary() const {
   int done = 0, running = 0, queued = 0, failed = 0, cancelled = 0;
   for (const auto& [id, row] : rows_) {
     switch (row.run.state) {
-      case RunState::kSucceeded: ++done; break;
-      case RunState::kRunning: ++running; break;
+      case RunState::kSucceeded:
+        ++done;
+        break;
+      case RunState::kRunning:
+        ++running;
+        break;
       case RunState::kQueued:
-      case RunState::kRetrying: ++queued; break;
-      case RunState::kFailed: ++failed; break;
-      case RunState::kCancelled: ++cancelled; break;
+      case RunState::kRetrying:
+        ++queued;
+        break;
+      case RunState::kFailed:
+        ++failed;
+        break;
+      case RunState::kCancelled:
+        ++cancelled;
+        break;
     }
   }
   Millis now = clock_.Now();
@@ -109,8 +122,8 @@ void ProgressView::Draw(bool force) {
   std::vector<std::string> lines = {Summary()};
   for (const auto& [id, row] : rows_) {
     if (row.run.state != RunState::kRunning) continue;
-    std::string l = fmt::format("  run {:<5} {:<7} {:<6}", id, row.where,
-                                FormatDuration(now - row.started_ms));
+    std::string l =
+        fmt::format("  run {:<5} {:<7} {:<6}", id, row.where, FormatDuration(now - row.started_ms));
     std::string params = ParamsSummary(row.run.current_params, varying_);
     if (!params.empty()) l += " " + params;
     if (!row.latest.empty()) l += "  " + row.latest;

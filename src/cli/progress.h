@@ -24,8 +24,8 @@ class ProgressView : public EngineObserver {
  private:
   struct Row {
     Run run;
-    std::string where;    // "GPU 0", "CPU"
-    std::string latest;   // "epoch 3 val_acc=0.95"
+    std::string where;   // "GPU 0", "CPU"
+    std::string latest;  // "epoch 3 val_acc=0.95"
     Millis started_ms = 0;
   };
   void Draw(bool force);

@@ -1,8 +1,8 @@
 // drover run SPEC: submit an experiment to the embedded engine and follow it to the end.
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fmt/format.h>
 
 #include "cli/common.h"
 #include "cli/comparison.h"
@@ -141,7 +141,8 @@ Command RegisterRun(CLI::App& root, Globals& g) {
                   "Schedule onto declared GPUs instead of real ones, e.g. 2x16GiB "
                   "(or $DROVER_FAKE_GPUS)");
   app->add_option("--cpus", flags->cpus, "CPU slots shared by all runs (default: the CPU count)");
-  app->add_flag("--dry-run", flags->dry_run, "List the expanded runs and their commands; run nothing");
+  app->add_flag("--dry-run", flags->dry_run,
+                "List the expanded runs and their commands; run nothing");
   app->add_flag("--json", flags->json, "Print the final results as JSON");
   app->add_flag("-q,--quiet", flags->quiet, "Print nothing but errors");
   return {app, [&g, flags] { return RunSpec(g, *flags); }};

@@ -66,8 +66,9 @@ int Show(Globals& g, const ShowFlags& f) {
                        FormatBytes(s.bytes));
     if (s.git) {
       out += fmt::format("git          {}{}\n", s.git_commit.empty() ? "(no commit)" : s.git_commit,
-                         s.git_diff.empty() ? "" : fmt::format(" + uncommitted diff ({} lines)",
-                                                               Split(s.git_diff, '\n').size()));
+                         s.git_diff.empty() ? ""
+                                            : fmt::format(" + uncommitted diff ({} lines)",
+                                                          Split(s.git_diff, '\n').size()));
     }
   }
   if (envs.ok()) {
@@ -101,8 +102,8 @@ int Show(Globals& g, const ShowFlags& f) {
                     a.ended ? FormatDuration(a.ended_ms - a.started_ms) : "-",
                     ParamsDiff(run->params, a.params)});
   }
-  out += RenderTable({"#", "outcome", "exit", "CUDA_VISIBLE_DEVICES", "started", "took", "changed params"},
-                     rows);
+  out += RenderTable(
+      {"#", "outcome", "exit", "CUDA_VISIBLE_DEVICES", "started", "took", "changed params"}, rows);
   if (!attempts->empty()) {
     const Attempt& last = attempts->back();
     std::vector<std::string> quoted;

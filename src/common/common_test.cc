@@ -28,6 +28,9 @@ TEST(Strings, ParsesDurations) {
   EXPECT_EQ(*ParseDurationMs("2.5"), 2500);
   EXPECT_FALSE(ParseDurationMs("soon").ok());
   EXPECT_FALSE(ParseDurationMs("5 parsecs").ok());
+  EXPECT_FALSE(ParseDurationMs("inf").ok());
+  EXPECT_FALSE(ParseDurationMs("1e300").ok());
+  EXPECT_FALSE(ParseDurationMs("9999999h").ok());
   EXPECT_EQ(FormatDuration(4200), "4.2s");
   EXPECT_EQ(FormatDuration(185'000), "3m05s");
 }

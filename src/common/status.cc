@@ -6,14 +6,22 @@ namespace drover {
 
 std::string_view CodeName(Code code) {
   switch (code) {
-    case Code::kOk: return "ok";
-    case Code::kInvalidArgument: return "invalid_argument";
-    case Code::kNotFound: return "not_found";
-    case Code::kFailedPrecondition: return "failed_precondition";
-    case Code::kIo: return "io";
-    case Code::kInternal: return "internal";
-    case Code::kUnavailable: return "unavailable";
-    case Code::kCancelled: return "cancelled";
+    case Code::kOk:
+      return "ok";
+    case Code::kInvalidArgument:
+      return "invalid_argument";
+    case Code::kNotFound:
+      return "not_found";
+    case Code::kFailedPrecondition:
+      return "failed_precondition";
+    case Code::kIo:
+      return "io";
+    case Code::kInternal:
+      return "internal";
+    case Code::kUnavailable:
+      return "unavailable";
+    case Code::kCancelled:
+      return "cancelled";
   }
   return "unknown";
 }

@@ -11,12 +11,12 @@ namespace drover {
 
 enum class Code {
   kOk = 0,
-  kInvalidArgument,    // bad input from the user (spec, flag, id)
-  kNotFound,           // no such run / experiment / file
-  kFailedPrecondition, // the world is not in the state the call needs (e.g. newer store schema)
-  kIo,                 // the OS said no (errno)
-  kInternal,           // a bug or a library error (SQLite)
-  kUnavailable,        // a resource is missing (no GPU, no NVML)
+  kInvalidArgument,     // bad input from the user (spec, flag, id)
+  kNotFound,            // no such run / experiment / file
+  kFailedPrecondition,  // the world is not in the state the call needs (e.g. newer store schema)
+  kIo,                  // the OS said no (errno)
+  kInternal,            // a bug or a library error (SQLite)
+  kUnavailable,         // a resource is missing (no GPU, no NVML)
   kCancelled,
 };
 
@@ -40,7 +40,9 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) { return Status(Code::kInvalidArgument, std::move(m)); }
+inline Status InvalidArgument(std::string m) {
+  return Status(Code::kInvalidArgument, std::move(m));
+}
 inline Status NotFound(std::string m) { return Status(Code::kNotFound, std::move(m)); }
 inline Status FailedPrecondition(std::string m) {
   return Status(Code::kFailedPrecondition, std::move(m));
@@ -53,8 +55,8 @@ Status ErrnoStatus(std::string_view what, int err = errno);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}          // NOLINT: implicit by design
-  Result(Status status) : v_(std::move(status)) {}   // NOLINT: must not be ok
+  Result(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {}  // NOLINT: must not be ok
   bool ok() const { return std::holds_alternative<T>(v_); }
   const Status& status() const {
     static const Status kOk;
@@ -77,10 +79,10 @@ class [[nodiscard]] Result {
 #define DROVER_CONCAT_INNER(a, b) a##b
 #define DROVER_CONCAT(a, b) DROVER_CONCAT_INNER(a, b)
 
-#define DROVER_RETURN_IF_ERROR(expr)        \
-  do {                                      \
-    ::drover::Status _st = (expr);          \
-    if (!_st.ok()) return _st;              \
+#define DROVER_RETURN_IF_ERROR(expr) \
+  do {                               \
+    ::drover::Status _st = (expr);   \
+    if (!_st.ok()) return _st;       \
   } while (0)
 
 #define DROVER_ASSIGN_OR_RETURN(lhs, expr) \

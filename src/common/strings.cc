@@ -1,9 +1,10 @@
 #include "common/strings.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <fmt/format.h>
 
 namespace drover {
 
@@ -70,14 +71,17 @@ std::optional<std::string> ClosestMatch(std::string_view word,
 
 std::string ShellQuote(std::string_view word) {
   if (!word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("_-./=:,+@%").find(c) != std::string_view::npos;
+        return std::isalnum(static_cast<unsigned char>(c)) ||
+               std::string_view("_-./=:,+@%").find(c) != std::string_view::npos;
       })) {
     return std::string(word);
   }
   std::string out = "'";
   for (char c : word) {
-    if (c == '\'') out += "'\"'\"'";
-    else out += c;
+    if (c == '\'')
+      out += "'\"'\"'";
+    else
+      out += c;
   }
   out += "'";
   return out;
@@ -136,10 +140,17 @@ struct Unit {
 }  // namespace
 
 Result<int64_t> ParseBytes(std::string_view text) {
-  static const Unit kUnits[] = {
-      {"TiB", 1024.0 * 1024 * 1024 * 1024}, {"GiB", 1024.0 * 1024 * 1024}, {"MiB", 1024.0 * 1024},
-      {"KiB", 1024.0}, {"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"kB", 1e3},
-      {"B", 1.0}, {"", 1.0}};
+  static const Unit kUnits[] = {{"TiB", 1024.0 * 1024 * 1024 * 1024},
+                                {"GiB", 1024.0 * 1024 * 1024},
+                                {"MiB", 1024.0 * 1024},
+                                {"KiB", 1024.0},
+                                {"TB", 1e12},
+                                {"GB", 1e9},
+                                {"MB", 1e6},
+                                {"KB", 1e3},
+                                {"kB", 1e3},
+                                {"B", 1.0},
+                                {"", 1.0}};
   std::string_view t = Trim(text);
   for (const auto& u : kUnits) {
     if (t.size() < u.name.size() || t.substr(t.size() - u.name.size()) != u.name) continue;
@@ -173,8 +184,16 @@ Result<int64_t> ParseDurationMs(std::string_view text) {
   std::string t(Trim(text));
   if (t.empty()) return InvalidArgument("empty duration; write e.g. 90s, 30m or 2h");
   char* end = nullptr;
+  // A year is far beyond any timeout or backoff, and keeps every cast below well defined.
+  constexpr double kMaxMs = 365.0 * 86'400'000;
+  auto too_long = [&] {
+    return InvalidArgument(fmt::format("'{}' is too long a duration; the most is a year", text));
+  };
   double plain = std::strtod(t.c_str(), &end);
-  if (end == t.c_str() + t.size() && plain >= 0) return static_cast<int64_t>(plain * 1000);
+  if (end == t.c_str() + t.size() && plain >= 0) {
+    if (!std::isfinite(plain) || plain * 1000 > kMaxMs) return too_long();
+    return static_cast<int64_t>(plain * 1000);
+  }
   int64_t total = 0;
   size_t i = 0;
   while (i < t.size()) {
@@ -186,12 +205,19 @@ Result<int64_t> ParseDurationMs(std::string_view text) {
     while (k < t.size() && std::isalpha(static_cast<unsigned char>(t[k]))) ++k;
     std::string unit = t.substr(j, k - j);
     double f = 0;
-    if (unit == "ms") f = 1;
-    else if (unit == "s") f = 1000;
-    else if (unit == "m" || unit == "min") f = 60'000;
-    else if (unit == "h") f = 3'600'000;
-    else if (unit == "d") f = 86'400'000;
-    else break;
+    if (unit == "ms")
+      f = 1;
+    else if (unit == "s")
+      f = 1000;
+    else if (unit == "m" || unit == "min")
+      f = 60'000;
+    else if (unit == "h")
+      f = 3'600'000;
+    else if (unit == "d")
+      f = 86'400'000;
+    else
+      break;
+    if (!std::isfinite(v) || v * f > kMaxMs || total + v * f > kMaxMs) return too_long();
     total += static_cast<int64_t>(v * f);
     i = k;
   }

@@ -17,7 +17,8 @@ bool StartsWith(std::string_view s, std::string_view prefix);
 // Levenshtein distance, for "did you mean" suggestions.
 size_t EditDistance(std::string_view a, std::string_view b);
 // The closest candidate within a small distance, or nothing.
-std::optional<std::string> ClosestMatch(std::string_view word, const std::vector<std::string>& candidates);
+std::optional<std::string> ClosestMatch(std::string_view word,
+                                        const std::vector<std::string>& candidates);
 
 // Quotes a word for /bin/sh: 'it'"'"'s'.
 std::string ShellQuote(std::string_view word);

@@ -15,9 +15,9 @@ struct Captured {
 };
 
 struct CaptureOptions {
-  std::string cwd;                       // "" = ours
-  std::vector<std::string> unset_env;    // names removed from our environment
-  std::vector<std::string> set_env;      // "K=V" added after that
+  std::string cwd;                     // "" = ours
+  std::vector<std::string> unset_env;  // names removed from our environment
+  std::vector<std::string> set_env;    // "K=V" added after that
 };
 
 // stdin and stderr are /dev/null; argv[0] is looked up in PATH. A missing program is NotFound.

@@ -1,19 +1,19 @@
 #include "engine/engine.h"
 
+#include <fmt/format.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 #include <thread>
 
 #include "common/strings.h"
+#include "common/subprocess.h"
 #include "drover_version.h"
 #include "engine/metric_lines.h"
 #include "engine/recovery.h"
-#include "common/subprocess.h"
 #include "exec/snapshot.h"
 #include "model/run_state.h"
 #include "spec/expand.h"
@@ -64,6 +64,11 @@ constexpr const char* kPackageListScript =
     "    n = d.metadata['Name']\n"
     "    if n and n.lower() not in seen:\n"
     "        seen.add(n.lower()); print(f'{n}=={d.version}')\n";
+
+// A SIGKILL already scheduled is never pushed later by a second reason to stop (cancel, timeout).
+Millis KillTime(Millis scheduled, Millis proposed) {
+  return scheduled > 0 ? std::min(scheduled, proposed) : proposed;
+}
 
 }  // namespace
 
@@ -192,7 +197,7 @@ void Engine::CaptureEnvironment(int64_t experiment_id, const std::vector<Run>& r
     env.hostname = hostname_;
     env.gpu_info = gpu_info;
     if (!interp.empty()) {
-      auto cap = RunAndCapture({interp, "-c", kPackageListScript}, {.cwd = spec.workdir});
+      auto cap = RunAndCapture({interp, "-c", kPackageListScript}, CaptureOptions{spec.workdir});
       if (cap.ok() && cap->exit_code == 0) {
         auto lines = Split(cap->out, '\n');
         lines.erase(std::remove(lines.begin(), lines.end(), ""), lines.end());
@@ -220,6 +225,11 @@ void Engine::Tx() {
 Status Engine::Flush() {
   if (!in_tx_) return error_;
   in_tx_ = false;
+  if (!error_.ok()) {
+    // Half an iteration must not land: metric points without their offset would be read twice.
+    (void)store_.Rollback();
+    return error_;
+  }
   Status st = store_.Commit();
   if (!st.ok()) Fail(st);
   return error_;
@@ -229,24 +239,32 @@ void Engine::Fail(Status st) {
   if (error_.ok()) error_ = st.WithContext("store");
 }
 
+void Engine::OnInterrupt(int signal, Millis now) {
+  if (signal == 0) return;
+  if (cancel_requested_) force_kill_ = true;  // a second Ctrl-C: no more grace
+  cancel_requested_ = true;
+  interrupted_ = true;
+  ApplyCancel(now);
+}
+
 Status Engine::RunUntilDone(EngineObserver* observer) {
   observer_ = observer;
   DROVER_RETURN_IF_ERROR(InitGpus());
+  // A Ctrl-C while the experiment was being submitted (snapshot, package list) is pending: honour
+  // it before anything starts.
+  OnInterrupt(launcher_.Wait(0).interrupt_signal, clock_.Now());
   next_tail_ms_ = clock_.Now() + options_.tail_interval_ms;
   while (!live_.empty() && error_.ok()) {
     Millis now = clock_.Now();
     if (cancel_requested_) ApplyCancel(now);
     Schedule(now);
-    DROVER_RETURN_IF_ERROR(Flush());
+    if (!Flush().ok()) break;
     WaitResult w = launcher_.Wait(NextWakeup(clock_.Now()));
     now = clock_.Now();
-    if (w.interrupt_signal != 0) {
-      if (cancel_requested_) force_kill_ = true;  // a second Ctrl-C: no more grace
-      cancel_requested_ = true;
-      interrupted_ = true;
-      ApplyCancel(now);
-    }
+    // Exits first: a run that ended before the interrupt keeps its real outcome, and its group id
+    // is never signalled after it was reaped.
     for (const auto& exit : w.exits) HandleExit(exit, now);
+    OnInterrupt(w.interrupt_signal, now);
     CheckDeadlines(now);
     if (now >= next_tail_ms_) {
       for (auto& [id, live] : live_) {
@@ -254,11 +272,28 @@ Status Engine::RunUntilDone(EngineObserver* observer) {
       }
       next_tail_ms_ = now + options_.tail_interval_ms;
     }
-    DROVER_RETURN_IF_ERROR(Flush());
+    if (!Flush().ok()) break;
     if (observer_) observer_->OnTick();
   }
   observer_ = nullptr;
+  if (!error_.ok()) StopEverything();
   return error_;
+}
+
+void Engine::StopEverything() {
+  // The store failed, so nobody would watch these runs: stop them rather than leave them holding
+  // GPUs with no record of how they end.
+  std::set<int> pids;
+  for (auto& [id, live] : live_) {
+    if (!live->attempt) continue;
+    int pid = static_cast<int>(live->attempt->pid);
+    launcher_.SignalGroup(pid, SIGKILL);
+    pids.insert(pid);
+  }
+  Millis give_up = clock_.Now() + 10'000;
+  while (!pids.empty() && clock_.Now() < give_up) {
+    for (const auto& e : launcher_.Wait(100).exits) pids.erase(e.pid);
+  }
 }
 
 void Engine::Schedule(Millis now) {
@@ -394,12 +429,23 @@ void Engine::SetState(Live& live, RunState state, const std::string& note, Milli
   if (run.state != state) {
     RunEvent ev = RunEvent::kStart;
     switch (state) {
-      case RunState::kRunning: ev = RunEvent::kStart; break;
-      case RunState::kSucceeded: ev = RunEvent::kSucceed; break;
-      case RunState::kRetrying: ev = RunEvent::kRetry; break;
-      case RunState::kFailed: ev = RunEvent::kFail; break;
-      case RunState::kCancelled: ev = RunEvent::kCancel; break;
-      case RunState::kQueued: break;
+      case RunState::kRunning:
+        ev = RunEvent::kStart;
+        break;
+      case RunState::kSucceeded:
+        ev = RunEvent::kSucceed;
+        break;
+      case RunState::kRetrying:
+        ev = RunEvent::kRetry;
+        break;
+      case RunState::kFailed:
+        ev = RunEvent::kFail;
+        break;
+      case RunState::kCancelled:
+        ev = RunEvent::kCancel;
+        break;
+      case RunState::kQueued:
+        break;
     }
     auto next = Transition(run.state, ev);
     if (!next.ok()) {
@@ -468,8 +514,7 @@ void Engine::HandleExit(const ProcessExit& exit, Millis now) {
   EndAttempt(live, outcome, detail, now);
 }
 
-void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& detail,
-                        Millis now) {
+void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& detail, Millis now) {
   Attempt& a = *live.attempt;
   a.ended = true;
   a.ended_ms = now;
@@ -490,9 +535,15 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
   add_note(rec.note);
   RunState next = RunState::kFailed;
   switch (rec.kind) {
-    case Recovery::Kind::kSucceed: next = RunState::kSucceeded; break;
-    case Recovery::Kind::kCancel: next = RunState::kCancelled; break;
-    case Recovery::Kind::kFail: next = RunState::kFailed; break;
+    case Recovery::Kind::kSucceed:
+      next = RunState::kSucceeded;
+      break;
+    case Recovery::Kind::kCancel:
+      next = RunState::kCancelled;
+      break;
+    case Recovery::Kind::kFail:
+      next = RunState::kFailed;
+      break;
     case Recovery::Kind::kRetry:
       next = RunState::kRetrying;
       run.current_params = rec.next_params;
@@ -528,7 +579,7 @@ void Engine::ApplyCancel(Millis now) {
       if (!live->cancelling) {
         live->cancelling = true;
         launcher_.SignalGroup(static_cast<int>(live->attempt->pid), SIGTERM);
-        live->kill_at_ms = now + options_.kill_grace_ms;
+        live->kill_at_ms = KillTime(live->kill_at_ms, now + options_.kill_grace_ms);
       }
       if (force_kill_) live->kill_at_ms = now;
     } else {
@@ -549,7 +600,7 @@ void Engine::CheckDeadlines(Millis now) {
     if (live->deadline_ms > 0 && now >= live->deadline_ms && !live->timed_out) {
       live->timed_out = true;
       launcher_.SignalGroup(pid, SIGTERM);
-      live->kill_at_ms = now + options_.kill_grace_ms;
+      live->kill_at_ms = KillTime(live->kill_at_ms, now + options_.kill_grace_ms);
     }
     if (live->kill_at_ms > 0 && now >= live->kill_at_ms) {
       launcher_.SignalGroup(pid, SIGKILL);

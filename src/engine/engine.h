@@ -22,10 +22,10 @@
 namespace drover {
 
 struct EngineOptions {
-  std::string store_dir;           // holds drover.db, snapshots/ and runs/
-  int cpu_slots = 0;               // CPU slots shared by all runs; <= 0: the number of CPUs
-  Millis kill_grace_ms = 5000;     // SIGTERM, then SIGKILL this much later
-  Millis tail_interval_ms = 250;   // how often running attempts' stdout is read for metrics
+  std::string store_dir;              // holds drover.db, snapshots/ and runs/
+  int cpu_slots = 0;                  // CPU slots shared by all runs; <= 0: the number of CPUs
+  Millis kill_grace_ms = 5000;        // SIGTERM, then SIGKILL this much later
+  Millis tail_interval_ms = 250;      // how often running attempts' stdout is read for metrics
   std::vector<std::string> base_env;  // environment every run inherits ("K=V"); default: ours
   bool capture_environment = true;    // package list of the interpreter, GPU info
 };
@@ -77,6 +77,8 @@ class Engine {
   void HandleExit(const ProcessExit& exit, Millis now);
   void EndAttempt(Live& live, AttemptOutcome outcome, const std::string& detail, Millis now);
   void ApplyCancel(Millis now);
+  void OnInterrupt(int signal, Millis now);
+  void StopEverything();
   void CheckDeadlines(Millis now);
   void TailMetrics(Live& live, bool final, Millis now);
   Millis NextWakeup(Millis now) const;

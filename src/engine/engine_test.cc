@@ -69,10 +69,12 @@ objective: {metric: val_acc, mode: max}
   FakeLauncher launcher(clock_, [](const LaunchSpec& ls) {
     FakeProcess p;
     p.duration_ms = 3000;
-    p.stdout_text = "starting\n{\"epoch\": 1, \"val_acc\": 0.5}\n{\"epoch\": 2, \"val_acc\": 0.9}\n";
+    p.stdout_text =
+        "starting\n{\"epoch\": 1, \"val_acc\": 0.5}\n{\"epoch\": 2, \"val_acc\": 0.9}\n";
     return p;
   });
-  FakeGpuProbe probe({{0, "GPU-fake-0", "Fake", 16 * GiB, 0}, {1, "GPU-fake-1", "Fake", 16 * GiB, 0}});
+  FakeGpuProbe probe(
+      {{0, "GPU-fake-0", "Fake", 16 * GiB, 0}, {1, "GPU-fake-1", "Fake", 16 * GiB, 0}});
   auto engine = MakeEngine(launcher, probe);
   auto sub = engine->Submit(spec);
   ASSERT_TRUE(sub.ok()) << sub.status().message();
@@ -258,6 +260,37 @@ max_parallel: 2
   EXPECT_TRUE(Attempts(sub->runs[3].id).empty());
 }
 
+TEST_F(EngineTest, ExitReportedWithTheInterruptKeepsItsOutcome) {
+  Spec spec = ParseSpec("name: race\ncommand: \"true {i}\"\nparams: {i: [1, 2, 3]}\nmax_parallel: 1\n");
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{100}; });
+  FakeGpuProbe probe({});
+  auto engine = MakeEngine(launcher, probe);
+  auto sub = engine->Submit(spec);
+  ASSERT_TRUE(sub.ok());
+  launcher.interrupt_with_next_exit = SIGINT;
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  EXPECT_EQ(store_->GetRun(sub->runs[0].id).value()->state, RunState::kSucceeded);
+  EXPECT_EQ(store_->GetRun(sub->runs[1].id).value()->state, RunState::kCancelled);
+  EXPECT_EQ(store_->GetRun(sub->runs[2].id).value()->state, RunState::kCancelled);
+  EXPECT_TRUE(launcher.signals.empty());  // nothing left to signal: run 1 had already ended
+}
+
+TEST_F(EngineTest, CtrlCDuringSubmitStartsNothing) {
+  Spec spec = ParseSpec("name: early\ncommand: \"true {i}\"\nparams: {i: [1, 2]}\n");
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{100}; });
+  FakeGpuProbe probe({});
+  auto engine = MakeEngine(launcher, probe);
+  auto sub = engine->Submit(spec);
+  ASSERT_TRUE(sub.ok());
+  launcher.pending_interrupt = SIGINT;
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  EXPECT_TRUE(launcher.launches.empty());
+  EXPECT_TRUE(engine->interrupted());
+  for (const drover::Run& r : sub->runs) {
+    EXPECT_EQ(store_->GetRun(r.id).value()->state, RunState::kCancelled);
+  }
+}
+
 TEST_F(EngineTest, LaunchErrorFailsAtOnceWithoutRetries) {
   Spec spec = ParseSpec("name: typo\ncommand: no-such-program --x\nretries: 3\n");
   FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{}; });
@@ -315,7 +348,8 @@ TEST_F(EngineTest, RefusesGpuRunsWithoutGpus) {
 }
 
 TEST_F(EngineTest, MaxParallelAndCpuSlots) {
-  Spec spec = ParseSpec("name: p\ncommand: \"true {i}\"\nparams: {i: [1,2,3,4,5]}\nmax_parallel: 2\n");
+  Spec spec =
+      ParseSpec("name: p\ncommand: \"true {i}\"\nparams: {i: [1,2,3,4,5]}\nmax_parallel: 2\n");
   FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{100}; });
   FakeGpuProbe probe({});
   auto engine = MakeEngine(launcher, probe);

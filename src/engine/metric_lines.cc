@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "common/strings.h"
@@ -22,7 +23,9 @@ std::optional<MetricLine> ParseMetricLine(std::string_view line, int64_t fallbac
   for (const char* key : {"step", "epoch"}) {
     auto it = j.find(key);
     if (it != j.end() && numeric(*it)) {
-      m.step = static_cast<int64_t>(it->get<double>());
+      double step = it->get<double>();
+      if (!std::isfinite(step) || std::fabs(step) > 9e15) continue;  // not a usable step
+      m.step = static_cast<int64_t>(step);
       step_key = key;
       break;
     }

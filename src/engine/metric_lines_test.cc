@@ -9,7 +9,8 @@ namespace drover {
 namespace {
 
 TEST(MetricLines, NumericFieldsBecomePointsAtTheEpoch) {
-  auto m = ParseMetricLine(R"({"epoch": 3, "loss": 0.5, "val_acc": 0.9, "tag": "x", "ok": true})", 7);
+  auto m =
+      ParseMetricLine(R"({"epoch": 3, "loss": 0.5, "val_acc": 0.9, "tag": "x", "ok": true})", 7);
   ASSERT_TRUE(m);
   EXPECT_EQ(m->step, 3);
   ASSERT_EQ(m->values.size(), 2u);
@@ -28,6 +29,12 @@ TEST(MetricLines, FallbackStepWithoutStepOrEpoch) {
   auto m = ParseMetricLine(R"(  {"loss": 2.5}  )", 4);
   ASSERT_TRUE(m);
   EXPECT_EQ(m->step, 4);
+}
+
+TEST(MetricLines, UnusableStepFallsBackAndIsAMetric) {
+  auto m = ParseMetricLine(R"({"step": 1e300, "loss": 1})", 9);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->step, 9);
 }
 
 TEST(MetricLines, IgnoresWhatIsNotAMetricObject) {

@@ -1,7 +1,8 @@
 #include "engine/recovery.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 
 namespace drover {
 
@@ -63,8 +64,8 @@ Recovery DecideRecovery(const Spec& spec, const Json& params, int retries_used,
   if (outcome == AttemptOutcome::kCudaOom && spec.oom.enabled()) {
     const auto it = params.find(spec.oom.param);
     if (it == params.end() || !it->is_number_integer()) {
-      return Fail(fmt::format("CUDA OOM, and {} is not an integer parameter to halve",
-                              spec.oom.param));
+      return Fail(
+          fmt::format("CUDA OOM, and {} is not an integer parameter to halve", spec.oom.param));
     }
     int64_t current = it->get<int64_t>();
     int64_t next = current / 2;

@@ -14,8 +14,8 @@ namespace drover {
 bool LooksLikeCudaOom(std::string_view stderr_tail);
 
 struct ExitFacts {
-  int exit_code = -1;   // when it exited
-  int signal = 0;       // when a signal ended it
+  int exit_code = -1;  // when it exited
+  int signal = 0;      // when a signal ended it
   bool timed_out = false;
   bool cancelled = false;
   std::string_view stderr_tail;
@@ -25,10 +25,10 @@ AttemptOutcome ClassifyExit(const ExitFacts& facts);
 struct Recovery {
   enum class Kind { kSucceed, kRetry, kFail, kCancel };
   Kind kind = Kind::kFail;
-  Millis delay_ms = 0;   // for kRetry: wait this long before the next attempt
-  Json next_params;      // for kRetry: the parameters of the next attempt
+  Millis delay_ms = 0;           // for kRetry: wait this long before the next attempt
+  Json next_params;              // for kRetry: the parameters of the next attempt
   bool counts_as_retry = false;  // consumes one of spec.retries (OOM halving does not)
-  std::string note;      // why, for the event log and the user ("batch_size 512 -> 256")
+  std::string note;              // why, for the event log and the user ("batch_size 512 -> 256")
 };
 
 // `params` are the parameters the ended attempt ran with; `retries_used` how many of

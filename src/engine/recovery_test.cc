@@ -15,8 +15,10 @@ Spec OomSpec() {
 }
 
 TEST(Recovery, RecognisesCudaOomMessages) {
-  EXPECT_TRUE(LooksLikeCudaOom("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB"));
-  EXPECT_TRUE(LooksLikeCudaOom("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling"));
+  EXPECT_TRUE(
+      LooksLikeCudaOom("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB"));
+  EXPECT_TRUE(
+      LooksLikeCudaOom("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling"));
   EXPECT_TRUE(LooksLikeCudaOom("RuntimeError: CUDA out of memory."));
   EXPECT_FALSE(LooksLikeCudaOom("ValueError: bad shape"));
   EXPECT_FALSE(LooksLikeCudaOom(""));

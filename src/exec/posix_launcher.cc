@@ -65,9 +65,11 @@ std::string ResolveProgram(const std::string& prog, const std::vector<std::strin
   while (start <= path.size()) {
     size_t end = path.find(':', start);
     if (end == std::string_view::npos) end = path.size();
-    std::string dir(path.substr(start, end - start));
-    if (dir.empty()) dir = ".";  // an empty PATH entry means the current directory
-    std::string candidate = dir + "/" + prog;
+    // An empty PATH entry means the current directory.
+    std::string_view dir = end > start ? path.substr(start, end - start) : std::string_view(".");
+    std::string candidate;
+    candidate.reserve(dir.size() + 1 + prog.size());
+    candidate.append(dir).append("/").append(prog);
     if (IsExecutableFile(in_cwd(candidate))) return candidate;
     start = end + 1;
   }

@@ -13,14 +13,14 @@ struct LaunchSpec {
   std::vector<std::string> argv;  // argv[0] is looked up in PATH when it has no '/'
   std::vector<std::string> env;   // the complete environment, "KEY=VALUE"
   std::string cwd;
-  std::string stdout_path;        // created/truncated; the child's stdout
-  std::string stderr_path;        // created/truncated; the child's stderr
+  std::string stdout_path;  // created/truncated; the child's stdout
+  std::string stderr_path;  // created/truncated; the child's stderr
 };
 
 struct ProcessExit {
-  int pid = 0;        // == the process group id
-  int exit_code = -1; // when it exited normally
-  int signal = 0;     // when a signal killed it
+  int pid = 0;         // == the process group id
+  int exit_code = -1;  // when it exited normally
+  int signal = 0;      // when a signal killed it
 };
 
 struct WaitResult {

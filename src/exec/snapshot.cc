@@ -1,7 +1,5 @@
 #include "exec/snapshot.h"
 
-#include "common/subprocess.h"
-
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -21,6 +19,7 @@
 
 #include "common/clock.h"
 #include "common/hash.h"
+#include "common/subprocess.h"
 
 extern char** environ;
 
@@ -216,8 +215,8 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
   if (snap.git) {
     // Tracked plus untracked-but-not-ignored, relative to the workdir: the committed tree plus
     // the uncommitted changes, as `git status` sees them.
-    DROVER_ASSIGN_OR_RETURN(Captured files, RunGit({"git", "-C", root_s, "ls-files", "-z",
-                                                             "-co", "--exclude-standard"}));
+    DROVER_ASSIGN_OR_RETURN(Captured files, RunGit({"git", "-C", root_s, "ls-files", "-z", "-co",
+                                                    "--exclude-standard"}));
     if (files.exit_code != 0) {
       return Internal("git ls-files failed in '" + root_s + "' (exit " +
                       std::to_string(files.exit_code) + "); run it there to see why");
@@ -229,7 +228,7 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
       // Paths in the diff are relative to the repository's top, so `git apply` at the top of a
       // checkout of git_commit restores the tracked changes (untracked files are in the files).
       auto diff = RunGit({"git", "-C", root_s, "diff", "HEAD", "--binary", "--no-color",
-                              "--no-ext-diff", "--", "."});
+                          "--no-ext-diff", "--", "."});
       if (diff.ok() && diff->exit_code == 0) snap.git_diff = std::move(diff->out);
     }
   } else if (have_git) {
@@ -245,7 +244,7 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
     Result<Captured> files = Internal("git init failed");
     if (init.ok() && init->exit_code == 0) {
       files = RunGit({"git", "--git-dir=" + gitdir, "--work-tree=" + root_s, "-C", root_s,
-                          "ls-files", "-z", "-co", "--exclude-standard"});
+                      "ls-files", "-z", "-co", "--exclude-standard"});
     }
     fs::remove_all(gitdir, mk);
     if (files.ok() && files->exit_code == 0) {

@@ -7,9 +7,8 @@
 #include <cstring>
 #include <type_traits>
 
-#include "gpu/gpu_probe.h"
 #include "common/subprocess.h"
-
+#include "gpu/gpu_probe.h"
 
 namespace drover {
 namespace {

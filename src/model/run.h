@@ -35,9 +35,9 @@ std::optional<AttemptOutcome> ParseAttemptOutcome(std::string_view s);
 struct Experiment {
   int64_t id = 0;
   std::string name;
-  std::string spec_yaml;        // the YAML as submitted (after --set)
-  Json spec = Json::object();   // SpecToJson of the parsed spec
-  std::string snapshot_hash;    // content hash of the code snapshot
+  std::string spec_yaml;          // the YAML as submitted (after --set)
+  Json spec = Json::object();     // SpecToJson of the parsed spec
+  std::string snapshot_hash;      // content hash of the code snapshot
   std::string status = "active";  // active | done
   Millis created_ms = 0;
 };
@@ -45,33 +45,33 @@ struct Experiment {
 struct Run {
   int64_t id = 0;
   int64_t experiment_id = 0;
-  int index = 0;                    // position in the expanded grid
-  Json params = Json::object();     // the resolved parameters as expanded
+  int index = 0;                         // position in the expanded grid
+  Json params = Json::object();          // the resolved parameters as expanded
   Json current_params = Json::object();  // what the next attempt uses (after OOM halving)
   std::string fingerprint;
   RunState state = RunState::kQueued;
   int priority = 0;
   Resources resources;
-  int attempts = 0;        // attempts started
-  int retries_used = 0;    // non-OOM retries used
+  int attempts = 0;          // attempts started
+  int retries_used = 0;      // non-OOM retries used
   Millis not_before_ms = 0;  // backoff: do not start before this time
   Millis created_ms = 0;
-  Millis started_ms = 0;   // first attempt start
+  Millis started_ms = 0;  // first attempt start
   Millis ended_ms = 0;
-  std::string reason;      // outcome of the last attempt
+  std::string reason;                   // outcome of the last attempt
   Json final_metrics = Json::object();  // metric name -> last value reported
 };
 
 struct Attempt {
   int64_t id = 0;
   int64_t run_id = 0;
-  int number = 0;                // 1, 2, ...
+  int number = 0;  // 1, 2, ...
   bool ended = false;
-  std::string reason;            // AttemptOutcome as a string once ended
+  std::string reason;  // AttemptOutcome as a string once ended
   int exit_code = -1;
   int signal = 0;
-  int64_t pid = 0;               // process group id of the run
-  std::vector<int> gpus;         // GPU indices given to the attempt
+  int64_t pid = 0;        // process group id of the run
+  std::vector<int> gpus;  // GPU indices given to the attempt
   std::string cuda_visible_devices;
   Json params = Json::object();  // the parameters this attempt ran with
   std::vector<std::string> argv;
@@ -79,10 +79,10 @@ struct Attempt {
   Millis ended_ms = 0;
   std::string stdout_path;
   std::string stderr_path;
-  int64_t stdout_offset = 0;     // how far the metric reader has consumed stdout
+  int64_t stdout_offset = 0;  // how far the metric reader has consumed stdout
   std::string hostname;
   std::string drover_version;
-  std::string workdir;           // where it ran (a working copy of the snapshot)
+  std::string workdir;  // where it ran (a working copy of the snapshot)
 };
 
 struct MetricPoint {
@@ -97,15 +97,15 @@ struct MetricPoint {
 struct Event {
   int64_t id = 0;
   Millis t_ms = 0;
-  std::string kind;        // run_state, attempt_started, attempt_ended, experiment_submitted, ...
+  std::string kind;  // run_state, attempt_started, attempt_ended, experiment_submitted, ...
   int64_t experiment_id = 0;
   int64_t run_id = 0;
   Json data = Json::object();
 };
 
 struct Snapshot {
-  std::string hash;        // sha256 over the file list and contents
-  std::string path;        // folder under the store holding the files
+  std::string hash;  // sha256 over the file list and contents
+  std::string path;  // folder under the store holding the files
   bool git = false;
   std::string git_commit;  // HEAD, when the workdir is in a git repo
   std::string git_diff;    // `git diff HEAD` at submit time
@@ -120,7 +120,7 @@ struct Environment {
   std::string interpreter;  // e.g. /usr/bin/python3
   std::string packages;     // "name==version" lines, sorted
   std::string hostname;
-  std::string gpu_info;     // nvidia-smi -q / NVML summary, or "" without a GPU
+  std::string gpu_info;  // nvidia-smi -q / NVML summary, or "" without a GPU
 };
 
 }  // namespace drover

@@ -6,12 +6,18 @@ namespace drover {
 
 std::string_view ToString(RunState s) {
   switch (s) {
-    case RunState::kQueued: return "queued";
-    case RunState::kRunning: return "running";
-    case RunState::kRetrying: return "retrying";
-    case RunState::kSucceeded: return "succeeded";
-    case RunState::kFailed: return "failed";
-    case RunState::kCancelled: return "cancelled";
+    case RunState::kQueued:
+      return "queued";
+    case RunState::kRunning:
+      return "running";
+    case RunState::kRetrying:
+      return "retrying";
+    case RunState::kSucceeded:
+      return "succeeded";
+    case RunState::kFailed:
+      return "failed";
+    case RunState::kCancelled:
+      return "cancelled";
   }
   return "?";
 }
@@ -30,14 +36,22 @@ bool IsFinal(RunState s) {
 
 std::string_view ToString(AttemptOutcome o) {
   switch (o) {
-    case AttemptOutcome::kSucceeded: return "succeeded";
-    case AttemptOutcome::kExitCode: return "exit_code";
-    case AttemptOutcome::kSignal: return "signal";
-    case AttemptOutcome::kTimeout: return "timeout";
-    case AttemptOutcome::kCudaOom: return "cuda_oom";
-    case AttemptOutcome::kCancelled: return "cancelled";
-    case AttemptOutcome::kLaunchError: return "launch_error";
-    case AttemptOutcome::kInterrupted: return "interrupted";
+    case AttemptOutcome::kSucceeded:
+      return "succeeded";
+    case AttemptOutcome::kExitCode:
+      return "exit_code";
+    case AttemptOutcome::kSignal:
+      return "signal";
+    case AttemptOutcome::kTimeout:
+      return "timeout";
+    case AttemptOutcome::kCudaOom:
+      return "cuda_oom";
+    case AttemptOutcome::kCancelled:
+      return "cancelled";
+    case AttemptOutcome::kLaunchError:
+      return "launch_error";
+    case AttemptOutcome::kInterrupted:
+      return "interrupted";
   }
   return "?";
 }
@@ -52,11 +66,16 @@ std::optional<AttemptOutcome> ParseAttemptOutcome(std::string_view s) {
 
 std::string_view ToString(RunEvent e) {
   switch (e) {
-    case RunEvent::kStart: return "start";
-    case RunEvent::kSucceed: return "succeed";
-    case RunEvent::kRetry: return "retry";
-    case RunEvent::kFail: return "fail";
-    case RunEvent::kCancel: return "cancel";
+    case RunEvent::kStart:
+      return "start";
+    case RunEvent::kSucceed:
+      return "succeed";
+    case RunEvent::kRetry:
+      return "retry";
+    case RunEvent::kFail:
+      return "fail";
+    case RunEvent::kCancel:
+      return "cancel";
   }
   return "?";
 }

@@ -14,9 +14,9 @@ using Json = nlohmann::json;
 using OrderedJson = nlohmann::ordered_json;
 
 struct Resources {
-  int gpus = 0;             // GPUs per run; 0 = CPU only
-  int64_t gpu_memory = 0;   // bytes per GPU; 0 = the whole GPU (exclusive)
-  int cpus = 1;             // CPU slots per run
+  int gpus = 0;            // GPUs per run; 0 = CPU only
+  int64_t gpu_memory = 0;  // bytes per GPU; 0 = the whole GPU (exclusive)
+  int cpus = 1;            // CPU slots per run
 };
 
 struct Objective {
@@ -38,7 +38,7 @@ struct Spec {
   // /bin/sh -c, and substituted values are shell-quoted.
   std::vector<std::string> command;
   bool shell = false;
-  std::string workdir;   // absolute path (relative paths resolve against the spec file's folder)
+  std::string workdir;  // absolute path (relative paths resolve against the spec file's folder)
   OrderedJson params = OrderedJson::object();  // name -> scalar, or array (a grid axis)
   Resources resources;
   int priority = 0;      // higher runs first

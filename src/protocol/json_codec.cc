@@ -56,18 +56,28 @@ Json ToJson(const Attempt& a) {
 }
 
 Json ToJson(const MetricPoint& p) {
-  return {{"attempt_id", p.attempt_id}, {"step", p.step}, {"name", p.name}, {"value", p.value},
+  return {{"attempt_id", p.attempt_id},
+          {"step", p.step},
+          {"name", p.name},
+          {"value", p.value},
           {"t_ms", p.t_ms}};
 }
 
 Json ToJson(const Snapshot& s) {
-  return {{"hash", s.hash},   {"path", s.path},   {"git", s.git},
-          {"git_commit", s.git_commit}, {"git_dirty", !s.git_diff.empty()},
-          {"bytes", s.bytes}, {"files", s.files}, {"created_ms", s.created_ms}};
+  return {{"hash", s.hash},
+          {"path", s.path},
+          {"git", s.git},
+          {"git_commit", s.git_commit},
+          {"git_dirty", !s.git_diff.empty()},
+          {"bytes", s.bytes},
+          {"files", s.files},
+          {"created_ms", s.created_ms}};
 }
 
 Json ToJson(const Environment& e) {
-  return {{"interpreter", e.interpreter}, {"packages", e.packages}, {"hostname", e.hostname},
+  return {{"interpreter", e.interpreter},
+          {"packages", e.packages},
+          {"hostname", e.hostname},
           {"gpu_info", e.gpu_info}};
 }
 

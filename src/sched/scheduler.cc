@@ -1,7 +1,8 @@
 #include "sched/scheduler.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "common/strings.h"
 
@@ -102,9 +103,10 @@ Status CheckFits(const Resources& r, const std::vector<GpuState>& gpus, int cpu_
     if (g.capacity >= r.gpu_memory) ++usable;
   }
   if (static_cast<int>(gpus.size()) < r.gpus) {
-    return InvalidArgument(fmt::format("each run needs {} GPUs but this machine has {}; lower "
-                                       "resources.gpus",
-                                       r.gpus, gpus.size()));
+    return InvalidArgument(
+        fmt::format("each run needs {} GPUs but this machine has {}; lower "
+                    "resources.gpus",
+                    r.gpus, gpus.size()));
   }
   if (usable < r.gpus) {
     return InvalidArgument(fmt::format(

@@ -24,17 +24,17 @@ struct PendingRun {
   int64_t run_id = 0;
   int64_t experiment_id = 0;
   int priority = 0;
-  int64_t seq = 0;          // submit order (the run id works)
+  int64_t seq = 0;  // submit order (the run id works)
   Resources resources;
-  Millis not_before_ms = 0; // retry backoff: not eligible before this time
+  Millis not_before_ms = 0;  // retry backoff: not eligible before this time
 };
 
 struct GpuState {
   int index = 0;
-  int64_t capacity = 0;     // bytes drover may hand out on this GPU
-  int64_t reserved = 0;     // bytes held by running runs
-  int runs = 0;             // runs on it now
-  bool exclusive = false;   // held whole by one run
+  int64_t capacity = 0;    // bytes drover may hand out on this GPU
+  int64_t reserved = 0;    // bytes held by running runs
+  int runs = 0;            // runs on it now
+  bool exclusive = false;  // held whole by one run
 };
 
 struct ClusterView {
@@ -47,8 +47,8 @@ struct ClusterView {
 
 struct StartAction {
   int64_t run_id = 0;
-  std::vector<int> gpus;       // GPU indices, ascending
-  int64_t gpu_memory = 0;      // bytes reserved on each of them (capacity when exclusive)
+  std::vector<int> gpus;   // GPU indices, ascending
+  int64_t gpu_memory = 0;  // bytes reserved on each of them (capacity when exclusive)
   bool exclusive = false;
 };
 
@@ -57,6 +57,7 @@ std::vector<StartAction> Decide(const std::vector<PendingRun>& queue, const Clus
 
 // Whether a run with these resources could ever start on this pool; an error says why and what to
 // do (checked at submit, so a run never waits for a GPU that does not exist).
-Status CheckFits(const Resources& resources, const std::vector<GpuState>& gpus, int cpu_slots_total);
+Status CheckFits(const Resources& resources, const std::vector<GpuState>& gpus,
+                 int cpu_slots_total);
 
 }  // namespace drover::sched

@@ -80,7 +80,8 @@ TEST(Scheduler, GangGetsAllGpusAtOnceOrWaits) {
 }
 
 TEST(Scheduler, PriorityThenSubmitOrder) {
-  auto actions = Decide({Pending(1, 1, 0, 0), Pending(2, 1, 0, 5), Pending(3, 1, 0, 0)}, Gpus({8 * GiB, 8 * GiB}), 0);
+  auto actions = Decide({Pending(1, 1, 0, 0), Pending(2, 1, 0, 5), Pending(3, 1, 0, 0)},
+                        Gpus({8 * GiB, 8 * GiB}), 0);
   ASSERT_EQ(actions.size(), 2u);
   EXPECT_EQ(actions[0].run_id, 2);
   EXPECT_EQ(actions[1].run_id, 1);
@@ -134,8 +135,9 @@ TEST(Scheduler, CheckFitsExplainsImpossibleRuns) {
             "each run needs 2 GPUs but this machine has 1; lower resources.gpus");
   r.gpus = 1;
   r.gpu_memory = 32 * GiB;
-  EXPECT_EQ(CheckFits(r, gpus, 0).message(),
-            "each run needs 32GiB per GPU but the largest GPU has 16GiB; lower resources.gpu_memory");
+  EXPECT_EQ(
+      CheckFits(r, gpus, 0).message(),
+      "each run needs 32GiB per GPU but the largest GPU has 16GiB; lower resources.gpu_memory");
   EXPECT_NE(CheckFits(r, {}, 0).message().find("--fake-gpus"), std::string::npos);
   r.gpu_memory = 6 * GiB;
   EXPECT_TRUE(CheckFits(r, gpus, 0).ok());

@@ -16,11 +16,11 @@ struct sqlite3;
 namespace drover {
 
 struct RunFilter {
-  int64_t experiment_id = 0;            // 0 = any
-  std::optional<RunState> state;        // nothing = any
-  int limit = 0;                        // 0 = no limit
+  int64_t experiment_id = 0;      // 0 = any
+  std::optional<RunState> state;  // nothing = any
+  int limit = 0;                  // 0 = no limit
   int offset = 0;
-  bool newest_first = false;            // default: by id ascending
+  bool newest_first = false;  // default: by id ascending
 };
 
 class Store {

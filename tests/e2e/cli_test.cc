@@ -89,8 +89,9 @@ TEST_F(CliTest, ValuesArePassedLiterallyWithoutAShell) {
 }
 
 TEST_F(CliTest, DryRunAndSetOverrides) {
-  std::string path = Write("g.yaml", "name: g\nworkdir: code\ncommand: echo {a} {b}\n"
-                                     "params: {a: [1, 2], b: [x, y, z]}\n");
+  std::string path = Write("g.yaml",
+                           "name: g\nworkdir: code\ncommand: echo {a} {b}\n"
+                           "params: {a: [1, 2], b: [x, y, z]}\n");
   auto r = RunDrover({"run", path, "--dry-run", "--json", "--set", "b=[q]"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Json j = Json::parse(r.out);
@@ -103,9 +104,11 @@ TEST_F(CliTest, DryRunAndSetOverrides) {
 
 TEST_F(CliTest, TimeoutKillsTheWholeGroup) {
   std::string marker = "drover-timeout-" + std::to_string(getpid());
-  std::string path = Write("t.yaml", "name: t\nworkdir: code\ntimeout: 1s\nshell: true\n"
-                                     "command: \"sleep 300 & sleep 301 & wait\"\n"
-                                     "env: {TEST_MARKER: " + marker + "}\n");
+  std::string path = Write("t.yaml",
+                           "name: t\nworkdir: code\ntimeout: 1s\nshell: true\n"
+                           "command: \"sleep 300 & sleep 301 & wait\"\n"
+                           "env: {TEST_MARKER: " +
+                               marker + "}\n");
   auto r = RunDrover({"run", path, "--store", store_, "--quiet"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   auto store = Store::Open(store_ + "/drover.db");
@@ -120,11 +123,14 @@ TEST_F(CliTest, TimeoutKillsTheWholeGroup) {
 TEST_F(CliTest, CtrlCCancelsEveryRunAndLeavesNoOrphans) {
   std::string marker = "drover-ctrlc-" + std::to_string(getpid());
   // Each run starts a child of its own in the background: the whole group must go.
-  std::string path = Write("c.yaml", "name: c\nworkdir: code\nshell: true\n"
-                                     "command: \"sleep 300 & exec sleep 30{i}\"\n"
-                                     "env: {TEST_MARKER: " + marker + "}\n"
-                                     "params: {i: [1, 2, 3, 4]}\n"
-                                     "max_parallel: 2\n");
+  std::string path = Write("c.yaml",
+                           "name: c\nworkdir: code\nshell: true\n"
+                           "command: \"sleep 300 & exec sleep 30{i}\"\n"
+                           "env: {TEST_MARKER: " +
+                               marker +
+                               "}\n"
+                               "params: {i: [1, 2, 3, 4]}\n"
+                               "max_parallel: 2\n");
   std::string out = (dir_ / "out").string(), err = (dir_ / "err").string();
   pid_t pid = testing::SpawnDrover({"run", path, "--store", store_}, out, err);
   // Wait until both parallel runs have started their processes.

@@ -83,7 +83,8 @@ TEST_F(ExamplesTest, CompareOnTwoFakeGpus) {
   }
   EXPECT_EQ(j["best_run"], j["runs"][0]["id"]);
 
-  auto table = RunDrover({"compare", "digits-compare", "--metric", "val_loss", "--store", store_dir_});
+  auto table =
+      RunDrover({"compare", "digits-compare", "--metric", "val_loss", "--store", store_dir_});
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_NE(table.out.find("val_loss (min)"), std::string::npos) << table.out;
 
@@ -125,8 +126,8 @@ TEST_F(ExamplesTest, OomHalvesBatchUntilItSucceeds) {
     EXPECT_EQ(attempts[i].params["batch_size"], expected[i]);
     EXPECT_EQ(attempts[i].reason, i < 3 ? "cuda_oom" : "succeeded");
   }
-  auto err = RunDrover({"logs", std::to_string(runs[0].id), "--attempt", "1", "--stderr",
-                        "--store", store_dir_});
+  auto err = RunDrover(
+      {"logs", std::to_string(runs[0].id), "--attempt", "1", "--stderr", "--store", store_dir_});
   EXPECT_NE(err.out.find("torch.cuda.OutOfMemoryError"), std::string::npos) << err.out;
 }
 

@@ -55,9 +55,10 @@ class FakeLauncher : public ProcessLauncher {
   WaitResult Wait(int64_t timeout_ms) override {
     WaitResult r;
     if (pending_interrupt != 0) {
+      // Delivered together with whatever exits are due now, as a real Wait may.
       r.interrupt_signal = pending_interrupt;
       pending_interrupt = 0;
-      return r;
+      timeout_ms = 0;
     }
     Millis limit = clock_.Now() + timeout_ms;
     Millis first = limit;
@@ -78,6 +79,10 @@ class FakeLauncher : public ProcessLauncher {
         ++it;
       }
     }
+    if (!r.exits.empty() && interrupt_with_next_exit != 0) {
+      r.interrupt_signal = interrupt_with_next_exit;
+      interrupt_with_next_exit = 0;
+    }
     running_now = static_cast<int>(live_.size());
     if (on_wait) on_wait(*this);
     return r;
@@ -87,7 +92,8 @@ class FakeLauncher : public ProcessLauncher {
   std::vector<std::pair<int, int>> signals;
   int running_now = 0;
   int max_running = 0;
-  int pending_interrupt = 0;  // delivered by the next Wait
+  int pending_interrupt = 0;  // delivered by the next Wait, with the exits due by then
+  int interrupt_with_next_exit = 0;  // a Ctrl-C that arrives in the same Wait as an exit
   std::function<void(FakeLauncher&)> on_wait;
 
  private:

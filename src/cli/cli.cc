@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/common.h"
+#include "common/strings.h"
 #include "drover_version.h"
 
 namespace drover::cli {
@@ -22,6 +23,23 @@ int Main(int argc, char** argv) {
 
   std::vector<Command> commands = {RegisterRun(app, g), RegisterLs(app, g), RegisterShow(app, g),
                                    RegisterLogs(app, g), RegisterCompare(app, g)};
+  // An unknown command gets a suggestion instead of CLI11's "a subcommand is required".
+  std::vector<std::string> names;
+  for (const auto& c : commands) names.push_back(c.app->get_name());
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--store") {
+      ++i;
+      continue;
+    }
+    if (!a.empty() && a[0] == '-') continue;
+    if (std::find(names.begin(), names.end(), a) != names.end()) break;
+    auto close = ClosestMatch(a, names);
+    std::fprintf(stderr, "drover: unknown command '%s'; %scommands: %s (drover --help)\n",
+                 a.c_str(), close ? ("did you mean '" + *close + "'? ").c_str() : "",
+                 Join(names, ", ").c_str());
+    return kExitBadInput;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -25,7 +25,20 @@ std::string StoreDir(const Globals& g) {
 
 std::string StorePath(const Globals& g) { return StoreDir(g) + "/drover.db"; }
 
+Status CheckStoreDir(const Globals& g) {
+  std::string dir = StoreDir(g);
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
+    return InvalidArgument(fmt::format(
+        "the store {} is a file, not a folder; point --store (or DROVER_HOME) at a folder: drover "
+        "keeps drover.db, snapshots/ and runs/ in it",
+        dir));
+  }
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<Store>> OpenStore(const Globals& g, bool create) {
+  DROVER_RETURN_IF_ERROR(CheckStoreDir(g));
   std::string path = StorePath(g);
   if (!create && !std::filesystem::exists(path)) {
     return NotFound(
@@ -94,8 +107,29 @@ std::vector<std::string> VaryingParams(const std::vector<Run>& runs) {
 }
 
 std::string FormatValue(const Json& v) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_float()) return fmt::format("{:.4g}", v.get<double>());
+  if (v.is_string()) {
+    // One value, one table cell: control characters would break the row.
+    std::string out;
+    for (char c : v.get_ref<const std::string&>()) {
+      if (c == '\n')
+        out += "\\n";
+      else if (c == '\t')
+        out += "\\t";
+      else if (c == '\r')
+        out += "\\r";
+      else
+        out += c;
+    }
+    return out;
+  }
+  if (v.is_null()) return "nan";  // a metric that was NaN or infinite (JSON has no such numbers)
+  if (v.is_number_float()) {
+    double d = v.get<double>();
+    std::string out = fmt::format("{:.4g}", d);
+    // 1.0 stays visibly a float: the command got "1.0", not "1".
+    if (out.find_first_of(".eni") == std::string::npos) out += ".0";
+    return out;
+  }
   return v.dump();
 }
 

@@ -33,6 +33,8 @@ struct Command {
 
 std::string StoreDir(const Globals& g);
 std::string StorePath(const Globals& g);  // <store>/drover.db
+// The store location must be a folder (or not exist yet).
+Status CheckStoreDir(const Globals& g);
 // Opens an existing store; `create` also makes a new one.
 Result<std::unique_ptr<Store>> OpenStore(const Globals& g, bool create);
 

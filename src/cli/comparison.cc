@@ -22,7 +22,10 @@ Comparison Compare(const Experiment& exp, std::vector<Run> runs, const std::stri
   const Json& objective = exp.spec.contains("objective") ? exp.spec["objective"] : Json();
   c.metric = metric;
   if (c.metric.empty() && objective.is_object()) c.metric = objective.value("metric", "");
-  if (c.metric.empty() && !names.empty()) c.metric = *names.begin();
+  if (c.metric.empty() && !names.empty()) {
+    c.metric = *names.begin();
+    c.guessed = true;
+  }
   if (mode == "min" || mode == "max") {
     c.maximize = mode == "max";
   } else if (objective.is_object() && objective.value("metric", "") == c.metric) {
@@ -97,7 +100,14 @@ std::string RenderComparison(const Comparison& c) {
     out += fmt::format("* best: run {} by {} ({})\n", c.best_run, c.metric,
                        c.maximize ? "higher is better" : "lower is better");
   } else if (!c.metric.empty()) {
-    out += fmt::format("no succeeded run reported {}\n", c.metric);
+    bool any_ok = std::any_of(c.runs.begin(), c.runs.end(),
+                              [](const Run& r) { return r.state == RunState::kSucceeded; });
+    out += any_ok ? fmt::format("no succeeded run reported {}\n", c.metric)
+                  : std::string("no run succeeded\n");
+  }
+  if (c.guessed && !c.metric.empty()) {
+    out += fmt::format("(sorted by {}: the spec has no objective; --metric and --mode choose)\n",
+                       c.metric);
   }
   return out;
 }

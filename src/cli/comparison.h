@@ -12,8 +12,9 @@ namespace drover::cli {
 struct Comparison {
   std::string metric;  // what the table is sorted by ("" when no run reported a metric)
   bool maximize = true;
-  std::vector<Run> runs;             // sorted: runs with the metric best first, then the rest by id
-  int64_t best_run = 0;              // 0 when no succeeded run has the metric
+  bool guessed = false;   // no objective and no --metric: the first metric name was taken
+  std::vector<Run> runs;  // sorted: runs with the metric best first, then the rest by id
+  int64_t best_run = 0;   // 0 when no succeeded run has the metric
   std::vector<std::string> varying;  // parameters that differ between runs
   std::vector<std::string> metrics;  // every metric name reported, the sort metric first
 };

@@ -8,17 +8,22 @@
 namespace drover::cli {
 namespace {
 
+constexpr int kDefaultLimit = 50;
+
 struct LsFlags {
   std::string experiment;
   std::string state;
-  int limit = 50;
+  int limit = -1;  // -1: 50 in a table, all with --json
   bool experiments = false;
   bool json = false;
 };
 
 int ListExperiments(Store& store, const LsFlags& f) {
-  auto exps = store.ListExperiments(f.limit);
+  // One more than asked, to know whether the listing was cut.
+  auto exps = store.ListExperiments(f.limit > 0 ? f.limit + 1 : 0);
   if (!exps.ok()) return ReportError(exps.status());
+  bool cut = f.limit > 0 && static_cast<int>(exps->size()) > f.limit;
+  if (cut) exps->resize(f.limit);
   if (f.json) {
     Json out = Json::array();
     for (const auto& e : *exps) {
@@ -34,29 +39,33 @@ int ListExperiments(Store& store, const LsFlags& f) {
     RunFilter rf;
     rf.experiment_id = e.id;
     auto runs = store.ListRuns(rf);
-    int total = 0, ok = 0, failed = 0;
+    int total = 0, ok = 0, failed = 0, cancelled = 0;
     if (runs.ok()) {
       for (const auto& r : *runs) {
         ++total;
         ok += r.state == RunState::kSucceeded;
-        failed += r.state == RunState::kFailed || r.state == RunState::kCancelled;
+        failed += r.state == RunState::kFailed;
+        cancelled += r.state == RunState::kCancelled;
       }
     }
-    rows.push_back(
-        {std::to_string(e.id), e.name, e.status,
-         fmt::format("{}/{} ok{}", ok, total, failed ? fmt::format(", {} failed", failed) : ""),
-         FormatTime(e.created_ms)});
+    std::string counts = fmt::format("{}/{} ok", ok, total);
+    if (failed) counts += fmt::format(", {} failed", failed);
+    if (cancelled) counts += fmt::format(", {} cancelled", cancelled);
+    rows.push_back({std::to_string(e.id), e.name, e.status, counts, FormatTime(e.created_ms)});
   }
   std::fputs(RenderTable({"id", "name", "status", "runs", "created"}, rows).c_str(), stdout);
+  if (cut) std::fprintf(stderr, "(the newest %d; -n 0 lists all)\n", f.limit);
   return kExitOk;
 }
 
-int List(Globals& g, const LsFlags& f) {
+int List(Globals& g, LsFlags f) {
+  bool default_limit = f.limit < 0;
+  if (default_limit) f.limit = f.json ? 0 : kDefaultLimit;
   auto store = OpenStore(g, false);
   if (!store.ok()) return ReportError(store.status());
   if (f.experiments) return ListExperiments(**store, f);
   RunFilter filter;
-  filter.limit = f.limit;
+  filter.limit = f.limit > 0 ? f.limit + 1 : 0;
   filter.newest_first = true;
   std::map<int64_t, std::string> names;
   if (!f.experiment.empty()) {
@@ -74,6 +83,8 @@ int List(Globals& g, const LsFlags& f) {
   }
   auto runs = (*store)->ListRuns(filter);
   if (!runs.ok()) return ReportError(runs.status());
+  bool cut = f.limit > 0 && static_cast<int>(runs->size()) > f.limit;
+  if (cut) runs->resize(f.limit);
   if (f.json) {
     Json out = Json::array();
     for (const auto& r : *runs) out.push_back(protocol::ToJson(r));
@@ -110,6 +121,7 @@ int List(Globals& g, const LsFlags& f) {
                  {"run", "experiment", "state", "attempts", "params", "metrics", "submitted"}, rows)
                  .c_str(),
              stdout);
+  if (cut) std::fprintf(stderr, "(the newest %d runs; -n 0 lists all)\n", f.limit);
   return kExitOk;
 }
 
@@ -120,7 +132,9 @@ Command RegisterLs(CLI::App& root, Globals& g) {
   CLI::App* app = root.add_subcommand("ls", "List runs, newest first (or experiments)");
   app->add_option("-e,--experiment", f->experiment, "Only runs of this experiment (id or name)");
   app->add_option("-s,--state", f->state, "Only runs in this state");
-  app->add_option("-n,--limit", f->limit, "At most this many (0 = all)");
+  app->add_option("-n,--limit", f->limit,
+                  "At most this many, newest first (0 = all; default 50, all with --json)")
+      ->check(CLI::NonNegativeNumber);
   app->add_flag("--experiments", f->experiments, "List experiments instead of runs");
   app->add_flag("--json", f->json, "Print JSON");
   return {app, [&g, f] { return List(g, *f); }};

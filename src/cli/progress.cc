@@ -66,6 +66,19 @@ void ProgressView::OnMetrics(const Run& run, const std::vector<MetricPoint>& poi
                   run.final_metrics.contains(shown) ? FormatValue(run.final_metrics[shown]) : "?");
 }
 
+void ProgressView::OnStopping(int running, bool force, Millis grace_ms) {
+  std::string msg =
+      force ? fmt::format("drover: killing {} run{} now", running, running == 1 ? "" : "s")
+            : fmt::format(
+                  "drover: stopping {} run{} (SIGTERM; SIGKILL in {}); Ctrl-C again to "
+                  "kill at once",
+                  running, running == 1 ? "" : "s", FormatDuration(grace_ms));
+  // Below the live view, which is redrawn above it from now on.
+  if (live_) drawn_lines_ = 0;
+  std::fprintf(out_, "%s\n", msg.c_str());
+  std::fflush(out_);
+}
+
 void ProgressView::OnTick() {
   if (live_) Draw(false);
 }

@@ -19,6 +19,7 @@ class ProgressView : public EngineObserver {
   void OnRunChanged(const Run& run, const Attempt* attempt, const std::string& note) override;
   void OnMetrics(const Run& run, const std::vector<MetricPoint>& points) override;
   void OnTick() override;
+  void OnStopping(int running, bool force, Millis grace_ms) override;
   void Finish();  // final redraw; leaves the view on screen
 
  private:

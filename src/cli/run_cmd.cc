@@ -14,6 +14,7 @@
 #include "protocol/json_codec.h"
 #include "spec/expand.h"
 #include "spec/spec_parser.h"
+#include "store/engine_lock.h"
 
 namespace drover::cli {
 namespace {
@@ -45,8 +46,8 @@ int DryRun(const Spec& spec, const RunFlags& f) {
     if (!argv.ok()) return ReportError(argv.status());
     std::vector<std::string> quoted;
     for (const auto& w : *argv) quoted.push_back(ShellQuote(w));
-    out.push_back({{"index", i}, {"params", grid[i]}, {"argv", *argv}});
-    rows.push_back({std::to_string(i), grid[i].dump(), Join(quoted, " ")});
+    out.push_back({{"index", i + 1}, {"params", grid[i]}, {"argv", *argv}});
+    rows.push_back({std::to_string(i + 1), grid[i].dump(), Join(quoted, " ")});
   }
   if (f.json) {
     std::printf("%s\n", Json({{"name", spec.name}, {"runs", out}}).dump(2).c_str());
@@ -60,14 +61,22 @@ int DryRun(const Spec& spec, const RunFlags& f) {
 int RunSpec(Globals& g, const RunFlags& f) {
   auto spec = ParseSpecFile(f.spec_path, f.sets);
   if (!spec.ok()) return ReportError(spec.status());
-  if (f.dry_run) return DryRun(*spec, f);
-
   std::string fake = f.fake_gpus;
   if (fake.empty()) {
     if (const char* env = std::getenv("DROVER_FAKE_GPUS")) fake = env;
   }
+  if (!fake.empty()) {
+    // Checked before a dry run too: a typo in the flag should not wait for the real run.
+    auto parsed = ParseFakeGpus(fake);
+    if (!parsed.ok()) return ReportError(parsed.status());
+  }
+  if (f.dry_run) return DryRun(*spec, f);
+
   auto probe = MakeGpuProbe(fake);
   if (!probe.ok()) return ReportError(probe.status());
+  if (Status st = CheckStoreDir(g); !st.ok()) return ReportError(st);
+  auto lock = EngineLock::Acquire(StoreDir(g));
+  if (!lock.ok()) return ReportError(lock.status());
   auto store = OpenStore(g, /*create=*/true);
   if (!store.ok()) return ReportError(store.status());
 
@@ -83,10 +92,10 @@ int RunSpec(Globals& g, const RunFlags& f) {
   bool human = !f.json && !f.quiet;
   if (human) {
     const Snapshot& s = submitted->snapshot;
-    std::string code = s.git ? fmt::format("git {}{}", s.git_commit.substr(0, 12),
+    std::string code = s.git ? fmt::format("git {}{}, ", s.git_commit.substr(0, 12),
                                            s.git_diff.empty() ? "" : " + uncommitted changes")
-                             : "files";
-    std::printf("experiment %lld (%s): %zu run%s, code snapshot %s (%s, %lld files)\n",
+                             : "";
+    std::printf("experiment %lld (%s): %zu run%s, code snapshot %s (%s%lld files)\n",
                 static_cast<long long>(submitted->experiment_id), spec->name.c_str(),
                 submitted->runs.size(), submitted->runs.size() == 1 ? "" : "s",
                 s.hash.substr(0, 12).c_str(), code.c_str(), static_cast<long long>(s.files));
@@ -140,7 +149,8 @@ Command RegisterRun(CLI::App& root, Globals& g) {
   app->add_option("--fake-gpus", flags->fake_gpus,
                   "Schedule onto declared GPUs instead of real ones, e.g. 2x16GiB "
                   "(or $DROVER_FAKE_GPUS)");
-  app->add_option("--cpus", flags->cpus, "CPU slots shared by all runs (default: the CPU count)");
+  app->add_option("--cpus", flags->cpus, "CPU slots shared by all runs (default: the CPU count)")
+      ->check(CLI::PositiveNumber);
   app->add_flag("--dry-run", flags->dry_run,
                 "List the expanded runs and their commands; run nothing");
   app->add_flag("--json", flags->json, "Print the final results as JSON");

@@ -35,7 +35,9 @@ int Show(Globals& g, const ShowFlags& f) {
     for (const auto& a : *attempts) j["attempt_list"].push_back(protocol::ToJson(a));
     if (snap.ok() && snap->has_value()) {
       j["snapshot"] = protocol::ToJson(**snap);
-      j["snapshot"]["git_diff"] = (*snap)->git_diff;
+      j["snapshot"]["git_commit"] = e.git_commit;
+      j["snapshot"]["git_dirty"] = !e.git_diff.empty();
+      j["snapshot"]["git_diff"] = e.git_diff;
     }
     j["environments"] = Json::array();
     if (envs.ok()) {
@@ -46,8 +48,8 @@ int Show(Globals& g, const ShowFlags& f) {
   }
 
   std::string out;
-  out += fmt::format("run {}  {}  (experiment {} {}, run #{} of the grid)\n", run->id,
-                     ToString(run->state), e.id, e.name, run->index);
+  out += fmt::format("run {}  {}  (experiment {} {}, grid point {})\n", run->id,
+                     ToString(run->state), e.id, e.name, run->index + 1);
   if (!run->reason.empty() && run->state != RunState::kSucceeded) {
     out += fmt::format("reason       {}\n", run->reason);
   }
@@ -65,10 +67,11 @@ int Show(Globals& g, const ShowFlags& f) {
     out += fmt::format("code         snapshot {} ({} files, {})\n", s.hash.substr(0, 16), s.files,
                        FormatBytes(s.bytes));
     if (s.git) {
-      out += fmt::format("git          {}{}\n", s.git_commit.empty() ? "(no commit)" : s.git_commit,
-                         s.git_diff.empty() ? ""
+      // The experiment's own commit: a snapshot is shared by every experiment with the same files.
+      out += fmt::format("git          {}{}\n", e.git_commit.empty() ? "(no commit)" : e.git_commit,
+                         e.git_diff.empty() ? ""
                                             : fmt::format(" + uncommitted diff ({} lines)",
-                                                          Split(s.git_diff, '\n').size()));
+                                                          Split(e.git_diff, '\n').size()));
     }
   }
   if (envs.ok()) {

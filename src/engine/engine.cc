@@ -65,6 +65,19 @@ constexpr const char* kPackageListScript =
     "    if n and n.lower() not in seen:\n"
     "        seen.add(n.lower()); print(f'{n}=={d.version}')\n";
 
+// The last non-empty line of `text`, cut to a readable length.
+std::string LastLine(std::string_view text) {
+  auto lines = Split(text, '\n');
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    std::string_view l = Trim(*it);
+    if (l.empty()) continue;
+    std::string out(l.substr(0, 160));
+    if (l.size() > 160) out += "...";
+    return out;
+  }
+  return "";
+}
+
 // A SIGKILL already scheduled is never pushed later by a second reason to stop (cancel, timeout).
 Millis KillTime(Millis scheduled, Millis proposed) {
   return scheduled > 0 ? std::min(scheduled, proposed) : proposed;
@@ -127,6 +140,8 @@ Result<SubmitResult> Engine::Submit(const Spec& spec) {
   e.spec_yaml = spec.source_text;
   e.spec = SpecToJson(spec);
   e.snapshot_hash = snap.hash;
+  e.git_commit = snap.git_commit;
+  e.git_diff = snap.git_diff;
   e.created_ms = clock_.Now();
 
   SubmitResult result;
@@ -244,6 +259,9 @@ void Engine::OnInterrupt(int signal, Millis now) {
   if (cancel_requested_) force_kill_ = true;  // a second Ctrl-C: no more grace
   cancel_requested_ = true;
   interrupted_ = true;
+  int running = 0;
+  for (const auto& [id, live] : live_) running += live->attempt.has_value();
+  if (observer_ && running > 0) observer_->OnStopping(running, force_kill_, options_.kill_grace_ms);
   ApplyCancel(now);
 }
 
@@ -334,6 +352,12 @@ std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt
   }
   // Output reaches the log as it is printed, so metrics and progress are live.
   env["PYTHONUNBUFFERED"] = "1";
+  if (attempt.gpus.size() > 1) {
+    // Multi-GPU runs: NCCL says what it does (the first thing to read when a collective hangs),
+    // and stays off InfiniBand unless the spec turns it back on.
+    env["NCCL_DEBUG"] = "INFO";
+    env["NCCL_IB_DISABLE"] = "1";
+  }
   for (const auto& [k, v] : live.exp->spec.env) env[k] = v;
   // A run sees only the GPUs it was given; a CPU run sees none.
   env["CUDA_VISIBLE_DEVICES"] = attempt.cuda_visible_devices;
@@ -342,6 +366,9 @@ std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt
   env["DROVER_ATTEMPT"] = std::to_string(attempt.number);
   env["DROVER_PARAMS"] = attempt.params.dump();
   env["DROVER_STORE"] = options_.store_dir;
+  // The shell's idea of the current folder must match the working copy, not where drover ran.
+  env["PWD"] = attempt.workdir;
+  env.erase("OLDPWD");
   std::vector<std::string> out;
   out.reserve(env.size());
   for (const auto& [k, v] : env) out.push_back(k + "=" + v);
@@ -505,6 +532,11 @@ void Engine::HandleExit(const ProcessExit& exit, Millis now) {
   AttemptOutcome outcome = ClassifyExit(facts);
   std::string detail;
   if (outcome == AttemptOutcome::kExitCode) detail = fmt::format("exit code {}", exit.exit_code);
+  if (outcome == AttemptOutcome::kExitCode || outcome == AttemptOutcome::kSignal) {
+    // The last thing the run said is usually why it failed ("ValueError: ...").
+    std::string last = LastLine(tail);
+    if (!last.empty()) detail += fmt::format(" ({})", last);
+  }
   if (outcome == AttemptOutcome::kSignal) {
     detail = fmt::format("killed by signal {} ({})", exit.signal, strsignal(exit.signal));
   }

@@ -37,6 +37,9 @@ class EngineObserver {
   virtual void OnRunChanged(const Run& run, const Attempt* attempt, const std::string& note) {}
   virtual void OnMetrics(const Run& run, const std::vector<MetricPoint>& points) {}
   virtual void OnTick() {}  // once per loop iteration, for redrawing a live view
+  // An interrupt is stopping `running` runs: SIGTERM now and SIGKILL after `grace_ms`, or SIGKILL
+  // at once when `force` (a second interrupt).
+  virtual void OnStopping(int running, bool force, Millis grace_ms) {}
 };
 
 struct SubmitResult {

@@ -261,7 +261,8 @@ max_parallel: 2
 }
 
 TEST_F(EngineTest, ExitReportedWithTheInterruptKeepsItsOutcome) {
-  Spec spec = ParseSpec("name: race\ncommand: \"true {i}\"\nparams: {i: [1, 2, 3]}\nmax_parallel: 1\n");
+  Spec spec =
+      ParseSpec("name: race\ncommand: \"true {i}\"\nparams: {i: [1, 2, 3]}\nmax_parallel: 1\n");
   FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{100}; });
   FakeGpuProbe probe({});
   auto engine = MakeEngine(launcher, probe);
@@ -334,6 +335,30 @@ env: {OMP_NUM_THREADS: 1}
   std::string text((std::istreambuf_iterator<char>(code)), {});
   EXPECT_EQ(text, "print('v1')\n");
   EXPECT_EQ(ls.argv, (std::vector<std::string>{"python", "train.py", "--lr", "0.01"}));
+}
+
+TEST_F(EngineTest, GangRunGetsBothGpusAndNcclDefaults) {
+  Spec spec = ParseSpec(R"(
+name: ddp
+command: "torchrun --nproc-per-node 2 train.py --seed {seed}"
+params: {seed: [1, 2]}
+resources: {gpus: 2}
+env: {NCCL_IB_DISABLE: 0}
+)");
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{1000}; });
+  FakeGpuProbe probe({{0, "a", "Fake", 16 * GiB, 0}, {1, "b", "Fake", 16 * GiB, 0}});
+  auto engine = MakeEngine(launcher, probe);
+  Millis t0 = clock_.Now();
+  ASSERT_TRUE(engine->Submit(spec).ok());
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  ASSERT_EQ(launcher.launches.size(), 2u);
+  EXPECT_EQ(launcher.max_running, 1);  // each holds both GPUs whole
+  EXPECT_EQ(clock_.Now() - t0, 2000);
+  for (const auto& ls : launcher.launches) {
+    EXPECT_EQ(EnvOf(ls, "CUDA_VISIBLE_DEVICES"), "0,1");
+    EXPECT_EQ(EnvOf(ls, "NCCL_DEBUG"), "INFO");
+    EXPECT_EQ(EnvOf(ls, "NCCL_IB_DISABLE"), "0");  // the spec's env wins
+  }
 }
 
 TEST_F(EngineTest, RefusesGpuRunsWithoutGpus) {

@@ -5,17 +5,71 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "common/strings.h"
 
 namespace drover {
 
+namespace {
+
+// Python's json.dumps writes NaN, Infinity and -Infinity, which JSON does not have. A diverged run
+// prints exactly these, so they must not make the line unreadable: outside strings they become
+// marker strings that ParseMetricLine turns back into doubles.
+constexpr std::string_view kNanMark = "@drover:nan";
+constexpr std::string_view kInfMark = "@drover:inf";
+constexpr std::string_view kNegInfMark = "@drover:-inf";
+
+std::string MarkNonFinite(std::string_view t) {
+  std::string out;
+  out.reserve(t.size() + 16);
+  bool in_string = false;
+  for (size_t i = 0; i < t.size(); ++i) {
+    char c = t[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < t.size())
+        out += t[++i];
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    auto take = [&](std::string_view word, std::string_view mark) {
+      if (t.substr(i, word.size()) != word) return false;
+      out += '"';
+      out += mark;
+      out += '"';
+      i += word.size() - 1;
+      return true;
+    };
+    if (take("NaN", kNanMark) || take("-Infinity", kNegInfMark) || take("Infinity", kInfMark)) {
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::optional<MetricLine> ParseMetricLine(std::string_view line, int64_t fallback_step) {
   std::string_view t = Trim(line);
   if (t.size() < 2 || t.front() != '{' || t.back() != '}') return std::nullopt;
   nlohmann::json j = nlohmann::json::parse(t, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) j = nlohmann::json::parse(MarkNonFinite(t), nullptr, false);
   if (!j.is_object()) return std::nullopt;
+  for (auto& [key, v] : j.items()) {
+    if (!v.is_string()) continue;
+    const auto& s = v.get_ref<const std::string&>();
+    if (s == kNanMark)
+      v = std::numeric_limits<double>::quiet_NaN();
+    else if (s == kInfMark)
+      v = std::numeric_limits<double>::infinity();
+    else if (s == kNegInfMark)
+      v = -std::numeric_limits<double>::infinity();
+  }
   auto numeric = [](const nlohmann::json& v) { return v.is_number() && !v.is_boolean(); };
   MetricLine m;
   m.step = fallback_step;

@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <map>
 
 namespace drover {
 namespace {
@@ -35,6 +38,19 @@ TEST(MetricLines, UnusableStepFallsBackAndIsAMetric) {
   auto m = ParseMetricLine(R"({"step": 1e300, "loss": 1})", 9);
   ASSERT_TRUE(m);
   EXPECT_EQ(m->step, 9);
+}
+
+TEST(MetricLines, KeepsNaNAndInfinityAsPythonPrintsThem) {
+  // json.dumps({"step": 2, "loss": float("nan"), ...}) -- a diverged run must not look healthy.
+  auto m = ParseMetricLine(
+      R"({"step": 2, "loss": NaN, "gn": Infinity, "lo": -Infinity, "note": "NaN"})", 0);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->step, 2);
+  ASSERT_EQ(m->values.size(), 3u);
+  std::map<std::string, double> v(m->values.begin(), m->values.end());
+  EXPECT_TRUE(std::isnan(v["loss"]));
+  EXPECT_EQ(v["gn"], std::numeric_limits<double>::infinity());
+  EXPECT_EQ(v["lo"], -std::numeric_limits<double>::infinity());
 }
 
 TEST(MetricLines, IgnoresWhatIsNotAMetricObject) {

@@ -55,8 +55,9 @@ Recovery DecideRecovery(const Spec& spec, const Json& params, int retries_used,
       r.kind = Recovery::Kind::kCancel;
       return r;
     case AttemptOutcome::kLaunchError:
-      // The same command would fail the same way: retrying only hides the error.
-      return Fail("the command could not be started");
+      // The same command would fail the same way: retrying only hides the error. The launch
+      // error itself already says what went wrong.
+      return Fail("");
     default:
       break;
   }

@@ -26,6 +26,7 @@ sigset_t WaitedSignals() {
   sigaddset(&set, SIGCHLD);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);  // a closed terminal or a dropped ssh session: stop runs cleanly
   return set;
 }
 
@@ -89,8 +90,8 @@ Status OpenOutput(const std::string& path, int* fd) {
 }  // namespace
 
 PosixLauncher::PosixLauncher() {
-  // SIGCHLD, SIGINT and SIGTERM are taken synchronously with sigtimedwait() in Wait(), so no
-  // handler runs at an awkward moment and a child ending between a reap and the wait is never
+  // SIGCHLD, SIGINT, SIGTERM and SIGHUP are taken synchronously with sigtimedwait() in Wait(), so
+  // no handler runs at an awkward moment and a child ending between a reap and the wait is never
   // missed (its SIGCHLD stays pending).
   sigset_t set = WaitedSignals();
   pthread_sigmask(SIG_BLOCK, &set, &old_mask_);
@@ -247,7 +248,7 @@ WaitResult PosixLauncher::Wait(int64_t timeout_ms) {
     timespec ts{static_cast<time_t>(left / 1000), static_cast<long>((left % 1000) * 1'000'000)};
     siginfo_t info;
     int sig = sigtimedwait(&waited, &info, deadline >= 0 ? &ts : nullptr);
-    if (sig == SIGINT || sig == SIGTERM) {
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
       result.interrupt_signal = sig;
       Reap(&result.exits);
       return result;

@@ -1,7 +1,7 @@
 #pragma once
-// The real launcher: posix_spawn into a new process group, output to files, SIGCHLD/SIGINT/SIGTERM
-// taken synchronously with sigtimedwait (the constructor blocks them in the calling thread; create
-// it in main() before other threads start, and keep one per process).
+// The real launcher: posix_spawn into a new process group, output to files,
+// SIGCHLD/SIGINT/SIGTERM/SIGHUP taken synchronously with sigtimedwait (the constructor blocks them
+// in the calling thread; create it in main() before other threads start, and keep one per process).
 #include <signal.h>
 
 #include <set>

@@ -307,6 +307,9 @@ TEST_F(PosixLauncherTest, InterruptEndsTheWait) {
   EXPECT_EQ(kill(pid, 0), 0);
   kill(getpid(), SIGTERM);
   EXPECT_EQ(launcher_.Wait(1000).interrupt_signal, SIGTERM);
+  // A closed terminal (SIGHUP) stops drover's runs cleanly instead of killing drover.
+  kill(getpid(), SIGHUP);
+  EXPECT_EQ(launcher_.Wait(1000).interrupt_signal, SIGHUP);
 }
 
 TEST_F(PosixLauncherTest, ManyShortProcessesAllReaped) {

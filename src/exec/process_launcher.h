@@ -25,7 +25,8 @@ struct ProcessExit {
 
 struct WaitResult {
   std::vector<ProcessExit> exits;
-  int interrupt_signal = 0;  // SIGINT/SIGTERM received by drover itself while waiting, else 0
+  int interrupt_signal =
+      0;  // SIGINT/SIGTERM/SIGHUP received by drover itself while waiting, else 0
 };
 
 class ProcessLauncher {

@@ -38,6 +38,8 @@ struct Experiment {
   std::string spec_yaml;          // the YAML as submitted (after --set)
   Json spec = Json::object();     // SpecToJson of the parsed spec
   std::string snapshot_hash;      // content hash of the code snapshot
+  std::string git_commit;         // HEAD of the workdir's repository at submit ("" outside git)
+  std::string git_diff;           // `git diff HEAD` at submit ("" when clean)
   std::string status = "active";  // active | done
   Millis created_ms = 0;
 };

@@ -7,6 +7,8 @@ Json ToJson(const Experiment& e) {
           {"name", e.name},
           {"status", e.status},
           {"snapshot", e.snapshot_hash},
+          {"git_commit", e.git_commit},
+          {"git_dirty", !e.git_diff.empty()},
           {"created_ms", e.created_ms},
           {"spec", e.spec}};
 }

@@ -289,7 +289,8 @@ Status SpecParser::ApplyOverride(Node& root, const std::string& text) {
 
   const Node params = Get(root, "params");
   std::vector<std::string> param_names;
-  if (params.IsMap()) {
+  // A missing key gives an invalid node, which throws on anything but IsDefined().
+  if (params.IsDefined() && params.IsMap()) {
     for (auto it = params.begin(); it != params.end(); ++it) {
       if (it->first.IsScalar()) param_names.push_back(it->first.Scalar());
     }

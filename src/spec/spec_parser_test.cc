@@ -416,6 +416,18 @@ TEST(SpecParserTest, OverridesSetDottedPaths) {
   EXPECT_EQ(ExpandGrid(*r).size(), 4u);
 }
 
+TEST(SpecParserTest, OverridesWorkOnSpecsWithoutParams) {
+  const std::string yaml = "name: x\ncommand: python t.py\n";
+  Result<Spec> r = Parse(yaml, {"retries=0", "timeout=5s", "resources.gpus=0", "params.lr=1"});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->timeout_ms, 5000);
+  EXPECT_EQ(r->params.dump(), R"({"lr":1})");
+  Result<Spec> bad = Parse(yaml, {"lr=0"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--set 'lr=0': unknown key 'lr'"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(SpecParserTest, BareOverrideKeySetsAParam) {
   const std::string yaml = "name: x\ncommand: python t.py --lr {lr}\nparams:\n  lr: [1, 2]\n";
   Result<Spec> r = Parse(yaml, {"lr=0.5"});

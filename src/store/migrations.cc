@@ -106,12 +106,24 @@ CREATE INDEX metrics_by_run_name_step ON metrics(run_id, name, step);
 CREATE INDEX runs_by_experiment_state ON runs(experiment_id, state);
 )sql";
 
+// Version 3: the commit and diff an experiment was submitted from. A snapshot is shared by every
+// experiment whose files are the same, so its git fields tell only who made it first; the
+// experiment keeps its own. Older experiments take them from their snapshot.
+constexpr const char* kV3 = R"sql(
+ALTER TABLE experiments ADD COLUMN git_commit TEXT NOT NULL DEFAULT '';
+ALTER TABLE experiments ADD COLUMN git_diff   TEXT NOT NULL DEFAULT '';
+UPDATE experiments SET
+  git_commit = COALESCE((SELECT s.git_commit FROM snapshots s WHERE s.hash = experiments.snapshot_hash), ''),
+  git_diff   = COALESCE((SELECT s.git_diff   FROM snapshots s WHERE s.hash = experiments.snapshot_hash), '');
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
   static const std::vector<Migration> kAll = {
       {1, "experiments, runs, attempts, metrics", kV1},
       {2, "events, snapshots, environments; metric and run-queue indexes", kV2},
+      {3, "experiments remember their own git commit and diff", kV3},
   };
   return kAll;
 }

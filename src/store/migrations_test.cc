@@ -58,7 +58,7 @@ TEST(Migrations, HistoryIsOrderedWithoutGaps) {
     EXPECT_EQ(all[i].version, static_cast<int>(i) + 1);
     EXPECT_NE(std::string(all[i].description), "");
   }
-  EXPECT_EQ(LatestVersion(), 2);
+  EXPECT_EQ(LatestVersion(), 3);
   EXPECT_EQ(Store::LatestSchemaVersion(), LatestVersion());
 }
 
@@ -79,12 +79,44 @@ TEST(Migrations, StepwiseUpgradeEqualsFreshSchema) {
   ASSERT_TRUE(Exec(old.get(), V1Fixture().c_str(), "loading fixture").ok());
   ASSERT_TRUE(Migrate(old.get(), "old").ok());
   ASSERT_TRUE(Migrate(fresh.get(), "fresh").ok());
-  EXPECT_EQ(Version(old.get()), 2);
-  EXPECT_EQ(Version(fresh.get()), 2);
+  EXPECT_EQ(Version(old.get()), 3);
+  EXPECT_EQ(Version(fresh.get()), 3);
   EXPECT_EQ(Schema(old.get()), Schema(fresh.get()));
   // Running again is a no-op.
   ASSERT_TRUE(Migrate(fresh.get(), "fresh").ok());
-  EXPECT_EQ(Version(fresh.get()), 2);
+  EXPECT_EQ(Version(fresh.get()), 3);
+}
+
+TEST(Migrations, Version3TakesGitFieldsFromTheSnapshot) {
+  Db db;
+  std::vector<Migration> up_to_2(Migrations().begin(), Migrations().begin() + 2);
+  ASSERT_TRUE(ApplyMigrations(db.get(), "v2", up_to_2).ok());
+  ASSERT_EQ(Version(db.get()), 2);
+  ASSERT_TRUE(Exec(db.get(),
+                   "INSERT INTO snapshots (hash, git, git_commit, git_diff) "
+                   "VALUES ('h1', 1, 'abc123', '+x');"
+                   "INSERT INTO experiments (name, snapshot_hash) VALUES ('with-git', 'h1');"
+                   "INSERT INTO experiments (name, snapshot_hash) VALUES ('no-snapshot', 'gone');",
+                   "seeding v2")
+                  .ok());
+  ASSERT_TRUE(Migrate(db.get(), "v2").ok());
+  EXPECT_EQ(Version(db.get()), 3);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(
+      sqlite3_prepare_v2(db.get(), "SELECT name, git_commit, git_diff FROM experiments ORDER BY id",
+                         -1, &st, nullptr),
+      SQLITE_OK);
+  std::vector<std::string> rows;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    std::string row;
+    for (int i = 0; i < 3; ++i) {
+      row += reinterpret_cast<const char*>(sqlite3_column_text(st, i));
+      row += "|";
+    }
+    rows.push_back(row);
+  }
+  sqlite3_finalize(st);
+  EXPECT_EQ(rows, (std::vector<std::string>{"with-git|abc123|+x|", "no-snapshot|||"}));
 }
 
 TEST(Migrations, FailingStepLeavesThePreviousVersion) {
@@ -92,14 +124,16 @@ TEST(Migrations, FailingStepLeavesThePreviousVersion) {
   ASSERT_TRUE(Migrate(db.get(), "db").ok());
   auto before = Schema(db.get());
   std::vector<Migration> with_bad = Migrations();
-  with_bad.push_back({3, "broken", "CREATE TABLE half_done (x); SELECT * FROM no_such_table;"});
+  const int next = LatestVersion() + 1;
+  with_bad.push_back({next, "broken", "CREATE TABLE half_done (x); SELECT * FROM no_such_table;"});
   Status st = ApplyMigrations(db.get(), "/x/drover.db", with_bad);
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("upgrading store at /x/drover.db: migration 3 (broken)"),
+  EXPECT_NE(st.message().find("upgrading store at /x/drover.db: migration " + std::to_string(next) +
+                              " (broken)"),
             std::string::npos)
       << st.message();
   EXPECT_NE(st.message().find("no such table"), std::string::npos) << st.message();
-  EXPECT_EQ(Version(db.get()), 2);
+  EXPECT_EQ(Version(db.get()), LatestVersion());
   EXPECT_EQ(Schema(db.get()), before);             // half_done rolled back
   EXPECT_NE(sqlite3_get_autocommit(db.get()), 0);  // no transaction left open
 }
@@ -111,7 +145,7 @@ TEST(Migrations, NewerDatabaseIsRefused) {
   EXPECT_EQ(st.code(), Code::kFailedPrecondition);
   EXPECT_EQ(st.message(),
             "store at /data/drover.db has schema version 9, newer than this drover understands "
-            "(2); upgrade drover");
+            "(3); upgrade drover");
   EXPECT_TRUE(Schema(db.get()).empty());
 }
 

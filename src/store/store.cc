@@ -22,7 +22,8 @@ namespace {
 using store::SqliteStatus;
 
 // Column lists, in the order the row readers below expect them.
-#define DROVER_EXPERIMENT_COLS "id, name, spec_yaml, spec, snapshot_hash, status, created_ms"
+#define DROVER_EXPERIMENT_COLS \
+  "id, name, spec_yaml, spec, snapshot_hash, status, created_ms, git_commit, git_diff"
 #define DROVER_RUN_COLS                                                                         \
   "id, experiment_id, grid_index, params, current_params, fingerprint, state, priority, gpus, " \
   "gpu_memory, cpus, attempts, retries_used, not_before_ms, created_ms, started_ms, ended_ms, " \
@@ -161,6 +162,8 @@ Status ReadExperiment(const Stmt& st, Experiment* e) {
   e->snapshot_hash = st.Text(4);
   e->status = st.Text(5);
   e->created_ms = st.Int(6);
+  e->git_commit = st.Text(7);
+  e->git_diff = st.Text(8);
   return Status::Ok();
 }
 
@@ -386,9 +389,10 @@ Status Store::Rollback() {
 Status Store::InsertExperiment(Experiment& e) {
   DROVER_ASSIGN_OR_RETURN(
       Stmt st, impl_->Use("INSERT INTO experiments (name, spec_yaml, spec, snapshot_hash, status, "
-                          "created_ms) VALUES (?, ?, ?, ?, ?, ?)",
+                          "created_ms, git_commit, git_diff) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                           "inserting an experiment"));
-  st.Bind(e.name, e.spec_yaml, DumpJson(e.spec), e.snapshot_hash, e.status, e.created_ms);
+  st.Bind(e.name, e.spec_yaml, DumpJson(e.spec), e.snapshot_hash, e.status, e.created_ms,
+          e.git_commit, e.git_diff);
   DROVER_RETURN_IF_ERROR(st.Run());
   e.id = sqlite3_last_insert_rowid(impl_->db);
   return Status::Ok();

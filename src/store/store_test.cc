@@ -11,6 +11,8 @@
 #include <limits>
 #include <sstream>
 
+#include "store/engine_lock.h"
+
 namespace drover {
 namespace {
 
@@ -98,6 +100,8 @@ Experiment MakeExperiment(const std::string& name, Millis created = 1'700'000'00
   e.snapshot_hash = "sha256:0123abcd";
   e.status = "active";
   e.created_ms = created;
+  e.git_commit = "0123456789abcdef0123456789abcdef01234567";
+  e.git_diff = "diff --git a/train.py b/train.py\n+lr = 0.1\n";
   return e;
 }
 
@@ -154,6 +158,8 @@ void ExpectSame(const Experiment& a, const Experiment& b) {
   EXPECT_EQ(a.snapshot_hash, b.snapshot_hash);
   EXPECT_EQ(a.status, b.status);
   EXPECT_EQ(a.created_ms, b.created_ms);
+  EXPECT_EQ(a.git_commit, b.git_commit);
+  EXPECT_EQ(a.git_diff, b.git_diff);
 }
 
 void ExpectSame(const drover::Run& a, const drover::Run& b) {
@@ -224,10 +230,10 @@ class StoreTest : public ::testing::Test {
 // ---- opening ----
 
 TEST_F(StoreTest, FreshStoreIsAtLatestVersion) {
-  EXPECT_EQ(Store::LatestSchemaVersion(), 2);
+  EXPECT_EQ(Store::LatestSchemaVersion(), 3);
   auto v = store_->SchemaVersion();
   ASSERT_TRUE(v.ok());
-  EXPECT_EQ(*v, 2);
+  EXPECT_EQ(*v, 3);
   auto ok = store_->IntegrityOk();
   ASSERT_TRUE(ok.ok());
   EXPECT_TRUE(*ok);
@@ -254,7 +260,7 @@ TEST(StoreOpen, FileStoreCreatesFoldersUsesWalAndPersists) {
   EXPECT_TRUE(fs::exists(path));
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), 2);
+  EXPECT_EQ(*store->SchemaVersion(), 3);
   auto r = store->GetRun(run_id);
   ASSERT_TRUE(r.ok());
   ASSERT_TRUE(r->has_value());
@@ -313,7 +319,7 @@ TEST(StoreOpen, NewerSchemaIsRefusedAndLeftByteIdentical) {
   EXPECT_EQ(s.status().code(), Code::kFailedPrecondition);
   EXPECT_EQ(s.status().message(), "store at " + path +
                                       " has schema version 7, newer than this drover "
-                                      "understands (2); upgrade drover");
+                                      "understands (3); upgrade drover");
   EXPECT_EQ(ReadFile(path), before);
   EXPECT_FALSE(fs::exists(path + "-wal"));
 }
@@ -337,7 +343,7 @@ TEST(StoreOpen, EmptyFileBecomesAStore) {
   WriteFile(path, "");
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), 2);
+  EXPECT_EQ(*store->SchemaVersion(), 3);
 }
 
 TEST(StoreOpen, UnwritableFolderIsAnIoError) {
@@ -364,8 +370,8 @@ TEST(StoreMigration, OpensVersion1FileAndUpgrades) {
 
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), 2);
-  EXPECT_EQ(RawQueryText(path, "PRAGMA user_version"), "2");
+  EXPECT_EQ(*store->SchemaVersion(), 3);
+  EXPECT_EQ(RawQueryText(path, "PRAGMA user_version"), "3");
   EXPECT_TRUE(*store->IntegrityOk());
 
   // Old rows read back through the API.
@@ -891,6 +897,33 @@ TEST_F(StoreTest, EnvironmentsOnePerExperimentAndInterpreter) {
   EXPECT_EQ(store_->ListEnvironments(e2)->size(), 1u);
   EXPECT_TRUE(store_->ListEnvironments(999)->empty());
   EXPECT_FALSE(store_->PutEnvironment({999, "/usr/bin/python3", "", "", ""}).ok());
+}
+
+}  // namespace
+}  // namespace drover
+
+namespace drover {
+namespace {
+
+TEST(EngineLockTest, OneHolderPerStoreAndItSaysWho) {
+  std::string dir =
+      (std::filesystem::temp_directory_path() / ("drover-lock-" + std::to_string(getpid())))
+          .string();
+  std::filesystem::remove_all(dir);
+  {
+    auto first = EngineLock::Acquire(dir);
+    ASSERT_TRUE(first.ok()) << first.status().message();
+    auto second = EngineLock::Acquire(dir);
+    ASSERT_FALSE(second.ok());
+    EXPECT_EQ(second.status().code(), Code::kFailedPrecondition);
+    EXPECT_NE(
+        second.status().message().find("another drover (pid " + std::to_string(getpid()) + ")"),
+        std::string::npos)
+        << second.status().message();
+  }
+  // Released with its holder.
+  EXPECT_TRUE(EngineLock::Acquire(dir).ok());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -150,6 +150,47 @@ TEST_F(CliTest, CtrlCCancelsEveryRunAndLeavesNoOrphans) {
   EXPECT_TRUE((*store)->IntegrityOk().value());
 }
 
+TEST_F(CliTest, OneEnginePerStore) {
+  std::string marker = "drover-lock-" + std::to_string(getpid());
+  std::string path = Write("l.yaml",
+                           "name: l\nworkdir: code\ncommand: sleep 300\n"
+                           "env: {TEST_MARKER: " +
+                               marker + "}\n");
+  std::string out = (dir_ / "out").string(), err = (dir_ / "err").string();
+  pid_t pid = testing::SpawnDrover({"run", path, "--store", store_}, out, err);
+  for (int i = 0; i < 200 && CountProcesses(marker) < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(CountProcesses(marker), 1) << testing::ReadFile(err);
+  auto second = RunDrover({"run", path, "--store", store_});
+  EXPECT_EQ(second.exit_code, 2);
+  EXPECT_NE(second.err.find("another drover (pid " + std::to_string(pid) + ")"), std::string::npos)
+      << second.err;
+  // Reading the store while it runs is fine.
+  auto ls = RunDrover({"ls", "--store", store_});
+  EXPECT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_NE(ls.out.find("running"), std::string::npos) << ls.out;
+  kill(pid, SIGHUP);  // a closed terminal stops the runs like Ctrl-C
+  EXPECT_EQ(testing::WaitExit(pid), 130);
+  EXPECT_EQ(CountProcesses(marker), 0);
+}
+
+TEST_F(CliTest, BadCommandLinesSayWhatToDo) {
+  auto typo = RunDrover({"rnu", "x.yaml"});
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_NE(typo.err.find("unknown command 'rnu'; did you mean 'run'?"), std::string::npos)
+      << typo.err;
+  std::string file = Write("not-a-folder", "x");
+  std::string path = Write("ok.yaml", "name: ok\nworkdir: code\ncommand: \"true\"\n");
+  auto store_file = RunDrover({"run", path, "--store", file});
+  EXPECT_EQ(store_file.exit_code, 2);
+  EXPECT_NE(store_file.err.find("is a file, not a folder"), std::string::npos) << store_file.err;
+  auto fake = RunDrover({"run", path, "--dry-run", "--fake-gpus", "0x16GiB"});
+  EXPECT_EQ(fake.exit_code, 2);
+  EXPECT_NE(fake.err.find("--fake-gpus '0x16GiB'"), std::string::npos) << fake.err;
+  EXPECT_EQ(RunDrover({"run", path, "--cpus", "-1"}).exit_code, 2);
+}
+
 TEST_F(CliTest, ReadCommandsExplainMissingThings) {
   auto none = RunDrover({"ls", "--store", store_});
   EXPECT_EQ(none.exit_code, 2);

@@ -1,0 +1,66 @@
+#pragma once
+// The HTTP API's request and response types and their JSON: one module shared by the daemon
+// (src/server/), the CLI client and later the MCP layer, so the shapes never drift apart.
+// docs/http-api.md documents every route with an example.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/run.h"
+
+namespace drover::protocol {
+
+inline constexpr const char* kApiPrefix = "/api/v1";
+// Bodies larger than this are refused with 413 before they are read.
+inline constexpr size_t kMaxBodyBytes = 1 << 20;
+
+// Errors travel as {"error": {"code": "...", "message": "..."}} with the matching HTTP status.
+Json ErrorJson(const Status& st);
+int HttpStatusFor(Code code);
+// The Status an error body describes (for clients).
+Status StatusFromErrorJson(const Json& body, int http_status);
+
+// POST /api/v1/experiments
+struct SubmitRequest {
+  std::string spec_yaml;               // the spec file's text
+  std::string spec_name = "spec.yaml"; // for error messages (file:line:column)
+  std::string base_dir;                // where a relative workdir resolves (the spec's folder)
+  std::vector<std::string> overrides;  // --set key=value
+};
+Json ToJson(const SubmitRequest& r);
+Result<SubmitRequest> SubmitRequestFromJson(const Json& j);
+
+struct SubmitResponse {
+  int64_t experiment_id = 0;
+  std::vector<int64_t> run_ids;
+};
+Json ToJson(const SubmitResponse& r);
+Result<SubmitResponse> SubmitResponseFromJson(const Json& j);
+
+// POST /api/v1/runs/{id}/priority
+struct PriorityRequest {
+  int priority = 0;
+};
+Result<PriorityRequest> PriorityRequestFromJson(const Json& j);
+
+// Live state of one GPU (GET /api/v1/gpus).
+struct GpuStatus {
+  int index = 0;
+  std::string name;
+  std::string uuid;
+  int64_t memory_total = 0;
+  int64_t memory_reserved = 0;  // by drover's runs
+  std::vector<int64_t> runs;    // run ids on it now
+  bool exclusive = false;
+};
+Json ToJson(const GpuStatus& g);
+Result<GpuStatus> GpuStatusFromJson(const Json& j);
+
+// Decoders of the records' JSON (src/protocol/json_codec.h writes them).
+Result<Experiment> ExperimentFromJson(const Json& j);
+Result<Run> RunFromJson(const Json& j);
+Result<Attempt> AttemptFromJson(const Json& j);
+Result<MetricPoint> MetricPointFromJson(const Json& j);
+
+}  // namespace drover::protocol

@@ -1,0 +1,37 @@
+#pragma once
+// What the HTTP layer may ask of the engine. The engine loop owns all state and is the only
+// writer to the store; HTTP threads read the store through their own connections and send
+// commands through this interface, which queues them to the loop and waits for the answer.
+// Tests use a fake.
+#include <cstdint>
+#include <vector>
+
+#include "common/status.h"
+#include "protocol/api.h"
+
+namespace drover::server {
+
+// One event for the stream (GET /api/v1/events): run state changes, new metric points, GPU
+// samples. `seq` increases by one per event and is the SSE id; clients resume with
+// Last-Event-ID / ?after=.
+struct StreamEvent {
+  int64_t seq = 0;
+  std::string kind;  // "run_state", "metrics", "gpu"
+  Json data;
+};
+
+class EngineControl {
+ public:
+  virtual ~EngineControl() = default;
+  virtual Result<protocol::SubmitResponse> Submit(const protocol::SubmitRequest& request) = 0;
+  virtual Status CancelRun(int64_t run_id) = 0;
+  virtual Status CancelExperiment(int64_t experiment_id) = 0;
+  virtual Status SetPriority(int64_t run_id, int priority) = 0;
+  virtual std::vector<protocol::GpuStatus> Gpus() = 0;
+  // Events after `after_seq`, waiting up to timeout_ms for at least one. Events older than the
+  // buffer are gone; the first returned then has a seq > after_seq + 1.
+  virtual std::vector<StreamEvent> WaitEvents(int64_t after_seq, int64_t timeout_ms) = 0;
+  virtual int64_t LastEventSeq() = 0;
+};
+
+}  // namespace drover::server

@@ -85,6 +85,8 @@ struct Attempt {
   std::string hostname;
   std::string drover_version;
   std::string workdir;  // where it ran (a working copy of the snapshot)
+  int64_t pid_start = 0;  // start time of pid (/proc ticks): pid + this names the run's shim
+  std::string exit_path;  // where the shim records how the run ended
 };
 
 struct MetricPoint {

@@ -56,3 +56,31 @@ TEST(RunState, NamesRoundTrip) {
 
 }  // namespace
 }  // namespace drover
+
+namespace drover {
+namespace {
+
+TEST(SpecJson, RoundTripsEveryField) {
+  Spec s;
+  s.name = "x";
+  s.command = {"python", "t.py", "--lr={lr}"};
+  s.shell = false;
+  s.workdir = "/w";
+  s.params = OrderedJson::parse(R"({"lr": [0.1, 0.01], "m": "mlp"})");
+  s.resources = {2, 6LL << 30, 3};
+  s.priority = 5;
+  s.max_parallel = 2;
+  s.retries = 3;
+  s.retry_backoff_ms = 2500;
+  s.timeout_ms = 60000;
+  s.env = {{"A", "1"}};
+  s.objective = Objective{"val_acc", false};
+  s.oom = {"batch_size", 8, "accum"};
+  auto back = SpecFromJson(SpecToJson(s));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(SpecToJson(*back), SpecToJson(s));
+  EXPECT_FALSE(SpecFromJson(Json{{"name", "x"}}).ok());
+}
+
+}  // namespace
+}  // namespace drover

@@ -28,4 +28,39 @@ Json SpecToJson(const Spec& s) {
   return j;
 }
 
+Result<Spec> SpecFromJson(const Json& j) {
+  try {
+    Spec s;
+    s.name = j.at("name").get<std::string>();
+    s.command = j.at("command").get<std::vector<std::string>>();
+    s.shell = j.value("shell", false);
+    s.workdir = j.value("workdir", "");
+    s.params = OrderedJson::parse(j.value("params", Json::object()).dump());
+    const Json& r = j.at("resources");
+    s.resources.gpus = r.value("gpus", 0);
+    s.resources.gpu_memory = r.value("gpu_memory", int64_t{0});
+    s.resources.cpus = r.value("cpus", 1);
+    s.priority = j.value("priority", 0);
+    s.max_parallel = j.value("max_parallel", 0);
+    s.retries = j.value("retries", 0);
+    s.retry_backoff_ms = j.value("retry_backoff_ms", int64_t{1000});
+    s.timeout_ms = j.value("timeout_ms", int64_t{0});
+    s.env = j.value("env", std::map<std::string, std::string>{});
+    if (j.contains("objective")) {
+      Objective o;
+      o.metric = j["objective"].at("metric").get<std::string>();
+      o.maximize = j["objective"].value("mode", "max") == "max";
+      s.objective = o;
+    }
+    if (j.contains("oom")) {
+      s.oom.param = j["oom"].at("param").get<std::string>();
+      s.oom.min = j["oom"].value("min", int64_t{1});
+      s.oom.accumulate = j["oom"].value("accumulate", "");
+    }
+    return s;
+  } catch (const Json::exception& e) {
+    return InvalidArgument(std::string("stored spec is not readable: ") + e.what());
+  }
+}
+
 }  // namespace drover

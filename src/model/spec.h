@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+
 namespace drover {
 
 using Json = nlohmann::json;
@@ -56,5 +58,8 @@ struct Spec {
 
 // Canonical JSON of a spec (stored with the experiment, shown by `drover show`).
 Json SpecToJson(const Spec& spec);
+// The inverse, for an engine that resumes experiments from the store (the YAML may name a
+// workdir that no longer exists; the runs do not need it: they run from the snapshot).
+Result<Spec> SpecFromJson(const Json& j);
 
 }  // namespace drover

@@ -49,6 +49,8 @@ Json ToJson(const Attempt& a) {
           {"params", a.params},
           {"argv", a.argv},
           {"workdir", a.workdir},
+          {"pid_start", a.pid_start},
+          {"exit_path", a.exit_path},
           {"started_ms", a.started_ms},
           {"ended_ms", a.ended_ms},
           {"stdout_path", a.stdout_path},

@@ -117,6 +117,14 @@ UPDATE experiments SET
   git_diff   = COALESCE((SELECT s.git_diff   FROM snapshots s WHERE s.hash = experiments.snapshot_hash), '');
 )sql";
 
+// Version 4: what a restarted engine needs to adopt a run it did not start: the shim's start time
+// (with its pid it tells the shim from a later process that reused the pid) and the file where
+// the shim records how the run ended.
+constexpr const char* kV4 = R"sql(
+ALTER TABLE attempts ADD COLUMN pid_start INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE attempts ADD COLUMN exit_path TEXT    NOT NULL DEFAULT '';
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
@@ -124,6 +132,7 @@ const std::vector<Migration>& Migrations() {
       {1, "experiments, runs, attempts, metrics", kV1},
       {2, "events, snapshots, environments; metric and run-queue indexes", kV2},
       {3, "experiments remember their own git commit and diff", kV3},
+      {4, "attempts record the shim's start time and exit file", kV4},
   };
   return kAll;
 }

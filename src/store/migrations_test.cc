@@ -58,7 +58,7 @@ TEST(Migrations, HistoryIsOrderedWithoutGaps) {
     EXPECT_EQ(all[i].version, static_cast<int>(i) + 1);
     EXPECT_NE(std::string(all[i].description), "");
   }
-  EXPECT_EQ(LatestVersion(), 3);
+  EXPECT_EQ(LatestVersion(), 4);
   EXPECT_EQ(Store::LatestSchemaVersion(), LatestVersion());
 }
 
@@ -79,12 +79,12 @@ TEST(Migrations, StepwiseUpgradeEqualsFreshSchema) {
   ASSERT_TRUE(Exec(old.get(), V1Fixture().c_str(), "loading fixture").ok());
   ASSERT_TRUE(Migrate(old.get(), "old").ok());
   ASSERT_TRUE(Migrate(fresh.get(), "fresh").ok());
-  EXPECT_EQ(Version(old.get()), 3);
-  EXPECT_EQ(Version(fresh.get()), 3);
+  EXPECT_EQ(Version(old.get()), 4);
+  EXPECT_EQ(Version(fresh.get()), 4);
   EXPECT_EQ(Schema(old.get()), Schema(fresh.get()));
   // Running again is a no-op.
   ASSERT_TRUE(Migrate(fresh.get(), "fresh").ok());
-  EXPECT_EQ(Version(fresh.get()), 3);
+  EXPECT_EQ(Version(fresh.get()), 4);
 }
 
 TEST(Migrations, Version3TakesGitFieldsFromTheSnapshot) {
@@ -100,7 +100,7 @@ TEST(Migrations, Version3TakesGitFieldsFromTheSnapshot) {
                    "seeding v2")
                   .ok());
   ASSERT_TRUE(Migrate(db.get(), "v2").ok());
-  EXPECT_EQ(Version(db.get()), 3);
+  EXPECT_EQ(Version(db.get()), LatestVersion());
   sqlite3_stmt* st = nullptr;
   ASSERT_EQ(
       sqlite3_prepare_v2(db.get(), "SELECT name, git_commit, git_diff FROM experiments ORDER BY id",
@@ -145,7 +145,7 @@ TEST(Migrations, NewerDatabaseIsRefused) {
   EXPECT_EQ(st.code(), Code::kFailedPrecondition);
   EXPECT_EQ(st.message(),
             "store at /data/drover.db has schema version 9, newer than this drover understands "
-            "(3); upgrade drover");
+            "(4); upgrade drover");
   EXPECT_TRUE(Schema(db.get()).empty());
 }
 

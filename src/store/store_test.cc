@@ -147,6 +147,8 @@ Attempt MakeAttempt(int64_t run_id, int number) {
   a.hostname = "gpu-box";
   a.drover_version = "0.1.0";
   a.workdir = "/s/work/1";
+  a.pid_start = 987654321;
+  a.exit_path = "/s/runs/1/attempt-1.exit";
   return a;
 }
 
@@ -205,6 +207,8 @@ void ExpectSame(const Attempt& a, const Attempt& b) {
   EXPECT_EQ(a.hostname, b.hostname);
   EXPECT_EQ(a.drover_version, b.drover_version);
   EXPECT_EQ(a.workdir, b.workdir);
+  EXPECT_EQ(a.pid_start, b.pid_start);
+  EXPECT_EQ(a.exit_path, b.exit_path);
 }
 
 class StoreTest : public ::testing::Test {
@@ -230,10 +234,10 @@ class StoreTest : public ::testing::Test {
 // ---- opening ----
 
 TEST_F(StoreTest, FreshStoreIsAtLatestVersion) {
-  EXPECT_EQ(Store::LatestSchemaVersion(), 3);
+  EXPECT_EQ(Store::LatestSchemaVersion(), 4);
   auto v = store_->SchemaVersion();
   ASSERT_TRUE(v.ok());
-  EXPECT_EQ(*v, 3);
+  EXPECT_EQ(*v, 4);
   auto ok = store_->IntegrityOk();
   ASSERT_TRUE(ok.ok());
   EXPECT_TRUE(*ok);
@@ -260,7 +264,7 @@ TEST(StoreOpen, FileStoreCreatesFoldersUsesWalAndPersists) {
   EXPECT_TRUE(fs::exists(path));
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), 3);
+  EXPECT_EQ(*store->SchemaVersion(), 4);
   auto r = store->GetRun(run_id);
   ASSERT_TRUE(r.ok());
   ASSERT_TRUE(r->has_value());
@@ -319,7 +323,7 @@ TEST(StoreOpen, NewerSchemaIsRefusedAndLeftByteIdentical) {
   EXPECT_EQ(s.status().code(), Code::kFailedPrecondition);
   EXPECT_EQ(s.status().message(), "store at " + path +
                                       " has schema version 7, newer than this drover "
-                                      "understands (3); upgrade drover");
+                                      "understands (4); upgrade drover");
   EXPECT_EQ(ReadFile(path), before);
   EXPECT_FALSE(fs::exists(path + "-wal"));
 }
@@ -343,7 +347,7 @@ TEST(StoreOpen, EmptyFileBecomesAStore) {
   WriteFile(path, "");
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), 3);
+  EXPECT_EQ(*store->SchemaVersion(), 4);
 }
 
 TEST(StoreOpen, UnwritableFolderIsAnIoError) {
@@ -370,8 +374,8 @@ TEST(StoreMigration, OpensVersion1FileAndUpgrades) {
 
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), 3);
-  EXPECT_EQ(RawQueryText(path, "PRAGMA user_version"), "3");
+  EXPECT_EQ(*store->SchemaVersion(), 4);
+  EXPECT_EQ(RawQueryText(path, "PRAGMA user_version"), "4");
   EXPECT_TRUE(*store->IntegrityOk());
 
   // Old rows read back through the API.

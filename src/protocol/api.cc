@@ -1,0 +1,398 @@
+#include "protocol/api.h"
+
+#include <cmath>
+#include <limits>
+#include <set>
+#include <string_view>
+
+namespace drover::protocol {
+namespace {
+
+// Reads the fields of one JSON object into a record, remembering the first error. Missing fields
+// keep their defaults (an older server may not send a newer field) unless marked required; a
+// field of the wrong type is an error that names it ("run.state: ...").
+class FieldReader {
+ public:
+  FieldReader(const Json& j, std::string what) : j_(j), what_(std::move(what)) {
+    if (!j_.is_object()) {
+      status_ =
+          InvalidArgument(what_ + ": expected a JSON object, got " + std::string(j_.type_name()));
+    }
+  }
+
+  const Status& status() const { return status_; }
+  bool ok() const { return status_.ok(); }
+
+  // Refuses fields not in `known` (for requests, where a misspelt field must not be ignored).
+  void RejectUnknown(const std::set<std::string>& known) {
+    if (!ok()) return;
+    for (auto it = j_.begin(); it != j_.end(); ++it) {
+      if (known.count(it.key())) continue;
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      Fail(it.key(), "unknown field (known: " + list + ")");
+      return;
+    }
+  }
+
+  // Returns the field, or nullptr when it is absent (an error when required).
+  const Json* Find(const char* key, bool required) {
+    if (!ok()) return nullptr;
+    auto it = j_.find(key);
+    if (it == j_.end()) {
+      if (required) Fail(key, "missing");
+      return nullptr;
+    }
+    return &*it;
+  }
+
+  void Get(const char* key, std::string& out, bool required = false) {
+    const Json* v = Find(key, required);
+    if (!v) return;
+    if (!v->is_string()) return WrongType(key, "a string", *v);
+    out = v->get<std::string>();
+  }
+
+  void Get(const char* key, bool& out, bool required = false) {
+    const Json* v = Find(key, required);
+    if (!v) return;
+    if (!v->is_boolean()) return WrongType(key, "true or false", *v);
+    out = v->get<bool>();
+  }
+
+  void Get(const char* key, int64_t& out, bool required = false) {
+    const Json* v = Find(key, required);
+    if (!v) return;
+    auto n = Int(key, *v, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+    if (n) out = *n;
+  }
+
+  void Get(const char* key, int& out, bool required = false) {
+    const Json* v = Find(key, required);
+    if (!v) return;
+    auto n = Int(key, *v, std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
+    if (n) out = static_cast<int>(*n);
+  }
+
+  // JSON has no NaN: the codec writes NaN (and infinities) as null, read back as NaN.
+  void Get(const char* key, double& out, bool required = false) {
+    const Json* v = Find(key, required);
+    if (!v) return;
+    if (v->is_null()) {
+      out = std::numeric_limits<double>::quiet_NaN();
+      return;
+    }
+    if (!v->is_number()) return WrongType(key, "a number", *v);
+    out = v->get<double>();
+  }
+
+  // Any JSON value; `want_object` insists on an object (params, metrics, spec).
+  void GetJson(const char* key, Json& out, bool want_object, bool required = false) {
+    const Json* v = Find(key, required);
+    if (!v) return;
+    if (want_object && !v->is_object()) return WrongType(key, "an object", *v);
+    out = *v;
+  }
+
+  void Get(const char* key, std::vector<std::string>& out, bool required = false) {
+    const Json* v = Find(key, required);
+    if (!v) return;
+    if (!v->is_array()) return WrongType(key, "a list of strings", *v);
+    std::vector<std::string> r;
+    for (const auto& e : *v) {
+      if (!e.is_string()) return WrongType(key, "a list of strings", *v);
+      r.push_back(e.get<std::string>());
+    }
+    out = std::move(r);
+  }
+
+  template <typename T>
+  void GetInts(const char* key, std::vector<T>& out, bool required = false) {
+    const Json* v = Find(key, required);
+    if (!v) return;
+    if (!v->is_array()) return WrongType(key, "a list of integers", *v);
+    std::vector<T> r;
+    for (const auto& e : *v) {
+      auto n = Int(key, e, std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
+      if (!n) return;
+      r.push_back(static_cast<T>(*n));
+    }
+    out = std::move(r);
+  }
+
+  void Fail(std::string_view key, std::string_view why) {
+    if (ok()) status_ = InvalidArgument(what_ + "." + std::string(key) + ": " + std::string(why));
+  }
+
+ private:
+  std::optional<int64_t> Int(const char* key, const Json& v, int64_t lo, int64_t hi) {
+    if (!v.is_number_integer()) {
+      WrongType(key, "an integer", v);
+      return std::nullopt;
+    }
+    if (v.is_number_unsigned() &&
+        v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      Fail(key, "integer out of range");
+      return std::nullopt;
+    }
+    int64_t n = v.get<int64_t>();
+    if (n < lo || n > hi) {
+      Fail(key, "integer out of range");
+      return std::nullopt;
+    }
+    return n;
+  }
+
+  void WrongType(const char* key, std::string_view want, const Json& got) {
+    Fail(key, "must be " + std::string(want) + ", got " + std::string(got.type_name()));
+  }
+
+  const Json& j_;
+  std::string what_;
+  Status status_;
+};
+
+std::optional<Code> CodeFromName(std::string_view name) {
+  for (Code c : {Code::kOk, Code::kInvalidArgument, Code::kNotFound, Code::kFailedPrecondition,
+                 Code::kIo, Code::kInternal, Code::kUnavailable, Code::kCancelled}) {
+    if (CodeName(c) == name) return c;
+  }
+  return std::nullopt;
+}
+
+Code CodeFromHttp(int http_status) {
+  switch (http_status) {
+    case 400:
+    case 411:
+    case 413:
+    case 414:
+    case 422:
+      return Code::kInvalidArgument;
+    case 401:  // wrong or missing token
+    case 403:  // refused Host or Origin
+    case 409:
+      return Code::kFailedPrecondition;
+    case 404:
+      return Code::kNotFound;
+    case 503:
+      return Code::kUnavailable;
+    default:
+      return Code::kInternal;
+  }
+}
+
+}  // namespace
+
+Json ErrorJson(const Status& st) {
+  return {{"error", {{"code", std::string(CodeName(st.code()))}, {"message", st.message()}}}};
+}
+
+int HttpStatusFor(Code code) {
+  switch (code) {
+    case Code::kOk:
+      return 200;
+    case Code::kInvalidArgument:
+      return 400;
+    case Code::kNotFound:
+      return 404;
+    case Code::kFailedPrecondition:
+      return 409;
+    case Code::kCancelled:
+      return 409;
+    case Code::kUnavailable:
+      return 503;
+    case Code::kIo:
+    case Code::kInternal:
+      return 500;
+  }
+  return 500;
+}
+
+Status StatusFromErrorJson(const Json& body, int http_status) {
+  if (body.is_object() && body.contains("error") && body["error"].is_object()) {
+    const Json& e = body["error"];
+    std::string message = e.value("message", std::string());
+    std::optional<Code> code;
+    if (e.contains("code") && e["code"].is_string())
+      code = CodeFromName(e["code"].get<std::string>());
+    // Codes outside common/status.h (unauthenticated, permission_denied) map by HTTP status.
+    if (!code || *code == Code::kOk) code = CodeFromHttp(http_status);
+    if (message.empty()) message = "HTTP " + std::to_string(http_status);
+    return Status(*code, message);
+  }
+  if (http_status >= 200 && http_status < 300) return Status::Ok();
+  std::string text =
+      body.is_null() ? "" : body.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (text.size() > 200) text = text.substr(0, 200) + "...";
+  return Status(CodeFromHttp(http_status),
+                "HTTP " + std::to_string(http_status) + (text.empty() ? "" : ": " + text));
+}
+
+Json ToJson(const SubmitRequest& r) {
+  return {{"spec_yaml", r.spec_yaml},
+          {"spec_name", r.spec_name},
+          {"base_dir", r.base_dir},
+          {"overrides", r.overrides}};
+}
+
+Result<SubmitRequest> SubmitRequestFromJson(const Json& j) {
+  SubmitRequest r;
+  FieldReader f(j, "submit request");
+  f.RejectUnknown({"spec_yaml", "spec_name", "base_dir", "overrides"});
+  f.Get("spec_yaml", r.spec_yaml, true);
+  f.Get("spec_name", r.spec_name);
+  f.Get("base_dir", r.base_dir);
+  f.Get("overrides", r.overrides);
+  if (!f.ok()) return f.status();
+  return r;
+}
+
+Json ToJson(const SubmitResponse& r) {
+  return {{"experiment_id", r.experiment_id}, {"run_ids", r.run_ids}};
+}
+
+Result<SubmitResponse> SubmitResponseFromJson(const Json& j) {
+  SubmitResponse r;
+  FieldReader f(j, "submit response");
+  f.Get("experiment_id", r.experiment_id, true);
+  f.GetInts("run_ids", r.run_ids, true);
+  if (!f.ok()) return f.status();
+  return r;
+}
+
+Result<PriorityRequest> PriorityRequestFromJson(const Json& j) {
+  PriorityRequest r;
+  FieldReader f(j, "priority request");
+  f.RejectUnknown({"priority"});
+  f.Get("priority", r.priority, true);
+  if (!f.ok()) return f.status();
+  return r;
+}
+
+Json ToJson(const GpuStatus& g) {
+  return {{"index", g.index},
+          {"name", g.name},
+          {"uuid", g.uuid},
+          {"memory_total", g.memory_total},
+          {"memory_reserved", g.memory_reserved},
+          {"runs", g.runs},
+          {"exclusive", g.exclusive}};
+}
+
+Result<GpuStatus> GpuStatusFromJson(const Json& j) {
+  GpuStatus g;
+  FieldReader f(j, "gpu");
+  f.Get("index", g.index, true);
+  f.Get("name", g.name);
+  f.Get("uuid", g.uuid);
+  f.Get("memory_total", g.memory_total);
+  f.Get("memory_reserved", g.memory_reserved);
+  f.GetInts("runs", g.runs);
+  f.Get("exclusive", g.exclusive);
+  if (!f.ok()) return f.status();
+  return g;
+}
+
+// ToJson(Experiment) carries `git_dirty`, not the diff. The diff is kept when the JSON has it
+// (GET /experiments/{id} adds "git_diff" and "spec_yaml"); otherwise a dirty experiment gets a
+// marker diff, so `!git_diff.empty()` still says "uncommitted changes" and re-encoding gives the
+// same JSON.
+constexpr const char* kDiffNotIncluded = "(uncommitted changes; diff not included)\n";
+
+Result<Experiment> ExperimentFromJson(const Json& j) {
+  Experiment e;
+  FieldReader f(j, "experiment");
+  f.Get("id", e.id, true);
+  f.Get("name", e.name);
+  f.Get("status", e.status);
+  f.Get("snapshot", e.snapshot_hash);
+  f.Get("git_commit", e.git_commit);
+  bool dirty = false;
+  f.Get("git_dirty", dirty);
+  f.Get("git_diff", e.git_diff);
+  f.Get("spec_yaml", e.spec_yaml);
+  f.Get("created_ms", e.created_ms);
+  f.GetJson("spec", e.spec, false);
+  if (!f.ok()) return f.status();
+  if (dirty && e.git_diff.empty()) e.git_diff = kDiffNotIncluded;
+  if (!dirty) e.git_diff.clear();
+  return e;
+}
+
+Result<Run> RunFromJson(const Json& j) {
+  Run r;
+  FieldReader f(j, "run");
+  f.Get("id", r.id, true);
+  f.Get("experiment_id", r.experiment_id);
+  f.Get("index", r.index);
+  std::string state = std::string(ToString(r.state));
+  f.Get("state", state);
+  f.GetJson("params", r.params, true);
+  f.GetJson("current_params", r.current_params, true);
+  f.Get("fingerprint", r.fingerprint);
+  f.Get("priority", r.priority);
+  if (const Json* res = f.Find("resources", false)) {
+    FieldReader rf(*res, "run.resources");
+    rf.Get("gpus", r.resources.gpus);
+    rf.Get("gpu_memory", r.resources.gpu_memory);
+    rf.Get("cpus", r.resources.cpus);
+    if (!rf.ok()) return rf.status();
+  }
+  f.Get("attempts", r.attempts);
+  f.Get("retries_used", r.retries_used);
+  f.Get("reason", r.reason);
+  f.Get("created_ms", r.created_ms);
+  f.Get("started_ms", r.started_ms);
+  f.Get("ended_ms", r.ended_ms);
+  f.GetJson("metrics", r.final_metrics, true);
+  if (!f.ok()) return f.status();
+  auto parsed = ParseRunState(state);
+  if (!parsed) {
+    return InvalidArgument("run.state: unknown state '" + state +
+                           "' (known: queued, running, retrying, succeeded, failed, cancelled)");
+  }
+  r.state = *parsed;
+  return r;
+}
+
+Result<Attempt> AttemptFromJson(const Json& j) {
+  Attempt a;
+  FieldReader f(j, "attempt");
+  f.Get("id", a.id, true);
+  f.Get("run_id", a.run_id);
+  f.Get("number", a.number);
+  f.Get("ended", a.ended);
+  f.Get("reason", a.reason);
+  f.Get("exit_code", a.exit_code);
+  f.Get("signal", a.signal);
+  f.Get("pid", a.pid);
+  f.GetInts("gpus", a.gpus);
+  f.Get("cuda_visible_devices", a.cuda_visible_devices);
+  f.GetJson("params", a.params, true);
+  f.Get("argv", a.argv);
+  f.Get("workdir", a.workdir);
+  f.Get("pid_start", a.pid_start);
+  f.Get("exit_path", a.exit_path);
+  f.Get("started_ms", a.started_ms);
+  f.Get("ended_ms", a.ended_ms);
+  f.Get("stdout_path", a.stdout_path);
+  f.Get("stderr_path", a.stderr_path);
+  f.Get("hostname", a.hostname);
+  f.Get("drover_version", a.drover_version);
+  if (!f.ok()) return f.status();
+  return a;
+}
+
+Result<MetricPoint> MetricPointFromJson(const Json& j) {
+  MetricPoint p;
+  FieldReader f(j, "metric point");
+  f.Get("attempt_id", p.attempt_id);
+  f.Get("step", p.step);
+  f.Get("name", p.name, true);
+  f.Get("value", p.value, true);
+  f.Get("t_ms", p.t_ms);
+  if (!f.ok()) return f.status();
+  return p;
+}
+
+}  // namespace drover::protocol

@@ -1,0 +1,120 @@
+// /api/v1/events: server-sent events from EngineControl::WaitEvents. Each event is
+//   id: <seq>\nevent: <kind>\ndata: <json>\n\n
+// and a client resumes with Last-Event-ID (browsers send it on reconnect) or ?after=<seq>.
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "server/routes.h"
+
+namespace drover::server {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// How long one WaitEvents call may block: Stop() and the keepalive are checked between calls.
+constexpr int64_t kWaitSliceMs = 250;
+
+struct StreamState {
+  int64_t after = 0;
+  bool started = false;
+  SteadyClock::time_point last_write = SteadyClock::now();
+  std::shared_ptr<void> slot;  // the long-poll slot, freed with the response
+};
+
+// An SSE field value must be one line.
+std::string OneLine(std::string s) {
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return s;
+}
+
+std::string Frame(const StreamEvent& e) {
+  return "id: " + std::to_string(e.seq) + "\nevent: " + OneLine(e.kind) +
+         "\ndata: " + DumpJson(e.data) + "\n\n";
+}
+
+Status Events(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  int64_t after = 0;
+  if (req.has_header("Last-Event-ID")) {
+    std::string text = req.get_header_value("Last-Event-ID");
+    auto v = ParseInt64(text);
+    if (!v || *v < 0) {
+      return InvalidArgument("Last-Event-ID must be a non-negative integer, got '" + text + "'");
+    }
+    after = *v;
+  } else {
+    DROVER_ASSIGN_OR_RETURN(auto a, QueryInt(req, "after", 0, INT64_MAX));
+    after = a ? *a : ctx.engine.LastEventSeq();  // no cursor: only what happens from now on
+  }
+  auto state = std::make_shared<StreamState>();
+  state->after = after;
+  state->slot = ctx.AcquireLongPoll();
+  if (!state->slot) {
+    return Unavailable("too many event streams and log follows are open (" +
+                       std::to_string(ctx.MaxLongPolls()) + "); retry in a moment");
+  }
+  res.status = 200;
+  res.set_header("Cache-Control", "no-store");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream", [&ctx, state](size_t, httplib::DataSink& sink) -> bool {
+        try {
+          std::string out;
+          if (!state->started) {
+            state->started = true;
+            // Tells EventSource how soon to reconnect, and the client that the stream is open.
+            out = "retry: 2000\n: stream after " + std::to_string(state->after) + "\n\n";
+            state->last_write = SteadyClock::now();
+            return sink.write(out.data(), out.size());
+          }
+          if (ctx.stopping) {
+            sink.done();
+            return true;
+          }
+          auto since_write = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 SteadyClock::now() - state->last_write)
+                                 .count();
+          int64_t slice =
+              std::clamp<int64_t>(ctx.options.keepalive_ms - since_write, 1, kWaitSliceMs);
+          auto t0 = SteadyClock::now();
+          std::vector<StreamEvent> events = ctx.engine.WaitEvents(state->after, slice);
+          for (const auto& e : events) {
+            if (e.seq <= state->after) continue;
+            if (e.seq > state->after + 1) {
+              // The engine's buffer no longer holds what came between: say so, so a client can
+              // reload the state it shows.
+              out += "event: gap\ndata: " + DumpJson({{"after", state->after}, {"next", e.seq}}) +
+                     "\n\n";
+            }
+            out += Frame(e);
+            state->after = e.seq;
+          }
+          auto now = SteadyClock::now();
+          if (out.empty()) {
+            if (now - state->last_write >= std::chrono::milliseconds(ctx.options.keepalive_ms)) {
+              out = ": keepalive\n\n";
+            } else if (now - t0 < std::chrono::milliseconds(5)) {
+              // WaitEvents returned at once with nothing: do not spin.
+              std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            }
+          }
+          if (out.empty()) return true;
+          state->last_write = now;
+          // A client that went away makes the write fail, which ends the stream.
+          return sink.write(out.data(), out.size());
+        } catch (...) {
+          return false;
+        }
+      });
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterEventsRoutes(httplib::Server& http, ServerContext& ctx) {
+  http.Get(std::string(protocol::kApiPrefix) + "/events", Route(ctx, Events));
+}
+
+}  // namespace drover::server

@@ -1,0 +1,75 @@
+// /api/v1/experiments: list, one (with its runs), submit, cancel.
+#include "protocol/json_codec.h"
+#include "server/routes.h"
+
+namespace drover::server {
+namespace {
+
+Result<Experiment> FindExperiment(Store& store, const std::string& id_or_name) {
+  auto e = store.FindExperiment(id_or_name);
+  if (!e.ok()) return e.status();
+  if (!e->has_value()) return NotFound("no experiment '" + id_or_name + "' (by id or name)");
+  return std::move(**e);
+}
+
+Status List(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  DROVER_ASSIGN_OR_RETURN(auto limit, QueryInt(req, "limit", 1, 1000));
+  DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
+  DROVER_ASSIGN_OR_RETURN(auto list, store->ListExperiments(static_cast<int>(limit.value_or(50))));
+  Json out = Json::array();
+  for (const auto& e : list) out.push_back(protocol::ToJson(e));
+  SendJson(res, 200, {{"experiments", out}});
+  return Status::Ok();
+}
+
+Status Get(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
+  DROVER_ASSIGN_OR_RETURN(Experiment e, FindExperiment(*store, req.matches[1].str()));
+  DROVER_ASSIGN_OR_RETURN(auto runs, store->ListRuns(RunFilter{.experiment_id = e.id}));
+  Json j = protocol::ToJson(e);
+  j["spec_yaml"] = e.spec_yaml;
+  j["git_diff"] = e.git_diff;
+  Json counts = Json::object();
+  for (RunState s : {RunState::kQueued, RunState::kRunning, RunState::kRetrying,
+                     RunState::kSucceeded, RunState::kFailed, RunState::kCancelled}) {
+    counts[std::string(ToString(s))] = 0;
+  }
+  j["runs"] = Json::array();
+  for (const auto& r : runs) {
+    counts[std::string(ToString(r.state))] = counts[std::string(ToString(r.state))].get<int>() + 1;
+    j["runs"].push_back(protocol::ToJson(r));
+  }
+  j["counts"] = counts;
+  SendJson(res, 200, j);
+  return Status::Ok();
+}
+
+Status Submit(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  DROVER_ASSIGN_OR_RETURN(Json body, ParseJsonBody(req));
+  DROVER_ASSIGN_OR_RETURN(protocol::SubmitRequest request, protocol::SubmitRequestFromJson(body));
+  DROVER_ASSIGN_OR_RETURN(protocol::SubmitResponse reply, ctx.engine.Submit(request));
+  res.set_header("Location", std::string(protocol::kApiPrefix) + "/experiments/" +
+                                 std::to_string(reply.experiment_id));
+  SendJson(res, 201, protocol::ToJson(reply));
+  return Status::Ok();
+}
+
+Status Cancel(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
+  DROVER_ASSIGN_OR_RETURN(Experiment e, FindExperiment(*store, req.matches[1].str()));
+  DROVER_RETURN_IF_ERROR(ctx.engine.CancelExperiment(e.id));
+  SendJson(res, 200, {{"experiment_id", e.id}, {"cancelled", true}});
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterExperimentsRoutes(httplib::Server& http, ServerContext& ctx) {
+  const std::string base = std::string(protocol::kApiPrefix) + "/experiments";
+  http.Get(base, Route(ctx, List));
+  http.Post(base, Route(ctx, Submit));
+  http.Get(base + "/([^/]+)", Route(ctx, Get));
+  http.Post(base + "/([^/]+)/cancel", Route(ctx, Cancel));
+}
+
+}  // namespace drover::server

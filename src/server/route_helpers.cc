@@ -1,0 +1,127 @@
+// Helpers shared by the route files: the per-thread store, long-poll slots, JSON replies, and
+// checked parsing of ids, query parameters and bodies.
+#include <charconv>
+
+#include "server/routes.h"
+
+namespace drover::server {
+namespace {
+
+struct ThreadStoreSlot {
+  std::string path;
+  std::unique_ptr<Store> store;
+};
+
+ThreadStoreSlot& Slot() {
+  // One connection per worker thread and store path; closed when the worker thread ends (when the
+  // server stops).
+  thread_local ThreadStoreSlot slot;
+  return slot;
+}
+
+}  // namespace
+
+std::optional<int64_t> ParseInt64(const std::string& text) {
+  int64_t v = 0;
+  const char* b = text.data();
+  const char* e = b + text.size();
+  auto [p, ec] = std::from_chars(b, e, v);
+  if (text.empty() || ec != std::errc() || p != e) return std::nullopt;
+  return v;
+}
+
+Result<Store*> ServerContext::ThreadStore() {
+  ThreadStoreSlot& s = Slot();
+  if (!s.store || s.path != options.store_path) {
+    s.store.reset();
+    auto opened = Store::Open(options.store_path);
+    if (!opened.ok()) return opened.status().WithContext("opening the store");
+    s.store = std::move(*opened);
+    s.path = options.store_path;
+  }
+  return s.store.get();
+}
+
+void ServerContext::DropThreadStore() { Slot().store.reset(); }
+
+std::shared_ptr<void> ServerContext::AcquireLongPoll() {
+  if (++long_polls > MaxLongPolls()) {
+    --long_polls;
+    return nullptr;
+  }
+  return std::shared_ptr<void>(static_cast<void*>(this), [this](void*) { --long_polls; });
+}
+
+int ServerContext::MaxLongPolls() const { return std::max(1, std::max(options.threads, 9) - 8); }
+
+std::string DumpJson(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+void SendJson(httplib::Response& res, int http_status, const Json& body) {
+  res.status = http_status;
+  res.set_header("Cache-Control", "no-store");
+  res.set_content(DumpJson(body), "application/json");
+}
+
+void SendError(httplib::Response& res, const Status& st) {
+  SendJson(res, protocol::HttpStatusFor(st.code()), protocol::ErrorJson(st));
+}
+
+void SendErrorCode(httplib::Response& res, int http_status, const std::string& code,
+                   const std::string& message) {
+  SendJson(res, http_status, Json{{"error", {{"code", code}, {"message", message}}}});
+}
+
+Result<int64_t> ParseId(const std::string& text, const char* what) {
+  auto v = ParseInt64(text);
+  if (!v || *v <= 0) {
+    return InvalidArgument(std::string(what) + " must be a positive integer, got '" + text + "'");
+  }
+  return *v;
+}
+
+Result<std::optional<int64_t>> QueryInt(const httplib::Request& req, const char* name, int64_t lo,
+                                        int64_t hi) {
+  if (!req.has_param(name)) return std::optional<int64_t>();
+  std::string text = req.get_param_value(name);
+  auto v = ParseInt64(text);
+  if (!v || *v < lo || *v > hi) {
+    return InvalidArgument("query parameter '" + std::string(name) + "' must be an integer from " +
+                           std::to_string(lo) + " to " + std::to_string(hi) + ", got '" + text +
+                           "'");
+  }
+  return std::optional<int64_t>(*v);
+}
+
+Result<bool> QueryBool(const httplib::Request& req, const char* name) {
+  if (!req.has_param(name)) return false;
+  std::string v = req.get_param_value(name);
+  if (v == "1" || v == "true" || v == "yes" || v.empty()) return true;
+  if (v == "0" || v == "false" || v == "no") return false;
+  return InvalidArgument("query parameter '" + std::string(name) + "' must be 1 or 0, got '" + v +
+                         "'");
+}
+
+Result<Json> ParseJsonBody(const httplib::Request& req) {
+  if (req.body.empty()) return InvalidArgument("the request body is empty; send a JSON object");
+  try {
+    return Json::parse(req.body);
+  } catch (const Json::parse_error& e) {
+    // "[json.exception.parse_error.101] parse error at line 1, column 9: ..." -> from "parse".
+    std::string what = e.what();
+    size_t at = what.find("] ");
+    if (at != std::string::npos) what = what.substr(at + 2);
+    return InvalidArgument("malformed JSON body: " + what);
+  }
+}
+
+Result<Run> LoadRun(ServerContext& ctx, int64_t run_id) {
+  DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
+  auto run = store->GetRun(run_id);
+  if (!run.ok()) return run.status();
+  if (!run->has_value()) return NotFound("no run " + std::to_string(run_id));
+  return std::move(**run);
+}
+
+}  // namespace drover::server

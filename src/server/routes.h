@@ -1,0 +1,92 @@
+#pragma once
+// What the route files share: the server's context, one Store per worker thread, and the helpers
+// that turn query parameters, bodies and Status values into HTTP. One file per API resource
+// registers its routes (docs/http-api.md lists them).
+#include <httplib.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "protocol/api.h"
+#include "server/engine_control.h"
+#include "server/server.h"
+#include "store/store.h"
+
+namespace drover::server {
+
+struct ServerContext {
+  ServerContext(const ServerOptions& o, EngineControl& e) : options(o), engine(e) {}
+
+  const ServerOptions& options;
+  EngineControl& engine;
+  std::atomic<bool> stopping{false};
+  std::atomic<int> long_polls{0};  // event streams and following log requests now open
+
+  // This thread's connection to the store (opened on first use; SQLite connections are not
+  // shared across threads). Dropped after an error so the next request reopens it.
+  Result<Store*> ThreadStore();
+  void DropThreadStore();
+
+  // Reserves a slot for a long-lived request; nullptr when too many are open. The slot is freed
+  // when the returned handle is destroyed.
+  std::shared_ptr<void> AcquireLongPoll();
+  int MaxLongPolls() const;
+};
+
+// --- responses
+std::string DumpJson(const Json& j);  // compact; invalid UTF-8 replaced, never throws
+void SendJson(httplib::Response& res, int http_status, const Json& body);
+void SendError(httplib::Response& res, const Status& st);  // status from HttpStatusFor
+// For errors outside common/status.h's codes (unauthenticated, permission_denied).
+void SendErrorCode(httplib::Response& res, int http_status, const std::string& code,
+                   const std::string& message);
+
+// --- requests
+// A whole decimal integer ("12"; not "12x", "", "+1"), or nothing.
+std::optional<int64_t> ParseInt64(const std::string& text);
+// A positive integer id from a path segment: "run id must be a positive integer, got 'x'".
+Result<int64_t> ParseId(const std::string& text, const char* what);
+// An optional integer query parameter within [lo, hi].
+Result<std::optional<int64_t>> QueryInt(const httplib::Request& req, const char* name, int64_t lo,
+                                        int64_t hi);
+// An optional boolean query parameter: 1/0, true/false.
+Result<bool> QueryBool(const httplib::Request& req, const char* name);
+// The body as JSON; malformed JSON names the line and column.
+Result<Json> ParseJsonBody(const httplib::Request& req);
+
+// A route handler that returns a Status: a failure becomes the JSON error reply.
+using RouteFn = Status (*)(ServerContext&, const httplib::Request&, httplib::Response&);
+inline httplib::Server::Handler Route(ServerContext& ctx, RouteFn fn) {
+  return [&ctx, fn](const httplib::Request& req, httplib::Response& res) {
+    Status st = fn(ctx, req, res);
+    if (st.ok()) return;
+    // A broken connection (I/O error, corrupt page, locked) is reopened by the next request.
+    if (st.code() == Code::kInternal || st.code() == Code::kIo || st.code() == Code::kUnavailable) {
+      ctx.DropThreadStore();
+    }
+    SendError(res, st);
+  };
+}
+
+// --- shared lookups
+Result<Run> LoadRun(ServerContext& ctx, int64_t run_id);  // not_found when absent
+
+// --- metrics downsampling (metrics_routes.cc)
+// At most `max_points` points of one series, keeping the first and the last; the points between
+// are cut into (max_points - 2) / 2 equal buckets, each giving its lowest and highest value (in
+// step order), so spikes and dips survive. max_points < 2 or a short series: unchanged.
+std::vector<MetricPoint> Downsample(const std::vector<MetricPoint>& series, size_t max_points);
+
+void RegisterExperimentsRoutes(httplib::Server& http, ServerContext& ctx);
+void RegisterRunsRoutes(httplib::Server& http, ServerContext& ctx);
+void RegisterMetricsRoutes(httplib::Server& http, ServerContext& ctx);
+void RegisterLogsRoutes(httplib::Server& http, ServerContext& ctx);
+void RegisterGpusRoutes(httplib::Server& http, ServerContext& ctx);
+void RegisterEventsRoutes(httplib::Server& http, ServerContext& ctx);
+
+}  // namespace drover::server

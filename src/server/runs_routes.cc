@@ -1,0 +1,126 @@
+// /api/v1/runs: list with filters and paging, one run in full, its attempts, cancel, priority.
+#include "protocol/json_codec.h"
+#include "server/routes.h"
+
+namespace drover::server {
+namespace {
+
+constexpr int kDefaultRunLimit = 100;
+constexpr int kMaxRunLimit = 1000;
+
+Status List(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  DROVER_ASSIGN_OR_RETURN(auto limit, QueryInt(req, "limit", 1, kMaxRunLimit));
+  DROVER_ASSIGN_OR_RETURN(auto offset, QueryInt(req, "offset", 0, 1'000'000'000));
+  DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
+  RunFilter filter;
+  if (req.has_param("experiment")) {
+    std::string which = req.get_param_value("experiment");
+    auto e = store->FindExperiment(which);
+    if (!e.ok()) return e.status();
+    if (!e->has_value()) return NotFound("no experiment '" + which + "' (by id or name)");
+    filter.experiment_id = (*e)->id;
+  }
+  if (req.has_param("state")) {
+    std::string s = req.get_param_value("state");
+    auto state = ParseRunState(s);
+    if (!state) {
+      return InvalidArgument(
+          "query parameter 'state' must be one of queued, running, retrying, "
+          "succeeded, failed, cancelled; got '" +
+          s + "'");
+    }
+    filter.state = state;
+  }
+  if (req.has_param("order")) {
+    std::string o = req.get_param_value("order");
+    if (o != "asc" && o != "desc") {
+      return InvalidArgument("query parameter 'order' must be asc or desc, got '" + o + "'");
+    }
+    filter.newest_first = o == "desc";
+  }
+  int lim = static_cast<int>(limit.value_or(kDefaultRunLimit));
+  filter.offset = static_cast<int>(offset.value_or(0));
+  filter.limit = lim + 1;  // one more than asked says whether there is a next page
+  DROVER_ASSIGN_OR_RETURN(auto runs, store->ListRuns(filter));
+  bool more = static_cast<int>(runs.size()) > lim;
+  if (more) runs.pop_back();
+  Json out = Json::array();
+  for (const auto& r : runs) out.push_back(protocol::ToJson(r));
+  SendJson(res, 200,
+           {{"runs", out},
+            {"offset", filter.offset},
+            {"limit", lim},
+            {"next_offset", more ? Json(filter.offset + lim) : Json(nullptr)}});
+  return Status::Ok();
+}
+
+// The same JSON as `drover show RUN --json` (src/cli/show_cmd.cc).
+Status Get(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  DROVER_ASSIGN_OR_RETURN(int64_t id, ParseId(req.matches[1].str(), "run id"));
+  DROVER_ASSIGN_OR_RETURN(Run run, LoadRun(ctx, id));
+  DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
+  DROVER_ASSIGN_OR_RETURN(auto attempts, store->ListAttempts(run.id));
+  DROVER_ASSIGN_OR_RETURN(auto exp, store->GetExperiment(run.experiment_id));
+  if (!exp.has_value()) return Internal("run " + std::to_string(run.id) + " has no experiment");
+  const Experiment& e = *exp;
+  DROVER_ASSIGN_OR_RETURN(auto snap, store->GetSnapshot(e.snapshot_hash));
+  DROVER_ASSIGN_OR_RETURN(auto envs, store->ListEnvironments(e.id));
+
+  Json j = protocol::ToJson(run);
+  j["experiment"] = {{"id", e.id}, {"name", e.name}};
+  j["attempt_list"] = Json::array();
+  for (const auto& a : attempts) j["attempt_list"].push_back(protocol::ToJson(a));
+  if (snap.has_value()) {
+    j["snapshot"] = protocol::ToJson(*snap);
+    // The experiment's own commit: a snapshot is shared by every experiment with the same files.
+    j["snapshot"]["git_commit"] = e.git_commit;
+    j["snapshot"]["git_dirty"] = !e.git_diff.empty();
+    j["snapshot"]["git_diff"] = e.git_diff;
+  }
+  j["environments"] = Json::array();
+  for (const auto& env : envs) j["environments"].push_back(protocol::ToJson(env));
+  SendJson(res, 200, j);
+  return Status::Ok();
+}
+
+Status Attempts(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  DROVER_ASSIGN_OR_RETURN(int64_t id, ParseId(req.matches[1].str(), "run id"));
+  DROVER_ASSIGN_OR_RETURN(Run run, LoadRun(ctx, id));
+  DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
+  DROVER_ASSIGN_OR_RETURN(auto attempts, store->ListAttempts(run.id));
+  Json out = Json::array();
+  for (const auto& a : attempts) out.push_back(protocol::ToJson(a));
+  SendJson(res, 200, {{"run_id", run.id}, {"attempts", out}});
+  return Status::Ok();
+}
+
+Status Cancel(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  DROVER_ASSIGN_OR_RETURN(int64_t id, ParseId(req.matches[1].str(), "run id"));
+  DROVER_ASSIGN_OR_RETURN(Run run, LoadRun(ctx, id));
+  DROVER_RETURN_IF_ERROR(ctx.engine.CancelRun(run.id));
+  SendJson(res, 200, {{"run_id", run.id}, {"cancelled", true}});
+  return Status::Ok();
+}
+
+Status Priority(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  DROVER_ASSIGN_OR_RETURN(int64_t id, ParseId(req.matches[1].str(), "run id"));
+  DROVER_ASSIGN_OR_RETURN(Json body, ParseJsonBody(req));
+  DROVER_ASSIGN_OR_RETURN(protocol::PriorityRequest p, protocol::PriorityRequestFromJson(body));
+  DROVER_ASSIGN_OR_RETURN(Run run, LoadRun(ctx, id));
+  DROVER_RETURN_IF_ERROR(ctx.engine.SetPriority(run.id, p.priority));
+  SendJson(res, 200, {{"run_id", run.id}, {"priority", p.priority}});
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterRunsRoutes(httplib::Server& http, ServerContext& ctx) {
+  const std::string base = std::string(protocol::kApiPrefix) + "/runs";
+  http.Get(base, Route(ctx, List));
+  http.Get(base + "/([^/]+)", Route(ctx, Get));
+  http.Get(base + "/([^/]+)/attempts", Route(ctx, Attempts));
+  http.Post(base + "/([^/]+)/cancel", Route(ctx, Cancel));
+  http.Post(base + "/([^/]+)/priority", Route(ctx, Priority));
+}
+
+}  // namespace drover::server

@@ -1,0 +1,276 @@
+// /api/v1/runs and /api/v1/experiments against a real store.
+#include "protocol/api.h"
+#include "server/server_test_util.h"
+
+namespace drover::server {
+namespace {
+
+using testing::ServerTest;
+
+class RunsRoutesTest : public ServerTest {
+ protected:
+  // Experiment "alpha" with runs 1..5 (run i in grid point i-1), "beta" with runs 6..8.
+  void Fill() {
+    alpha_ = AddExperiment("alpha");
+    RunState states[] = {RunState::kSucceeded, RunState::kFailed, RunState::kRunning,
+                         RunState::kQueued, RunState::kSucceeded};
+    for (int i = 0; i < 5; ++i) AddRun(alpha_.id, states[i], i);
+    beta_ = AddExperiment("beta");
+    for (int i = 0; i < 3; ++i) AddRun(beta_.id, RunState::kQueued, i);
+  }
+
+  std::vector<int64_t> Ids(const Json& runs) {
+    std::vector<int64_t> ids;
+    for (const auto& r : runs) ids.push_back(r["id"].get<int64_t>());
+    return ids;
+  }
+
+  Experiment alpha_, beta_;
+};
+
+TEST_F(RunsRoutesTest, ListsAllRuns) {
+  Fill();
+  StartServer();
+  auto r = Get("/api/v1/runs");
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(Ids(r.body["runs"]), (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_TRUE(r.body["next_offset"].is_null());
+  // Each run decodes with the protocol's decoder.
+  for (const auto& j : r.body["runs"]) {
+    auto run = protocol::RunFromJson(j);
+    ASSERT_TRUE(run.ok()) << run.status().message();
+  }
+  EXPECT_EQ(r.body["runs"][1]["state"], "failed");
+}
+
+TEST_F(RunsRoutesTest, PagesWithNextOffset) {
+  Fill();
+  StartServer();
+  std::vector<int64_t> seen;
+  std::string path = "/api/v1/runs?limit=3";
+  int pages = 0;
+  int64_t offset = 0;
+  while (true) {
+    auto r = Get(path + "&offset=" + std::to_string(offset));
+    ASSERT_EQ(r.status, 200) << r.raw;
+    for (int64_t id : Ids(r.body["runs"])) seen.push_back(id);
+    ++pages;
+    if (r.body["next_offset"].is_null()) break;
+    offset = r.body["next_offset"].get<int64_t>();
+    ASSERT_LT(pages, 10);
+  }
+  EXPECT_EQ(pages, 3);
+  EXPECT_EQ(seen, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  auto desc = Get("/api/v1/runs?limit=2&order=desc");
+  EXPECT_EQ(Ids(desc.body["runs"]), (std::vector<int64_t>{8, 7}));
+  EXPECT_EQ(desc.body["next_offset"], 2);
+}
+
+TEST_F(RunsRoutesTest, FiltersByExperimentAndState) {
+  Fill();
+  StartServer();
+  EXPECT_EQ(Ids(Get("/api/v1/runs?experiment=beta").body["runs"]), (std::vector<int64_t>{6, 7, 8}));
+  EXPECT_EQ(Ids(Get("/api/v1/runs?experiment=" + std::to_string(alpha_.id) + "&state=succeeded")
+                    .body["runs"]),
+            (std::vector<int64_t>{1, 5}));
+  EXPECT_EQ(Ids(Get("/api/v1/runs?state=queued").body["runs"]), (std::vector<int64_t>{4, 6, 7, 8}));
+  auto missing = Get("/api/v1/runs?experiment=gamma");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(missing.body["error"]["code"], "not_found");
+}
+
+TEST_F(RunsRoutesTest, RejectsBadQueryParameters) {
+  Fill();
+  StartServer();
+  for (const char* q : {"limit=abc", "limit=0", "limit=100000", "offset=-1", "state=sleeping",
+                        "order=sideways", "limit=1x"}) {
+    auto r = Get(std::string("/api/v1/runs?") + q);
+    EXPECT_EQ(r.status, 400) << q << ": " << r.raw;
+    EXPECT_EQ(r.body["error"]["code"], "invalid_argument") << q;
+  }
+  auto r = Get("/api/v1/runs?state=sleeping");
+  EXPECT_NE(r.raw.find("queued, running"), std::string::npos) << r.raw;
+}
+
+TEST_F(RunsRoutesTest, RunDetailLikeShowJson) {
+  Fill();
+  AddAttempt(2, 1, true);
+  AddAttempt(2, 2, false);
+  StartServer();
+  auto r = Get("/api/v1/runs/2");
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["id"], 2);
+  EXPECT_EQ(r.body["state"], "failed");
+  EXPECT_EQ(r.body["experiment"], Json::parse(R"({"id": 1, "name": "alpha"})"));
+  ASSERT_EQ(r.body["attempt_list"].size(), 2u);
+  EXPECT_EQ(r.body["attempt_list"][1]["number"], 2);
+  EXPECT_TRUE(protocol::AttemptFromJson(r.body["attempt_list"][0]).ok());
+  EXPECT_EQ(r.body["snapshot"]["hash"], "snap-alpha");
+  EXPECT_EQ(r.body["snapshot"]["git_commit"], "c0ffee");  // the experiment's, not the snapshot's
+  EXPECT_EQ(r.body["snapshot"]["git_dirty"], true);
+  EXPECT_EQ(r.body["snapshot"]["git_diff"], "diff --git a/train.py b/train.py\n");
+  ASSERT_EQ(r.body["environments"].size(), 1u);
+  EXPECT_EQ(r.body["environments"][0]["interpreter"], "/usr/bin/python3");
+  EXPECT_TRUE(protocol::RunFromJson(r.body).ok());
+}
+
+TEST_F(RunsRoutesTest, AttemptsOfARun) {
+  Fill();
+  AddAttempt(3, 1, true);
+  StartServer();
+  auto r = Get("/api/v1/runs/3/attempts");
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["run_id"], 3);
+  ASSERT_EQ(r.body["attempts"].size(), 1u);
+  EXPECT_EQ(r.body["attempts"][0]["argv"], Json::parse(R"(["python3", "train.py"])"));
+  EXPECT_EQ(Get("/api/v1/runs/99/attempts").status, 404);
+}
+
+TEST_F(RunsRoutesTest, UnknownAndMalformedRunIds) {
+  Fill();
+  StartServer();
+  auto r = Get("/api/v1/runs/99");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(r.body["error"]["code"], "not_found");
+  EXPECT_NE(r.raw.find("no run 99"), std::string::npos);
+  for (const char* bad : {"abc", "-1", "0", "1.5", "99999999999999999999999"}) {
+    auto b = Get(std::string("/api/v1/runs/") + bad);
+    EXPECT_EQ(b.status, 400) << bad << ": " << b.raw;
+    EXPECT_NE(b.raw.find("run id must be a positive integer"), std::string::npos) << b.raw;
+  }
+  EXPECT_EQ(Post("/api/v1/runs/abc/cancel", "").status, 400);
+  EXPECT_EQ(Get("/api/v1/runs/abc/metrics").status, 400);
+  EXPECT_EQ(Get("/api/v1/runs/abc/logs").status, 400);
+}
+
+TEST_F(RunsRoutesTest, CancelReachesTheEngine) {
+  Fill();
+  StartServer();
+  auto r = Post("/api/v1/runs/3/cancel", "");
+  EXPECT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body, Json::parse(R"({"run_id": 3, "cancelled": true})"));
+  EXPECT_EQ(engine_.Locked([&] { return engine_.cancelled_runs; }), std::vector<int64_t>{3});
+  EXPECT_EQ(Post("/api/v1/runs/42/cancel", "").status, 404);
+  EXPECT_EQ(engine_.Locked([&] { return engine_.cancelled_runs.size(); }), 1u);
+}
+
+TEST_F(RunsRoutesTest, EngineErrorsMapToStatus) {
+  Fill();
+  engine_.cancel_error = FailedPrecondition("run 1 has already ended");
+  StartServer();
+  auto r = Post("/api/v1/runs/1/cancel", "");
+  EXPECT_EQ(r.status, 409);
+  EXPECT_EQ(r.body["error"]["code"], "failed_precondition");
+  EXPECT_EQ(r.body["error"]["message"], "run 1 has already ended");
+}
+
+TEST_F(RunsRoutesTest, PriorityReachesTheEngine) {
+  Fill();
+  StartServer();
+  auto r = Post("/api/v1/runs/4/priority", R"({"priority": 7})");
+  EXPECT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body, Json::parse(R"({"run_id": 4, "priority": 7})"));
+  auto calls = engine_.Locked([&] { return engine_.priorities; });
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0], (std::pair<int64_t, int>{4, 7}));
+  auto bad = Post("/api/v1/runs/4/priority", R"({"priority": "high"})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.raw.find("priority request.priority"), std::string::npos) << bad.raw;
+  EXPECT_EQ(Post("/api/v1/runs/4/priority", R"({"prio": 1})").status, 400);
+  EXPECT_EQ(Post("/api/v1/runs/77/priority", R"({"priority": 1})").status, 404);
+}
+
+TEST_F(RunsRoutesTest, ExperimentsListAndDetail) {
+  Fill();
+  StartServer();
+  auto list = Get("/api/v1/experiments");
+  ASSERT_EQ(list.status, 200) << list.raw;
+  ASSERT_EQ(list.body["experiments"].size(), 2u);
+  EXPECT_EQ(list.body["experiments"][0]["name"], "beta");  // newest first
+  EXPECT_TRUE(protocol::ExperimentFromJson(list.body["experiments"][0]).ok());
+  EXPECT_EQ(Get("/api/v1/experiments?limit=1").body["experiments"].size(), 1u);
+  EXPECT_EQ(Get("/api/v1/experiments?limit=x").status, 400);
+
+  for (std::string which : {"alpha", "1"}) {
+    auto one = Get("/api/v1/experiments/" + which);
+    ASSERT_EQ(one.status, 200) << one.raw;
+    EXPECT_EQ(one.body["id"], 1);
+    EXPECT_EQ(one.body["runs"].size(), 5u);
+    EXPECT_EQ(one.body["counts"]["succeeded"], 2);
+    EXPECT_EQ(one.body["counts"]["queued"], 1);
+    EXPECT_EQ(one.body["counts"]["retrying"], 0);
+    EXPECT_EQ(one.body["spec_yaml"], alpha_.spec_yaml);
+    auto e = protocol::ExperimentFromJson(one.body);
+    ASSERT_TRUE(e.ok());
+    EXPECT_EQ(e->git_diff, alpha_.git_diff);
+  }
+  auto missing = Get("/api/v1/experiments/nope");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(missing.body["error"]["code"], "not_found");
+}
+
+TEST_F(RunsRoutesTest, SubmitReturns201AndTheEnginesIds) {
+  engine_.submit_reply = {.experiment_id = 12, .run_ids = {30, 31}};
+  StartServer();
+  protocol::SubmitRequest req{.spec_yaml = "name: x\ncommand: [true]\n",
+                              .spec_name = "x.yaml",
+                              .base_dir = "/tmp/proj",
+                              .overrides = {"lr=0.1"}};
+  auto r = Post("/api/v1/experiments", protocol::ToJson(req).dump());
+  EXPECT_EQ(r.status, 201) << r.raw;
+  auto reply = protocol::SubmitResponseFromJson(r.body);
+  ASSERT_TRUE(reply.ok()) << r.raw;
+  EXPECT_EQ(reply->experiment_id, 12);
+  EXPECT_EQ(reply->run_ids, (std::vector<int64_t>{30, 31}));
+  auto loc = r.headers.find("Location");
+  ASSERT_NE(loc, r.headers.end());
+  EXPECT_EQ(loc->second, "/api/v1/experiments/12");
+  auto got = engine_.Locked([&] { return engine_.submits; });
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(protocol::ToJson(got[0]), protocol::ToJson(req));
+}
+
+TEST_F(RunsRoutesTest, SubmitErrors) {
+  engine_.submit_error = InvalidArgument("x.yaml:2:10: unknown field 'comand'");
+  StartServer();
+  auto r = Post("/api/v1/experiments", R"({"spec_yaml": "name: x\ncomand: [true]\n"})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.body["error"]["message"], "x.yaml:2:10: unknown field 'comand'");
+  auto missing = Post("/api/v1/experiments", R"({"spec": "x"})");
+  EXPECT_EQ(missing.status, 400);
+  EXPECT_NE(missing.raw.find("unknown field"), std::string::npos) << missing.raw;
+  EXPECT_EQ(Post("/api/v1/experiments", "[]").status, 400);
+}
+
+TEST_F(RunsRoutesTest, CancelExperimentByIdOrName) {
+  Fill();
+  StartServer();
+  EXPECT_EQ(Post("/api/v1/experiments/beta/cancel", "").status, 200);
+  auto r = Post("/api/v1/experiments/1/cancel", "");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, Json::parse(R"({"experiment_id": 1, "cancelled": true})"));
+  EXPECT_EQ(engine_.Locked([&] { return engine_.cancelled_experiments; }),
+            (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(Post("/api/v1/experiments/zzz/cancel", "").status, 404);
+}
+
+TEST_F(RunsRoutesTest, Gpus) {
+  engine_.gpus = {{.index = 0,
+                   .name = "fake",
+                   .uuid = "GPU-0",
+                   .memory_total = 16LL << 30,
+                   .memory_reserved = 4LL << 30,
+                   .runs = {3},
+                   .exclusive = false}};
+  StartServer();
+  auto r = Get("/api/v1/gpus");
+  ASSERT_EQ(r.status, 200) << r.raw;
+  ASSERT_EQ(r.body["gpus"].size(), 1u);
+  auto g = protocol::GpuStatusFromJson(r.body["gpus"][0]);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->runs, std::vector<int64_t>{3});
+  EXPECT_EQ(g->memory_reserved, 4LL << 30);
+}
+
+}  // namespace
+}  // namespace drover::server

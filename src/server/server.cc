@@ -1,0 +1,233 @@
+// HttpServer: construction, listening, stopping, and the checks every request passes before it
+// reaches a route (Host, Origin, token, body size) with errors mapped to JSON bodies.
+#include "server/server.h"
+
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "server/routes.h"
+
+namespace drover::server {
+namespace {
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool IsIpv6(const std::string& host) { return host.find(':') != std::string::npos; }
+
+// The Host values a browser or client uses to reach this server. A page on evil.example that
+// rebinds its name to 127.0.0.1 still sends "Host: evil.example:PORT", so it is refused.
+std::vector<std::string> AllowedHosts(const std::string& host, int port) {
+  std::string p = ":" + std::to_string(port);
+  std::vector<std::string> out = {"localhost" + p};
+  if (host == "127.0.0.1" || host == "localhost") out.push_back("127.0.0.1" + p);
+  if (host == "::1") out.push_back("[::1]" + p);
+  // Some clients (older httplib among them) leave an IPv6 literal unbracketed.
+  if (IsIpv6(host)) out.push_back(Lower(host) + p);
+  std::string self = IsIpv6(host) ? "[" + host + "]" + p : host + p;
+  if (std::find(out.begin(), out.end(), Lower(self)) == out.end()) out.push_back(Lower(self));
+  if (port == 80) {  // the default port may be left out
+    size_t n = out.size();
+    for (size_t i = 0; i < n; ++i) out.push_back(out[i].substr(0, out[i].size() - p.size()));
+  }
+  return out;
+}
+
+std::vector<std::string> AllowedOrigins(const std::string& host, int port) {
+  std::string p = ":" + std::to_string(port);
+  std::vector<std::string> out = {"http://127.0.0.1" + p, "http://localhost" + p};
+  if (host == "::1") out.push_back("http://[::1]" + p);
+  if (port == 80) {
+    size_t n = out.size();
+    for (size_t i = 0; i < n; ++i) out.push_back(out[i].substr(0, out[i].size() - p.size()));
+  }
+  return out;
+}
+
+bool Contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// Fills the body of an error reply that has none (unknown route, body too large, a request
+// httplib could not parse), so every error a client sees is {"error": {...}}.
+httplib::Server::HandlerResponse FillErrorBody(const httplib::Request& req,
+                                               httplib::Response& res) {
+  if (!res.body.empty() || res.status < 400) return httplib::Server::HandlerResponse::Unhandled;
+  switch (res.status) {
+    case 404:
+      SendErrorCode(res, 404, "not_found",
+                    "no route " + req.method + " " + req.path + "; docs/http-api.md lists them");
+      break;
+    case 413:
+      SendErrorCode(res, 413, std::string(CodeName(Code::kInvalidArgument)),
+                    "request body too large: the limit is " +
+                        std::to_string(protocol::kMaxBodyBytes) + " bytes");
+      break;
+    case 400:
+      SendErrorCode(
+          res, 400, std::string(CodeName(Code::kInvalidArgument)),
+          "malformed request or unsupported method (" + req.method + " " + req.path + ")");
+      break;
+    case 503:
+      SendErrorCode(res, 503, std::string(CodeName(Code::kUnavailable)), "server is busy");
+      break;
+    default:
+      SendErrorCode(
+          res, res.status,
+          std::string(CodeName(res.status >= 500 ? Code::kInternal : Code::kInvalidArgument)),
+          "HTTP " + std::to_string(res.status));
+  }
+  return httplib::Server::HandlerResponse::Handled;
+}
+
+}  // namespace
+
+bool SecretsEqual(const std::string& a, const std::string& b) {
+  // Every byte of the longer string is visited whatever matches, so the time says nothing about
+  // where the first difference is.
+  size_t n = std::max(a.size(), b.size());
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned char>(x ^ y);
+  }
+  return diff == 0;
+}
+
+HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
+    : options_(std::move(options)),
+      ctx_(std::make_unique<ServerContext>(options_, engine)),
+      http_(std::make_unique<httplib::Server>()) {
+  int threads = std::max(options_.threads, 9);
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // httplib reads and discards a larger body, then answers 413 (FillErrorBody writes the JSON).
+  http_->set_payload_max_length(protocol::kMaxBodyBytes);
+  // An idle keep-alive connection holds a worker; Stop() waits for it to notice, so keep it short.
+  http_->set_keep_alive_timeout(2);
+  // httplib's default also sets SO_REUSEPORT, which would let a second daemon share the port
+  // (and split the requests) instead of failing to bind: keep only SO_REUSEADDR.
+  http_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  http_->set_read_timeout(5, 0);
+  http_->set_write_timeout(5, 0);
+
+  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    const std::string p = ":" + std::to_string(port_);
+    std::string host = Lower(req.get_header_value("Host"));
+    if (!Contains(AllowedHosts(options_.host, port_), host)) {
+      SendErrorCode(res, 403, "permission_denied",
+                    "Host header '" + req.get_header_value("Host") + "' is not this server (" +
+                        AllowedHosts(options_.host, port_)[0] +
+                        "); requests through other names are refused (DNS rebinding)");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (req.has_header("Origin")) {
+      std::string origin = Lower(req.get_header_value("Origin"));
+      if (!Contains(AllowedOrigins(options_.host, port_), origin)) {
+        SendErrorCode(res, 403, "permission_denied",
+                      "requests from web pages of origin '" + req.get_header_value("Origin") +
+                          "' are refused; only http://127.0.0.1" + p + " and http://localhost" + p +
+                          " may call this API");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    std::string auth = req.get_header_value("Authorization");
+    std::string given;
+    if (auth.size() > 7 && Lower(auth.substr(0, 7)) == "bearer ") given = auth.substr(7);
+    if (given.empty() || !SecretsEqual(given, options_.token)) {
+      SendErrorCode(res, 401, "unauthenticated",
+                    "missing or wrong token; the CLI reads it from <store>/token, send it as "
+                    "Authorization: Bearer <token>");
+      res.set_header("WWW-Authenticate", "Bearer");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // httplib 0.11 does not bound chunked request bodies; every client we serve sends a length.
+    if (req.has_header("Transfer-Encoding")) {
+      SendErrorCode(res, 411, std::string(CodeName(Code::kInvalidArgument)),
+                    "chunked request bodies are not accepted; send Content-Length");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+
+  http_->set_error_handler(httplib::Server::HandlerWithResponse(FillErrorBody));
+  http_->set_exception_handler([](const httplib::Request& req, httplib::Response& res,
+                                  std::exception_ptr ep) {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    SendError(res,
+              Internal("unexpected error handling " + req.method + " " + req.path + ": " + what));
+  });
+
+  RegisterExperimentsRoutes(*http_, *ctx_);
+  RegisterRunsRoutes(*http_, *ctx_);
+  RegisterMetricsRoutes(*http_, *ctx_);
+  RegisterLogsRoutes(*http_, *ctx_);
+  RegisterGpusRoutes(*http_, *ctx_);
+  RegisterEventsRoutes(*http_, *ctx_);
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+Status HttpServer::Bind() {
+  if (options_.token.empty()) {
+    return InvalidArgument(
+        "the HTTP server needs a token (<store>/token); refusing to serve without one");
+  }
+  if (bound_)
+    return FailedPrecondition("the HTTP server is already bound to port " + std::to_string(port_));
+  std::string where = (IsIpv6(options_.host) ? "[" + options_.host + "]" : options_.host) + ":" +
+                      std::to_string(options_.port);
+  errno = 0;
+  if (options_.port == 0) {
+    int p = http_->bind_to_any_port(options_.host);
+    if (p < 0) {
+      return Unavailable("cannot listen on " + where +
+                         (errno ? std::string(": ") + std::strerror(errno) : std::string()));
+    }
+    port_ = p;
+  } else {
+    if (!http_->bind_to_port(options_.host, options_.port)) {
+      return Unavailable("cannot listen on " + where +
+                         (errno ? std::string(": ") + std::strerror(errno) : std::string()) +
+                         "; is another drover serve running? pick another --port");
+    }
+    port_ = options_.port;
+  }
+  bound_ = true;
+  return Status::Ok();
+}
+
+void HttpServer::Run() {
+  run_entered_ = true;
+  if (bound_ && !ctx_->stopping) http_->listen_after_bind();
+  run_done_ = true;
+}
+
+void HttpServer::Stop() {
+  ctx_->stopping = true;
+  if (!run_entered_) return;  // Run() sees `stopping` and returns at once
+  // listen may not have started yet when stop() is first called (then it does nothing): repeat.
+  while (!run_done_) {
+    http_->stop();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+}  // namespace drover::server

@@ -1,0 +1,66 @@
+#pragma once
+// The daemon's HTTP/JSON API (docs/http-api.md): routes under /api/v1 over cpp-httplib, reading
+// the store through one connection per worker thread and sending commands to the engine through
+// EngineControl. Every request must carry the store's token and name this server in its Host
+// header, so neither another local user nor a web page (DNS rebinding) can drive the daemon.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "server/engine_control.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace drover::server {
+
+struct ServerContext;
+
+struct ServerOptions {
+  std::string store_path;  // <store>/drover.db, opened read-only-in-practice by each worker
+  std::string host = "127.0.0.1";
+  int port = 7070;    // 0 = pick a free port (see HttpServer::port())
+  std::string token;  // required; compared in constant time with the Bearer token
+  // Worker threads. Each open event stream and each following log request holds one; at most
+  // threads - 8 of those are allowed at once (the rest answer 503), so plain requests always
+  // find a thread.
+  int threads = 32;
+  int64_t follow_timeout_ms = 25'000;  // how long GET .../logs?follow=1 waits for new bytes
+  int64_t keepalive_ms = 15'000;       // ": keepalive" comment interval on the event stream
+};
+
+class HttpServer {
+ public:
+  HttpServer(ServerOptions options, EngineControl& engine);
+  ~HttpServer();  // Stop()s
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds the listening socket. Fails on an empty token or when the address cannot be bound.
+  Status Bind();
+  int port() const { return port_; }  // the bound port, after Bind()
+  // Serves until Stop(); call from its own thread, after Bind().
+  void Run();
+  // Ends Run(): closes the listening socket, tells long polls and event streams to finish (they
+  // check every ~100-250 ms), and waits until Run() has returned, so no handler runs and no call
+  // reaches the EngineControl afterwards. Safe from any thread except a request handler; safe
+  // before Run() (Run() then returns at once) and more than once.
+  void Stop();
+
+ private:
+  ServerOptions options_;
+  std::unique_ptr<ServerContext> ctx_;
+  std::unique_ptr<httplib::Server> http_;
+  int port_ = 0;
+  bool bound_ = false;
+  std::atomic<bool> run_entered_{false};
+  std::atomic<bool> run_done_{false};
+};
+
+// Constant-time comparison of two secrets (time depends only on the lengths).
+bool SecretsEqual(const std::string& a, const std::string& b);
+
+}  // namespace drover::server

@@ -21,8 +21,10 @@ int Main(int argc, char** argv) {
       "Store folder (holds drover.db, snapshots, logs); default $DROVER_HOME or ./.drover");
   app.add_flag("-v,--verbose", g.verbose, "Log what drover does to stderr");
 
-  std::vector<Command> commands = {RegisterRun(app, g), RegisterLs(app, g), RegisterShow(app, g),
-                                   RegisterLogs(app, g), RegisterCompare(app, g)};
+  std::vector<Command> commands = {
+      RegisterRun(app, g),   RegisterSubmit(app, g),  RegisterLs(app, g),
+      RegisterShow(app, g),  RegisterLogs(app, g),    RegisterCompare(app, g),
+      RegisterCancel(app, g), RegisterServe(app, g)};
   // An unknown command gets a suggestion instead of CLI11's "a subcommand is required".
   std::vector<std::string> names;
   for (const auto& c : commands) names.push_back(c.app->get_name());

@@ -4,7 +4,9 @@
 
 #include <thread>
 
+#include "cli/client.h"
 #include "cli/common.h"
+#include "common/strings.h"
 #include "engine/metric_lines.h"
 
 namespace drover::cli {
@@ -18,7 +20,64 @@ struct LogsFlags {
   bool json = false;
 };
 
+// Through the daemon's API (GET /runs/{id}/logs), following attempts as the daemon runs them.
+int LogsFromDaemon(const DaemonInfo& daemon, const LogsFlags& f) {
+  auto id = ParseRunId(f.run);
+  if (!id.ok()) return ReportError(id.status());
+  ApiClient api(daemon);
+  std::string stream = f.stderr_stream ? "stderr" : "stdout";
+  int attempt = f.attempt;
+  int64_t offset = 0;
+  std::string all;  // for --json
+  while (true) {
+    std::string path = fmt::format("/runs/{}/logs?stream={}&offset={}{}{}", *id, stream, offset,
+                                   attempt > 0 ? fmt::format("&attempt={}", attempt) : "",
+                                   f.follow ? "&follow=1" : "");
+    auto r = api.Get(path, 60);
+    if (!r.ok()) return ReportError(r.status());
+    const Json& j = *r;
+    std::string data = j.value("data", "");
+    if (f.json) {
+      all += data;
+    } else {
+      std::fwrite(data.data(), 1, data.size(), stdout);
+      std::fflush(stdout);
+    }
+    int got = j.value("attempt", 0);
+    offset = j.value("next_offset", offset);
+    if (!f.follow) {
+      if (!j.value("ended", false) && data.empty()) break;
+      if (j.value("ended", false) || data.empty()) break;
+      attempt = got;
+      continue;  // more than one chunk
+    }
+    if (got > 0) attempt = got;
+    if (j.value("ended", false)) {
+      if (got < j.value("attempts", 0)) {
+        attempt = got + 1;
+        offset = 0;
+        if (!f.json) std::printf("--- attempt %d ---\n", attempt);
+        continue;
+      }
+      if (j.value("run_ended", false)) break;
+      attempt = got + 1;  // a retry may come: the server waits for it to start
+      offset = 0;
+    }
+  }
+  if (f.json) {
+    Json lines = Json::array();
+    for (const auto& l : Split(all, '\n')) lines.push_back(l);
+    if (!lines.empty() && lines.back() == "") lines.erase(lines.end() - 1);
+    std::printf("%s\n", Json({{"run_id", *id}, {"attempt", attempt}, {"stream", stream},
+                              {"lines", lines}})
+                            .dump(2)
+                            .c_str());
+  }
+  return kExitOk;
+}
+
 int Logs(Globals& g, const LogsFlags& f) {
+  if (auto daemon = FindDaemon(g)) return LogsFromDaemon(*daemon, f);
   auto store = OpenStore(g, false);
   if (!store.ok()) return ReportError(store.status());
   auto run = LoadRun(**store, f.run);

@@ -4,7 +4,9 @@
 
 #include <cstdlib>
 
+#include "cli/client.h"
 #include "cli/common.h"
+#include "cli/follow.h"
 #include "cli/comparison.h"
 #include "cli/progress.h"
 #include "common/strings.h"
@@ -26,6 +28,7 @@ struct RunFlags {
   bool dry_run = false;
   bool json = false;
   bool quiet = false;
+  bool cancel_on_exit = false;
   int cpus = 0;
 };
 
@@ -71,6 +74,25 @@ int RunSpec(Globals& g, const RunFlags& f) {
     if (!parsed.ok()) return ReportError(parsed.status());
   }
   if (f.dry_run) return DryRun(*spec, f);
+
+  if (auto daemon = FindDaemon(g)) {
+    // A daemon owns this store: it runs the experiment; this process only follows it.
+    if (!fake.empty() || f.cpus > 0) {
+      std::fprintf(stderr, "drover: note: the daemon's own --fake-gpus/--cpus apply, not these\n");
+    }
+    ApiClient api(*daemon);
+    auto sub = SubmitToDaemon(api, f.spec_path, f.sets);
+    if (!sub.ok()) return ReportError(sub.status());
+    if (!f.json && !f.quiet) {
+      std::printf("experiment %lld (%s): %zu run%s, queued in the daemon (pid %d); Ctrl-C "
+                  "detaches%s\n",
+                  static_cast<long long>(sub->experiment_id), spec->name.c_str(),
+                  sub->run_ids.size(), sub->run_ids.size() == 1 ? "" : "s", daemon->pid,
+                  f.cancel_on_exit ? " and cancels" : "");
+      std::fflush(stdout);
+    }
+    return FollowExperiment(api, sub->experiment_id, {f.cancel_on_exit, f.json, f.quiet});
+  }
 
   auto probe = MakeGpuProbe(fake);
   if (!probe.ok()) return ReportError(probe.status());
@@ -155,6 +177,8 @@ Command RegisterRun(CLI::App& root, Globals& g) {
                 "List the expanded runs and their commands; run nothing");
   app->add_flag("--json", flags->json, "Print the final results as JSON");
   app->add_flag("-q,--quiet", flags->quiet, "Print nothing but errors");
+  app->add_flag("--cancel-on-exit", flags->cancel_on_exit,
+                "With a daemon: Ctrl-C cancels the experiment instead of detaching");
   return {app, [&g, flags] { return RunSpec(g, *flags); }};
 }
 

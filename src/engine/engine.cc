@@ -40,6 +40,7 @@ struct Engine::Live {
   Millis kill_at_ms = 0;   // SIGKILL the group at this time (0 = not stopping)
   bool timed_out = false;
   bool cancelling = false;
+  bool drain_stop = false;  // stopped because the daemon is shutting down: requeue, not cancel
   int64_t metric_lines = 0;  // fallback step for lines without step/epoch
 };
 
@@ -107,6 +108,7 @@ Status Engine::InitGpus() {
   if (gpus_ready_) return Status::Ok();
   auto devices = probe_.Devices();
   if (!devices.ok()) return devices.status().WithContext("listing GPUs");
+  devices_ = *devices;
   for (const auto& d : *devices) {
     sched::GpuState g;
     g.index = d.index;
@@ -254,35 +256,87 @@ void Engine::Fail(Status st) {
   if (error_.ok()) error_ = st.WithContext("store");
 }
 
-void Engine::OnInterrupt(int signal, Millis now) {
+void Engine::OnInterrupt(int signal, Millis now, bool serve) {
   if (signal == 0) return;
+  interrupted_ = true;
+  if (serve) {
+    // A daemon drains: nothing new starts. Runs are left for the next engine to adopt, or, with
+    // --stop-runs, stopped and recorded as interrupted, to be requeued by the next engine.
+    bool again = draining_;
+    draining_ = true;
+    if (!options_.stop_runs_on_drain) return;
+    for (auto& [id, live] : live_) {
+      if (!live->attempt) continue;
+      int pid = static_cast<int>(live->attempt->pid);
+      if (!live->drain_stop) {
+        live->drain_stop = true;
+        launcher_.SignalGroup(pid, SIGTERM);
+        live->kill_at_ms = KillTime(live->kill_at_ms, now + options_.kill_grace_ms);
+      }
+      if (again) live->kill_at_ms = now;
+    }
+    CheckDeadlines(now);
+    return;
+  }
   if (cancel_requested_) force_kill_ = true;  // a second Ctrl-C: no more grace
   cancel_requested_ = true;
-  interrupted_ = true;
   int running = 0;
   for (const auto& [id, live] : live_) running += live->attempt.has_value();
   if (observer_ && running > 0) observer_->OnStopping(running, force_kill_, options_.kill_grace_ms);
   ApplyCancel(now);
 }
 
-Status Engine::RunUntilDone(EngineObserver* observer) {
+Status Engine::RunUntilDone(EngineObserver* observer) { return Loop(observer, /*serve=*/false); }
+
+Status Engine::Serve(EngineObserver* observer) { return Loop(observer, /*serve=*/true); }
+
+void Engine::Post(std::function<void()> command) {
+  std::lock_guard<std::mutex> lock(commands_mu_);
+  commands_.push_back(std::move(command));
+}
+
+void Engine::RunCommands() {
+  std::vector<std::function<void()>> batch;
+  {
+    std::lock_guard<std::mutex> lock(commands_mu_);
+    batch.swap(commands_);
+  }
+  for (auto& c : batch) c();
+}
+
+Status Engine::Loop(EngineObserver* observer, bool serve) {
   observer_ = observer;
   DROVER_RETURN_IF_ERROR(InitGpus());
   // A Ctrl-C while the experiment was being submitted (snapshot, package list) is pending: honour
   // it before anything starts.
-  OnInterrupt(launcher_.Wait(0).interrupt_signal, clock_.Now());
+  OnInterrupt(launcher_.Wait(0).interrupt_signal, clock_.Now(), serve);
   next_tail_ms_ = clock_.Now() + options_.tail_interval_ms;
-  while (!live_.empty() && error_.ok()) {
+  auto keep_going = [&] {
+    if (!error_.ok()) return false;
+    if (!serve) return !live_.empty();
+    if (!draining_) return true;
+    // Draining: with --stop-runs wait until every stopped run has ended; otherwise leave now and
+    // let the next engine adopt what still runs.
+    if (!options_.stop_runs_on_drain) return false;
+    for (const auto& [id, live] : live_) {
+      if (live->attempt) return true;
+    }
+    return false;
+  };
+  while (keep_going()) {
     Millis now = clock_.Now();
+    RunCommands();
     if (cancel_requested_) ApplyCancel(now);
-    Schedule(now);
+    if (!draining_) Schedule(now);
     if (!Flush().ok()) break;
-    WaitResult w = launcher_.Wait(NextWakeup(clock_.Now()));
+    Millis wait = NextWakeup(clock_.Now());
+    if (serve) wait = std::min(wait, options_.serve_poll_ms);
+    WaitResult w = launcher_.Wait(wait);
     now = clock_.Now();
     // Exits first: a run that ended before the interrupt keeps its real outcome, and its group id
     // is never signalled after it was reaped.
     for (const auto& exit : w.exits) HandleExit(exit, now);
-    OnInterrupt(w.interrupt_signal, now);
+    OnInterrupt(w.interrupt_signal, now, serve);
     CheckDeadlines(now);
     if (now >= next_tail_ms_) {
       for (auto& [id, live] : live_) {
@@ -292,6 +346,13 @@ Status Engine::RunUntilDone(EngineObserver* observer) {
     }
     if (!Flush().ok()) break;
     if (observer_) observer_->OnTick();
+  }
+  if (error_.ok()) {
+    // What was read so far is kept; a restarted engine resumes at the stored offsets.
+    for (auto& [id, live] : live_) {
+      if (live->attempt) TailMetrics(*live, false, clock_.Now());
+    }
+    (void)Flush();
   }
   observer_ = nullptr;
   if (!error_.ok()) StopEverything();
@@ -393,23 +454,17 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Millis now) {
   a.workdir = run_dir + "/work";
   a.stdout_path = fmt::format("{}/attempt-{}.out", run_dir, a.number);
   a.stderr_path = fmt::format("{}/attempt-{}.err", run_dir, a.number);
+  a.exit_path = fmt::format("{}/attempt-{}.exit", run_dir, a.number);
 
-  live.placement = action;
   live.timed_out = false;
   live.metric_lines = 0;
   run.attempts = a.number;
   if (run.started_ms == 0) run.started_ms = now;
   run.final_metrics = Json::object();
   // Resources are held from now until the attempt ends, even if the launch fails below.
-  for (auto& g : gpus_) {
-    if (std::find(action.gpus.begin(), action.gpus.end(), g.index) == action.gpus.end()) continue;
-    g.reserved += action.gpu_memory;
-    g.runs += 1;
-    g.exclusive = action.exclusive;
-  }
-  cpu_slots_used_ += run.resources.cpus;
+  Reserve(live, action);
 
-  Status launch = [&]() -> Status {
+  Status prepared = [&]() -> Status {
     DROVER_ASSIGN_OR_RETURN(a.argv, RenderCommand(live.exp->spec, a.params));
     std::error_code ec;
     fs::create_directories(run_dir, ec);
@@ -418,18 +473,38 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Millis now) {
     if (!fs::exists(a.workdir)) {
       DROVER_RETURN_IF_ERROR(MaterializeSnapshot(live.exp->snapshot, a.workdir));
     }
+    return Status::Ok();
+  }();
+
+  // The attempt is on disk before its process exists: an engine that dies right after the start
+  // leaves a record that names the shim (by its exit file), so the next engine finds the run
+  // instead of starting it a second time.
+  Status st = store_.InsertAttempt(a);
+  if (st.ok()) st = store_.UpdateRun(run);
+  if (!st.ok()) Fail(st);
+  if (!Flush().ok()) return;
+
+  Status launch = prepared;
+  if (launch.ok()) {
     LaunchSpec ls;
     ls.argv = a.argv;
     ls.env = RunEnv(live, a);
     ls.cwd = a.workdir;
     ls.stdout_path = a.stdout_path;
     ls.stderr_path = a.stderr_path;
-    DROVER_ASSIGN_OR_RETURN(int pid, launcher_.Start(ls));
-    a.pid = pid;
-    return Status::Ok();
-  }();
-
-  Status st = store_.InsertAttempt(a);
+    // The run starts under a shim that records how it ended here, so the end is known even if
+    // this engine is gone by then.
+    ls.exit_path = a.exit_path;
+    auto pid = launcher_.Start(ls);
+    if (pid.ok()) {
+      a.pid = *pid;
+      a.pid_start = launcher_.StartTicks(*pid);
+    } else {
+      launch = pid.status();
+    }
+  }
+  Tx();
+  st = store_.UpdateAttempt(a);
   if (!st.ok()) Fail(st);
   live.attempt = a;
   if (!launch.ok()) {
@@ -449,6 +524,17 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Millis now) {
   live.kill_at_ms = 0;
   SetState(live, RunState::kRunning,
            a.cuda_visible_devices.empty() ? "on CPU" : "on GPU " + a.cuda_visible_devices, now);
+}
+
+void Engine::Reserve(Live& live, const sched::StartAction& action) {
+  live.placement = action;
+  for (auto& g : gpus_) {
+    if (std::find(action.gpus.begin(), action.gpus.end(), g.index) == action.gpus.end()) continue;
+    g.reserved += action.gpu_memory;
+    g.runs += 1;
+    g.exclusive = action.exclusive;
+  }
+  cpu_slots_used_ += live.run.resources.cpus;
 }
 
 void Engine::SetState(Live& live, RunState state, const std::string& note, Millis now) {
@@ -530,6 +616,11 @@ void Engine::HandleExit(const ProcessExit& exit, Millis now) {
   facts.cancelled = live.cancelling;
   facts.stderr_tail = tail;
   AttemptOutcome outcome = ClassifyExit(facts);
+  if (exit.lost || (live.drain_stop && outcome != AttemptOutcome::kSucceeded)) {
+    // The engine cannot know how it ended (its shim vanished without a record), or stopped it
+    // itself to shut down: the run is requeued, without spending a retry.
+    outcome = AttemptOutcome::kInterrupted;
+  }
   std::string detail;
   if (outcome == AttemptOutcome::kExitCode) detail = fmt::format("exit code {}", exit.exit_code);
   if (outcome == AttemptOutcome::kExitCode || outcome == AttemptOutcome::kSignal) {
@@ -539,6 +630,10 @@ void Engine::HandleExit(const ProcessExit& exit, Millis now) {
   }
   if (outcome == AttemptOutcome::kSignal) {
     detail = fmt::format("killed by signal {} ({})", exit.signal, strsignal(exit.signal));
+  }
+  if (outcome == AttemptOutcome::kInterrupted) {
+    detail = exit.lost ? "its shim ended without recording how the run ended"
+                       : "stopped because the daemon shut down";
   }
   if (outcome == AttemptOutcome::kTimeout) {
     detail = "ran past the timeout of " + FormatDuration(live.exp->spec.timeout_ms);
@@ -604,25 +699,183 @@ void Engine::Retire(int64_t run_id) {
   }
 }
 
+void Engine::CancelLive(Live& live, Millis now) {
+  if (live.attempt) {
+    if (!live.cancelling) {
+      live.cancelling = true;
+      launcher_.SignalGroup(static_cast<int>(live.attempt->pid), SIGTERM);
+      live.kill_at_ms = KillTime(live.kill_at_ms, now + options_.kill_grace_ms);
+    }
+    if (force_kill_) live.kill_at_ms = now;
+    return;
+  }
+  live.cancelling = true;
+  live.run.reason = "cancelled";
+  SetState(live, RunState::kCancelled, "cancelled before it started", now);
+}
+
 void Engine::ApplyCancel(Millis now) {
   std::vector<int64_t> finished;
   for (auto& [id, live] : live_) {
-    if (live->attempt) {
-      if (!live->cancelling) {
-        live->cancelling = true;
-        launcher_.SignalGroup(static_cast<int>(live->attempt->pid), SIGTERM);
-        live->kill_at_ms = KillTime(live->kill_at_ms, now + options_.kill_grace_ms);
-      }
-      if (force_kill_) live->kill_at_ms = now;
-    } else {
-      live->cancelling = true;
-      live->run.reason = "cancelled";
-      SetState(*live, RunState::kCancelled, "cancelled before it started", now);
-      finished.push_back(id);
-    }
+    CancelLive(*live, now);
+    if (!live->attempt) finished.push_back(id);
   }
   for (int64_t id : finished) Retire(id);
   if (force_kill_) CheckDeadlines(now);
+}
+
+Status Engine::CancelRun(int64_t run_id) {
+  auto it = live_.find(run_id);
+  if (it == live_.end()) {
+    DROVER_ASSIGN_OR_RETURN(auto run, store_.GetRun(run_id));
+    if (!run) return NotFound(fmt::format("no run {}", run_id));
+    return FailedPrecondition(
+        fmt::format("run {} is already {}; only queued or running runs can be cancelled", run_id,
+                    ToString(run->state)));
+  }
+  Millis now = clock_.Now();
+  CancelLive(*it->second, now);
+  if (!it->second->attempt) Retire(run_id);
+  return Flush();
+}
+
+Status Engine::CancelExperiment(int64_t experiment_id) {
+  if (!experiments_.count(experiment_id)) {
+    DROVER_ASSIGN_OR_RETURN(auto exp, store_.GetExperiment(experiment_id));
+    if (!exp) return NotFound(fmt::format("no experiment {}", experiment_id));
+    return FailedPrecondition(
+        fmt::format("experiment {} ({}) has no unfinished runs", experiment_id, exp->name));
+  }
+  std::vector<int64_t> ids;
+  for (const auto& [id, live] : live_) {
+    if (live->run.experiment_id == experiment_id) ids.push_back(id);
+  }
+  Millis now = clock_.Now();
+  for (int64_t id : ids) {
+    Live& live = *live_.at(id);
+    CancelLive(live, now);
+    if (!live.attempt) Retire(id);
+  }
+  return Flush();
+}
+
+Status Engine::SetPriority(int64_t run_id, int priority) {
+  auto it = live_.find(run_id);
+  if (it == live_.end()) {
+    DROVER_ASSIGN_OR_RETURN(auto run, store_.GetRun(run_id));
+    if (!run) return NotFound(fmt::format("no run {}", run_id));
+    return FailedPrecondition(fmt::format(
+        "run {} is already {}; priority matters only before a run starts", run_id,
+        ToString(run->state)));
+  }
+  it->second->run.priority = priority;
+  Tx();
+  Status st = store_.UpdateRun(it->second->run);
+  if (!st.ok()) Fail(st);
+  return Flush();
+}
+
+std::vector<GpuView> Engine::GpuViews() const {
+  std::vector<GpuView> out;
+  for (const auto& g : gpus_) {
+    GpuView v;
+    v.state = g;
+    for (const auto& [id, live] : live_) {
+      const auto& p = live->placement.gpus;
+      if (live->attempt && std::find(p.begin(), p.end(), g.index) != p.end()) v.runs.push_back(id);
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+Result<RecoverySummary> Engine::Recover() {
+  DROVER_RETURN_IF_ERROR(InitGpus());
+  RecoverySummary summary;
+  DROVER_ASSIGN_OR_RETURN(auto experiments, store_.ListExperiments());
+  Millis now = clock_.Now();
+  // Oldest first, so runs keep their submit order.
+  for (auto e = experiments.rbegin(); e != experiments.rend(); ++e) {
+    if (e->status != "active" || experiments_.count(e->id)) continue;
+    RunFilter filter;
+    filter.experiment_id = e->id;
+    DROVER_ASSIGN_OR_RETURN(auto runs, store_.ListRuns(filter));
+    auto entry = std::make_unique<ExperimentEntry>();
+    entry->experiment = *e;
+    DROVER_ASSIGN_OR_RETURN(entry->spec, SpecFromJson(e->spec));
+    DROVER_ASSIGN_OR_RETURN(auto snap, store_.GetSnapshot(e->snapshot_hash));
+    if (snap) entry->snapshot = *snap;
+    ExperimentEntry* ep = entry.get();
+    experiments_[e->id] = std::move(entry);
+    ++summary.experiments;
+    std::vector<std::pair<int64_t, ProcessExit>> ended;
+    for (const Run& r : runs) {
+      if (IsFinal(r.state)) continue;
+      auto live = std::make_unique<Live>();
+      live->run = r;
+      live->exp = ep;
+      ep->unfinished += 1;
+      Live& l = *live;
+      live_[r.id] = std::move(live);
+      if (r.state != RunState::kRunning) {
+        ++summary.queued;
+        continue;
+      }
+      DROVER_ASSIGN_OR_RETURN(auto attempts, store_.ListAttempts(r.id));
+      if (attempts.empty() || attempts.back().ended) {
+        // Recorded as running with no live attempt: the engine died between two writes.
+        l.run.state = RunState::kRetrying;
+        Tx();
+        if (Status st = store_.UpdateRun(l.run); !st.ok()) Fail(st);
+        ++summary.requeued;
+        continue;
+      }
+      const Attempt& a = attempts.back();
+      sched::StartAction placement;
+      placement.run_id = r.id;
+      placement.gpus = a.gpus;
+      placement.exclusive = r.resources.gpus > 0 && r.resources.gpu_memory == 0;
+      for (const auto& g : gpus_) {
+        if (std::find(a.gpus.begin(), a.gpus.end(), g.index) == a.gpus.end()) continue;
+        placement.gpu_memory = placement.exclusive ? g.capacity : r.resources.gpu_memory;
+      }
+      l.attempt = a;
+      Reserve(l, placement);
+      l.deadline_ms = l.exp->spec.timeout_ms > 0 ? a.started_ms + l.exp->spec.timeout_ms : 0;
+      int pid = static_cast<int>(a.pid);
+      bool alive = pid > 0 && a.pid_start > 0 && launcher_.StartTicks(pid) == a.pid_start;
+      if (alive) {
+        launcher_.Adopt(pid, a.pid_start, a.exit_path);
+        pid_to_run_[pid] = r.id;
+        ++summary.adopted;
+        continue;
+      }
+      ProcessExit exit;
+      exit.pid = pid;
+      auto recorded = a.exit_path.empty() ? Result<ProcessExit>(NotFound("no exit file"))
+                                          : ReadExitFile(a.exit_path);
+      if (recorded.ok()) {
+        exit.exit_code = recorded->exit_code;
+        exit.signal = recorded->signal;
+        ++summary.finished;
+      } else {
+        exit.lost = true;
+        ++summary.requeued;
+      }
+      ended.emplace_back(r.id, exit);
+    }
+    // Ends are handled after the experiment's runs are all registered, so Retire counts right.
+    for (auto& [run_id, exit] : ended) {
+      pid_to_run_[exit.pid] = run_id;
+      HandleExit(exit, now);
+    }
+    if (ep->unfinished == 0) {
+      Tx();
+      if (Status st = store_.UpdateExperimentStatus(e->id, "done"); !st.ok()) Fail(st);
+    }
+  }
+  DROVER_RETURN_IF_ERROR(Flush());
+  return summary;
 }
 
 void Engine::CheckDeadlines(Millis now) {

@@ -3,7 +3,9 @@
 // ProcessLauncher, reads their metrics from the log files, decides retries, and is the only
 // writer to the store (one transaction per loop iteration). `drover run` hosts it in the
 // foreground; the same code will sit behind the daemon.
+#include <functional>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <set>
@@ -28,6 +30,23 @@ struct EngineOptions {
   Millis tail_interval_ms = 250;      // how often running attempts' stdout is read for metrics
   std::vector<std::string> base_env;  // environment every run inherits ("K=V"); default: ours
   bool capture_environment = true;    // package list of the interpreter, GPU info
+  bool stop_runs_on_drain = false;    // serve: on SIGTERM stop runs (else leave them for adoption)
+  Millis serve_poll_ms = 50;          // serve: how soon a posted command is picked up at most
+};
+
+// What Recover() found in the store.
+struct RecoverySummary {
+  int experiments = 0;  // active experiments taken over
+  int queued = 0;       // runs waiting to start
+  int adopted = 0;      // runs whose shim still lives: watched again
+  int finished = 0;     // runs that ended while no engine watched: their end read from the shim
+  int requeued = 0;     // runs whose end is unknown: marked interrupted and queued again
+};
+
+// One GPU as the engine sees it: what it may hand out and which runs hold it.
+struct GpuView {
+  sched::GpuState state;
+  std::vector<int64_t> runs;
 };
 
 class EngineObserver {
@@ -57,10 +76,30 @@ class Engine {
   // Snapshots the workdir, expands the grid, records the experiment and its queued runs.
   Result<SubmitResult> Submit(const Spec& spec);
 
+  // Takes over every unfinished run in the store: queued ones are scheduled again, running ones
+  // whose shim still lives (same pid and start time) are adopted, those that ended meanwhile get
+  // their end from the shim's exit file, the rest are marked interrupted and requeued. Call once,
+  // before the loop.
+  Result<RecoverySummary> Recover();
+
   // Runs until every submitted run is final. An interrupt (SIGINT/SIGTERM to drover) cancels
   // every run: SIGTERM to each process group, SIGKILL after the grace period, at once on a second
   // interrupt. Returns an error only when the store fails.
   Status RunUntilDone(EngineObserver* observer);
+
+  // The daemon's loop: like RunUntilDone but it keeps running when idle, picks up posted
+  // commands, and on SIGINT/SIGTERM drains (nothing new starts; runs are left for adoption, or
+  // stopped and requeued with options.stop_runs_on_drain) and returns.
+  Status Serve(EngineObserver* observer);
+  // Queues a command to run on the loop's thread (thread-safe; the HTTP layer uses it).
+  void Post(std::function<void()> command);
+
+  // Commands, on the loop's thread only.
+  Status CancelRun(int64_t run_id);
+  Status CancelExperiment(int64_t experiment_id);
+  Status SetPriority(int64_t run_id, int priority);
+  std::vector<GpuView> GpuViews() const;
+  const std::vector<GpuDevice>& devices() const { return devices_; }
 
   void RequestCancelAll() { cancel_requested_ = true; }
   bool interrupted() const { return interrupted_; }
@@ -80,7 +119,11 @@ class Engine {
   void HandleExit(const ProcessExit& exit, Millis now);
   void EndAttempt(Live& live, AttemptOutcome outcome, const std::string& detail, Millis now);
   void ApplyCancel(Millis now);
-  void OnInterrupt(int signal, Millis now);
+  void CancelLive(Live& live, Millis now);
+  Status Loop(EngineObserver* observer, bool serve);
+  void RunCommands();
+  void Reserve(Live& live, const sched::StartAction& action);
+  void OnInterrupt(int signal, Millis now, bool serve);
   void StopEverything();
   void CheckDeadlines(Millis now);
   void TailMetrics(Live& live, bool final, Millis now);
@@ -99,6 +142,7 @@ class Engine {
   std::string hostname_;
 
   std::vector<sched::GpuState> gpus_;
+  std::vector<GpuDevice> devices_;
   bool gpus_ready_ = false;
   int cpu_slots_used_ = 0;
   std::map<int64_t, std::unique_ptr<ExperimentEntry>> experiments_;
@@ -109,6 +153,9 @@ class Engine {
   bool cancel_requested_ = false;
   bool force_kill_ = false;
   bool interrupted_ = false;
+  bool draining_ = false;
+  std::mutex commands_mu_;
+  std::vector<std::function<void()>> commands_;
   Millis next_tail_ms_ = 0;
   EngineObserver* observer_ = nullptr;
 };

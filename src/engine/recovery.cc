@@ -54,6 +54,12 @@ Recovery DecideRecovery(const Spec& spec, const Json& params, int retries_used,
     case AttemptOutcome::kCancelled:
       r.kind = Recovery::Kind::kCancel;
       return r;
+    case AttemptOutcome::kInterrupted:
+      // Not the run's fault: it goes back to the queue at once and spends no retry.
+      r.kind = Recovery::Kind::kRetry;
+      r.next_params = params;
+      r.note = "requeued";
+      return r;
     case AttemptOutcome::kLaunchError:
       // The same command would fail the same way: retrying only hides the error. The launch
       // error itself already says what went wrong.

@@ -79,6 +79,16 @@ TEST(Recovery, BackoffIsCapped) {
   EXPECT_EQ(DecideRecovery(s, {}, 50, AttemptOutcome::kExitCode).delay_ms, 5 * 60 * 1000);
 }
 
+TEST(Recovery, InterruptedRunsAreRequeuedWithoutSpendingRetries) {
+  Spec s;
+  s.retries = 0;
+  Recovery r = DecideRecovery(s, Json{{"lr", 1}}, 0, AttemptOutcome::kInterrupted);
+  EXPECT_EQ(r.kind, Recovery::Kind::kRetry);
+  EXPECT_FALSE(r.counts_as_retry);
+  EXPECT_EQ(r.delay_ms, 0);
+  EXPECT_EQ(r.next_params, Json({{"lr", 1}}));
+}
+
 TEST(Recovery, LaunchErrorsAndCancelsAreNotRetried) {
   Spec s;
   s.retries = 5;

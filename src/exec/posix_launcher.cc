@@ -9,9 +9,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <string_view>
+
+#include "exec/shim.h"
 
 extern char** environ;
 
@@ -45,36 +49,36 @@ std::string_view ChildPath(const std::vector<std::string>& env) {
   return p ? std::string_view(p) : std::string_view("/usr/local/bin:/usr/bin:/bin");
 }
 
-bool IsExecutableFile(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
-}
-
-// Resolves argv[0] as execvp would, but against the child's PATH (posix_spawnp would search the
-// parent's). Relative PATH entries and relative programs with a '/' are taken from the child's cwd,
-// as the child resolves them after its chdir. Returns "" when PATH holds no such program.
-std::string ResolveProgram(const std::string& prog, const std::vector<std::string>& env,
-                           const std::string& cwd) {
-  auto in_cwd = [&](const std::string& p) {
-    if (p.empty() || p[0] == '/' || cwd.empty()) return p;
-    return cwd + "/" + p;
-  };
-  // With a '/', exec takes it as it is (and reports its own error: not found, permission).
-  if (prog.find('/') != std::string::npos) return prog;
-  std::string_view path = ChildPath(env);
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t end = path.find(':', start);
-    if (end == std::string_view::npos) end = path.size();
-    // An empty PATH entry means the current directory.
-    std::string_view dir = end > start ? path.substr(start, end - start) : std::string_view(".");
-    std::string candidate;
-    candidate.reserve(dir.size() + 1 + prog.size());
-    candidate.append(dir).append("/").append(prog);
-    if (IsExecutableFile(in_cwd(candidate))) return candidate;
-    start = end + 1;
+// Field 3 (state) and field 22 (start time) of /proc/<pid>/stat; false when there is no such
+// process. Read with one read() into a stack buffer: Wait() calls it for every adopted shim.
+bool ReadProcStat(int pid, char* state, int64_t* start_ticks) {
+  char path[32];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[1024];
+  ssize_t n;
+  do {
+    n = read(fd, buf, sizeof buf - 1);
+  } while (n < 0 && errno == EINTR);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  // "pid (comm) state ppid ...": comm may hold spaces and ')', so start after the last ')'.
+  char* p = std::strrchr(buf, ')');
+  if (p == nullptr) return false;
+  ++p;
+  int field = 2;
+  char* save = nullptr;
+  for (char* tok = strtok_r(p, " ", &save); tok != nullptr; tok = strtok_r(nullptr, " ", &save)) {
+    ++field;
+    if (field == 3) *state = tok[0];
+    if (field == 22) {
+      *start_ticks = std::strtoll(tok, nullptr, 10);
+      return true;
+    }
   }
-  return "";
+  return false;
 }
 
 Status OpenOutput(const std::string& path, int* fd) {
@@ -95,6 +99,22 @@ PosixLauncher::PosixLauncher() {
   // missed (its SIGCHLD stays pending).
   sigset_t set = WaitedSignals();
   pthread_sigmask(SIG_BLOCK, &set, &old_mask_);
+  // The shim is this very binary. It is spawned through /proc/self/exe, which stays our image
+  // even when the file is replaced or deleted while drover runs; its argv[0] is the real path.
+  shim_path_ = "/proc/self/exe";
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  shim_argv0_ = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("drover");
+}
+
+void PosixLauncher::SetShimBinary(std::string path) {
+  // It is exec'd after the chdir into the run's working directory: make a relative path absolute.
+  if (!path.empty() && path[0] != '/') {
+    char cwd[4096];
+    if (getcwd(cwd, sizeof cwd) != nullptr) path = std::string(cwd) + "/" + path;
+  }
+  shim_path_ = path;
+  shim_argv0_ = std::move(path);
 }
 
 PosixLauncher::~PosixLauncher() {
@@ -118,7 +138,7 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
                                    "' is not a directory; check the run's workdir");
     }
   }
-  std::string resolved = ResolveProgram(prog, spec.env, spec.cwd);
+  std::string resolved = FindProgram(prog, ChildPath(spec.env), spec.cwd);
   if (resolved.empty()) {
     return Status(Code::kNotFound, "cannot start '" + prog +
                                        "': No such file or directory; check the command's "
@@ -160,8 +180,19 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
   posix_spawnattr_setsigmask(&attr, &empty);
   posix_spawnattr_setsigdefault(&attr, &defaults);
 
+  // Under a shim: `<drover> __shim <exit_path> -- <argv...>` leads the group instead, and starts
+  // the run in it. An exit file left from before (a reused path) must not be taken for this run's.
+  const bool shim = !spec.exit_path.empty();
   std::vector<char*> argv;
-  argv.reserve(spec.argv.size() + 1);
+  argv.reserve(spec.argv.size() + 5);
+  if (shim) {
+    unlink(spec.exit_path.c_str());
+    unlink((spec.exit_path + ".tmp").c_str());
+    argv.push_back(const_cast<char*>(shim_argv0_.c_str()));
+    argv.push_back(const_cast<char*>("__shim"));
+    argv.push_back(const_cast<char*>(spec.exit_path.c_str()));
+    argv.push_back(const_cast<char*>("--"));
+  }
   for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   std::vector<char*> envp;
@@ -172,29 +203,84 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
   pid_t pid = 0;
   // glibc reports failures of the child's setup (chdir, dup2) and of exec through the return
   // value (it spawns with CLONE_VFORK and passes the errno back), so no error is lost.
-  int err = posix_spawn(&pid, resolved.c_str(), &actions, &attr, argv.data(), envp.data());
+  int err = posix_spawn(&pid, shim ? shim_path_.c_str() : resolved.c_str(), &actions, &attr,
+                        argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   close(out_fd);
   if (err_fd != out_fd) close(err_fd);
+  if (err != 0 && shim) {
+    return Status(Code::kIo, "cannot start '" + prog + "': starting its supervisor '" +
+                                 shim_argv0_ + " __shim' failed: " + std::strerror(err));
+  }
   if (err != 0) {
     return Status(err == ENOENT ? Code::kNotFound : Code::kIo,
                   "cannot start '" + prog + "': " + std::strerror(err) +
                       "; check the command's program name and PATH");
   }
-  live_.insert(pid);
+  live_.emplace(pid, spec.exit_path);
   return static_cast<int>(pid);
 }
 
 void PosixLauncher::SignalGroup(int pgid, int sig) {
   // pgid 0 or 1 would signal our own group or everything: never a run.
   if (pgid <= 1) return;
+  if (auto it = adopted_.find(pgid); it != adopted_.end()) {
+    // Not our child, so no zombie holds its pid: signal the group only while the shim that leads
+    // it is the process we adopted. Once it is gone, Wait() reports it.
+    char state = 0;
+    int64_t ticks = 0;
+    if (!ReadProcStat(pgid, &state, &ticks) || ticks != it->second.start_ticks) return;
+  }
   kill(-pgid, sig);  // ESRCH: the group has already ended, which is fine
+}
+
+int64_t PosixLauncher::StartTicks(int pid) {
+  char state = 0;
+  int64_t ticks = 0;
+  if (pid <= 0 || !ReadProcStat(pid, &state, &ticks)) return 0;
+  return ticks;
+}
+
+void PosixLauncher::Adopt(int pid, int64_t start_ticks, const std::string& exit_path) {
+  adopted_[pid] = Adopted{start_ticks, exit_path};
+}
+
+void PosixLauncher::CheckAdopted(std::vector<ProcessExit>* exits) {
+  for (auto it = adopted_.begin(); it != adopted_.end();) {
+    const int pid = it->first;
+    char state = 0;
+    int64_t ticks = 0;
+    // A zombie has ended too (its parent, the engine that died, is gone, and whoever inherited it
+    // may be slow to reap it, or never do it).
+    const bool exists = ReadProcStat(pid, &state, &ticks);
+    const bool same = exists && it->second.start_ticks != 0 && ticks == it->second.start_ticks;
+    const bool alive = same && state != 'Z' && state != 'X';
+    if (alive) {
+      ++it;
+      continue;
+    }
+    ProcessExit exit;
+    if (Result<ProcessExit> recorded = ReadExitFile(it->second.exit_path); recorded.ok()) {
+      exit = *recorded;
+    } else {
+      exit.lost = true;  // killed before the run ended, or the shim crashed: the end is unknown
+    }
+    exit.pid = pid;
+    // Kill what may be left of the group (a run whose shim crashed), but only when the pid is
+    // still the shim's zombie or held by no process at all: while a group has members its id is
+    // not given to a new process, so the group is then still the adopted one. A pid that another
+    // process has reused is left alone.
+    if (!exists || same) kill(-pid, SIGKILL);
+    exits->push_back(exit);
+    it = adopted_.erase(it);
+  }
 }
 
 void PosixLauncher::Reap(std::vector<ProcessExit>* exits) {
   for (auto it = live_.begin(); it != live_.end();) {
-    const int pid = *it;
+    const int pid = it->first;
+    const std::string& exit_path = it->second;
     siginfo_t info;
     std::memset(&info, 0, sizeof info);
     // Look without reaping first: while the leader is a zombie its pid cannot be reused, so
@@ -210,7 +296,11 @@ void PosixLauncher::Reap(std::vector<ProcessExit>* exits) {
     if (r != 0) {
       // ECHILD: someone else reaped it (a waitpid(-1) elsewhere). Its pid may already belong to
       // another process, so its group is not touched; report it ended, status unknown
-      // (exit_code -1, signal 0), rather than wait for it forever.
+      // (exit_code -1, signal 0), rather than wait for it forever. A shim's file may still say.
+      if (!exit_path.empty()) {
+        if (Result<ProcessExit> recorded = ReadExitFile(exit_path); recorded.ok()) exit = *recorded;
+        exit.pid = pid;
+      }
       exits->push_back(exit);
       it = live_.erase(it);
       continue;
@@ -226,6 +316,14 @@ void PosixLauncher::Reap(std::vector<ProcessExit>* exits) {
       if (WIFEXITED(status)) exit.exit_code = WEXITSTATUS(status);
       if (WIFSIGNALED(status)) exit.signal = WTERMSIG(status);
     }
+    // A shim that recorded the end killed itself (signal 9): the file has the run's own end. No
+    // file: the group was SIGKILLed before the run ended (or the shim crashed); waitpid says how.
+    if (!exit_path.empty()) {
+      if (Result<ProcessExit> recorded = ReadExitFile(exit_path); recorded.ok()) {
+        exit = *recorded;
+        exit.pid = pid;
+      }
+    }
     exits->push_back(exit);
     it = live_.erase(it);
   }
@@ -239,23 +337,67 @@ WaitResult PosixLauncher::Wait(int64_t timeout_ms) {
     // Reap each of our own pids (never waitpid(-1): other code may wait for its own helpers,
     // such as git during a snapshot).
     Reap(&result.exits);
+    CheckAdopted(&result.exits);
     if (!result.exits.empty()) return result;
-    int64_t left = 0;
+    int64_t left = -1;
     if (deadline >= 0) {
       left = deadline - MonotonicMs();
       if (left <= 0) return result;
     }
+    // Adopted shims are not our children (no SIGCHLD): wake up to look at them.
+    if (!adopted_.empty() && (left < 0 || left > kAdoptedPollMs)) left = kAdoptedPollMs;
     timespec ts{static_cast<time_t>(left / 1000), static_cast<long>((left % 1000) * 1'000'000)};
     siginfo_t info;
-    int sig = sigtimedwait(&waited, &info, deadline >= 0 ? &ts : nullptr);
+    int sig = sigtimedwait(&waited, &info, left >= 0 ? &ts : nullptr);
     if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
       result.interrupt_signal = sig;
       Reap(&result.exits);
+      CheckAdopted(&result.exits);
       return result;
     }
     // SIGCHLD (possibly a stale one from a helper process, or one pending for several
     // children), a timeout (EAGAIN) or EINTR: reap again, and go on waiting until the deadline.
   }
+}
+
+Result<ProcessExit> ReadExitFile(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return NotFound("no exit file '" + path + "'");
+    return ErrnoStatus("cannot read exit file '" + path + "'");
+  }
+  std::string text;
+  char buf[1024];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      Status s = ErrnoStatus("cannot read exit file '" + path + "'");
+      close(fd);
+      return s;
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > 64 * 1024) break;
+  }
+  close(fd);
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto bad = [&]() {
+    return Status(Code::kInternal,
+                  "exit file '" + path + "' is not a shim's exit record: " + text.substr(0, 200));
+  };
+  if (!j.is_object() || !j.contains("exit_code") || !j["exit_code"].is_number_integer() ||
+      !j.contains("signal") || !j["signal"].is_number_integer()) {
+    return bad();
+  }
+  ProcessExit e;
+  e.exit_code = j["exit_code"].get<int>();
+  e.signal = j["signal"].get<int>();
+  if (auto it = j.find("ended_ms"); it != j.end() && it->is_number_integer()) {
+    e.ended_ms = it->get<int64_t>();
+  }
+  if (auto it = j.find("error"); it != j.end() && it->is_string()) e.error = it->get<std::string>();
+  return e;
 }
 
 }  // namespace drover

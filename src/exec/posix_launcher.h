@@ -2,9 +2,12 @@
 // The real launcher: posix_spawn into a new process group, output to files,
 // SIGCHLD/SIGINT/SIGTERM/SIGHUP taken synchronously with sigtimedwait (the constructor blocks them
 // in the calling thread; create it in main() before other threads start, and keep one per process).
+// With LaunchSpec::exit_path set, the group's leader is a shim (src/exec/shim.h) that starts the
+// run, outlives the engine and records the run's end in that file.
 #include <signal.h>
 
-#include <set>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "exec/process_launcher.h"
@@ -18,13 +21,33 @@ class PosixLauncher : public ProcessLauncher {
   Result<int> Start(const LaunchSpec& spec) override;
   void SignalGroup(int pgid, int sig) override;
   WaitResult Wait(int64_t timeout_ms) override;
+  int64_t StartTicks(int pid) override;
+  void Adopt(int pid, int64_t start_ticks, const std::string& exit_path) override;
+
+  // The drover binary started as the shim. Default: this process's own executable
+  // (/proc/self/exe, so an upgrade or rebuild of the file while drover runs cannot swap in a
+  // different shim); tests point it at the built drover ($DROVER_BIN).
+  void SetShimBinary(std::string path);
+  const std::string& shim_binary() const { return shim_argv0_; }
+
+  // Adopted shims send no SIGCHLD: while any is watched, Wait() looks at them this often.
+  static constexpr int64_t kAdoptedPollMs = 100;
 
  private:
+  struct Adopted {
+    int64_t start_ticks = 0;
+    std::string exit_path;
+  };
   // Reaps every ended pid of live_ (killing the rest of its group first) into `exits`.
   void Reap(std::vector<ProcessExit>* exits);
+  // Reports every adopted shim that is gone into `exits`.
+  void CheckAdopted(std::vector<ProcessExit>* exits);
 
-  std::set<int> live_;  // pids started and not yet reaped
-  sigset_t old_mask_;   // the calling thread's mask before the constructor, restored after
+  std::map<int, std::string> live_;  // pids started and not yet reaped -> exit_path ("": no shim)
+  std::map<int, Adopted> adopted_;   // adopted shims not yet reported
+  std::string shim_path_;            // what is spawned as the shim
+  std::string shim_argv0_;           // its argv[0]: the binary's real path
+  sigset_t old_mask_;  // the calling thread's mask before the constructor, restored after
 };
 
 }  // namespace drover

@@ -2,6 +2,7 @@
 // Starting and stopping run processes. Each run is its own process group (so Ctrl-C at the
 // terminal does not reach it, and a timeout or cancel kills it with all its children). The engine
 // uses this interface; tests above the executor use a fake (tests/testutil/fake_launcher.h).
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,12 +16,19 @@ struct LaunchSpec {
   std::string cwd;
   std::string stdout_path;  // created/truncated; the child's stdout
   std::string stderr_path;  // created/truncated; the child's stderr
+  // When set, the run is started under a shim (`drover __shim`, src/exec/shim.h) that leads the
+  // group, outlives the engine and records how the run ended in this file (any old file is
+  // removed at start). Empty: the run itself leads the group, as without a shim.
+  std::string exit_path;
 };
 
 struct ProcessExit {
-  int pid = 0;         // == the process group id
-  int exit_code = -1;  // when it exited normally
-  int signal = 0;      // when a signal killed it
+  int pid = 0;           // == the process group id
+  int exit_code = -1;    // when it exited normally
+  int signal = 0;        // when a signal killed it
+  bool lost = false;     // an adopted shim is gone and left no exit file: the end is unknown
+  int64_t ended_ms = 0;  // wall-clock end from a shim's exit file; 0 when there is none
+  std::string error;     // a shim could not start the program (exit_code 127): why
 };
 
 struct WaitResult {
@@ -39,6 +47,20 @@ class ProcessLauncher {
   // Waits up to timeout_ms for a started process to end or for an interrupt; returns every exit
   // collected (leftover members of an ended leader's group are killed, so no orphans remain).
   virtual WaitResult Wait(int64_t timeout_ms) = 0;
+  // The start time of process `pid` (field 22 of /proc/<pid>/stat, clock ticks since boot), 0
+  // when there is no such process. Stored with an attempt, it tells its shim from a later
+  // process that reused the pid.
+  virtual int64_t StartTicks(int pid) = 0;
+  // Takes over a shim that is not our child (started by an engine that died): Wait() reports its
+  // end like that of a process we started, from its exit file, or with `lost` set when it left
+  // none; a pid whose start time is not `start_ticks` is reported gone at once. SignalGroup works
+  // on its group while the shim lives.
+  virtual void Adopt(int pid, int64_t start_ticks, const std::string& exit_path) = 0;
 };
+
+// How a shim recorded the end of its run in `path` (LaunchSpec::exit_path; the format is in
+// exec/shim.h): exit_code, signal, ended_ms and error as in the file, pid 0. NotFound when there
+// is no such file (the shim has not finished, or the group was killed before the run ended).
+Result<ProcessExit> ReadExitFile(const std::string& path);
 
 }  // namespace drover

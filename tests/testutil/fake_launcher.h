@@ -88,7 +88,14 @@ class FakeLauncher : public ProcessLauncher {
     return r;
   }
 
+  // Adoption is not scripted: StartTicks knows the live fake pids, Adopt is only recorded.
+  int64_t StartTicks(int pid) override { return live_.count(pid) ? 1 : 0; }
+  void Adopt(int pid, int64_t start_ticks, const std::string& exit_path) override {
+    adopted.push_back({pid, exit_path});
+  }
+
   std::vector<LaunchSpec> launches;
+  std::vector<std::pair<int, std::string>> adopted;  // pid, exit_path
   std::vector<std::pair<int, int>> signals;
   int running_now = 0;
   int max_running = 0;

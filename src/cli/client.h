@@ -1,0 +1,50 @@
+#pragma once
+// The CLI as a client of the daemon: finding the daemon that serves a store (daemon.json and the
+// token file in the store folder, written by `drover serve`) and calling its HTTP API.
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cli/common.h"
+#include "common/status.h"
+#include "model/spec.h"
+#include "protocol/api.h"
+
+namespace httplib {
+class Client;
+}
+
+namespace drover::cli {
+
+struct DaemonInfo {
+  std::string host = "127.0.0.1";
+  int port = 0;
+  int pid = 0;
+  std::string token;
+};
+
+std::string DaemonInfoPath(const Globals& g);  // <store>/daemon.json
+std::string TokenPath(const Globals& g);       // <store>/token
+
+// The daemon serving this store, when one is running (its pid is alive); nothing otherwise.
+std::optional<DaemonInfo> FindDaemon(const Globals& g);
+
+class ApiClient {
+ public:
+  explicit ApiClient(DaemonInfo info);
+  ~ApiClient();
+  // `path` is below /api/v1 ("/runs?state=running"). Errors carry the server's message.
+  Result<Json> Get(const std::string& path, int timeout_s = 30);
+  Result<Json> Post(const std::string& path, const Json& body);
+  const DaemonInfo& info() const { return info_; }
+
+ private:
+  DaemonInfo info_;
+  std::unique_ptr<httplib::Client> http_;
+};
+
+// Sends a spec file to the daemon (POST /experiments).
+Result<protocol::SubmitResponse> SubmitToDaemon(ApiClient& api, const std::string& spec_path,
+                                                const std::vector<std::string>& sets);
+
+}  // namespace drover::cli

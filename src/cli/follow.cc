@@ -1,0 +1,138 @@
+#include "cli/follow.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fmt/format.h>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "cli/comparison.h"
+#include "cli/progress.h"
+#include "protocol/api.h"
+
+namespace drover::cli {
+namespace {
+
+std::atomic<int> g_interrupts{0};
+void OnSigint(int) { g_interrupts.fetch_add(1); }
+
+}  // namespace
+
+Result<Experiment> FetchExperiment(ApiClient& api, const std::string& id_or_name) {
+  DROVER_ASSIGN_OR_RETURN(Json j, api.Get("/experiments/" + id_or_name));
+  const Json& e = j.contains("experiment") ? j["experiment"] : j;
+  return protocol::ExperimentFromJson(e);
+}
+
+Result<std::vector<Run>> FetchRuns(ApiClient& api, int64_t experiment_id) {
+  std::vector<Run> runs;
+  int offset = 0;
+  while (true) {
+    DROVER_ASSIGN_OR_RETURN(
+        Json j, api.Get(fmt::format("/runs?experiment={}&limit=1000&offset={}", experiment_id,
+                                    offset)));
+    const Json& list = j.contains("runs") ? j["runs"] : j;
+    for (const auto& r : list) {
+      DROVER_ASSIGN_OR_RETURN(Run run, protocol::RunFromJson(r));
+      runs.push_back(std::move(run));
+    }
+    if (list.size() < 1000) break;
+    offset += static_cast<int>(list.size());
+  }
+  return runs;
+}
+
+int FollowExperiment(ApiClient& api, int64_t experiment_id, const FollowOptions& o) {
+  auto exp = FetchExperiment(api, std::to_string(experiment_id));
+  if (!exp.ok()) return ReportError(exp.status());
+  auto runs = FetchRuns(api, experiment_id);
+  if (!runs.ok()) return ReportError(runs.status());
+
+  struct sigaction sa {};
+  sa.sa_handler = OnSigint;
+  sigaction(SIGINT, &sa, nullptr);  // no SA_RESTART: a blocking call returns at Ctrl-C
+
+  bool human = !o.json && !o.quiet;
+  RealClock clock;
+  std::string metric = exp->spec.contains("objective") ? exp->spec["objective"].value("metric", "")
+                                                       : "";
+  bool live = human && ::isatty(STDOUT_FILENO) && std::getenv("TERM") != nullptr &&
+              std::string(std::getenv("TERM")) != "dumb";
+  ProgressView view(stdout, live, clock, exp->name, *runs, VaryingParams(*runs), metric);
+  std::map<int64_t, Run> last;
+  for (const Run& r : *runs) last[r.id] = r;
+  bool cancel_sent = false;
+  bool detached = false;
+  while (true) {
+    if (g_interrupts.load() > 0) {
+      if (!o.cancel_on_exit) {
+        detached = true;
+        break;
+      }
+      if (!cancel_sent) {
+        cancel_sent = true;
+        auto c = api.Post(fmt::format("/experiments/{}/cancel", experiment_id), Json::object());
+        if (!c.ok() && c.status().code() != Code::kFailedPrecondition) {
+          return ReportError(c.status());
+        }
+      }
+    }
+    auto now = FetchRuns(api, experiment_id);
+    if (!now.ok()) return ReportError(now.status());
+    bool all_final = true;
+    for (const Run& r : *now) {
+      all_final = all_final && IsFinal(r.state);
+      const Run& before = last[r.id];
+      if (human && (before.state != r.state || before.attempts != r.attempts)) {
+        std::optional<Attempt> attempt;
+        if (r.state == RunState::kRunning) {
+          auto a = api.Get(fmt::format("/runs/{}/attempts", r.id));
+          if (a.ok()) {
+            const Json& list = a->contains("attempts") ? (*a)["attempts"] : *a;
+            if (!list.empty()) {
+              auto parsed = protocol::AttemptFromJson(list.back());
+              if (parsed.ok()) attempt = *parsed;
+            }
+          }
+        }
+        view.OnRunChanged(r, attempt ? &*attempt : nullptr, IsFinal(r.state) ? r.reason : "");
+      } else if (human && before.final_metrics != r.final_metrics && !r.final_metrics.empty()) {
+        MetricPoint p;
+        p.run_id = r.id;
+        p.name = r.final_metrics.begin().key();
+        view.OnMetrics(r, {p});
+      }
+      last[r.id] = r;
+    }
+    if (human) view.OnTick();
+    if (all_final) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  if (human) view.Finish();
+  if (detached) {
+    std::fprintf(stderr,
+                 "drover: detached; experiment %lld keeps running in the daemon (drover ls -e %lld, "
+                 "drover cancel --experiment %lld)\n",
+                 static_cast<long long>(experiment_id), static_cast<long long>(experiment_id),
+                 static_cast<long long>(experiment_id));
+    return kExitInterrupted;
+  }
+  std::vector<Run> final_runs;
+  for (auto& [id, r] : last) final_runs.push_back(r);
+  Comparison c = Compare(*exp, final_runs, "", "");
+  if (o.json) {
+    std::printf("%s\n", ComparisonJson(*exp, c).dump(2).c_str());
+  } else if (!o.quiet) {
+    std::printf("\n%s", RenderComparison(c).c_str());
+  }
+  if (cancel_sent) return kExitInterrupted;
+  for (const Run& r : final_runs) {
+    if (r.state != RunState::kSucceeded) return kExitRunsFailed;
+  }
+  return kExitOk;
+}
+
+}  // namespace drover::cli

@@ -1,0 +1,23 @@
+#pragma once
+// Following an experiment that a daemon runs: progress lines (or the live view) while its runs
+// go, the comparison table at the end. Ctrl-C detaches (the runs go on), or cancels them with
+// cancel_on_exit.
+#include <cstdint>
+
+#include "cli/client.h"
+
+namespace drover::cli {
+
+struct FollowOptions {
+  bool cancel_on_exit = false;
+  bool json = false;
+  bool quiet = false;
+};
+
+int FollowExperiment(ApiClient& api, int64_t experiment_id, const FollowOptions& options);
+
+// The experiment and its runs as the daemon reports them.
+Result<Experiment> FetchExperiment(ApiClient& api, const std::string& id_or_name);
+Result<std::vector<Run>> FetchRuns(ApiClient& api, int64_t experiment_id);
+
+}  // namespace drover::cli

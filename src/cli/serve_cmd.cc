@@ -1,0 +1,176 @@
+// drover serve: host the engine as a daemon behind the HTTP API.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <thread>
+
+#include "cli/client.h"
+#include "cli/common.h"
+#include "common/strings.h"
+#include "daemon/daemon.h"
+#include "engine/engine.h"
+#include "exec/posix_launcher.h"
+#include "gpu/gpu_probe.h"
+#include "server/server.h"
+#include "store/engine_lock.h"
+
+namespace drover::cli {
+namespace {
+
+struct ServeFlags {
+  std::string listen = "127.0.0.1:7070";
+  std::string fake_gpus;
+  int cpus = 0;
+  bool stop_runs = false;
+};
+
+// The token every request must carry: made at first start, kept 0600 in the store folder.
+Result<std::string> LoadOrCreateToken(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    unsigned char raw[32];
+    std::ifstream urandom("/dev/urandom", std::ios::binary);
+    urandom.read(reinterpret_cast<char*>(raw), sizeof raw);
+    if (!urandom) {
+      ::close(fd);
+      return Internal("cannot read /dev/urandom to make the API token");
+    }
+    std::string token;
+    for (unsigned char c : raw) token += fmt::format("{:02x}", c);
+    std::string line = token + "\n";
+    bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+    ::close(fd);
+    if (!ok) return ErrnoStatus("writing " + path);
+    return token;
+  }
+  if (errno != EEXIST) return ErrnoStatus("creating " + path);
+  // Whatever happened to it since, only the owner may read the token.
+  if (::chmod(path.c_str(), 0600) != 0) return ErrnoStatus("chmod 0600 " + path);
+  std::ifstream in(path);
+  std::string token;
+  std::getline(in, token);
+  token = std::string(Trim(token));
+  if (token.size() < 32) {
+    return FailedPrecondition(fmt::format(
+        "the API token in {} is missing or too short; delete the file and start drover serve "
+        "again to make a new one",
+        path));
+  }
+  return token;
+}
+
+Status WriteDaemonInfo(const std::string& path, const std::string& host, int port) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << Json({{"host", host}, {"port", port}, {"pid", ::getpid()}}).dump() << "\n";
+    if (!out) return ErrnoStatus("writing " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus("renaming " + tmp);
+  return Status::Ok();
+}
+
+Result<std::pair<std::string, int>> ParseListen(const std::string& listen) {
+  auto colon = listen.rfind(':');
+  auto bad = [&] {
+    return InvalidArgument(fmt::format(
+        "--listen '{}' is not HOST:PORT; write e.g. 127.0.0.1:7070 (port 0 picks a free one)",
+        listen));
+  };
+  if (colon == std::string::npos || colon == 0) return bad();
+  std::string host = listen.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  char* end = nullptr;
+  long port = std::strtol(listen.c_str() + colon + 1, &end, 10);
+  if (*end != '\0' || port < 0 || port > 65535 || colon + 1 == listen.size()) return bad();
+  return std::make_pair(host, static_cast<int>(port));
+}
+
+int Serve(Globals& g, const ServeFlags& f) {
+  auto listen = ParseListen(f.listen);
+  if (!listen.ok()) return ReportError(listen.status());
+  std::string fake = f.fake_gpus;
+  if (fake.empty()) {
+    if (const char* env = std::getenv("DROVER_FAKE_GPUS")) fake = env;
+  }
+  auto probe = MakeGpuProbe(fake);
+  if (!probe.ok()) return ReportError(probe.status());
+  if (Status st = CheckStoreDir(g); !st.ok()) return ReportError(st);
+  auto lock = EngineLock::Acquire(StoreDir(g));
+  if (!lock.ok()) return ReportError(lock.status());
+  auto token = LoadOrCreateToken(TokenPath(g));
+  if (!token.ok()) return ReportError(token.status());
+  auto store = OpenStore(g, /*create=*/true);
+  if (!store.ok()) return ReportError(store.status());
+
+  // Before any thread starts: the launcher blocks SIGINT/SIGTERM/SIGHUP/SIGCHLD, and the HTTP
+  // threads inherit that mask, so those signals reach only the engine's loop.
+  PosixLauncher launcher;
+  RealClock clock;
+  EngineOptions opts;
+  opts.store_dir = StoreDir(g);
+  opts.cpu_slots = f.cpus;
+  opts.stop_runs_on_drain = f.stop_runs;
+  Engine engine(**store, launcher, **probe, clock, opts);
+  auto recovered = engine.Recover();
+  if (!recovered.ok()) return ReportError(recovered.status());
+
+  Daemon daemon(engine, clock);
+  server::ServerOptions so;
+  so.store_path = StorePath(g);
+  so.host = listen->first;
+  so.port = listen->second;
+  so.token = *token;
+  server::HttpServer http(so, daemon);
+  if (Status st = http.Bind(); !st.ok()) return ReportError(st);
+  if (Status st = WriteDaemonInfo(DaemonInfoPath(g), so.host, http.port()); !st.ok()) {
+    return ReportError(st);
+  }
+  std::thread http_thread([&http] { http.Run(); });
+
+  const RecoverySummary& r = *recovered;
+  std::printf("drover serve: listening on http://%s:%d/api/v1 (store %s, pid %d)\n",
+              so.host.c_str(), http.port(), StoreDir(g).c_str(), ::getpid());
+  if (r.experiments > 0) {
+    std::printf("took over %d experiment(s): %d queued, %d adopted, %d ended while down, %d "
+                "requeued\n",
+                r.experiments, r.queued, r.adopted, r.finished, r.requeued);
+  }
+  std::fflush(stdout);
+
+  Status st = engine.Serve(&daemon);
+  daemon.Close();
+  http.Stop();
+  http_thread.join();
+  std::filesystem::remove(DaemonInfoPath(g));
+  if (!st.ok()) return ReportError(st);
+  std::printf("drover serve: stopped%s\n",
+              f.stop_runs ? "; running runs were stopped and will be requeued"
+                          : "; running runs keep running and the next drover serve adopts them");
+  return kExitOk;
+}
+
+}  // namespace
+
+Command RegisterServe(CLI::App& root, Globals& g) {
+  auto f = std::make_shared<ServeFlags>();
+  CLI::App* app = root.add_subcommand(
+      "serve", "Run the daemon: own the GPUs, take experiments over HTTP, survive restarts");
+  app->add_option("--listen", f->listen, "HOST:PORT to listen on (loopback by default)");
+  app->add_option("--fake-gpus", f->fake_gpus, "Declared GPUs instead of real ones, e.g. 8x80GiB");
+  app->add_option("--cpus", f->cpus, "CPU slots shared by all runs (default: the CPU count)")
+      ->check(CLI::PositiveNumber);
+  app->add_flag("--stop-runs", f->stop_runs,
+                "On SIGTERM stop running runs (they are requeued) instead of leaving them to be "
+                "adopted by the next daemon");
+  return {app, [&g, f] { return Serve(g, *f); }};
+}
+
+}  // namespace drover::cli

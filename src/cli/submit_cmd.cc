@@ -1,0 +1,72 @@
+// drover submit SPEC: queue an experiment in the daemon and print its id at once.
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <sstream>
+
+#include "cli/client.h"
+#include "cli/common.h"
+#include "cli/follow.h"
+#include "protocol/api.h"
+
+namespace drover::cli {
+
+Result<protocol::SubmitResponse> SubmitToDaemon(ApiClient& api, const std::string& spec_path,
+                                                const std::vector<std::string>& sets) {
+  std::ifstream in(spec_path);
+  if (!in) return NotFound(fmt::format("spec file '{}' not found; check the path", spec_path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  protocol::SubmitRequest req;
+  req.spec_yaml = ss.str();
+  req.spec_name = spec_path;
+  std::error_code ec;
+  req.base_dir = std::filesystem::absolute(spec_path, ec).parent_path().lexically_normal().string();
+  req.overrides = sets;
+  DROVER_ASSIGN_OR_RETURN(Json j, api.Post("/experiments", protocol::ToJson(req)));
+  return protocol::SubmitResponseFromJson(j);
+}
+
+namespace {
+
+struct SubmitFlags {
+  std::string spec_path;
+  std::vector<std::string> sets;
+  bool json = false;
+};
+
+int Submit(Globals& g, const SubmitFlags& f) {
+  auto daemon = FindDaemon(g);
+  if (!daemon) {
+    return ReportError(FailedPrecondition(fmt::format(
+        "no drover daemon serves the store {}; start one with `drover serve`, or run the spec in "
+        "the foreground with `drover run {}`",
+        StoreDir(g), f.spec_path)));
+  }
+  ApiClient api(*daemon);
+  auto r = SubmitToDaemon(api, f.spec_path, f.sets);
+  if (!r.ok()) return ReportError(r.status());
+  if (f.json) {
+    std::printf("%s\n", protocol::ToJson(*r).dump(2).c_str());
+  } else {
+    std::printf("%lld\n", static_cast<long long>(r->experiment_id));
+    std::fprintf(stderr, "queued experiment %lld with %zu runs; follow it with drover ls -e %lld\n",
+                 static_cast<long long>(r->experiment_id), r->run_ids.size(),
+                 static_cast<long long>(r->experiment_id));
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Command RegisterSubmit(CLI::App& root, Globals& g) {
+  auto f = std::make_shared<SubmitFlags>();
+  CLI::App* app = root.add_subcommand(
+      "submit", "Queue an experiment in the daemon (drover serve) and print its id at once");
+  app->add_option("spec", f->spec_path, "The experiment spec (YAML)")->required();
+  app->add_option("--set", f->sets, "Override a spec value: key=value; repeatable");
+  app->add_flag("--json", f->json, "Print the experiment and run ids as JSON");
+  return {app, [&g, f] { return Submit(g, *f); }};
+}
+
+}  // namespace drover::cli

@@ -1,0 +1,164 @@
+#include "daemon/daemon.h"
+
+#include <chrono>
+#include <future>
+
+#include "protocol/json_codec.h"
+#include "spec/spec_parser.h"
+
+namespace drover {
+
+namespace {
+constexpr size_t kMaxBufferedEvents = 10000;
+constexpr auto kCommandTimeout = std::chrono::minutes(5);  // a submit snapshots the workdir
+}  // namespace
+
+Daemon::Daemon(Engine& engine, const Clock& clock, Millis gpu_sample_ms)
+    : engine_(engine), clock_(clock), gpu_sample_ms_(gpu_sample_ms) {}
+
+template <typename T>
+Result<T> Daemon::Call(std::function<Result<T>()> fn) {
+  auto promise = std::make_shared<std::promise<Result<T>>>();
+  auto future = promise->get_future();
+  engine_.Post([promise, fn = std::move(fn)] { promise->set_value(fn()); });
+  if (future.wait_for(kCommandTimeout) != std::future_status::ready) {
+    return Unavailable("the engine did not answer in time; it may be shutting down");
+  }
+  return future.get();
+}
+
+Result<protocol::SubmitResponse> Daemon::Submit(const protocol::SubmitRequest& request) {
+  // Parsing is pure: do it here, so a bad spec never reaches the loop.
+  auto spec = ParseSpecString(request.spec_yaml, request.spec_name, request.base_dir,
+                              request.overrides);
+  if (!spec.ok()) return spec.status();
+  return Call<protocol::SubmitResponse>([this, s = *spec]() -> Result<protocol::SubmitResponse> {
+    auto sub = engine_.Submit(s);
+    if (!sub.ok()) return sub.status();
+    protocol::SubmitResponse r;
+    r.experiment_id = sub->experiment_id;
+    for (const auto& run : sub->runs) r.run_ids.push_back(run.id);
+    Publish("experiment_submitted",
+            {{"experiment_id", r.experiment_id}, {"name", s.name}, {"runs", r.run_ids}});
+    return r;
+  });
+}
+
+Status Daemon::CancelRun(int64_t run_id) {
+  return Call<bool>([this, run_id]() -> Result<bool> {
+           Status st = engine_.CancelRun(run_id);
+           if (!st.ok()) return st;
+           return true;
+         })
+      .status();
+}
+
+Status Daemon::CancelExperiment(int64_t experiment_id) {
+  return Call<bool>([this, experiment_id]() -> Result<bool> {
+           Status st = engine_.CancelExperiment(experiment_id);
+           if (!st.ok()) return st;
+           return true;
+         })
+      .status();
+}
+
+Status Daemon::SetPriority(int64_t run_id, int priority) {
+  return Call<bool>([this, run_id, priority]() -> Result<bool> {
+           Status st = engine_.SetPriority(run_id, priority);
+           if (!st.ok()) return st;
+           return true;
+         })
+      .status();
+}
+
+std::vector<protocol::GpuStatus> Daemon::GpuStatusNow() const {
+  std::vector<protocol::GpuStatus> out;
+  const auto& devices = engine_.devices();
+  for (const auto& v : engine_.GpuViews()) {
+    protocol::GpuStatus g;
+    g.index = v.state.index;
+    for (const auto& d : devices) {
+      if (d.index != g.index) continue;
+      g.name = d.name;
+      g.uuid = d.uuid;
+    }
+    g.memory_total = v.state.capacity;
+    g.memory_reserved = v.state.reserved;
+    g.runs = v.runs;
+    g.exclusive = v.state.exclusive;
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+std::vector<protocol::GpuStatus> Daemon::Gpus() {
+  auto r = Call<std::vector<protocol::GpuStatus>>(
+      [this]() -> Result<std::vector<protocol::GpuStatus>> { return GpuStatusNow(); });
+  return r.ok() ? *r : std::vector<protocol::GpuStatus>{};
+}
+
+void Daemon::Publish(std::string kind, Json data) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    server::StreamEvent e;
+    e.seq = ++seq_;
+    e.kind = std::move(kind);
+    e.data = std::move(data);
+    events_.push_back(std::move(e));
+    while (events_.size() > kMaxBufferedEvents) events_.pop_front();
+  }
+  cv_.notify_all();
+}
+
+std::vector<server::StreamEvent> Daemon::WaitEvents(int64_t after_seq, int64_t timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+               [&] { return closed_ || seq_ > after_seq; });
+  std::vector<server::StreamEvent> out;
+  for (const auto& e : events_) {
+    if (e.seq > after_seq) out.push_back(e);
+  }
+  return out;
+}
+
+int64_t Daemon::LastEventSeq() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return seq_;
+}
+
+void Daemon::Close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Daemon::OnRunChanged(const Run& run, const Attempt* attempt, const std::string& note) {
+  Json data = {{"run_id", run.id},
+               {"experiment_id", run.experiment_id},
+               {"state", ToString(run.state)},
+               {"attempt", run.attempts},
+               {"reason", run.reason},
+               {"note", note}};
+  if (attempt) data["cuda_visible_devices"] = attempt->cuda_visible_devices;
+  Publish("run_state", std::move(data));
+}
+
+void Daemon::OnMetrics(const Run& run, const std::vector<MetricPoint>& points) {
+  Json pts = Json::array();
+  for (const auto& p : points) pts.push_back(protocol::ToJson(p));
+  Publish("metrics", {{"run_id", run.id}, {"points", pts}});
+}
+
+void Daemon::OnTick() {
+  Millis now = clock_.Now();
+  if (now < next_gpu_sample_ms_) return;
+  next_gpu_sample_ms_ = now + gpu_sample_ms_;
+  if (engine_.devices().empty()) return;
+  Json gpus = Json::array();
+  for (const auto& g : GpuStatusNow()) gpus.push_back(protocol::ToJson(g));
+  Publish("gpu", {{"t_ms", now}, {"gpus", gpus}});
+}
+
+}  // namespace drover

@@ -1,0 +1,55 @@
+#pragma once
+// The daemon glue: implements the HTTP layer's EngineControl on top of the engine (commands are
+// posted to the engine's loop thread and answered through futures) and turns the engine's
+// observer callbacks into the event stream (a bounded ring buffer that SSE readers wait on).
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+
+#include "common/clock.h"
+#include "engine/engine.h"
+#include "server/engine_control.h"
+
+namespace drover {
+
+class Daemon : public server::EngineControl, public EngineObserver {
+ public:
+  Daemon(Engine& engine, const Clock& clock, Millis gpu_sample_ms = 5000);
+
+  // server::EngineControl, from HTTP threads.
+  Result<protocol::SubmitResponse> Submit(const protocol::SubmitRequest& request) override;
+  Status CancelRun(int64_t run_id) override;
+  Status CancelExperiment(int64_t experiment_id) override;
+  Status SetPriority(int64_t run_id, int priority) override;
+  std::vector<protocol::GpuStatus> Gpus() override;
+  std::vector<server::StreamEvent> WaitEvents(int64_t after_seq, int64_t timeout_ms) override;
+  int64_t LastEventSeq() override;
+
+  // EngineObserver, on the engine's thread.
+  void OnRunChanged(const Run& run, const Attempt* attempt, const std::string& note) override;
+  void OnMetrics(const Run& run, const std::vector<MetricPoint>& points) override;
+  void OnTick() override;
+
+  // Wakes every waiting reader (shutdown).
+  void Close();
+
+ private:
+  // Runs `fn` on the engine's thread and waits for its result.
+  template <typename T>
+  Result<T> Call(std::function<Result<T>()> fn);
+  void Publish(std::string kind, Json data);
+  std::vector<protocol::GpuStatus> GpuStatusNow() const;
+
+  Engine& engine_;
+  const Clock& clock_;
+  Millis gpu_sample_ms_;
+  Millis next_gpu_sample_ms_ = 0;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<server::StreamEvent> events_;
+  int64_t seq_ = 0;
+  bool closed_ = false;
+};
+
+}  // namespace drover

@@ -1,0 +1,199 @@
+#include "exec/shim.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+extern char** environ;
+
+namespace drover {
+
+namespace {
+
+int64_t WallMs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1'000'000;
+}
+
+bool IsExecutableFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+void AppendJsonString(std::string* out, std::string_view s) {
+  out->push_back('"');
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out->push_back('\\');
+      out->push_back(c);
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\u%04x", c);
+      out->append(esc);
+    } else {
+      out->push_back(c);
+    }
+  }
+  out->push_back('"');
+}
+
+bool WriteAll(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// Writes `line` to `path` atomically: <path>.tmp, fsync, rename. Returns errno, 0 on success.
+int WriteExitFile(const char* path, const char* line, size_t len) {
+  char tmp[4096];
+  if (std::snprintf(tmp, sizeof tmp, "%s.tmp", path) >= static_cast<int>(sizeof tmp)) {
+    return ENAMETOOLONG;
+  }
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return errno;
+  int err = 0;
+  if (!WriteAll(fd, line, len) || fsync(fd) != 0) err = errno ? errno : EIO;
+  if (close(fd) != 0 && err == 0) err = errno;
+  if (err == 0 && rename(tmp, path) != 0) err = errno;
+  if (err != 0) unlink(tmp);
+  return err;
+}
+
+// Ends the shim when the exit file could not be written: the shim's own status mirrors the run's,
+// so the launcher's waitpid still tells the truth (an engine that adopted it reports it lost).
+[[noreturn]] void MirrorStatus(int exit_code, int sig) {
+  if (sig != 0) {
+    rlimit no_core{0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    signal(sig, SIG_DFL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    sigprocmask(SIG_UNBLOCK, &set, nullptr);
+    raise(sig);
+  }
+  _exit(exit_code < 0 ? 255 : exit_code);
+}
+
+}  // namespace
+
+std::string FindProgram(const std::string& prog, std::string_view path, const std::string& cwd) {
+  auto in_cwd = [&](const std::string& p) {
+    if (p.empty() || p[0] == '/' || cwd.empty()) return p;
+    return cwd + "/" + p;
+  };
+  // With a '/', exec takes it as it is (and reports its own error: not found, permission).
+  if (prog.find('/') != std::string::npos) return prog;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find(':', start);
+    if (end == std::string_view::npos) end = path.size();
+    // An empty PATH entry means the current directory.
+    std::string_view dir = end > start ? path.substr(start, end - start) : std::string_view(".");
+    std::string candidate;
+    candidate.reserve(dir.size() + 1 + prog.size());
+    candidate.append(dir).append("/").append(prog);
+    if (IsExecutableFile(in_cwd(candidate))) return candidate;
+    start = end + 1;
+  }
+  return "";
+}
+
+int RunShim(int argc, char** argv) {
+  // drover __shim <exit_path> -- <program> [args...]
+  if (argc < 5 || argv[2][0] == '\0' || std::strcmp(argv[3], "--") != 0) {
+    std::fputs(
+        "usage: drover __shim <exit_path> -- <program> [args...]\n"
+        "(internal: drover starts each run under this supervisor; it is not meant to be run by "
+        "hand)\n",
+        stderr);
+    return 2;
+  }
+  const char* exit_path = argv[2];
+  char** run_argv = argv + 4;
+
+  // The engine stops a run by signalling its whole group, the shim included: the run must get
+  // the signal, the shim must live on to record the end.
+  struct sigaction ign;
+  std::memset(&ign, 0, sizeof ign);
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(sig, &ign, nullptr);
+
+  // The run: same group (no SETPGROUP), stdin/stdout/stderr inherited, clean signal state.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t empty, defaults;
+  sigemptyset(&empty);
+  sigemptyset(&defaults);
+  for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP, SIGQUIT}) sigaddset(&defaults, sig);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setsigmask(&attr, &empty);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+
+  // PATH lookup against the run's environment (ours), in our cwd (the run's).
+  const std::string prog = run_argv[0];
+  const char* path_var = getenv("PATH");
+  std::string resolved =
+      FindProgram(prog, path_var ? path_var : "/usr/local/bin:/usr/bin:/bin", std::string());
+  pid_t pid = 0;
+  int err = resolved.empty()
+                ? ENOENT
+                : posix_spawn(&pid, resolved.c_str(), nullptr, &attr, run_argv, environ);
+  posix_spawnattr_destroy(&attr);
+
+  int exit_code = -1, sig = 0;
+  char line[256];
+  int len = 0;
+  std::string error_line;  // only when the program cannot be started
+  if (err != 0) {
+    exit_code = 127;
+    std::string message = "cannot start '" + prog + "': " + std::strerror(err);
+    std::fprintf(stderr, "%s\n", message.c_str());
+    error_line = "{\"exit_code\": 127, \"signal\": 0, \"ended_ms\": " + std::to_string(WallMs()) +
+                 ", \"error\": ";
+    AppendJsonString(&error_line, message);
+    error_line += "}\n";
+  } else {
+    int status = 0;
+    pid_t w;
+    do {
+      w = waitpid(pid, &status, 0);
+    } while (w < 0 && errno == EINTR);
+    if (w == pid && WIFEXITED(status)) exit_code = WEXITSTATUS(status);
+    if (w == pid && WIFSIGNALED(status)) sig = WTERMSIG(status);
+    len = std::snprintf(line, sizeof line,
+                        "{\"exit_code\": %d, \"signal\": %d, \"ended_ms\": %lld}\n", exit_code, sig,
+                        static_cast<long long>(WallMs()));
+  }
+  int werr = error_line.empty() ? WriteExitFile(exit_path, line, static_cast<size_t>(len))
+                                : WriteExitFile(exit_path, error_line.data(), error_line.size());
+  if (werr != 0) {
+    std::fprintf(stderr, "drover shim: cannot write exit file '%s': %s\n", exit_path,
+                 std::strerror(werr));
+    // Leftover members of the group are killed by the launcher when it reaps us.
+    MirrorStatus(exit_code, sig);
+  }
+  // Nothing of the run outlives it: kill the whole group, this shim included (the launcher takes
+  // the result from the file, not from our SIGKILL).
+  kill(-getpgrp(), SIGKILL);
+  _exit(0);  // not reached
+}
+
+}  // namespace drover

@@ -1,0 +1,29 @@
+#pragma once
+// The shim: a run's tiny supervisor, the drover binary itself in a hidden mode
+// (`drover __shim <exit_path> -- <program> [args...]`, dispatched first thing in main()).
+// PosixLauncher starts it as the leader of the run's process group; it starts the run in that
+// group, waits for it, records how it ended in <exit_path> (so the end survives the engine: a
+// restarted engine reads it, or adopts a shim still running), then SIGKILLs the whole group, itself
+// included, so nothing of the run outlives it. See docs/execution.md, "Shim and adoption".
+//
+// The exit file is one JSON line, written atomically (<exit_path>.tmp, fsync, rename):
+//   {"exit_code": N, "signal": S, "ended_ms": T}
+//   {"exit_code": 127, "signal": 0, "ended_ms": T, "error": "cannot start 'x': ..."}
+// exit_code is -1 when signal S killed the run; T is wall-clock milliseconds since the epoch.
+// It uses libc only (no drover library, no allocation beyond a few strings), so it could also
+// be built as a separate static binary; ReadExitFile (process_launcher.h) reads its file.
+#include <string>
+#include <string_view>
+
+namespace drover {
+
+// The shim's main(); argv[1] is "__shim". Returns only on a usage error (2) or, when the exit file
+// cannot be written, with the run's own status mirrored (its exit code, or its signal re-raised).
+int RunShim(int argc, char** argv);
+
+// Resolves `prog` as execvp would, against `path` (the value of PATH). Relative PATH entries and
+// relative programs with a '/' are taken from `cwd` when it is not empty (the directory the program
+// will run in). Returns "" when PATH holds no such executable file.
+std::string FindProgram(const std::string& prog, std::string_view path, const std::string& cwd);
+
+}  // namespace drover

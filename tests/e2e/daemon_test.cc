@@ -1,0 +1,228 @@
+// The daemon for real: `drover serve` on a free loopback port, the CLI as its client, raw HTTP
+// for the security checks, SSE, and a crash test that SIGKILLs the daemon mid-sweep.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "store/store.h"
+#include "testutil/cli_runner.h"
+
+namespace drover {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ReadFile;
+using testing::RunDrover;
+using Json = nlohmann::json;
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("drover-daemon-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "code");
+    store_ = (dir_ / "store").string();
+  }
+  void TearDown() override {
+    StopDaemon(SIGKILL);
+    fs::remove_all(dir_);
+  }
+
+  // Starts `drover serve` and waits until it has written daemon.json.
+  void StartDaemon(const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"serve", "--listen", "127.0.0.1:0", "--store", store_,
+                                     "--fake-gpus", "2x16GiB"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    fs::remove(store_ + "/daemon.json");
+    pid_ = testing::SpawnDrover(args, (dir_ / "serve.out").string(), (dir_ / "serve.err").string());
+    for (int i = 0; i < 400; ++i) {
+      Json j = Json::parse(ReadFile(store_ + "/daemon.json"), nullptr, false);
+      if (j.is_object() && j.value("pid", 0) == pid_) {
+        port_ = j["port"];
+        token_ = ReadFile(store_ + "/token");
+        token_.erase(token_.find_last_not_of("\n") + 1);
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    FAIL() << "daemon did not start: " << ReadFile((dir_ / "serve.err").string());
+  }
+  int StopDaemon(int sig) {
+    if (pid_ <= 0) return -1;
+    kill(pid_, sig);
+    int code = testing::WaitExit(pid_);
+    pid_ = -1;
+    return code;
+  }
+  std::string Write(const std::string& name, const std::string& text) {
+    std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+  httplib::Client Http() {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(30, 0);
+    return c;
+  }
+  httplib::Headers Auth() { return {{"Authorization", "Bearer " + token_}}; }
+
+  fs::path dir_;
+  std::string store_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string token_;
+};
+
+TEST_F(DaemonTest, SubmitFollowCancelAndLogsFromTheCli) {
+  StartDaemon();
+  std::string quick = Write("quick.yaml",
+                            "name: quick\nworkdir: code\nshell: true\n"
+                            "command: \"echo '{{\\\"step\\\": 1, \\\"acc\\\": {a}}}'\"\n"
+                            "params: {a: [0.5, 0.9]}\nresources: {gpus: 1, gpu_memory: 4GiB}\n"
+                            "objective: {metric: acc}\n");
+  auto run = RunDrover({"run", quick, "--store", store_});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("queued in the daemon"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("* best: run 2 by acc"), std::string::npos) << run.out;
+
+  std::string slow = Write("slow.yaml", "name: slow\nworkdir: code\nshell: true\n"
+                                        "command: \"echo started {i}; sleep 300\"\n"
+                                        "params: {i: [1, 2, 3]}\n");
+  auto sub = RunDrover({"submit", slow, "--store", store_});
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  std::string exp_id = sub.out.substr(0, sub.out.find('\n'));
+  // logs -f through the daemon shows the first line of run 3 (the first run of `slow`) while it
+  // runs, and keeps following until stopped.
+  std::string out = (dir_ / "logs.out").string(), err = (dir_ / "logs.err").string();
+  pid_t logs = testing::SpawnDrover({"logs", "3", "-f", "--store", store_}, out, err);
+  for (int i = 0; i < 100 && ReadFile(out).find("started 1") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_NE(ReadFile(out).find("started 1"), std::string::npos) << ReadFile(err);
+  EXPECT_EQ(waitpid(logs, nullptr, WNOHANG), 0);  // still following
+
+  auto cancel = RunDrover({"cancel", "--experiment", exp_id, "--store", store_});
+  ASSERT_EQ(cancel.exit_code, 0) << cancel.err;
+  // The follower ends by itself once the run is cancelled.
+  EXPECT_EQ(testing::WaitExit(logs), 0) << ReadFile(err);
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  for (int i = 0; i < 200; ++i) {
+    RunFilter f;
+    f.experiment_id = std::stoll(exp_id);
+    auto runs = (*store)->ListRuns(f).value();
+    bool all = std::all_of(runs.begin(), runs.end(),
+                           [](const drover::Run& r) { return r.state == RunState::kCancelled; });
+    if (all) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  RunFilter f;
+  f.experiment_id = std::stoll(exp_id);
+  std::vector<drover::Run> cancelled = (*store)->ListRuns(f).value();
+  for (const auto& r : cancelled) EXPECT_EQ(r.state, RunState::kCancelled) << r.id;
+  EXPECT_EQ(StopDaemon(SIGTERM), 0) << ReadFile((dir_ / "serve.err").string());
+}
+
+TEST_F(DaemonTest, RefusesWhatItMust) {
+  StartDaemon();
+  auto c = Http();
+  auto no_token = c.Get("/api/v1/runs");
+  ASSERT_TRUE(no_token);
+  EXPECT_EQ(no_token->status, 401);
+  EXPECT_EQ(Json::parse(no_token->body)["error"]["code"], "unauthenticated");
+  httplib::Headers foreign = Auth();
+  foreign.emplace("Origin", "http://evil.example");
+  auto origin = c.Get("/api/v1/runs", foreign);
+  ASSERT_TRUE(origin);
+  EXPECT_EQ(origin->status, 403);
+  auto big = c.Post("/api/v1/experiments", Auth(), std::string(10 << 20, 'x'), "application/json");
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->status, 413);
+  auto bad = c.Post("/api/v1/experiments", Auth(), "{\"spec_yaml\": ", "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_FALSE(Json::parse(bad->body)["error"]["message"].get<std::string>().empty());
+  auto ok = c.Get("/api/v1/runs", Auth());
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  // A second daemon on the same store says who holds it.
+  auto second = RunDrover({"serve", "--listen", "127.0.0.1:0", "--store", store_});
+  EXPECT_EQ(second.exit_code, 2);
+  EXPECT_NE(second.err.find("another drover (pid " + std::to_string(pid_) + ")"), std::string::npos)
+      << second.err;
+}
+
+TEST_F(DaemonTest, EventsStreamRunStates) {
+  StartDaemon();
+  std::string spec = Write("e.yaml", "name: e\nworkdir: code\ncommand: \"true\"\n");
+  std::string stream;
+  std::thread reader([&] {
+    auto c = Http();
+    c.Get("/api/v1/events", Auth(), [&](const char* data, size_t n) {
+      stream.append(data, n);
+      return stream.find("\"succeeded\"") == std::string::npos;  // stop once we saw the end
+    });
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto r = RunDrover({"submit", spec, "--store", store_});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  reader.join();
+  EXPECT_NE(stream.find("event: run_state"), std::string::npos) << stream;
+  EXPECT_NE(stream.find("\"running\""), std::string::npos) << stream;
+  EXPECT_NE(stream.find("id: "), std::string::npos) << stream;
+}
+
+// A 12-run sweep of short sleeping runs; the daemon is SIGKILLed twice at random points and
+// restarted. Every run must end succeeded, and each must have run exactly once.
+TEST_F(DaemonTest, SurvivesSigkillTwiceWithoutLosingOrRepeatingRuns) {
+  fs::create_directories(dir_ / "marks");
+  std::string spec = Write(
+      "sweep.yaml",
+      "name: sweep\nworkdir: code\nshell: true\n"
+      "command: \"echo {i} >> " + (dir_ / "marks").string() + "/ran-{i}; sleep 1.5; "
+      "echo '{{\\\"step\\\": 1, \\\"i\\\": {i}}}'\"\n"
+      "params: {i: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]}\n"
+      "resources: {gpus: 1, gpu_memory: 8GiB}\n");
+  StartDaemon();
+  auto sub = RunDrover({"submit", spec, "--store", store_});
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> delay(300, 2500);
+  for (int kill_round = 0; kill_round < 2; ++kill_round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay(rng)));
+    StopDaemon(SIGKILL);
+    StartDaemon();
+  }
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  std::vector<drover::Run> runs;
+  for (int i = 0; i < 600; ++i) {
+    runs = (*store)->ListRuns(RunFilter{}).value();
+    if (std::all_of(runs.begin(), runs.end(), [](const drover::Run& r) { return IsFinal(r.state); })) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(runs.size(), 12u);
+  for (const auto& r : runs) {
+    EXPECT_EQ(r.state, RunState::kSucceeded) << "run " << r.id << " " << r.reason;
+    int i = r.params["i"];
+    std::string marks = ReadFile((dir_ / "marks" / ("ran-" + std::to_string(i))).string());
+    EXPECT_EQ(marks, std::to_string(i) + "\n") << "run " << r.id << " ran more than once";
+    EXPECT_EQ(r.final_metrics.value("i", 0.0), i);
+    auto attempts = (*store)->ListAttempts(r.id).value();
+    int succeeded = 0;
+    for (const auto& a : attempts) succeeded += a.reason == "succeeded";
+    EXPECT_EQ(succeeded, 1) << "run " << r.id;
+  }
+  EXPECT_TRUE((*store)->IntegrityOk().value());
+}
+
+}  // namespace
+}  // namespace drover

@@ -6,8 +6,8 @@
 
 #include "cli/client.h"
 #include "cli/common.h"
-#include "cli/follow.h"
 #include "cli/comparison.h"
+#include "cli/follow.h"
 #include "cli/progress.h"
 #include "common/strings.h"
 #include "engine/engine.h"
@@ -84,11 +84,11 @@ int RunSpec(Globals& g, const RunFlags& f) {
     auto sub = SubmitToDaemon(api, f.spec_path, f.sets);
     if (!sub.ok()) return ReportError(sub.status());
     if (!f.json && !f.quiet) {
-      std::printf("experiment %lld (%s): %zu run%s, queued in the daemon (pid %d); Ctrl-C "
-                  "detaches%s\n",
-                  static_cast<long long>(sub->experiment_id), spec->name.c_str(),
-                  sub->run_ids.size(), sub->run_ids.size() == 1 ? "" : "s", daemon->pid,
-                  f.cancel_on_exit ? " and cancels" : "");
+      std::printf(
+          "experiment %lld (%s): %zu run%s, queued in the daemon (pid %d); Ctrl-C "
+          "detaches%s\n",
+          static_cast<long long>(sub->experiment_id), spec->name.c_str(), sub->run_ids.size(),
+          sub->run_ids.size() == 1 ? "" : "s", daemon->pid, f.cancel_on_exit ? " and cancels" : "");
       std::fflush(stdout);
     }
     return FollowExperiment(api, sub->experiment_id, {f.cancel_on_exit, f.json, f.quiet});
@@ -107,9 +107,21 @@ int RunSpec(Globals& g, const RunFlags& f) {
   EngineOptions opts;
   opts.store_dir = StoreDir(g);
   opts.cpu_slots = f.cpus;
+  opts.use_shim = false;  // see EngineOptions::use_shim
   Engine engine(**store, launcher, **probe, clock, opts);
+  // Unfinished runs left by an engine that was killed are taken over first (and run again where
+  // their end is unknown), so nothing submitted to this store is lost.
+  auto recovered = engine.Recover();
+  if (!recovered.ok()) return ReportError(recovered.status());
   auto submitted = engine.Submit(*spec);
   if (!submitted.ok()) return ReportError(submitted.status());
+  if (recovered->experiments > 0 && !f.quiet && !f.json) {
+    std::printf(
+        "resuming %d earlier experiment(s) left unfinished: %d queued, %d requeued, %d "
+        "ended while no engine ran\n",
+        recovered->experiments, recovered->queued + recovered->adopted, recovered->requeued,
+        recovered->finished);
+  }
 
   bool human = !f.json && !f.quiet;
   if (human) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "common/strings.h"
@@ -40,7 +41,7 @@ struct Engine::Live {
   Millis kill_at_ms = 0;   // SIGKILL the group at this time (0 = not stopping)
   bool timed_out = false;
   bool cancelling = false;
-  bool drain_stop = false;  // stopped because the daemon is shutting down: requeue, not cancel
+  bool drain_stop = false;   // stopped because the daemon is shutting down: requeue, not cancel
   int64_t metric_lines = 0;  // fallback step for lines without step/epoch
 };
 
@@ -454,7 +455,7 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Millis now) {
   a.workdir = run_dir + "/work";
   a.stdout_path = fmt::format("{}/attempt-{}.out", run_dir, a.number);
   a.stderr_path = fmt::format("{}/attempt-{}.err", run_dir, a.number);
-  a.exit_path = fmt::format("{}/attempt-{}.exit", run_dir, a.number);
+  if (options_.use_shim) a.exit_path = fmt::format("{}/attempt-{}.exit", run_dir, a.number);
 
   live.timed_out = false;
   live.metric_lines = 0;
@@ -482,7 +483,7 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Millis now) {
   Status st = store_.InsertAttempt(a);
   if (st.ok()) st = store_.UpdateRun(run);
   if (!st.ok()) Fail(st);
-  if (!Flush().ok()) return;
+  if (options_.use_shim && !Flush().ok()) return;
 
   Status launch = prepared;
   if (launch.ok()) {
@@ -764,9 +765,9 @@ Status Engine::SetPriority(int64_t run_id, int priority) {
   if (it == live_.end()) {
     DROVER_ASSIGN_OR_RETURN(auto run, store_.GetRun(run_id));
     if (!run) return NotFound(fmt::format("no run {}", run_id));
-    return FailedPrecondition(fmt::format(
-        "run {} is already {}; priority matters only before a run starts", run_id,
-        ToString(run->state)));
+    return FailedPrecondition(
+        fmt::format("run {} is already {}; priority matters only before a run starts", run_id,
+                    ToString(run->state)));
   }
   it->second->run.priority = priority;
   Tx();
@@ -842,10 +843,29 @@ Result<RecoverySummary> Engine::Recover() {
       l.attempt = a;
       Reserve(l, placement);
       l.deadline_ms = l.exp->spec.timeout_ms > 0 ? a.started_ms + l.exp->spec.timeout_ms : 0;
-      int pid = static_cast<int>(a.pid);
-      bool alive = pid > 0 && a.pid_start > 0 && launcher_.StartTicks(pid) == a.pid_start;
+      if (a.pid == 0 && !a.exit_path.empty()) {
+        // The engine died between recording the attempt and learning its pid: the shim's pid
+        // file names it. Without one, the shim never got to start the run.
+        std::ifstream pid_file(a.exit_path + ".pid");
+        int64_t pid = 0, ticks = 0;
+        if (pid_file >> pid >> ticks) {
+          l.attempt->pid = pid;
+          l.attempt->pid_start = ticks;
+          Tx();
+          if (Status st = store_.UpdateAttempt(*l.attempt); !st.ok()) Fail(st);
+        }
+      }
+      const Attempt& known = *l.attempt;
+      int pid = static_cast<int>(known.pid);
+      bool alive = pid > 0 && known.pid_start > 0 && launcher_.StartTicks(pid) == known.pid_start;
+      if (alive && known.exit_path.empty()) {
+        // Started without a shim by an engine that is gone: nobody can learn how it ends, so it
+        // is stopped and run again rather than left running unwatched.
+        launcher_.SignalGroup(pid, SIGKILL);
+        alive = false;
+      }
       if (alive) {
-        launcher_.Adopt(pid, a.pid_start, a.exit_path);
+        launcher_.Adopt(pid, known.pid_start, known.exit_path);
         pid_to_run_[pid] = r.id;
         ++summary.adopted;
         continue;

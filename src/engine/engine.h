@@ -5,8 +5,8 @@
 // foreground; the same code will sit behind the daemon.
 #include <functional>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -30,8 +30,13 @@ struct EngineOptions {
   Millis tail_interval_ms = 250;      // how often running attempts' stdout is read for metrics
   std::vector<std::string> base_env;  // environment every run inherits ("K=V"); default: ours
   bool capture_environment = true;    // package list of the interpreter, GPU info
-  bool stop_runs_on_drain = false;    // serve: on SIGTERM stop runs (else leave them for adoption)
-  Millis serve_poll_ms = 50;          // serve: how soon a posted command is picked up at most
+  // Start each run under a shim that records its end, so runs outlive the engine and a restarted
+  // engine adopts them (the daemon). `drover run` in the foreground launches directly: its runs
+  // belong to the terminal session, and the shim's cost per launch (a fork and two small files)
+  // would dominate short runs. A restarted engine stops such orphans and requeues them.
+  bool use_shim = true;
+  bool stop_runs_on_drain = false;  // serve: on SIGTERM stop runs (else leave them for adoption)
+  Millis serve_poll_ms = 50;        // serve: how soon a posted command is picked up at most
 };
 
 // What Recover() found in the store.

@@ -24,9 +24,8 @@ class PosixLauncher : public ProcessLauncher {
   int64_t StartTicks(int pid) override;
   void Adopt(int pid, int64_t start_ticks, const std::string& exit_path) override;
 
-  // The drover binary started as the shim. Default: this process's own executable
-  // (/proc/self/exe, so an upgrade or rebuild of the file while drover runs cannot swap in a
-  // different shim); tests point it at the built drover ($DROVER_BIN).
+  // By default the shim is a fork() of this process (ShimMain, no exec: cheap per run). With this,
+  // the given drover binary is exec'd in `__shim` mode instead; tests cover both ways.
   void SetShimBinary(std::string path);
   const std::string& shim_binary() const { return shim_argv0_; }
 
@@ -47,6 +46,7 @@ class PosixLauncher : public ProcessLauncher {
   std::map<int, Adopted> adopted_;   // adopted shims not yet reported
   std::string shim_path_;            // what is spawned as the shim
   std::string shim_argv0_;           // its argv[0]: the binary's real path
+  bool exec_shim_ = false;           // exec shim_path_ (SetShimBinary) instead of forking
   sigset_t old_mask_;  // the calling thread's mask before the constructor, restored after
 };
 

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 extern char** environ;
 
@@ -59,19 +60,17 @@ bool WriteAll(int fd, const char* data, size_t n) {
   return true;
 }
 
-// Writes `line` to `path` atomically: <path>.tmp, fsync, rename. Returns errno, 0 on success.
+// Writes `line` to `path` in one write(). No temp file and rename: the file is read only once
+// the shim is gone (so a complete line is there), and a shim killed in the middle leaves a line
+// that does not parse, which readers treat as no file. No fsync: what it guards against is the
+// engine dying (the page cache survives that); after a power loss the run is gone too, and a
+// missing file makes the next engine requeue it. Returns errno, 0 on success.
 int WriteExitFile(const char* path, const char* line, size_t len) {
-  char tmp[4096];
-  if (std::snprintf(tmp, sizeof tmp, "%s.tmp", path) >= static_cast<int>(sizeof tmp)) {
-    return ENAMETOOLONG;
-  }
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return errno;
   int err = 0;
-  if (!WriteAll(fd, line, len) || fsync(fd) != 0) err = errno ? errno : EIO;
+  if (!WriteAll(fd, line, len)) err = errno ? errno : EIO;
   if (close(fd) != 0 && err == 0) err = errno;
-  if (err == 0 && rename(tmp, path) != 0) err = errno;
-  if (err != 0) unlink(tmp);
   return err;
 }
 
@@ -115,19 +114,30 @@ std::string FindProgram(const std::string& prog, std::string_view path, const st
   return "";
 }
 
-int RunShim(int argc, char** argv) {
-  // drover __shim <exit_path> -- <program> [args...]
-  if (argc < 5 || argv[2][0] == '\0' || std::strcmp(argv[3], "--") != 0) {
-    std::fputs(
-        "usage: drover __shim <exit_path> -- <program> [args...]\n"
-        "(internal: drover starts each run under this supervisor; it is not meant to be run by "
-        "hand)\n",
-        stderr);
-    return 2;
-  }
-  const char* exit_path = argv[2];
-  char** run_argv = argv + 4;
+namespace {
 
+// Field 22 of /proc/self/stat: this process's start time in clock ticks.
+long long SelfStartTicks() {
+  char buf[1024];
+  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* p = std::strrchr(buf, ')');
+  if (p == nullptr) return 0;
+  // After ") " come fields 3, 4, ...: skip 19 of them to reach field 22.
+  int field = 2;
+  for (; *p != '\0' && field < 21; ++p) {
+    if (*p == ' ') ++field;
+  }
+  return std::strtoll(p, nullptr, 10);
+}
+
+}  // namespace
+
+void ShimMain(const ShimTask& task) {
   // The engine stops a run by signalling its whole group, the shim included: the run must get
   // the signal, the shim must live on to record the end.
   struct sigaction ign;
@@ -135,41 +145,53 @@ int RunShim(int argc, char** argv) {
   ign.sa_handler = SIG_IGN;
   sigemptyset(&ign.sa_mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(sig, &ign, nullptr);
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  for (int sig : {SIGCHLD, SIGPIPE}) sigaction(sig, &dfl, nullptr);
+  sigset_t empty;
+  sigemptyset(&empty);
+  sigprocmask(SIG_SETMASK, &empty, nullptr);
+
+  if (task.pid_path != nullptr) {
+    char line[64];
+    int len =
+        std::snprintf(line, sizeof line, "%d %lld\n", static_cast<int>(getpid()), SelfStartTicks());
+    // Atomic like the exit file, so a reader never sees half a line.
+    WriteExitFile(task.pid_path, line, static_cast<size_t>(len));
+  }
 
   // The run: same group (no SETPGROUP), stdin/stdout/stderr inherited, clean signal state.
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  sigset_t empty, defaults;
-  sigemptyset(&empty);
+  sigset_t defaults;
   sigemptyset(&defaults);
   for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP, SIGQUIT}) sigaddset(&defaults, sig);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   posix_spawnattr_setsigmask(&attr, &empty);
   posix_spawnattr_setsigdefault(&attr, &defaults);
-
-  // PATH lookup against the run's environment (ours), in our cwd (the run's).
-  const std::string prog = run_argv[0];
-  const char* path_var = getenv("PATH");
-  std::string resolved =
-      FindProgram(prog, path_var ? path_var : "/usr/local/bin:/usr/bin:/bin", std::string());
   pid_t pid = 0;
-  int err = resolved.empty()
+  int err = (task.program == nullptr || task.program[0] == '\0')
                 ? ENOENT
-                : posix_spawn(&pid, resolved.c_str(), nullptr, &attr, run_argv, environ);
+                : posix_spawn(&pid, task.program, nullptr, &attr, task.argv, task.envp);
   posix_spawnattr_destroy(&attr);
 
   int exit_code = -1, sig = 0;
-  char line[256];
+  char line[512];
   int len = 0;
-  std::string error_line;  // only when the program cannot be started
   if (err != 0) {
     exit_code = 127;
-    std::string message = "cannot start '" + prog + "': " + std::strerror(err);
-    std::fprintf(stderr, "%s\n", message.c_str());
-    error_line = "{\"exit_code\": 127, \"signal\": 0, \"ended_ms\": " + std::to_string(WallMs()) +
-                 ", \"error\": ";
+    char message[256];
+    std::snprintf(message, sizeof message, "cannot start '%s': %s", task.argv[0],
+                  std::strerror(err));
+    std::fprintf(stderr, "%s\n", message);
+    std::string error_line =
+        "{\"exit_code\": 127, \"signal\": 0, \"ended_ms\": " + std::to_string(WallMs()) +
+        ", \"error\": ";
     AppendJsonString(&error_line, message);
     error_line += "}\n";
+    len = std::snprintf(line, sizeof line, "%s", error_line.c_str());
   } else {
     int status = 0;
     pid_t w;
@@ -182,10 +204,9 @@ int RunShim(int argc, char** argv) {
                         "{\"exit_code\": %d, \"signal\": %d, \"ended_ms\": %lld}\n", exit_code, sig,
                         static_cast<long long>(WallMs()));
   }
-  int werr = error_line.empty() ? WriteExitFile(exit_path, line, static_cast<size_t>(len))
-                                : WriteExitFile(exit_path, error_line.data(), error_line.size());
+  int werr = WriteExitFile(task.exit_path, line, static_cast<size_t>(len));
   if (werr != 0) {
-    std::fprintf(stderr, "drover shim: cannot write exit file '%s': %s\n", exit_path,
+    std::fprintf(stderr, "drover shim: cannot write exit file '%s': %s\n", task.exit_path,
                  std::strerror(werr));
     // Leftover members of the group are killed by the launcher when it reaps us.
     MirrorStatus(exit_code, sig);
@@ -194,6 +215,30 @@ int RunShim(int argc, char** argv) {
   // the result from the file, not from our SIGKILL).
   kill(-getpgrp(), SIGKILL);
   _exit(0);  // not reached
+}
+
+int RunShim(int argc, char** argv) {
+  // drover __shim <exit_path> -- <program> [args...]
+  if (argc < 5 || argv[2][0] == '\0' || std::strcmp(argv[3], "--") != 0) {
+    std::fputs(
+        "usage: drover __shim <exit_path> -- <program> [args...]\n"
+        "(internal: drover starts each run under this supervisor; it is not meant to be run by "
+        "hand)\n",
+        stderr);
+    return 2;
+  }
+  // PATH lookup against the run's environment (ours), in our cwd (the run's).
+  const char* path_var = getenv("PATH");
+  std::string resolved =
+      FindProgram(argv[4], path_var ? path_var : "/usr/local/bin:/usr/bin:/bin", std::string());
+  std::string pid_path = std::string(argv[2]) + ".pid";
+  ShimTask task;
+  task.exit_path = argv[2];
+  task.pid_path = pid_path.c_str();
+  task.program = resolved.c_str();
+  task.argv = argv + 4;
+  task.envp = environ;
+  ShimMain(task);
 }
 
 }  // namespace drover

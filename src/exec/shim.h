@@ -21,6 +21,21 @@ namespace drover {
 // cannot be written, with the run's own status mirrored (its exit code, or its signal re-raised).
 int RunShim(int argc, char** argv);
 
+// The shim's work, in a process that already leads the run's group with the run's stdio and cwd:
+// PosixLauncher calls it in a child it fork()ed (no exec, so no dynamic loading per run: the
+// launch-throughput benchmark needs that), RunShim after parsing its command line. Everything is
+// prepared by the caller, so nothing here allocates before the run starts. First it writes
+// `pid_path` ("<pid> <start ticks>\n"): an engine that dies before it records the pid finds the
+// shim through that file, and its absence proves the run never started.
+struct ShimTask {
+  const char* exit_path = nullptr;
+  const char* pid_path = nullptr;  // may be null
+  const char* program = nullptr;   // resolved path of argv[0]; null or "" = not found
+  char* const* argv = nullptr;
+  char* const* envp = nullptr;
+};
+[[noreturn]] void ShimMain(const ShimTask& task);
+
 // Resolves `prog` as execvp would, against `path` (the value of PATH). Relative PATH entries and
 // relative programs with a '/' are taken from `cwd` when it is not empty (the directory the program
 // will run in). Returns "" when PATH holds no such executable file.

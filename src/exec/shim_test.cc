@@ -95,13 +95,15 @@ std::string DroverBin() {
   return ec ? path : abs.string();
 }
 
-class ShimTest : public ::testing::Test {
+// Every test runs twice: with the shim as a fork() of the launcher (what drover does) and with
+// the built drover exec'd in `__shim` mode.
+class ShimTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     bin_ = DroverBin();
     ASSERT_EQ(access(bin_.c_str(), X_OK), 0)
         << "the shim tests need the built drover: set DROVER_BIN (CTest does), tried " << bin_;
-    launcher_.SetShimBinary(bin_);
+    if (GetParam()) launcher_.SetShimBinary(bin_);
     std::string tmpl = (fs::temp_directory_path() / "drover-shim-XXXXXX").string();
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     dir_ = fs::canonical(tmpl).string();
@@ -190,7 +192,7 @@ class ShimTest : public ::testing::Test {
   std::map<int, ProcessExit> others_;
 };
 
-TEST_F(ShimTest, ExitCodeComesFromTheExitFileNotTheShimsSigkill) {
+TEST_P(ShimTest, ExitCodeComesFromTheExitFileNotTheShimsSigkill) {
   int64_t before = WallMs();
   int pid = StartOk(Spec({"sh", "-c", "exit 3"}));
   ProcessExit e = WaitFor(pid);
@@ -207,7 +209,7 @@ TEST_F(ShimTest, ExitCodeComesFromTheExitFileNotTheShimsSigkill) {
   EXPECT_FALSE(fs::exists(exit_path_ + ".tmp"));
 }
 
-TEST_F(ShimTest, SignalThatKilledTheRun) {
+TEST_P(ShimTest, SignalThatKilledTheRun) {
   int pid = StartOk(Spec({"sh", "-c", "kill -USR1 $$"}));
   ProcessExit e = WaitFor(pid);
   EXPECT_EQ(e.signal, SIGUSR1);
@@ -215,7 +217,7 @@ TEST_F(ShimTest, SignalThatKilledTheRun) {
   EXPECT_NE(ReadFile(exit_path_).find("{\"exit_code\": -1, \"signal\": 10, "), std::string::npos);
 }
 
-TEST_F(ShimTest, SigtermToTheGroupKillsTheRunAndTheShimRecordsIt) {
+TEST_P(ShimTest, SigtermToTheGroupKillsTheRunAndTheShimRecordsIt) {
   int pid = StartOk(Spec({"sh", "-c", "sleep 100 & sleep 100; wait"}));
   WaitUntilRunning(pid);
   // The shim leads the group and ignores what the engine sends the group; the run does not.
@@ -235,7 +237,7 @@ TEST_F(ShimTest, SigtermToTheGroupKillsTheRunAndTheShimRecordsIt) {
   EXPECT_TRUE(GroupGoneWithin(pid, milliseconds(5000)));
 }
 
-TEST_F(ShimTest, SigkillBeforeTheEndLeavesNoFileAndWaitpidTells) {
+TEST_P(ShimTest, SigkillBeforeTheEndLeavesNoFileAndWaitpidTells) {
   // A file left from an earlier attempt at the same path is not taken for this one.
   std::ofstream(exit_path_) << "{\"exit_code\": 0, \"signal\": 0, \"ended_ms\": 1}\n";
   int pid = StartOk(Spec({"sh", "-c", "trap '' TERM; echo ready; sleep 100; sleep 100"}));
@@ -254,7 +256,7 @@ TEST_F(ShimTest, SigkillBeforeTheEndLeavesNoFileAndWaitpidTells) {
   EXPECT_TRUE(GroupGoneWithin(pid, milliseconds(5000)));
 }
 
-TEST_F(ShimTest, OutputEnvCwdAndStdinAsWithoutAShim) {
+TEST_P(ShimTest, OutputEnvCwdAndStdinAsWithoutAShim) {
   fs::create_directory(dir_ + "/work");
   LaunchSpec spec = Spec({"sh", "-c", "echo to-out; echo to-err >&2; echo \"$FOO\"; pwd; cat"});
   spec.env.push_back("FOO=bar baz");
@@ -265,7 +267,7 @@ TEST_F(ShimTest, OutputEnvCwdAndStdinAsWithoutAShim) {
   EXPECT_EQ(ReadFile(dir_ + "/err.txt"), "to-err\n");
 }
 
-TEST_F(ShimTest, RunIsInTheShimsGroupWithCleanSignalsAndNoExtraFds) {
+TEST_P(ShimTest, RunIsInTheShimsGroupWithCleanSignalsAndNoExtraFds) {
   int leak = open("/dev/null", O_RDONLY);  // no O_CLOEXEC on purpose
   ASSERT_GE(leak, 3);
   auto old_pipe = signal(SIGPIPE, SIG_IGN);
@@ -295,7 +297,7 @@ TEST_F(ShimTest, RunIsInTheShimsGroupWithCleanSignalsAndNoExtraFds) {
   EXPECT_EQ(out.substr(out.find("FDS\n")), "FDS\n0\n1\n2\n3\n") << out;
 }
 
-TEST_F(ShimTest, NoOrphansAfterTheRunExits) {
+TEST_P(ShimTest, NoOrphansAfterTheRunExits) {
   int pid = StartOk(Spec({"sh", "-c", "sleep 100 & echo $! > bg.pid; exit 0"}));
   EXPECT_EQ(WaitFor(pid).exit_code, 0);
   int bg = std::atoi(ReadFile(dir_ + "/bg.pid").c_str());
@@ -303,7 +305,7 @@ TEST_F(ShimTest, NoOrphansAfterTheRunExits) {
   EXPECT_TRUE(GroupGoneWithin(pid, milliseconds(5000)));
 }
 
-TEST_F(ShimTest, MissingProgramIsStillRefusedAtStart) {
+TEST_P(ShimTest, MissingProgramIsStillRefusedAtStart) {
   Result<int> r = launcher_.Start(Spec({"no-such-program-drover"}));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
@@ -311,7 +313,7 @@ TEST_F(ShimTest, MissingProgramIsStillRefusedAtStart) {
             "command's program name and PATH");
 }
 
-TEST_F(ShimTest, ShimThatCannotStartTheProgramWrites127AndTheError) {
+TEST_P(ShimTest, ShimThatCannotStartTheProgramWrites127AndTheError) {
   // The shim run by hand (as a plain run, no exit_path): it does its own PATH lookup.
   LaunchSpec spec = Spec({bin_, "__shim", exit_path_, "--", "no-such-program-drover", "x"});
   spec.exit_path.clear();
@@ -331,7 +333,7 @@ TEST_F(ShimTest, ShimThatCannotStartTheProgramWrites127AndTheError) {
                  R"('no-such-program-drover': No such file or directory"\}\n)")));
 }
 
-TEST_F(ShimTest, ExecFailureInsideTheShimIsReportedAs127) {
+TEST_P(ShimTest, ExecFailureInsideTheShimIsReportedAs127) {
   // Executable but not a program (no #! line): the pre-check passes, exec fails in the shim.
   std::ofstream(dir_ + "/junk") << "echo \"quote\"\n";
   chmod((dir_ + "/junk").c_str(), 0755);
@@ -342,7 +344,7 @@ TEST_F(ShimTest, ExecFailureInsideTheShimIsReportedAs127) {
   EXPECT_EQ(ReadFile(dir_ + "/err.txt"), "cannot start './junk': Exec format error\n");
 }
 
-TEST_F(ShimTest, UnwritableExitFileMirrorsTheRunsStatus) {
+TEST_P(ShimTest, UnwritableExitFileMirrorsTheRunsStatus) {
   LaunchSpec spec = Spec({"sh", "-c", "exit 4"});
   spec.exit_path = dir_ + "/no/such/dir/attempt.exit";
   EXPECT_EQ(WaitFor(StartOk(spec)).exit_code, 4);
@@ -354,7 +356,7 @@ TEST_F(ShimTest, UnwritableExitFileMirrorsTheRunsStatus) {
   EXPECT_EQ(e.exit_code, -1);
 }
 
-TEST_F(ShimTest, ShimUsageError) {
+TEST_P(ShimTest, ShimUsageError) {
   LaunchSpec spec = Spec({bin_, "__shim", exit_path_, "true"});
   spec.exit_path.clear();
   EXPECT_EQ(WaitFor(StartOk(spec)).exit_code, 2);
@@ -362,7 +364,7 @@ TEST_F(ShimTest, ShimUsageError) {
   EXPECT_FALSE(fs::exists(exit_path_));
 }
 
-TEST_F(ShimTest, ManyShortRunsAllReported) {
+TEST_P(ShimTest, ManyShortRunsAllReported) {
   std::map<int, std::string> pids;
   for (int i = 0; i < 100; ++i) {
     LaunchSpec spec = Spec({"sh", "-c", "exit " + std::to_string(i % 7)});
@@ -385,7 +387,7 @@ TEST_F(ShimTest, ManyShortRunsAllReported) {
   EXPECT_EQ(collected, 100);
 }
 
-TEST_F(ShimTest, StartTicks) {
+TEST_P(ShimTest, StartTicks) {
   int64_t self = launcher_.StartTicks(getpid());
   EXPECT_GT(self, 0);
   EXPECT_EQ(launcher_.StartTicks(getpid()), self);
@@ -398,7 +400,7 @@ TEST_F(ShimTest, StartTicks) {
   EXPECT_EQ(launcher_.StartTicks(-1), 0);
 }
 
-TEST_F(ShimTest, ReadExitFileErrors) {
+TEST_P(ShimTest, ReadExitFileErrors) {
   Result<ProcessExit> missing = ReadExitFile(dir_ + "/none");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), Code::kNotFound);
@@ -408,7 +410,7 @@ TEST_F(ShimTest, ReadExitFileErrors) {
   EXPECT_NE(bad.status().message().find("not a shim's exit record"), std::string::npos);
 }
 
-TEST_F(ShimTest, AdoptedShimIsReportedWhenItsRunEnds) {
+TEST_P(ShimTest, AdoptedShimIsReportedWhenItsRunEnds) {
   auto [pid, ticks] =
       StartInDyingEngine(Spec({"sh", "-c", "while [ ! -e go ]; do sleep 0.01; done; exit 5"}));
   ASSERT_GT(pid, 0);
@@ -425,7 +427,7 @@ TEST_F(ShimTest, AdoptedShimIsReportedWhenItsRunEnds) {
   EXPECT_TRUE(launcher_.Wait(0).exits.empty());  // reported once
 }
 
-TEST_F(ShimTest, AdoptedGroupCanBeSignalled) {
+TEST_P(ShimTest, AdoptedGroupCanBeSignalled) {
   auto [pid, ticks] = StartInDyingEngine(Spec({"sleep", "100"}));
   ASSERT_GT(pid, 0);
   WaitUntilRunning(pid);
@@ -437,7 +439,7 @@ TEST_F(ShimTest, AdoptedGroupCanBeSignalled) {
   EXPECT_TRUE(GroupGoneWithin(pid, milliseconds(5000)));
 }
 
-TEST_F(ShimTest, AdoptedShimKilledBeforeTheEndIsLost) {
+TEST_P(ShimTest, AdoptedShimKilledBeforeTheEndIsLost) {
   auto [pid, ticks] = StartInDyingEngine(Spec({"sleep", "100"}));
   ASSERT_GT(pid, 0);
   WaitUntilRunning(pid);
@@ -449,7 +451,7 @@ TEST_F(ShimTest, AdoptedShimKilledBeforeTheEndIsLost) {
   EXPECT_EQ(e.signal, 0);
 }
 
-TEST_F(ShimTest, AdoptingADeadPidReportsItsExitFile) {
+TEST_P(ShimTest, AdoptingADeadPidReportsItsExitFile) {
   pid_t dead = fork();
   if (dead == 0) _exit(0);
   int status = 0;
@@ -464,7 +466,7 @@ TEST_F(ShimTest, AdoptingADeadPidReportsItsExitFile) {
   EXPECT_FALSE(r.exits[0].lost);
 }
 
-TEST_F(ShimTest, AdoptingADeadPidWithoutAFileReportsItLost) {
+TEST_P(ShimTest, AdoptingADeadPidWithoutAFileReportsItLost) {
   pid_t dead = fork();
   if (dead == 0) _exit(0);
   int status = 0;
@@ -478,7 +480,7 @@ TEST_F(ShimTest, AdoptingADeadPidWithoutAFileReportsItLost) {
   EXPECT_EQ(r.exits[0].signal, 0);
 }
 
-TEST_F(ShimTest, ReusedPidIsGoneAtOnceAndLeftAlone) {
+TEST_P(ShimTest, ReusedPidIsGoneAtOnceAndLeftAlone) {
   // An unrelated process (its own group's leader) holds the pid; the adopted start time is not
   // its own: the shim is gone, and neither SignalGroup nor Wait may touch the newcomer.
   pid_t other = fork();
@@ -507,5 +509,14 @@ TEST_F(ShimTest, ReusedPidIsGoneAtOnceAndLeftAlone) {
   waitpid(other, &status, 0);
 }
 
+}  // namespace
+}  // namespace drover
+
+namespace drover {
+namespace {
+INSTANTIATE_TEST_SUITE_P(ForkAndExec, ShimTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? std::string("exec") : std::string("fork");
+                         });
 }  // namespace
 }  // namespace drover

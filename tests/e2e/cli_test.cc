@@ -178,6 +178,37 @@ TEST_F(CliTest, OneEnginePerStore) {
   EXPECT_EQ(CountProcesses(marker, /*with_shims=*/true), 0);
 }
 
+TEST_F(CliTest, KilledForegroundRunIsResumedByTheNextOne) {
+  std::string marker = "drover-resume-" + std::to_string(getpid());
+  std::string slow = Write("slow.yaml",
+                           "name: slow\nworkdir: code\ncommand: sleep 2\n"
+                           "env: {TEST_MARKER: " +
+                               marker + "}\n");
+  std::string out = (dir_ / "out").string(), err = (dir_ / "err").string();
+  pid_t pid = testing::SpawnDrover({"run", slow, "--store", store_}, out, err);
+  for (int i = 0; i < 200 && CountProcesses(marker) < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  ASSERT_EQ(CountProcesses(marker), 1) << testing::ReadFile(err);
+  kill(pid, SIGKILL);
+  testing::WaitExit(pid);
+  // The next drover run on the store stops the orphan (nobody could learn how it ends), requeues
+  // it, and runs it to the end along with its own experiment.
+  std::string quick = Write("quick.yaml", "name: quick\nworkdir: code\ncommand: \"true\"\n");
+  auto r = RunDrover({"run", quick, "--store", store_});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("resuming 1 earlier experiment(s)"), std::string::npos) << r.out;
+  EXPECT_EQ(CountProcesses(marker, /*with_shims=*/true), 0);
+  auto store = Store::Open(store_ + "/drover.db");
+  auto run = (*store)->GetRun(1).value();
+  EXPECT_EQ(run->state, RunState::kSucceeded);
+  auto attempts = (*store)->ListAttempts(1).value();
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(attempts[0].reason, "interrupted");
+  EXPECT_EQ(attempts[1].reason, "succeeded");
+  EXPECT_EQ(run->retries_used, 0);  // not the run's fault: no retry spent
+}
+
 TEST_F(CliTest, BadCommandLinesSayWhatToDo) {
   auto typo = RunDrover({"rnu", "x.yaml"});
   EXPECT_EQ(typo.exit_code, 2);

@@ -24,7 +24,7 @@ int Main(int argc, char** argv) {
   std::vector<Command> commands = {
       RegisterRun(app, g),   RegisterSubmit(app, g),  RegisterLs(app, g),
       RegisterShow(app, g),  RegisterLogs(app, g),    RegisterCompare(app, g),
-      RegisterCancel(app, g), RegisterServe(app, g)};
+      RegisterCancel(app, g), RegisterTop(app, g), RegisterServe(app, g)};
   // An unknown command gets a suggestion instead of CLI11's "a subcommand is required".
   std::vector<std::string> names;
   for (const auto& c : commands) names.push_back(c.app->get_name());

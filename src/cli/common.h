@@ -65,5 +65,6 @@ Command RegisterCompare(CLI::App& root, Globals& g);
 Command RegisterServe(CLI::App& root, Globals& g);
 Command RegisterSubmit(CLI::App& root, Globals& g);
 Command RegisterCancel(CLI::App& root, Globals& g);
+Command RegisterTop(CLI::App& root, Globals& g);
 
 }  // namespace drover::cli

@@ -39,7 +39,7 @@ class DaemonTest : public ::testing::Test {
   // Starts `drover serve` and waits until it has written daemon.json.
   void StartDaemon(const std::vector<std::string>& extra = {}) {
     std::vector<std::string> args = {"serve", "--listen", "127.0.0.1:0", "--store", store_,
-                                     "--fake-gpus", "2x16GiB"};
+                                     "--fake-gpus", "2x16GiB", "--cpus", "2"};
     args.insert(args.end(), extra.begin(), extra.end());
     fs::remove(store_ + "/daemon.json");
     pid_ = testing::SpawnDrover(args, (dir_ / "serve.out").string(), (dir_ / "serve.err").string());
@@ -108,6 +108,12 @@ TEST_F(DaemonTest, SubmitFollowCancelAndLogsFromTheCli) {
   }
   EXPECT_NE(ReadFile(out).find("started 1"), std::string::npos) << ReadFile(err);
   EXPECT_EQ(waitpid(logs, nullptr, WNOHANG), 0);  // still following
+
+  // top shows the fake GPUs and the queue: two runs of `slow` on the two CPU slots, one queued.
+  auto top = RunDrover({"top", "--once", "--store", store_});
+  ASSERT_EQ(top.exit_code, 0) << top.err;
+  EXPECT_NE(top.out.find("2 running, 1 queued"), std::string::npos) << top.out;
+  EXPECT_NE(top.out.find("Fake GPU"), std::string::npos) << top.out;
 
   auto cancel = RunDrover({"cancel", "--experiment", exp_id, "--store", store_});
   ASSERT_EQ(cancel.exit_code, 0) << cancel.err;

@@ -1,4 +1,5 @@
 // drover compare EXP: the results table of an experiment.
+#include "cli/catalog.h"
 #include "cli/common.h"
 #include "cli/comparison.h"
 
@@ -13,13 +14,13 @@ struct CompareFlags {
 };
 
 int CompareCmd(Globals& g, const CompareFlags& f) {
-  auto store = OpenStore(g, false);
-  if (!store.ok()) return ReportError(store.status());
-  auto exp = LoadExperiment(**store, f.experiment);
+  auto catalog = OpenCatalog(g);
+  if (!catalog.ok()) return ReportError(catalog.status());
+  auto exp = (*catalog)->FindExperiment(f.experiment);
   if (!exp.ok()) return ReportError(exp.status());
   RunFilter filter;
   filter.experiment_id = exp->id;
-  auto runs = (*store)->ListRuns(filter);
+  auto runs = (*catalog)->ListRuns(filter);
   if (!runs.ok()) return ReportError(runs.status());
   Comparison c = Compare(*exp, *runs, f.metric, f.mode);
   if (!f.metric.empty() &&

@@ -1,6 +1,7 @@
 // drover ls: list runs (or experiments) in the store.
 #include <fmt/format.h>
 
+#include "cli/catalog.h"
 #include "cli/common.h"
 #include "common/strings.h"
 #include "protocol/json_codec.h"
@@ -18,7 +19,7 @@ struct LsFlags {
   bool json = false;
 };
 
-int ListExperiments(Store& store, const LsFlags& f) {
+int ListExperiments(Catalog& store, const LsFlags& f) {
   // One more than asked, to know whether the listing was cut.
   auto exps = store.ListExperiments(f.limit > 0 ? f.limit + 1 : 0);
   if (!exps.ok()) return ReportError(exps.status());
@@ -61,7 +62,7 @@ int ListExperiments(Store& store, const LsFlags& f) {
 int List(Globals& g, LsFlags f) {
   bool default_limit = f.limit < 0;
   if (default_limit) f.limit = f.json ? 0 : kDefaultLimit;
-  auto store = OpenStore(g, false);
+  auto store = OpenCatalog(g);
   if (!store.ok()) return ReportError(store.status());
   if (f.experiments) return ListExperiments(**store, f);
   RunFilter filter;
@@ -69,7 +70,7 @@ int List(Globals& g, LsFlags f) {
   filter.newest_first = true;
   std::map<int64_t, std::string> names;
   if (!f.experiment.empty()) {
-    auto exp = LoadExperiment(**store, f.experiment);
+    auto exp = (*store)->FindExperiment(f.experiment);
     if (!exp.ok()) return ReportError(exp.status());
     filter.experiment_id = exp->id;
   }
@@ -99,8 +100,8 @@ int List(Globals& g, LsFlags f) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : *runs) {
     if (!names.count(r.experiment_id)) {
-      auto e = (*store)->GetExperiment(r.experiment_id);
-      names[r.experiment_id] = e.ok() && e->has_value() ? (*e)->name : "?";
+      auto e = (*store)->FindExperiment(std::to_string(r.experiment_id));
+      names[r.experiment_id] = e.ok() ? e->name : "?";
     }
     std::string metrics;
     for (auto it = r.final_metrics.begin(); it != r.final_metrics.end(); ++it) {

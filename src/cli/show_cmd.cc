@@ -1,8 +1,10 @@
 // drover show RUN: everything recorded about one run.
 #include <fmt/format.h>
 
+#include "cli/catalog.h"
 #include "cli/common.h"
 #include "common/strings.h"
+#include "protocol/api.h"
 #include "protocol/json_codec.h"
 
 namespace drover::cli {
@@ -14,36 +16,20 @@ struct ShowFlags {
 };
 
 int Show(Globals& g, const ShowFlags& f) {
-  auto store = OpenStore(g, false);
-  if (!store.ok()) return ReportError(store.status());
-  auto run = LoadRun(**store, f.run);
-  if (!run.ok()) return ReportError(run.status());
-  auto attempts = (*store)->ListAttempts(run->id);
-  if (!attempts.ok()) return ReportError(attempts.status());
-  auto exp = (*store)->GetExperiment(run->experiment_id);
-  if (!exp.ok() || !exp->has_value()) {
-    return ReportError(exp.ok() ? Internal("run without experiment") : exp.status());
-  }
-  const Experiment& e = **exp;
-  auto snap = (*store)->GetSnapshot(e.snapshot_hash);
-  auto envs = (*store)->ListEnvironments(e.id);
+  auto catalog = OpenCatalog(g);
+  if (!catalog.ok()) return ReportError(catalog.status());
+  auto id = ParseRunId(f.run);
+  if (!id.ok()) return ReportError(id.status());
+  auto detail = (*catalog)->GetRunDetail(*id);
+  if (!detail.ok()) return ReportError(detail.status());
+  const Run* run = &detail->run;
+  const std::vector<Attempt>* attempts = &detail->attempts;
+  const Experiment& e = detail->experiment;
+  const std::optional<Snapshot>& snapshot = detail->snapshot;
+  const std::vector<Environment>& env_list = detail->environments;
 
   if (f.json) {
-    Json j = protocol::ToJson(*run);
-    j["experiment"] = {{"id", e.id}, {"name", e.name}};
-    j["attempt_list"] = Json::array();
-    for (const auto& a : *attempts) j["attempt_list"].push_back(protocol::ToJson(a));
-    if (snap.ok() && snap->has_value()) {
-      j["snapshot"] = protocol::ToJson(**snap);
-      j["snapshot"]["git_commit"] = e.git_commit;
-      j["snapshot"]["git_dirty"] = !e.git_diff.empty();
-      j["snapshot"]["git_diff"] = e.git_diff;
-    }
-    j["environments"] = Json::array();
-    if (envs.ok()) {
-      for (const auto& env : *envs) j["environments"].push_back(protocol::ToJson(env));
-    }
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", protocol::ToJson(*detail).dump(2).c_str());
     return kExitOk;
   }
 
@@ -62,8 +48,8 @@ int Show(Globals& g, const ShowFlags& f) {
                      r.gpu_memory > 0 ? ", " + FormatBytes(r.gpu_memory) + " each" : "", r.cpus,
                      r.cpus == 1 ? "" : "s");
   out += fmt::format("fingerprint  {}\n", run->fingerprint);
-  if (snap.ok() && snap->has_value()) {
-    const Snapshot& s = **snap;
+  if (snapshot) {
+    const Snapshot& s = *snapshot;
     out += fmt::format("code         snapshot {} ({} files, {})\n", s.hash.substr(0, 16), s.files,
                        FormatBytes(s.bytes));
     if (s.git) {
@@ -74,8 +60,8 @@ int Show(Globals& g, const ShowFlags& f) {
                                                           Split(e.git_diff, '\n').size()));
     }
   }
-  if (envs.ok()) {
-    for (const auto& env : *envs) {
+  {
+    for (const auto& env : env_list) {
       out += fmt::format("host         {}\n", env.hostname);
       if (!env.interpreter.empty()) {
         size_t n = env.packages.empty() ? 0 : Split(env.packages, '\n').size();

@@ -5,6 +5,8 @@
 #include <set>
 #include <string_view>
 
+#include "protocol/json_codec.h"
+
 namespace drover::protocol {
 namespace {
 
@@ -393,6 +395,63 @@ Result<MetricPoint> MetricPointFromJson(const Json& j) {
   f.Get("t_ms", p.t_ms);
   if (!f.ok()) return f.status();
   return p;
+}
+
+Json ToJson(const RunDetail& d) {
+  Json j = ToJson(d.run);
+  j["experiment"] = {{"id", d.experiment.id}, {"name", d.experiment.name}};
+  j["attempt_list"] = Json::array();
+  for (const auto& a : d.attempts) j["attempt_list"].push_back(ToJson(a));
+  if (d.snapshot) {
+    j["snapshot"] = ToJson(*d.snapshot);
+    // The experiment's own commit: a snapshot is shared by every experiment with the same files.
+    j["snapshot"]["git_commit"] = d.experiment.git_commit;
+    j["snapshot"]["git_dirty"] = !d.experiment.git_diff.empty();
+    j["snapshot"]["git_diff"] = d.experiment.git_diff;
+  }
+  j["environments"] = Json::array();
+  for (const auto& env : d.environments) j["environments"].push_back(ToJson(env));
+  return j;
+}
+
+Result<RunDetail> RunDetailFromJson(const Json& j) {
+  RunDetail d;
+  DROVER_ASSIGN_OR_RETURN(d.run, RunFromJson(j));
+  try {
+    d.experiment.id = j.at("experiment").at("id").get<int64_t>();
+    d.experiment.name = j.at("experiment").at("name").get<std::string>();
+    for (const auto& a : j.at("attempt_list")) {
+      DROVER_ASSIGN_OR_RETURN(Attempt at, AttemptFromJson(a));
+      d.attempts.push_back(std::move(at));
+    }
+    if (j.contains("snapshot") && j["snapshot"].is_object()) {
+      const Json& s = j["snapshot"];
+      Snapshot snap;
+      snap.hash = s.value("hash", "");
+      snap.path = s.value("path", "");
+      snap.git = s.value("git", false);
+      snap.git_commit = s.value("git_commit", "");
+      snap.git_diff = s.value("git_diff", "");
+      snap.bytes = s.value("bytes", int64_t{0});
+      snap.files = s.value("files", int64_t{0});
+      snap.created_ms = s.value("created_ms", int64_t{0});
+      d.experiment.git_commit = snap.git_commit;
+      d.experiment.git_diff = snap.git_diff;
+      d.snapshot = snap;
+    }
+    for (const auto& e : j.value("environments", Json::array())) {
+      Environment env;
+      env.experiment_id = d.experiment.id;
+      env.interpreter = e.value("interpreter", "");
+      env.packages = e.value("packages", "");
+      env.hostname = e.value("hostname", "");
+      env.gpu_info = e.value("gpu_info", "");
+      d.environments.push_back(std::move(env));
+    }
+  } catch (const Json::exception& e) {
+    return InvalidArgument(std::string("run detail: ") + e.what());
+  }
+  return d;
 }
 
 }  // namespace drover::protocol

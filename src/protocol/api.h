@@ -23,10 +23,10 @@ Status StatusFromErrorJson(const Json& body, int http_status);
 
 // POST /api/v1/experiments
 struct SubmitRequest {
-  std::string spec_yaml;               // the spec file's text
-  std::string spec_name = "spec.yaml"; // for error messages (file:line:column)
-  std::string base_dir;                // where a relative workdir resolves (the spec's folder)
-  std::vector<std::string> overrides;  // --set key=value
+  std::string spec_yaml;                // the spec file's text
+  std::string spec_name = "spec.yaml";  // for error messages (file:line:column)
+  std::string base_dir;                 // where a relative workdir resolves (the spec's folder)
+  std::vector<std::string> overrides;   // --set key=value
 };
 Json ToJson(const SubmitRequest& r);
 Result<SubmitRequest> SubmitRequestFromJson(const Json& j);
@@ -56,6 +56,17 @@ struct GpuStatus {
 };
 Json ToJson(const GpuStatus& g);
 Result<GpuStatus> GpuStatusFromJson(const Json& j);
+
+// Everything recorded about one run (GET /api/v1/runs/{id}, `drover show RUN --json`).
+struct RunDetail {
+  Run run;
+  std::vector<Attempt> attempts;
+  Experiment experiment;  // id, name, git_commit, git_diff
+  std::optional<Snapshot> snapshot;
+  std::vector<Environment> environments;
+};
+Json ToJson(const RunDetail& d);
+Result<RunDetail> RunDetailFromJson(const Json& j);
 
 // Decoders of the records' JSON (src/protocol/json_codec.h writes them).
 Result<Experiment> ExperimentFromJson(const Json& j);

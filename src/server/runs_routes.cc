@@ -66,19 +66,13 @@ Status Get(ServerContext& ctx, const httplib::Request& req, httplib::Response& r
   DROVER_ASSIGN_OR_RETURN(auto snap, store->GetSnapshot(e.snapshot_hash));
   DROVER_ASSIGN_OR_RETURN(auto envs, store->ListEnvironments(e.id));
 
-  Json j = protocol::ToJson(run);
-  j["experiment"] = {{"id", e.id}, {"name", e.name}};
-  j["attempt_list"] = Json::array();
-  for (const auto& a : attempts) j["attempt_list"].push_back(protocol::ToJson(a));
-  if (snap.has_value()) {
-    j["snapshot"] = protocol::ToJson(*snap);
-    // The experiment's own commit: a snapshot is shared by every experiment with the same files.
-    j["snapshot"]["git_commit"] = e.git_commit;
-    j["snapshot"]["git_dirty"] = !e.git_diff.empty();
-    j["snapshot"]["git_diff"] = e.git_diff;
-  }
-  j["environments"] = Json::array();
-  for (const auto& env : envs) j["environments"].push_back(protocol::ToJson(env));
+  protocol::RunDetail d;
+  d.run = run;
+  d.attempts = std::move(attempts);
+  d.experiment = e;
+  d.snapshot = snap;
+  d.environments = std::move(envs);
+  Json j = protocol::ToJson(d);
   SendJson(res, 200, j);
   return Status::Ok();
 }

@@ -38,8 +38,8 @@ class DaemonTest : public ::testing::Test {
 
   // Starts `drover serve` and waits until it has written daemon.json.
   void StartDaemon(const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> args = {"serve", "--listen", "127.0.0.1:0", "--store", store_,
-                                     "--fake-gpus", "2x16GiB", "--cpus", "2"};
+    std::vector<std::string> args = {"serve",       "--listen", "127.0.0.1:0", "--store", store_,
+                                     "--fake-gpus", "2x16GiB",  "--cpus",      "2"};
     args.insert(args.end(), extra.begin(), extra.end());
     fs::remove(store_ + "/daemon.json");
     pid_ = testing::SpawnDrover(args, (dir_ / "serve.out").string(), (dir_ / "serve.err").string());
@@ -93,9 +93,24 @@ TEST_F(DaemonTest, SubmitFollowCancelAndLogsFromTheCli) {
   EXPECT_NE(run.out.find("queued in the daemon"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("* best: run 2 by acc"), std::string::npos) << run.out;
 
-  std::string slow = Write("slow.yaml", "name: slow\nworkdir: code\nshell: true\n"
-                                        "command: \"echo started {i}; sleep 300\"\n"
-                                        "params: {i: [1, 2, 3]}\n");
+  // The read commands go through the daemon's API while it serves the store.
+  auto cmp = RunDrover({"compare", "quick", "--json", "--store", store_});
+  ASSERT_EQ(cmp.exit_code, 0) << cmp.err;
+  EXPECT_EQ(Json::parse(cmp.out)["best_run"], 2);
+  auto show = RunDrover({"show", "1", "--json", "--store", store_});
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_EQ(Json::parse(show.out)["attempt_list"].size(), 1u);
+  auto ls = RunDrover({"ls", "--store", store_});
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_NE(ls.out.find("quick (1)"), std::string::npos) << ls.out;
+  auto human = RunDrover({"show", "2", "--store", store_});
+  EXPECT_NE(human.out.find("run 2  succeeded"), std::string::npos) << human.out;
+  EXPECT_EQ(RunDrover({"show", "99", "--store", store_}).exit_code, 2);
+
+  std::string slow = Write("slow.yaml",
+                           "name: slow\nworkdir: code\nshell: true\n"
+                           "command: \"echo started {i}; sleep 300\"\n"
+                           "params: {i: [1, 2, 3]}\n");
   auto sub = RunDrover({"submit", slow, "--store", store_});
   ASSERT_EQ(sub.exit_code, 0) << sub.err;
   std::string exp_id = sub.out.substr(0, sub.out.find('\n'));
@@ -190,13 +205,14 @@ TEST_F(DaemonTest, EventsStreamRunStates) {
 // restarted. Every run must end succeeded, and each must have run exactly once.
 TEST_F(DaemonTest, SurvivesSigkillTwiceWithoutLosingOrRepeatingRuns) {
   fs::create_directories(dir_ / "marks");
-  std::string spec = Write(
-      "sweep.yaml",
-      "name: sweep\nworkdir: code\nshell: true\n"
-      "command: \"echo {i} >> " + (dir_ / "marks").string() + "/ran-{i}; sleep 1.5; "
-      "echo '{{\\\"step\\\": 1, \\\"i\\\": {i}}}'\"\n"
-      "params: {i: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]}\n"
-      "resources: {gpus: 1, gpu_memory: 8GiB}\n");
+  std::string spec = Write("sweep.yaml",
+                           "name: sweep\nworkdir: code\nshell: true\n"
+                           "command: \"echo {i} >> " +
+                               (dir_ / "marks").string() +
+                               "/ran-{i}; sleep 1.5; "
+                               "echo '{{\\\"step\\\": 1, \\\"i\\\": {i}}}'\"\n"
+                               "params: {i: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]}\n"
+                               "resources: {gpus: 1, gpu_memory: 8GiB}\n");
   StartDaemon();
   auto sub = RunDrover({"submit", spec, "--store", store_});
   ASSERT_EQ(sub.exit_code, 0) << sub.err;
@@ -212,7 +228,9 @@ TEST_F(DaemonTest, SurvivesSigkillTwiceWithoutLosingOrRepeatingRuns) {
   std::vector<drover::Run> runs;
   for (int i = 0; i < 600; ++i) {
     runs = (*store)->ListRuns(RunFilter{}).value();
-    if (std::all_of(runs.begin(), runs.end(), [](const drover::Run& r) { return IsFinal(r.state); })) break;
+    if (std::all_of(runs.begin(), runs.end(),
+                    [](const drover::Run& r) { return IsFinal(r.state); }))
+      break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   ASSERT_EQ(runs.size(), 12u);

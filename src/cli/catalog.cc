@@ -1,0 +1,103 @@
+#include "cli/catalog.h"
+
+#include <fmt/format.h>
+
+#include "cli/client.h"
+#include "cli/follow.h"
+
+namespace drover::cli {
+namespace {
+
+class StoreCatalog : public Catalog {
+ public:
+  explicit StoreCatalog(std::unique_ptr<Store> store) : store_(std::move(store)) {}
+  Result<std::vector<Experiment>> ListExperiments(int limit) override {
+    return store_->ListExperiments(limit);
+  }
+  Result<Experiment> FindExperiment(const std::string& id_or_name) override {
+    return LoadExperiment(*store_, id_or_name);
+  }
+  Result<std::vector<Run>> ListRuns(const RunFilter& filter) override {
+    return store_->ListRuns(filter);
+  }
+  Result<protocol::RunDetail> GetRunDetail(int64_t run_id) override {
+    protocol::RunDetail d;
+    DROVER_ASSIGN_OR_RETURN(d.run, LoadRun(*store_, std::to_string(run_id)));
+    DROVER_ASSIGN_OR_RETURN(d.attempts, store_->ListAttempts(run_id));
+    DROVER_ASSIGN_OR_RETURN(auto exp, store_->GetExperiment(d.run.experiment_id));
+    if (!exp) return Internal(fmt::format("run {} has no experiment", run_id));
+    d.experiment = *exp;
+    DROVER_ASSIGN_OR_RETURN(d.snapshot, store_->GetSnapshot(exp->snapshot_hash));
+    DROVER_ASSIGN_OR_RETURN(d.environments, store_->ListEnvironments(exp->id));
+    return d;
+  }
+
+ private:
+  std::unique_ptr<Store> store_;
+};
+
+class ApiCatalog : public Catalog {
+ public:
+  explicit ApiCatalog(DaemonInfo info) : api_(std::move(info)) {}
+  Result<std::vector<Experiment>> ListExperiments(int limit) override {
+    DROVER_ASSIGN_OR_RETURN(Json j, api_.Get(fmt::format("/experiments?limit={}", limit)));
+    std::vector<Experiment> out;
+    for (const auto& e : j.at("experiments")) {
+      DROVER_ASSIGN_OR_RETURN(Experiment exp, protocol::ExperimentFromJson(e));
+      out.push_back(std::move(exp));
+    }
+    return out;
+  }
+  Result<Experiment> FindExperiment(const std::string& id_or_name) override {
+    auto e = FetchExperiment(api_, id_or_name);
+    if (!e.ok() && e.status().code() == Code::kNotFound) {
+      return NotFound(fmt::format(
+          "no experiment '{}' in this store; `drover ls --experiments` lists them", id_or_name));
+    }
+    return e;
+  }
+  Result<std::vector<Run>> ListRuns(const RunFilter& f) override {
+    std::vector<Run> out;
+    int offset = f.offset;
+    while (true) {
+      int page = f.limit > 0 ? std::min(1000, f.limit - static_cast<int>(out.size())) : 1000;
+      if (page <= 0) break;
+      std::string q = fmt::format("/runs?limit={}&offset={}&order={}", page, offset,
+                                  f.newest_first ? "desc" : "asc");
+      if (f.experiment_id > 0) q += fmt::format("&experiment={}", f.experiment_id);
+      if (f.state) q += fmt::format("&state={}", ToString(*f.state));
+      DROVER_ASSIGN_OR_RETURN(Json j, api_.Get(q));
+      const Json& list = j.at("runs");
+      for (const auto& r : list) {
+        DROVER_ASSIGN_OR_RETURN(Run run, protocol::RunFromJson(r));
+        out.push_back(std::move(run));
+      }
+      if (static_cast<int>(list.size()) < page) break;
+      offset += static_cast<int>(list.size());
+    }
+    return out;
+  }
+  Result<protocol::RunDetail> GetRunDetail(int64_t run_id) override {
+    auto j = api_.Get(fmt::format("/runs/{}", run_id));
+    if (!j.ok()) {
+      if (j.status().code() == Code::kNotFound) {
+        return NotFound(fmt::format("no run {} in this store; `drover ls` lists runs", run_id));
+      }
+      return j.status();
+    }
+    return protocol::RunDetailFromJson(*j);
+  }
+
+ private:
+  ApiClient api_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Catalog>> OpenCatalog(const Globals& g) {
+  if (auto daemon = FindDaemon(g)) return std::unique_ptr<Catalog>(new ApiCatalog(*daemon));
+  DROVER_ASSIGN_OR_RETURN(auto store, OpenStore(g, false));
+  return std::unique_ptr<Catalog>(new StoreCatalog(std::move(store)));
+}
+
+}  // namespace drover::cli

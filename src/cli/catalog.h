@@ -1,0 +1,27 @@
+#pragma once
+// What the read commands (ls, show, compare) need, from the daemon's API when a daemon serves the
+// store, else from the store itself: one interface, so each command is written once.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/common.h"
+#include "protocol/api.h"
+#include "store/store.h"
+
+namespace drover::cli {
+
+class Catalog {
+ public:
+  virtual ~Catalog() = default;
+  virtual Result<std::vector<Experiment>> ListExperiments(int limit) = 0;
+  // By id or newest of that name; NotFound says how to list them.
+  virtual Result<Experiment> FindExperiment(const std::string& id_or_name) = 0;
+  virtual Result<std::vector<Run>> ListRuns(const RunFilter& filter) = 0;
+  virtual Result<protocol::RunDetail> GetRunDetail(int64_t run_id) = 0;
+};
+
+// The daemon's catalog when one serves the store, else the store's (which must exist).
+Result<std::unique_ptr<Catalog>> OpenCatalog(const Globals& g);
+
+}  // namespace drover::cli

@@ -17,49 +17,17 @@
 #include <sstream>
 #include <thread>
 
+#include "testutil/process_groups.h"
+
 namespace drover {
 namespace {
 
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// True while some process of group `pgid` is alive (zombies do not count: in a container the
-// init process may be slow to reap orphans, or never do it).
-bool GroupHasLiveMember(int pgid) {
-  if (kill(-pgid, 0) != 0 && errno == ESRCH) return false;
-  DIR* d = opendir("/proc");
-  bool live = false;
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    std::string stat = ReadFile(std::string("/proc/") + e->d_name + "/stat");
-    size_t rp = stat.rfind(')');
-    if (rp == std::string::npos) continue;
-    char state = 0;
-    int ppid = 0, pgrp = 0;
-    if (std::sscanf(stat.c_str() + rp + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) continue;
-    if (pgrp == pgid && state != 'Z' && state != 'X') live = true;
-  }
-  closedir(d);
-  return live;
-}
-
-// SIGKILL is asynchronous: give the members a moment to die (a bound, not a fixed sleep).
-bool GroupGoneWithin(int pgid, milliseconds limit) {
-  auto end = steady_clock::now() + limit;
-  while (GroupHasLiveMember(pgid)) {
-    if (steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  return true;
-}
+using testing::GroupGoneWithin;
+using testing::GroupHasLiveMember;
+const auto& ReadFile = testing::ReadWholeFile;
 
 class PosixLauncherTest : public ::testing::Test {
  protected:

@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "exec/posix_launcher.h"
+#include "testutil/process_groups.h"
 
 namespace drover {
 namespace {
@@ -30,46 +31,14 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::GroupGoneWithin;
+using testing::GroupHasLiveMember;
+const auto& ReadFile = testing::ReadWholeFile;
 
 int64_t WallMs() {
   return std::chrono::duration_cast<milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// True while some process of group `pgid` is alive (zombies do not count).
-bool GroupHasLiveMember(int pgid) {
-  if (kill(-pgid, 0) != 0 && errno == ESRCH) return false;
-  DIR* d = opendir("/proc");
-  bool live = false;
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    std::string stat = ReadFile(std::string("/proc/") + e->d_name + "/stat");
-    size_t rp = stat.rfind(')');
-    if (rp == std::string::npos) continue;
-    char state = 0;
-    int ppid = 0, pgrp = 0;
-    if (std::sscanf(stat.c_str() + rp + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) continue;
-    if (pgrp == pgid && state != 'Z' && state != 'X') live = true;
-  }
-  closedir(d);
-  return live;
-}
-
-bool GroupGoneWithin(int pgid, milliseconds limit) {
-  auto end = steady_clock::now() + limit;
-  while (GroupHasLiveMember(pgid)) {
-    if (steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  return true;
 }
 
 // The pids of `pid`'s children ("" while it has none).

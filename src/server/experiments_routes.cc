@@ -25,20 +25,22 @@ Status List(ServerContext& ctx, const httplib::Request& req, httplib::Response& 
 Status Get(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
   DROVER_ASSIGN_OR_RETURN(Experiment e, FindExperiment(*store, req.matches[1].str()));
-  DROVER_ASSIGN_OR_RETURN(auto runs, store->ListRuns(RunFilter{.experiment_id = e.id}));
+  // Counts, not the runs themselves: a sweep can hold thousands; /runs?experiment= pages them.
+  DROVER_ASSIGN_OR_RETURN(auto by_state, store->CountRuns(e.id));
   Json j = protocol::ToJson(e);
   j["spec_yaml"] = e.spec_yaml;
   j["git_diff"] = e.git_diff;
   Json counts = Json::object();
+  int64_t total = 0;
   for (RunState s : {RunState::kQueued, RunState::kRunning, RunState::kRetrying,
                      RunState::kSucceeded, RunState::kFailed, RunState::kCancelled}) {
-    counts[std::string(ToString(s))] = 0;
+    auto it = by_state.find(std::string(ToString(s)));
+    int64_t n = it == by_state.end() ? 0 : it->second;
+    counts[std::string(ToString(s))] = n;
+    total += n;
   }
-  j["runs"] = Json::array();
-  for (const auto& r : runs) {
-    counts[std::string(ToString(r.state))] = counts[std::string(ToString(r.state))].get<int>() + 1;
-    j["runs"].push_back(protocol::ToJson(r));
-  }
+  j["total_runs"] = total;
+  j["runs_url"] = std::string(protocol::kApiPrefix) + "/runs?experiment=" + std::to_string(e.id);
   j["counts"] = counts;
   SendJson(res, 200, j);
   return Status::Ok();

@@ -113,6 +113,9 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
   http_->set_payload_max_length(protocol::kMaxBodyBytes);
   // An idle keep-alive connection holds a worker; Stop() waits for it to notice, so keep it short.
   http_->set_keep_alive_timeout(2);
+  // Headers and body go out in two writes: without TCP_NODELAY, Nagle holds the body until the
+  // client acknowledges the headers, which a delayed ACK makes ~40 ms on every kept-alive reply.
+  http_->set_tcp_nodelay(true);
   // httplib's default also sets SO_REUSEPORT, which would let a second daemon share the port
   // (and split the requests) instead of failing to bind: keep only SO_REUSEADDR.
   http_->set_socket_options([](socket_t sock) {

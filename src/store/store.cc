@@ -497,6 +497,20 @@ Result<std::optional<Run>> Store::GetRun(int64_t id) {
   return std::optional<Run>(std::move(r));
 }
 
+Result<std::map<std::string, int64_t>> Store::CountRuns(int64_t experiment_id) {
+  DROVER_ASSIGN_OR_RETURN(
+      Stmt st, impl_->Use("SELECT state, count(*) FROM runs WHERE experiment_id = ? GROUP BY state",
+                          "counting runs"));
+  st.Bind(experiment_id);
+  std::map<std::string, int64_t> out;
+  while (true) {
+    DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out[st.Text(0)] = st.Int(1);
+  }
+  return out;
+}
+
 Result<std::vector<Run>> Store::ListRuns(const RunFilter& filter) {
   // One SQL text per filter shape (at most eight), each cached like the fixed statements; the
   // conditions are spelled out rather than "(? = 0 OR ...)" so SQLite can use the index.

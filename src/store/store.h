@@ -3,6 +3,7 @@
 // environments. The schema is versioned with PRAGMA user_version and upgraded by migrations in
 // order; a store newer than this binary is refused untouched. Writers group calls between Begin()
 // and Commit() so a loop iteration's changes land in one transaction.
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,6 +49,8 @@ class Store {
   Status UpdateRun(const Run& r);
   Result<std::optional<Run>> GetRun(int64_t id);
   Result<std::vector<Run>> ListRuns(const RunFilter& filter);
+  // How many runs of the experiment are in each state (states with none are absent).
+  Result<std::map<std::string, int64_t>> CountRuns(int64_t experiment_id);
 
   Status InsertAttempt(Attempt& a);  // sets a.id
   Status UpdateAttempt(const Attempt& a);

@@ -33,6 +33,17 @@ class DaemonTest : public ::testing::Test {
   }
   void TearDown() override {
     StopDaemon(SIGKILL);
+    // Runs outlive a killed daemon by design: end what the tests left running.
+    if (auto store = Store::Open(store_ + "/drover.db"); store.ok()) {
+      auto runs = (*store)->ListRuns(RunFilter{});
+      for (const auto& r : runs.ok() ? *runs : std::vector<drover::Run>{}) {
+        auto attempts = (*store)->ListAttempts(r.id);
+        if (!attempts.ok()) continue;
+        for (const auto& a : *attempts) {
+          if (!a.ended && a.pid > 1) kill(-static_cast<pid_t>(a.pid), SIGKILL);
+        }
+      }
+    }
     fs::remove_all(dir_);
   }
 
@@ -199,6 +210,91 @@ TEST_F(DaemonTest, EventsStreamRunStates) {
   EXPECT_NE(stream.find("event: run_state"), std::string::npos) << stream;
   EXPECT_NE(stream.find("\"running\""), std::string::npos) << stream;
   EXPECT_NE(stream.find("id: "), std::string::npos) << stream;
+}
+
+// Runs started by the daemon with their processes found by a marker in their environment.
+int CountMarked(const std::string& marker) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string stat = ReadFile(e.path() / "stat");
+    if (stat.find(") Z ") != std::string::npos) continue;
+    if (ReadFile(e.path() / "environ").find(marker) != std::string::npos) ++n;
+  }
+  return n;
+}
+
+TEST_F(DaemonTest, SigtermLeavesRunsForTheNextDaemonOrStopsThemWithStopRuns) {
+  std::string marker = "drover-drain-" + std::to_string(getpid());
+  std::string spec = Write("d.yaml",
+                           "name: d\nworkdir: code\ncommand: sleep 2\n"
+                           "env: {TEST_MARKER: " +
+                               marker + "}\n");
+  StartDaemon();
+  ASSERT_EQ(RunDrover({"submit", spec, "--store", store_}).exit_code, 0);
+  for (int i = 0; i < 200 && CountMarked(marker) < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  ASSERT_EQ(CountMarked(marker), 1);
+  // Default drain: the daemon leaves, the run goes on, and the next daemon adopts it.
+  EXPECT_EQ(StopDaemon(SIGTERM), 0) << ReadFile((dir_ / "serve.err").string());
+  EXPECT_EQ(CountMarked(marker), 1);
+  StartDaemon();
+  EXPECT_NE(ReadFile((dir_ / "serve.out").string()).find("1 adopted"), std::string::npos)
+      << ReadFile((dir_ / "serve.out").string());
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  for (int i = 0; i < 200 && (*store)->GetRun(1).value()->state != RunState::kSucceeded; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ((*store)->GetRun(1).value()->state, RunState::kSucceeded);
+  EXPECT_EQ((*store)->ListAttempts(1).value().size(), 1u);  // adopted, not run again
+
+  // --stop-runs: the run is stopped and requeued, and runs again under the next daemon.
+  StopDaemon(SIGTERM);
+  StartDaemon({"--stop-runs"});
+  ASSERT_EQ(RunDrover({"submit", spec, "--store", store_}).exit_code, 0);
+  for (int i = 0; i < 200 && CountMarked(marker) < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  ASSERT_EQ(CountMarked(marker), 1);
+  EXPECT_EQ(StopDaemon(SIGTERM), 0);
+  EXPECT_EQ(CountMarked(marker), 0);
+  auto run = (*store)->GetRun(2).value();
+  EXPECT_EQ(run->state, RunState::kRetrying);
+  EXPECT_EQ((*store)->ListAttempts(2).value().at(0).reason, "interrupted");
+  StartDaemon();
+  for (int i = 0; i < 200 && (*store)->GetRun(2).value()->state != RunState::kSucceeded; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ((*store)->GetRun(2).value()->state, RunState::kSucceeded);
+  EXPECT_EQ((*store)->ListAttempts(2).value().size(), 2u);
+}
+
+TEST_F(DaemonTest, CtrlCDetachesAndCancelOnExitCancels) {
+  std::string spec = Write("s.yaml", "name: s\nworkdir: code\ncommand: sleep 300\n");
+  StartDaemon();
+  for (bool cancel : {false, true}) {
+    std::string out = (dir_ / "run.out").string(), err = (dir_ / "run.err").string();
+    std::vector<std::string> args = {"run", spec, "--store", store_};
+    if (cancel) args.push_back("--cancel-on-exit");
+    pid_t pid = testing::SpawnDrover(args, out, err);
+    for (int i = 0; i < 200 && ReadFile(out).find("queued in the daemon") == std::string::npos;
+         ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    kill(pid, SIGINT);
+    EXPECT_EQ(testing::WaitExit(pid), 130) << ReadFile(err);
+    auto store = Store::Open(store_ + "/drover.db");
+    int64_t id = cancel ? 2 : 1;
+    RunState want = cancel ? RunState::kCancelled : RunState::kRunning;
+    for (int i = 0; i < 200 && (*store)->GetRun(id).value()->state != want; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_EQ((*store)->GetRun(id).value()->state, want) << (cancel ? "cancel" : "detach");
+  }
 }
 
 // A 12-run sweep of short sleeping runs; the daemon is SIGKILLed twice at random points and

@@ -112,6 +112,19 @@ std::string RenderComparison(const Comparison& c) {
   return out;
 }
 
+int PrintResults(const Experiment& exp, const std::vector<Run>& runs, bool json, bool quiet) {
+  Comparison c = Compare(exp, runs, "", "");
+  if (json) {
+    std::printf("%s\n", ComparisonJson(exp, c).dump(2).c_str());
+  } else if (!quiet) {
+    std::printf("\n%s", RenderComparison(c).c_str());
+  }
+  for (const Run& r : runs) {
+    if (r.state != RunState::kSucceeded) return kExitRunsFailed;
+  }
+  return kExitOk;
+}
+
 Json ComparisonJson(const Experiment& exp, const Comparison& c) {
   Json runs = Json::array();
   for (const Run& r : c.runs) runs.push_back(protocol::ToJson(r));

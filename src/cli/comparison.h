@@ -24,6 +24,9 @@ struct Comparison {
 Comparison Compare(const Experiment& exp, std::vector<Run> runs, const std::string& metric,
                    const std::string& mode);
 std::string RenderComparison(const Comparison& c);
+// How `drover run` ends, embedded or following a daemon: the table (or JSON) of the experiment's
+// runs by its objective; returns 0 when every run succeeded, else 1.
+int PrintResults(const Experiment& exp, const std::vector<Run>& runs, bool json, bool quiet);
 Json ComparisonJson(const Experiment& exp, const Comparison& c);
 
 }  // namespace drover::cli

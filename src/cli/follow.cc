@@ -1,10 +1,10 @@
 #include "cli/follow.h"
 
+#include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <fmt/format.h>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
@@ -31,9 +31,8 @@ Result<std::vector<Run>> FetchRuns(ApiClient& api, int64_t experiment_id) {
   std::vector<Run> runs;
   int offset = 0;
   while (true) {
-    DROVER_ASSIGN_OR_RETURN(
-        Json j, api.Get(fmt::format("/runs?experiment={}&limit=1000&offset={}", experiment_id,
-                                    offset)));
+    DROVER_ASSIGN_OR_RETURN(Json j, api.Get(fmt::format("/runs?experiment={}&limit=1000&offset={}",
+                                                        experiment_id, offset)));
     const Json& list = j.contains("runs") ? j["runs"] : j;
     for (const auto& r : list) {
       DROVER_ASSIGN_OR_RETURN(Run run, protocol::RunFromJson(r));
@@ -57,8 +56,8 @@ int FollowExperiment(ApiClient& api, int64_t experiment_id, const FollowOptions&
 
   bool human = !o.json && !o.quiet;
   RealClock clock;
-  std::string metric = exp->spec.contains("objective") ? exp->spec["objective"].value("metric", "")
-                                                       : "";
+  std::string metric =
+      exp->spec.contains("objective") ? exp->spec["objective"].value("metric", "") : "";
   bool live = human && ::isatty(STDOUT_FILENO) && std::getenv("TERM") != nullptr &&
               std::string(std::getenv("TERM")) != "dumb";
   ProgressView view(stdout, live, clock, exp->name, *runs, VaryingParams(*runs), metric);
@@ -113,26 +112,18 @@ int FollowExperiment(ApiClient& api, int64_t experiment_id, const FollowOptions&
   }
   if (human) view.Finish();
   if (detached) {
-    std::fprintf(stderr,
-                 "drover: detached; experiment %lld keeps running in the daemon (drover ls -e %lld, "
-                 "drover cancel --experiment %lld)\n",
-                 static_cast<long long>(experiment_id), static_cast<long long>(experiment_id),
-                 static_cast<long long>(experiment_id));
+    std::fprintf(
+        stderr,
+        "drover: detached; experiment %lld keeps running in the daemon (drover ls -e %lld, "
+        "drover cancel --experiment %lld)\n",
+        static_cast<long long>(experiment_id), static_cast<long long>(experiment_id),
+        static_cast<long long>(experiment_id));
     return kExitInterrupted;
   }
   std::vector<Run> final_runs;
   for (auto& [id, r] : last) final_runs.push_back(r);
-  Comparison c = Compare(*exp, final_runs, "", "");
-  if (o.json) {
-    std::printf("%s\n", ComparisonJson(*exp, c).dump(2).c_str());
-  } else if (!o.quiet) {
-    std::printf("\n%s", RenderComparison(c).c_str());
-  }
-  if (cancel_sent) return kExitInterrupted;
-  for (const Run& r : final_runs) {
-    if (r.state != RunState::kSucceeded) return kExitRunsFailed;
-  }
-  return kExitOk;
+  int code = PrintResults(*exp, final_runs, o.json, o.quiet);
+  return cancel_sent ? kExitInterrupted : code;
 }
 
 }  // namespace drover::cli

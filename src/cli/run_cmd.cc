@@ -153,20 +153,12 @@ int RunSpec(Globals& g, const RunFlags& f) {
   if (!exp.ok() || !runs.ok() || !exp->has_value()) {
     return ReportError(!exp.ok() ? exp.status() : runs.status());
   }
-  Comparison c = Compare(**exp, *runs, "", "");
-  if (f.json) {
-    std::printf("%s\n", ComparisonJson(**exp, c).dump(2).c_str());
-  } else if (!f.quiet) {
-    std::printf("\n%s", RenderComparison(c).c_str());
-  }
+  int code = PrintResults(**exp, *runs, f.json, f.quiet);
   if (engine.interrupted()) {
     std::fprintf(stderr, "drover: interrupted; every run was stopped and recorded as cancelled\n");
     return kExitInterrupted;
   }
-  for (const Run& r : *runs) {
-    if (r.state != RunState::kSucceeded) return kExitRunsFailed;
-  }
-  return kExitOk;
+  return code;
 }
 
 }  // namespace

@@ -21,6 +21,12 @@ void OnSigint(int) { g_interrupts.fetch_add(1); }
 
 }  // namespace
 
+void CatchInterruptsForFollow() {
+  struct sigaction sa {};
+  sa.sa_handler = OnSigint;
+  sigaction(SIGINT, &sa, nullptr);  // no SA_RESTART: a blocking call returns at Ctrl-C
+}
+
 Result<Experiment> FetchExperiment(ApiClient& api, const std::string& id_or_name) {
   DROVER_ASSIGN_OR_RETURN(Json j, api.Get("/experiments/" + id_or_name));
   const Json& e = j.contains("experiment") ? j["experiment"] : j;
@@ -50,9 +56,7 @@ int FollowExperiment(ApiClient& api, int64_t experiment_id, const FollowOptions&
   auto runs = FetchRuns(api, experiment_id);
   if (!runs.ok()) return ReportError(runs.status());
 
-  struct sigaction sa {};
-  sa.sa_handler = OnSigint;
-  sigaction(SIGINT, &sa, nullptr);  // no SA_RESTART: a blocking call returns at Ctrl-C
+  CatchInterruptsForFollow();
 
   bool human = !o.json && !o.quiet;
   RealClock clock;

@@ -15,6 +15,9 @@ struct FollowOptions {
 };
 
 int FollowExperiment(ApiClient& api, int64_t experiment_id, const FollowOptions& options);
+// From here on Ctrl-C is noted for FollowExperiment instead of ending the process (call it before
+// telling the user that Ctrl-C detaches).
+void CatchInterruptsForFollow();
 
 // The experiment and its runs as the daemon reports them.
 Result<Experiment> FetchExperiment(ApiClient& api, const std::string& id_or_name);

@@ -81,6 +81,7 @@ int RunSpec(Globals& g, const RunFlags& f) {
       std::fprintf(stderr, "drover: note: the daemon's own --fake-gpus/--cpus apply, not these\n");
     }
     ApiClient api(*daemon);
+    CatchInterruptsForFollow();
     auto sub = SubmitToDaemon(api, f.spec_path, f.sets);
     if (!sub.ok()) return ReportError(sub.status());
     if (!f.json && !f.quiet) {

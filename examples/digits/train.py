@@ -9,7 +9,6 @@ torch.cuda.OutOfMemoryError at the first forward pass, uncaught, so drover's OOM
 (halve the batch, double --grad-accum) can be tried on a machine without a GPU.
 """
 import argparse
-import json
 import os
 import sys
 
@@ -17,6 +16,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from sklearn.datasets import load_digits
+
+try:
+    import drover  # under drover it is on PYTHONPATH; pip install ./python puts it anywhere
+except ImportError:  # run from a checkout without installing: use the repo's client by path
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+    import drover
+from drover.torch import TrainingMonitor
 
 
 def parse_args():
@@ -26,6 +32,8 @@ def parse_args():
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--monitor-every", type=int, default=10,
+                   help="log the gradient norm (and CUDA memory) every N optimizer steps; 0 = off")
     p.add_argument("--oom-above", type=int, default=0,
                    help="pretend the GPU holds at most this batch size (0 = off)")
     p.add_argument("--grad-accum", type=int, default=1,
@@ -86,10 +94,12 @@ def main():
     if "DROVER_PARAMS" in os.environ:
         print(f"drover params: {os.environ['DROVER_PARAMS']}", file=sys.stderr, flush=True)
 
+    monitor = TrainingMonitor(every=args.monitor_every) if args.monitor_every > 0 else None
     x_train, y_train, x_val, y_val = load_split(args.seed)
     model = Mlp() if args.model == "mlp" else Cnn()
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
 
+    global_step = 0
     for epoch in range(1, args.epochs + 1):
         model.train()
         perm = torch.randperm(len(y_train))
@@ -103,6 +113,9 @@ def main():
             # Scale so that N accumulated micro-batches give the gradient of one N-times batch.
             (loss / args.grad_accum).backward()
             if (i + 1) % args.grad_accum == 0 or i + 1 == len(batches):
+                if monitor:
+                    monitor.step(global_step, model=model)  # gradient norm, CUDA memory
+                global_step += 1
                 opt.step()
                 opt.zero_grad()
             total_loss += loss.item() * len(idx)
@@ -113,9 +126,8 @@ def main():
             logits = model(x_val)
             val_loss = F.cross_entropy(logits, y_val).item()
             val_acc = (logits.argmax(1) == y_val).float().mean().item()
-        print(json.dumps({"epoch": epoch, "loss": round(total_loss / seen, 6),
-                          "val_loss": round(val_loss, 6), "val_acc": round(val_acc, 6)}),
-              flush=True)
+        drover.log(step=epoch, loss=round(total_loss / seen, 6), val_loss=round(val_loss, 6),
+                   val_acc=round(val_acc, 6))
 
 
 if __name__ == "__main__":

@@ -101,6 +101,10 @@ Engine::Engine(Store& store, ProcessLauncher& launcher, GpuProbe& gpus, Clock& c
   if (options_.base_env.empty()) {
     for (char** e = environ; e && *e; ++e) options_.base_env.emplace_back(*e);
   }
+  std::error_code ec;
+  if (fs::exists(fs::path(DROVER_PYTHON_DIR) / "drover" / "__init__.py", ec)) {
+    python_client_dir_ = DROVER_PYTHON_DIR;
+  }
 }
 
 Engine::~Engine() = default;
@@ -428,6 +432,16 @@ std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt
   env["DROVER_ATTEMPT"] = std::to_string(attempt.number);
   env["DROVER_PARAMS"] = attempt.params.dump();
   env["DROVER_STORE"] = options_.store_dir;
+  // One folder per run, kept across attempts, so a retried run can resume from a checkpoint.
+  env["DROVER_CHECKPOINT_DIR"] =
+      fmt::format("{}/runs/{}/checkpoints", options_.store_dir, live.run.id);
+  // `import drover` works in every run: the client that ships with this drover comes first.
+  if (!python_client_dir_.empty()) {
+    auto it = env.find("PYTHONPATH");
+    env["PYTHONPATH"] = it == env.end() || it->second.empty()
+                            ? python_client_dir_
+                            : python_client_dir_ + ":" + it->second;
+  }
   // The shell's idea of the current folder must match the working copy, not where drover ran.
   env["PWD"] = attempt.workdir;
   env.erase("OLDPWD");

@@ -145,6 +145,7 @@ class Engine {
   Clock& clock_;
   EngineOptions options_;
   std::string hostname_;
+  std::string python_client_dir_;  // python/ of this drover, put on every run's PYTHONPATH
 
   std::vector<sched::GpuState> gpus_;
   std::vector<GpuDevice> devices_;

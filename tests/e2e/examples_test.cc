@@ -57,6 +57,9 @@ TEST_F(ExamplesTest, CompareOnTwoFakeGpus) {
         << a.cuda_visible_devices;
     spans.push_back({a.started_ms, a.ended_ms, a.cuda_visible_devices});
     EXPECT_GE((*store)->GetMetrics(run.id, "val_acc").value().size(), 1u);
+    // train.py reports through the Python client (on the run's PYTHONPATH under drover), whose
+    // PyTorch helper logs the gradient norm every 10 optimizer steps.
+    EXPECT_GE((*store)->GetMetrics(run.id, "grad_norm").value().size(), 2u);
   }
   // With four CPU slots all four start at once, two per GPU (6GiB each on 16GiB), and at no
   // moment are there more than two on one GPU.

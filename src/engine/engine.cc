@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -41,8 +42,12 @@ struct Engine::Live {
   Millis kill_at_ms = 0;   // SIGKILL the group at this time (0 = not stopping)
   bool timed_out = false;
   bool cancelling = false;
-  bool drain_stop = false;   // stopped because the daemon is shutting down: requeue, not cancel
-  int64_t metric_lines = 0;  // fallback step for lines without step/epoch
+  bool drain_stop = false;    // stopped because the daemon is shutting down: requeue, not cancel
+  bool diverged = false;      // a watched metric went NaN/Inf: being stopped
+  bool stalled = false;       // no output for monitor.stall: being stopped
+  Millis last_output_ms = 0;  // when stdout or stderr last grew
+  int64_t output_bytes = 0;   // stdout + stderr size at that time
+  int64_t metric_lines = 0;   // fallback step for lines without step/epoch
 };
 
 namespace {
@@ -78,6 +83,16 @@ std::string LastLine(std::string_view text) {
     return out;
   }
   return "";
+}
+
+// Whether NaN/Inf in this metric means the run diverged (docs/spec.md, monitor.watch).
+bool Watched(const Spec& spec, const std::string& name) {
+  if (!spec.monitor.watch.empty()) {
+    return std::find(spec.monitor.watch.begin(), spec.monitor.watch.end(), name) !=
+           spec.monitor.watch.end();
+  }
+  return name.find("loss") != std::string::npos ||
+         (spec.objective && spec.objective->metric == name);
 }
 
 // A SIGKILL already scheduled is never pushed later by a second reason to stop (cancel, timeout).
@@ -472,6 +487,10 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Millis now) {
   if (options_.use_shim) a.exit_path = fmt::format("{}/attempt-{}.exit", run_dir, a.number);
 
   live.timed_out = false;
+  live.diverged = false;
+  live.stalled = false;
+  live.last_output_ms = now;
+  live.output_bytes = 0;
   live.metric_lines = 0;
   run.attempts = a.number;
   if (run.started_ms == 0) run.started_ms = now;
@@ -629,6 +648,8 @@ void Engine::HandleExit(const ProcessExit& exit, Millis now) {
   facts.signal = exit.signal;
   facts.timed_out = live.timed_out;
   facts.cancelled = live.cancelling;
+  facts.diverged = live.diverged;
+  facts.stalled = live.stalled;
   facts.stderr_tail = tail;
   AttemptOutcome outcome = ClassifyExit(facts);
   if (exit.lost || (live.drain_stop && outcome != AttemptOutcome::kSucceeded)) {
@@ -652,6 +673,9 @@ void Engine::HandleExit(const ProcessExit& exit, Millis now) {
   }
   if (outcome == AttemptOutcome::kTimeout) {
     detail = "ran past the timeout of " + FormatDuration(live.exp->spec.timeout_ms);
+  }
+  if (outcome == AttemptOutcome::kStalled) {
+    detail = "no output for " + FormatDuration(live.exp->spec.monitor.stall_ms);
   }
   EndAttempt(live, outcome, detail, now);
 }
@@ -921,6 +945,12 @@ void Engine::CheckDeadlines(Millis now) {
       launcher_.SignalGroup(pid, SIGTERM);
       live->kill_at_ms = KillTime(live->kill_at_ms, now + options_.kill_grace_ms);
     }
+    Millis stall = live->exp->spec.monitor.stall_ms;
+    if (stall > 0 && !live->stalled && !live->cancelling && now - live->last_output_ms >= stall) {
+      live->stalled = true;
+      launcher_.SignalGroup(pid, SIGTERM);
+      live->kill_at_ms = KillTime(live->kill_at_ms, now + options_.kill_grace_ms);
+    }
     if (live->kill_at_ms > 0 && now >= live->kill_at_ms) {
       launcher_.SignalGroup(pid, SIGKILL);
       live->kill_at_ms = 0;
@@ -934,6 +964,8 @@ Millis Engine::NextWakeup(Millis now) const {
     if (live->attempt) {
       if (live->deadline_ms > 0 && !live->timed_out) next = std::min(next, live->deadline_ms);
       if (live->kill_at_ms > 0) next = std::min(next, live->kill_at_ms);
+      Millis stall = live->exp->spec.monitor.stall_ms;
+      if (stall > 0 && !live->stalled) next = std::min(next, live->last_output_ms + stall);
     } else if (live->run.not_before_ms > now) {
       next = std::min(next, live->run.not_before_ms);
     }
@@ -957,12 +989,33 @@ void Engine::TailMetrics(Live& live, bool final, Millis now) {
       p.value = value;
       p.t_ms = now;
       live.run.final_metrics[name] = value;
+      if (!std::isfinite(value) && !live.diverged && live.exp->spec.monitor.stop_on_nan &&
+          Watched(live.exp->spec, name)) {
+        // A diverged run only burns GPU time from here on: stop it now.
+        live.diverged = true;
+        launcher_.SignalGroup(static_cast<int>(a.pid), SIGTERM);
+        live.kill_at_ms = KillTime(live.kill_at_ms, now + options_.kill_grace_ms);
+        spdlog::info("run {}: {} is {} at step {}: stopping it as diverged", a.run_id, name, value,
+                     m->step);
+      }
       points.push_back(std::move(p));
     }
   });
   if (!offset.ok()) {
     spdlog::warn("run {}: {}", a.run_id, offset.status().message());
     return;
+  }
+  if (live.exp->spec.monitor.stall_ms > 0) {
+    // Any output counts as progress, stderr too (tqdm bars, warnings).
+    std::error_code ec;
+    int64_t bytes = static_cast<int64_t>(fs::file_size(a.stdout_path, ec));
+    if (ec) bytes = 0;
+    int64_t err_bytes = static_cast<int64_t>(fs::file_size(a.stderr_path, ec));
+    if (!ec) bytes += err_bytes;
+    if (bytes != live.output_bytes) {
+      live.output_bytes = bytes;
+      live.last_output_ms = now;
+    }
   }
   if (*offset == a.stdout_offset) return;
   a.stdout_offset = *offset;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -359,6 +360,73 @@ env: {NCCL_IB_DISABLE: 0}
     EXPECT_EQ(EnvOf(ls, "NCCL_DEBUG"), "INFO");
     EXPECT_EQ(EnvOf(ls, "NCCL_IB_DISABLE"), "0");  // the spec's env wins
   }
+}
+
+TEST_F(EngineTest, NaNInAWatchedMetricStopsTheRunAsDiverged) {
+  Spec spec = ParseSpec("name: nan\ncommand: ./train\nretries: 2\n");
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) {
+    FakeProcess p;
+    p.duration_ms = 600'000;  // would train for ten minutes more
+    p.stdout_text = "{\"step\": 1, \"loss\": 2.3}\n{\"step\": 2, \"loss\": NaN}\n";
+    return p;
+  });
+  FakeGpuProbe probe({});
+  auto engine = MakeEngine(launcher, probe);
+  auto sub = engine->Submit(spec);
+  Millis t0 = clock_.Now();
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  EXPECT_LT(clock_.Now() - t0, 1000);  // stopped at the first look at its output
+  ASSERT_FALSE(launcher.signals.empty());
+  EXPECT_EQ(launcher.signals[0].second, SIGTERM);
+  auto attempts = Attempts(sub->runs[0].id);
+  ASSERT_EQ(attempts.size(), 1u);  // a diverged config is not retried
+  EXPECT_EQ(attempts[0].reason, "diverged");
+  auto run = store_->GetRun(sub->runs[0].id).value();
+  EXPECT_EQ(run->state, RunState::kFailed);
+  EXPECT_EQ(run->reason, "diverged");
+  // The NaN point itself is recorded.
+  auto points = store_->GetMetrics(run->id, "loss").value();
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_TRUE(std::isnan(points[1].value));
+}
+
+TEST_F(EngineTest, NaNOutsideTheWatchListOrWithIgnoreIsKept) {
+  Spec spec = ParseSpec("name: nan\ncommand: ./train\nmonitor: {watch: [loss]}\n");
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) {
+    FakeProcess p;
+    p.duration_ms = 1000;
+    p.stdout_text = "{\"step\": 1, \"loss\": 2.3, \"grad_ratio\": NaN}\n";
+    return p;
+  });
+  FakeGpuProbe probe({});
+  auto engine = MakeEngine(launcher, probe);
+  auto sub = engine->Submit(spec);
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  EXPECT_TRUE(launcher.signals.empty());
+  EXPECT_EQ(store_->GetRun(sub->runs[0].id).value()->state, RunState::kSucceeded);
+}
+
+TEST_F(EngineTest, StalledRunIsStoppedAndRetried) {
+  Spec spec = ParseSpec(
+      "name: stall\ncommand: ./train\nretries: 1\nretry_backoff: 1s\nmonitor: {stall: 1m}\n");
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) {
+    FakeProcess p;
+    p.duration_ms = 3'600'000;  // hangs after its first line
+    p.stdout_text = "{\"step\": 1, \"loss\": 2.3}\n";
+    return p;
+  });
+  FakeGpuProbe probe({});
+  auto engine = MakeEngine(launcher, probe);
+  auto sub = engine->Submit(spec);
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  auto attempts = Attempts(sub->runs[0].id);
+  ASSERT_EQ(attempts.size(), 2u);
+  for (const auto& a : attempts) {
+    EXPECT_EQ(a.reason, "stalled");
+    EXPECT_GE(a.ended_ms - a.started_ms, 60'000);
+    EXPECT_LT(a.ended_ms - a.started_ms, 61'000);
+  }
+  EXPECT_EQ(store_->GetRun(sub->runs[0].id).value()->state, RunState::kFailed);
 }
 
 TEST_F(EngineTest, RefusesGpuRunsWithoutGpus) {

@@ -24,7 +24,9 @@ bool LooksLikeCudaOom(std::string_view text) {
 
 AttemptOutcome ClassifyExit(const ExitFacts& f) {
   if (f.cancelled) return AttemptOutcome::kCancelled;
+  if (f.diverged) return AttemptOutcome::kDiverged;
   if (f.timed_out) return AttemptOutcome::kTimeout;
+  if (f.stalled) return AttemptOutcome::kStalled;
   if (f.signal == 0 && f.exit_code == 0) return AttemptOutcome::kSucceeded;
   if (LooksLikeCudaOom(f.stderr_tail)) return AttemptOutcome::kCudaOom;
   if (f.signal != 0) return AttemptOutcome::kSignal;
@@ -60,6 +62,9 @@ Recovery DecideRecovery(const Spec& spec, const Json& params, int retries_used,
       r.next_params = params;
       r.note = "requeued";
       return r;
+    case AttemptOutcome::kDiverged:
+      // The same config diverges again: retrying only burns GPU time.
+      return Fail("a watched metric became NaN or infinite: the run diverged");
     case AttemptOutcome::kLaunchError:
       // The same command would fail the same way: retrying only hides the error. The launch
       // error itself already says what went wrong.

@@ -19,6 +19,8 @@ struct ExitFacts {
   bool timed_out = false;
   bool cancelled = false;
   std::string_view stderr_tail;
+  bool diverged = false;  // the engine stopped it: a watched metric was NaN/Inf
+  bool stalled = false;   // the engine stopped it: no output for monitor.stall
 };
 AttemptOutcome ClassifyExit(const ExitFacts& facts);
 

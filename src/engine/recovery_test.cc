@@ -33,6 +33,21 @@ TEST(Recovery, ClassifiesExits) {
   EXPECT_EQ(ClassifyExit({-1, 15, true, true, ""}), AttemptOutcome::kCancelled);
 }
 
+TEST(Recovery, EngineStopsAreClassifiedByWhy) {
+  ExitFacts diverged{-1, 15, false, false, ""};
+  diverged.diverged = true;
+  EXPECT_EQ(ClassifyExit(diverged), AttemptOutcome::kDiverged);
+  ExitFacts stalled{-1, 15, false, false, ""};
+  stalled.stalled = true;
+  EXPECT_EQ(ClassifyExit(stalled), AttemptOutcome::kStalled);
+  Spec s;
+  s.retries = 3;
+  EXPECT_EQ(DecideRecovery(s, {}, 0, AttemptOutcome::kDiverged).kind, Recovery::Kind::kFail);
+  Recovery r = DecideRecovery(s, {}, 0, AttemptOutcome::kStalled);
+  EXPECT_EQ(r.kind, Recovery::Kind::kRetry);
+  EXPECT_TRUE(r.counts_as_retry);
+}
+
 TEST(Recovery, OomHalvesTheParamAndDoublesAccumulation) {
   Json params = {{"batch_size", 512}, {"grad_accum", 1}, {"lr", 0.1}};
   Recovery r = DecideRecovery(OomSpec(), params, 0, AttemptOutcome::kCudaOom);

@@ -28,6 +28,8 @@ enum class AttemptOutcome {
   kCancelled,    // the user cancelled (Ctrl-C, drover cancel)
   kLaunchError,  // could not be started (no such program, bad workdir)
   kInterrupted,  // the engine went away while it ran
+  kDiverged,     // a watched metric became NaN or infinite (monitor.on_nan: stop)
+  kStalled,      // no new output for monitor.stall
 };
 std::string_view ToString(AttemptOutcome o);
 std::optional<AttemptOutcome> ParseAttemptOutcome(std::string_view s);
@@ -84,7 +86,7 @@ struct Attempt {
   int64_t stdout_offset = 0;  // how far the metric reader has consumed stdout
   std::string hostname;
   std::string drover_version;
-  std::string workdir;  // where it ran (a working copy of the snapshot)
+  std::string workdir;    // where it ran (a working copy of the snapshot)
   int64_t pid_start = 0;  // start time of pid (/proc ticks): pid + this names the run's shim
   std::string exit_path;  // where the shim records how the run ended
 };

@@ -52,12 +52,16 @@ std::string_view ToString(AttemptOutcome o) {
       return "launch_error";
     case AttemptOutcome::kInterrupted:
       return "interrupted";
+    case AttemptOutcome::kDiverged:
+      return "diverged";
+    case AttemptOutcome::kStalled:
+      return "stalled";
   }
   return "?";
 }
 
 std::optional<AttemptOutcome> ParseAttemptOutcome(std::string_view s) {
-  for (int i = 0; i <= static_cast<int>(AttemptOutcome::kInterrupted); ++i) {
+  for (int i = 0; i <= static_cast<int>(AttemptOutcome::kStalled); ++i) {
     auto o = static_cast<AttemptOutcome>(i);
     if (ToString(o) == s) return o;
   }

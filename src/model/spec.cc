@@ -25,6 +25,9 @@ Json SpecToJson(const Spec& s) {
   if (s.oom.enabled()) {
     j["oom"] = {{"param", s.oom.param}, {"min", s.oom.min}, {"accumulate", s.oom.accumulate}};
   }
+  j["monitor"] = {{"watch", s.monitor.watch},
+                  {"on_nan", s.monitor.stop_on_nan ? "stop" : "ignore"},
+                  {"stall_ms", s.monitor.stall_ms}};
   return j;
 }
 
@@ -56,6 +59,12 @@ Result<Spec> SpecFromJson(const Json& j) {
       s.oom.param = j["oom"].at("param").get<std::string>();
       s.oom.min = j["oom"].value("min", int64_t{1});
       s.oom.accumulate = j["oom"].value("accumulate", "");
+    }
+    if (j.contains("monitor")) {
+      const Json& m = j["monitor"];
+      s.monitor.watch = m.value("watch", std::vector<std::string>{});
+      s.monitor.stop_on_nan = m.value("on_nan", "stop") == "stop";
+      s.monitor.stall_ms = m.value("stall_ms", int64_t{0});
     }
     return s;
   } catch (const Json::exception& e) {

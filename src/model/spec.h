@@ -33,6 +33,15 @@ struct OomPolicy {
   bool enabled() const { return !param.empty(); }
 };
 
+// Watching a run's output (docs/spec.md, "monitor").
+struct MonitorPolicy {
+  // Metrics whose NaN/Inf means the run diverged; empty = the objective's metric and every
+  // metric whose name holds "loss".
+  std::vector<std::string> watch;
+  bool stop_on_nan = true;  // on_nan: stop (end the run as diverged) or ignore
+  int64_t stall_ms = 0;     // no new output for this long: stop the attempt as stalled; 0 = off
+};
+
 struct Spec {
   std::string name;
   // The command template. shell == false: argv words, each may hold {param} placeholders and is
@@ -51,6 +60,7 @@ struct Spec {
   std::map<std::string, std::string> env;
   std::optional<Objective> objective;
   OomPolicy oom;
+  MonitorPolicy monitor;
 
   std::string source_path;  // the file it came from ("" for a string)
   std::string source_text;  // the YAML as given, after --set overrides (stored with the experiment)

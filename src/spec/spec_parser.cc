@@ -23,16 +23,21 @@ namespace {
 namespace fs = std::filesystem;
 using YAML::Node;
 
-const std::vector<std::string> kTopKeys = {
-    "name",         "workdir", "command",       "shell",   "params", "resources", "priority",
-    "max_parallel", "retries", "retry_backoff", "timeout", "env",    "objective", "oom"};
+const std::vector<std::string> kTopKeys = {"name",      "workdir",       "command",  "shell",
+                                           "params",    "resources",     "priority", "max_parallel",
+                                           "retries",   "retry_backoff", "timeout",  "env",
+                                           "objective", "oom",           "monitor"};
 const std::vector<std::string> kResourceKeys = {"gpus", "gpu_memory", "cpus"};
 const std::vector<std::string> kObjectiveKeys = {"metric", "mode"};
 const std::vector<std::string> kOomKeys = {"param", "min", "accumulate"};
+const std::vector<std::string> kMonitorKeys = {"watch", "on_nan", "stall"};
 // Top-level keys that are mappings with a fixed set of keys, for --set paths and for pointing a
 // misplaced key (gpus: at the top) at its section.
 const std::vector<std::pair<std::string, const std::vector<std::string>*>> kSections = {
-    {"resources", &kResourceKeys}, {"objective", &kObjectiveKeys}, {"oom", &kOomKeys}};
+    {"resources", &kResourceKeys},
+    {"objective", &kObjectiveKeys},
+    {"oom", &kOomKeys},
+    {"monitor", &kMonitorKeys}};
 
 const char kStrTag[] = "tag:yaml.org,2002:str";
 
@@ -238,6 +243,7 @@ class SpecParser {
   Status ParseEnv(const Field& f, Spec& spec) const;
   Status ParseObjective(const Field& f, Spec& spec) const;
   Status ParseOom(const Field& f, const std::vector<Field>& params, Spec& spec) const;
+  Status ParseMonitor(const Field& f, Spec& spec) const;
   Status CheckIntegerParam(const Field& ref, const std::vector<Field>& params,
                            std::string_view role) const;
 
@@ -739,6 +745,48 @@ Status SpecParser::CheckIntegerParam(const Field& ref, const std::vector<Field>&
   return Status::Ok();
 }
 
+Status SpecParser::ParseMonitor(const Field& f, Spec& spec) const {
+  if (!f.value.IsMap()) {
+    return Err(f.at(), fmt::format("monitor must be a mapping, got {}; write e.g. monitor: "
+                                   "{{watch: [loss], on_nan: stop, stall: 10m}}",
+                                   Describe(f.value)));
+  }
+  DROVER_ASSIGN_OR_RETURN(std::vector<Field> fields, ReadMap(f.value, "monitor", &kMonitorKeys));
+  if (const Field* watch = Find(fields, "watch")) {
+    std::vector<const Node*> items;
+    std::vector<Node> seq;
+    if (watch->value.IsSequence()) {
+      for (const Node& n : watch->value) seq.push_back(n);
+    } else {
+      seq.push_back(watch->value);
+    }
+    for (const Node& n : seq) {
+      Scalar v = Resolve(n);
+      if (!n.IsScalar() || v.kind != Kind::kString || n.Scalar().empty()) {
+        return Err(n.IsDefined() ? n : watch->value,
+                   fmt::format("monitor.watch must list metric names, got {}; write e.g. "
+                               "watch: [loss, val_loss]",
+                               Describe(n)));
+      }
+      spec.monitor.watch.push_back(n.Scalar());
+    }
+  }
+  if (const Field* on_nan = Find(fields, "on_nan")) {
+    DROVER_ASSIGN_OR_RETURN(std::string v, Text(*on_nan, "write stop or ignore"));
+    if (v != "stop" && v != "ignore") {
+      return Err(on_nan->at(),
+                 fmt::format("monitor.on_nan must be stop or ignore, got '{}'; stop ends the run "
+                             "as diverged",
+                             v));
+    }
+    spec.monitor.stop_on_nan = v == "stop";
+  }
+  if (const Field* stall = Find(fields, "stall")) {
+    DROVER_ASSIGN_OR_RETURN(spec.monitor.stall_ms, Duration(*stall));
+  }
+  return Status::Ok();
+}
+
 Status SpecParser::ParseOom(const Field& f, const std::vector<Field>& params, Spec& spec) const {
   if (!f.value.IsMap()) {
     return Err(f.at(), fmt::format("oom must be a mapping, got {}; write e.g. oom: {{param: "
@@ -869,6 +917,7 @@ Result<Spec> SpecParser::Parse(const std::string& yaml, const std::vector<std::s
   if (const Field* f = Find(top, "env")) DROVER_RETURN_IF_ERROR(ParseEnv(*f, spec));
   if (const Field* f = Find(top, "objective")) DROVER_RETURN_IF_ERROR(ParseObjective(*f, spec));
   if (const Field* f = Find(top, "oom")) DROVER_RETURN_IF_ERROR(ParseOom(*f, params, spec));
+  if (const Field* f = Find(top, "monitor")) DROVER_RETURN_IF_ERROR(ParseMonitor(*f, spec));
   return spec;
 }
 

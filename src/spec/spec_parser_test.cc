@@ -215,11 +215,33 @@ TEST(SpecParserTest, UnknownKeysSuggestTheClosest) {
   EXPECT_EQ(Error("name: x\ncommand: run\nlearning_rate: 0.1\n"),
             "compare.yaml:3:1: unknown key 'learning_rate'; valid keys are name, workdir, "
             "command, shell, params, resources, priority, max_parallel, retries, retry_backoff, "
-            "timeout, env, objective, oom (parameters go under params:)");
+            "timeout, env, objective, oom, monitor (parameters go under params:)");
   // A section's key written at the top level is pointed at its section.
   EXPECT_EQ(Error("name: x\ncommand: run\ngpu_memory: 6GiB\n"),
             "compare.yaml:3:1: unknown key 'gpu_memory'; did you mean 'resources.gpu_memory'? "
             "(put it under resources:)");
+}
+
+TEST(SpecParserTest, MonitorSection) {
+  Result<Spec> r = Parse(
+      "name: x\ncommand: run\nmonitor: {watch: [loss, val_loss], on_nan: "
+      "ignore, stall: 10m}\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->monitor.watch, (std::vector<std::string>{"loss", "val_loss"}));
+  EXPECT_FALSE(r->monitor.stop_on_nan);
+  EXPECT_EQ(r->monitor.stall_ms, 600'000);
+  Result<Spec> one = Parse("name: x\ncommand: run\nmonitor: {watch: loss}\n");
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  EXPECT_EQ(one->monitor.watch, (std::vector<std::string>{"loss"}));
+  EXPECT_TRUE(one->monitor.stop_on_nan);
+  EXPECT_EQ(Error("name: x\ncommand: run\nmonitor: {on_nan: panic}\n"),
+            "compare.yaml:3:19: monitor.on_nan must be stop or ignore, got 'panic'; stop ends the "
+            "run as diverged");
+  EXPECT_EQ(Error("name: x\ncommand: run\nmonitor: {stal: 5m}\n"),
+            "compare.yaml:3:11: unknown key 'stal' under monitor; did you mean 'stall'?");
+  Result<Spec> set = Parse("name: x\ncommand: run\n", {"monitor.stall=30s"});
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  EXPECT_EQ(set->monitor.stall_ms, 30'000);
 }
 
 TEST(SpecParserTest, DuplicateKeysAreRejected) {

@@ -123,6 +123,27 @@ TEST_F(CliTest, TimeoutKillsTheWholeGroup) {
   EXPECT_EQ(run->state, RunState::kFailed);
 }
 
+TEST_F(CliTest, ARunThatPrintsNaNIsStoppedAsDiverged) {
+  std::string marker = "drover-nan-" + std::to_string(getpid());
+  // json.dumps-style NaN, then it would go on for five minutes.
+  std::string path = Write("nan.yaml",
+                           "name: nan\nworkdir: code\nshell: true\nretries: 2\n"
+                           "command: \"echo '{{\\\"step\\\": 1, \\\"loss\\\": NaN}}'; "
+                           "exec sleep 300\"\n"
+                           "env: {TEST_MARKER: " +
+                               marker + "}\n");
+  auto start = std::chrono::steady_clock::now();
+  auto r = RunDrover({"run", path, "--store", store_});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_NE(r.out.find("diverged"), std::string::npos) << r.out;
+  EXPECT_EQ(CountProcesses(marker, /*with_shims=*/true), 0);
+  auto store = Store::Open(store_ + "/drover.db");
+  auto attempts = (*store)->ListAttempts(1).value();
+  ASSERT_EQ(attempts.size(), 1u);
+  EXPECT_EQ(attempts[0].reason, "diverged");
+}
+
 TEST_F(CliTest, CtrlCCancelsEveryRunAndLeavesNoOrphans) {
   std::string marker = "drover-ctrlc-" + std::to_string(getpid());
   // Each run starts a child of its own in the background: the whole group must go.

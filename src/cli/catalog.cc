@@ -56,27 +56,7 @@ class ApiCatalog : public Catalog {
     }
     return e;
   }
-  Result<std::vector<Run>> ListRuns(const RunFilter& f) override {
-    std::vector<Run> out;
-    int offset = f.offset;
-    while (true) {
-      int page = f.limit > 0 ? std::min(1000, f.limit - static_cast<int>(out.size())) : 1000;
-      if (page <= 0) break;
-      std::string q = fmt::format("/runs?limit={}&offset={}&order={}", page, offset,
-                                  f.newest_first ? "desc" : "asc");
-      if (f.experiment_id > 0) q += fmt::format("&experiment={}", f.experiment_id);
-      if (f.state) q += fmt::format("&state={}", ToString(*f.state));
-      DROVER_ASSIGN_OR_RETURN(Json j, api_.Get(q));
-      const Json& list = j.at("runs");
-      for (const auto& r : list) {
-        DROVER_ASSIGN_OR_RETURN(Run run, protocol::RunFromJson(r));
-        out.push_back(std::move(run));
-      }
-      if (static_cast<int>(list.size()) < page) break;
-      offset += static_cast<int>(list.size());
-    }
-    return out;
-  }
+  Result<std::vector<Run>> ListRuns(const RunFilter& f) override { return FetchRuns(api_, f); }
   Result<protocol::RunDetail> GetRunDetail(int64_t run_id) override {
     auto j = api_.Get(fmt::format("/runs/{}", run_id));
     if (!j.ok()) {

@@ -33,21 +33,32 @@ Result<Experiment> FetchExperiment(ApiClient& api, const std::string& id_or_name
   return protocol::ExperimentFromJson(e);
 }
 
-Result<std::vector<Run>> FetchRuns(ApiClient& api, int64_t experiment_id) {
-  std::vector<Run> runs;
-  int offset = 0;
+Result<std::vector<Run>> FetchRuns(ApiClient& api, const RunFilter& f) {
+  std::vector<Run> out;
+  int offset = f.offset;
   while (true) {
-    DROVER_ASSIGN_OR_RETURN(Json j, api.Get(fmt::format("/runs?experiment={}&limit=1000&offset={}",
-                                                        experiment_id, offset)));
+    int page = f.limit > 0 ? std::min(1000, f.limit - static_cast<int>(out.size())) : 1000;
+    if (page <= 0) break;
+    std::string q = fmt::format("/runs?limit={}&offset={}&order={}", page, offset,
+                                f.newest_first ? "desc" : "asc");
+    if (f.experiment_id > 0) q += fmt::format("&experiment={}", f.experiment_id);
+    if (f.state) q += fmt::format("&state={}", ToString(*f.state));
+    DROVER_ASSIGN_OR_RETURN(Json j, api.Get(q));
     const Json& list = j.contains("runs") ? j["runs"] : j;
     for (const auto& r : list) {
       DROVER_ASSIGN_OR_RETURN(Run run, protocol::RunFromJson(r));
-      runs.push_back(std::move(run));
+      out.push_back(std::move(run));
     }
-    if (list.size() < 1000) break;
+    if (static_cast<int>(list.size()) < page) break;
     offset += static_cast<int>(list.size());
   }
-  return runs;
+  return out;
+}
+
+Result<std::vector<Run>> FetchRuns(ApiClient& api, int64_t experiment_id) {
+  RunFilter f;
+  f.experiment_id = experiment_id;
+  return FetchRuns(api, f);
 }
 
 int FollowExperiment(ApiClient& api, int64_t experiment_id, const FollowOptions& o) {

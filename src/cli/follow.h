@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "cli/client.h"
+#include "store/store.h"
 
 namespace drover::cli {
 
@@ -22,5 +23,7 @@ void CatchInterruptsForFollow();
 // The experiment and its runs as the daemon reports them.
 Result<Experiment> FetchExperiment(ApiClient& api, const std::string& id_or_name);
 Result<std::vector<Run>> FetchRuns(ApiClient& api, int64_t experiment_id);
+// GET /runs with the filter, page by page (the server answers at most 1,000 a page).
+Result<std::vector<Run>> FetchRuns(ApiClient& api, const RunFilter& filter);
 
 }  // namespace drover::cli

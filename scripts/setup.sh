@@ -15,6 +15,8 @@ packages=(
   python3 python3-torch python3-sklearn
   # tests read the store with the sqlite3 shell; procps gives ps/pgrep for the no-orphans checks
   sqlite3 procps
+  # promtool checks a live /metrics scrape in the tests (the package also brings the server)
+  prometheus
 )
 
 missing=()

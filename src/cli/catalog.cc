@@ -1,6 +1,7 @@
 #include "cli/catalog.h"
 
 #include <fmt/format.h>
+#include <httplib.h>
 
 #include "cli/client.h"
 #include "cli/follow.h"
@@ -30,6 +31,9 @@ class StoreCatalog : public Catalog {
     DROVER_ASSIGN_OR_RETURN(d.snapshot, store_->GetSnapshot(exp->snapshot_hash));
     DROVER_ASSIGN_OR_RETURN(d.environments, store_->ListEnvironments(exp->id));
     return d;
+  }
+  Result<std::vector<Alert>> ListAlerts(const AlertFilter& filter) override {
+    return store_->ListAlerts(filter);
   }
 
  private:
@@ -66,6 +70,19 @@ class ApiCatalog : public Catalog {
       return j.status();
     }
     return protocol::RunDetailFromJson(*j);
+  }
+  Result<std::vector<Alert>> ListAlerts(const AlertFilter& f) override {
+    std::string path = fmt::format("/alerts?limit={}", f.limit > 0 ? f.limit : 10000);
+    if (f.run_id) path += fmt::format("&run={}", f.run_id);
+    if (f.experiment_id) path += fmt::format("&experiment={}", f.experiment_id);
+    if (!f.kind.empty()) path += "&kind=" + httplib::detail::encode_query_param(f.kind);
+    DROVER_ASSIGN_OR_RETURN(Json j, api_.Get(path));
+    std::vector<Alert> out;
+    for (const auto& a : j.at("alerts")) {
+      DROVER_ASSIGN_OR_RETURN(Alert alert, protocol::AlertFromJson(a));
+      out.push_back(std::move(alert));
+    }
+    return out;
   }
 
  private:

@@ -19,6 +19,7 @@ class Catalog {
   virtual Result<Experiment> FindExperiment(const std::string& id_or_name) = 0;
   virtual Result<std::vector<Run>> ListRuns(const RunFilter& filter) = 0;
   virtual Result<protocol::RunDetail> GetRunDetail(int64_t run_id) = 0;
+  virtual Result<std::vector<Alert>> ListAlerts(const AlertFilter& filter) = 0;
 };
 
 // The daemon's catalog when one serves the store, else the store's (which must exist).

@@ -1,5 +1,6 @@
 #include "cli/cli.h"
 
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "cli/common.h"
@@ -24,7 +25,7 @@ int Main(int argc, char** argv) {
   std::vector<Command> commands = {
       RegisterRun(app, g),   RegisterSubmit(app, g),  RegisterLs(app, g),
       RegisterShow(app, g),  RegisterLogs(app, g),    RegisterCompare(app, g),
-      RegisterCancel(app, g), RegisterTop(app, g), RegisterServe(app, g)};
+      RegisterCancel(app, g), RegisterTop(app, g), RegisterAlerts(app, g), RegisterServe(app, g)};
   // An unknown command gets a suggestion instead of CLI11's "a subcommand is required".
   std::vector<std::string> names;
   for (const auto& c : commands) names.push_back(c.app->get_name());
@@ -48,6 +49,10 @@ int Main(int argc, char** argv) {
     int code = app.exit(e);
     return code == 0 ? 0 : kExitBadInput;
   }
+  // Diagnostics and alerts go to stderr, so stdout stays the command's output (tables, --json).
+  auto logger = spdlog::stderr_color_mt("drover");
+  logger->set_pattern(g.verbose ? "[%H:%M:%S.%e] %^%l%$: %v" : "drover: %^%l%$: %v");
+  spdlog::set_default_logger(logger);
   spdlog::set_level(g.verbose ? spdlog::level::debug : spdlog::level::warn);
   for (auto& c : commands) {
     if (c.app->parsed()) return c.run();

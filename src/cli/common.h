@@ -66,5 +66,6 @@ Command RegisterServe(CLI::App& root, Globals& g);
 Command RegisterSubmit(CLI::App& root, Globals& g);
 Command RegisterCancel(CLI::App& root, Globals& g);
 Command RegisterTop(CLI::App& root, Globals& g);
+Command RegisterAlerts(CLI::App& root, Globals& g);
 
 }  // namespace drover::cli

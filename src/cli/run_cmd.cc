@@ -6,6 +6,7 @@
 
 #include "cli/client.h"
 #include "cli/common.h"
+#include "cli/engine_setup.h"
 #include "cli/comparison.h"
 #include "cli/follow.h"
 #include "cli/progress.h"
@@ -30,6 +31,7 @@ struct RunFlags {
   bool quiet = false;
   bool cancel_on_exit = false;
   int cpus = 0;
+  WatchFlags watch;
 };
 
 std::string PoolSummary(const std::vector<sched::GpuState>& gpus, const std::string& kind) {
@@ -95,9 +97,9 @@ int RunSpec(Globals& g, const RunFlags& f) {
     return FollowExperiment(api, sub->experiment_id, {f.cancel_on_exit, f.json, f.quiet});
   }
 
-  auto probe = MakeGpuProbe(fake);
-  if (!probe.ok()) return ReportError(probe.status());
   if (Status st = CheckStoreDir(g); !st.ok()) return ReportError(st);
+  auto setup = PrepareEngine(g, fake, f.watch);
+  if (!setup.ok()) return ReportError(setup.status());
   auto lock = EngineLock::Acquire(StoreDir(g));
   if (!lock.ok()) return ReportError(lock.status());
   auto store = OpenStore(g, /*create=*/true);
@@ -109,7 +111,9 @@ int RunSpec(Globals& g, const RunFlags& f) {
   opts.store_dir = StoreDir(g);
   opts.cpu_slots = f.cpus;
   opts.use_shim = false;  // see EngineOptions::use_shim
-  Engine engine(**store, launcher, **probe, clock, opts);
+  opts.watch = setup->config;
+  opts.alert_sink = setup->sinks.get();
+  Engine engine(**store, launcher, *setup->probe, clock, opts);
   // Unfinished runs left by an engine that was killed are taken over first (and run again where
   // their end is unknown), so nothing submitted to this store is lost.
   auto recovered = engine.Recover();
@@ -134,7 +138,7 @@ int RunSpec(Globals& g, const RunFlags& f) {
                 static_cast<long long>(submitted->experiment_id), spec->name.c_str(),
                 submitted->runs.size(), submitted->runs.size() == 1 ? "" : "s",
                 s.hash.substr(0, 12).c_str(), code.c_str(), static_cast<long long>(s.files));
-    std::printf("on %s, %d CPU slots\n", PoolSummary(engine.gpus(), (*probe)->Kind()).c_str(),
+    std::printf("on %s, %d CPU slots\n", PoolSummary(engine.gpus(), setup->probe->Kind()).c_str(),
                 engine.cpu_slots());
     std::fflush(stdout);
   }
@@ -184,6 +188,7 @@ Command RegisterRun(CLI::App& root, Globals& g) {
   app->add_flag("-q,--quiet", flags->quiet, "Print nothing but errors");
   app->add_flag("--cancel-on-exit", flags->cancel_on_exit,
                 "With a daemon: Ctrl-C cancels the experiment instead of detaching");
+  AddWatchFlags(app, flags->watch);
   return {app, [&g, flags] { return RunSpec(g, *flags); }};
 }
 

@@ -6,11 +6,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <fstream>
 #include <thread>
 
 #include "cli/client.h"
 #include "cli/common.h"
+#include "cli/engine_setup.h"
 #include "common/strings.h"
 #include "daemon/daemon.h"
 #include "engine/engine.h"
@@ -27,6 +29,7 @@ struct ServeFlags {
   std::string fake_gpus;
   int cpus = 0;
   bool stop_runs = false;
+  WatchFlags watch;
 };
 
 // The token every request must carry: made at first start, kept 0600 in the store folder.
@@ -96,13 +99,17 @@ Result<std::pair<std::string, int>> ParseListen(const std::string& listen) {
 int Serve(Globals& g, const ServeFlags& f) {
   auto listen = ParseListen(f.listen);
   if (!listen.ok()) return ReportError(listen.status());
+  // A daemon's log is read later (journalctl, a file): stamp each line, and keep info lines
+  // (alerts of severity info, runs stopped as diverged).
+  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] %^%l%$: %v");
+  if (!g.verbose) spdlog::set_level(spdlog::level::info);
   std::string fake = f.fake_gpus;
   if (fake.empty()) {
     if (const char* env = std::getenv("DROVER_FAKE_GPUS")) fake = env;
   }
-  auto probe = MakeGpuProbe(fake);
-  if (!probe.ok()) return ReportError(probe.status());
   if (Status st = CheckStoreDir(g); !st.ok()) return ReportError(st);
+  auto setup = PrepareEngine(g, fake, f.watch);
+  if (!setup.ok()) return ReportError(setup.status());
   auto lock = EngineLock::Acquire(StoreDir(g));
   if (!lock.ok()) return ReportError(lock.status());
   auto token = LoadOrCreateToken(TokenPath(g));
@@ -118,7 +125,9 @@ int Serve(Globals& g, const ServeFlags& f) {
   opts.store_dir = StoreDir(g);
   opts.cpu_slots = f.cpus;
   opts.stop_runs_on_drain = f.stop_runs;
-  Engine engine(**store, launcher, **probe, clock, opts);
+  opts.watch = setup->config;
+  opts.alert_sink = setup->sinks.get();
+  Engine engine(**store, launcher, *setup->probe, clock, opts);
   auto recovered = engine.Recover();
   if (!recovered.ok()) return ReportError(recovered.status());
 
@@ -138,6 +147,7 @@ int Serve(Globals& g, const ServeFlags& f) {
   const RecoverySummary& r = *recovered;
   std::printf("drover serve: listening on http://%s:%d/api/v1 (store %s, pid %d)\n",
               so.host.c_str(), http.port(), StoreDir(g).c_str(), ::getpid());
+  if (!setup->config_path.empty()) std::printf("watch config: %s\n", setup->config_path.c_str());
   if (r.experiments > 0) {
     std::printf("took over %d experiment(s): %d queued, %d adopted, %d ended while down, %d "
                 "requeued\n",
@@ -170,6 +180,7 @@ Command RegisterServe(CLI::App& root, Globals& g) {
   app->add_flag("--stop-runs", f->stop_runs,
                 "On SIGTERM stop running runs (they are requeued) instead of leaving them to be "
                 "adopted by the next daemon");
+  AddWatchFlags(app, f->watch);
   return {app, [&g, f] { return Serve(g, *f); }};
 }
 

@@ -13,8 +13,7 @@ constexpr size_t kMaxBufferedEvents = 10000;
 constexpr auto kCommandTimeout = std::chrono::minutes(5);  // a submit snapshots the workdir
 }  // namespace
 
-Daemon::Daemon(Engine& engine, const Clock& clock, Millis gpu_sample_ms)
-    : engine_(engine), clock_(clock), gpu_sample_ms_(gpu_sample_ms) {}
+Daemon::Daemon(Engine& engine, const Clock& clock) : engine_(engine), clock_(clock) {}
 
 template <typename T>
 Result<T> Daemon::Call(std::function<Result<T>()> fn) {
@@ -86,6 +85,9 @@ std::vector<protocol::GpuStatus> Daemon::GpuStatusNow() const {
     g.memory_reserved = v.state.reserved;
     g.runs = v.runs;
     g.exclusive = v.state.exclusive;
+    for (const auto& s : engine_.latest_samples()) {
+      if (s.index == g.index) g.telemetry = s;
+    }
     out.push_back(std::move(g));
   }
   return out;
@@ -151,14 +153,12 @@ void Daemon::OnMetrics(const Run& run, const std::vector<MetricPoint>& points) {
   Publish("metrics", {{"run_id", run.id}, {"points", pts}});
 }
 
-void Daemon::OnTick() {
-  Millis now = clock_.Now();
-  if (now < next_gpu_sample_ms_) return;
-  next_gpu_sample_ms_ = now + gpu_sample_ms_;
-  if (engine_.devices().empty()) return;
+void Daemon::OnAlert(const Alert& alert) { Publish("alert", protocol::ToJson(alert)); }
+
+void Daemon::OnGpuSamples(const std::vector<GpuSample>& samples) {
   Json gpus = Json::array();
   for (const auto& g : GpuStatusNow()) gpus.push_back(protocol::ToJson(g));
-  Publish("gpu", {{"t_ms", now}, {"gpus", gpus}});
+  Publish("gpu", {{"t_ms", clock_.Now()}, {"gpus", gpus}});
 }
 
 }  // namespace drover

@@ -14,7 +14,7 @@ namespace drover {
 
 class Daemon : public server::EngineControl, public EngineObserver {
  public:
-  Daemon(Engine& engine, const Clock& clock, Millis gpu_sample_ms = 5000);
+  Daemon(Engine& engine, const Clock& clock);
 
   // server::EngineControl, from HTTP threads.
   Result<protocol::SubmitResponse> Submit(const protocol::SubmitRequest& request) override;
@@ -28,7 +28,8 @@ class Daemon : public server::EngineControl, public EngineObserver {
   // EngineObserver, on the engine's thread.
   void OnRunChanged(const Run& run, const Attempt* attempt, const std::string& note) override;
   void OnMetrics(const Run& run, const std::vector<MetricPoint>& points) override;
-  void OnTick() override;
+  void OnAlert(const Alert& alert) override;
+  void OnGpuSamples(const std::vector<GpuSample>& samples) override;
 
   // Wakes every waiting reader (shutdown).
   void Close();
@@ -42,8 +43,6 @@ class Daemon : public server::EngineControl, public EngineObserver {
 
   Engine& engine_;
   const Clock& clock_;
-  Millis gpu_sample_ms_;
-  Millis next_gpu_sample_ms_ = 0;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -14,6 +14,7 @@
 #include "common/strings.h"
 #include "common/subprocess.h"
 #include "drover_version.h"
+#include "engine/live.h"
 #include "engine/metric_lines.h"
 #include "engine/recovery.h"
 #include "exec/snapshot.h"
@@ -25,30 +26,6 @@ extern char** environ;
 namespace drover {
 
 namespace fs = std::filesystem;
-
-struct Engine::ExperimentEntry {
-  Experiment experiment;
-  Spec spec;
-  Snapshot snapshot;
-  int unfinished = 0;
-};
-
-struct Engine::Live {
-  Run run;
-  ExperimentEntry* exp = nullptr;
-  std::optional<Attempt> attempt;  // the running attempt
-  sched::StartAction placement;
-  Millis deadline_ms = 0;  // timeout of the running attempt (0 = none)
-  Millis kill_at_ms = 0;   // SIGKILL the group at this time (0 = not stopping)
-  bool timed_out = false;
-  bool cancelling = false;
-  bool drain_stop = false;    // stopped because the daemon is shutting down: requeue, not cancel
-  bool diverged = false;      // a watched metric went NaN/Inf: being stopped
-  bool stalled = false;       // no output for monitor.stall: being stopped
-  Millis last_output_ms = 0;  // when stdout or stderr last grew
-  int64_t output_bytes = 0;   // stdout + stderr size at that time
-  int64_t metric_lines = 0;   // fallback step for lines without step/epoch
-};
 
 namespace {
 
@@ -87,12 +64,8 @@ std::string LastLine(std::string_view text) {
 
 // Whether NaN/Inf in this metric means the run diverged (docs/spec.md, monitor.watch).
 bool Watched(const Spec& spec, const std::string& name) {
-  if (!spec.monitor.watch.empty()) {
-    return std::find(spec.monitor.watch.begin(), spec.monitor.watch.end(), name) !=
-           spec.monitor.watch.end();
-  }
-  return name.find("loss") != std::string::npos ||
-         (spec.objective && spec.objective->metric == name);
+  if (!spec.monitor.watch.empty()) return watch::IsLossLike(spec, name);
+  return watch::IsLossLike(spec, name) || (spec.objective && spec.objective->metric == name);
 }
 
 // A SIGKILL already scheduled is never pushed later by a second reason to stop (cancel, timeout).
@@ -331,6 +304,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
   // it before anything starts.
   OnInterrupt(launcher_.Wait(0).interrupt_signal, clock_.Now(), serve);
   next_tail_ms_ = clock_.Now() + options_.tail_interval_ms;
+  next_sample_ms_ = clock_.Now();
   auto keep_going = [&] {
     if (!error_.ok()) return false;
     if (!serve) return !live_.empty();
@@ -358,6 +332,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     for (const auto& exit : w.exits) HandleExit(exit, now);
     OnInterrupt(w.interrupt_signal, now, serve);
     CheckDeadlines(now);
+    SampleTelemetry(now);
     if (now >= next_tail_ms_) {
       for (auto& [id, live] : live_) {
         if (live->attempt) TailMetrics(*live, false, now);
@@ -372,6 +347,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     for (auto& [id, live] : live_) {
       if (live->attempt) TailMetrics(*live, false, clock_.Now());
     }
+    StoreSamples({}, /*flush_all=*/true);
     (void)Flush();
   }
   observer_ = nullptr;
@@ -492,6 +468,7 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Millis now) {
   live.last_output_ms = now;
   live.output_bytes = 0;
   live.metric_lines = 0;
+  live.watch = std::make_unique<watch::RunWatch>(live.exp->spec, options_.watch.detectors);
   run.attempts = a.number;
   if (run.started_ms == 0) run.started_ms = now;
   run.final_metrics = Json::object();
@@ -693,6 +670,15 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
   Run& run = live.run;
   run.reason = a.reason;
   Recovery rec = DecideRecovery(live.exp->spec, a.params, run.retries_used, outcome);
+  // The same config failing again and again is not helped by another try: alert (also when the
+  // retries are spent anyway) and stop retrying.
+  bool may_retry = rec.kind == Recovery::Kind::kRetry;
+  if ((may_retry || rec.kind == Recovery::Kind::kFail) && !live.cancelling &&
+      RepeatedFailure(live, outcome, now) && may_retry) {
+    rec.kind = Recovery::Kind::kFail;
+    rec.note = fmt::format("not retried: the same config failed {} times in a row",
+                           options_.watch.detectors.failure_streak);
+  }
   std::string note = detail;
   auto add_note = [&](const std::string& n) {
     if (n.empty()) return;
@@ -948,6 +934,13 @@ void Engine::CheckDeadlines(Millis now) {
     Millis stall = live->exp->spec.monitor.stall_ms;
     if (stall > 0 && !live->stalled && !live->cancelling && now - live->last_output_ms >= stall) {
       live->stalled = true;
+      watch::Finding f;
+      f.kind = "stalled";
+      f.message = fmt::format(
+          "run {} printed nothing for {}: stopping attempt {} (retried per the spec's retries)",
+          live->run.id, FormatDuration(stall), live->attempt->number);
+      f.data = {{"stall_ms", stall}, {"last_output_ms", live->last_output_ms}};
+      RaiseRunAlert(*live, f, "stalled", now);
       launcher_.SignalGroup(pid, SIGTERM);
       live->kill_at_ms = KillTime(live->kill_at_ms, now + options_.kill_grace_ms);
     }
@@ -960,6 +953,9 @@ void Engine::CheckDeadlines(Millis now) {
 
 Millis Engine::NextWakeup(Millis now) const {
   Millis next = now + options_.tail_interval_ms;
+  if (!devices_.empty() && options_.watch.telemetry_period_ms > 0) {
+    next = std::min(next, next_sample_ms_);
+  }
   for (const auto& [id, live] : live_) {
     if (live->attempt) {
       if (live->deadline_ms > 0 && !live->timed_out) next = std::min(next, live->deadline_ms);
@@ -977,6 +973,7 @@ void Engine::TailMetrics(Live& live, bool final, Millis now) {
   Attempt& a = *live.attempt;
   std::vector<MetricPoint> points;
   auto offset = ReadNewLines(a.stdout_path, a.stdout_offset, final, [&](std::string_view line) {
+    OnRunAlertLine(live, line, now);
     auto m = ParseMetricLine(line, live.metric_lines);
     if (!m) return;
     ++live.metric_lines;
@@ -997,6 +994,13 @@ void Engine::TailMetrics(Live& live, bool final, Millis now) {
         live.kill_at_ms = KillTime(live.kill_at_ms, now + options_.kill_grace_ms);
         spdlog::info("run {}: {} is {} at step {}: stopping it as diverged", a.run_id, name, value,
                      m->step);
+        watch::Finding f;
+        f.kind = "diverged";
+        f.severity = "error";
+        f.message = fmt::format("{} became {} at step {}: stopped the run as diverged", name,
+                                std::isnan(value) ? "NaN" : "infinite", m->step);
+        f.data = {{"metric", name}, {"step", m->step}};
+        RaiseRunAlert(live, f, "diverged", now);
       }
       points.push_back(std::move(p));
     }
@@ -1025,6 +1029,7 @@ void Engine::TailMetrics(Live& live, bool final, Millis now) {
   if (st.ok()) st = store_.UpdateAttempt(a);
   if (st.ok()) st = store_.UpdateRun(live.run);
   if (!st.ok()) Fail(st);
+  WatchPoints(live, points, now);
   if (observer_ && !points.empty()) observer_->OnMetrics(live.run, points);
 }
 

@@ -20,6 +20,9 @@
 #include "model/spec.h"
 #include "sched/scheduler.h"
 #include "store/store.h"
+#include "watch/config.h"
+#include "watch/run_watch.h"
+#include "watch/sinks.h"
 
 namespace drover {
 
@@ -37,6 +40,10 @@ struct EngineOptions {
   bool use_shim = true;
   bool stop_runs_on_drain = false;  // serve: on SIGTERM stop runs (else leave them for adoption)
   Millis serve_poll_ms = 50;        // serve: how soon a posted command is picked up at most
+  // Telemetry period, alert silence window and detector thresholds (docs/metrics.md).
+  watch::WatchConfig watch;
+  // Where alerts go once raised and not silenced (not owned; nullptr: stored only).
+  watch::AlertSink* alert_sink = nullptr;
 };
 
 // What Recover() found in the store.
@@ -60,6 +67,10 @@ class EngineObserver {
   // A run changed state (attempt is the attempt that started or ended, if any).
   virtual void OnRunChanged(const Run& run, const Attempt* attempt, const std::string& note) {}
   virtual void OnMetrics(const Run& run, const std::vector<MetricPoint>& points) {}
+  // An alert was raised and notified (not called for repeats silenced within the window).
+  virtual void OnAlert(const Alert& alert) {}
+  // A telemetry reading of every GPU (every watch.telemetry_period_ms).
+  virtual void OnGpuSamples(const std::vector<GpuSample>& samples) {}
   virtual void OnTick() {}  // once per loop iteration, for redrawing a live view
   // An interrupt is stopping `running` runs: SIGTERM now and SIGKILL after `grace_ms`, or SIGKILL
   // at once when `force` (a second interrupt).
@@ -105,6 +116,10 @@ class Engine {
   Status SetPriority(int64_t run_id, int priority);
   std::vector<GpuView> GpuViews() const;
   const std::vector<GpuDevice>& devices() const { return devices_; }
+  // The latest telemetry reading per GPU (empty before the first).
+  const std::vector<GpuSample>& latest_samples() const { return latest_samples_; }
+  // Queued runs (waiting to start, including those in retry backoff), for /metrics.
+  int QueueLength() const;
 
   void RequestCancelAll() { cancel_requested_ = true; }
   bool interrupted() const { return interrupted_; }
@@ -137,6 +152,17 @@ class Engine {
   void Release(Live& live);
   void Retire(int64_t run_id);
   std::vector<std::string> RunEnv(const Live& live, const Attempt& attempt) const;
+  // Watching (engine_watch.cc).
+  void RaiseAlert(Alert alert, Millis now);
+  void RaiseRunAlert(const Live& live, const watch::Finding& f, const std::string& key_suffix,
+                     Millis now);
+  void WatchPoints(Live& live, const std::vector<MetricPoint>& points, Millis now);
+  void OnRunAlertLine(Live& live, std::string_view line, Millis now);
+  void SampleTelemetry(Millis now);
+  void StoreSamples(const std::vector<GpuSample>& samples, bool flush_all);
+  // Whether this failure makes `watch.detectors.failure_streak` in a row for the run's config;
+  // raises the repeated_failure alert when it does.
+  bool RepeatedFailure(Live& live, AttemptOutcome outcome, Millis now);
   void CaptureEnvironment(int64_t experiment_id, const std::vector<Run>& runs, const Spec& spec);
 
   Store& store_;
@@ -163,6 +189,14 @@ class Engine {
   std::mutex commands_mu_;
   std::vector<std::function<void()>> commands_;
   Millis next_tail_ms_ = 0;
+  Millis next_sample_ms_ = 0;
+  std::vector<GpuSample> latest_samples_;
+  std::map<int, watch::IdleGpuDetector> idle_detectors_;
+  struct SampleBucket {
+    GpuSample sum;
+    int count = 0;
+  };
+  std::map<int, SampleBucket> sample_buckets_;
   EngineObserver* observer_ = nullptr;
 };
 

@@ -54,6 +54,33 @@ std::string MarkNonFinite(std::string_view t) {
 
 }  // namespace
 
+std::optional<AlertLine> ParseAlertLine(std::string_view line) {
+  // Most lines are metrics or plain output: skip the parse unless the marker is there.
+  if (line.find("\"drover_alert\"") == std::string_view::npos) return std::nullopt;
+  std::string_view t = Trim(line);
+  nlohmann::json j = nlohmann::json::parse(t, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) j = nlohmann::json::parse(MarkNonFinite(t), nullptr, false);
+  if (!j.is_object() || j.size() != 1 || !j.contains("drover_alert")) return std::nullopt;
+  const auto& body = j["drover_alert"];
+  if (!body.is_object()) return std::nullopt;
+  auto text = [&](const char* key) -> std::optional<std::string> {
+    auto it = body.find(key);
+    if (it == body.end() || !it->is_string()) return std::nullopt;
+    return it->get<std::string>();
+  };
+  AlertLine a;
+  auto message = text("message");
+  if (!message || Trim(*message).empty()) return std::nullopt;
+  a.message = *message;
+  if (auto level = text("level")) {
+    if (*level != "info" && *level != "warning" && *level != "error") return std::nullopt;
+    a.level = *level;
+  }
+  a.key = text("key").value_or(a.message);
+  if (body.contains("details") && body["details"].is_object()) a.details = body["details"];
+  return a;
+}
+
 std::optional<MetricLine> ParseMetricLine(std::string_view line, int64_t fallback_step) {
   std::string_view t = Trim(line);
   if (t.size() < 2 || t.front() != '{' || t.back() != '}') return std::nullopt;

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/status.h"
 
 namespace drover {
@@ -23,6 +25,18 @@ struct MetricLine {
 // is not itself a metric. Booleans, strings and nested values are ignored. A line that is not a
 // JSON object, or has no numeric field, gives nothing.
 std::optional<MetricLine> ParseMetricLine(std::string_view line, int64_t fallback_step);
+
+// A line `{"drover_alert": {"message": ..., "level": "warning", "key": ..., "details": {...}}}`
+// (drover.alert() in the Python client): an alert raised by the run itself. level defaults to
+// warning and must be info, warning or error; key defaults to the message. Anything else,
+// including such a line without a message, is not an alert line.
+struct AlertLine {
+  std::string message;
+  std::string level = "warning";
+  std::string key;
+  nlohmann::json details = nlohmann::json::object();
+};
+std::optional<AlertLine> ParseAlertLine(std::string_view line);
 
 // Calls `on_line` for each complete line in `path` after byte `offset` and returns the offset
 // after the last complete line. With `final` (the process has ended) a last line without a

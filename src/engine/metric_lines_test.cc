@@ -85,5 +85,29 @@ TEST(MetricLines, ReadsOnlyCompleteLinesUntilFinal) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(AlertLines, ThePythonClientsAlertIsRead) {
+  auto a = ParseAlertLine(
+      R"({"drover_alert": {"message": "val set empty", "level": "error", "key": "val", "t": 1.5,)"
+      R"( "details": {"rows": 0}}})");
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->message, "val set empty");
+  EXPECT_EQ(a->level, "error");
+  EXPECT_EQ(a->key, "val");
+  EXPECT_EQ(a->details["rows"], 0);
+  // Defaults: warning, keyed by the message.
+  auto d = ParseAlertLine(R"({"drover_alert": {"message": "slow data loader"}})");
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->level, "warning");
+  EXPECT_EQ(d->key, "slow data loader");
+  // Never a metric line, and never confused with one.
+  EXPECT_FALSE(ParseMetricLine(R"({"drover_alert": {"message": "x"}})", 0).has_value());
+  EXPECT_FALSE(ParseAlertLine(R"({"loss": 0.5})").has_value());
+  EXPECT_FALSE(ParseAlertLine(R"({"drover_alert": {"level": "error"}})").has_value());
+  EXPECT_FALSE(ParseAlertLine(R"({"drover_alert": {"message": "x", "level": "fatal"}})"));
+  EXPECT_FALSE(ParseAlertLine(R"({"drover_alert": "x"})").has_value());
+  EXPECT_FALSE(ParseAlertLine(R"(print "drover_alert" somewhere)").has_value());
+  EXPECT_FALSE(ParseAlertLine(R"({"drover_alert": {"message": "x"}, "loss": 1})").has_value());
+}
+
 }  // namespace
 }  // namespace drover

@@ -278,6 +278,12 @@ int64_t PosixLauncher::StartTicks(int pid) {
   return ticks;
 }
 
+int PosixLauncher::GroupOf(int pid) {
+  if (pid <= 0) return -1;
+  pid_t g = getpgid(pid);
+  return g < 0 ? -1 : static_cast<int>(g);
+}
+
 void PosixLauncher::Adopt(int pid, int64_t start_ticks, const std::string& exit_path) {
   adopted_[pid] = Adopted{start_ticks, exit_path};
 }

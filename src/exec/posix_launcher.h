@@ -22,6 +22,7 @@ class PosixLauncher : public ProcessLauncher {
   void SignalGroup(int pgid, int sig) override;
   WaitResult Wait(int64_t timeout_ms) override;
   int64_t StartTicks(int pid) override;
+  int GroupOf(int pid) override;
   void Adopt(int pid, int64_t start_ticks, const std::string& exit_path) override;
 
   // By default the shim is a fork() of this process (ShimMain, no exec: cheap per run). With this,

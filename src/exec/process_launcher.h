@@ -51,6 +51,9 @@ class ProcessLauncher {
   // when there is no such process. Stored with an attempt, it tells its shim from a later
   // process that reused the pid.
   virtual int64_t StartTicks(int pid) = 0;
+  // The process group of `pid` (any process, e.g. one the GPU driver lists), or -1 when unknown.
+  // A run's processes are in the group of its attempt's pid, so this attributes GPU memory.
+  virtual int GroupOf(int pid) { return -1; }
   // Takes over a shim that is not our child (started by an engine that died): Wait() reports its
   // end like that of a process we started, from its exit file, or with `lost` set when it left
   // none; a pid whose start time is not `start_ticks` is reported gone at once. SignalGroup works

@@ -1,8 +1,10 @@
-// Fake GPUs (--fake-gpus), the "no GPU" probe, and the choice between them and NVML.
+// Fake GPUs (--fake-gpus) and their scripted telemetry, the "no GPU" probe, and the choice
+// between them, NVML and nvidia-smi.
 #include "gpu/gpu_probe.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string_view>
 
@@ -30,7 +32,64 @@ class NoGpuProbe : public GpuProbe {
   std::string reason_;
 };
 
+// What a fake GPU reads without a script, and before a script's first step for it.
+GpuSample UnscriptedSample(const GpuDevice& d, Millis now) {
+  GpuSample s;
+  s.index = d.index;
+  s.t_ms = now;
+  s.utilization = 0;
+  s.memory_used = d.memory_used;
+  s.memory_total = d.memory_total;
+  return s;
+}
+
+void ApplyStep(const TelemetryStep& step, GpuSample& s) {
+  if (step.utilization) s.utilization = *step.utilization;
+  if (step.memory_used) s.memory_used = *step.memory_used;
+  if (step.temperature_c) s.temperature_c = *step.temperature_c;
+  if (step.power_w) s.power_w = *step.power_w;
+  if (step.pcie_tx_bytes_per_s) s.pcie_tx_bytes_per_s = *step.pcie_tx_bytes_per_s;
+  if (step.pcie_rx_bytes_per_s) s.pcie_rx_bytes_per_s = *step.pcie_rx_bytes_per_s;
+}
+
 }  // namespace
+
+Result<std::vector<GpuSample>> GpuProbe::Sample(Millis now) {
+  DROVER_ASSIGN_OR_RETURN(std::vector<GpuDevice> devices, Devices());
+  std::vector<GpuSample> samples;
+  samples.reserve(devices.size());
+  for (const GpuDevice& d : devices) {
+    GpuSample s;
+    s.index = d.index;
+    s.t_ms = now;
+    s.memory_used = d.memory_used;
+    s.memory_total = d.memory_total;
+    samples.push_back(std::move(s));
+  }
+  return samples;
+}
+
+Result<std::vector<GpuSample>> FakeGpuProbe::Sample(Millis now) {
+  std::vector<GpuSample> samples;
+  samples.reserve(devices_.size());
+  for (const GpuDevice& d : devices_) samples.push_back(UnscriptedSample(d, now));
+  if (!script_) return samples;
+
+  if (script_start_ms_ < 0) script_start_ms_ = now;
+  // A clock that steps back reads as the start rather than as a time before it.
+  Millis elapsed = std::max<Millis>(0, now - script_start_ms_);
+  // Each cycle replays from the unscripted values, so a repeating script reads the same at the
+  // same offset in every cycle.
+  if (script_->repeat_ms > 0) elapsed %= script_->repeat_ms;
+  for (const TelemetryStep& step : script_->steps) {
+    // No early exit: a script built in code need not be sorted; steps apply in their order.
+    if (step.at_ms > elapsed) continue;
+    for (GpuSample& s : samples) {
+      if (s.index == step.gpu) ApplyStep(step, s);
+    }
+  }
+  return samples;
+}
 
 Result<std::vector<GpuDevice>> ParseFakeGpus(const std::string& text) {
   std::vector<GpuDevice> devices;
@@ -97,8 +156,13 @@ Result<std::unique_ptr<GpuProbe>> MakeGpuProbe(const std::string& fake_spec) {
   }
   auto nvml = OpenNvmlProbe();
   if (nvml.ok()) return std::move(nvml).value();
+  // NVML can be missing where nvidia-smi still works (some containers mount only the tool), and
+  // nvidia-smi reads the same driver, so it is the next best source.
+  auto smi = OpenNvidiaSmiProbe();
+  if (smi.ok()) return std::move(smi).value();
   // Not an error: a machine without GPUs still runs CPU jobs.
-  return std::unique_ptr<GpuProbe>(std::make_unique<NoGpuProbe>(nvml.status().message()));
+  return std::unique_ptr<GpuProbe>(std::make_unique<NoGpuProbe>(
+      fmt::format("{}; nvidia-smi fallback: {}", nvml.status().message(), smi.status().message())));
 }
 
 }  // namespace drover

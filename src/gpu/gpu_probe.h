@@ -2,9 +2,11 @@
 // What GPUs this machine has. Real: NVML loaded with dlopen (no build dependency on CUDA). Fake:
 // declared with --fake-gpus 2x16GiB, for machines without a GPU and for tests.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
 
 namespace drover {
@@ -17,11 +19,33 @@ struct GpuDevice {
   int64_t memory_used = 0;   // bytes, as the driver reports (0 for fake GPUs)
 };
 
+// A process using a GPU, as the driver sees it.
+struct GpuProcess {
+  int pid = 0;
+  int64_t memory_used = 0;  // bytes; -1 when the driver does not say (e.g. some vGPU setups)
+};
+
+// One telemetry reading of one GPU. A value the source cannot give is negative (-1).
+struct GpuSample {
+  int index = 0;
+  Millis t_ms = 0;
+  double utilization = -1;    // SM utilisation over the driver's last sample period, percent 0-100
+  int64_t memory_used = -1;   // bytes
+  int64_t memory_total = -1;  // bytes
+  double temperature_c = -1;  // degrees Celsius
+  double power_w = -1;        // watts
+  double pcie_tx_bytes_per_s = -1;
+  double pcie_rx_bytes_per_s = -1;
+  std::vector<GpuProcess> processes;  // compute processes on this GPU
+};
+
 class GpuProbe {
  public:
   virtual ~GpuProbe() = default;
   virtual Result<std::vector<GpuDevice>> Devices() = 0;
-  virtual std::string Kind() const = 0;  // "nvml", "fake", "none"
+  // One reading per GPU, stamped `now`. The default gives memory from Devices() only.
+  virtual Result<std::vector<GpuSample>> Sample(Millis now);
+  virtual std::string Kind() const = 0;  // "nvml", "nvidia-smi", "fake", "none"
   // A text description for the run record: driver version, devices (nvidia-smi -q where present).
   virtual std::string Describe() = 0;
 };
@@ -29,21 +53,78 @@ class GpuProbe {
 // "2x16GiB", "16GiB,24GiB", "1x80GB,2x16GiB". Errors say the accepted forms.
 Result<std::vector<GpuDevice>> ParseFakeGpus(const std::string& text);
 
+// Scripted telemetry for fake GPUs (tests, demos): each step sets some values of one GPU from
+// `at_ms` after the script starts (the first Sample call) until a later step for that GPU
+// changes them. Values a step leaves out keep their previous value. Text form (docs/metrics.md):
+// one JSON object per line, blank lines and lines starting with '#' ignored, e.g.
+//   {"at": "0s", "gpu": 0, "utilization": 95, "memory_used": "10GiB", "temperature": 61,
+//    "power": 250}
+//   {"at": "30s", "gpu": 0, "utilization": 3}
+// Durations and sizes take the spec's units ("500ms", "5m"; "512MiB"); plain numbers are
+// milliseconds and bytes. "repeat": "60s" on a line of its own makes the script start over after
+// that long (every step must then come before it). Errors name the line and the field. Steps for
+// GPUs the probe does not have are ignored when it samples (a script is parsed without knowing
+// the GPUs, and SetScript cannot fail).
+struct TelemetryStep {
+  Millis at_ms = 0;
+  int gpu = 0;
+  std::optional<double> utilization, temperature_c, power_w, pcie_tx_bytes_per_s,
+      pcie_rx_bytes_per_s;
+  std::optional<int64_t> memory_used;
+};
+struct TelemetryScript {
+  std::vector<TelemetryStep> steps;  // sorted by at_ms (stable)
+  Millis repeat_ms = 0;              // 0: the last values hold forever
+};
+Result<TelemetryScript> ParseTelemetryScript(const std::string& text);
+Result<TelemetryScript> LoadTelemetryScript(const std::string& path);  // errors name the file
+
 class FakeGpuProbe : public GpuProbe {
  public:
   explicit FakeGpuProbe(std::vector<GpuDevice> devices) : devices_(std::move(devices)) {}
   Result<std::vector<GpuDevice>> Devices() override { return devices_; }
+  // Without a script: utilisation 0, memory as declared, other values unknown, no processes.
+  // With one: its values at `now`, counted from the first Sample call after SetScript; values no
+  // step has set yet are those without a script.
+  Result<std::vector<GpuSample>> Sample(Millis now) override;
   std::string Kind() const override { return "fake"; }
   std::string Describe() override;
+  // Replaces any script; the new one starts at the next Sample call.
+  void SetScript(TelemetryScript script) {
+    script_ = std::move(script);
+    script_start_ms_ = -1;
+  }
 
  private:
   std::vector<GpuDevice> devices_;
+  std::optional<TelemetryScript> script_;
+  Millis script_start_ms_ = -1;  // `now` of the first Sample with the script; -1 before it
 };
+
+// nvidia-smi's CSV, the fallback when NVML cannot be loaded but nvidia-smi runs. `gpu_csv` is the
+// output of
+//   nvidia-smi --query-gpu=index,uuid,name,utilization.gpu,memory.used,memory.total,
+//              temperature.gpu,power.draw --format=csv,noheader,nounits
+// and `apps_csv` that of
+//   nvidia-smi --query-compute-apps=gpu_uuid,pid,used_memory --format=csv,noheader,nounits
+// ("[N/A]" and "[Not Supported]" read as unknown; MiB converted to bytes). PCIe throughput is
+// not available this way (-1). Processes are matched to GPUs by uuid; those of a GPU missing from
+// `gpu_csv` are dropped. A line that does not have the queried fields is an error naming it.
+// ParseNvidiaSmiDevices reads the same `gpu_csv`; a GPU without a memory.total is an error (the
+// scheduler cannot place work on it), an unknown memory.used reads as 0.
+Result<std::vector<GpuSample>> ParseNvidiaSmiCsv(const std::string& gpu_csv,
+                                                 const std::string& apps_csv, Millis now);
+Result<std::vector<GpuDevice>> ParseNvidiaSmiDevices(const std::string& gpu_csv);
+// A probe that runs nvidia-smi (Unavailable when it is not on PATH, fails or lists no GPU). Each
+// Devices/Sample call runs it again; when only the compute-apps query fails, Sample gives the
+// GPUs without processes.
+Result<std::unique_ptr<GpuProbe>> OpenNvidiaSmiProbe();
 
 // NVML via dlopen("libnvidia-ml.so.1"); Unavailable when the library or a GPU is missing.
 Result<std::unique_ptr<GpuProbe>> OpenNvmlProbe();
 
-// The probe drover uses: fake GPUs when `fake_spec` is set, else NVML, else a probe with no GPUs.
+// The probe drover uses: fake GPUs when `fake_spec` is set, else NVML, else nvidia-smi, else a
+// probe with no GPUs.
 Result<std::unique_ptr<GpuProbe>> MakeGpuProbe(const std::string& fake_spec);
 
 }  // namespace drover

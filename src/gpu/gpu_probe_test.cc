@@ -87,20 +87,27 @@ TEST(MakeGpuProbeTest, BadFakeSpecIsAnError) {
   EXPECT_EQ(probe.status().code(), Code::kInvalidArgument);
 }
 
-// Whatever this machine has, the default probe works: NVML with its GPUs, or no GPUs at all.
-TEST(MakeGpuProbeTest, DefaultIsNvmlOrNone) {
+// Whatever this machine has, the default probe works: NVML or nvidia-smi with its GPUs, or no
+// GPUs at all (and then it says why, for both sources).
+TEST(MakeGpuProbeTest, DefaultIsNvmlNvidiaSmiOrNone) {
   auto probe = MakeGpuProbe("");
   ASSERT_TRUE(probe.ok()) << probe.status().message();
   std::string kind = (*probe)->Kind();
-  ASSERT_TRUE(kind == "nvml" || kind == "none") << kind;
+  ASSERT_TRUE(kind == "nvml" || kind == "nvidia-smi" || kind == "none") << kind;
   auto devices = (*probe)->Devices();
   ASSERT_TRUE(devices.ok()) << devices.status().message();
+  std::string text = (*probe)->Describe();
   if (kind == "none") {
     EXPECT_TRUE(devices->empty());
+    EXPECT_NE(text.find("NVML"), std::string::npos) << text;
+    EXPECT_NE(text.find("nvidia-smi"), std::string::npos) << text;
   } else {
     EXPECT_FALSE(devices->empty());
   }
-  EXPECT_FALSE((*probe)->Describe().empty());
+  EXPECT_FALSE(text.empty());
+  auto samples = (*probe)->Sample(1000);
+  ASSERT_TRUE(samples.ok()) << samples.status().message();
+  EXPECT_EQ(samples->size(), devices->size());
 }
 
 bool HasNvmlLibrary() {
@@ -145,6 +152,25 @@ TEST(OpenNvmlProbeTest, RealGpus) {
   std::string text = (*probe)->Describe();
   EXPECT_NE(text.find("NVIDIA driver"), std::string::npos) << text;
   EXPECT_NE(text.find((*devices)[0].uuid), std::string::npos) << text;
+
+  // Telemetry: memory always; the rest where this GPU supports it, within sane ranges.
+  auto samples = (*probe)->Sample(1234);
+  ASSERT_TRUE(samples.ok()) << samples.status().message();
+  ASSERT_EQ(samples->size(), devices->size());
+  for (size_t i = 0; i < samples->size(); ++i) {
+    const GpuSample& s = (*samples)[i];
+    EXPECT_EQ(s.index, static_cast<int>(i));
+    EXPECT_EQ(s.t_ms, 1234);
+    EXPECT_EQ(s.memory_total, (*devices)[i].memory_total);
+    EXPECT_GE(s.memory_used, 0);
+    EXPECT_LE(s.utilization, 100);
+    EXPECT_LT(s.temperature_c, 150);
+    EXPECT_LT(s.power_w, 5000);
+    for (const GpuProcess& p : s.processes) {
+      EXPECT_GT(p.pid, 0);
+      EXPECT_LE(p.memory_used, s.memory_total);
+    }
+  }
 }
 
 }  // namespace

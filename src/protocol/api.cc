@@ -278,7 +278,88 @@ Json ToJson(const GpuStatus& g) {
           {"memory_total", g.memory_total},
           {"memory_reserved", g.memory_reserved},
           {"runs", g.runs},
-          {"exclusive", g.exclusive}};
+          {"exclusive", g.exclusive},
+          {"telemetry", g.telemetry ? ToJson(*g.telemetry) : Json(nullptr)}};
+}
+
+Json ToJson(const GpuSample& s) {
+  auto value = [](double v) { return v < 0 ? Json(nullptr) : Json(v); };
+  auto bytes = [](int64_t v) { return v < 0 ? Json(nullptr) : Json(v); };
+  Json procs = Json::array();
+  for (const auto& p : s.processes) {
+    procs.push_back({{"pid", p.pid}, {"memory_used", bytes(p.memory_used)}});
+  }
+  return {{"gpu", s.index},
+          {"t_ms", s.t_ms},
+          {"utilization", value(s.utilization)},
+          {"memory_used", bytes(s.memory_used)},
+          {"memory_total", bytes(s.memory_total)},
+          {"temperature_c", value(s.temperature_c)},
+          {"power_w", value(s.power_w)},
+          {"pcie_tx_bytes_per_s", value(s.pcie_tx_bytes_per_s)},
+          {"pcie_rx_bytes_per_s", value(s.pcie_rx_bytes_per_s)},
+          {"processes", procs}};
+}
+
+Result<Alert> AlertFromJson(const Json& j) {
+  Alert a;
+  FieldReader f(j, "alert");
+  f.Get("id", a.id, true);
+  f.Get("kind", a.kind, true);
+  f.Get("severity", a.severity);
+  f.Get("key", a.key);
+  f.Get("message", a.message);
+  f.GetJson("data", a.data, /*want_object=*/true);
+  f.Get("first_ms", a.first_ms);
+  f.Get("last_ms", a.last_ms);
+  f.Get("count", a.count);
+  // null: not about a run, an experiment or a GPU.
+  auto optional_id = [&](const char* key, auto& out) {
+    if (j.is_object() && j.contains(key) && j[key].is_null()) return;
+    f.Get(key, out);
+  };
+  optional_id("experiment_id", a.experiment_id);
+  optional_id("run_id", a.run_id);
+  optional_id("gpu", a.gpu);
+  if (!f.ok()) return f.status();
+  return a;
+}
+
+Result<GpuSample> GpuSampleFromJson(const Json& j) {
+  GpuSample s;
+  FieldReader f(j, "gpu sample");
+  f.Get("gpu", s.index, true);
+  f.Get("t_ms", s.t_ms);
+  // null (unknown) reads as NaN here; the record says unknown with -1.
+  auto value = [&](const char* key, double& out) {
+    f.Get(key, out);
+    if (std::isnan(out)) out = -1;
+  };
+  auto bytes = [&](const char* key, int64_t& out) {
+    if (j.is_object() && j.contains(key) && j[key].is_null()) return;
+    f.Get(key, out);
+  };
+  value("utilization", s.utilization);
+  bytes("memory_used", s.memory_used);
+  bytes("memory_total", s.memory_total);
+  value("temperature_c", s.temperature_c);
+  value("power_w", s.power_w);
+  value("pcie_tx_bytes_per_s", s.pcie_tx_bytes_per_s);
+  value("pcie_rx_bytes_per_s", s.pcie_rx_bytes_per_s);
+  if (!f.ok()) return f.status();
+  if (j.contains("processes") && j["processes"].is_array()) {
+    for (const auto& p : j["processes"]) {
+      GpuProcess gp;
+      FieldReader pf(p, "gpu sample process");
+      pf.Get("pid", gp.pid, true);
+      if (!(p.is_object() && p.contains("memory_used") && p["memory_used"].is_null())) {
+        pf.Get("memory_used", gp.memory_used);
+      }
+      if (!pf.ok()) return pf.status();
+      s.processes.push_back(gp);
+    }
+  }
+  return s;
 }
 
 Result<GpuStatus> GpuStatusFromJson(const Json& j) {
@@ -292,6 +373,10 @@ Result<GpuStatus> GpuStatusFromJson(const Json& j) {
   f.GetInts("runs", g.runs);
   f.Get("exclusive", g.exclusive);
   if (!f.ok()) return f.status();
+  if (j.contains("telemetry") && !j["telemetry"].is_null()) {
+    DROVER_ASSIGN_OR_RETURN(auto t, GpuSampleFromJson(j["telemetry"]));
+    g.telemetry = t;
+  }
   return g;
 }
 

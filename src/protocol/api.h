@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "gpu/gpu_probe.h"
 #include "model/run.h"
 
 namespace drover::protocol {
@@ -53,8 +54,14 @@ struct GpuStatus {
   int64_t memory_reserved = 0;  // by drover's runs
   std::vector<int64_t> runs;    // run ids on it now
   bool exclusive = false;
+  std::optional<GpuSample> telemetry;  // the latest reading (utilisation, temperature, ...)
 };
 Json ToJson(const GpuStatus& g);
+// A telemetry reading; unknown values (negative) are null. Processes are listed with their pid.
+Json ToJson(const GpuSample& s);
+Result<GpuSample> GpuSampleFromJson(const Json& j);
+// An alert as json_codec's ToJson(Alert) writes it.
+Result<Alert> AlertFromJson(const Json& j);
 Result<GpuStatus> GpuStatusFromJson(const Json& j);
 
 // Everything recorded about one run (GET /api/v1/runs/{id}, `drover show RUN --json`).

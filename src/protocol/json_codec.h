@@ -11,5 +11,6 @@ Json ToJson(const Attempt& a);
 Json ToJson(const MetricPoint& p);
 Json ToJson(const Snapshot& s);
 Json ToJson(const Environment& e);
+Json ToJson(const Alert& a);
 
 }  // namespace drover::protocol

@@ -88,5 +88,7 @@ void RegisterMetricsRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterLogsRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterGpusRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterEventsRoutes(httplib::Server& http, ServerContext& ctx);
+void RegisterAlertsRoutes(httplib::Server& http, ServerContext& ctx);
+void RegisterPrometheusRoutes(httplib::Server& http, ServerContext& ctx);
 
 }  // namespace drover::server

@@ -184,6 +184,8 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
   RegisterLogsRoutes(*http_, *ctx_);
   RegisterGpusRoutes(*http_, *ctx_);
   RegisterEventsRoutes(*http_, *ctx_);
+  RegisterAlertsRoutes(*http_, *ctx_);
+  RegisterPrometheusRoutes(*http_, *ctx_);
 }
 
 HttpServer::~HttpServer() { Stop(); }

@@ -125,6 +125,40 @@ ALTER TABLE attempts ADD COLUMN pid_start INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE attempts ADD COLUMN exit_path TEXT    NOT NULL DEFAULT '';
 )sql";
 
+// Version 5: what the watchers found (alerts, deduplicated by key) and GPU telemetry, averaged
+// into one row per GPU per period. Unknown telemetry values are NULL.
+constexpr const char* kV5 = R"sql(
+CREATE TABLE alerts (
+  id            INTEGER PRIMARY KEY AUTOINCREMENT,
+  kind          TEXT    NOT NULL,
+  severity      TEXT    NOT NULL DEFAULT 'warning',
+  key           TEXT    NOT NULL,
+  message       TEXT    NOT NULL DEFAULT '',
+  experiment_id INTEGER NOT NULL DEFAULT 0,
+  run_id        INTEGER NOT NULL DEFAULT 0,
+  gpu           INTEGER NOT NULL DEFAULT -1,
+  data          TEXT    NOT NULL DEFAULT '{}',
+  first_ms      INTEGER NOT NULL DEFAULT 0,
+  last_ms       INTEGER NOT NULL DEFAULT 0,
+  count         INTEGER NOT NULL DEFAULT 1
+);
+CREATE INDEX alerts_by_key ON alerts(key, id);
+CREATE INDEX alerts_by_run ON alerts(run_id, id);
+CREATE TABLE gpu_samples (
+  gpu           INTEGER NOT NULL,
+  t_ms          INTEGER NOT NULL,
+  samples       INTEGER NOT NULL DEFAULT 1,
+  utilization   REAL,
+  memory_used   INTEGER,
+  memory_total  INTEGER,
+  temperature_c REAL,
+  power_w       REAL,
+  pcie_tx       REAL,
+  pcie_rx       REAL,
+  PRIMARY KEY (gpu, t_ms)
+);
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
@@ -133,6 +167,7 @@ const std::vector<Migration>& Migrations() {
       {2, "events, snapshots, environments; metric and run-queue indexes", kV2},
       {3, "experiments remember their own git commit and diff", kV3},
       {4, "attempts record the shim's start time and exit file", kV4},
+      {5, "alerts and GPU telemetry samples", kV5},
   };
   return kAll;
 }

@@ -14,12 +14,18 @@
 #include <utility>
 
 #include "store/migrations.h"
+#include "store/sqlite_stmt.h"
 
 namespace drover {
 
 namespace {
 
+using store::CorruptColumn;
+using store::DumpJson;
+using store::ParseJson;
+using store::ParseJsonArray;
 using store::SqliteStatus;
+using store::Stmt;
 
 // Column lists, in the order the row readers below expect them.
 #define DROVER_EXPERIMENT_COLS \
@@ -36,123 +42,6 @@ using store::SqliteStatus;
 #define DROVER_EVENT_COLS "id, t_ms, kind, experiment_id, run_id, data"
 #define DROVER_SNAPSHOT_COLS "hash, path, git, git_commit, git_diff, bytes, files, created_ms"
 #define DROVER_ENVIRONMENT_COLS "experiment_id, interpreter, packages, hostname, gpu_info"
-
-// Invalid UTF-8 (a parameter taken from a file name, say) is replaced rather than thrown on.
-std::string DumpJson(const Json& j) {
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
-
-Status CorruptColumn(std::string_view what, std::string_view why) {
-  return Internal(fmt::format(
-      "{} {}; the store may have been edited by hand or by a newer drover (inspect it with "
-      "sqlite3)",
-      what, why));
-}
-
-Status ParseJson(const std::string& text, std::string_view what, Json* out) {
-  *out = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (out->is_discarded()) return CorruptColumn(what, "is not valid JSON");
-  return Status::Ok();
-}
-
-template <typename T>
-Status ParseJsonArray(const std::string& text, std::string_view what, std::vector<T>* out) {
-  Json j;
-  DROVER_RETURN_IF_ERROR(ParseJson(text, what, &j));
-  if (!j.is_array()) return CorruptColumn(what, "is not a JSON array");
-  try {
-    *out = j.get<std::vector<T>>();
-  } catch (const Json::exception& e) {
-    return CorruptColumn(what, fmt::format("has an element of the wrong type ({})", e.what()));
-  }
-  return Status::Ok();
-}
-
-// A cached statement borrowed for one call. Bind() fills parameters left to right; on scope
-// exit the statement is reset and its bindings cleared, so the next user finds it clean.
-class Stmt {
- public:
-  Stmt(sqlite3_stmt* s, std::string_view context) : s_(s), context_(context) {}
-  Stmt(Stmt&& o) noexcept
-      : s_(std::exchange(o.s_, nullptr)),
-        context_(o.context_),
-        next_(o.next_),
-        bind_rc_(o.bind_rc_) {}
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-  Stmt& operator=(Stmt&&) = delete;
-  ~Stmt() {
-    if (s_ != nullptr) {
-      sqlite3_reset(s_);
-      sqlite3_clear_bindings(s_);
-    }
-  }
-
-  template <typename... Args>
-  Stmt& Bind(const Args&... args) {
-    (BindOne(args), ...);
-    return *this;
-  }
-
-  // true: a row is ready; false: done.
-  Result<bool> Step() {
-    sqlite3* db = sqlite3_db_handle(s_);
-    if (bind_rc_ != SQLITE_OK) return SqliteStatus(db, bind_rc_, context_);
-    int rc = sqlite3_step(s_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    return SqliteStatus(db, rc, context_);
-  }
-  // For statements that return no rows.
-  Status Run() {
-    Result<bool> r = Step();
-    return r.ok() ? Status::Ok() : r.status();
-  }
-  // Rewinds for another round of Bind() + Step() (InsertMetrics reuses one Stmt per batch).
-  void Reset() {
-    sqlite3_reset(s_);
-    next_ = 0;
-  }
-
-  int64_t Int(int col) const { return sqlite3_column_int64(s_, col); }
-  // SQLite stores NaN as NULL: read it back as NaN.
-  double Real(int col) const {
-    if (sqlite3_column_type(s_, col) == SQLITE_NULL)
-      return std::numeric_limits<double>::quiet_NaN();
-    return sqlite3_column_double(s_, col);
-  }
-  std::string Text(int col) const {
-    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s_, col));
-    if (p == nullptr) return {};
-    return std::string(p, static_cast<size_t>(sqlite3_column_bytes(s_, col)));
-  }
-
- private:
-  void Check(int rc) {
-    if (rc != SQLITE_OK && bind_rc_ == SQLITE_OK) bind_rc_ = rc;
-  }
-  template <std::integral T>
-  void BindOne(T v) {
-    Check(sqlite3_bind_int64(s_, ++next_, static_cast<sqlite3_int64>(v)));
-  }
-  void BindOne(double v) {
-    if (std::isnan(v)) {
-      Check(sqlite3_bind_null(s_, ++next_));
-    } else {
-      Check(sqlite3_bind_double(s_, ++next_, v));
-    }
-  }
-  void BindOne(std::string_view v) {
-    Check(sqlite3_bind_text64(s_, ++next_, v.data(), v.size(), SQLITE_TRANSIENT, SQLITE_UTF8));
-  }
-  void BindOne(const std::string& v) { BindOne(std::string_view(v)); }
-  void BindOne(const char* v) { BindOne(std::string_view(v)); }
-
-  sqlite3_stmt* s_;
-  std::string_view context_;  // always a literal
-  int next_ = 0;
-  int bind_rc_ = SQLITE_OK;
-};
 
 Status ReadExperiment(const Stmt& st, Experiment* e) {
   e->id = st.Int(0);
@@ -275,41 +164,7 @@ void BindAttemptFields(Stmt& st, const Attempt& a) {
           a.stdout_offset, a.hostname, a.drover_version, a.workdir, a.pid_start, a.exit_path);
 }
 
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-
 }  // namespace
-
-struct Store::Impl {
-  sqlite3* db = nullptr;
-  std::string path;
-  // Prepared statements by SQL text, prepared once and reused for the life of the connection.
-  std::unordered_map<std::string, sqlite3_stmt*, StringHash, std::equal_to<>> cache;
-
-  ~Impl() {
-    for (auto& [sql, stmt] : cache) sqlite3_finalize(stmt);
-    sqlite3_close_v2(db);
-  }
-
-  Result<Stmt> Use(std::string_view sql, std::string_view context) {
-    auto it = cache.find(sql);
-    if (it == cache.end()) {
-      sqlite3_stmt* stmt = nullptr;
-      int rc = sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()),
-                                  SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
-      if (rc != SQLITE_OK) return SqliteStatus(db, rc, context);
-      it = cache.emplace(std::string(sql), stmt).first;
-    }
-    return Stmt(it->second, context);
-  }
-
-  Status ExpectChanged(std::string_view what, int64_t id) {
-    if (sqlite3_changes(db) == 0) return NotFound(fmt::format("no {} {} in the store", what, id));
-    return Status::Ok();
-  }
-};
 
 Store::Store(sqlite3* db) : impl_(std::make_unique<Impl>()) { impl_->db = db; }
 Store::~Store() = default;

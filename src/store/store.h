@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "gpu/gpu_probe.h"
 #include "model/run.h"
 
 struct sqlite3;
@@ -22,6 +23,28 @@ struct RunFilter {
   int limit = 0;                  // 0 = no limit
   int offset = 0;
   bool newest_first = false;  // default: by id ascending
+};
+
+struct AlertFilter {
+  int64_t experiment_id = 0;  // 0 = any
+  int64_t run_id = 0;         // 0 = any
+  std::string kind;           // "" = any
+  int64_t after_id = 0;       // only alerts with a larger id
+  int limit = 0;              // 0 = no limit
+  bool newest_first = true;
+};
+
+// What Prometheus is told about the whole store (GET /metrics).
+struct StoreTotals {
+  std::map<std::string, int64_t> runs_by_state;
+  std::map<std::string, int64_t> alerts_by_kind;
+  std::map<std::string, int64_t> attempt_failures_by_reason;  // ended attempts but succeeded
+  // Time from submit to a run's first start, for runs that started: count per bucket (upper
+  // bounds in `wait_bounds_s`, cumulative as Prometheus wants), total count and sum.
+  std::vector<double> wait_bounds_s;
+  std::vector<int64_t> wait_cumulative;
+  int64_t wait_count = 0;
+  double wait_sum_s = 0;
 };
 
 class Store {
@@ -68,6 +91,25 @@ class Store {
 
   Status PutEnvironment(const Environment& env);  // one per (experiment, interpreter)
   Result<std::vector<Environment>> ListEnvironments(int64_t experiment_id);
+
+  // Alerts (watch_store.cc).
+  Status InsertAlert(Alert& a);  // sets a.id
+  Status UpdateAlert(const Alert& a);
+  // The newest alert with this dedup key.
+  Result<std::optional<Alert>> LatestAlert(const std::string& key);
+  Result<std::vector<Alert>> ListAlerts(const AlertFilter& filter);
+
+  // GPU telemetry, one averaged row per GPU and period (watch_store.cc). Negative (unknown)
+  // values are stored as NULL and read back as -1; processes are not stored.
+  Status InsertGpuSamples(const std::vector<GpuSample>& rows, const std::vector<int>& counts);
+  // gpu < 0: every GPU; rows with t_ms >= since_ms, oldest first, at most `limit` (0: all).
+  Result<std::vector<GpuSample>> ListGpuSamples(int gpu, Millis since_ms, int limit = 0);
+
+  // Fingerprint's attempts, newest first, at most `limit`: their reasons ("" while running).
+  Result<std::vector<std::string>> RecentOutcomes(const std::string& fingerprint, int limit);
+
+  // Totals over the whole store for /metrics; `wait_bounds_s` are the histogram's buckets.
+  Result<StoreTotals> Totals(const std::vector<double>& wait_bounds_s);
 
   // PRAGMA integrity_check == "ok".
   Result<bool> IntegrityOk();

@@ -234,10 +234,10 @@ class StoreTest : public ::testing::Test {
 // ---- opening ----
 
 TEST_F(StoreTest, FreshStoreIsAtLatestVersion) {
-  EXPECT_EQ(Store::LatestSchemaVersion(), 4);
+  EXPECT_EQ(Store::LatestSchemaVersion(), 5);
   auto v = store_->SchemaVersion();
   ASSERT_TRUE(v.ok());
-  EXPECT_EQ(*v, 4);
+  EXPECT_EQ(*v, 5);
   auto ok = store_->IntegrityOk();
   ASSERT_TRUE(ok.ok());
   EXPECT_TRUE(*ok);
@@ -264,7 +264,7 @@ TEST(StoreOpen, FileStoreCreatesFoldersUsesWalAndPersists) {
   EXPECT_TRUE(fs::exists(path));
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), 4);
+  EXPECT_EQ(*store->SchemaVersion(), 5);
   auto r = store->GetRun(run_id);
   ASSERT_TRUE(r.ok());
   ASSERT_TRUE(r->has_value());
@@ -323,7 +323,7 @@ TEST(StoreOpen, NewerSchemaIsRefusedAndLeftByteIdentical) {
   EXPECT_EQ(s.status().code(), Code::kFailedPrecondition);
   EXPECT_EQ(s.status().message(), "store at " + path +
                                       " has schema version 7, newer than this drover "
-                                      "understands (4); upgrade drover");
+                                      "understands (5); upgrade drover");
   EXPECT_EQ(ReadFile(path), before);
   EXPECT_FALSE(fs::exists(path + "-wal"));
 }
@@ -347,7 +347,7 @@ TEST(StoreOpen, EmptyFileBecomesAStore) {
   WriteFile(path, "");
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), 4);
+  EXPECT_EQ(*store->SchemaVersion(), 5);
 }
 
 TEST(StoreOpen, UnwritableFolderIsAnIoError) {
@@ -374,8 +374,8 @@ TEST(StoreMigration, OpensVersion1FileAndUpgrades) {
 
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), 4);
-  EXPECT_EQ(RawQueryText(path, "PRAGMA user_version"), "4");
+  EXPECT_EQ(*store->SchemaVersion(), 5);
+  EXPECT_EQ(RawQueryText(path, "PRAGMA user_version"), "5");
   EXPECT_TRUE(*store->IntegrityOk());
 
   // Old rows read back through the API.

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 #include <thread>
 
 #include "store/store.h"
@@ -343,6 +344,82 @@ TEST_F(DaemonTest, SurvivesSigkillTwiceWithoutLosingOrRepeatingRuns) {
     EXPECT_EQ(succeeded, 1) << "run " << r.id;
   }
   EXPECT_TRUE((*store)->IntegrityOk().value());
+}
+
+// Scripted telemetry through the daemon: the idle GPU under a run alerts once (the repeats are
+// counted on it), the API shows live telemetry and the alert, and /metrics passes promtool.
+TEST_F(DaemonTest, IdleGpuAlertsOnceAndMetricsPassPromtool) {
+  std::string telemetry = Write("idle.jsonl",
+                                "{\"at\": \"0s\", \"gpu\": 0, \"utilization\": 3, "
+                                "\"memory_used\": \"2GiB\", \"temperature\": 41, \"power\": 80}\n"
+                                "{\"at\": \"0s\", \"gpu\": 1, \"utilization\": 99, "
+                                "\"temperature\": 70, \"power\": 300}\n");
+  std::string config = Write("config.yaml",
+                             "telemetry: {period: 100ms, store_every: 1s}\n"
+                             "alerts: {silence: 1h}\n"
+                             "detectors:\n  idle_gpu: {utilization: 30, for: 1s}\n");
+  StartDaemon({"--fake-telemetry", telemetry, "--config", config});
+  std::string spec = Write("hold.yaml",
+                           "name: hold\nworkdir: code\ncommand: sleep 3\n"
+                           "resources: {gpus: 1, gpu_memory: 15GiB}\n");
+  auto sub = RunDrover({"submit", spec, "--store", store_});
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  auto store = Store::Open(store_ + "/drover.db");
+  for (int i = 0; i < 200 && (*store)->GetRun(1).value()->state != RunState::kSucceeded; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ((*store)->GetRun(1).value()->state, RunState::kSucceeded);
+  auto http = Http();
+  auto alerts = http.Get("/api/v1/alerts?kind=idle_gpu", Auth());
+  ASSERT_TRUE(alerts);
+  ASSERT_EQ(alerts->status, 200) << alerts->body;
+  Json list = Json::parse(alerts->body)["alerts"];
+  ASSERT_EQ(list.size(), 1u) << list.dump();
+  EXPECT_EQ(list[0]["gpu"], 0);  // the run got GPU 0 (best fit, lowest index)
+  EXPECT_EQ(list[0]["run_id"], 1);
+  EXPECT_GT(list[0]["count"].get<int>(), 5);  // ~2 s of 100 ms samples past the first second
+  auto cli = RunDrover({"alerts", "--store", store_});
+  EXPECT_NE(cli.out.find("idle_gpu"), std::string::npos) << cli.out << cli.err;
+
+  auto gpus = http.Get("/api/v1/gpus", Auth());
+  ASSERT_TRUE(gpus);
+  Json g = Json::parse(gpus->body)["gpus"];
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[1]["telemetry"]["utilization"], 99.0);
+  EXPECT_EQ(g[0]["telemetry"]["memory_used"], 2LL << 30);
+  auto samples = http.Get("/api/v1/gpus/samples?gpu=1", Auth());
+  ASSERT_TRUE(samples);
+  EXPECT_GE(Json::parse(samples->body)["samples"].size(), 1u) << samples->body;
+
+  auto metrics = http.Get("/metrics", Auth());
+  ASSERT_TRUE(metrics);
+  ASSERT_EQ(metrics->status, 200);
+  EXPECT_NE(metrics->body.find("drover_gpu_utilization_ratio{gpu=\"1\""), std::string::npos);
+  EXPECT_NE(metrics->body.find("drover_runs{state=\"succeeded\"} 1"), std::string::npos);
+  EXPECT_NE(metrics->body.find("drover_alerts_total{kind=\"idle_gpu\"} 1"), std::string::npos);
+  EXPECT_NE(metrics->body.find("drover_queue_wait_seconds_count 1"), std::string::npos);
+  EXPECT_EQ(http.Get("/metrics")->status, 401);  // the token is needed here too
+  std::string scrape = Write("scrape.txt", metrics->body);
+  std::string report = (dir_ / "promtool.out").string();
+  int rc = std::system(("promtool check metrics < " + scrape + " > " + report + " 2>&1").c_str());
+  EXPECT_EQ(rc, 0) << ReadFile(report) << "\n" << metrics->body;
+
+  // Every series the Grafana dashboard queries is one this scrape has.
+  Json dashboard = Json::parse(ReadFile(std::string(DROVER_SOURCE_DIR) + "/deploy/grafana/drover.json"));
+  int queries = 0;
+  for (const auto& panel : dashboard["panels"]) {
+    for (const auto& target : panel["targets"]) {
+      std::string expr = target["expr"];
+      std::smatch m;
+      for (auto it = expr.cbegin();
+           std::regex_search(it, expr.cend(), m, std::regex("drover_[a-z_]+")); it = m[0].second) {
+        ++queries;
+        std::string family = std::regex_replace(m[0].str(), std::regex("_bucket$"), "");
+        EXPECT_NE(metrics->body.find("# TYPE " + family + " "), std::string::npos) << family;
+      }
+    }
+  }
+  EXPECT_GT(queries, 10);
 }
 
 }  // namespace

@@ -1,0 +1,43 @@
+#include "cli/engine_setup.h"
+
+#include <filesystem>
+
+namespace drover::cli {
+
+void AddWatchFlags(CLI::App* app, WatchFlags& flags) {
+  app->add_option("--config", flags.config,
+                  "Watch config: telemetry period, alert sinks (webhooks), detector thresholds "
+                  "(docs/metrics.md); default <store>/config.yaml when it exists");
+  app->add_option("--fake-telemetry", flags.fake_telemetry,
+                  "Scripted utilisation/memory/temperature for the fake GPUs (docs/metrics.md)");
+}
+
+Result<EngineSetup> PrepareEngine(const Globals& g, const std::string& fake_gpus,
+                                  const WatchFlags& flags) {
+  EngineSetup setup;
+  if (!flags.fake_telemetry.empty() && fake_gpus.empty()) {
+    return InvalidArgument(
+        "--fake-telemetry replays telemetry for fake GPUs: add --fake-gpus (e.g. 2x16GiB), or "
+        "drop it to read the real GPUs");
+  }
+  DROVER_ASSIGN_OR_RETURN(setup.probe, MakeGpuProbe(fake_gpus));
+  if (!flags.fake_telemetry.empty()) {
+    DROVER_ASSIGN_OR_RETURN(auto script, LoadTelemetryScript(flags.fake_telemetry));
+    // MakeGpuProbe made a FakeGpuProbe: fake_gpus is set.
+    static_cast<FakeGpuProbe*>(setup.probe.get())->SetScript(std::move(script));
+  }
+  std::string path = flags.config;
+  if (path.empty()) {
+    std::string fallback = StoreDir(g) + "/config.yaml";
+    std::error_code ec;
+    if (std::filesystem::exists(fallback, ec)) path = fallback;
+  }
+  if (!path.empty()) {
+    DROVER_ASSIGN_OR_RETURN(setup.config, watch::LoadWatchConfig(path));
+    setup.config_path = path;
+  }
+  DROVER_ASSIGN_OR_RETURN(setup.sinks, watch::MakeSinks(setup.config));
+  return setup;
+}
+
+}  // namespace drover::cli

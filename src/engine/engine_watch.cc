@@ -1,0 +1,246 @@
+// The engine's watching: detectors on each run's metrics and GPU memory, GPU telemetry sampling
+// (stored averaged, handed to the observer live), the idle-GPU and repeated-failure checks, and
+// alerts: stored, deduplicated by key within the silence window, sent to the sinks.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/engine.h"
+#include "engine/live.h"
+#include "engine/metric_lines.h"
+
+namespace drover {
+
+namespace {
+
+// Outcomes that say the config itself is broken. An OOM is answered by a smaller batch, an
+// interruption or a cancel says nothing about the config: they neither count nor break a streak.
+bool IsFailure(std::string_view reason) {
+  return reason == "exit_code" || reason == "signal" || reason == "timeout" ||
+         reason == "stalled" || reason == "launch_error" || reason == "diverged";
+}
+bool IsNeutral(std::string_view reason) {
+  return reason == "cuda_oom" || reason == "interrupted" || reason == "cancelled" || reason.empty();
+}
+
+}  // namespace
+
+void Engine::RaiseAlert(Alert alert, Millis now) {
+  Tx();
+  alert.first_ms = alert.last_ms = now;
+  auto previous = store_.LatestAlert(alert.key);
+  if (!previous.ok()) {
+    Fail(previous.status());
+    return;
+  }
+  if (*previous && now - (*previous)->first_ms < options_.watch.silence_ms) {
+    // Within the silence window: counted on the alert already sent, not sent again.
+    Alert& p = **previous;
+    p.count += 1;
+    p.last_ms = now;
+    p.message = alert.message;
+    p.data = alert.data;
+    if (Status st = store_.UpdateAlert(p); !st.ok()) Fail(st);
+    return;
+  }
+  if (Status st = store_.InsertAlert(alert); !st.ok()) {
+    Fail(st);
+    return;
+  }
+  Event e;
+  e.t_ms = now;
+  e.kind = "alert";
+  e.experiment_id = alert.experiment_id;
+  e.run_id = alert.run_id;
+  e.data = {{"alert_id", alert.id}, {"kind", alert.kind}, {"message", alert.message}};
+  if (Status st = store_.InsertEvent(e); !st.ok()) Fail(st);
+  if (options_.alert_sink) options_.alert_sink->Notify(alert);
+  if (observer_) observer_->OnAlert(alert);
+}
+
+void Engine::RaiseRunAlert(const Live& live, const watch::Finding& f,
+                           const std::string& key_suffix, Millis now) {
+  Alert a;
+  a.kind = f.kind;
+  a.severity = f.severity;
+  a.key = fmt::format("run:{}:{}", live.run.id, key_suffix);
+  a.message = f.message;
+  a.experiment_id = live.run.experiment_id;
+  a.run_id = live.run.id;
+  a.data = f.data;
+  if (live.attempt) a.data["attempt"] = live.attempt->number;
+  RaiseAlert(std::move(a), now);
+}
+
+void Engine::WatchPoints(Live& live, const std::vector<MetricPoint>& points, Millis now) {
+  if (!live.watch) return;
+  for (const MetricPoint& p : points) {
+    for (const auto& rf : live.watch->OnPoint(p)) RaiseRunAlert(live, rf.finding, rf.key_suffix, now);
+  }
+}
+
+void Engine::OnRunAlertLine(Live& live, std::string_view line, Millis now) {
+  auto a = ParseAlertLine(line);
+  if (!a) return;
+  watch::Finding f;
+  f.kind = "run";
+  f.severity = a->level;
+  f.message = a->message;
+  f.data = {{"details", a->details}};
+  RaiseRunAlert(live, f, "run:" + a->key, now);
+}
+
+bool Engine::RepeatedFailure(Live& live, AttemptOutcome outcome, Millis now) {
+  const int streak = options_.watch.detectors.failure_streak;
+  if (streak <= 0 || !IsFailure(ToString(outcome)) || live.run.fingerprint.empty()) return false;
+  // This attempt's reason is already written in this transaction, so it is the newest here.
+  auto outcomes = store_.RecentOutcomes(live.run.fingerprint, streak * 4 + 16);
+  if (!outcomes.ok()) {
+    Fail(outcomes.status());
+    return false;
+  }
+  int failures = 0;
+  for (const auto& r : *outcomes) {
+    if (IsFailure(r)) {
+      if (++failures >= streak) break;
+    } else if (!IsNeutral(r)) {
+      break;  // a success ends the streak
+    }
+  }
+  if (failures < streak) return false;
+  Alert a;
+  a.kind = "repeated_failure";
+  a.severity = "error";
+  // Keyed by the config, not the run: a resubmitted copy that fails again is the same problem.
+  a.key = "config:" + live.run.fingerprint + ":repeated_failure";
+  a.message = fmt::format(
+      "run {} failed {} times in a row with the same config (last: {}); not retrying it — fix "
+      "the cause (drover logs {} --stderr) and submit again",
+      live.run.id, failures, ToString(outcome), live.run.id);
+  a.experiment_id = live.run.experiment_id;
+  a.run_id = live.run.id;
+  a.data = {{"fingerprint", live.run.fingerprint}, {"failures", failures},
+            {"last_reason", std::string(ToString(outcome))}};
+  RaiseAlert(std::move(a), now);
+  return true;
+}
+
+int Engine::QueueLength() const {
+  int n = 0;
+  for (const auto& [id, live] : live_) n += !live->attempt && !live->cancelling;
+  return n;
+}
+
+void Engine::SampleTelemetry(Millis now) {
+  if (options_.watch.telemetry_period_ms <= 0 || now < next_sample_ms_) return;
+  next_sample_ms_ = now + options_.watch.telemetry_period_ms;
+  if (devices_.empty()) return;
+  auto samples = probe_.Sample(now);
+  if (!samples.ok()) {
+    spdlog::warn("sampling GPUs: {}", samples.status().message());
+    return;
+  }
+  latest_samples_ = *samples;
+
+  // Which runs hold each GPU, and the GPU memory of each run's processes (by process group).
+  std::map<int, std::vector<Live*>> holders;
+  for (auto& [id, live] : live_) {
+    if (!live->attempt) continue;
+    for (int g : live->placement.gpus) holders[g].push_back(live.get());
+  }
+  std::map<int64_t, int64_t> run_memory;
+  for (const GpuSample& s : *samples) {
+    for (const GpuProcess& p : s.processes) {
+      int group = launcher_.GroupOf(p.pid);
+      auto it = pid_to_run_.find(group);
+      if (it == pid_to_run_.end() || p.memory_used < 0) continue;
+      run_memory[it->second] += p.memory_used;
+    }
+  }
+  for (const GpuSample& s : *samples) {
+    auto& held = holders[s.index];
+    auto [it, inserted] =
+        idle_detectors_.try_emplace(s.index, s.index, options_.watch.detectors);
+    auto f = it->second.Add(now, s.utilization, !held.empty());
+    if (!f) continue;
+    for (Live* live : held) {
+      // One alert per GPU and run: the run is what someone has to look at.
+      Alert a;
+      a.kind = f->kind;
+      a.severity = f->severity;
+      a.key = fmt::format("gpu:{}:idle:run:{}", s.index, live->run.id);
+      a.message = fmt::format("{} (run {})", f->message, live->run.id);
+      a.experiment_id = live->run.experiment_id;
+      a.run_id = live->run.id;
+      a.gpu = s.index;
+      a.data = f->data;
+      RaiseAlert(std::move(a), now);
+    }
+  }
+  for (const auto& [run_id, bytes] : run_memory) {
+    auto it = live_.find(run_id);
+    if (it == live_.end() || !it->second->watch) continue;
+    if (auto f = it->second->watch->OnGpuMemory(now, bytes)) {
+      RaiseRunAlert(*it->second, f->finding, f->key_suffix, now);
+    }
+  }
+  StoreSamples(*samples, /*flush_all=*/false);
+  if (observer_) observer_->OnGpuSamples(*samples);
+}
+
+void Engine::StoreSamples(const std::vector<GpuSample>& samples, bool flush_all) {
+  // One averaged row per GPU per store_every: a year of 5 s samples would be 6 million rows per
+  // GPU; at one a minute it is half a million.
+  const Millis every = std::max<Millis>(1, options_.watch.telemetry_store_every_ms);
+  std::vector<GpuSample> rows;
+  std::vector<int> counts;
+  auto emit = [&](SampleBucket& b) {
+    if (b.count == 0) return;
+    GpuSample row = b.sum;
+    auto mean = [&](double& v) {
+      if (v >= 0) v /= b.count;
+    };
+    mean(row.utilization);
+    mean(row.temperature_c);
+    mean(row.power_w);
+    mean(row.pcie_tx_bytes_per_s);
+    mean(row.pcie_rx_bytes_per_s);
+    if (row.memory_used >= 0) row.memory_used /= b.count;
+    rows.push_back(row);
+    counts.push_back(b.count);
+    b = SampleBucket{};
+  };
+  for (const GpuSample& s : samples) {
+    SampleBucket& b = sample_buckets_[s.index];
+    Millis bucket = s.t_ms - s.t_ms % every;
+    if (b.count > 0 && b.sum.t_ms != bucket) emit(b);
+    if (b.count == 0) {
+      b.sum = s;
+      b.sum.t_ms = bucket;
+      b.sum.processes.clear();
+      b.count = 1;
+      continue;
+    }
+    // A value unknown in any sample of the bucket stays unknown.
+    auto add = [](double& acc, double v) { acc = (acc < 0 || v < 0) ? -1 : acc + v; };
+    add(b.sum.utilization, s.utilization);
+    add(b.sum.temperature_c, s.temperature_c);
+    add(b.sum.power_w, s.power_w);
+    add(b.sum.pcie_tx_bytes_per_s, s.pcie_tx_bytes_per_s);
+    add(b.sum.pcie_rx_bytes_per_s, s.pcie_rx_bytes_per_s);
+    b.sum.memory_used =
+        (b.sum.memory_used < 0 || s.memory_used < 0) ? -1 : b.sum.memory_used + s.memory_used;
+    b.sum.memory_total = s.memory_total;
+    b.count += 1;
+  }
+  if (flush_all) {
+    for (auto& [gpu, b] : sample_buckets_) emit(b);
+  }
+  if (rows.empty()) return;
+  Tx();
+  if (Status st = store_.InsertGpuSamples(rows, counts); !st.ok()) Fail(st);
+}
+
+}  // namespace drover

@@ -1,0 +1,265 @@
+// The engine's watching with a scripted launcher, scripted GPU telemetry and a fake clock: idle
+// GPUs alert once per silence window, a config that keeps failing alerts once and is not retried
+// a fourth time, loss spikes and a run's own alerts become alerts, telemetry is stored averaged.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "engine/engine.h"
+#include "spec/spec_parser.h"
+#include "testutil/fake_launcher.h"
+
+namespace drover {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::FakeLauncher;
+using testing::FakeProcess;
+
+constexpr int64_t GiB = 1024LL * 1024 * 1024;
+
+// Keeps what reached the sink.
+class RecordingSink : public watch::AlertSink {
+ public:
+  void Notify(const Alert& a) override { alerts.push_back(a); }
+  std::vector<Alert> alerts;
+};
+
+class EngineWatchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("drover-engine-watch-" + std::to_string(getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_ / "code");
+    std::ofstream(root_ / "code" / "train.py") << "print('v1')\n";
+    store_ = std::move(Store::Open(":memory:").value());
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  Spec ParseSpec(const std::string& yaml) {
+    auto s = ParseSpecString(yaml, "test.yaml", (root_ / "code").string());
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    return s.value();
+  }
+
+  std::unique_ptr<Engine> MakeEngine(FakeLauncher& launcher, GpuProbe& probe) {
+    EngineOptions o;
+    o.store_dir = (root_ / "store").string();
+    o.cpu_slots = 8;
+    o.base_env = {"PATH=/usr/bin:/bin"};
+    o.capture_environment = false;
+    o.watch = config_;
+    o.alert_sink = &sink_;
+    return std::make_unique<Engine>(*store_, launcher, probe, clock_, o);
+  }
+
+  std::vector<Alert> AlertsOf(const std::string& kind) {
+    AlertFilter f;
+    f.kind = kind;
+    f.newest_first = false;
+    return store_->ListAlerts(f).value();
+  }
+
+  fs::path root_;
+  FakeClock clock_;
+  std::unique_ptr<Store> store_;
+  watch::WatchConfig config_;
+  RecordingSink sink_;
+};
+
+FakeGpuProbe IdleProbe() {
+  FakeGpuProbe probe({{0, "GPU-0", "Fake", 16 * GiB, 0}});
+  auto script = ParseTelemetryScript(R"({"at": "0s", "gpu": 0, "utilization": 4})");
+  EXPECT_TRUE(script.ok()) << script.status().ToString();
+  probe.SetScript(*script);
+  return probe;
+}
+
+TEST_F(EngineWatchTest, AnIdleGpuAlertsOnceWithinTheSilenceWindow) {
+  config_.telemetry_period_ms = 5000;
+  config_.detectors.idle_for_ms = 60'000;
+  config_.silence_ms = 30 * 60'000;
+  FakeGpuProbe probe = IdleProbe();
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{10 * 60'000}; });
+  auto engine = MakeEngine(launcher, probe);
+  auto sub = engine->Submit(ParseSpec("name: idle\ncommand: sleep 600\nresources: {gpus: 1}\n"));
+  ASSERT_TRUE(sub.ok());
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+
+  // Sampled every 5 s for 10 minutes, idle from the first sample: it alerts after a minute and
+  // every sample after that is a repeat within the window, counted on the one alert.
+  auto idle = AlertsOf("idle_gpu");
+  ASSERT_EQ(idle.size(), 1u);
+  EXPECT_EQ(idle[0].gpu, 0);
+  EXPECT_EQ(idle[0].run_id, sub->runs[0].id);
+  EXPECT_GE(idle[0].count, 100);
+  EXPECT_GT(idle[0].last_ms, idle[0].first_ms);
+  EXPECT_NE(idle[0].message.find("GPU 0"), std::string::npos) << idle[0].message;
+  ASSERT_EQ(sink_.alerts.size(), 1u);
+  EXPECT_EQ(sink_.alerts[0].kind, "idle_gpu");
+}
+
+TEST_F(EngineWatchTest, AfterTheSilenceWindowTheSameAlertNotifiesAgain) {
+  config_.telemetry_period_ms = 5000;
+  config_.detectors.idle_for_ms = 60'000;
+  config_.silence_ms = 2 * 60'000;
+  FakeGpuProbe probe = IdleProbe();
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{10 * 60'000}; });
+  auto engine = MakeEngine(launcher, probe);
+  ASSERT_TRUE(engine->Submit(ParseSpec("name: idle\ncommand: sleep 600\nresources: {gpus: 1}\n")).ok());
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  // Idle from minute 1 to 10, one notification per 2 minutes: 5.
+  auto idle = AlertsOf("idle_gpu");
+  EXPECT_EQ(idle.size(), 5u);
+  EXPECT_EQ(sink_.alerts.size(), idle.size());
+}
+
+TEST_F(EngineWatchTest, ABusyGpuOrAGpuNobodyHoldsDoesNotAlert) {
+  config_.telemetry_period_ms = 5000;
+  config_.detectors.idle_for_ms = 60'000;
+  FakeGpuProbe probe({{0, "GPU-0", "Fake", 16 * GiB, 0}, {1, "GPU-1", "Fake", 16 * GiB, 0}});
+  // GPU 0 is busy under the run; GPU 1 is idle but nobody holds it.
+  probe.SetScript(*ParseTelemetryScript(
+      "{\"at\": \"0s\", \"gpu\": 0, \"utilization\": 97}\n"
+      "{\"at\": \"0s\", \"gpu\": 1, \"utilization\": 0}\n"));
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{5 * 60'000}; });
+  auto engine = MakeEngine(launcher, probe);
+  ASSERT_TRUE(engine->Submit(ParseSpec("name: busy\ncommand: sleep 300\nresources: {gpus: 1}\n")).ok());
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  EXPECT_TRUE(AlertsOf("idle_gpu").empty());
+}
+
+TEST_F(EngineWatchTest, TelemetryIsStoredOneAveragedRowPerGpuPerPeriod) {
+  config_.telemetry_period_ms = 5000;
+  config_.telemetry_store_every_ms = 60'000;
+  FakeGpuProbe probe({{0, "GPU-0", "Fake", 16 * GiB, 0}});
+  // 20% for the first half of each minute, 80% for the second: 50% on average.
+  probe.SetScript(*ParseTelemetryScript(
+      "{\"at\": \"0s\", \"gpu\": 0, \"utilization\": 20, \"temperature\": 40}\n"
+      "{\"at\": \"30s\", \"gpu\": 0, \"utilization\": 80, \"temperature\": 60}\n"
+      "{\"repeat\": \"60s\"}\n"));
+  clock_.Set(1'800'000'000'000);  // a whole minute, so the buckets line up with the script
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{5 * 60'000}; });
+  auto engine = MakeEngine(launcher, probe);
+  ASSERT_TRUE(engine->Submit(ParseSpec("name: t\ncommand: sleep 300\nresources: {gpus: 1}\n")).ok());
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  auto rows = store_->ListGpuSamples(0, 0).value();
+  ASSERT_GE(rows.size(), 5u);
+  ASSERT_LE(rows.size(), 6u);
+  for (size_t i = 0; i + 1 < rows.size(); ++i) {
+    EXPECT_EQ(rows[i + 1].t_ms - rows[i].t_ms, 60'000);
+    EXPECT_NEAR(rows[i].utilization, 50, 0.01) << i;
+    EXPECT_NEAR(rows[i].temperature_c, 50, 0.01) << i;
+    EXPECT_EQ(rows[i].memory_total, 16 * GiB);
+  }
+  EXPECT_EQ(engine->latest_samples().size(), 1u);
+}
+
+TEST_F(EngineWatchTest, ThreeFailuresOfOneConfigAlertOnceAndStopRetrying) {
+  FakeGpuProbe probe({});
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) {
+    FakeProcess p{100, 1};
+    p.stderr_text = "ValueError: bad config\n";
+    return p;
+  });
+  auto engine = MakeEngine(launcher, probe);
+  Spec spec = ParseSpec("name: broken\ncommand: python train.py\nretries: 5\nretry_backoff: 1s\n");
+  auto sub = engine->Submit(spec);
+  ASSERT_TRUE(sub.ok());
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  int64_t run_id = sub->runs[0].id;
+  auto run = store_->GetRun(run_id).value();
+  EXPECT_EQ(run->state, RunState::kFailed);
+  EXPECT_EQ(store_->ListAttempts(run_id)->size(), 3u);  // not a fourth, though 5 retries remain
+  auto alerts = AlertsOf("repeated_failure");
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].severity, "error");
+  EXPECT_EQ(alerts[0].run_id, run_id);
+  EXPECT_NE(alerts[0].message.find("3 times in a row"), std::string::npos) << alerts[0].message;
+
+  // The same config submitted again fails a fourth time in a row: it is not retried at all, and
+  // the alert is counted on the first one (silence window), not sent again.
+  auto again = engine->Submit(spec);
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  EXPECT_EQ(store_->ListAttempts(again->runs[0].id)->size(), 1u);
+  alerts = AlertsOf("repeated_failure");
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].count, 2);
+  EXPECT_EQ(sink_.alerts.size(), 1u);
+}
+
+TEST_F(EngineWatchTest, AnOomBetweenFailuresNeitherCountsNorBreaksTheStreak) {
+  FakeGpuProbe probe({});
+  int n = 0;
+  FakeLauncher launcher(clock_, [&n](const LaunchSpec&) {
+    FakeProcess p{100, 1};
+    // exit, OOM, exit, exit: three failures of the config.
+    p.stderr_text = ++n == 2 ? "torch.OutOfMemoryError: CUDA out of memory.\n" : "boom\n";
+    return p;
+  });
+  auto engine = MakeEngine(launcher, probe);
+  auto sub = engine->Submit(ParseSpec(
+      "name: b\ncommand: python train.py {bs}\nparams: {bs: [64]}\nretries: 5\nretry_backoff: 1s\n"
+      "oom: {param: bs}\n"));
+  ASSERT_TRUE(sub.ok());
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  EXPECT_EQ(store_->ListAttempts(sub->runs[0].id)->size(), 4u);
+  EXPECT_EQ(AlertsOf("repeated_failure").size(), 1u);
+}
+
+TEST_F(EngineWatchTest, LossSpikesAndTheRunsOwnAlertsBecomeAlerts) {
+  FakeGpuProbe probe({});
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) {
+    FakeProcess p{1000, 0};
+    for (int step = 0; step < 40; ++step) {
+      double loss = 1.0 / (1 + step) + 0.01 * (step % 3);
+      p.stdout_text += "{\"step\": " + std::to_string(step) +
+                       ", \"loss\": " + std::to_string(loss) + "}\n";
+    }
+    p.stdout_text += "{\"step\": 40, \"loss\": 57.0}\n";
+    p.stdout_text +=
+        "{\"drover_alert\": {\"message\": \"validation set is empty\", \"level\": \"error\", "
+        "\"key\": \"val\"}}\n";
+    return p;
+  });
+  auto engine = MakeEngine(launcher, probe);
+  auto sub = engine->Submit(ParseSpec("name: s\ncommand: python train.py\n"));
+  ASSERT_TRUE(sub.ok());
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  auto spikes = AlertsOf("loss_spike");
+  ASSERT_EQ(spikes.size(), 1u);
+  EXPECT_NE(spikes[0].message.find("possible gradient explosion"), std::string::npos);
+  EXPECT_EQ(spikes[0].data["step"], 40);
+  auto own = AlertsOf("run");
+  ASSERT_EQ(own.size(), 1u);
+  EXPECT_EQ(own[0].message, "validation set is empty");
+  EXPECT_EQ(own[0].severity, "error");
+  EXPECT_EQ(own[0].key, "run:" + std::to_string(sub->runs[0].id) + ":run:val");
+  // Neither is a metric.
+  EXPECT_TRUE(store_->GetMetrics(sub->runs[0].id, "drover_alert")->empty());
+}
+
+TEST_F(EngineWatchTest, NanStopsTheRunAsDivergedAndAlerts) {
+  FakeGpuProbe probe({});
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) {
+    FakeProcess p{60'000, 0};
+    p.stdout_text = "{\"step\": 1, \"loss\": 0.5}\n{\"step\": 2, \"loss\": NaN}\n";
+    return p;
+  });
+  auto engine = MakeEngine(launcher, probe);
+  auto sub = engine->Submit(ParseSpec("name: n\ncommand: python train.py\nretries: 3\n"));
+  ASSERT_TRUE(sub.ok());
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  EXPECT_EQ(store_->GetRun(sub->runs[0].id).value()->reason, "diverged");
+  auto d = AlertsOf("diverged");
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].severity, "error");
+  EXPECT_NE(d[0].message.find("loss became NaN at step 2"), std::string::npos) << d[0].message;
+}
+
+}  // namespace
+}  // namespace drover

@@ -1,0 +1,56 @@
+#pragma once
+// The watch configuration of a daemon (`drover serve --config FILE`, `drover run --config FILE`):
+// telemetry period, alert silence window, sinks, detector thresholds. Every field is optional;
+// docs/metrics.md shows the whole file with the defaults:
+//
+//   telemetry:
+//     period: 5s          # how often GPUs are sampled
+//     store_every: 1m     # samples are averaged into one stored row per GPU per this long
+//   alerts:
+//     silence: 30m        # the same alert key notifies once per this long
+//     sinks:
+//       - type: log
+//       - type: webhook
+//         format: slack   # slack | feishu | dingtalk | json
+//         url: https://hooks.slack.com/services/T000/B000/XXXX
+//         min_severity: warning
+//   detectors:
+//     loss_spike:    {window: 50, min_points: 20, threshold: 6}
+//     plateau:       {window: 100, min_delta: 0.001}
+//     idle_gpu:      {utilization: 30, for: 5m}
+//     memory_leak:   {window: 20, min_growth: 256MiB, monotonic: 0.8}
+//     fragmentation: {threshold: 0.25, samples: 3, min_reserved: 512MiB}
+//     repeated_failure: {count: 3}
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "watch/detectors.h"
+#include "watch/sinks.h"
+
+namespace drover::watch {
+
+struct SinkConfig {
+  std::string type = "log";  // log | webhook
+  WebhookOptions webhook;    // for type webhook
+};
+
+struct WatchConfig {
+  Millis telemetry_period_ms = 5000;
+  Millis telemetry_store_every_ms = 60'000;
+  Millis silence_ms = 30 * 60 * 1000;
+  // Without a sinks list: one log sink. An empty list (`sinks: []`) sends nowhere.
+  std::vector<SinkConfig> sinks = {SinkConfig{}};
+  DetectorConfig detectors;
+};
+
+// Errors carry file:line:column (`source` names the file) and a did-you-mean for misspelt keys,
+// and say the accepted range or form of a bad value.
+Result<WatchConfig> ParseWatchConfig(const std::string& yaml_text, const std::string& source);
+Result<WatchConfig> LoadWatchConfig(const std::string& path);
+
+// The sinks of a config, ready to use (a FanOutSink; webhooks start their threads).
+Result<std::unique_ptr<FanOutSink>> MakeSinks(const WatchConfig& config);
+
+}  // namespace drover::watch

@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include "gpu/background_probe.h"
+
 namespace drover::cli {
 
 void AddWatchFlags(CLI::App* app, WatchFlags& flags) {
@@ -27,6 +29,7 @@ Result<EngineSetup> PrepareEngine(const Globals& g, const std::string& fake_gpus
     static_cast<FakeGpuProbe*>(setup.probe.get())->SetScript(std::move(script));
   }
   std::string path = flags.config;
+  // (The probe is wrapped below, once the config says how often to read it.)
   if (path.empty()) {
     std::string fallback = StoreDir(g) + "/config.yaml";
     std::error_code ec;
@@ -37,6 +40,12 @@ Result<EngineSetup> PrepareEngine(const Globals& g, const std::string& fake_gpus
     setup.config_path = path;
   }
   DROVER_ASSIGN_OR_RETURN(setup.sinks, watch::MakeSinks(setup.config));
+  if (setup.probe->Kind() == "nvml" || setup.probe->Kind() == "nvidia-smi") {
+    // Real drivers are slow to read: keep that off the engine's loop.
+    static RealClock clock;
+    setup.probe = std::make_unique<BackgroundGpuProbe>(std::move(setup.probe), clock,
+                                                       setup.config.telemetry_period_ms);
+  }
   return setup;
 }
 

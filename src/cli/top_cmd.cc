@@ -46,7 +46,14 @@ Result<std::string> Frame(ApiClient& api, const TopFlags& f) {
   for (const auto& g : gpu_list) {
     std::vector<std::string> ids;
     for (const auto& r : g.value("runs", Json::array())) ids.push_back(std::to_string(r.get<int64_t>()));
-    rows.push_back({std::to_string(g.value("index", 0)), g.value("name", ""),
+    // Live telemetry, where the probe gives it ("-" for what it does not know).
+    const Json t = g.contains("telemetry") && g["telemetry"].is_object() ? g["telemetry"] : Json();
+    auto known = [&](const char* key) { return t.is_object() && t.contains(key) && t[key].is_number(); };
+    std::string util = known("utilization") ? fmt::format("{:.0f}%", t["utilization"].get<double>()) : "-";
+    std::string used = known("memory_used") ? FormatBytes(t["memory_used"].get<int64_t>()) : "-";
+    std::string temp = known("temperature_c") ? fmt::format("{:.0f}C", t["temperature_c"].get<double>()) : "-";
+    std::string power = known("power_w") ? fmt::format("{:.0f}W", t["power_w"].get<double>()) : "-";
+    rows.push_back({std::to_string(g.value("index", 0)), g.value("name", ""), util, used, temp, power,
                     fmt::format("{} / {}", FormatBytes(g.value("memory_reserved", int64_t{0})),
                                 FormatBytes(g.value("memory_total", int64_t{0}))),
                     g.value("exclusive", false) ? "whole" : (ids.empty() ? "idle" : "shared"),
@@ -55,7 +62,9 @@ Result<std::string> Frame(ApiClient& api, const TopFlags& f) {
   if (rows.empty()) {
     out += "no GPUs (CPU runs only)\n";
   } else {
-    out += RenderTable({"gpu", "name", "reserved / total", "use", "runs"}, rows);
+    out += RenderTable({"gpu", "name", "util", "mem used", "temp", "power", "reserved / total",
+                        "use", "runs"},
+                       rows);
   }
   out += "\nrunning\n";
   rows.clear();
@@ -92,6 +101,15 @@ Result<std::string> Frame(ApiClient& api, const TopFlags& f) {
                         std::to_string(r["resources"].value("gpus", 0)) + " GPU"});
   }
   out += rows.empty() ? "  (none)\n" : RenderTable({"run", "exp", "priority", "needs"}, rows);
+  DROVER_ASSIGN_OR_RETURN(Json alerts, api.Get("/alerts?limit=5"));
+  if (!alerts["alerts"].empty()) {
+    out += "\nrecent alerts (drover alerts lists them all)\n";
+    for (const auto& a : alerts["alerts"]) {
+      std::string times = a.value("count", 1) > 1 ? fmt::format(" (x{})", a.value("count", 1)) : "";
+      out += fmt::format("  {}  {:<8} {}{}\n", FormatTime(a.value("first_ms", int64_t{0})).substr(11),
+                         a.value("kind", ""), a.value("message", ""), times);
+    }
+  }
   return out;
 }
 

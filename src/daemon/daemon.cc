@@ -4,6 +4,7 @@
 #include <future>
 
 #include "protocol/json_codec.h"
+#include "server/routes.h"
 #include "spec/spec_parser.h"
 
 namespace drover {
@@ -148,9 +149,24 @@ void Daemon::OnRunChanged(const Run& run, const Attempt* attempt, const std::str
 }
 
 void Daemon::OnMetrics(const Run& run, const std::vector<MetricPoint>& points) {
+  // A run printing thousands of lines a second would make each event huge and cost the engine
+  // more than storing them: each metric of an event keeps at most kEventPointsPerMetric points
+  // (min/max buckets, so spikes survive); the full series is GET /runs/{id}/metrics.
+  constexpr size_t kEventPointsPerMetric = 100;
+  std::map<std::string, std::vector<MetricPoint>> by_name;
+  for (const auto& p : points) by_name[p.name].push_back(p);
   Json pts = Json::array();
-  for (const auto& p : points) pts.push_back(protocol::ToJson(p));
-  Publish("metrics", {{"run_id", run.id}, {"points", pts}});
+  bool thinned = false;
+  for (auto& [name, series] : by_name) {
+    if (series.size() > kEventPointsPerMetric) {
+      series = server::Downsample(series, kEventPointsPerMetric);
+      thinned = true;
+    }
+    for (const auto& p : series) pts.push_back(protocol::ToJson(p));
+  }
+  Json data = {{"run_id", run.id}, {"points", pts}};
+  if (thinned) data["downsampled_from"] = points.size();
+  Publish("metrics", std::move(data));
 }
 
 void Daemon::OnAlert(const Alert& alert) { Publish("alert", protocol::ToJson(alert)); }

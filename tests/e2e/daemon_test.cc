@@ -380,6 +380,10 @@ TEST_F(DaemonTest, IdleGpuAlertsOnceAndMetricsPassPromtool) {
   EXPECT_GT(list[0]["count"].get<int>(), 5);  // ~2 s of 100 ms samples past the first second
   auto cli = RunDrover({"alerts", "--store", store_});
   EXPECT_NE(cli.out.find("idle_gpu"), std::string::npos) << cli.out << cli.err;
+  auto top = RunDrover({"top", "--once", "--store", store_});
+  EXPECT_NE(top.out.find("99%"), std::string::npos) << top.out << top.err;
+  EXPECT_NE(top.out.find("70C"), std::string::npos) << top.out;
+  EXPECT_NE(top.out.find("recent alerts"), std::string::npos) << top.out;
 
   auto gpus = http.Get("/api/v1/gpus", Auth());
   ASSERT_TRUE(gpus);

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "common/strings.h"
+#include "common/subprocess.h"
 
 namespace drover {
 namespace {
@@ -89,6 +90,23 @@ Result<std::vector<GpuSample>> FakeGpuProbe::Sample(Millis now) {
     }
   }
   return samples;
+}
+
+std::string DescribeDevicesAndSmi(const Result<std::vector<GpuDevice>>& devices) {
+  std::string out;
+  if (devices.ok()) {
+    for (const GpuDevice& d : *devices) {
+      out += fmt::format("GPU {}: {}, {} MiB total, {} MiB used, {}\n", d.index, d.name,
+                         d.memory_total >> 20, d.memory_used >> 20, d.uuid);
+    }
+  } else {
+    out += devices.status().message() + "\n";
+  }
+  auto smi = RunAndCapture({"nvidia-smi", "-q"});
+  if (smi.ok() && smi->exit_code == 0 && !smi->out.empty()) {
+    out += "\nnvidia-smi -q:\n" + smi->out;
+  }
+  return out;
 }
 
 Result<std::vector<GpuDevice>> ParseFakeGpus(const std::string& text) {

@@ -180,20 +180,7 @@ class NvidiaSmiProbe : public GpuProbe {
 
   std::string Describe() override {
     std::string out = "nvidia-smi (NVML could not be loaded)\n";
-    auto devices = Devices();
-    if (devices.ok()) {
-      for (const GpuDevice& d : *devices) {
-        out += fmt::format("GPU {}: {}, {} MiB total, {} MiB used, {}\n", d.index, d.name,
-                           d.memory_total >> 20, d.memory_used >> 20, d.uuid);
-      }
-    } else {
-      out += devices.status().message() + "\n";
-    }
-    auto smi = RunAndCapture({"nvidia-smi", "-q"});
-    if (smi.ok() && smi->exit_code == 0 && !smi->out.empty()) {
-      out += "\nnvidia-smi -q:\n" + smi->out;
-    }
-    return out;
+    return out + DescribeDevicesAndSmi(Devices());
   }
 };
 

@@ -152,20 +152,7 @@ class NvmlProbe : public GpuProbe {
     if (api_.GetDriverVersion(version, sizeof version) == NVML_SUCCESS) {
       out += fmt::format("NVIDIA driver {}\n", version);
     }
-    auto devices = Devices();
-    if (devices.ok()) {
-      for (const GpuDevice& d : *devices) {
-        out += fmt::format("GPU {}: {}, {} MiB total, {} MiB used, {}\n", d.index, d.name,
-                           d.memory_total >> 20, d.memory_used >> 20, d.uuid);
-      }
-    } else {
-      out += devices.status().message() + "\n";
-    }
-    auto smi = RunAndCapture({"nvidia-smi", "-q"});
-    if (smi.ok() && smi->exit_code == 0 && !smi->out.empty()) {
-      out += "\nnvidia-smi -q:\n" + smi->out;
-    }
-    return out;
+    return out + DescribeDevicesAndSmi(Devices());
   }
 
  private:

@@ -1,3 +1,4 @@
+#include "spec/yaml_fields.h"
 #include "spec/spec_parser.h"
 
 #include <fmt/format.h>
@@ -22,6 +23,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using YAML::Node;
+using yaml::Contains;
+using yaml::Describe;
+using yaml::Field;
+using yaml::Find;
 
 const std::vector<std::string> kTopKeys = {"name",      "workdir",       "command",  "shell",
                                            "params",    "resources",     "priority", "max_parallel",
@@ -40,10 +45,6 @@ const std::vector<std::pair<std::string, const std::vector<std::string>*>> kSect
     {"monitor", &kMonitorKeys}};
 
 const char kStrTag[] = "tag:yaml.org,2002:str";
-
-bool Contains(const std::vector<std::string>& v, std::string_view s) {
-  return std::find(v.begin(), v.end(), s) != v.end();
-}
 
 // ---------------------------------------------------------------------------------------------
 // Scalars are typed by the YAML 1.2 core schema: quoted text is always a string, and plain text
@@ -119,20 +120,6 @@ Scalar Resolve(const Node& n) {
   return s;
 }
 
-// How a node reads in an error message: got 'three', got a list, ...
-std::string Describe(const Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Scalar:
-      return fmt::format("'{}'", n.Scalar());
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Map:
-      return "a mapping";
-    default:
-      return "nothing";
-  }
-}
-
 // const lookup, so a missing key is not inserted.
 Node Get(const Node& map, const std::string& key) { return map[key]; }
 
@@ -169,23 +156,6 @@ void Emit(YAML::Emitter& out, const Node& n) {
       out << YAML::Null;
       break;
   }
-}
-
-// A key of a mapping with its value. Errors about the value point at the value, except an empty
-// one: yaml-cpp marks an empty value at the start of the next line, so point at the key then.
-struct Field {
-  Node key;
-  Node value;
-  std::string name;
-  std::string path;  // dotted, for messages: resources.gpus
-  const Node& at() const { return value.IsNull() ? key : value; }
-};
-
-const Field* Find(const std::vector<Field>& fields, std::string_view name) {
-  for (const Field& f : fields) {
-    if (f.name == name) return &f;
-  }
-  return nullptr;
 }
 
 bool IsSpecName(std::string_view s) {

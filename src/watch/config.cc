@@ -1,3 +1,4 @@
+#include "spec/yaml_fields.h"
 #include "watch/config.h"
 
 #include <fmt/format.h>
@@ -18,6 +19,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using YAML::Node;
+using yaml::Contains;
+using yaml::Describe;
+using yaml::Field;
+using yaml::Find;
 
 const std::vector<std::string> kTopKeys = {"telemetry", "alerts", "detectors"};
 const std::vector<std::string> kTelemetryKeys = {"period", "store_every"};
@@ -41,41 +46,6 @@ const std::vector<std::pair<std::string, const std::vector<std::string>*>> kSect
     {"telemetry", &kTelemetryKeys}, {"alerts", &kAlertKeys}, {"detectors", &kDetectorKeys}};
 
 constexpr int64_t kIntMax = std::numeric_limits<int>::max();
-
-bool Contains(const std::vector<std::string>& v, std::string_view s) {
-  return std::find(v.begin(), v.end(), s) != v.end();
-}
-
-// How a node reads in an error message: got 'three', got a list, ...
-std::string Describe(const Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Scalar:
-      return fmt::format("'{}'", n.Scalar());
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Map:
-      return "a mapping";
-    default:
-      return "nothing";
-  }
-}
-
-// A key of a mapping with its value. Errors about the value point at the value, except an empty
-// one: yaml-cpp marks an empty value at the start of the next line, so point at the key then.
-struct Field {
-  Node key;
-  Node value;
-  std::string name;
-  std::string path;  // dotted, for messages: detectors.loss_spike.window
-  const Node& at() const { return value.IsNull() ? key : value; }
-};
-
-const Field* Find(const std::vector<Field>& fields, std::string_view name) {
-  for (const Field& f : fields) {
-    if (f.name == name) return &f;
-  }
-  return nullptr;
-}
 
 class Parser {
  public:

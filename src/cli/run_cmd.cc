@@ -159,6 +159,16 @@ int RunSpec(Globals& g, const RunFlags& f) {
     return ReportError(!exp.ok() ? exp.status() : runs.status());
   }
   int code = PrintResults(**exp, *runs, f.json, f.quiet);
+  if (human) {
+    AlertFilter af;
+    af.experiment_id = submitted->experiment_id;
+    auto alerts = (*store)->ListAlerts(af);
+    if (alerts.ok() && !alerts->empty()) {
+      std::printf("%zu alert%s raised: drover alerts -e %lld\n", alerts->size(),
+                  alerts->size() == 1 ? "" : "s",
+                  static_cast<long long>(submitted->experiment_id));
+    }
+  }
   if (engine.interrupted()) {
     std::fprintf(stderr, "drover: interrupted; every run was stopped and recorded as cancelled\n");
     return kExitInterrupted;

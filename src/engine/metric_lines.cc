@@ -4,6 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <charconv>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -81,7 +84,142 @@ std::optional<AlertLine> ParseAlertLine(std::string_view line) {
   return a;
 }
 
+namespace {
+
+// The common case, read without building a JSON tree: one flat object whose values are numbers
+// (and strings, booleans or null, which are skipped), as drover.log and most scripts print it.
+// Returns the numeric fields sorted by name (as the JSON object iterates them), or nothing when
+// the line needs the full parser: nested values, escaped keys, duplicate keys, anything unusual.
+// ParseMetricLine's answer is the same either way (metric_lines_test compares them).
+struct FlatField {
+  std::string key;
+  double value = 0;
+  bool numeric = false;  // strings, booleans and null are kept only to catch duplicate keys
+};
+
+std::optional<std::vector<FlatField>> FlatNumbers(std::string_view t) {
+  size_t i = 1;  // after '{'
+  auto ws = [&] {
+    while (i < t.size() && (t[i] == ' ' || t[i] == '\t' || t[i] == '\r' || t[i] == '\n')) ++i;
+  };
+  // A JSON number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+  auto number = [&](double* out) -> bool {
+    size_t start = i;
+    if (i < t.size() && t[i] == '-') ++i;
+    if (i >= t.size() || !std::isdigit(static_cast<unsigned char>(t[i]))) return false;
+    if (t[i] == '0') {
+      ++i;
+    } else {
+      while (i < t.size() && std::isdigit(static_cast<unsigned char>(t[i]))) ++i;
+    }
+    if (i < t.size() && t[i] == '.') {
+      ++i;
+      if (i >= t.size() || !std::isdigit(static_cast<unsigned char>(t[i]))) return false;
+      while (i < t.size() && std::isdigit(static_cast<unsigned char>(t[i]))) ++i;
+    }
+    if (i < t.size() && (t[i] == 'e' || t[i] == 'E')) {
+      ++i;
+      if (i < t.size() && (t[i] == '+' || t[i] == '-')) ++i;
+      if (i >= t.size() || !std::isdigit(static_cast<unsigned char>(t[i]))) return false;
+      while (i < t.size() && std::isdigit(static_cast<unsigned char>(t[i]))) ++i;
+    }
+    auto [p, ec] = std::from_chars(t.data() + start, t.data() + i, *out);
+    // Out of range: leave it to the full parser, which has its own idea of it.
+    return ec == std::errc() && p == t.data() + i;
+  };
+  auto word = [&](std::string_view w) {
+    if (t.substr(i, w.size()) != w) return false;
+    i += w.size();
+    return true;
+  };
+  std::vector<FlatField> out;
+  ws();
+  if (i < t.size() && t[i] == '}') return out;  // {}
+  for (;;) {
+    ws();
+    if (i >= t.size() || t[i] != '"') return std::nullopt;
+    size_t key_start = ++i;
+    while (i < t.size() && t[i] != '"' && t[i] != '\\' && static_cast<unsigned char>(t[i]) >= 0x20) ++i;
+    if (i >= t.size() || t[i] != '"') return std::nullopt;  // escapes, control characters
+    std::string_view key = t.substr(key_start, i - key_start);
+    ++i;
+    ws();
+    if (i >= t.size() || t[i] != ':') return std::nullopt;
+    ++i;
+    ws();
+    if (i >= t.size()) return std::nullopt;
+    char c = t[i];
+    double v = 0;
+    bool numeric = true;
+    if (c == '-' || std::isdigit(static_cast<unsigned char>(c))) {
+      if (word("-Infinity")) {
+        v = -std::numeric_limits<double>::infinity();
+      } else if (!number(&v)) {
+        return std::nullopt;
+      }
+    } else if (word("NaN")) {
+      v = std::numeric_limits<double>::quiet_NaN();
+    } else if (word("Infinity")) {
+      v = std::numeric_limits<double>::infinity();
+    } else if (word("true") || word("false") || word("null")) {
+      numeric = false;
+    } else if (c == '"') {
+      numeric = false;
+      for (++i; i < t.size() && t[i] != '"'; ++i) {
+        if (static_cast<unsigned char>(t[i]) < 0x20) return std::nullopt;
+        if (t[i] == '\\') ++i;
+      }
+      if (i >= t.size()) return std::nullopt;
+      ++i;
+    } else {
+      return std::nullopt;  // nested object or list
+    }
+    out.push_back({std::string(key), v, numeric});
+    ws();
+    if (i >= t.size()) return std::nullopt;
+    if (t[i] == ',') {
+      ++i;
+      continue;
+    }
+    if (t[i] == '}' && i + 1 == t.size()) break;
+    return std::nullopt;
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
+  for (size_t k = 1; k < out.size(); ++k) {
+    if (out[k].key == out[k - 1].key) return std::nullopt;  // the last one wins: full parser
+  }
+  return out;
+}
+
+}  // namespace
+
 std::optional<MetricLine> ParseMetricLine(std::string_view line, int64_t fallback_step) {
+  std::string_view t = Trim(line);
+  if (t.size() < 2 || t.front() != '{' || t.back() != '}') return std::nullopt;
+  if (auto flat = FlatNumbers(t)) {
+    MetricLine m;
+    m.step = fallback_step;
+    std::string step_key;
+    for (const char* key : {"step", "epoch"}) {
+      auto it = std::find_if(flat->begin(), flat->end(),
+                             [&](const FlatField& f) { return f.key == key; });
+      if (it == flat->end() || !it->numeric) continue;
+      if (!std::isfinite(it->value) || std::fabs(it->value) > 9e15) continue;
+      m.step = static_cast<int64_t>(it->value);
+      step_key = key;
+      break;
+    }
+    for (auto& f : *flat) {
+      if (f.key == step_key || !f.numeric) continue;
+      m.values.emplace_back(std::move(f.key), f.value);
+    }
+    if (m.values.empty()) return std::nullopt;
+    return m;
+  }
+  return ParseMetricLineWithJson(t, fallback_step);
+}
+
+std::optional<MetricLine> ParseMetricLineWithJson(std::string_view line, int64_t fallback_step) {
   std::string_view t = Trim(line);
   if (t.size() < 2 || t.front() != '{' || t.back() != '}') return std::nullopt;
   nlohmann::json j = nlohmann::json::parse(t, nullptr, /*allow_exceptions=*/false);

@@ -24,7 +24,11 @@ struct MetricLine {
 // The step is the line's "step" field, else its "epoch" field, else `fallback_step`; that field
 // is not itself a metric. Booleans, strings and nested values are ignored. A line that is not a
 // JSON object, or has no numeric field, gives nothing.
+// Flat objects of numbers (drover.log's lines) are read by a small scanner; anything else by the
+// full JSON parser, with the same result.
 std::optional<MetricLine> ParseMetricLine(std::string_view line, int64_t fallback_step);
+// Always the full JSON parser (the reference the scanner is tested against).
+std::optional<MetricLine> ParseMetricLineWithJson(std::string_view line, int64_t fallback_step);
 
 // A line `{"drover_alert": {"message": ..., "level": "warning", "key": ..., "details": {...}}}`
 // (drover.alert() in the Python client): an alert raised by the run itself. level defaults to

@@ -109,5 +109,52 @@ TEST(AlertLines, ThePythonClientsAlertIsRead) {
   EXPECT_FALSE(ParseAlertLine(R"({"drover_alert": {"message": "x"}, "loss": 1})").has_value());
 }
 
+TEST(MetricLines, TheFastScannerAgreesWithTheJsonParser) {
+  const std::vector<std::string> lines = {
+      R"({"step": 1, "loss": 0.5})",
+      R"({"loss":0.5,"step":3,"acc":0.25})",
+      R"(  { "epoch" : 2 , "val_acc" : 9.5e-1 }  )",
+      R"({"step": 1, "loss": NaN, "x": Infinity, "y": -Infinity})",
+      R"({"step": 1, "phase": "train", "ok": true, "none": null, "lr": 1e-3})",
+      R"({"step": 1, "note": "a \"quoted\" , } value", "loss": 2})",
+      R"({"step": 1, "loss": 0.5, "loss": 0.7})",      // duplicate: the last wins
+      R"({"step": 1, "nested": {"a": 1}, "loss": 1})",  // nested: full parser
+      R"({"step": 1, "list": [1, 2], "loss": 1})",
+      R"({"st\u0065p": 4, "loss": 1})",                 // escaped key
+      R"({"step": 01, "loss": 1})",                     // not JSON
+      R"({"step": 1, "loss": 1,})",                     // trailing comma
+      R"({"step": 1, "loss": .5})",
+      R"({"step": 1, "loss": 1e999})",
+      R"({"step": -0, "loss": -0.0})",
+      R"({"step": 1.7, "loss": 3})",
+      R"({"step": "7", "loss": 3})",
+      R"({"epoch": 5, "step": NaN, "loss": 3})",
+      R"({"step": 99999999999999999999, "loss": 3})",
+      R"({})",
+      R"({"flag": true})",
+      R"({"loss": 1} x)",
+      R"({"a": 1 "b": 2})",
+      R"({"a"   :   -12.5E+2})",
+      "{\"a\": 1}\r",
+  };
+  for (const auto& line : lines) {
+    auto fast = ParseMetricLine(line, 42);
+    auto full = ParseMetricLineWithJson(line, 42);
+    ASSERT_EQ(fast.has_value(), full.has_value()) << line;
+    if (!fast) continue;
+    EXPECT_EQ(fast->step, full->step) << line;
+    ASSERT_EQ(fast->values.size(), full->values.size()) << line;
+    for (size_t i = 0; i < fast->values.size(); ++i) {
+      EXPECT_EQ(fast->values[i].first, full->values[i].first) << line;
+      double a = fast->values[i].second, b = full->values[i].second;
+      if (std::isnan(b)) {
+        EXPECT_TRUE(std::isnan(a)) << line;
+      } else {
+        EXPECT_EQ(a, b) << line;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace drover

@@ -182,6 +182,7 @@ TEST_F(WatchTest, ThreeFailuresOfOneConfigRaiseOneAlertAndNoFourthAttempt) {
   ASSERT_EQ(alerts.size(), 1u) << alerts.dump();
   EXPECT_EQ(alerts[0]["kind"], "repeated_failure");
   EXPECT_EQ(alerts[0]["count"], 1);
+  EXPECT_NE(r.out.find("1 alert raised: drover alerts -e 1"), std::string::npos) << r.out;
   auto human = RunDrover({"alerts", "--store", store_});
   EXPECT_NE(human.out.find("repeated_failure"), std::string::npos) << human.out;
   EXPECT_NE(human.out.find("3 times in a row"), std::string::npos) << human.out;

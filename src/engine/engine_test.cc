@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "spec/spec_parser.h"
+#include "testutil/engine_fixture.h"
 #include "testutil/fake_launcher.h"
 
 namespace drover {
@@ -21,40 +22,13 @@ using testing::EnvOf;
 using testing::FakeLauncher;
 using testing::FakeProcess;
 
-class EngineTest : public ::testing::Test {
+class EngineTest : public testing::EngineFixture {
  protected:
-  void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            ("drover-engine-" + std::to_string(getpid()) + "-" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_ / "code");
-    std::ofstream(root_ / "code" / "train.py") << "print('v1')\n";
-    store_ = std::move(Store::Open(":memory:").value());
-  }
-  void TearDown() override { fs::remove_all(root_); }
-
-  Spec ParseSpec(const std::string& yaml) {
-    auto s = ParseSpecString(yaml, "test.yaml", (root_ / "code").string());
-    EXPECT_TRUE(s.ok()) << s.status().message();
-    return s.value();
-  }
-
   std::unique_ptr<Engine> MakeEngine(FakeLauncher& launcher, GpuProbe& probe) {
-    EngineOptions o;
-    o.store_dir = (root_ / "store").string();
-    o.cpu_slots = 8;
-    o.kill_grace_ms = 5000;
-    o.base_env = {"PATH=/usr/bin:/bin", "HOME=/root"};
-    o.capture_environment = false;
-    return std::make_unique<Engine>(*store_, launcher, probe, clock_, o);
+    return std::make_unique<Engine>(*store_, launcher, probe, clock_, BaseOptions());
   }
 
   std::vector<Attempt> Attempts(int64_t run_id) { return store_->ListAttempts(run_id).value(); }
-
-  fs::path root_;
-  FakeClock clock_;
-  std::unique_ptr<Store> store_;
 };
 
 constexpr int64_t GiB = 1024LL * 1024 * 1024;

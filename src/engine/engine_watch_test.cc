@@ -8,6 +8,7 @@
 
 #include "engine/engine.h"
 #include "spec/spec_parser.h"
+#include "testutil/engine_fixture.h"
 #include "testutil/fake_launcher.h"
 
 namespace drover {
@@ -26,31 +27,10 @@ class RecordingSink : public watch::AlertSink {
   std::vector<Alert> alerts;
 };
 
-class EngineWatchTest : public ::testing::Test {
+class EngineWatchTest : public testing::EngineFixture {
  protected:
-  void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            ("drover-engine-watch-" + std::to_string(getpid()) + "-" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_ / "code");
-    std::ofstream(root_ / "code" / "train.py") << "print('v1')\n";
-    store_ = std::move(Store::Open(":memory:").value());
-  }
-  void TearDown() override { fs::remove_all(root_); }
-
-  Spec ParseSpec(const std::string& yaml) {
-    auto s = ParseSpecString(yaml, "test.yaml", (root_ / "code").string());
-    EXPECT_TRUE(s.ok()) << s.status().message();
-    return s.value();
-  }
-
   std::unique_ptr<Engine> MakeEngine(FakeLauncher& launcher, GpuProbe& probe) {
-    EngineOptions o;
-    o.store_dir = (root_ / "store").string();
-    o.cpu_slots = 8;
-    o.base_env = {"PATH=/usr/bin:/bin"};
-    o.capture_environment = false;
+    EngineOptions o = BaseOptions();
     o.watch = config_;
     o.alert_sink = &sink_;
     return std::make_unique<Engine>(*store_, launcher, probe, clock_, o);
@@ -63,9 +43,6 @@ class EngineWatchTest : public ::testing::Test {
     return store_->ListAlerts(f).value();
   }
 
-  fs::path root_;
-  FakeClock clock_;
-  std::unique_ptr<Store> store_;
   watch::WatchConfig config_;
   RecordingSink sink_;
 };

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "store/store.h"
+#include "testutil/cli_fixture.h"
 #include "testutil/cli_runner.h"
 
 namespace drover {
@@ -18,23 +19,8 @@ namespace fs = std::filesystem;
 using testing::RunDrover;
 using Json = nlohmann::json;
 
-class CliTest : public ::testing::Test {
+class CliTest : public testing::CliFixture {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("drover-cli-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_ / "code");
-    store_ = (dir_ / "store").string();
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string Write(const std::string& name, const std::string& text) {
-    std::string path = (dir_ / name).string();
-    std::ofstream(path) << text;
-    return path;
-  }
   // Live processes whose environment holds `marker` (from /proc): every descendant of a run
   // inherits the spec's env, so this finds leftovers however they were started.
   // Shims (drover's small supervisor per run) are counted only with `with_shims`.
@@ -52,9 +38,6 @@ class CliTest : public ::testing::Test {
     }
     return n;
   }
-
-  fs::path dir_;
-  std::string store_;
 };
 
 TEST_F(CliTest, BadSpecsGiveDocumentedErrors) {

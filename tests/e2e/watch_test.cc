@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "store/store.h"
+#include "testutil/cli_fixture.h"
 #include "testutil/cli_runner.h"
 
 namespace drover {
@@ -56,23 +57,8 @@ class Receiver {
   std::vector<std::pair<std::string, std::string>> bodies_;
 };
 
-class WatchTest : public ::testing::Test {
+class WatchTest : public testing::CliFixture {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("drover-watch-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_ / "code");
-    store_ = (dir_ / "store").string();
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string Write(const std::string& name, const std::string& text) {
-    std::string path = (dir_ / name).string();
-    std::ofstream(path) << text;
-    return path;
-  }
   Json Alerts(const std::vector<std::string>& filter = {}) {
     std::vector<std::string> args = {"alerts", "--json", "--store", store_};
     args.insert(args.end(), filter.begin(), filter.end());
@@ -80,9 +66,6 @@ class WatchTest : public ::testing::Test {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return Json::parse(r.out)["alerts"];
   }
-
-  fs::path dir_;
-  std::string store_;
 };
 
 TEST_F(WatchTest, NanStopsTheRunAsDivergedAndWebhooksGetSlackAndFeishuPayloads) {

@@ -53,7 +53,8 @@ int Alerts(Globals& g, const AlertsFlags& f) {
   if (f.json) {
     Json out = Json::array();
     for (const auto& a : *alerts) out.push_back(protocol::ToJson(a));
-    std::printf("%s\n", Json({{"alerts", out}}).dump(2).c_str());
+    std::printf("%s\n",
+                Json({{"alerts", out}}).dump(2, ' ', false, Json::error_handler_t::replace).c_str());
     return kExitOk;
   }
   if (alerts->empty()) {

@@ -149,6 +149,10 @@ int RunSpec(Globals& g, const RunFlags& f) {
   ProgressView view(stdout, live, clock, spec->name, submitted->runs, varying, metric);
   Status st = engine.RunUntilDone(human ? &view : nullptr);
   if (human) view.Finish();
+  // Webhooks still being sent (the last run's alert, say) get their chance before exit.
+  if (!setup->sinks->Flush(15'000)) {
+    std::fprintf(stderr, "drover: some alerts could not be delivered to their webhooks\n");
+  }
   if (!st.ok()) return ReportError(st);
 
   auto exp = (*store)->GetExperiment(submitted->experiment_id);

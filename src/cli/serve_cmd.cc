@@ -156,6 +156,7 @@ int Serve(Globals& g, const ServeFlags& f) {
   std::fflush(stdout);
 
   Status st = engine.Serve(&daemon);
+  setup->sinks->Flush(15'000);  // alerts raised while stopping still go out
   daemon.Close();
   http.Stop();
   http_thread.join();

@@ -238,10 +238,20 @@ Status Engine::Flush() {
   if (!error_.ok()) {
     // Half an iteration must not land: metric points without their offset would be read twice.
     (void)store_.Rollback();
+    unsent_alerts_.clear();
     return error_;
   }
   Status st = store_.Commit();
   if (!st.ok()) Fail(st);
+  // Alerts go out only once stored: a webhook never names an alert the store does not have.
+  std::vector<Alert> alerts;
+  alerts.swap(unsent_alerts_);
+  if (error_.ok()) {
+    for (const Alert& a : alerts) {
+      if (options_.alert_sink) options_.alert_sink->Notify(a);
+      if (observer_) observer_->OnAlert(a);
+    }
+  }
   return error_;
 }
 
@@ -865,6 +875,7 @@ Result<RecoverySummary> Engine::Recover() {
         placement.gpu_memory = placement.exclusive ? g.capacity : r.resources.gpu_memory;
       }
       l.attempt = a;
+      l.watch = std::make_unique<watch::RunWatch>(l.exp->spec, options_.watch.detectors);
       Reserve(l, placement);
       l.deadline_ms = l.exp->spec.timeout_ms > 0 ? a.started_ms + l.exp->spec.timeout_ms : 0;
       if (a.pid == 0 && !a.exit_path.empty()) {

@@ -67,7 +67,7 @@ class EngineObserver {
   // A run changed state (attempt is the attempt that started or ended, if any).
   virtual void OnRunChanged(const Run& run, const Attempt* attempt, const std::string& note) {}
   virtual void OnMetrics(const Run& run, const std::vector<MetricPoint>& points) {}
-  // An alert was raised and notified (not called for repeats silenced within the window).
+  // An alert was raised, stored and committed (not called for repeats within the silence window).
   virtual void OnAlert(const Alert& alert) {}
   // A telemetry reading of every GPU (every watch.telemetry_period_ms).
   virtual void OnGpuSamples(const std::vector<GpuSample>& samples) {}
@@ -118,8 +118,6 @@ class Engine {
   const std::vector<GpuDevice>& devices() const { return devices_; }
   // The latest telemetry reading per GPU (empty before the first).
   const std::vector<GpuSample>& latest_samples() const { return latest_samples_; }
-  // Queued runs (waiting to start, including those in retry backoff), for /metrics.
-  int QueueLength() const;
 
   void RequestCancelAll() { cancel_requested_ = true; }
   bool interrupted() const { return interrupted_; }
@@ -192,6 +190,9 @@ class Engine {
   Millis next_sample_ms_ = 0;
   std::vector<GpuSample> latest_samples_;
   std::map<int, watch::IdleGpuDetector> idle_detectors_;
+  std::map<int, std::vector<int64_t>> idle_holders_;  // the runs each idle detector is about
+  std::string sample_error_;                           // the last sampling error, logged once
+  std::vector<Alert> unsent_alerts_;                   // raised this iteration, sent after commit
   struct SampleBucket {
     GpuSample sum;
     int count = 0;

@@ -56,8 +56,7 @@ void Engine::RaiseAlert(Alert alert, Millis now) {
   e.run_id = alert.run_id;
   e.data = {{"alert_id", alert.id}, {"kind", alert.kind}, {"message", alert.message}};
   if (Status st = store_.InsertEvent(e); !st.ok()) Fail(st);
-  if (options_.alert_sink) options_.alert_sink->Notify(alert);
-  if (observer_) observer_->OnAlert(alert);
+  unsent_alerts_.push_back(std::move(alert));  // sent by Flush() once committed
 }
 
 void Engine::RaiseRunAlert(const Live& live, const watch::Finding& f,
@@ -127,21 +126,21 @@ bool Engine::RepeatedFailure(Live& live, AttemptOutcome outcome, Millis now) {
   return true;
 }
 
-int Engine::QueueLength() const {
-  int n = 0;
-  for (const auto& [id, live] : live_) n += !live->attempt && !live->cancelling;
-  return n;
-}
-
 void Engine::SampleTelemetry(Millis now) {
   if (options_.watch.telemetry_period_ms <= 0 || now < next_sample_ms_) return;
   next_sample_ms_ = now + options_.watch.telemetry_period_ms;
   if (devices_.empty()) return;
   auto samples = probe_.Sample(now);
   if (!samples.ok()) {
-    spdlog::warn("sampling GPUs: {}", samples.status().message());
+    // Old numbers shown as current would hide the problem: show none.
+    if (!latest_samples_.empty() || sample_error_ != samples.status().message()) {
+      spdlog::warn("sampling GPUs: {}", samples.status().message());
+    }
+    sample_error_ = samples.status().message();
+    latest_samples_.clear();
     return;
   }
+  sample_error_.clear();
   latest_samples_ = *samples;
 
   // Which runs hold each GPU, and the GPU memory of each run's processes (by process group).
@@ -161,8 +160,15 @@ void Engine::SampleTelemetry(Millis now) {
   }
   for (const GpuSample& s : *samples) {
     auto& held = holders[s.index];
+    // Idleness is about the runs holding the GPU now: a new set of holders starts afresh.
+    std::vector<int64_t> ids;
+    for (Live* l : held) ids.push_back(l->run.id);
     auto [it, inserted] =
         idle_detectors_.try_emplace(s.index, s.index, options_.watch.detectors);
+    if (!inserted && idle_holders_[s.index] != ids) {
+      it->second = watch::IdleGpuDetector(s.index, options_.watch.detectors);
+    }
+    idle_holders_[s.index] = ids;
     auto f = it->second.Add(now, s.utilization, !held.empty());
     if (!f) continue;
     for (Live* live : held) {

@@ -94,6 +94,22 @@ TEST_F(EngineWatchTest, AfterTheSilenceWindowTheSameAlertNotifiesAgain) {
   EXPECT_EQ(sink_.alerts.size(), idle.size());
 }
 
+TEST_F(EngineWatchTest, IdleTimeDoesNotCarryOverToTheNextRunOnTheGpu) {
+  config_.telemetry_period_ms = 5000;
+  config_.detectors.idle_for_ms = 60'000;
+  FakeGpuProbe probe = IdleProbe();
+  // Two 52 s runs one after the other on the one GPU (the second starts between two samples):
+  // each is idle for less than a minute.
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{52'000}; });
+  auto engine = MakeEngine(launcher, probe);
+  ASSERT_TRUE(engine->Submit(ParseSpec("name: two\ncommand: sleep {i}\nparams: {i: [1, 2]}\n"
+                                       "resources: {gpus: 1}\n"))
+                  .ok());
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  EXPECT_EQ(launcher.max_running, 1);
+  EXPECT_TRUE(AlertsOf("idle_gpu").empty());
+}
+
 TEST_F(EngineWatchTest, ABusyGpuOrAGpuNobodyHoldsDoesNotAlert) {
   config_.telemetry_period_ms = 5000;
   config_.detectors.idle_for_ms = 60'000;

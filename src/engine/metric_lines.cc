@@ -132,6 +132,10 @@ std::optional<std::vector<FlatField>> FlatNumbers(std::string_view t) {
     i += w.size();
     return true;
   };
+  // Escapes and non-ASCII bytes (UTF-8 to validate) are the full parser's business.
+  for (char ch : t) {
+    if (ch == '\\' || static_cast<unsigned char>(ch) >= 0x80) return std::nullopt;
+  }
   std::vector<FlatField> out;
   ws();
   if (i < t.size() && t[i] == '}') return out;  // {}
@@ -223,9 +227,16 @@ std::optional<MetricLine> ParseMetricLineWithJson(std::string_view line, int64_t
   std::string_view t = Trim(line);
   if (t.size() < 2 || t.front() != '{' || t.back() != '}') return std::nullopt;
   nlohmann::json j = nlohmann::json::parse(t, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) j = nlohmann::json::parse(MarkNonFinite(t), nullptr, false);
+  bool marked = false;
+  if (j.is_discarded()) {
+    j = nlohmann::json::parse(MarkNonFinite(t), nullptr, false);
+    marked = true;
+  }
   if (!j.is_object()) return std::nullopt;
+  // Only markers this reader put in stand for NaN; a run that prints the marker text as a string
+  // printed a string.
   for (auto& [key, v] : j.items()) {
+    if (!marked) break;
     if (!v.is_string()) continue;
     const auto& s = v.get_ref<const std::string&>();
     if (s == kNanMark)

@@ -136,6 +136,11 @@ TEST(MetricLines, TheFastScannerAgreesWithTheJsonParser) {
       R"({"a": 1 "b": 2})",
       R"({"a"   :   -12.5E+2})",
       "{\"a\": 1}\r",
+      R"({"loss": 1, "note": "\q"})",                  // a bad escape: not JSON
+      R"({"loss": 1, "note": "\u00"})",
+      "{\"lo\xffss\": 1}",                              // not UTF-8
+      "{\"loss\": 1, \"note\": \"caf\xc3\xa9\"}",    // UTF-8 is fine
+      R"({"loss": "@drover:nan", "acc": 1})",           // the marker text as a string
   };
   for (const auto& line : lines) {
     auto fast = ParseMetricLine(line, 42);

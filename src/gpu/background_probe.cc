@@ -4,50 +4,78 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 namespace drover {
 
+struct BackgroundGpuProbe::State {
+  std::unique_ptr<GpuProbe> inner;
+  const Clock* clock = nullptr;
+  Millis period_ms = 5000;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  bool exited = false;
+  bool have = false;
+  Result<std::vector<GpuSample>> latest = std::vector<GpuSample>{};
+  Millis latest_ms = 0;
+};
+
+namespace {
+constexpr auto kShutdownWait = std::chrono::seconds(5);
+}
+
 BackgroundGpuProbe::BackgroundGpuProbe(std::unique_ptr<GpuProbe> inner, const Clock& clock,
                                        Millis period_ms)
-    : inner_(std::move(inner)), clock_(clock), period_ms_(std::max<Millis>(1, period_ms)) {
-  thread_ = std::thread([this] { Loop(); });
+    : state_(std::make_shared<State>()), kind_(inner->Kind()) {
+  state_->inner = std::move(inner);
+  state_->clock = &clock;
+  state_->period_ms = std::max<Millis>(1, period_ms);
+  std::thread([s = state_] {
+    std::unique_lock<std::mutex> lock(s->mu);
+    while (!s->stop) {
+      lock.unlock();
+      Millis t = s->clock->Now();
+      auto reading = s->inner->Sample(t);
+      lock.lock();
+      s->latest = std::move(reading);
+      s->latest_ms = t;
+      s->have = true;
+      s->cv.notify_all();
+      s->cv.wait_for(lock, std::chrono::milliseconds(s->period_ms), [&] { return s->stop; });
+    }
+    s->exited = true;
+    s->cv.notify_all();
+  }).detach();
 }
 
 BackgroundGpuProbe::~BackgroundGpuProbe() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->stop = true;
+  state_->cv.notify_all();
+  // A reading stuck in the driver is not waited for past kShutdownWait; the thread keeps the
+  // state alive by its own reference and ends whenever the driver lets it.
+  state_->cv.wait_for(lock, kShutdownWait, [this] { return state_->exited; });
 }
 
-void BackgroundGpuProbe::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_) {
-    lock.unlock();
-    Millis t = clock_.Now();
-    auto reading = inner_->Sample(t);
-    lock.lock();
-    latest_ = std::move(reading);
-    latest_ms_ = t;
-    have_ = true;
-    cv_.notify_all();
-    cv_.wait_for(lock, std::chrono::milliseconds(period_ms_), [this] { return stop_; });
-  }
-}
+Result<std::vector<GpuDevice>> BackgroundGpuProbe::Devices() { return state_->inner->Devices(); }
+
+std::string BackgroundGpuProbe::Describe() { return state_->inner->Describe(); }
 
 Result<std::vector<GpuSample>> BackgroundGpuProbe::Sample(Millis now) {
-  std::unique_lock<std::mutex> lock(mu_);
+  State& s = *state_;
+  std::unique_lock<std::mutex> lock(s.mu);
   // The very first reading is worth a short wait: the engine samples once at start.
-  cv_.wait_for(lock, std::chrono::seconds(2), [this] { return have_ || stop_; });
-  if (!have_) return Unavailable("the GPU probe has not answered yet");
-  if (!latest_.ok()) return latest_.status();
-  if (now - latest_ms_ > 3 * period_ms_ + 2000) {
+  s.cv.wait_for(lock, std::chrono::seconds(2), [&] { return s.have || s.stop; });
+  if (!s.have) return Unavailable("the GPU probe has not answered yet");
+  if (!s.latest.ok()) return s.latest.status();
+  if (now - s.latest_ms > 3 * s.period_ms + 2000) {
     return Unavailable(fmt::format("the last GPU reading is {} ms old; the driver may be hung",
-                                   now - latest_ms_));
+                                   now - s.latest_ms));
   }
-  return *latest_;
+  return *s.latest;
 }
 
 }  // namespace drover

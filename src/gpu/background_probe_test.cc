@@ -13,6 +13,7 @@ class GatedProbe : public GpuProbe {
  public:
   Result<std::vector<GpuDevice>> Devices() override { return std::vector<GpuDevice>{}; }
   Result<std::vector<GpuSample>> Sample(Millis now) override {
+    entered = true;
     while (!open) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     GpuSample s;
     s.t_ms = now;
@@ -22,6 +23,7 @@ class GatedProbe : public GpuProbe {
   std::string Kind() const override { return "gated"; }
   std::string Describe() override { return "gated\n"; }
   std::atomic<bool> open{false};
+  std::atomic<bool> entered{false};
   std::atomic<int> reads{0};
 };
 
@@ -40,6 +42,20 @@ TEST(BackgroundGpuProbe, AnswersFromTheLatestReadingWithoutWaitingForTheDriver) 
   ASSERT_EQ(s->size(), 1u);
   EXPECT_GE((*s)[0].utilization, 2);  // a recent reading, read by the thread
   EXPECT_EQ(probe.Kind(), "gated");
+}
+
+TEST(BackgroundGpuProbe, AStuckDriverDoesNotHoldUpShutdown) {
+  auto inner = std::make_unique<GatedProbe>();  // not opened: the first reading hangs
+  GatedProbe* gated = inner.get();               // kept alive by the thread left behind
+  static RealClock clock;
+  {
+    BackgroundGpuProbe probe(std::move(inner), clock, /*period_ms=*/10);
+    while (!gated->entered) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // The destructor returned (after its bounded wait) while the reading still hangs; let the
+  // driver go now, and the thread ends on its own.
+  EXPECT_EQ(gated->reads, 0);
+  gated->open = true;
 }
 
 TEST(BackgroundGpuProbe, AStaleReadingIsAnError) {

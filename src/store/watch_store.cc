@@ -105,9 +105,28 @@ Status Store::InsertGpuSamples(const std::vector<GpuSample>& rows, const std::ve
     return Internal("InsertGpuSamples: one count per row is needed");
   }
   DROVER_ASSIGN_OR_RETURN(
-      Stmt st, impl_->Use("INSERT OR REPLACE INTO gpu_samples (" DROVER_GPU_SAMPLE_COLS
-                          ", samples) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                          "storing GPU samples"));
+      Stmt st,
+      impl_->Use(
+          "INSERT INTO gpu_samples (" DROVER_GPU_SAMPLE_COLS
+          ", samples) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+          // A period already stored (by an engine that stopped within it) is merged, weighted by
+          // the readings on each side, not replaced.
+          "ON CONFLICT (gpu, t_ms) DO UPDATE SET "
+          "utilization = (utilization * samples + excluded.utilization * excluded.samples) / "
+          "(samples + excluded.samples), "
+          "memory_used = (memory_used * samples + excluded.memory_used * excluded.samples) / "
+          "(samples + excluded.samples), "
+          "memory_total = excluded.memory_total, "
+          "temperature_c = (temperature_c * samples + excluded.temperature_c * excluded.samples) / "
+          "(samples + excluded.samples), "
+          "power_w = (power_w * samples + excluded.power_w * excluded.samples) / "
+          "(samples + excluded.samples), "
+          "pcie_tx = (pcie_tx * samples + excluded.pcie_tx * excluded.samples) / "
+          "(samples + excluded.samples), "
+          "pcie_rx = (pcie_rx * samples + excluded.pcie_rx * excluded.samples) / "
+          "(samples + excluded.samples), "
+          "samples = samples + excluded.samples",
+          "storing GPU samples"));
   for (size_t i = 0; i < rows.size(); ++i) {
     const GpuSample& s = rows[i];
     st.Bind(s.index, s.t_ms, Known(s.utilization), Known(static_cast<double>(s.memory_used)),

@@ -117,6 +117,14 @@ TEST(WatchStore, GpuSamplesKeepUnknownsUnknown) {
   EXPECT_EQ((*rows)[1].memory_used, int64_t{10} << 30);
   EXPECT_EQ((*rows)[1].power_w, -1);
   EXPECT_EQ(store->ListGpuSamples(1, 0)->size(), 1u);
+  // The same period again (an engine restarted within it): merged, weighted by the counts.
+  GpuSample more = s;
+  more.utilization = 82.5;
+  ASSERT_TRUE(store->InsertGpuSamples({more}, {4}).ok());
+  auto merged = store->ListGpuSamples(1, 0);
+  ASSERT_EQ(merged->size(), 1u);
+  EXPECT_DOUBLE_EQ((*merged)[0].utilization, (42.5 * 12 + 82.5 * 4) / 16);
+  EXPECT_EQ((*merged)[0].power_w, -1);  // unknown on both sides stays unknown
   EXPECT_EQ(store->ListGpuSamples(-1, 60'001)->size(), 0u);
 }
 

@@ -522,7 +522,7 @@ Result<std::unique_ptr<FanOutSink>> MakeSinks(const WatchConfig& config) {
       Result<std::unique_ptr<WebhookSink>> w = WebhookSink::Create(s.webhook);
       if (!w.ok()) {
         return w.status().WithContext(
-            fmt::format("alerts.sinks[{}] (webhook {})", i, s.webhook.url));
+            fmt::format("alerts.sinks[{}] (webhook {})", i, RedactUrl(s.webhook.url)));
       }
       fan->Add(std::move(w).value());
     } else {

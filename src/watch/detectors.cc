@@ -168,6 +168,18 @@ std::optional<Finding> LeakDetector::Add(Millis t_ms, int64_t bytes) {
   }
   double fraction = static_cast<double>(nondecreasing) / static_cast<double>(window_.size() - 1);
   if (fraction < config_.leak_monotonic) return std::nullopt;
+  // Growth all along, not one jump: a run's start (CUDA context, weights, optimizer state) steps
+  // up once and then holds, which the two checks above would take for a leak. Each quarter of the
+  // window must average more than the one before.
+  double previous = -1;
+  for (size_t q = 0; q < 4; ++q) {
+    size_t from = q * window_.size() / 4, to = (q + 1) * window_.size() / 4;
+    double sum = 0;
+    for (size_t i = from; i < to; ++i) sum += static_cast<double>(window_[i].second);
+    double mean = sum / static_cast<double>(std::max<size_t>(1, to - from));
+    if (q > 0 && mean <= previous) return std::nullopt;
+    previous = mean;
+  }
 
   Millis span = t1 - t0;
   double rate = span > 0 ? static_cast<double>(growth) * 60'000.0 / static_cast<double>(span) : 0;

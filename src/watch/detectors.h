@@ -30,7 +30,8 @@ struct DetectorConfig {
   double idle_utilization = 30;
   Millis idle_for_ms = 5 * 60 * 1000;
   // Memory leak: over the last `leak_window` samples of a run's GPU memory, growth of at least
-  // `leak_min_growth` bytes with at least `leak_monotonic` of the steps non-decreasing.
+  // `leak_min_growth` bytes with at least `leak_monotonic` of the steps non-decreasing, and each
+  // quarter of the window higher on average than the one before (not one jump at start-up).
   int leak_window = 20;
   int64_t leak_min_growth = int64_t{256} << 20;
   double leak_monotonic = 0.8;

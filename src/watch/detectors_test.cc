@@ -178,6 +178,27 @@ TEST(SpikeDetectorTest, HalfAMillionPointsOfGaussianNoiseRarelyFire) {
   EXPECT_LT(findings, 5);
 }
 
+TEST(LeakDetectorTest, AJumpAtStartThenFlatIsNotALeak) {
+  // CUDA context, weights and optimizer state arrive in the first samples, then memory holds.
+  DetectorConfig config;
+  LeakDetector d("driver", config);
+  int fired = 0;
+  fired += d.Add(0, int64_t{500} << 20).has_value();
+  for (int i = 1; i < 60; ++i) fired += d.Add(i * 5000, int64_t{8} << 30).has_value();
+  EXPECT_EQ(fired, 0);
+}
+
+TEST(LeakDetectorTest, GrowthInChunksEveryFewSamplesIsALeak) {
+  // The caching allocator grows in chunks: flat, flat, flat, +512 MiB, ...
+  DetectorConfig config;
+  LeakDetector d("driver", config);
+  int fired = 0;
+  for (int i = 0; i < 40; ++i) {
+    fired += d.Add(i * 5000, (int64_t{4} << 30) + (i / 4) * (int64_t{512} << 20)).has_value();
+  }
+  EXPECT_GT(fired, 0);
+}
+
 // ----------------------------------------------------------------------------------------------
 // Plateau
 

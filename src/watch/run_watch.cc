@@ -51,19 +51,27 @@ std::vector<RunFinding> RunWatch::OnPoint(const MetricPoint& p) {
     last_allocator_step_ = p.step;
     add(allocator_leak_.Add(p.t_ms, last_allocated_), std::string("memory_leak:") + kAllocated);
   }
+  if (pending_fragmentation_ && pending_fragmentation_->step != p.step) FlushFragmentation(out);
   if (p.name == kReserved) {
     // The Python client logs allocated and reserved on one line: the ratio with its size.
+    pending_fragmentation_.reset();
     last_reserved_ = static_cast<int64_t>(p.value);
     if (last_allocator_step_ == p.step && last_reserved_ > 0) {
       double ratio = static_cast<double>(last_reserved_ - last_allocated_) / last_reserved_;
       add(fragmentation_.Add(p.step, ratio, last_reserved_), "fragmentation");
     }
   }
-  if (p.name == kFragmentation && last_reserved_ < 0) {
-    // Only the ratio is logged: no size to judge it by.
-    add(fragmentation_.Add(p.step, p.value, -1), "fragmentation");
+  if (p.name == kFragmentation && (last_reserved_ < 0 || last_allocator_step_ != p.step)) {
+    pending_fragmentation_ = p;
   }
   return out;
+}
+
+void RunWatch::FlushFragmentation(std::vector<RunFinding>& out) {
+  // Only the ratio was logged on that line: no size to judge it by.
+  auto f = fragmentation_.Add(pending_fragmentation_->step, pending_fragmentation_->value, -1);
+  pending_fragmentation_.reset();
+  if (f) out.push_back({std::move(*f), "fragmentation"});
 }
 
 std::optional<RunFinding> RunWatch::OnGpuMemory(Millis t_ms, int64_t bytes) {

@@ -48,6 +48,10 @@ class RunWatch {
   int64_t last_reserved_ = -1;
   int64_t last_allocated_ = -1;
   int64_t last_allocator_step_ = -1;
+  // cuda_fragmentation waits for the rest of its line: when cuda_reserved_bytes comes with it,
+  // the ratio is computed from the sizes instead (and checked against the minimum size).
+  std::optional<MetricPoint> pending_fragmentation_;
+  void FlushFragmentation(std::vector<RunFinding>& out);
 };
 
 }  // namespace drover::watch

@@ -95,7 +95,7 @@ struct ParsedUrl {
 
 Result<ParsedUrl> ParseUrl(const std::string& url) {
   auto bad = [&](std::string_view why) {
-    return InvalidArgument(fmt::format("webhook url '{}': {}; {}", url, why, kUrlForm));
+    return InvalidArgument(fmt::format("webhook url '{}': {}; {}", RedactUrl(url), why, kUrlForm));
   };
   if (url.empty()) return InvalidArgument(fmt::format("webhook url is empty; {}", kUrlForm));
   // The path goes on the request line as written (it is already encoded, and DingTalk's signed
@@ -194,6 +194,13 @@ std::string_view ToString(WebhookFormat f) {
   return "json";
 }
 
+std::string RedactUrl(const std::string& url) {
+  size_t scheme = url.find("://");
+  size_t path = url.find_first_of("/?#", scheme == std::string::npos ? 0 : scheme + 3);
+  if (path == std::string::npos) return url;
+  return url.substr(0, path) + "/...";
+}
+
 std::string AlertSubject(const Alert& alert) {
   std::string subject;
   if (alert.run_id > 0) {
@@ -264,7 +271,7 @@ Result<std::unique_ptr<WebhookSink>> WebhookSink::Create(WebhookOptions options)
 #else
     return Unavailable(
         fmt::format("webhook url '{}': this build of drover has no TLS; use an http:// URL",
-                    sink->options_.url));
+                    RedactUrl(sink->options_.url)));
 #endif
   } else {
     sink->client_ = std::make_unique<httplib::ClientImpl>(url.host, url.port);

@@ -26,6 +26,9 @@ class AlertSink {
   virtual ~AlertSink() = default;
   // Called on the engine's thread: must return at once.
   virtual void Notify(const Alert& alert) = 0;
+  // Before exit: waits up to timeout_ms until what was notified is delivered (or given up).
+  // Returns whether everything was.
+  virtual bool Flush(Millis timeout_ms) { return true; }
 };
 
 // spdlog: warn for warning, error for error, info for info (and warn for anything else).
@@ -38,6 +41,10 @@ enum class WebhookFormat { kSlack, kFeishu, kDingTalk, kJson };
 // slack|feishu|dingtalk|json; the error lists the accepted values.
 Result<WebhookFormat> ParseWebhookFormat(const std::string& text);
 std::string_view ToString(WebhookFormat f);
+
+// A webhook URL fit for a log line or an error: scheme://host[:port] and "/..." for the path,
+// which for Slack, Feishu and DingTalk holds the secret token.
+std::string RedactUrl(const std::string& url);
 
 // "run 12 (experiment 3): loss spiked ...": what the alert is about and its message.
 std::string AlertSubject(const Alert& alert);
@@ -79,7 +86,7 @@ class WebhookSink : public AlertSink {
 
   // For tests and shutdown: waits until the queue is empty and nothing is in flight, or until
   // timeout_ms passes. Returns whether it drained.
-  bool Flush(Millis timeout_ms);
+  bool Flush(Millis timeout_ms) override;
   struct Stats {
     int64_t sent = 0;     // delivered (2xx)
     int64_t failed = 0;   // given up after max_attempts, or dropped from a full queue
@@ -120,6 +127,11 @@ class FanOutSink : public AlertSink {
   void Add(std::unique_ptr<AlertSink> sink) { sinks_.push_back(std::move(sink)); }
   void Notify(const Alert& alert) override {
     for (auto& s : sinks_) s->Notify(alert);
+  }
+  bool Flush(Millis timeout_ms) override {
+    bool all = true;
+    for (auto& s : sinks_) all = s->Flush(timeout_ms) && all;
+    return all;
   }
   bool empty() const { return sinks_.empty(); }
 

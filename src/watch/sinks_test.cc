@@ -22,6 +22,7 @@ namespace drover::watch {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 Alert MakeAlert(std::string kind = "loss_spike", std::string severity = "warning") {
   Alert a;
@@ -254,7 +255,9 @@ TEST(WebhookSink, RejectsBadUrlsAndOptions) {
   EXPECT_THAT(with_url("ftp://x"), HasSubstr(form));
   EXPECT_THAT(with_url("http://"), HasSubstr("webhook url 'http://': it has no host; " + form));
   EXPECT_THAT(with_url("hooks.slack.com/x"),
-              HasSubstr("webhook url 'hooks.slack.com/x': it has no scheme; " + form));
+              HasSubstr("webhook url 'hooks.slack.com/...': it has no scheme; " + form));
+  // The path holds the token: errors never show it.
+  EXPECT_THAT(with_url("http://h:99999/services/T000/SECRET"), Not(HasSubstr("SECRET")));
   EXPECT_THAT(with_url(""), HasSubstr("webhook url is empty; " + form));
   EXPECT_THAT(with_url("http://h:99999/x"), HasSubstr("port '99999' is not a number from 1"));
   EXPECT_THAT(with_url("http://h:/x"), HasSubstr("the port is empty"));

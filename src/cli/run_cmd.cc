@@ -182,6 +182,13 @@ int RunSpec(Globals& g, const RunFlags& f) {
 
 }  // namespace
 
+int RunSpecFile(Globals& g, const std::string& spec_path, bool json) {
+  RunFlags f;
+  f.spec_path = spec_path;
+  f.json = json;
+  return RunSpec(g, f);
+}
+
 Command RegisterRun(CLI::App& root, Globals& g) {
   auto flags = std::make_shared<RunFlags>();
   CLI::App* app = root.add_subcommand(

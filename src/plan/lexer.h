@@ -1,0 +1,72 @@
+#pragma once
+// The planner's first half: an instruction -> tokens, against the recipe's words and a fixed
+// lexicon of English and Chinese keywords. Internal to src/plan/ (planner.h is the interface).
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "plan/recipe.h"
+
+namespace drover::plan {
+
+// The instruction with full-width ASCII (U+FF01..U+FF5E) and CJK punctuation (、，：；＝。) made
+// ASCII and ASCII letters lower-cased; `orig[i]` is the byte of the original text that byte i of
+// `text` came from (one extra entry for the end), so tokens can quote what the user wrote.
+struct Normalized {
+  std::string text;
+  std::vector<size_t> orig;
+};
+Normalized Normalize(std::string_view in);
+// The same normalisation for a recipe word, plus dropping separators (space - _ .), which the
+// matcher skips: "batch size", "batch-size" and "batch_size" all read as "batchsize".
+std::string Squash(std::string_view word);
+
+enum class Tok {
+  kNumber,    // 32, 1e-4, three, 三
+  kParam,     // a parameter's name or alias (index = parameter)
+  kChoice,    // one of a parameter's choices (index = parameter, choice = which)
+  kMetric,    // a metric's name or alias (index = metric)
+  kUnknown,   // a word (or CJK character) the lexicon does not know
+  kFiller,    // please, run, the, 请, 的, ...: understood, carries nothing
+  kSep,       // , and or / vs 和 与 、
+  kBreak,     // ; (a list never crosses it)
+  kAssign,    // = : is of at in 为 是 取 设为
+  kOpen,      // ( [ {
+  kClose,     // ) ] }
+  kFrom,      // from 从
+  kBetween,   // between
+  kTo,        // to .. ~ - 到 至
+  kValues,    // values points 个值
+  kLog,       // log-spaced 对数
+  kLinear,    // linear evenly 线性 均匀
+  kStep,      // step 步长 (or "3 steps": a count)
+  kRepeat,    // repeat 重复
+  kTimes,     // times 次 遍 (num = 2 for "twice")
+  kGpu,       // gpu gpus 卡 显卡
+  kGpuCount,  // 单卡 双卡 (num = the count)
+  kCpu,       // cpu only, on cpu: no GPU
+  kMeasure,   // 个 张 块 台: classifiers between a number and its noun
+  kAdj,       // different random 不同: between a count and "seeds"
+  kEach,      // each per 每个
+  kCompare,   // compare 对比 比较
+  kUrgent,    // urgent asap 紧急
+  kLow,       // low priority 不急
+  kPriority,  // priority 优先级
+  kPunct,     // other punctuation
+};
+
+struct Token {
+  Tok kind;
+  size_t begin = 0;  // byte range in Normalized::text
+  size_t end = 0;
+  int index = -1;    // parameter or metric
+  int choice = -1;   // for kChoice
+  double num = 0;    // for kNumber (and kTimes/kGpuCount)
+  bool integral = false;  // kNumber written without a fraction or exponent
+  std::string text;  // the normalised text
+  bool used = false;
+};
+
+std::vector<Token> Lex(const Recipe& recipe, const Normalized& n);
+
+}  // namespace drover::plan

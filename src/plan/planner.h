@@ -1,0 +1,53 @@
+#pragma once
+// The planner: an English or Chinese instruction + a recipe -> an experiment spec. Deterministic
+// (no model, no network): the instruction is normalised, cut into tokens against the recipe's
+// words, and a few patterns read values from them. Nothing it could not use is dropped silently:
+// such words come back in Plan::ignored, and the caller shows them.
+//
+// What it reads (tests/data/planner/cases.jsonl has ~90 examples in both languages):
+//   choices      "ResNet50", "efficient-net", "model=cnn,mlp"  (case- and punctuation-insensitive)
+//   value lists  "batch_size=32,64", "bs 32 and 64", "批大小32和64", "32、64", "[32, 64]"
+//   ranges       "lr 1e-4 to 1e-2, 3 log-spaced values", "学习率从0.001到0.1取3个值",
+//                "epochs 10-30 step 10", "batch size 16 to 128" (powers of two)
+//                Without "log"/"linear", a float range spanning 10x or more is log-spaced.
+//   units        "for 10 epochs", "训练20轮" (a number right before a parameter's name)
+//   repeats      "3 seeds", "repeat 3 times", "重复3次" -> the seed parameter = [0, 1, 2]
+//   objective    any metric name or alias: "by accuracy", "比较准确率", "训练曲线" (recipe's mode)
+//   GPUs per run "2 GPUs each", "每个用2张卡", "gpus=2", "单卡", "on cpu" (0)
+//   priority     "urgent"/"asap"/"紧急"/"加急" -> 10, "low priority"/"不急" -> -10, "priority 5"
+// Parameters the instruction does not name keep the recipe's default (one value).
+//
+// Filler: common words that carry no setting ("please", "run", "the", "with", "for", "请",
+// "帮我", "的", "在", "时", "训练", ...) are understood as filler and appear in neither list.
+// Every other word the planner could not attach to a setting is listed in `ignored`, as are
+// numbers it could not place and parameters named without a value.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "model/spec.h"
+#include "plan/recipe.h"
+
+namespace drover {
+
+struct Plan {
+  // {"name", "command", "workdir", "params": {name: [values]}, "objective": {"metric", "mode"}
+  // (absent when no metric was named), "resources": {"gpus": N}, "priority": N}
+  Json spec;
+  // The same spec as YAML that ParseSpecString accepts; parameters in recipe order (the grid's
+  // order), single values as scalars.
+  std::string spec_yaml;
+  // Short phrases, one per setting read: "model: resnet50, efficientnet (from 'ResNet50和
+  // EfficientNet')".
+  std::vector<std::string> understood;
+  // Words (or runs of adjacent words) of the instruction that were not used, as written.
+  std::vector<std::string> ignored;
+};
+
+// InvalidArgument when the instruction names nothing usable (the message lists the recipe's
+// parameters, choices and metrics), names a choice the recipe does not have, or gives a value
+// that does not fit its parameter's type.
+Result<Plan> PlanInstruction(const Recipe& recipe, std::string_view instruction);
+
+}  // namespace drover

@@ -1,0 +1,193 @@
+#include "plan/planner.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "common/strings.h"
+#include "spec/expand.h"
+#include "spec/spec_parser.h"
+
+namespace drover {
+namespace {
+
+const std::string kDataDir = std::string(DROVER_SOURCE_DIR) + "/tests/data/planner";
+
+Recipe LoadTestRecipe() {
+  Result<Recipe> r = LoadRecipe(kDataDir + "/recipe.yaml");
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? *r : Recipe{};
+}
+
+// The spec a plan's YAML gives, which must parse.
+Result<Spec> ParsePlan(const Plan& plan) {
+  return ParseSpecString(plan.spec_yaml, "planned.yaml", "/tmp");
+}
+
+// Compares one case of cases.jsonl; returns what was wrong, or "" when it passed.
+std::string Check(const Recipe& recipe, const Json& c) {
+  const std::string instruction = c.at("instruction");
+  Result<Plan> r = PlanInstruction(recipe, instruction);
+  if (c.contains("error")) {
+    if (r.ok()) return "expected an error, got spec " + r->spec.dump();
+    const std::string want = c.at("error");
+    if (r.status().message().find(want) == std::string::npos) {
+      return "error '" + r.status().message() + "' does not contain '" + want + "'";
+    }
+    return "";
+  }
+  if (!r.ok()) return "error: " + r.status().message();
+  const Plan& plan = *r;
+  const Json& expect = c.at("expect");
+  std::vector<std::string> wrong;
+  size_t runs = 1;
+  for (const RecipeParam& p : recipe.params) {
+    Json want = Json::array({p.default_value.is_null() ? p.choices.front() : p.default_value});
+    if (expect.contains("params") && expect["params"].contains(p.name)) {
+      want = expect["params"][p.name];
+      if (!want.is_array()) want = Json::array({want});
+    }
+    const Json& got = plan.spec["params"][p.name];
+    if (got != want) wrong.push_back(p.name + " " + got.dump() + " != " + want.dump());
+    runs *= got.size();
+  }
+  Json objective = expect.contains("objective") ? expect["objective"] : Json();
+  Json got_objective = plan.spec.contains("objective") ? plan.spec["objective"] : Json();
+  if (got_objective != objective) {
+    wrong.push_back("objective " + got_objective.dump() + " != " + objective.dump());
+  }
+  int gpus = expect.contains("gpus") ? expect["gpus"].get<int>() : recipe.gpus;
+  if (plan.spec["resources"]["gpus"] != gpus) {
+    wrong.push_back("gpus " + plan.spec["resources"]["gpus"].dump() + " != " + std::to_string(gpus));
+  }
+  int priority = expect.contains("priority") ? expect["priority"].get<int>() : 0;
+  if (plan.spec["priority"] != priority) {
+    wrong.push_back("priority " + plan.spec["priority"].dump() + " != " + std::to_string(priority));
+  }
+  if (expect.contains("ignored") && Json(plan.ignored) != expect["ignored"]) {
+    wrong.push_back("ignored " + Json(plan.ignored).dump() + " != " + expect["ignored"].dump());
+  }
+  if (expect.contains("runs") && expect["runs"].get<size_t>() != runs) {
+    wrong.push_back("runs " + std::to_string(runs) + " != " + expect["runs"].dump());
+  }
+  // The YAML must be a spec drover accepts, with the same grid.
+  Result<Spec> spec = ParsePlan(plan);
+  if (!spec.ok()) {
+    wrong.push_back("spec_yaml does not parse: " + spec.status().message() + "\n" + plan.spec_yaml);
+  } else if (ExpandGrid(*spec).size() != runs) {
+    wrong.push_back("spec_yaml expands to " + std::to_string(ExpandGrid(*spec).size()) + " runs");
+  }
+  if (wrong.empty()) return "";
+  std::string out = Join(wrong, "; ");
+  out += "\n    understood: " + Json(plan.understood).dump();
+  out += "\n    ignored: " + Json(plan.ignored).dump();
+  return out;
+}
+
+TEST(PlannerTest, Cases) {
+  Recipe recipe = LoadTestRecipe();
+  std::ifstream in(kDataDir + "/cases.jsonl");
+  ASSERT_TRUE(in) << "cannot read cases.jsonl";
+  std::string line;
+  int total = 0, passed = 0, english = 0, chinese = 0;
+  std::vector<std::string> misses;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (Trim(line).empty() || line[0] == '#') continue;
+    Json c = Json::parse(line, nullptr, false);
+    ASSERT_FALSE(c.is_discarded()) << "cases.jsonl:" << n << ": not JSON";
+    ++total;
+    const std::string instruction = c.at("instruction");
+    bool has_cjk = std::any_of(instruction.begin(), instruction.end(),
+                               [](char ch) { return static_cast<unsigned char>(ch) >= 0xE0; });
+    (has_cjk ? chinese : english)++;
+    std::string miss = Check(recipe, c);
+    if (miss.empty()) {
+      ++passed;
+    } else {
+      misses.push_back(fmt::format("cases.jsonl:{}: {}\n    {}", n, instruction, miss));
+    }
+  }
+  std::cout << fmt::format("planner accuracy: {}/{} ({} with CJK, {} without)\n", passed, total,
+                           chinese, english);
+  for (const std::string& m : misses) std::cout << m << "\n";
+  EXPECT_GE(total, 60);
+  EXPECT_EQ(passed, total);
+}
+
+TEST(PlannerTest, HeadlineExample) {
+  Recipe recipe = LoadTestRecipe();
+  Result<Plan> r = PlanInstruction(recipe, "对比ResNet50和EfficientNet在batch_size=32,64时的训练曲线");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->spec["params"]["model"], Json({"resnet50", "efficientnet"}));
+  EXPECT_EQ(r->spec["params"]["batch_size"], Json({32, 64}));
+  EXPECT_EQ(r->spec["objective"], Json({{"metric", "loss"}, {"mode", "min"}}));
+  EXPECT_EQ(r->spec["name"], "model-resnet50-efficientnet-x-batch_size-32-64");
+  EXPECT_TRUE(r->ignored.empty()) << Json(r->ignored).dump();
+  ASSERT_GE(r->understood.size(), 3u);
+  EXPECT_EQ(r->understood[0], "model: resnet50, efficientnet (from 'ResNet50和EfficientNet')");
+  EXPECT_EQ(r->understood[1], "batch_size: 32, 64 (from 'batch_size=32,64')");
+  Result<Spec> spec = ParsePlan(*r);
+  ASSERT_TRUE(spec.ok()) << spec.status().message() << "\n" << r->spec_yaml;
+  EXPECT_EQ(ExpandGrid(*spec).size(), 4u);
+  EXPECT_EQ(spec->workdir, kDataDir);
+  EXPECT_EQ(spec->objective->metric, "loss");
+  EXPECT_FALSE(spec->objective->maximize);
+}
+
+TEST(PlannerTest, ReportsWhatItIgnored) {
+  Recipe recipe = LoadTestRecipe();
+  Result<Plan> r = PlanInstruction(recipe, "please train cnn on the cluster quickly with wandb");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(Json(r->ignored), Json({"cluster quickly", "wandb"}));
+  EXPECT_EQ(r->spec["params"]["model"], Json({"cnn"}));
+}
+
+TEST(PlannerTest, NothingUsableSaysWhatTheRecipeKnows) {
+  Recipe recipe = LoadTestRecipe();
+  Result<Plan> r = PlanInstruction(recipe, "please run it");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("model (mlp, cnn, resnet50, efficientnet"), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("val_acc (max"), std::string::npos);
+}
+
+TEST(PlannerTest, IsDeterministic) {
+  Recipe recipe = LoadTestRecipe();
+  const char* text = "compare mlp vs cnn, lr 1e-4 to 1e-2 (3 values), 3 seeds, urgent";
+  Result<Plan> a = PlanInstruction(recipe, text);
+  Result<Plan> b = PlanInstruction(recipe, text);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->spec_yaml, b->spec_yaml);
+  EXPECT_EQ(a->spec["name"], "model-mlp-cnn-x-lr-0.0001-0.001-0.01-x-seed-0-1-2");
+}
+
+TEST(PlannerTest, RepeatsNeedASeedParameter) {
+  Result<Recipe> recipe = ParseRecipe("command: echo {x}\nparams:\n  x: {type: int, default: 1}\n",
+                                      "drover.yaml", "/tmp");
+  ASSERT_TRUE(recipe.ok()) << recipe.status().message();
+  Result<Plan> r = PlanInstruction(*recipe, "x=1,2, repeat 3 times");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no seed parameter"), std::string::npos)
+      << r.status().message();
+}
+
+TEST(PlannerTest, StringParametersTakeWordsAfterAnEqualsSign) {
+  Result<Recipe> recipe = ParseRecipe(
+      "command: echo {optim} {steps}\nparams:\n  optim: {default: adam, aliases: [optimizer, 优化器]}\n"
+      "  steps: 100\n",
+      "drover.yaml", "/tmp");
+  ASSERT_TRUE(recipe.ok()) << recipe.status().message();
+  Result<Plan> r = PlanInstruction(*recipe, "optimizer=sgd,adamw for 200 steps");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->spec["params"]["optim"], Json({"sgd", "adamw"}));
+  EXPECT_EQ(r->spec["params"]["steps"], Json({200}));
+  Result<Spec> spec = ParsePlan(*r);
+  ASSERT_TRUE(spec.ok()) << spec.status().message() << "\n" << r->spec_yaml;
+  EXPECT_EQ(ExpandGrid(*spec).size(), 2u);
+}
+
+}  // namespace
+}  // namespace drover

@@ -1,0 +1,368 @@
+#include "plan/recipe.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "common/strings.h"
+#include "spec/expand.h"
+#include "spec/yaml_fields.h"
+
+namespace drover {
+namespace {
+
+namespace fs = std::filesystem;
+using YAML::Node;
+using yaml::Contains;
+using yaml::Describe;
+using yaml::Field;
+using yaml::Find;
+
+const std::vector<std::string> kTopKeys = {"command", "gpus", "params", "metrics"};
+const std::vector<std::string> kParamKeys = {"type", "choices", "default", "aliases"};
+const std::vector<std::string> kMetricKeys = {"mode", "aliases"};
+const std::vector<std::string> kTypes = {"int", "float", "string", "choice"};
+
+const char kStrTag[] = "tag:yaml.org,2002:str";
+
+bool IsName(std::string_view s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+}
+
+class RecipeParser {
+ public:
+  explicit RecipeParser(std::string source) : source_(std::move(source)) {}
+  Result<Recipe> Parse(const std::string& yaml, const std::string& dir);
+
+ private:
+  Status Err(const Node& at, std::string_view msg) const {
+    YAML::Mark m = at.Mark();
+    if (m.is_null()) return InvalidArgument(fmt::format("{}:1:1: {}", source_, msg));
+    return InvalidArgument(fmt::format("{}:{}:{}: {}", source_, m.line + 1, m.column + 1, msg));
+  }
+  Result<std::vector<Field>> ReadMap(const Node& map, const std::string& section,
+                                     const std::vector<std::string>* valid) const;
+  Result<Json> Scalar(const Node& n, const std::string& path) const;
+  Result<std::vector<std::string>> Aliases(const Field& f) const;
+  Result<RecipeParam> Param(const Field& f) const;
+  Result<RecipeMetric> Metric(const Field& f) const;
+
+  std::string source_;
+};
+
+Result<std::vector<Field>> RecipeParser::ReadMap(const Node& map, const std::string& section,
+                                                 const std::vector<std::string>* valid) const {
+  std::vector<Field> fields;
+  std::string prefix = section.empty() ? "" : section + ".";
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    const Node key = it->first;
+    if (!key.IsScalar()) {
+      return Err(key, fmt::format("a key must be a plain name, got {}", Describe(key)));
+    }
+    std::string name = key.Scalar();
+    if (valid && !Contains(*valid, name)) {
+      std::string where = section.empty() ? "" : fmt::format(" under {}", section);
+      if (std::optional<std::string> close = ClosestMatch(name, *valid)) {
+        return Err(key, fmt::format("unknown key '{}'{}; did you mean '{}'?", name, where, *close));
+      }
+      return Err(key, fmt::format("unknown key '{}'{}; valid keys are {}", name, where,
+                                  Join(*valid, ", ")));
+    }
+    if (Find(fields, name)) {
+      return Err(key, fmt::format("duplicate key '{}{}'; keep only one of them", prefix, name));
+    }
+    fields.push_back({key, it->second, name, prefix + name});
+  }
+  return fields;
+}
+
+// A YAML scalar as JSON, typed like the spec parser does (YAML 1.2 core schema: quoted text is a
+// string, plain 5 an int, 0.001 and 1e-5 floats, true/false booleans).
+Result<Json> RecipeParser::Scalar(const Node& n, const std::string& path) const {
+  if (!n.IsScalar()) {
+    return Err(n, fmt::format("{} must be a string or a number, got {}", path, Describe(n)));
+  }
+  const std::string& t = n.Scalar();
+  if (n.Tag() == "!" || n.Tag() == kStrTag) return Json(t);
+  if (t == "true" || t == "false") return Json(t == "true");
+  static const std::regex kInt("[-+]?[0-9]+");
+  static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
+  if (std::regex_match(t, kInt)) {
+    errno = 0;
+    long long v = std::strtoll(t.c_str(), nullptr, 10);
+    if (errno == 0) return Json(static_cast<int64_t>(v));
+  }
+  if (std::regex_match(t, kFloat)) return Json(std::strtod(t.c_str(), nullptr));
+  return Json(t);
+}
+
+Result<std::vector<std::string>> RecipeParser::Aliases(const Field& f) const {
+  std::vector<std::string> out;
+  auto add = [&](const Node& n) -> Status {
+    if (!n.IsScalar() || n.Scalar().empty()) {
+      return Err(n.IsNull() ? f.at() : n,
+                 fmt::format("{} must be words or a list of words, got {}", f.path, Describe(n)));
+    }
+    out.push_back(n.Scalar());
+    return Status::Ok();
+  };
+  if (f.value.IsSequence()) {
+    for (const Node& n : f.value) DROVER_RETURN_IF_ERROR(add(n));
+  } else {
+    DROVER_RETURN_IF_ERROR(add(f.value));
+  }
+  return out;
+}
+
+Result<RecipeParam> RecipeParser::Param(const Field& f) const {
+  RecipeParam p;
+  p.name = f.name;
+  if (!IsName(p.name)) {
+    return Err(f.key, fmt::format("parameter name '{}' may only hold letters, digits, '_' and '-', "
+                                  "starting with a letter",
+                                  p.name));
+  }
+  const Node* default_node = nullptr;
+  const Node* choices_node = nullptr;
+  const Field* type_field = nullptr;
+  std::vector<Field> fields;
+  if (f.value.IsMap()) {
+    DROVER_ASSIGN_OR_RETURN(fields, ReadMap(f.value, f.path, &kParamKeys));
+    if (const Field* d = Find(fields, "default")) default_node = &d->value;
+    if (const Field* c = Find(fields, "choices")) choices_node = &c->value;
+    type_field = Find(fields, "type");
+    if (const Field* a = Find(fields, "aliases")) {
+      DROVER_ASSIGN_OR_RETURN(p.aliases, Aliases(*a));
+    }
+  } else if (f.value.IsSequence()) {
+    choices_node = &f.value;  // shorthand: model: [mlp, cnn]
+  } else if (f.value.IsScalar()) {
+    default_node = &f.value;  // shorthand: seed: 0
+  } else {
+    return Err(f.at(), fmt::format("{} is empty; give a default (seed: 0) or a mapping such as "
+                                   "{{type: int, default: 0, aliases: [...]}}",
+                                   f.path));
+  }
+
+  if (choices_node) {
+    if (!choices_node->IsSequence() || choices_node->size() == 0) {
+      return Err(*choices_node, fmt::format("{}.choices must be a non-empty list, got {}", f.path,
+                                            Describe(*choices_node)));
+    }
+    for (const Node& c : *choices_node) {
+      DROVER_ASSIGN_OR_RETURN(Json v, Scalar(c, f.path + ".choices"));
+      p.choices.push_back(std::move(v));
+    }
+  }
+  if (default_node) {
+    DROVER_ASSIGN_OR_RETURN(p.default_value, Scalar(*default_node, f.path + ".default"));
+  }
+
+  if (type_field) {
+    p.type = type_field->value.IsScalar() ? type_field->value.Scalar() : "";
+    if (!Contains(kTypes, p.type)) {
+      std::optional<std::string> close = ClosestMatch(p.type, kTypes);
+      return Err(type_field->at(),
+                 fmt::format("{}.type {} is not a type; {}", f.path, Describe(type_field->value),
+                             close ? fmt::format("did you mean '{}'?", *close)
+                                   : "use int, float, string or choice"));
+    }
+  } else if (!p.choices.empty()) {
+    p.type = "choice";
+  } else if (p.default_value.is_number_integer()) {
+    p.type = "int";
+  } else if (p.default_value.is_number()) {
+    p.type = "float";
+  } else {
+    p.type = "string";
+  }
+
+  if (p.type == "choice" && p.choices.empty()) {
+    return Err(type_field ? type_field->at() : f.key,
+               fmt::format("{} is a choice without choices; add choices: [a, b]", f.path));
+  }
+  if (p.type != "choice" && !p.choices.empty()) {
+    return Err(type_field->at(), fmt::format("{} has choices, so its type is choice, not {}; "
+                                             "remove type: or the choices",
+                                             f.path, p.type));
+  }
+  if (!p.default_value.is_null()) {
+    const Node& at = *default_node;
+    if (p.type == "choice" &&
+        std::find(p.choices.begin(), p.choices.end(), p.default_value) == p.choices.end()) {
+      return Err(at, fmt::format("{}.default {} is not one of the choices ({})", f.path,
+                                 p.default_value.dump(), Describe(*choices_node)));
+    }
+    if (p.type == "int" && !p.default_value.is_number_integer()) {
+      return Err(at, fmt::format("{}.default {} is not an integer", f.path, Describe(at)));
+    }
+    if (p.type == "float") {
+      if (!p.default_value.is_number()) {
+        return Err(at, fmt::format("{}.default {} is not a number", f.path, Describe(at)));
+      }
+      p.default_value = p.default_value.get<double>();
+    }
+    if (p.type == "string" && !p.default_value.is_string()) {
+      p.default_value = at.Scalar();  // a string parameter keeps the text as written
+    }
+  }
+  return p;
+}
+
+Result<RecipeMetric> RecipeParser::Metric(const Field& f) const {
+  RecipeMetric m;
+  m.name = f.name;
+  if (f.value.IsNull()) return m;  // val_acc:  (max, no aliases)
+  if (!f.value.IsMap()) {
+    return Err(f.at(), fmt::format("{} must be a mapping such as {{mode: max, aliases: [...]}}, "
+                                   "got {}",
+                                   f.path, Describe(f.value)));
+  }
+  DROVER_ASSIGN_OR_RETURN(std::vector<Field> fields, ReadMap(f.value, f.path, &kMetricKeys));
+  if (const Field* mode = Find(fields, "mode")) {
+    std::string v = mode->value.IsScalar() ? mode->value.Scalar() : "";
+    if (v != "max" && v != "min") {
+      return Err(mode->at(), fmt::format("{}.mode must be max or min, got {}", f.path,
+                                         Describe(mode->value)));
+    }
+    m.maximize = v == "max";
+  }
+  if (const Field* a = Find(fields, "aliases")) {
+    DROVER_ASSIGN_OR_RETURN(m.aliases, Aliases(*a));
+  }
+  return m;
+}
+
+Result<Recipe> RecipeParser::Parse(const std::string& yaml, const std::string& dir) {
+  Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::ParserException& e) {
+    return InvalidArgument(fmt::format("{}:{}:{}: YAML syntax error: {}; fix the YAML at this "
+                                       "position",
+                                       source_, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+  if (root.IsNull()) {
+    return InvalidArgument(fmt::format("{}:1:1: the recipe is empty; add command: and params:",
+                                       source_));
+  }
+  if (!root.IsMap()) {
+    return Err(root, fmt::format("the recipe must be a mapping (command:, params:, metrics:), got "
+                                 "{}",
+                                 Describe(root)));
+  }
+  DROVER_ASSIGN_OR_RETURN(std::vector<Field> top, ReadMap(root, "", &kTopKeys));
+
+  Recipe r;
+  r.source = source_;
+  r.dir = dir;
+  const Field* command = Find(top, "command");
+  if (!command) {
+    return InvalidArgument(fmt::format("{}:1:1: missing required key 'command'; add the command "
+                                       "template, such as 'command: python train.py --lr {{lr}}'",
+                                       source_));
+  }
+  if (!command->value.IsScalar() || command->value.Scalar().empty()) {
+    return Err(command->at(), fmt::format("command must be one line of text with {{param}} "
+                                          "placeholders, got {}",
+                                          Describe(command->value)));
+  }
+  r.command = command->value.Scalar();
+
+  if (const Field* g = Find(top, "gpus")) {
+    DROVER_ASSIGN_OR_RETURN(Json v, Scalar(g->value, "gpus"));
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 1024) {
+      return Err(g->at(), fmt::format("gpus must be a whole number >= 0, got {}",
+                                      Describe(g->value)));
+    }
+    r.gpus = v.get<int>();
+  }
+
+  if (const Field* params = Find(top, "params")) {
+    if (!params->value.IsMap()) {
+      return Err(params->at(), fmt::format("params must be a mapping of parameter names, got {}",
+                                           Describe(params->value)));
+    }
+    DROVER_ASSIGN_OR_RETURN(std::vector<Field> fields, ReadMap(params->value, "params", nullptr));
+    for (const Field& f : fields) {
+      DROVER_ASSIGN_OR_RETURN(RecipeParam p, Param(f));
+      r.params.push_back(std::move(p));
+    }
+  }
+  if (const Field* metrics = Find(top, "metrics")) {
+    if (!metrics->value.IsMap()) {
+      return Err(metrics->at(), fmt::format("metrics must be a mapping of metric names, got {}",
+                                            Describe(metrics->value)));
+    }
+    DROVER_ASSIGN_OR_RETURN(std::vector<Field> fields,
+                            ReadMap(metrics->value, "metrics", nullptr));
+    for (const Field& f : fields) {
+      DROVER_ASSIGN_OR_RETURN(RecipeMetric m, Metric(f));
+      r.metrics.push_back(std::move(m));
+    }
+  }
+
+  // Every placeholder must be a parameter, checked here so a planned spec always parses.
+  std::vector<std::string> names;
+  for (const RecipeParam& p : r.params) names.push_back(p.name);
+  DROVER_ASSIGN_OR_RETURN(std::vector<std::string> used, PlaceholderNames(r.command));
+  for (const std::string& u : used) {
+    if (Contains(names, u)) continue;
+    std::optional<std::string> close = ClosestMatch(u, names);
+    return Err(command->value,
+               fmt::format("command uses {{{}}} but params has no '{}'; {}", u, u,
+                           close ? fmt::format("did you mean '{{{}}}'?", *close)
+                                 : fmt::format("add it under params:")));
+  }
+  return r;
+}
+
+}  // namespace
+
+Result<Recipe> ParseRecipe(const std::string& yaml, const std::string& source,
+                           const std::string& dir) {
+  return RecipeParser(source).Parse(yaml, dir);
+}
+
+Result<Recipe> LoadRecipe(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(fmt::format("cannot read recipe {}", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string dir = fs::absolute(fs::path(path)).parent_path().lexically_normal().string();
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return ParseRecipe(ss.str(), path, dir);
+}
+
+Result<std::string> FindRecipe(const std::string& start_dir) {
+  std::error_code ec;
+  fs::path dir = fs::absolute(fs::path(start_dir), ec).lexically_normal();
+  if (ec) return ErrnoStatus(fmt::format("resolving {}", start_dir), ec.value());
+  for (fs::path d = dir;; d = d.parent_path()) {
+    fs::path candidate = d / "drover.yaml";
+    if (fs::is_regular_file(candidate, ec)) return candidate.string();
+    if (d == d.root_path() || d.parent_path() == d) break;
+  }
+  return NotFound(fmt::format(
+      "no drover.yaml in {} or any folder above it; write one at the project's root that says "
+      "how the project runs, such as:\n"
+      "  command: python train.py --model {{model}} --lr {{lr}}\n"
+      "  params:\n"
+      "    model: {{choices: [mlp, cnn], aliases: [arch]}}\n"
+      "    lr: {{type: float, default: 0.001, aliases: [learning rate]}}\n"
+      "  metrics:\n"
+      "    val_acc: {{mode: max, aliases: [accuracy]}}",
+      dir.string()));
+}
+
+}  // namespace drover

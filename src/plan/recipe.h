@@ -1,0 +1,58 @@
+#pragma once
+// A recipe (drover.yaml at a project's root) says how the project runs, in words the planner can
+// match: the command template, each parameter's type, choices, default and aliases (in any
+// language), and the metrics with their direction and aliases:
+//
+//   command: /usr/bin/python3 train.py --model {model} --lr {lr}
+//   gpus: 1                      # optional: GPUs per run unless the instruction says otherwise
+//   params:
+//     model: {choices: [mlp, cnn], aliases: [模型, arch]}
+//     lr: {type: float, default: 0.001, aliases: [learning rate, 学习率]}
+//     seed: 0                    # shorthand: a default (the type follows it)
+//   metrics:
+//     val_acc: {mode: max, aliases: [accuracy, 准确率]}
+//
+// Errors point at file:line:column and suggest the key that was meant, like the spec parser.
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/spec.h"
+
+namespace drover {
+
+struct RecipeParam {
+  std::string name;
+  std::string type;  // int | float | string | choice
+  std::vector<Json> choices;  // only for type choice
+  // null when the recipe gives none; a choice parameter then defaults to its first choice, and
+  // any other parameter must be named by the instruction.
+  Json default_value;
+  std::vector<std::string> aliases;  // as written; the planner normalises them
+};
+
+struct RecipeMetric {
+  std::string name;
+  bool maximize = true;  // mode: max (default) or min
+  std::vector<std::string> aliases;
+};
+
+struct Recipe {
+  std::string command;  // a spec command template: {name} placeholders, each a parameter
+  std::vector<RecipeParam> params;    // in file order (the grid order of planned specs)
+  std::vector<RecipeMetric> metrics;  // in file order
+  int gpus = 1;        // GPUs per run when the instruction does not say
+  std::string source;  // the file, for messages
+  std::string dir;     // the project folder: the workdir of planned specs
+};
+
+// `source` names the recipe in errors; `dir` becomes Recipe::dir.
+Result<Recipe> ParseRecipe(const std::string& yaml, const std::string& source,
+                           const std::string& dir);
+// Reads and parses a drover.yaml; its folder is the project's folder.
+Result<Recipe> LoadRecipe(const std::string& path);
+// The path of drover.yaml in start_dir or the nearest folder above it. NotFound says how to
+// write one.
+Result<std::string> FindRecipe(const std::string& start_dir);
+
+}  // namespace drover

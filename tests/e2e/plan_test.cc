@@ -1,0 +1,63 @@
+// drover plan and drover ask with the real binary: the headline instruction on the test
+// recipe, and an instruction that is planned, confirmed with --yes and run to the end.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "store/store.h"
+#include "testutil/cli_fixture.h"
+#include "testutil/cli_runner.h"
+
+namespace drover {
+namespace {
+
+using testing::RunDrover;
+using Json = nlohmann::json;
+
+class PlanTest : public testing::CliFixture {};
+
+TEST_F(PlanTest, TheHeadlineInstructionPlansExactlyFourRuns) {
+  std::string recipe = std::string(DROVER_SOURCE_DIR) + "/tests/data/planner/recipe.yaml";
+  auto r = RunDrover({"plan", "--recipe", recipe, "--json",
+                      "对比ResNet50和EfficientNet在batch_size=32,64时的训练曲线"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json plan = Json::parse(r.out);
+  EXPECT_EQ(plan["runs"], 4);
+  EXPECT_EQ(plan["spec"]["params"]["model"], Json({"resnet50", "efficientnet"}));
+  EXPECT_EQ(plan["spec"]["params"]["batch_size"], Json({32, 64}));
+  EXPECT_EQ(plan["spec"]["objective"]["metric"], "loss");
+  EXPECT_EQ(plan["spec"]["objective"]["mode"], "min");
+  EXPECT_TRUE(plan["ignored"].empty()) << plan["ignored"].dump();
+
+  auto none = RunDrover({"plan", "--recipe", recipe, "make it better"});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("knows the parameters model"), std::string::npos) << none.err;
+}
+
+TEST_F(PlanTest, AskPlansConfirmsAndRuns) {
+  Write("code/emit.py",
+        "import sys\nprint('{\"step\": 1, \"acc\": %s}' % sys.argv[1])\n");
+  std::string recipe = Write("code/drover.yaml",
+                             "command: /usr/bin/python3 emit.py {lr}\n"
+                             "params:\n  lr: {type: float, default: 0.1, aliases: [学习率]}\n"
+                             "gpus: 0\n"
+                             "metrics:\n  acc: {mode: max, aliases: [准确率]}\n");
+  // Without a terminal and without --yes nothing is submitted.
+  auto refused = RunDrover({"ask", "--recipe", recipe, "--store", store_, "学习率0.1和0.5"});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("add --yes"), std::string::npos) << refused.err;
+
+  auto r = RunDrover({"ask", "--yes", "--recipe", recipe, "--store", store_,
+                      "学习率0.1和0.5, 比较准确率"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("plan: 2 runs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("* best: run 2 by acc"), std::string::npos) << r.out;
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  auto runs = (*store)->ListRuns(RunFilter{}).value();
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[1].final_metrics["acc"], 0.5);
+}
+
+}  // namespace
+}  // namespace drover

@@ -63,6 +63,7 @@ int RunSpecFile(Globals& g, const std::string& spec_path, bool json);
 Command RegisterRun(CLI::App& root, Globals& g);
 Command RegisterPlan(CLI::App& root, Globals& g);
 Command RegisterAsk(CLI::App& root, Globals& g);
+Command RegisterMcp(CLI::App& root, Globals& g);
 Command RegisterLs(CLI::App& root, Globals& g);
 Command RegisterShow(CLI::App& root, Globals& g);
 Command RegisterLogs(CLI::App& root, Globals& g);

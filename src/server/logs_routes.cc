@@ -145,6 +145,7 @@ Status Logs(ServerContext& ctx, const httplib::Request& req, httplib::Response& 
         reply.update({{"path", path},
                       {"offset", offset},
                       {"next_offset", next},
+                      {"size", size},
                       {"data", std::move(data)},
                       {"ended", attempt_ended && next >= size}});
         SendJson(res, 200, reply);

@@ -1,0 +1,346 @@
+// drover's MCP tools, over the daemon's HTTP API (the one protocol every face uses). Each tool's
+// description is written for a model: what it does, when to use it, what comes back.
+#include "cli/mcp_tools.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "plan/planner.h"
+
+namespace drover::cli {
+namespace {
+
+using mcp::Tool;
+
+Json Obj(Json properties, std::vector<std::string> required = {}) {
+  Json s = {{"type", "object"}, {"properties", std::move(properties)}};
+  if (!required.empty()) s["required"] = required;
+  s["additionalProperties"] = false;
+  return s;
+}
+Json Int(const std::string& description, int64_t min = 1) {
+  return {{"type", "integer"}, {"minimum", min}, {"description", description}};
+}
+Json Str(const std::string& description) { return {{"type", "string"}, {"description", description}}; }
+// Records come back as the API gives them: objects whose fields docs/http-api.md lists.
+Json AnyObject() { return {{"type", "object"}}; }
+Json ListOf(Json item) { return {{"type", "array"}, {"items", std::move(item)}}; }
+
+std::string Q(const std::string& v) { return httplib::detail::encode_query_param(v); }
+
+// Tool errors tell the model what to do next; the API's own messages already do.
+Status Explain(const Status& st, const std::string& next) {
+  return Status(st.code(), st.message() + (next.empty() ? "" : "; " + next));
+}
+
+bool Final(const std::string& state) {
+  return state == "succeeded" || state == "failed" || state == "cancelled";
+}
+
+}  // namespace
+
+mcp::ToolRegistry MakeDroverTools(ApiClient& api, const McpToolOptions& options) {
+  mcp::ToolRegistry r;
+  ApiClient* a = &api;
+
+  r.Add(Tool{
+      "gpu_status", "GPUs and queue",
+      "The GPUs drover schedules onto: memory total and reserved by runs, utilisation, "
+      "temperature, which runs hold each; and how many runs are queued and running. Use it before "
+      "submitting to see how much fits at once.",
+      Obj(Json::object()),
+      Obj({{"gpus", ListOf(AnyObject())}, {"running", {{"type", "integer"}}},
+           {"queued", {{"type", "integer"}}}},
+          {"gpus", "running", "queued"}),
+      [a](const Json&) -> Result<Json> {
+        DROVER_ASSIGN_OR_RETURN(Json gpus, a->Get("/gpus"));
+        DROVER_ASSIGN_OR_RETURN(Json running, a->Get("/runs?state=running&limit=1000"));
+        DROVER_ASSIGN_OR_RETURN(Json queued, a->Get("/runs?state=queued&limit=1000"));
+        return Json{{"gpus", gpus["gpus"]},
+                    {"running", running["runs"].size()},
+                    {"queued", queued["runs"].size()}};
+      },
+      Json{{"readOnlyHint", true}}});
+
+  r.Add(Tool{
+      "plan", "Plan from an instruction",
+      "Turn an instruction in English or Chinese (e.g. 'compare resnet50 and efficientnet at "
+      "batch size 32 and 64', '对比mlp和cnn，3个种子') into an experiment spec, using the project's "
+      "recipe (drover.yaml). Nothing is submitted: read `understood` and `ignored`, then pass "
+      "`spec_yaml` to submit.",
+      Obj({{"instruction", Str("What to try")},
+           {"recipe", Str("Path of drover.yaml; default: the one in the project folder")}},
+          {"instruction"}),
+      Obj({{"spec", AnyObject()}, {"spec_yaml", {{"type", "string"}}},
+           {"runs", {{"type", "integer"}}}, {"understood", ListOf({{"type", "string"}})},
+           {"ignored", ListOf({{"type", "string"}})}, {"base_dir", {{"type", "string"}}}},
+          {"spec", "spec_yaml", "understood", "ignored", "base_dir"}),
+      [options](const Json& args) -> Result<Json> {
+        std::string path = args.value("recipe", std::string());
+        if (path.empty()) {
+          auto found = FindRecipe(options.project_dir);
+          if (!found.ok()) return Explain(found.status(), "pass `recipe` with the path of one");
+          path = *found;
+        }
+        DROVER_ASSIGN_OR_RETURN(Recipe recipe, LoadRecipe(path));
+        auto plan = PlanInstruction(recipe, args["instruction"].get<std::string>());
+        if (!plan.ok()) return Explain(plan.status(), "rephrase with the names it lists");
+        int runs = 1;
+        for (const auto& [name, values] : plan->spec["params"].items()) {
+          runs *= static_cast<int>(values.size());
+        }
+        return Json{{"spec", plan->spec},         {"spec_yaml", plan->spec_yaml},
+                    {"runs", runs},               {"understood", plan->understood},
+                    {"ignored", plan->ignored},   {"base_dir", recipe.dir}};
+      },
+      Json{{"readOnlyHint", true}}});
+
+  r.Add(Tool{
+      "submit", "Submit an experiment",
+      "Queue an experiment from a spec (YAML text, as in docs/spec.md or from plan). Returns at "
+      "once with the experiment and run ids; use wait to block until they finish. `overrides` "
+      "are key=value strings like 'epochs=2' or 'lr=[0.1,0.01]'.",
+      Obj({{"spec_yaml", Str("The spec, YAML text")},
+           {"base_dir", Str("Folder a relative workdir resolves against (plan gives it)")},
+           {"overrides", ListOf({{"type", "string"}})}},
+          {"spec_yaml"}),
+      Obj({{"experiment_id", {{"type", "integer"}}}, {"run_ids", ListOf({{"type", "integer"}})}},
+          {"experiment_id", "run_ids"}),
+      [a, options](const Json& args) -> Result<Json> {
+        protocol::SubmitRequest req;
+        req.spec_yaml = args["spec_yaml"].get<std::string>();
+        req.spec_name = "spec.yaml";
+        req.base_dir = args.value("base_dir", options.project_dir);
+        if (args.contains("overrides")) {
+          req.overrides = args["overrides"].get<std::vector<std::string>>();
+        }
+        auto r = a->Post("/experiments", protocol::ToJson(req));
+        if (!r.ok()) return Explain(r.status(), "fix the spec at the position given and submit again");
+        return Json{{"experiment_id", (*r)["experiment_id"]}, {"run_ids", (*r)["run_ids"]}};
+      }});
+
+  r.Add(Tool{
+      "list_runs", "List runs",
+      "Runs with their state, parameters and latest metrics, newest first. Filter by experiment "
+      "(id or name) and state (queued, running, retrying, succeeded, failed, cancelled).",
+      Obj({{"experiment", Str("Experiment id or name")},
+           {"state", {{"type", "string"},
+                      {"enum", {"queued", "running", "retrying", "succeeded", "failed", "cancelled"}}}},
+           {"limit", Int("At most this many (default 50)")}}),
+      Obj({{"runs", ListOf(AnyObject())}}, {"runs"}),
+      [a](const Json& args) -> Result<Json> {
+        std::string path = fmt::format("/runs?order=desc&limit={}", args.value("limit", 50));
+        if (args.contains("experiment")) path += "&experiment=" + Q(args["experiment"]);
+        if (args.contains("state")) path += "&state=" + Q(args["state"]);
+        DROVER_ASSIGN_OR_RETURN(Json j, a->Get(path));
+        return Json{{"runs", j["runs"]}};
+      },
+      Json{{"readOnlyHint", true}}});
+
+  r.Add(Tool{
+      "get_run", "One run in full",
+      "Everything about a run: state, parameters, every attempt with its failure reason (cuda_oom "
+      "with the smaller batch it retried at, diverged, stalled, timeout, exit code), final "
+      "metrics, the code snapshot id and commit, the environment.",
+      Obj({{"run_id", Int("The run")}}, {"run_id"}), AnyObject(),
+      [a](const Json& args) -> Result<Json> {
+        auto j = a->Get(fmt::format("/runs/{}", args["run_id"].get<int64_t>()));
+        if (!j.ok()) return Explain(j.status(), "list_runs shows the runs there are");
+        return *j;
+      },
+      Json{{"readOnlyHint", true}}});
+
+  r.Add(Tool{
+      "get_metrics", "Metric series of a run",
+      "The curves a run logged (step, value), each downsampled to at most `points` points "
+      "(min/max per bucket, so spikes survive). Name one metric or get all.",
+      Obj({{"run_id", Int("The run")}, {"name", Str("One metric, e.g. loss")},
+           {"points", Int("At most this many points per series (default 200)", 2)}},
+          {"run_id"}),
+      AnyObject(),
+      [a](const Json& args) -> Result<Json> {
+        std::string path = fmt::format("/runs/{}/metrics?points={}", args["run_id"].get<int64_t>(),
+                                       args.value("points", 200));
+        if (args.contains("name")) path += "&name=" + Q(args["name"]);
+        return a->Get(path);
+      },
+      Json{{"readOnlyHint", true}}});
+
+  r.Add(Tool{
+      "compare", "Compare an experiment's runs",
+      "The runs of one experiment side by side, best first by a metric (default: the spec's "
+      "objective): parameters, state, that metric's final value. Use it to pick the config to "
+      "build on.",
+      Obj({{"experiment", Str("Experiment id or name")},
+           {"metric", Str("Rank by this metric (default: the objective)")},
+           {"mode", {{"type", "string"}, {"enum", {"max", "min"}}}}},
+          {"experiment"}),
+      Obj({{"metric", {{"type", "string"}}}, {"mode", {{"type", "string"}}},
+           {"runs", ListOf(AnyObject())}, {"best_run", {{"type", {"integer", "null"}}}}},
+          {"metric", "mode", "runs", "best_run"}),
+      [a](const Json& args) -> Result<Json> {
+        std::string exp = args["experiment"];
+        auto e = a->Get("/experiments/" + Q(exp));
+        if (!e.ok()) return Explain(e.status(), "list_runs or submit's experiment_id name one");
+        const Json& experiment = *e;  // GET /experiments/{id} is the experiment itself
+        Json spec = experiment.contains("spec") && experiment["spec"].is_object() ? experiment["spec"]
+                                                                                   : Json::object();
+        Json objective = spec.contains("objective") ? spec["objective"] : Json();
+        std::string metric = args.value("metric", objective.is_object() ? objective.value("metric", "") : "");
+        if (metric.empty()) {
+          return InvalidArgument("the experiment has no objective; pass `metric` (and `mode`)");
+        }
+        std::string mode = args.value(
+            "mode", objective.is_object() && objective.value("metric", "") == metric
+                        ? std::string(objective.value("mode", "max"))
+                        : std::string("max"));
+        DROVER_ASSIGN_OR_RETURN(
+            Json runs, a->Get(fmt::format("/runs?experiment={}&limit=1000",
+                                          experiment["id"].get<int64_t>())));
+        std::vector<Json> rows;
+        for (const auto& run : runs["runs"]) {
+          Json value = run.value("metrics", Json::object()).value(metric, Json());
+          rows.push_back({{"run_id", run["id"]}, {"state", run["state"]},
+                          {"params", run["params"]}, {"value", value}});
+        }
+        bool max = mode == "max";
+        std::stable_sort(rows.begin(), rows.end(), [&](const Json& x, const Json& y) {
+          bool xs = x["value"].is_number() && x["state"] == "succeeded";
+          bool ys = y["value"].is_number() && y["state"] == "succeeded";
+          if (xs != ys) return xs;
+          if (!xs) return false;
+          return max ? x["value"].get<double>() > y["value"].get<double>()
+                     : x["value"].get<double>() < y["value"].get<double>();
+        });
+        Json best = !rows.empty() && rows[0]["value"].is_number() && rows[0]["state"] == "succeeded"
+                        ? rows[0]["run_id"]
+                        : Json(nullptr);
+        return Json{{"metric", metric}, {"mode", mode}, {"runs", rows}, {"best_run", best}};
+      },
+      Json{{"readOnlyHint", true}}});
+
+  r.Add(Tool{
+      "wait", "Wait for runs to finish",
+      "Blocks until every given run (or every run of the experiment) has finished, or until "
+      "`timeout_s` passes (at most 45, so a client's 60 s request limit is never hit). Returns "
+      "each run's state; call it again while `done` is false.",
+      Obj({{"run_ids", ListOf({{"type", "integer"}, {"minimum", 1}})},
+           {"experiment", Str("Experiment id or name")},
+           {"timeout_s", {{"type", "integer"}, {"minimum", 0}, {"maximum", 45}}}}),
+      Obj({{"done", {{"type", "boolean"}}}, {"runs", ListOf(AnyObject())}}, {"done", "runs"}),
+      [a](const Json& args) -> Result<Json> {
+        if (!args.contains("run_ids") && !args.contains("experiment")) {
+          return InvalidArgument("pass run_ids (from submit) or experiment");
+        }
+        auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::seconds(args.value("timeout_s", 30));
+        for (;;) {
+          Json states = Json::array();
+          bool done = true;
+          if (args.contains("experiment")) {
+            DROVER_ASSIGN_OR_RETURN(
+                Json j, a->Get("/runs?limit=1000&experiment=" + Q(args["experiment"])));
+            for (const auto& run : j["runs"]) {
+              states.push_back({{"run_id", run["id"]}, {"state", run["state"]}, {"reason", run["reason"]}});
+              done = done && Final(run["state"]);
+            }
+          } else {
+            for (const auto& id : args["run_ids"]) {
+              auto j = a->Get(fmt::format("/runs/{}", id.get<int64_t>()));
+              if (!j.ok()) return Explain(j.status(), "pass run ids that submit returned");
+              const Json& run = (*j)["run"];
+              states.push_back({{"run_id", run["id"]}, {"state", run["state"]}, {"reason", run["reason"]}});
+              done = done && Final(run["state"]);
+            }
+          }
+          if (done || std::chrono::steady_clock::now() >= deadline) {
+            return Json{{"done", done}, {"runs", states}};
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        }
+      },
+      Json{{"readOnlyHint", true}}});
+
+  r.Add(Tool{
+      "logs", "Tail of a run's output",
+      "The last bytes of a run's stdout or stderr (default: the latest attempt's stdout, 8 KiB). "
+      "Read stderr of a failed attempt to see why it failed.",
+      Obj({{"run_id", Int("The run")},
+           {"stream", {{"type", "string"}, {"enum", {"stdout", "stderr"}}}},
+           {"attempt", Int("Attempt number (default the latest)")},
+           {"bytes", Int("How many bytes from the end (default 8192)")}},
+          {"run_id"}),
+      Obj({{"text", {{"type", "string"}}}, {"attempt", {{"type", "integer"}}}}, {"text"}),
+      [a](const Json& args) -> Result<Json> {
+        int64_t run = args["run_id"];
+        std::string base = fmt::format("/runs/{}/logs?stream={}", run, args.value("stream", "stdout"));
+        if (args.contains("attempt")) base += fmt::format("&attempt={}", args["attempt"].get<int>());
+        // The size first, then the last `bytes` of it.
+        DROVER_ASSIGN_OR_RETURN(Json head, a->Get(base + "&limit_bytes=1"));
+        int64_t size = head.value("size", int64_t{0});
+        int64_t want = std::min<int64_t>(args.value("bytes", 8192), 4 << 20);
+        if (size == 0) return Json{{"text", ""}, {"attempt", head.value("attempt", 0)}};
+        std::string path = fmt::format("{}&attempt={}&offset={}&limit_bytes={}", base,
+                                       head.value("attempt", 0), std::max<int64_t>(0, size - want),
+                                       want);
+        if (args.contains("attempt")) {
+          path = fmt::format("{}&offset={}&limit_bytes={}", base, std::max<int64_t>(0, size - want), want);
+        }
+        DROVER_ASSIGN_OR_RETURN(Json j, a->Get(path));
+        return Json{{"text", j.value("data", std::string())}, {"attempt", j.value("attempt", 0)}};
+      },
+      Json{{"readOnlyHint", true}}});
+
+  r.Add(Tool{
+      "cancel", "Cancel runs",
+      "Stop queued or running runs: give run_ids, or an experiment to cancel all its unfinished "
+      "runs. Running ones get SIGTERM, then SIGKILL after a grace period.",
+      Obj({{"run_ids", ListOf({{"type", "integer"}, {"minimum", 1}})},
+           {"experiment", Str("Experiment id or name")}}),
+      Obj({{"cancelled", ListOf({{"type", "integer"}})}, {"experiment", {{"type", {"string", "null"}}}}},
+          {"cancelled"}),
+      [a](const Json& args) -> Result<Json> {
+        if (!args.contains("run_ids") && !args.contains("experiment")) {
+          return InvalidArgument("pass run_ids or experiment");
+        }
+        Json out = {{"cancelled", Json::array()}, {"experiment", nullptr}};
+        if (args.contains("experiment")) {
+          auto r = a->Post("/experiments/" + Q(args["experiment"]) + "/cancel", Json::object());
+          if (!r.ok()) return Explain(r.status(), "");
+          out["experiment"] = args["experiment"];
+        }
+        for (const auto& id : args.value("run_ids", Json::array())) {
+          auto r = a->Post(fmt::format("/runs/{}/cancel", id.get<int64_t>()), Json::object());
+          if (!r.ok()) return Explain(r.status(), "get_run shows its state");
+          out["cancelled"].push_back(id);
+        }
+        return out;
+      },
+      Json{{"destructiveHint", true}}});
+
+  r.Add(Tool{
+      "alerts", "Alerts",
+      "What drover's watchers found, newest first: diverged or stalled runs, loss spikes, "
+      "plateaus, GPU memory leaks, idle GPUs, fragmentation, configs that keep failing.",
+      Obj({{"run_id", Int("Only about this run")}, {"experiment", Int("Only this experiment id")},
+           {"kind", Str("Only this kind, e.g. loss_spike")}, {"limit", Int("At most (default 50)")}}),
+      Obj({{"alerts", ListOf(AnyObject())}}, {"alerts"}),
+      [a](const Json& args) -> Result<Json> {
+        std::string path = fmt::format("/alerts?limit={}", args.value("limit", 50));
+        if (args.contains("run_id")) path += fmt::format("&run={}", args["run_id"].get<int64_t>());
+        if (args.contains("experiment")) path += fmt::format("&experiment={}", args["experiment"].get<int64_t>());
+        if (args.contains("kind")) path += "&kind=" + Q(args["kind"]);
+        DROVER_ASSIGN_OR_RETURN(Json j, a->Get(path));
+        return Json{{"alerts", j["alerts"]}};
+      },
+      Json{{"readOnlyHint", true}}});
+  return r;
+}
+
+}  // namespace drover::cli

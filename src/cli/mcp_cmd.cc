@@ -28,13 +28,6 @@ struct McpFlags {
   int cpus = 0;
 };
 
-constexpr const char* kInstructions =
-    "drover runs ML experiments on this machine's GPUs. Typical loop: plan (an instruction -> a "
-    "spec, nothing submitted) or write a spec; submit; wait (long-polls up to 45 s; call again "
-    "while done is false); compare (best run by the objective) and get_metrics (curves); then "
-    "submit a follow-up around the best config. get_run and logs explain failures; alerts lists "
-    "what the watchers found; gpu_status shows capacity.";
-
 Result<DaemonInfo> StartDaemon(const Globals& g, const McpFlags& f) {
   std::error_code ec;
   std::filesystem::create_directories(StoreDir(g), ec);
@@ -82,7 +75,7 @@ int Mcp(Globals& g, const McpFlags& f) {
   options.project_dir = std::filesystem::current_path().string();
   mcp::ToolRegistry tools = MakeDroverTools(api, options);
   mcp::McpServer server({"drover", DROVER_VERSION, "drover: GPU experiments"}, tools,
-                        kInstructions);
+                        McpInstructions());
   Status st = mcp::RunStdio(server, std::cin, std::cout);
   if (!st.ok()) return ReportError(st);
   return kExitOk;

@@ -45,6 +45,14 @@ bool Final(const std::string& state) {
 
 }  // namespace
 
+std::string McpInstructions() {
+  return "drover runs ML experiments on this machine's GPUs. Typical loop: plan (an instruction "
+         "-> a spec, nothing submitted) or write a spec; submit; wait (long-polls up to 45 s; call "
+         "again while done is false); compare (best run by the objective) and get_metrics "
+         "(curves); then submit a follow-up around the best config. get_run and logs explain "
+         "failures; alerts lists what the watchers found; gpu_status shows capacity.";
+}
+
 mcp::ToolRegistry MakeDroverTools(ApiClient& api, const McpToolOptions& options) {
   mcp::ToolRegistry r;
   ApiClient* a = &api;

@@ -12,6 +12,9 @@ struct McpToolOptions {
   std::string project_dir;  // where plan looks for drover.yaml, and submit resolves a workdir
 };
 
+// What the server tells the model about how the tools fit together (initialize's instructions).
+std::string McpInstructions();
+
 // The handlers keep `api`: it must outlive the registry.
 mcp::ToolRegistry MakeDroverTools(ApiClient& api, const McpToolOptions& options);
 

@@ -13,6 +13,8 @@
 #include "cli/client.h"
 #include "cli/common.h"
 #include "cli/engine_setup.h"
+#include "cli/mcp_tools.h"
+#include "drover_version.h"
 #include "common/strings.h"
 #include "daemon/daemon.h"
 #include "engine/engine.h"
@@ -142,6 +144,19 @@ int Serve(Globals& g, const ServeFlags& f) {
   if (Status st = WriteDaemonInfo(DaemonInfoPath(g), so.host, http.port()); !st.ok()) {
     return ReportError(st);
   }
+  // MCP at /mcp: the same tools as `drover mcp`, over this daemon's own API on loopback.
+  DaemonInfo self;
+  self.host = so.host == "0.0.0.0" ? "127.0.0.1" : so.host == "::" ? "::1" : so.host;
+  self.port = http.port();
+  self.pid = ::getpid();
+  self.token = *token;
+  ApiClient self_api(self);
+  McpToolOptions mcp_options;
+  mcp_options.project_dir = std::filesystem::current_path().string();
+  mcp::ToolRegistry mcp_tools = MakeDroverTools(self_api, mcp_options);
+  mcp::McpServer mcp_server({"drover", DROVER_VERSION, "drover: GPU experiments"}, mcp_tools,
+                            McpInstructions());
+  http.SetMcp(&mcp_server);
   std::thread http_thread([&http] { http.Run(); });
 
   const RecoverySummary& r = *recovered;

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "common/status.h"
+#include "mcp/server.h"
+#include "mcp/sessions.h"
 #include "protocol/api.h"
 #include "server/engine_control.h"
 #include "server/server.h"
@@ -25,6 +27,9 @@ struct ServerContext {
   const ServerOptions& options;
   EngineControl& engine;
   std::atomic<bool> stopping{false};
+  // MCP over streamable HTTP at /mcp, once the daemon has set it up (mcp_routes.cc).
+  std::atomic<const mcp::McpServer*> mcp{nullptr};
+  mcp::SessionStore mcp_sessions;
   std::atomic<int> long_polls{0};  // event streams and following log requests now open
 
   // This thread's connection to the store (opened on first use; SQLite connections are not
@@ -90,5 +95,6 @@ void RegisterGpusRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterEventsRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterAlertsRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterPrometheusRoutes(httplib::Server& http, ServerContext& ctx);
+void RegisterMcpRoutes(httplib::Server& http, ServerContext& ctx);
 
 }  // namespace drover::server

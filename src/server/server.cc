@@ -186,7 +186,10 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
   RegisterEventsRoutes(*http_, *ctx_);
   RegisterAlertsRoutes(*http_, *ctx_);
   RegisterPrometheusRoutes(*http_, *ctx_);
+  RegisterMcpRoutes(*http_, *ctx_);
 }
+
+void HttpServer::SetMcp(const mcp::McpServer* server) { ctx_->mcp = server; }
 
 HttpServer::~HttpServer() { Stop(); }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "mcp/server.h"
 #include "server/engine_control.h"
 
 namespace httplib {
@@ -42,6 +43,9 @@ class HttpServer {
   // Binds the listening socket. Fails on an empty token or when the address cannot be bound.
   Status Bind();
   int port() const { return port_; }  // the bound port, after Bind()
+  // Serves MCP over streamable HTTP at /mcp with this server (which must outlive Stop()); until
+  // then /mcp answers 404.
+  void SetMcp(const mcp::McpServer* server);
   // Serves until Stop(); call from its own thread, after Bind().
   void Run();
   // Ends Run(): closes the listening socket, tells long polls and event streams to finish (they

@@ -426,5 +426,73 @@ TEST_F(DaemonTest, IdleGpuAlertsOnceAndMetricsPassPromtool) {
   EXPECT_GT(queries, 10);
 }
 
+// MCP over streamable HTTP at /mcp: a session from initialize, tools listed and called, a
+// notification accepted with 202, GET refused with 405, the session ended by DELETE; and the
+// same checks as the API (token, Host).
+TEST_F(DaemonTest, McpOverStreamableHttp) {
+  StartDaemon();
+  auto http = Http();
+  auto post = [&](const Json& body, const std::string& session) {
+    httplib::Headers h = Auth();
+    h.emplace("Accept", "application/json, text/event-stream");
+    if (!session.empty()) {
+      h.emplace("Mcp-Session-Id", session);
+      h.emplace("MCP-Protocol-Version", "2025-11-25");
+    }
+    return http.Post("/mcp", h, body.dump(), "application/json");
+  };
+  auto init = post({{"jsonrpc", "2.0"}, {"id", 0}, {"method", "initialize"},
+                    {"params", {{"protocolVersion", "2025-11-25"}, {"capabilities", Json::object()},
+                                {"clientInfo", {{"name", "e2e"}, {"version", "1"}}}}}},
+                   "");
+  ASSERT_TRUE(init);
+  ASSERT_EQ(init->status, 200) << init->body;
+  std::string session = init->get_header_value("Mcp-Session-Id");
+  ASSERT_EQ(session.size(), 32u);
+  EXPECT_EQ(Json::parse(init->body)["result"]["protocolVersion"], "2025-11-25");
+
+  auto note = post({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}, session);
+  ASSERT_TRUE(note);
+  EXPECT_EQ(note->status, 202);
+  EXPECT_TRUE(note->body.empty());
+  auto list = post({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/list"}}, session);
+  ASSERT_TRUE(list);
+  EXPECT_EQ(Json::parse(list->body)["result"]["tools"].size(), 11u);
+  auto gpus = post({{"jsonrpc", "2.0"}, {"id", "g"}, {"method", "tools/call"},
+                    {"params", {{"name", "gpu_status"}, {"arguments", Json::object()}}}},
+                   session);
+  ASSERT_TRUE(gpus);
+  Json g = Json::parse(gpus->body);
+  EXPECT_EQ(g["id"], "g");
+  EXPECT_EQ(g["result"]["structuredContent"]["gpus"].size(), 2u) << gpus->body;
+  auto bad = post({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/call"},
+                   {"params", {{"name", "get_run"}, {"arguments", {{"run_id", 0}}}}}},
+                  session);
+  EXPECT_TRUE(Json::parse(bad->body)["result"]["isError"].get<bool>()) << bad->body;
+
+  // Without a session, with an unknown one, with a bad version header, GET, and no token.
+  EXPECT_EQ(post({{"jsonrpc", "2.0"}, {"id", 3}, {"method", "ping"}}, "")->status, 400);
+  EXPECT_EQ(post({{"jsonrpc", "2.0"}, {"id", 3}, {"method", "ping"}}, std::string(32, 'a'))->status,
+            404);
+  httplib::Headers old = Auth();
+  old.emplace("Mcp-Session-Id", session);
+  old.emplace("MCP-Protocol-Version", "1999-01-01");
+  EXPECT_EQ(http.Post("/mcp", old, R"({"jsonrpc":"2.0","id":4,"method":"ping"})", "application/json")
+                ->status,
+            400);
+  EXPECT_EQ(http.Get("/mcp", Auth())->status, 405);
+  EXPECT_EQ(http.Post("/mcp", R"({"jsonrpc":"2.0","id":5,"method":"ping"})", "application/json")
+                ->status,
+            401);
+  httplib::Headers rebound = Auth();
+  rebound.emplace("Host", "evil.example:80");
+  EXPECT_EQ(http.Post("/mcp", rebound, "{}", "application/json")->status, 403);
+
+  httplib::Headers del = Auth();
+  del.emplace("Mcp-Session-Id", session);
+  EXPECT_EQ(http.Delete("/mcp", del)->status, 200);
+  EXPECT_EQ(post({{"jsonrpc", "2.0"}, {"id", 6}, {"method", "ping"}}, session)->status, 404);
+}
+
 }  // namespace
 }  // namespace drover

@@ -17,6 +17,8 @@ packages=(
   sqlite3 procps
   # promtool checks a live /metrics scrape in the tests (the package also brings the server)
   prometheus
+  # the official MCP TypeScript SDK client drives `drover mcp` and /mcp in the tests
+  nodejs npm
 )
 
 missing=()
@@ -30,6 +32,11 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq
   $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# npm packages for the tests, pinned by tests/mcp/package-lock.json.
+if [[ ! -d tests/mcp/node_modules/@modelcontextprotocol/sdk ]]; then
+  (cd tests/mcp && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
 if [[ ${1:-} != --no-build ]]; then

@@ -262,7 +262,7 @@ mcp::ToolRegistry MakeDroverTools(ApiClient& api, const McpToolOptions& options)
             for (const auto& id : args["run_ids"]) {
               auto j = a->Get(fmt::format("/runs/{}", id.get<int64_t>()));
               if (!j.ok()) return Explain(j.status(), "pass run ids that submit returned");
-              const Json& run = (*j)["run"];
+              const Json& run = *j;  // GET /runs/{id} is the run, with its attempts
               states.push_back({{"run_id", run["id"]}, {"state", run["state"]}, {"reason", run["reason"]}});
               done = done && Final(run["state"]);
             }

@@ -148,6 +148,9 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
     std::string auth = req.get_header_value("Authorization");
     std::string given;
     if (auth.size() > 7 && Lower(auth.substr(0, 7)) == "bearer ") given = auth.substr(7);
+    // MCP clients configured with a bare URL (no header option) may carry the token in it:
+    // /mcp?token=... (only there; the API wants the header).
+    if (given.empty() && req.path == "/mcp") given = req.get_param_value("token");
     if (given.empty() || !SecretsEqual(given, options_.token)) {
       SendErrorCode(res, 401, "unauthenticated",
                     "missing or wrong token; the CLI reads it from <store>/token, send it as "

@@ -488,6 +488,12 @@ TEST_F(DaemonTest, McpOverStreamableHttp) {
   rebound.emplace("Host", "evil.example:80");
   EXPECT_EQ(http.Post("/mcp", rebound, "{}", "application/json")->status, 403);
 
+  // A client that can only be given a URL carries the token in it (on /mcp only).
+  EXPECT_EQ(http.Post("/mcp?token=" + token_, R"({"jsonrpc":"2.0","id":7,"method":"ping"})",
+                      "application/json")
+                ->status,
+            400);  // authenticated: refused only for having no session
+  EXPECT_EQ(http.Get("/api/v1/gpus?token=" + token_)->status, 401);
   httplib::Headers del = Auth();
   del.emplace("Mcp-Session-Id", session);
   EXPECT_EQ(http.Delete("/mcp", del)->status, 200);

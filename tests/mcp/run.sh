@@ -30,4 +30,20 @@ for _ in $(seq 200); do [[ -s "$work/http-store/daemon.json" ]] && break; sleep 
 port=$(sed -E 's/.*"port":([0-9]+).*/\1/' "$work/http-store/daemon.json")
 token=$(cat "$work/http-store/token")
 node "$here/sdk_client.mjs" http "http://127.0.0.1:$port/mcp" "$token" "$digits" "$logs/http.jsonl"
+
+# The official conformance suite, the scenarios that apply to a server offering tools only
+# (docs/mcp.md says why the others do not). It cannot send headers: the token rides in the URL.
+for scenario in server-initialize ping tools-list server-sse-multiple-streams dns-rebinding-protection; do
+  "$here/node_modules/.bin/conformance" server --url "http://127.0.0.1:$port/mcp?token=$token" \
+    --scenario "$scenario" -o "$logs/conformance" >"$logs/conformance-$scenario.txt" 2>&1 || {
+    cat "$logs/conformance-$scenario.txt" >&2
+    echo "conformance scenario $scenario failed" >&2
+    exit 1
+  }
+  grep -qE "Passed: ([0-9]+)/\1, 0 failed" "$logs/conformance-$scenario.txt" || {
+    cat "$logs/conformance-$scenario.txt" >&2
+    exit 1
+  }
+  echo "conformance: $scenario passed"
+done
 echo "conversation logs: $logs"

@@ -111,18 +111,24 @@ mcp::ToolRegistry MakeDroverTools(ApiClient& api, const McpToolOptions& options)
 
   r.Add(Tool{
       "submit", "Submit an experiment",
-      "Queue an experiment from a spec (YAML text, as in docs/spec.md or from plan). Returns at "
-      "once with the experiment and run ids; use wait to block until they finish. `overrides` "
-      "are key=value strings like 'epochs=2' or 'lr=[0.1,0.01]'.",
+      "Queue an experiment from a spec: `spec_yaml` (YAML text, as in docs/spec.md or from "
+      "plan) or `spec` (the same as a JSON object). Returns at once with the experiment and run "
+      "ids; use wait to block until they finish. `overrides` are key=value strings like "
+      "'epochs=2' or 'lr=[0.1,0.01]'.",
       Obj({{"spec_yaml", Str("The spec, YAML text")},
+           {"spec", {{"type", "object"}, {"description", "The spec as a JSON object"}}},
            {"base_dir", Str("Folder a relative workdir resolves against (plan gives it)")},
-           {"overrides", ListOf({{"type", "string"}})}},
-          {"spec_yaml"}),
+           {"overrides", ListOf({{"type", "string"}})}}),
       Obj({{"experiment_id", {{"type", "integer"}}}, {"run_ids", ListOf({{"type", "integer"}})}},
           {"experiment_id", "run_ids"}),
       [a, options](const Json& args) -> Result<Json> {
+        if (args.contains("spec_yaml") == args.contains("spec")) {
+          return InvalidArgument("pass the spec once: spec_yaml (YAML text) or spec (an object)");
+        }
         protocol::SubmitRequest req;
-        req.spec_yaml = args["spec_yaml"].get<std::string>();
+        // JSON is YAML: an object spec goes through the same parser, with the same errors.
+        req.spec_yaml = args.contains("spec") ? args["spec"].dump()
+                                              : args["spec_yaml"].get<std::string>();
         req.spec_name = "spec.yaml";
         req.base_dir = args.value("base_dir", options.project_dir);
         if (args.contains("overrides")) {

@@ -54,6 +54,8 @@ TEST_F(McpTest, AScriptedAgentSubmitsWaitsAndCompares) {
       Call(7, "cancel", {{"run_ids", Json::array({"two"})}}),
       Call(8, "submit", {{"spec_yaml", "name: bad\ncomand: x\n"}}),
       Call(9, "gpu_status", Json::object()),
+      Call(10, "submit", {{"spec", {{"name", "as-json"}, {"command", "true {i}"},
+                                    {"params", {{"i", {1, 2}}}}}}}),
   };
   std::string in = (dir_ / "in.jsonl").string();
   {
@@ -75,7 +77,7 @@ TEST_F(McpTest, AScriptedAgentSubmitsWaitsAndCompares) {
     ++count;
     replies[m["id"].get<int>()] = m;
   }
-  EXPECT_EQ(count, 10);  // every request answered, the notification not
+  EXPECT_EQ(count, 11);  // every request answered, the notification not
   EXPECT_EQ(replies[0]["result"]["protocolVersion"], "2025-06-18");
   EXPECT_EQ(replies[1]["result"]["tools"].size(), 11u);
   for (const auto& t : replies[1]["result"]["tools"]) {
@@ -102,6 +104,7 @@ TEST_F(McpTest, AScriptedAgentSubmitsWaitsAndCompares) {
             std::string::npos)
       << replies[8].dump();
   EXPECT_EQ(replies[9]["result"]["structuredContent"]["gpus"].size(), 2u);
+  EXPECT_EQ(replies[10]["result"]["structuredContent"]["run_ids"].size(), 2u) << replies[10].dump();
 }
 
 }  // namespace

@@ -293,20 +293,19 @@ mcp::ToolRegistry MakeDroverTools(ApiClient& api, const McpToolOptions& options)
       Obj({{"text", {{"type", "string"}}}, {"attempt", {{"type", "integer"}}}}, {"text"}),
       [a](const Json& args) -> Result<Json> {
         int64_t run = args["run_id"];
-        std::string base = fmt::format("/runs/{}/logs?stream={}", run, args.value("stream", "stdout"));
+        std::string stream = args.value("stream", "stdout");
+        std::string base = fmt::format("/runs/{}/logs?stream={}", run, stream);
         if (args.contains("attempt")) base += fmt::format("&attempt={}", args["attempt"].get<int>());
-        // The size first, then the last `bytes` of it.
-        DROVER_ASSIGN_OR_RETURN(Json head, a->Get(base + "&limit_bytes=1"));
-        int64_t size = head.value("size", int64_t{0});
+        // The size and the attempt first (the latest when none is named), then the file's tail.
+        auto head = a->Get(base + "&limit_bytes=1");
+        if (!head.ok()) return Explain(head.status(), "get_run lists the run's attempts");
+        int attempt = head->value("attempt", 0);
+        int64_t size = head->value("size", int64_t{0});
         int64_t want = std::min<int64_t>(args.value("bytes", 8192), 4 << 20);
-        if (size == 0) return Json{{"text", ""}, {"attempt", head.value("attempt", 0)}};
-        std::string path = fmt::format("{}&attempt={}&offset={}&limit_bytes={}", base,
-                                       head.value("attempt", 0), std::max<int64_t>(0, size - want),
-                                       want);
-        if (args.contains("attempt")) {
-          path = fmt::format("{}&offset={}&limit_bytes={}", base, std::max<int64_t>(0, size - want), want);
-        }
-        DROVER_ASSIGN_OR_RETURN(Json j, a->Get(path));
+        if (attempt == 0 || size == 0) return Json{{"text", ""}, {"attempt", attempt}};
+        DROVER_ASSIGN_OR_RETURN(
+            Json j, a->Get(fmt::format("/runs/{}/logs?stream={}&attempt={}&offset={}&limit_bytes={}",
+                                       run, stream, attempt, std::max<int64_t>(0, size - want), want)));
         return Json{{"text", j.value("data", std::string())}, {"attempt", j.value("attempt", 0)}};
       },
       Json{{"readOnlyHint", true}}});

@@ -3,9 +3,11 @@
 // the runs an agent submits outlive the agent's session) and waits for it.
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -56,7 +58,19 @@ Result<DaemonInfo> StartDaemon(const Globals& g, const McpFlags& f) {
   posix_spawnattr_destroy(&attr);
   if (rc != 0) return Internal(std::string("cannot start drover serve: ") + std::strerror(rc));
   for (int i = 0; i < 200; ++i) {
-    if (auto d = FindDaemon(g)) return *d;
+    if (auto d = FindDaemon(g)) {
+      // From now on the daemon is on its own: should it end while we run, the kernel reaps it
+      // (no zombie that would look alive to the next drover).
+      std::signal(SIGCHLD, SIG_IGN);
+      return *d;
+    }
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      // Another drover may have won the race to own the store: use its daemon.
+      if (auto d = FindDaemon(g)) return *d;
+      return Unavailable("drover serve for the store " + StoreDir(g) + " exited at start; see " +
+                         log);
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return Unavailable("started drover serve for the store " + StoreDir(g) +
@@ -70,10 +84,9 @@ int Mcp(Globals& g, const McpFlags& f) {
     if (!started.ok()) return ReportError(started.status());
     daemon = *started;
   }
-  ApiClient api(*daemon);
   McpToolOptions options;
   options.project_dir = std::filesystem::current_path().string();
-  mcp::ToolRegistry tools = MakeDroverTools(api, options);
+  mcp::ToolRegistry tools = MakeDroverTools(*daemon, options);
   mcp::McpServer server({"drover", DROVER_VERSION, "drover: GPU experiments"}, tools,
                         McpInstructions());
   Status st = mcp::RunStdio(server, std::cin, std::cout);

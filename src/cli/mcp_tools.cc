@@ -11,6 +11,8 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/comparison.h"
+#include "cli/follow.h"
 #include "plan/planner.h"
 
 namespace drover::cli {
@@ -53,9 +55,8 @@ std::string McpInstructions() {
          "failures; alerts lists what the watchers found; gpu_status shows capacity.";
 }
 
-mcp::ToolRegistry MakeDroverTools(ApiClient& api, const McpToolOptions& options) {
+mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& options) {
   mcp::ToolRegistry r;
-  ApiClient* a = &api;
 
   r.Add(Tool{
       "gpu_status", "GPUs and queue",
@@ -66,13 +67,17 @@ mcp::ToolRegistry MakeDroverTools(ApiClient& api, const McpToolOptions& options)
       Obj({{"gpus", ListOf(AnyObject())}, {"running", {{"type", "integer"}}},
            {"queued", {{"type", "integer"}}}},
           {"gpus", "running", "queued"}),
-      [a](const Json&) -> Result<Json> {
-        DROVER_ASSIGN_OR_RETURN(Json gpus, a->Get("/gpus"));
-        DROVER_ASSIGN_OR_RETURN(Json running, a->Get("/runs?state=running&limit=1000"));
-        DROVER_ASSIGN_OR_RETURN(Json queued, a->Get("/runs?state=queued&limit=1000"));
+      [info](const Json&) -> Result<Json> {
+        ApiClient a(info);
+        DROVER_ASSIGN_OR_RETURN(Json gpus, a.Get("/gpus"));
+        RunFilter running, queued;
+        running.state = RunState::kRunning;
+        queued.state = RunState::kQueued;
+        DROVER_ASSIGN_OR_RETURN(auto run_list, FetchRuns(a, running));  // paged: every one
+        DROVER_ASSIGN_OR_RETURN(auto queue_list, FetchRuns(a, queued));
         return Json{{"gpus", gpus["gpus"]},
-                    {"running", running["runs"].size()},
-                    {"queued", queued["runs"].size()}};
+                    {"running", run_list.size()},
+                    {"queued", queue_list.size()}};
       },
       Json{{"readOnlyHint", true}}});
 
@@ -121,7 +126,10 @@ mcp::ToolRegistry MakeDroverTools(ApiClient& api, const McpToolOptions& options)
            {"overrides", ListOf({{"type", "string"}})}}),
       Obj({{"experiment_id", {{"type", "integer"}}}, {"run_ids", ListOf({{"type", "integer"}})}},
           {"experiment_id", "run_ids"}),
-      [a, options](const Json& args) -> Result<Json> {
+      [info, options](const Json& args) -> Result<Json> {
+        // A client per call: calls come from several HTTP threads at once under /mcp.
+        ApiClient client(info);
+        ApiClient* a = &client;
         if (args.contains("spec_yaml") == args.contains("spec")) {
           return InvalidArgument("pass the spec once: spec_yaml (YAML text) or spec (an object)");
         }
@@ -148,7 +156,10 @@ mcp::ToolRegistry MakeDroverTools(ApiClient& api, const McpToolOptions& options)
                       {"enum", {"queued", "running", "retrying", "succeeded", "failed", "cancelled"}}}},
            {"limit", Int("At most this many (default 50)")}}),
       Obj({{"runs", ListOf(AnyObject())}}, {"runs"}),
-      [a](const Json& args) -> Result<Json> {
+      [info](const Json& args) -> Result<Json> {
+        // A client per call: calls come from several HTTP threads at once under /mcp.
+        ApiClient client(info);
+        ApiClient* a = &client;
         std::string path = fmt::format("/runs?order=desc&limit={}", args.value("limit", 50));
         if (args.contains("experiment")) path += "&experiment=" + Q(args["experiment"]);
         if (args.contains("state")) path += "&state=" + Q(args["state"]);
@@ -163,7 +174,10 @@ mcp::ToolRegistry MakeDroverTools(ApiClient& api, const McpToolOptions& options)
       "with the smaller batch it retried at, diverged, stalled, timeout, exit code), final "
       "metrics, the code snapshot id and commit, the environment.",
       Obj({{"run_id", Int("The run")}}, {"run_id"}), AnyObject(),
-      [a](const Json& args) -> Result<Json> {
+      [info](const Json& args) -> Result<Json> {
+        // A client per call: calls come from several HTTP threads at once under /mcp.
+        ApiClient client(info);
+        ApiClient* a = &client;
         auto j = a->Get(fmt::format("/runs/{}", args["run_id"].get<int64_t>()));
         if (!j.ok()) return Explain(j.status(), "list_runs shows the runs there are");
         return *j;
@@ -178,7 +192,10 @@ mcp::ToolRegistry MakeDroverTools(ApiClient& api, const McpToolOptions& options)
            {"points", Int("At most this many points per series (default 200)", 2)}},
           {"run_id"}),
       AnyObject(),
-      [a](const Json& args) -> Result<Json> {
+      [info](const Json& args) -> Result<Json> {
+        // A client per call: calls come from several HTTP threads at once under /mcp.
+        ApiClient client(info);
+        ApiClient* a = &client;
         std::string path = fmt::format("/runs/{}/metrics?points={}", args["run_id"].get<int64_t>(),
                                        args.value("points", 200));
         if (args.contains("name")) path += "&name=" + Q(args["name"]);
@@ -198,43 +215,30 @@ mcp::ToolRegistry MakeDroverTools(ApiClient& api, const McpToolOptions& options)
       Obj({{"metric", {{"type", "string"}}}, {"mode", {{"type", "string"}}},
            {"runs", ListOf(AnyObject())}, {"best_run", {{"type", {"integer", "null"}}}}},
           {"metric", "mode", "runs", "best_run"}),
-      [a](const Json& args) -> Result<Json> {
-        std::string exp = args["experiment"];
-        auto e = a->Get("/experiments/" + Q(exp));
-        if (!e.ok()) return Explain(e.status(), "list_runs or submit's experiment_id name one");
-        const Json& experiment = *e;  // GET /experiments/{id} is the experiment itself
-        Json spec = experiment.contains("spec") && experiment["spec"].is_object() ? experiment["spec"]
-                                                                                   : Json::object();
-        Json objective = spec.contains("objective") ? spec["objective"] : Json();
-        std::string metric = args.value("metric", objective.is_object() ? objective.value("metric", "") : "");
-        if (metric.empty()) {
-          return InvalidArgument("the experiment has no objective; pass `metric` (and `mode`)");
+      [info](const Json& args) -> Result<Json> {
+        // A client per call: calls come from several HTTP threads at once under /mcp.
+        ApiClient client(info);
+        ApiClient* a = &client;
+        auto exp = FetchExperiment(*a, args["experiment"].get<std::string>());
+        if (!exp.ok()) return Explain(exp.status(), "list_runs or submit's experiment_id name one");
+        DROVER_ASSIGN_OR_RETURN(auto runs, FetchRuns(*a, exp->id));  // every run, paged
+        // The same ranking as `drover compare`: the objective, else the metric given, with
+        // loss- and error-like names ascending unless `mode` says otherwise.
+        Comparison c = Compare(*exp, std::move(runs), args.value("metric", std::string()),
+                               args.value("mode", std::string()));
+        if (c.metric.empty()) {
+          return InvalidArgument("no run of this experiment reported a metric yet; wait first");
         }
-        std::string mode = args.value(
-            "mode", objective.is_object() && objective.value("metric", "") == metric
-                        ? std::string(objective.value("mode", "max"))
-                        : std::string("max"));
-        DROVER_ASSIGN_OR_RETURN(
-            Json runs, a->Get(fmt::format("/runs?experiment={}&limit=1000",
-                                          experiment["id"].get<int64_t>())));
-        std::vector<Json> rows;
-        for (const auto& run : runs["runs"]) {
-          Json value = run.value("metrics", Json::object()).value(metric, Json());
-          rows.push_back({{"run_id", run["id"]}, {"state", run["state"]},
-                          {"params", run["params"]}, {"value", value}});
+        std::string metric = c.metric, mode = c.maximize ? "max" : "min";
+        Json rows = Json::array();
+        for (const Run& run : c.runs) {
+          rows.push_back({{"run_id", run.id},
+                          {"state", std::string(ToString(run.state))},
+                          {"params", run.params},
+                          {"value", run.final_metrics.contains(metric) ? run.final_metrics[metric]
+                                                                       : Json(nullptr)}});
         }
-        bool max = mode == "max";
-        std::stable_sort(rows.begin(), rows.end(), [&](const Json& x, const Json& y) {
-          bool xs = x["value"].is_number() && x["state"] == "succeeded";
-          bool ys = y["value"].is_number() && y["state"] == "succeeded";
-          if (xs != ys) return xs;
-          if (!xs) return false;
-          return max ? x["value"].get<double>() > y["value"].get<double>()
-                     : x["value"].get<double>() < y["value"].get<double>();
-        });
-        Json best = !rows.empty() && rows[0]["value"].is_number() && rows[0]["state"] == "succeeded"
-                        ? rows[0]["run_id"]
-                        : Json(nullptr);
+        Json best = c.best_run > 0 ? Json(c.best_run) : Json(nullptr);
         return Json{{"metric", metric}, {"mode", mode}, {"runs", rows}, {"best_run", best}};
       },
       Json{{"readOnlyHint", true}}});
@@ -248,7 +252,10 @@ mcp::ToolRegistry MakeDroverTools(ApiClient& api, const McpToolOptions& options)
            {"experiment", Str("Experiment id or name")},
            {"timeout_s", {{"type", "integer"}, {"minimum", 0}, {"maximum", 45}}}}),
       Obj({{"done", {{"type", "boolean"}}}, {"runs", ListOf(AnyObject())}}, {"done", "runs"}),
-      [a](const Json& args) -> Result<Json> {
+      [info](const Json& args) -> Result<Json> {
+        // A client per call: calls come from several HTTP threads at once under /mcp.
+        ApiClient client(info);
+        ApiClient* a = &client;
         if (!args.contains("run_ids") && !args.contains("experiment")) {
           return InvalidArgument("pass run_ids (from submit) or experiment");
         }
@@ -258,11 +265,13 @@ mcp::ToolRegistry MakeDroverTools(ApiClient& api, const McpToolOptions& options)
           Json states = Json::array();
           bool done = true;
           if (args.contains("experiment")) {
-            DROVER_ASSIGN_OR_RETURN(
-                Json j, a->Get("/runs?limit=1000&experiment=" + Q(args["experiment"])));
-            for (const auto& run : j["runs"]) {
-              states.push_back({{"run_id", run["id"]}, {"state", run["state"]}, {"reason", run["reason"]}});
-              done = done && Final(run["state"]);
+            auto exp = FetchExperiment(*a, args["experiment"].get<std::string>());
+            if (!exp.ok()) return Explain(exp.status(), "pass the experiment_id submit returned");
+            DROVER_ASSIGN_OR_RETURN(auto runs, FetchRuns(*a, exp->id));  // every run, paged
+            for (const Run& run : runs) {
+              std::string state(ToString(run.state));
+              states.push_back({{"run_id", run.id}, {"state", state}, {"reason", run.reason}});
+              done = done && Final(state);
             }
           } else {
             for (const auto& id : args["run_ids"]) {
@@ -291,7 +300,10 @@ mcp::ToolRegistry MakeDroverTools(ApiClient& api, const McpToolOptions& options)
            {"bytes", Int("How many bytes from the end (default 8192)")}},
           {"run_id"}),
       Obj({{"text", {{"type", "string"}}}, {"attempt", {{"type", "integer"}}}}, {"text"}),
-      [a](const Json& args) -> Result<Json> {
+      [info](const Json& args) -> Result<Json> {
+        // A client per call: calls come from several HTTP threads at once under /mcp.
+        ApiClient client(info);
+        ApiClient* a = &client;
         int64_t run = args["run_id"];
         std::string stream = args.value("stream", "stdout");
         std::string base = fmt::format("/runs/{}/logs?stream={}", run, stream);
@@ -318,7 +330,10 @@ mcp::ToolRegistry MakeDroverTools(ApiClient& api, const McpToolOptions& options)
            {"experiment", Str("Experiment id or name")}}),
       Obj({{"cancelled", ListOf({{"type", "integer"}})}, {"experiment", {{"type", {"string", "null"}}}}},
           {"cancelled"}),
-      [a](const Json& args) -> Result<Json> {
+      [info](const Json& args) -> Result<Json> {
+        // A client per call: calls come from several HTTP threads at once under /mcp.
+        ApiClient client(info);
+        ApiClient* a = &client;
         if (!args.contains("run_ids") && !args.contains("experiment")) {
           return InvalidArgument("pass run_ids or experiment");
         }
@@ -344,7 +359,10 @@ mcp::ToolRegistry MakeDroverTools(ApiClient& api, const McpToolOptions& options)
       Obj({{"run_id", Int("Only about this run")}, {"experiment", Int("Only this experiment id")},
            {"kind", Str("Only this kind, e.g. loss_spike")}, {"limit", Int("At most (default 50)")}}),
       Obj({{"alerts", ListOf(AnyObject())}}, {"alerts"}),
-      [a](const Json& args) -> Result<Json> {
+      [info](const Json& args) -> Result<Json> {
+        // A client per call: calls come from several HTTP threads at once under /mcp.
+        ApiClient client(info);
+        ApiClient* a = &client;
         std::string path = fmt::format("/alerts?limit={}", args.value("limit", 50));
         if (args.contains("run_id")) path += fmt::format("&run={}", args["run_id"].get<int64_t>());
         if (args.contains("experiment")) path += fmt::format("&experiment={}", args["experiment"].get<int64_t>());

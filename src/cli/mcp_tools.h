@@ -15,7 +15,8 @@ struct McpToolOptions {
 // What the server tells the model about how the tools fit together (initialize's instructions).
 std::string McpInstructions();
 
-// The handlers keep `api`: it must outlive the registry.
-mcp::ToolRegistry MakeDroverTools(ApiClient& api, const McpToolOptions& options);
+// Each call opens its own client to the daemon `info` names (calls under /mcp come from several
+// HTTP threads at once).
+mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& options);
 
 }  // namespace drover::cli

@@ -21,7 +21,8 @@ struct PlanFlags {
   std::string instruction;
   std::string recipe;
   bool json = false;
-  bool yes = false;  // ask only
+  bool yes = false;    // ask only
+  bool force = false;  // ask only: --yes even when words were ignored
 };
 
 struct Planned {
@@ -78,6 +79,16 @@ int AskCmd(Globals& g, const PlanFlags& f) {
   } else {
     std::fprintf(stderr, "plan: %d run%s: %s\n", p->runs, p->runs == 1 ? "" : "s",
                  Join(p->plan.understood, "; ").c_str());
+    if (!p->plan.ignored.empty()) {
+      std::fprintf(stderr, "plan: ignored: %s\n", Join(p->plan.ignored, "; ").c_str());
+    }
+  }
+  // Words the planner could not use may have meant something ("but not mlp"): submitting
+  // without a look needs --force too.
+  if (f.yes && !p->plan.ignored.empty() && !f.force) {
+    return ReportError(InvalidArgument(fmt::format(
+        "the plan ignored '{}'; rephrase, or add --force to submit it as shown",
+        Join(p->plan.ignored, "', '"))));
   }
   if (!f.yes) {
     if (!::isatty(STDIN_FILENO)) {
@@ -132,7 +143,8 @@ Command RegisterAsk(CLI::App& root, Globals& g) {
       "ask", "Plan an instruction like drover plan, show it, and run it after you confirm");
   app->add_option("instruction", f->instruction, "What to try, in English or Chinese")->required();
   app->add_option("--recipe", f->recipe, "The recipe (default: drover.yaml here or above)");
-  app->add_flag("-y,--yes", f->yes, "Submit without asking");
+  app->add_flag("-y,--yes", f->yes, "Submit without asking (refused when words were ignored)");
+  app->add_flag("--force", f->force, "With --yes: submit even when words were ignored");
   app->add_flag("--json", f->json, "Print the plan and the results as JSON");
   return {app, [&g, f] { return AskCmd(g, *f); }};
 }

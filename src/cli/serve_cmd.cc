@@ -150,10 +150,9 @@ int Serve(Globals& g, const ServeFlags& f) {
   self.port = http.port();
   self.pid = ::getpid();
   self.token = *token;
-  ApiClient self_api(self);
   McpToolOptions mcp_options;
   mcp_options.project_dir = std::filesystem::current_path().string();
-  mcp::ToolRegistry mcp_tools = MakeDroverTools(self_api, mcp_options);
+  mcp::ToolRegistry mcp_tools = MakeDroverTools(self, mcp_options);
   mcp::McpServer mcp_server({"drover", DROVER_VERSION, "drover: GPU experiments"}, mcp_tools,
                             McpInstructions());
   http.SetMcp(&mcp_server);

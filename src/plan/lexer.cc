@@ -126,6 +126,7 @@ const Word kWords[] = {
     {"a.s.a.p.", Tok::kUrgent}, {"high priority", Tok::kUrgent}, {"top priority", Tok::kUrgent},
     {"important", Tok::kUrgent}, {"immediately", Tok::kUrgent}, {"rush", Tok::kUrgent},
     {"low priority", Tok::kLow}, {"not urgent", Tok::kLow}, {"whenever", Tok::kLow},
+    {"no rush", Tok::kLow}, {"no hurry", Tok::kLow}, {"not important", Tok::kLow},
     {"priority", Tok::kPriority},
     {"one", Tok::kNumber, 1}, {"two", Tok::kNumber, 2}, {"three", Tok::kNumber, 3},
     {"four", Tok::kNumber, 4}, {"five", Tok::kNumber, 5}, {"six", Tok::kNumber, 6},
@@ -165,7 +166,8 @@ const Word kWords[] = {
     {"对比", Tok::kCompare}, {"比较", Tok::kCompare}, {"比一比", Tok::kCompare},
     {"紧急", Tok::kUrgent}, {"加急", Tok::kUrgent}, {"尽快", Tok::kUrgent},
     {"马上", Tok::kUrgent}, {"高优先级", Tok::kUrgent}, {"优先", Tok::kUrgent},
-    {"低优先级", Tok::kLow}, {"不急", Tok::kLow}, {"优先级", Tok::kPriority},
+    {"低优先级", Tok::kLow}, {"不急", Tok::kLow}, {"不紧急", Tok::kLow}, {"不着急", Tok::kLow},
+    {"不加急", Tok::kLow}, {"优先级", Tok::kPriority},
     {"两", Tok::kNumber, 2}, {"俩", Tok::kNumber, 2}, {"零", Tok::kNumber, 0},
 };
 

@@ -72,6 +72,16 @@ void Post(ServerContext& ctx, const httplib::Request& req, httplib::Response& re
     if (auto bad = mcp::CheckProtocolVersionHeader(req.get_header_value("MCP-Protocol-Version"))) {
       return SendRpcError(res, 400, -32600, *bad);
     }
+    // A tool call can take long (wait blocks up to 45 s): it holds a slot like an event stream,
+    // so plain API requests always find a worker thread.
+    std::shared_ptr<void> slot;
+    if (message.is_object() && message.value("method", "") == "tools/call") {
+      slot = ctx.AcquireLongPoll();
+      if (!slot) {
+        return SendRpcError(res, 503, -32000,
+                            "too many MCP tool calls and streams at once; retry in a few seconds");
+      }
+    }
     if (ChangesSession(message)) {
       std::lock_guard<std::mutex> lock(entry->mu);
       reply = server->Handle(message, entry->session);

@@ -56,6 +56,7 @@ TEST_F(McpTest, AScriptedAgentSubmitsWaitsAndCompares) {
       Call(9, "gpu_status", Json::object()),
       Call(10, "submit", {{"spec", {{"name", "as-json"}, {"command", "true {i}"},
                                     {"params", {{"i", {1, 2}}}}}}}),
+      Call(11, "compare", {{"experiment", "sweep"}, {"metric", "acc"}, {"mode", "min"}}),
   };
   std::string in = (dir_ / "in.jsonl").string();
   {
@@ -77,7 +78,7 @@ TEST_F(McpTest, AScriptedAgentSubmitsWaitsAndCompares) {
     ++count;
     replies[m["id"].get<int>()] = m;
   }
-  EXPECT_EQ(count, 11);  // every request answered, the notification not
+  EXPECT_EQ(count, 12);  // every request answered, the notification not
   EXPECT_EQ(replies[0]["result"]["protocolVersion"], "2025-06-18");
   EXPECT_EQ(replies[1]["result"]["tools"].size(), 11u);
   for (const auto& t : replies[1]["result"]["tools"]) {
@@ -105,6 +106,7 @@ TEST_F(McpTest, AScriptedAgentSubmitsWaitsAndCompares) {
       << replies[8].dump();
   EXPECT_EQ(replies[9]["result"]["structuredContent"]["gpus"].size(), 2u);
   EXPECT_EQ(replies[10]["result"]["structuredContent"]["run_ids"].size(), 2u) << replies[10].dump();
+  EXPECT_EQ(replies[11]["result"]["structuredContent"]["best_run"], 1) << replies[11].dump();
 }
 
 }  // namespace

@@ -47,6 +47,12 @@ TEST_F(PlanTest, AskPlansConfirmsAndRuns) {
   EXPECT_EQ(refused.exit_code, 2);
   EXPECT_NE(refused.err.find("add --yes"), std::string::npos) << refused.err;
 
+  // Words it could not use might have mattered: --yes alone does not submit such a plan.
+  auto unsure = RunDrover({"ask", "--yes", "--recipe", recipe, "--store", store_,
+                           "学习率0.1和0.5, but not on friday"});
+  EXPECT_EQ(unsure.exit_code, 2);
+  EXPECT_NE(unsure.err.find("add --force"), std::string::npos) << unsure.err;
+
   auto r = RunDrover({"ask", "--yes", "--recipe", recipe, "--store", store_,
                       "学习率0.1和0.5, 比较准确率"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;

@@ -70,5 +70,18 @@ TEST(Subprocess, CapturesStdoutExitAndEnvironment) {
   EXPECT_EQ(missing.status().code(), Code::kNotFound);
 }
 
+TEST(Subprocess, AHelperThatHangsIsKilledAtTheTimeout) {
+  // exec: the shell becomes sleep, so the kill reaches the process holding the pipe.
+  auto hung = RunAndCapture({"sh", "-c", "echo started; exec sleep 30"}, {.timeout_ms = 300});
+  ASSERT_FALSE(hung.ok());
+  EXPECT_EQ(hung.status().code(), Code::kUnavailable);
+  EXPECT_NE(hung.status().message().find("did not finish within 300 ms"), std::string::npos)
+      << hung.status().message();
+  // One that finishes in time is not affected.
+  auto quick = RunAndCapture({"sh", "-c", "echo ok"}, {.timeout_ms = 30000});
+  ASSERT_TRUE(quick.ok()) << quick.status().message();
+  EXPECT_EQ(quick->out, "ok\n");
+}
+
 }  // namespace
 }  // namespace drover

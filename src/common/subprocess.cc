@@ -4,9 +4,11 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 
@@ -65,7 +67,24 @@ Result<Captured> RunAndCapture(const std::vector<std::string>& args, const Captu
   }
   Captured result;
   char buf[65536];
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(opts.timeout_ms);
+  bool killed = false;
   for (;;) {
+    if (opts.timeout_ms > 0 && !killed) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      deadline - std::chrono::steady_clock::now())
+                      .count();
+      pollfd p{fds[0], POLLIN, 0};
+      int r = left > 0 ? ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 60000))) : 0;
+      if (r < 0 && errno == EINTR) continue;
+      if (r == 0) {
+        if (std::chrono::steady_clock::now() < deadline) continue;
+        // Out of time: kill it; its end closes the pipe and the reads below finish.
+        ::kill(pid, SIGKILL);
+        killed = true;
+      }
+    }
     ssize_t n = ::read(fds[0], buf, sizeof buf);
     if (n > 0) {
       result.out.append(buf, static_cast<size_t>(n));
@@ -80,6 +99,10 @@ Result<Captured> RunAndCapture(const std::vector<std::string>& args, const Captu
     w = ::waitpid(pid, &status, 0);
   } while (w < 0 && errno == EINTR);
   if (w != pid) return ErrnoStatus("waiting for '" + args[0] + "'");
+  if (killed) {
+    return Unavailable("'" + args[0] + "' did not finish within " +
+                       std::to_string(opts.timeout_ms) + " ms and was killed");
+  }
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   return result;
 }

@@ -18,6 +18,9 @@ struct CaptureOptions {
   std::string cwd;                     // "" = ours
   std::vector<std::string> unset_env;  // names removed from our environment
   std::vector<std::string> set_env;    // "K=V" added after that
+  // > 0: a helper still running after this long is killed (SIGKILL) and the call fails as
+  // Unavailable. For tools that can hang (nvidia-smi on a wedged driver).
+  int64_t timeout_ms = 0;
 };
 
 // stdin and stderr are /dev/null; argv[0] is looked up in PATH. A missing program is NotFound.

@@ -102,7 +102,7 @@ std::string DescribeDevicesAndSmi(const Result<std::vector<GpuDevice>>& devices)
   } else {
     out += devices.status().message() + "\n";
   }
-  auto smi = RunAndCapture({"nvidia-smi", "-q"});
+  auto smi = RunAndCapture({"nvidia-smi", "-q"}, CaptureOptions{.timeout_ms = 10'000});
   if (smi.ok() && smi->exit_code == 0 && !smi->out.empty()) {
     out += "\nnvidia-smi -q:\n" + smi->out;
   }

@@ -149,7 +149,7 @@ std::string FirstLine(const std::string& out) {
 }
 
 Result<std::string> RunNvidiaSmi(const std::vector<std::string>& argv) {
-  auto run = RunAndCapture(argv);
+  auto run = RunAndCapture(argv, CaptureOptions{.timeout_ms = 10'000});
   if (!run.ok()) {
     if (run.status().code() == Code::kNotFound) return Unavailable("nvidia-smi is not on PATH");
     return Unavailable(fmt::format("nvidia-smi could not run: {}", run.status().message()));

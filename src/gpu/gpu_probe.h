@@ -22,7 +22,7 @@ struct GpuDevice {
 // A process using a GPU, as the driver sees it.
 struct GpuProcess {
   int pid = 0;
-  int64_t memory_used = 0;  // bytes; -1 when the driver does not say (e.g. some vGPU setups)
+  int64_t memory_used = -1;  // bytes; -1 when the driver does not say (e.g. some vGPU setups)
 };
 
 // One telemetry reading of one GPU. A value the source cannot give is negative (-1).

@@ -88,6 +88,16 @@ class FieldReader {
     out = v->get<double>();
   }
 
+  // A field that may be null (unknown, or not about a run/GPU): null leaves `out` as it is.
+  template <typename T>
+  void GetUnlessNull(const char* key, T& out) {
+    if (j_.is_object()) {
+      auto it = j_.find(key);
+      if (it != j_.end() && it->is_null()) return;
+    }
+    Get(key, out);
+  }
+
   // Any JSON value; `want_object` insists on an object (params, metrics, spec).
   void GetJson(const char* key, Json& out, bool want_object, bool required = false) {
     const Json* v = Find(key, required);
@@ -314,13 +324,9 @@ Result<Alert> AlertFromJson(const Json& j) {
   f.Get("last_ms", a.last_ms);
   f.Get("count", a.count);
   // null: not about a run, an experiment or a GPU.
-  auto optional_id = [&](const char* key, auto& out) {
-    if (j.is_object() && j.contains(key) && j[key].is_null()) return;
-    f.Get(key, out);
-  };
-  optional_id("experiment_id", a.experiment_id);
-  optional_id("run_id", a.run_id);
-  optional_id("gpu", a.gpu);
+  f.GetUnlessNull("experiment_id", a.experiment_id);
+  f.GetUnlessNull("run_id", a.run_id);
+  f.GetUnlessNull("gpu", a.gpu);
   if (!f.ok()) return f.status();
   return a;
 }
@@ -335,13 +341,9 @@ Result<GpuSample> GpuSampleFromJson(const Json& j) {
     f.Get(key, out);
     if (std::isnan(out)) out = -1;
   };
-  auto bytes = [&](const char* key, int64_t& out) {
-    if (j.is_object() && j.contains(key) && j[key].is_null()) return;
-    f.Get(key, out);
-  };
   value("utilization", s.utilization);
-  bytes("memory_used", s.memory_used);
-  bytes("memory_total", s.memory_total);
+  f.GetUnlessNull("memory_used", s.memory_used);
+  f.GetUnlessNull("memory_total", s.memory_total);
   value("temperature_c", s.temperature_c);
   value("power_w", s.power_w);
   value("pcie_tx_bytes_per_s", s.pcie_tx_bytes_per_s);
@@ -352,9 +354,7 @@ Result<GpuSample> GpuSampleFromJson(const Json& j) {
       GpuProcess gp;
       FieldReader pf(p, "gpu sample process");
       pf.Get("pid", gp.pid, true);
-      if (!(p.is_object() && p.contains("memory_used") && p["memory_used"].is_null())) {
-        pf.Get("memory_used", gp.memory_used);
-      }
+      pf.GetUnlessNull("memory_used", gp.memory_used);
       if (!pf.ok()) return pf.status();
       s.processes.push_back(gp);
     }

@@ -166,6 +166,63 @@ TEST(ApiCodec, AttemptRoundTrip) {
   EXPECT_TRUE(back->ended);
 }
 
+TEST(ApiCodec, GpuStatusWithTelemetryRoundTripsUnknownsAsNull) {
+  GpuStatus g;
+  g.index = 1;
+  g.name = "H200";
+  g.memory_total = int64_t{141} << 30;
+  g.runs = {4, 5};
+  GpuSample t;
+  t.index = 1;
+  t.t_ms = 1234;
+  t.utilization = 87.5;
+  t.memory_used = int64_t{40} << 30;
+  t.temperature_c = 61;  // power, PCIe and memory_total stay unknown (-1)
+  t.processes = {{4242, int64_t{20} << 30}, {4243, -1}};
+  g.telemetry = t;
+  Json j = ToJson(g);
+  EXPECT_TRUE(j["telemetry"]["power_w"].is_null());
+  EXPECT_TRUE(j["telemetry"]["memory_total"].is_null());
+  EXPECT_TRUE(j["telemetry"]["processes"][1]["memory_used"].is_null());
+  auto back = GpuStatusFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  ASSERT_TRUE(back->telemetry.has_value());
+  EXPECT_EQ(back->telemetry->utilization, 87.5);
+  EXPECT_EQ(back->telemetry->memory_used, int64_t{40} << 30);
+  EXPECT_EQ(back->telemetry->memory_total, -1);
+  EXPECT_EQ(back->telemetry->power_w, -1);
+  ASSERT_EQ(back->telemetry->processes.size(), 2u);
+  EXPECT_EQ(back->telemetry->processes[1].memory_used, -1);
+  EXPECT_EQ(ToJson(*back), j);
+  GpuStatus bare;
+  EXPECT_TRUE(ToJson(bare)["telemetry"].is_null());
+  EXPECT_FALSE(GpuStatusFromJson(ToJson(bare))->telemetry.has_value());
+}
+
+TEST(ApiCodec, AlertRoundTripWithoutRunOrGpu) {
+  Alert a;
+  a.id = 7;
+  a.kind = "repeated_failure";
+  a.severity = "error";
+  a.key = "config:abc:repeated_failure";
+  a.message = "failed 3 times";
+  a.experiment_id = 2;
+  a.data = {{"failures", 3}};
+  a.first_ms = 10;
+  a.last_ms = 20;
+  a.count = 2;
+  Json j = protocol::ToJson(a);
+  EXPECT_TRUE(j["run_id"].is_null());
+  EXPECT_TRUE(j["gpu"].is_null());
+  auto back = AlertFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->run_id, 0);
+  EXPECT_EQ(back->gpu, -1);
+  EXPECT_EQ(back->experiment_id, 2);
+  EXPECT_EQ(protocol::ToJson(*back), j);
+  EXPECT_FALSE(AlertFromJson(Json{{"kind", "x"}}).ok());  // id is required
+}
+
 TEST(ApiCodec, MetricPointRoundTripIncludingNaN) {
   MetricPoint p{
       .run_id = 42, .attempt_id = 9, .step = 100, .name = "loss", .value = 0.125, .t_ms = 55};

@@ -17,9 +17,13 @@ packages=(
   sqlite3 procps
   # promtool checks a live /metrics scrape in the tests (the package also brings the server)
   prometheus
-  # the official MCP TypeScript SDK client drives `drover mcp` and /mcp in the tests
-  nodejs npm
 )
+# The official MCP TypeScript SDK client drives `drover mcp` and /mcp in the tests. A machine that
+# already has Node.js with its own npm (NodeSource's nodejs bundles npm and conflicts with Debian's
+# npm package) keeps it; otherwise Debian's nodejs and npm are installed.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

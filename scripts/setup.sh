@@ -17,6 +17,8 @@ packages=(
   sqlite3 procps
   # promtool checks a live /metrics scrape in the tests (the package also brings the server)
   prometheus
+  # the web UI's browser tests drive Debian's Chromium with playwright-core
+  chromium
 )
 # The official MCP TypeScript SDK client drives `drover mcp` and /mcp in the tests. A machine that
 # already has Node.js with its own npm (NodeSource's nodejs bundles npm and conflicts with Debian's
@@ -38,10 +40,14 @@ if ((${#missing[@]})); then
   $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# npm packages for the tests, pinned by tests/mcp/package-lock.json.
-if [[ ! -d tests/mcp/node_modules/@modelcontextprotocol/sdk ]]; then
-  (cd tests/mcp && npm ci --no-audit --no-fund --loglevel=error)
-fi
+# npm packages, pinned by their package-lock.json: uPlot, compiled into the web UI (web/); the
+# official MCP SDK client (tests/mcp/) and playwright-core (tests/web/) for the tests.
+npm_ci() {
+  [[ -d $1/node_modules/$2 ]] || (cd "$1" && npm ci --no-audit --no-fund --loglevel=error)
+}
+npm_ci web uplot
+npm_ci tests/mcp @modelcontextprotocol/sdk
+[[ ! -f tests/web/package.json ]] || npm_ci tests/web playwright-core
 
 if [[ ${1:-} != --no-build ]]; then
   cmake --preset default >/dev/null

@@ -39,9 +39,7 @@ Result<Planned> MakePlan(const PlanFlags& f) {
   }
   DROVER_ASSIGN_OR_RETURN(p.recipe, LoadRecipe(path));
   DROVER_ASSIGN_OR_RETURN(p.plan, PlanInstruction(p.recipe, f.instruction));
-  // The plan is checked the way a submitted spec would be, so what is shown is what would run.
-  DROVER_ASSIGN_OR_RETURN(Spec spec, ParseSpecString(p.plan.spec_yaml, "the plan", p.recipe.dir));
-  p.runs = static_cast<int>(ExpandGrid(spec).size());
+  DROVER_ASSIGN_OR_RETURN(p.runs, PlannedRuns(p.plan, p.recipe));
   return p;
 }
 

@@ -59,6 +59,18 @@ TEST(Hash, Sha256KnownAnswer) {
   EXPECT_EQ(h.HexDigest(), Sha256Hex("abc"));
 }
 
+TEST(Strings, HtmlEscape) {
+  EXPECT_EQ(HtmlEscape("<a href=\"x\">Tom & 'Jerry'</a>"),
+            "&lt;a href=&quot;x&quot;&gt;Tom &amp; &#39;Jerry&#39;&lt;/a&gt;");
+  EXPECT_EQ(HtmlEscape("plain 中文"), "plain 中文");
+}
+
+TEST(Hash, HmacSha256KnownAnswer) {
+  // RFC 4231, test case 2.
+  EXPECT_EQ(HmacSha256Hex("Jefe", "what do ya want for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+}
+
 TEST(Subprocess, CapturesStdoutExitAndEnvironment) {
   auto r = RunAndCapture({"sh", "-c", "echo $DROVER_T; pwd; exit 3"},
                          {.cwd = "/tmp", .unset_env = {"HOME"}, .set_env = {"DROVER_T=yes"}});

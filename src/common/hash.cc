@@ -1,6 +1,7 @@
 #include "common/hash.h"
 
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include <stdexcept>
 
@@ -23,10 +24,8 @@ void Sha256::Update(std::string_view data) {
   EVP_DigestUpdate(impl_->ctx, data.data(), data.size());
 }
 
-std::string Sha256::HexDigest() {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(impl_->ctx, md, &len);
+namespace {
+std::string Hex(const unsigned char* md, unsigned int len) {
   static const char* kHex = "0123456789abcdef";
   std::string out;
   out.reserve(len * 2);
@@ -36,11 +35,29 @@ std::string Sha256::HexDigest() {
   }
   return out;
 }
+}  // namespace
+
+std::string Sha256::HexDigest() {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(impl_->ctx, md, &len);
+  return Hex(md, len);
+}
 
 std::string Sha256Hex(std::string_view data) {
   Sha256 h;
   h.Update(data);
   return h.HexDigest();
+}
+
+std::string HmacSha256Hex(std::string_view key, std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+           reinterpret_cast<const unsigned char*>(data.data()), data.size(), md, &len) == nullptr) {
+    throw std::runtime_error("OpenSSL: HMAC-SHA256 failed");
+  }
+  return Hex(md, len);
 }
 
 }  // namespace drover

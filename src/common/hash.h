@@ -1,5 +1,6 @@
 #pragma once
-// SHA-256 (OpenSSL EVP) for fingerprints and content-addressed snapshots.
+// SHA-256 (OpenSSL EVP) for fingerprints and content-addressed snapshots; HMAC-SHA256 for the
+// web UI's session cookies.
 #include <memory>
 #include <string>
 #include <string_view>
@@ -21,5 +22,7 @@ class Sha256 {
 };
 
 std::string Sha256Hex(std::string_view data);
+// HMAC-SHA256 of data under key, as 64 lowercase hex digits.
+std::string HmacSha256Hex(std::string_view key, std::string_view data);
 
 }  // namespace drover

@@ -22,6 +22,8 @@ std::optional<std::string> ClosestMatch(std::string_view word,
 
 // Quotes a word for /bin/sh: 'it'"'"'s'.
 std::string ShellQuote(std::string_view word);
+// Text for HTML or XML content and attribute values: & < > " ' escaped.
+std::string HtmlEscape(std::string_view text);
 // Splits a command line into words the way sh does for quotes and backslashes (no expansion).
 Result<std::vector<std::string>> SplitCommandLine(std::string_view line);
 

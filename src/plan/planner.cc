@@ -11,6 +11,8 @@
 
 #include "common/strings.h"
 #include "plan/lexer.h"
+#include "spec/expand.h"
+#include "spec/spec_parser.h"
 
 namespace drover {
 namespace {
@@ -622,27 +624,33 @@ void EmitValue(YAML::Emitter& out, const Json& v) {
   }
 }
 
-Result<Plan> Planner::Build() {
+// The spec of a recipe with these values per parameter (empty: the default), the objective,
+// GPUs per run and priority; `understood` and `ignored` are left to the caller.
+Result<Plan> BuildPlan(const Recipe& r, const std::vector<std::vector<Json>>& chosen,
+                       std::optional<int> metric, std::optional<int> gpus_set,
+                       std::optional<int> priority_set, std::string_view giver) {
   Plan plan;
   Json params = Json::object();
   YAML::Emitter out;
-  const std::string name = PlanName(r_, params_);
+  std::vector<Setting> settings(r.params.size());
+  for (size_t p = 0; p < r.params.size() && p < chosen.size(); ++p) settings[p].values = chosen[p];
+  const std::string name = PlanName(r, settings);
   out << YAML::BeginMap;
   out << YAML::Key << "name" << YAML::Value << name;
-  out << YAML::Key << "workdir" << YAML::Value << YAML::DoubleQuoted << r_.dir;
-  out << YAML::Key << "command" << YAML::Value << YAML::DoubleQuoted << r_.command;
+  out << YAML::Key << "workdir" << YAML::Value << YAML::DoubleQuoted << r.dir;
+  out << YAML::Key << "command" << YAML::Value << YAML::DoubleQuoted << r.command;
   out << YAML::Key << "params" << YAML::Value << YAML::BeginMap;
-  for (size_t p = 0; p < r_.params.size(); ++p) {
-    const RecipeParam& param = r_.params[p];
-    std::vector<Json> values = params_[p].values;
+  for (size_t p = 0; p < r.params.size(); ++p) {
+    const RecipeParam& param = r.params[p];
+    std::vector<Json> values = settings[p].values;
     if (values.empty()) {
       Json d = param.default_value;
       if (d.is_null() && param.type == "choice") d = param.choices.front();
       if (d.is_null()) {
         return InvalidArgument(fmt::format(
-            "the instruction gives no value for {}, and the recipe {} has no default for it; "
+            "{} no value for {}, and the recipe {} has no default for it; "
             "name one ('{}=...') or add 'default:' to the recipe",
-            param.name, r_.source, param.name));
+            giver, param.name, r.source, param.name));
       }
       values.push_back(d);
     }
@@ -657,15 +665,15 @@ Result<Plan> Planner::Build() {
     }
   }
   out << YAML::EndMap;
-  int gpus = gpus_.value_or(r_.gpus);
-  int priority = priority_.value_or(0);
+  int gpus = gpus_set.value_or(r.gpus);
+  int priority = priority_set.value_or(0);
   out << YAML::Key << "resources" << YAML::Value << YAML::BeginMap << YAML::Key << "gpus"
       << YAML::Value << gpus << YAML::EndMap;
   out << YAML::Key << "priority" << YAML::Value << priority;
-  plan.spec = {{"name", name},     {"command", r_.command},       {"workdir", r_.dir},
+  plan.spec = {{"name", name},     {"command", r.command},       {"workdir", r.dir},
                {"params", params}, {"resources", {{"gpus", gpus}}}, {"priority", priority}};
-  if (metric_) {
-    const RecipeMetric& m = r_.metrics[*metric_];
+  if (metric) {
+    const RecipeMetric& m = r.metrics[*metric];
     std::string mode = m.maximize ? "max" : "min";
     plan.spec["objective"] = {{"metric", m.name}, {"mode", mode}};
     out << YAML::Key << "objective" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
@@ -674,6 +682,14 @@ Result<Plan> Planner::Build() {
   }
   out << YAML::EndMap;
   plan.spec_yaml = std::string(out.c_str()) + "\n";
+  return plan;
+}
+
+Result<Plan> Planner::Build() {
+  std::vector<std::vector<Json>> chosen;
+  for (const Setting& s : params_) chosen.push_back(s.values);
+  DROVER_ASSIGN_OR_RETURN(Plan plan,
+                          BuildPlan(r_, chosen, metric_, gpus_, priority_, "the instruction gives"));
 
   for (size_t p = 0; p < r_.params.size(); ++p) {
     const Setting& s = params_[p];
@@ -752,6 +768,146 @@ Result<Plan> Planner::Run() {
 
 Result<Plan> PlanInstruction(const Recipe& recipe, std::string_view instruction) {
   return Planner(recipe, instruction).Run();
+}
+
+namespace {
+
+std::string LowerAscii(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// One ticked or typed value as its parameter's type.
+Result<Json> Coerce(const RecipeParam& p, const Json& v) {
+  std::string text = v.is_string() ? std::string(Trim(v.get<std::string>())) : v.dump();
+  if (p.type == "choice") {
+    for (const Json& c : p.choices) {
+      if (LowerAscii(ValueText(c)) == LowerAscii(text)) return c;
+    }
+    return InvalidArgument(fmt::format("{} is one of {}; '{}' is not", p.name,
+                                       JoinValues(p.choices), text));
+  }
+  if (p.type == "int") {
+    if (v.is_number_integer()) return v;
+    char* end = nullptr;
+    double d = std::strtod(text.c_str(), &end);
+    if (!text.empty() && end == text.c_str() + text.size() && std::isfinite(d) &&
+        d == std::floor(d) && std::fabs(d) < 9e15) {
+      return Json(static_cast<int64_t>(d));
+    }
+    return InvalidArgument(fmt::format("{} takes whole numbers; '{}' is not one", p.name, text));
+  }
+  if (p.type == "float") {
+    if (v.is_number()) return Json(v.get<double>());
+    char* end = nullptr;
+    double d = std::strtod(text.c_str(), &end);
+    if (!text.empty() && end == text.c_str() + text.size() && std::isfinite(d)) return Json(d);
+    return InvalidArgument(fmt::format("{} takes numbers; '{}' is not one", p.name, text));
+  }
+  if (text.empty()) return InvalidArgument(fmt::format("{} was given an empty value", p.name));
+  return v.is_string() ? Json(text) : v;
+}
+
+}  // namespace
+
+Result<Plan> PlanSelection(const Recipe& recipe, const Selection& selection) {
+  std::vector<std::string> names;
+  for (const RecipeParam& p : recipe.params) names.push_back(p.name);
+  for (const auto& [name, values] : selection.params) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      auto close = ClosestMatch(name, names);
+      return InvalidArgument(fmt::format("the recipe {} has no parameter '{}'{}; it has {}",
+                                         recipe.source, name,
+                                         close ? " (did you mean '" + *close + "'?)" : "",
+                                         Join(names, ", ")));
+    }
+  }
+  std::vector<std::vector<Json>> chosen(recipe.params.size());
+  std::vector<std::string> understood;
+  for (size_t p = 0; p < recipe.params.size(); ++p) {
+    auto it = selection.params.find(recipe.params[p].name);
+    if (it == selection.params.end()) continue;
+    for (const Json& v : it->second) {
+      DROVER_ASSIGN_OR_RETURN(Json value, Coerce(recipe.params[p], v));
+      if (std::find(chosen[p].begin(), chosen[p].end(), value) == chosen[p].end()) {
+        chosen[p].push_back(std::move(value));
+      }
+    }
+    if (!chosen[p].empty()) {
+      understood.push_back(fmt::format("{}: {}", recipe.params[p].name, JoinValues(chosen[p])));
+    }
+  }
+  std::optional<int> metric;
+  if (!selection.objective.empty()) {
+    std::string want = LowerAscii(std::string(Trim(selection.objective)));
+    for (size_t m = 0; m < recipe.metrics.size() && !metric; ++m) {
+      if (LowerAscii(recipe.metrics[m].name) == want) metric = static_cast<int>(m);
+      for (const std::string& a : recipe.metrics[m].aliases) {
+        if (LowerAscii(a) == want) metric = static_cast<int>(m);
+      }
+    }
+    if (!metric) {
+      std::vector<std::string> known;
+      for (const RecipeMetric& m : recipe.metrics) known.push_back(m.name);
+      return InvalidArgument(fmt::format("the recipe {} has no metric '{}'; it has {}",
+                                         recipe.source, selection.objective,
+                                         known.empty() ? "none" : Join(known, ", ")));
+    }
+    understood.push_back(fmt::format("objective: {} {}", recipe.metrics[*metric].name,
+                                     recipe.metrics[*metric].maximize ? "max" : "min"));
+  }
+  if (selection.gpus && (*selection.gpus < 0 || *selection.gpus > 64)) {
+    return InvalidArgument(fmt::format("gpus per run must be 0..64, got {}", *selection.gpus));
+  }
+  DROVER_ASSIGN_OR_RETURN(Plan plan, BuildPlan(recipe, chosen, metric, selection.gpus,
+                                               selection.priority, "the form gives"));
+  plan.understood = std::move(understood);
+  return plan;
+}
+
+Result<int> PlannedRuns(const Plan& plan, const Recipe& recipe) {
+  DROVER_ASSIGN_OR_RETURN(Spec spec, ParseSpecString(plan.spec_yaml, "the plan", recipe.dir));
+  return static_cast<int>(ExpandGrid(spec).size());
+}
+
+std::vector<Json> SuggestedValues(const RecipeParam& p) {
+  if (p.type == "choice") return p.choices;
+  std::vector<Json> out;
+  auto add = [&](Json v) {
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(std::move(v));
+  };
+  const Json& d = p.default_value;
+  bool seedish = p.name.find("seed") != std::string::npos;
+  if (p.type == "int" && seedish) {
+    for (int64_t s = 0; s < 4; ++s) add(Json(s));
+    if (d.is_number_integer()) add(d);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  if (p.type == "int" && d.is_number_integer()) {
+    int64_t v = d.get<int64_t>();
+    if (v > 0 && IsPowerOfTwo(static_cast<double>(v)) && v >= 4) {
+      for (int64_t x : {v / 4, v / 2, v, v * 2, v * 4}) add(Json(x));
+    } else if (v > 0) {
+      for (int64_t x : {std::max<int64_t>(1, v / 2), v, v * 2}) add(Json(x));
+    } else {
+      add(d);
+    }
+    return out;
+  }
+  if (p.type == "float" && d.is_number()) {
+    double v = d.get<double>();
+    if (v > 0) {
+      for (double f : {0.1, 0.3, 1.0, 3.0, 10.0}) {
+        add(Json(f == 1.0 ? v : Round10(std::stod(fmt::format("{:.2g}", v * f)))));
+      }
+    } else {
+      add(d);
+    }
+    return out;
+  }
+  if (!d.is_null()) add(d);
+  return out;
 }
 
 }  // namespace drover

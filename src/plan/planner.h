@@ -21,6 +21,8 @@
 // "帮我", "的", "在", "时", "训练", ...) are understood as filler and appear in neither list.
 // Every other word the planner could not attach to a setting is listed in `ignored`, as are
 // numbers it could not place and parameters named without a value.
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,5 +51,27 @@ struct Plan {
 // parameters, choices and metrics), names a choice the recipe does not have, or gives a value
 // that does not fit its parameter's type.
 Result<Plan> PlanInstruction(const Recipe& recipe, std::string_view instruction);
+
+// Values ticked in a form (the web UI's new-experiment page) instead of an instruction.
+struct Selection {
+  std::map<std::string, std::vector<Json>> params;  // parameter -> values; absent: its default
+  std::string objective;            // a metric of the recipe (name or alias); "" = none
+  std::optional<int> gpus;          // GPUs per run; the recipe's when absent
+  std::optional<int> priority;
+};
+// The same spec as PlanInstruction would make. Values are checked against their parameter
+// ("32" and 32 are both an int; a choice must be one of the recipe's, in any case); duplicates
+// are dropped. InvalidArgument names the parameter and what it takes, with did-you-mean for
+// unknown names.
+Result<Plan> PlanSelection(const Recipe& recipe, const Selection& selection);
+
+// How many runs a plan makes, checked the way a submitted spec would be (so what is shown is what
+// would run): the spec's parse error otherwise.
+Result<int> PlannedRuns(const Plan& plan, const Recipe& recipe);
+
+// Values worth a checkbox for a parameter: its choices; for numbers, values around the default
+// (powers of two around an int batch size, x0.1/x0.3/x1/x3/x10 for a float, 0..3 for a seed);
+// else the default alone (or nothing).
+std::vector<Json> SuggestedValues(const RecipeParam& param);
 
 }  // namespace drover

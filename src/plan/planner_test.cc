@@ -191,3 +191,79 @@ TEST(PlannerTest, StringParametersTakeWordsAfterAnEqualsSign) {
 
 }  // namespace
 }  // namespace drover
+
+namespace drover {
+namespace {
+
+TEST(PlanSelectionTest, TickedValuesMakeTheSameSpecAsTheInstruction) {
+  Recipe recipe = LoadTestRecipe();
+  Selection sel;
+  sel.params["model"] = {"ResNet50", "efficientnet", "resnet50"};  // any case; duplicates dropped
+  sel.params["batch_size"] = {32, "64"};                          // typed text is a number too
+  sel.objective = "训练曲线";                                         // an alias
+  Result<Plan> ticked = PlanSelection(recipe, sel);
+  ASSERT_TRUE(ticked.ok()) << ticked.status().message();
+  Result<Plan> said = PlanInstruction(recipe, "对比ResNet50和EfficientNet在batch_size=32,64时的训练曲线");
+  ASSERT_TRUE(said.ok());
+  EXPECT_EQ(ticked->spec, said->spec);
+  EXPECT_EQ(ticked->spec_yaml, said->spec_yaml);
+  EXPECT_EQ(ticked->understood,
+            (std::vector<std::string>{"model: resnet50, efficientnet", "batch_size: 32, 64",
+                                      "objective: loss min"}));
+  Result<Spec> spec = ParsePlan(*ticked);
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(ExpandGrid(*spec).size(), 4u);
+}
+
+TEST(PlanSelectionTest, BadValuesNameTheParameterAndWhatItTakes) {
+  Recipe recipe = LoadTestRecipe();
+  Selection sel;
+  sel.params["modle"] = {"cnn"};
+  Result<Plan> r = PlanSelection(recipe, sel);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no parameter 'modle' (did you mean 'model'?)"),
+            std::string::npos)
+      << r.status().message();
+  sel.params.clear();
+  sel.params["batch_size"] = {"32.5"};
+  r = PlanSelection(recipe, sel);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "batch_size takes whole numbers; '32.5' is not one");
+  sel.params.clear();
+  sel.params["model"] = {"vgg"};
+  r = PlanSelection(recipe, sel);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "model is one of mlp, cnn, resnet50, efficientnet; 'vgg' is not");
+  sel.params.clear();
+  sel.objective = "speed";
+  r = PlanSelection(recipe, sel);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no metric 'speed'; it has val_acc, loss"), std::string::npos);
+}
+
+TEST(PlanSelectionTest, NothingTickedIsTheRecipesDefaults) {
+  Recipe recipe = LoadTestRecipe();
+  Result<Plan> r = PlanSelection(recipe, Selection{});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->spec["params"]["model"], Json({"mlp"}));
+  EXPECT_EQ(r->spec["params"]["batch_size"], Json({64}));
+  EXPECT_TRUE(r->understood.empty());
+}
+
+TEST(SuggestedValuesTest, AroundTheDefault) {
+  Recipe recipe = LoadTestRecipe();
+  auto by_name = [&](const std::string& n) {
+    for (const auto& p : recipe.params) {
+      if (p.name == n) return SuggestedValues(p);
+    }
+    return std::vector<Json>{};
+  };
+  EXPECT_EQ(Json(by_name("model")), Json({"mlp", "cnn", "resnet50", "efficientnet"}));
+  EXPECT_EQ(Json(by_name("batch_size")), Json({16, 32, 64, 128, 256}));
+  EXPECT_EQ(Json(by_name("lr")), Json({0.0001, 0.0003, 0.001, 0.003, 0.01}));
+  EXPECT_EQ(Json(by_name("epochs")), Json({2, 5, 10}));
+  EXPECT_EQ(Json(by_name("seed")), Json({0, 1, 2, 3}));
+}
+
+}  // namespace
+}  // namespace drover

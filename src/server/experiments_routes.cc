@@ -5,13 +5,6 @@
 namespace drover::server {
 namespace {
 
-Result<Experiment> FindExperiment(Store& store, const std::string& id_or_name) {
-  auto e = store.FindExperiment(id_or_name);
-  if (!e.ok()) return e.status();
-  if (!e->has_value()) return NotFound("no experiment '" + id_or_name + "' (by id or name)");
-  return std::move(**e);
-}
-
 Status List(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(auto limit, QueryInt(req, "limit", 1, 1000));
   DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
@@ -23,8 +16,8 @@ Status List(ServerContext& ctx, const httplib::Request& req, httplib::Response& 
 }
 
 Status Get(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  DROVER_ASSIGN_OR_RETURN(Experiment e, LoadExperiment(ctx, req.matches[1].str()));
   DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
-  DROVER_ASSIGN_OR_RETURN(Experiment e, FindExperiment(*store, req.matches[1].str()));
   // Counts, not the runs themselves: a sweep can hold thousands; /runs?experiment= pages them.
   DROVER_ASSIGN_OR_RETURN(auto by_state, store->CountRuns(e.id));
   Json j = protocol::ToJson(e);
@@ -57,8 +50,7 @@ Status Submit(ServerContext& ctx, const httplib::Request& req, httplib::Response
 }
 
 Status Cancel(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
-  DROVER_ASSIGN_OR_RETURN(Experiment e, FindExperiment(*store, req.matches[1].str()));
+  DROVER_ASSIGN_OR_RETURN(Experiment e, LoadExperiment(ctx, req.matches[1].str()));
   DROVER_RETURN_IF_ERROR(ctx.engine.CancelExperiment(e.id));
   SendJson(res, 200, {{"experiment_id", e.id}, {"cancelled", true}});
   return Status::Ok();

@@ -124,4 +124,12 @@ Result<Run> LoadRun(ServerContext& ctx, int64_t run_id) {
   return std::move(**run);
 }
 
+Result<Experiment> LoadExperiment(ServerContext& ctx, const std::string& id_or_name) {
+  DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
+  auto e = store->FindExperiment(id_or_name);
+  if (!e.ok()) return e.status();
+  if (!e->has_value()) return NotFound("no experiment '" + id_or_name + "' (by id or name)");
+  return std::move(**e);
+}
+
 }  // namespace drover::server

@@ -80,6 +80,8 @@ inline httplib::Server::Handler Route(ServerContext& ctx, RouteFn fn) {
 
 // --- shared lookups
 Result<Run> LoadRun(ServerContext& ctx, int64_t run_id);  // not_found when absent
+// By id, or the newest with that name; not_found when absent.
+Result<Experiment> LoadExperiment(ServerContext& ctx, const std::string& id_or_name);
 
 // --- metrics downsampling (metrics_routes.cc)
 // At most `max_points` points of one series, keeping the first and the last; the points between
@@ -96,5 +98,11 @@ void RegisterEventsRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterAlertsRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterPrometheusRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterMcpRoutes(httplib::Server& http, ServerContext& ctx);
+void RegisterWebRoutes(httplib::Server& http, ServerContext& ctx);
+void RegisterRecipesRoutes(httplib::Server& http, ServerContext& ctx);
+void RegisterTableRoutes(httplib::Server& http, ServerContext& ctx);
+
+// The web UI's session cookie in a request, or "" (web_routes.cc).
+std::string SessionCookieOf(const httplib::Request& req);
 
 }  // namespace drover::server

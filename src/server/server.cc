@@ -11,7 +11,9 @@
 #include <cstring>
 #include <thread>
 
+#include "common/clock.h"
 #include "server/routes.h"
+#include "server/web_auth.h"
 
 namespace drover::server {
 namespace {
@@ -88,20 +90,41 @@ httplib::Server::HandlerResponse FillErrorBody(const httplib::Request& req,
   return httplib::Server::HandlerResponse::Handled;
 }
 
+// Who may go on: the sign-in page and the UI's static files are public; everything else needs
+// the Bearer token, or the web UI's session cookie (docs/web.md) plus, for a request that changes
+// something, the session's CSRF token. Answers the refusal itself and returns false.
+bool Authorized(const std::string& token, const httplib::Request& req, httplib::Response& res) {
+  if (req.path == "/login" || req.path.starts_with("/static/")) return true;
+  std::string auth = req.get_header_value("Authorization");
+  std::string given;
+  if (auth.size() > 7 && Lower(auth.substr(0, 7)) == "bearer ") given = auth.substr(7);
+  // MCP clients configured with a bare URL (no header option) may carry the token in it:
+  // /mcp?token=... (only there; the API wants the header).
+  if (given.empty() && req.path == "/mcp") given = req.get_param_value("token");
+  if (!given.empty() && SecretsEqual(given, token)) return true;
+  std::string cookie = CookieValue(req.get_header_value("Cookie"), kSessionCookieName);
+  if (given.empty() && !cookie.empty() && SessionValid(token, cookie, RealClock().Now())) {
+    if (req.method == "GET" || req.method == "HEAD") return true;
+    if (SecretsEqual(req.get_header_value(kCsrfHeader), CsrfFor(token, cookie))) return true;
+    SendErrorCode(res, 403, "permission_denied",
+                  std::string("a request signed in by cookie that changes something must carry "
+                              "the page's CSRF token in the ") +
+                      kCsrfHeader + " header (reload the page to get one)");
+    return false;
+  }
+  if (req.method == "GET" && (req.path == "/" || req.path == "/index.html")) {
+    res.set_redirect("/login", 303);
+    return false;
+  }
+  SendErrorCode(res, 401, "unauthenticated",
+                "missing or wrong token; the CLI reads it from <store>/token, send it as "
+                "Authorization: Bearer <token> (the web UI signs in at /login)");
+  res.set_header("WWW-Authenticate", "Bearer");
+  return false;
+}
+
 }  // namespace
 
-bool SecretsEqual(const std::string& a, const std::string& b) {
-  // Every byte of the longer string is visited whatever matches, so the time says nothing about
-  // where the first difference is.
-  size_t n = std::max(a.size(), b.size());
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < n; ++i) {
-    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= static_cast<unsigned char>(x ^ y);
-  }
-  return diff == 0;
-}
 
 HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
     : options_(std::move(options)),
@@ -145,19 +168,7 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
         return httplib::Server::HandlerResponse::Handled;
       }
     }
-    std::string auth = req.get_header_value("Authorization");
-    std::string given;
-    if (auth.size() > 7 && Lower(auth.substr(0, 7)) == "bearer ") given = auth.substr(7);
-    // MCP clients configured with a bare URL (no header option) may carry the token in it:
-    // /mcp?token=... (only there; the API wants the header).
-    if (given.empty() && req.path == "/mcp") given = req.get_param_value("token");
-    if (given.empty() || !SecretsEqual(given, options_.token)) {
-      SendErrorCode(res, 401, "unauthenticated",
-                    "missing or wrong token; the CLI reads it from <store>/token, send it as "
-                    "Authorization: Bearer <token>");
-      res.set_header("WWW-Authenticate", "Bearer");
-      return httplib::Server::HandlerResponse::Handled;
-    }
+    if (!Authorized(options_.token, req, res)) return httplib::Server::HandlerResponse::Handled;
     // httplib 0.11 does not bound chunked request bodies; every client we serve sends a length.
     if (req.has_header("Transfer-Encoding")) {
       SendErrorCode(res, 411, std::string(CodeName(Code::kInvalidArgument)),
@@ -190,6 +201,9 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
   RegisterAlertsRoutes(*http_, *ctx_);
   RegisterPrometheusRoutes(*http_, *ctx_);
   RegisterMcpRoutes(*http_, *ctx_);
+  RegisterWebRoutes(*http_, *ctx_);
+  RegisterRecipesRoutes(*http_, *ctx_);
+  RegisterTableRoutes(*http_, *ctx_);
 }
 
 void HttpServer::SetMcp(const mcp::McpServer* server) { ctx_->mcp = server; }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "mcp/server.h"
@@ -31,6 +32,9 @@ struct ServerOptions {
   int threads = 32;
   int64_t follow_timeout_ms = 25'000;  // how long GET .../logs?follow=1 waits for new bytes
   int64_t keepalive_ms = 15'000;       // ": keepalive" comment interval on the event stream
+  // Folders (or drover.yaml files) whose recipes the web UI offers, besides the daemon's working
+  // folder and the folders of submitted experiments (GET /api/v1/recipes).
+  std::vector<std::string> recipe_dirs;
 };
 
 class HttpServer {
@@ -63,8 +67,5 @@ class HttpServer {
   std::atomic<bool> run_entered_{false};
   std::atomic<bool> run_done_{false};
 };
-
-// Constant-time comparison of two secrets (time depends only on the lengths).
-bool SecretsEqual(const std::string& a, const std::string& b);
 
 }  // namespace drover::server

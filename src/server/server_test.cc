@@ -23,13 +23,6 @@ void ExpectError(const testing::Reply& r, int status, const std::string& code,
   }
 }
 
-TEST(SecretsEqual, ComparesWholeStrings) {
-  EXPECT_TRUE(SecretsEqual("abc", "abc"));
-  EXPECT_FALSE(SecretsEqual("abc", "abd"));
-  EXPECT_FALSE(SecretsEqual("abc", "abcd"));
-  EXPECT_FALSE(SecretsEqual("", "a"));
-  EXPECT_TRUE(SecretsEqual("", ""));
-}
 
 TEST_F(ServerTest, MissingTokenIs401) {
   StartServer();
@@ -116,7 +109,7 @@ TEST_F(ServerTest, MalformedJsonIs400WithPosition) {
 TEST_F(ServerTest, UnknownRouteIs404Json) {
   StartServer();
   ExpectError(Get("/api/v1/nothing-here"), 404, "not_found", "GET /api/v1/nothing-here");
-  ExpectError(Get("/"), 404, "not_found");
+  ExpectError(Get("/nothing-here"), 404, "not_found");
   ExpectError(Post("/api/v1/gpus", "{}"), 404, "not_found");
   auto c = Client();
   auto r = Wrap(c->Delete("/api/v1/runs/1"));

@@ -492,6 +492,25 @@ Result<std::vector<MetricPoint>> Store::GetMetrics(int64_t run_id, const std::st
   return out;
 }
 
+Result<std::map<int64_t, std::pair<double, double>>> Store::MetricRanges(
+    int64_t experiment_id, const std::string& name) {
+  // SQLite stores NaN as NULL, which MIN and MAX skip; +-Inf are left out explicitly.
+  DROVER_ASSIGN_OR_RETURN(
+      Stmt st, impl_->Use("SELECT m.run_id, MIN(m.value), MAX(m.value) FROM runs r "
+                          "JOIN metrics m ON m.run_id = r.id AND m.name = ? "
+                          "WHERE r.experiment_id = ? AND m.value BETWEEN -1.7976931348623157e308 "
+                          "AND 1.7976931348623157e308 GROUP BY m.run_id",
+                          "reading metric ranges"));
+  st.Bind(name, experiment_id);
+  std::map<int64_t, std::pair<double, double>> out;
+  for (;;) {
+    DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out[st.Int(0)] = {st.Real(1), st.Real(2)};
+  }
+  return out;
+}
+
 // ---- events ----
 
 Status Store::InsertEvent(Event& e) {

@@ -82,6 +82,10 @@ class Store {
   Status InsertMetrics(const std::vector<MetricPoint>& points);  // one prepared statement, reused
   // All points of a run (every attempt), ordered by attempt then step; name "" = every metric.
   Result<std::vector<MetricPoint>> GetMetrics(int64_t run_id, const std::string& name = "");
+  // For each run of an experiment that reported `name`: its lowest and highest value (NaN and
+  // Inf left out), for ranking runs by their best without reading every point.
+  Result<std::map<int64_t, std::pair<double, double>>> MetricRanges(int64_t experiment_id,
+                                                                     const std::string& name);
 
   Status InsertEvent(Event& e);  // sets e.id
   Result<std::vector<Event>> ListEvents(int64_t after_id, int limit = 0);

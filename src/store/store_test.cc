@@ -722,6 +722,31 @@ TEST_F(StoreTest, MetricsOrderedByAttemptStepAndInsertion) {
   EXPECT_TRUE(store_->InsertMetrics({}).ok());
 }
 
+TEST_F(StoreTest, MetricRangesPerRunOfOneExperiment) {
+  int64_t exp = AddExperiment();
+  int64_t a = AddRun(exp, RunState::kQueued, 0);
+  int64_t b = AddRun(exp, RunState::kQueued, 1);
+  int64_t silent = AddRun(exp, RunState::kQueued, 2);
+  int64_t elsewhere = AddRun(AddExperiment("other"));
+  const double inf = std::numeric_limits<double>::infinity();
+  ASSERT_TRUE(store_
+                  ->InsertMetrics({{a, 1, 1, "acc", 0.5, 1},
+                                   {a, 1, 2, "acc", 0.9, 2},
+                                   {a, 1, 3, "acc", std::nan(""), 3},
+                                   {a, 1, 4, "acc", inf, 4},
+                                   {a, 1, 1, "loss", 7, 1},
+                                   {b, 2, 1, "acc", 0.7, 1},
+                                   {silent, 3, 1, "acc", std::nan(""), 1},
+                                   {elsewhere, 4, 1, "acc", 0.99, 1}})
+                  .ok());
+  auto ranges = store_->MetricRanges(exp, "acc");
+  ASSERT_TRUE(ranges.ok()) << ranges.status().ToString();
+  ASSERT_EQ(ranges->size(), 2u);  // the NaN-only run and the other experiment's are absent
+  EXPECT_EQ(ranges->at(a), std::make_pair(0.5, 0.9));
+  EXPECT_EQ(ranges->at(b), std::make_pair(0.7, 0.7));
+  EXPECT_TRUE(store_->MetricRanges(exp, "missing")->empty());
+}
+
 TEST_F(StoreTest, MetricsBatchOutsideTransactionIsAllOrNothing) {
   int64_t run = AddRun(AddExperiment());
   std::vector<MetricPoint> points = {{run, 1, 1, "loss", 1.0, 1}, {424242, 1, 1, "loss", 1.0, 1}};

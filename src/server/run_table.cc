@@ -1,0 +1,218 @@
+#include "server/run_table.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "common/strings.h"
+#include "protocol/json_codec.h"
+
+namespace drover::server {
+namespace {
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string ValueText(const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+// One run with what the table derives from it.
+struct Row {
+  const Run* run;
+  std::optional<double> best;
+  int64_t duration_ms;
+};
+
+// A sortable value: missing, a number, or text; missing sorts last in either order.
+struct Key {
+  int kind = 0;  // 0 number, 1 text, 2 missing
+  double number = 0;
+  std::string text;
+};
+
+Key KeyOf(const Json* v) {
+  if (v == nullptr || v->is_null()) return {2, 0, ""};
+  if (v->is_number()) {
+    double d = v->get<double>();
+    if (std::isnan(d)) return {2, 0, ""};
+    return {0, d, ""};
+  }
+  return {1, 0, Lower(ValueText(*v))};
+}
+
+Key NumberKey(std::optional<double> d) {
+  if (!d || std::isnan(*d)) return {2, 0, ""};
+  return {0, *d, ""};
+}
+
+}  // namespace
+
+std::optional<TableObjective> ObjectiveOf(const Experiment& e, const std::vector<Run>& runs) {
+  if (e.spec.contains("objective") && e.spec["objective"].is_object() &&
+      e.spec["objective"].contains("metric")) {
+    const Json& o = e.spec["objective"];
+    return TableObjective{o["metric"].get<std::string>(),
+                          !o.contains("mode") || o["mode"] != "min"};
+  }
+  for (const Run& r : runs) {
+    if (r.final_metrics.contains("loss")) return TableObjective{"loss", false};
+  }
+  return std::nullopt;
+}
+
+Result<Json> RunTable(const Experiment& e, const std::vector<Run>& runs,
+                      const std::optional<TableObjective>& objective,
+                      const std::map<int64_t, std::pair<double, double>>& ranges,
+                      const TableQuery& query, Millis now) {
+  // Columns: the spec's parameters (then any others runs have) and metrics, by name.
+  std::vector<std::string> params;
+  std::set<std::string> seen_params, metrics;
+  if (e.spec.contains("params") && e.spec["params"].is_object()) {
+    for (const auto& [k, v] : e.spec["params"].items()) {
+      if (seen_params.insert(k).second) params.push_back(k);
+    }
+  }
+  for (const Run& r : runs) {
+    if (r.params.is_object()) {
+      for (const auto& [k, v] : r.params.items()) {
+        if (seen_params.insert(k).second) params.push_back(k);
+      }
+    }
+    if (r.final_metrics.is_object()) {
+      for (const auto& [k, v] : r.final_metrics.items()) metrics.insert(k);
+    }
+  }
+
+  std::string sort = query.sort.empty() ? "id" : query.sort;
+  std::string sort_name;
+  if (sort.starts_with("param:") || sort.starts_with("metric:")) {
+    sort_name = sort.substr(sort.find(':') + 1);
+    sort = sort.substr(0, sort.find(':'));
+  }
+  static const std::vector<std::string> kSorts = {"id",   "state", "duration", "attempts",
+                                                  "best", "param", "metric"};
+  if (std::find(kSorts.begin(), kSorts.end(), sort) == kSorts.end() ||
+      ((sort == "param" || sort == "metric") && sort_name.empty())) {
+    return InvalidArgument("sort must be id, state, duration, attempts, best, param:NAME or "
+                           "metric:NAME; got '" + query.sort + "'");
+  }
+
+  std::vector<Row> rows;
+  rows.reserve(runs.size());
+  std::optional<int64_t> best_run;
+  std::optional<double> best_value;
+  std::vector<std::string> terms;
+  for (const std::string& t : Split(Lower(query.q), ' ')) {
+    if (!Trim(t).empty()) terms.push_back(std::string(Trim(t)));
+  }
+  for (const Run& r : runs) {
+    std::optional<double> best;
+    if (objective) {
+      auto it = ranges.find(r.id);
+      if (it != ranges.end()) best = objective->maximize ? it->second.second : it->second.first;
+    }
+    if (best && (!best_value || (objective->maximize ? *best > *best_value : *best < *best_value))) {
+      best_value = best;
+      best_run = r.id;
+    }
+    if (query.state && r.state != *query.state) continue;
+    if (!terms.empty()) {
+      std::string text = "#" + std::to_string(r.id) + " " + std::string(ToString(r.state)) + " " +
+                         r.reason;
+      if (r.params.is_object()) {
+        for (const auto& [k, v] : r.params.items()) text += " " + k + "=" + ValueText(v);
+      }
+      text = Lower(text);
+      bool all = std::all_of(terms.begin(), terms.end(),
+                             [&](const std::string& t) { return text.find(t) != std::string::npos; });
+      if (!all) continue;
+    }
+    int64_t duration = 0;
+    if (r.started_ms > 0) duration = (r.ended_ms > 0 ? r.ended_ms : now) - r.started_ms;
+    rows.push_back({&r, best, std::max<int64_t>(0, duration)});
+  }
+
+  auto key = [&](const Row& row) -> Key {
+    const Run& r = *row.run;
+    if (sort == "id") return {0, static_cast<double>(r.id), ""};
+    if (sort == "state") return {1, 0, std::string(ToString(r.state))};
+    if (sort == "duration") return {0, static_cast<double>(row.duration_ms), ""};
+    if (sort == "attempts") return {0, static_cast<double>(r.attempts), ""};
+    if (sort == "best") return NumberKey(row.best);
+    const Json& obj = sort == "param" ? r.params : r.final_metrics;
+    if (!obj.is_object() || !obj.contains(sort_name)) return {2, 0, ""};
+    return KeyOf(&obj[sort_name]);
+  };
+  std::vector<std::pair<Key, size_t>> keyed;
+  keyed.reserve(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) keyed.emplace_back(key(rows[i]), i);
+  std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
+    const Key& x = a.first;
+    const Key& y = b.first;
+    if (x.kind == 2 || y.kind == 2) return x.kind != 2 && y.kind == 2;  // missing last
+    if (x.kind != y.kind) return query.desc ? x.kind > y.kind : x.kind < y.kind;
+    bool less = x.kind == 0 ? x.number < y.number : x.text < y.text;
+    bool greater = x.kind == 0 ? x.number > y.number : x.text > y.text;
+    if (!less && !greater) return rows[a.second].run->id < rows[b.second].run->id;
+    return query.desc ? greater : less;
+  });
+
+  Json page = Json::array();
+  int64_t end = std::min<int64_t>(query.offset + query.limit, static_cast<int64_t>(keyed.size()));
+  for (int64_t i = query.offset; i < end; ++i) {
+    const Row& row = rows[keyed[i].second];
+    const Run& r = *row.run;
+    page.push_back({{"id", r.id},
+                    {"index", r.index},
+                    {"state", ToString(r.state)},
+                    {"reason", r.reason},
+                    {"priority", r.priority},
+                    {"params", r.params},
+                    {"metrics", r.final_metrics},
+                    {"best", row.best ? Json(*row.best) : Json(nullptr)},
+                    {"attempts", r.attempts},
+                    {"duration_ms", row.duration_ms},
+                    {"started_ms", r.started_ms},
+                    {"ended_ms", r.ended_ms}});
+  }
+
+  std::map<std::string, int64_t> counts;
+  for (RunState s : {RunState::kQueued, RunState::kRunning, RunState::kRetrying,
+                     RunState::kSucceeded, RunState::kFailed, RunState::kCancelled}) {
+    counts[std::string(ToString(s))] = 0;
+  }
+  for (const Run& r : runs) ++counts[std::string(ToString(r.state))];
+
+  Json out = {{"experiment",
+               {{"id", e.id}, {"name", e.name}, {"status", e.status}, {"created_ms", e.created_ms}}},
+              {"objective", objective ? Json({{"metric", objective->metric},
+                                              {"mode", objective->maximize ? "max" : "min"}})
+                                      : Json(nullptr)},
+              {"params", params},
+              {"metrics", Json(std::vector<std::string>(metrics.begin(), metrics.end()))},
+              {"counts", counts},
+              {"total", runs.size()},
+              {"matched", rows.size()},
+              {"offset", query.offset},
+              {"limit", query.limit},
+              {"best_run_id", best_run ? Json(*best_run) : Json(nullptr)},
+              {"rows", std::move(page)}};
+  if (query.scatter) {
+    Json srows = Json::array();
+    for (const auto& [k, i] : keyed) {
+      const Row& row = rows[i];
+      Json one = Json::array({row.run->id, row.best ? Json(*row.best) : Json(nullptr)});
+      for (const std::string& p : params) {
+        one.push_back(row.run->params.is_object() && row.run->params.contains(p)
+                          ? row.run->params[p]
+                          : Json(nullptr));
+      }
+      srows.push_back(std::move(one));
+    }
+    out["scatter"] = {{"params", params}, {"rows", std::move(srows)}};
+  }
+  return out;
+}
+
+}  // namespace drover::server

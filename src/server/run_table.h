@@ -1,0 +1,41 @@
+#pragma once
+// The web UI's runs table of one experiment (GET /api/v1/experiments/{id}/table, docs/web.md):
+// derived columns, filter, sort and one page, computed here so a browser with a 10,000-run sweep
+// only ever receives the page it shows. Pure: the route reads the store and the clock.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "model/run.h"
+
+namespace drover::server {
+
+struct TableQuery {
+  std::string sort = "id";  // id | state | duration | attempts | best | param:NAME | metric:NAME
+  bool desc = false;
+  std::string q;                   // whitespace-separated terms, each must occur in the row
+  std::optional<RunState> state;   // only runs in this state
+  int64_t offset = 0;
+  int64_t limit = 50;
+  bool scatter = false;            // add every matched run's params and objective
+};
+
+// The metric runs are ranked by: the spec's objective, else loss (min) when any run reported it.
+struct TableObjective {
+  std::string metric;
+  bool maximize = true;
+};
+std::optional<TableObjective> ObjectiveOf(const Experiment& e, const std::vector<Run>& runs);
+
+// InvalidArgument for an unknown sort key (naming the keys it knows).
+Result<Json> RunTable(const Experiment& e, const std::vector<Run>& runs,
+                      const std::optional<TableObjective>& objective,
+                      const std::map<int64_t, std::pair<double, double>>& objective_ranges,
+                      const TableQuery& query, Millis now);
+
+}  // namespace drover::server

@@ -1,0 +1,116 @@
+// The web UI (docs/web.md): the sign-in page, the app page, its static files, and
+// /api/v1/session. Who may see what is decided before routing (server.cc, with web_auth.h);
+// these handlers only serve.
+#include <string>
+
+#include "common/clock.h"
+#include "common/strings.h"
+#include "drover_version.h"
+#include "server/routes.h"
+#include "server/web_assets.h"
+#include "server/web_auth.h"
+
+namespace drover::server {
+namespace {
+
+void NoStore(httplib::Response& res) {
+  res.set_header("Cache-Control", "no-store");
+  res.set_header("X-Content-Type-Options", "nosniff");
+  res.set_header("X-Frame-Options", "DENY");
+  res.set_header("Referrer-Policy", "no-referrer");
+  // Only this server's own scripts; uPlot sets element styles from script, which CSP allows.
+  res.set_header("Content-Security-Policy",
+                 "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+                 "img-src 'self' data: blob:; connect-src 'self'; frame-ancestors 'none'; "
+                 "base-uri 'none'; form-action 'self'");
+}
+
+std::string Replace(std::string text, std::string_view what, std::string_view with) {
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + with.size())) {
+    text.replace(at, what.size(), with);
+  }
+  return text;
+}
+
+void SendLogin(httplib::Response& res, int status, const std::string& error) {
+  auto page = FindWebFile("login.html");
+  if (!page) {
+    SendError(res, Internal("the web UI's login.html is missing from this build"));
+    return;
+  }
+  NoStore(res);
+  res.status = status;
+  res.set_content(Replace(page->data, "{{error}}", HtmlEscape(error)), page->content_type);
+}
+
+}  // namespace
+
+std::string SessionCookieOf(const httplib::Request& req) {
+  return CookieValue(req.get_header_value("Cookie"), kSessionCookieName);
+}
+
+void RegisterWebRoutes(httplib::Server& http, ServerContext& ctx) {
+  http.Get("/login", [](const httplib::Request&, httplib::Response& res) { SendLogin(res, 200, ""); });
+
+  http.Post("/login", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    std::string token = req.has_param("token") ? req.get_param_value("token") : "";
+    token = std::string(Trim(token));
+    if (token.empty() || !SecretsEqual(token, ctx.options.token)) {
+      SendLogin(res, 401,
+                token.empty() ? "Paste the token to sign in."
+                              : "That is not this daemon's token. It is in <store>/token "
+                                "(cat .drover/token).");
+      return;
+    }
+    NoStore(res);
+    res.set_header("Set-Cookie", SessionSetCookie(MakeSessionCookie(ctx.options.token,
+                                                                    RealClock().Now())));
+    res.set_redirect("/", 303);
+  });
+
+  http.Post("/logout", [](const httplib::Request&, httplib::Response& res) {
+    NoStore(res);
+    res.set_header("Set-Cookie", SessionSetCookie(""));
+    res.set_redirect("/login", 303);
+  });
+
+  auto index = [&ctx](const httplib::Request& req, httplib::Response& res) {
+    auto page = FindWebFile("index.html");
+    if (!page) {
+      SendError(res, Internal("the web UI's index.html is missing from this build"));
+      return;
+    }
+    std::string cookie = SessionCookieOf(req);
+    std::string csrf = cookie.empty() ? "" : CsrfFor(ctx.options.token, cookie);
+    NoStore(res);
+    res.set_content(Replace(page->data, "{{csrf}}", csrf), page->content_type);
+  };
+  http.Get("/", index);
+  http.Get("/index.html", index);
+
+  http.Get("/static/(.+)", [](const httplib::Request& req, httplib::Response& res) {
+    std::string path = req.matches[1].str();
+    auto file = FindWebFile(path);
+    if (!file || path == "index.html" || path == "login.html") {
+      SendErrorCode(res, 404, "not_found", "no file " + path + " in the web UI");
+      return;
+    }
+    // Revalidated on every load (cheap on loopback), so a new drover binary's UI shows at once.
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_content(std::move(file->data), file->content_type);
+  });
+
+  http.Get(std::string(protocol::kApiPrefix) + "/session",
+           [&ctx](const httplib::Request& req, httplib::Response& res) {
+             std::string cookie = SessionCookieOf(req);
+             bool bearer = req.has_header("Authorization");
+             Json csrf = bearer || cookie.empty() ? Json(nullptr)
+                                                  : Json(CsrfFor(ctx.options.token, cookie));
+             SendJson(res, 200,
+                      {{"auth", bearer ? "bearer" : "cookie"}, {"csrf", csrf},
+                       {"version", DROVER_VERSION}});
+           });
+}
+
+}  // namespace drover::server

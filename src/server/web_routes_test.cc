@@ -1,0 +1,456 @@
+// The web UI's server side: sign-in, cookies, CSRF, static files, the runs table, recipes and
+// plans, against a real HttpServer and store.
+#include <cstdlib>
+
+#include "server/run_table.h"
+#include "server/server_test_util.h"
+#include "server/web_auth.h"
+
+namespace drover::server {
+namespace {
+
+using testing::kToken;
+using testing::Reply;
+using testing::ServerTest;
+namespace fs = std::filesystem;
+
+TEST(WebAuth, SessionCookieIsAnHmacThatExpires) {
+  const Millis now = 1'764'460'800'000;
+  std::string c = MakeSessionCookie("tok", now);
+  EXPECT_TRUE(c.starts_with("v1.1764460800000."));
+  EXPECT_TRUE(SessionValid("tok", c, now));
+  EXPECT_TRUE(SessionValid("tok", c, now + kSessionMaxAgeS * 1000));
+  EXPECT_FALSE(SessionValid("tok", c, now + kSessionMaxAgeS * 1000 + 1));  // expired
+  EXPECT_FALSE(SessionValid("other-token", c, now));                     // token changed
+  EXPECT_FALSE(SessionValid("", c, now));
+  std::string forged = c;
+  forged[5] = forged[5] == '1' ? '2' : '1';  // another issue time, same MAC
+  EXPECT_FALSE(SessionValid("tok", forged, now));
+  EXPECT_FALSE(SessionValid("tok", "v1.x.abc", now));
+  EXPECT_FALSE(SessionValid("tok", "v1..", now));
+  EXPECT_FALSE(SessionValid("tok", "", now));
+  EXPECT_FALSE(SessionValid("tok", MakeSessionCookie("tok", now + 3'600'000), now));  // future
+  EXPECT_NE(CsrfFor("tok", c), CsrfFor("tok", MakeSessionCookie("tok", now + 1)));
+  EXPECT_EQ(CsrfFor("tok", c).size(), 64u);
+}
+
+TEST(WebAuth, CookieHeaders) {
+  EXPECT_EQ(CookieValue("a=1; drover_session=v1.2.x ; b=3", "drover_session"), "v1.2.x");
+  EXPECT_EQ(CookieValue("drover_session=abc", "drover_session"), "abc");
+  EXPECT_EQ(CookieValue("xdrover_session=abc", "drover_session"), "");
+  EXPECT_EQ(CookieValue("", "drover_session"), "");
+  std::string set = SessionSetCookie("v1.1.ab");
+  EXPECT_NE(set.find("HttpOnly"), std::string::npos);
+  EXPECT_NE(set.find("SameSite=Strict"), std::string::npos);
+  EXPECT_NE(set.find("Path=/"), std::string::npos);
+  EXPECT_NE(SessionSetCookie("").find("Max-Age=0"), std::string::npos);
+  EXPECT_TRUE(SecretsEqual("abc", "abc"));
+  EXPECT_FALSE(SecretsEqual("abc", "abd"));
+  EXPECT_FALSE(SecretsEqual("abc", "abcd"));
+  EXPECT_FALSE(SecretsEqual("", "a"));
+}
+
+class WebRoutesTest : public ServerTest {
+ protected:
+  void SetUp() override {
+    ServerTest::SetUp();
+    // The UI's pages from a folder of the test's own, so the test does not depend on web/.
+    web_ = dir_ / "web";
+    fs::create_directories(web_ / "js");
+    fs::create_directories(web_ / "node_modules/uplot/dist");
+    Write(web_ / "index.html", "<meta name=\"drover-csrf\" content=\"{{csrf}}\">app");
+    Write(web_ / "login.html", "<form method=post action=/login><p>{{error}}</p></form>");
+    Write(web_ / "js/app.js", "console.log('hi')");
+    Write(web_ / "node_modules/uplot/dist/uPlot.iife.min.js", "var uPlot=1");
+    Write(dir_ / "secret.txt", "do not serve");
+    setenv("DROVER_WEB_DIR", web_.c_str(), 1);
+  }
+  void TearDown() override {
+    unsetenv("DROVER_WEB_DIR");
+    ServerTest::TearDown();
+  }
+  static void Write(const fs::path& p, const std::string& text) {
+    std::ofstream(p, std::ios::binary) << text;
+  }
+  // A client with no token and no cookie, which does not follow redirects.
+  std::unique_ptr<httplib::Client> Anonymous() { return Client(/*with_token=*/false); }
+  // Signs in through the form; returns the cookie ("drover_session=...").
+  std::string SignIn() {
+    auto c = Anonymous();
+    auto r = c->Post("/login", "token=" + std::string(kToken), "application/x-www-form-urlencoded");
+    EXPECT_TRUE(r);
+    if (!r) return "";
+    EXPECT_EQ(r->status, 303);
+    EXPECT_EQ(r->get_header_value("Location"), "/");
+    std::string set = r->get_header_value("Set-Cookie");
+    return set.substr(0, set.find(';'));
+  }
+  fs::path web_;
+};
+
+TEST_F(WebRoutesTest, SignInSetsAnHttpOnlyStrictCookieThatOpensTheApp) {
+  StartServer();
+  auto anon = Anonymous();
+  auto root = anon->Get("/");
+  ASSERT_TRUE(root);
+  EXPECT_EQ(root->status, 303);
+  EXPECT_EQ(root->get_header_value("Location"), "/login");
+  auto login = anon->Get("/login");
+  ASSERT_TRUE(login);
+  EXPECT_EQ(login->status, 200);
+  EXPECT_NE(login->body.find("<form"), std::string::npos);
+  EXPECT_EQ(login->body.find("{{error}}"), std::string::npos);
+  EXPECT_EQ(login->get_header_value("X-Frame-Options"), "DENY");
+
+  auto wrong = anon->Post("/login", "token=nope", "application/x-www-form-urlencoded");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  EXPECT_NE(wrong->body.find("not this daemon&#39;s token"), std::string::npos) << wrong->body;
+  EXPECT_FALSE(wrong->has_header("Set-Cookie"));
+
+  auto right = anon->Post("/login", "token=" + std::string(kToken), "application/x-www-form-urlencoded");
+  ASSERT_TRUE(right);
+  EXPECT_EQ(right->status, 303);
+  std::string set = right->get_header_value("Set-Cookie");
+  EXPECT_TRUE(set.starts_with("drover_session=v1.")) << set;
+  EXPECT_NE(set.find("HttpOnly"), std::string::npos);
+  EXPECT_NE(set.find("SameSite=Strict"), std::string::npos);
+  std::string cookie = set.substr(0, set.find(';'));
+
+  auto app = anon->Get("/", {{"Cookie", cookie}});
+  ASSERT_TRUE(app);
+  EXPECT_EQ(app->status, 200);
+  std::string csrf = CsrfFor(kToken, cookie.substr(cookie.find('=') + 1));
+  EXPECT_NE(app->body.find("content=\"" + csrf + "\""), std::string::npos) << app->body;
+  EXPECT_EQ(app->get_header_value("Cache-Control"), "no-store");
+  EXPECT_NE(app->get_header_value("Content-Security-Policy").find("script-src 'self'"),
+            std::string::npos);
+
+  // The API takes the cookie as it takes the token.
+  auto runs = anon->Get("/api/v1/runs", {{"Cookie", cookie}});
+  ASSERT_TRUE(runs);
+  EXPECT_EQ(runs->status, 200) << runs->body;
+  auto session = anon->Get("/api/v1/session", {{"Cookie", cookie}});
+  ASSERT_TRUE(session);
+  Json s = Json::parse(session->body);
+  EXPECT_EQ(s["auth"], "cookie");
+  EXPECT_EQ(s["csrf"], csrf);
+
+  // A forged or stale cookie is nobody.
+  auto forged = anon->Get("/api/v1/runs", {{"Cookie", "drover_session=v1.1.abc"}});
+  ASSERT_TRUE(forged);
+  EXPECT_EQ(forged->status, 401);
+  auto forged_root = anon->Get("/", {{"Cookie", "drover_session=v1.1.abc"}});
+  ASSERT_TRUE(forged_root);
+  EXPECT_EQ(forged_root->status, 303);
+}
+
+TEST_F(WebRoutesTest, WithoutCookieOrTokenTheApiRefuses) {
+  StartServer();
+  auto anon = Anonymous();
+  for (const char* path : {"/api/v1/runs", "/api/v1/experiments", "/api/v1/events", "/metrics",
+                           "/api/v1/recipes", "/api/v1/session"}) {
+    auto r = anon->Get(path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 401) << path;
+  }
+  auto post = anon->Post("/api/v1/runs/1/cancel", "", "application/json");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 401);
+  EXPECT_TRUE(engine_.Locked([&] { return engine_.cancelled_runs.empty(); }));
+}
+
+TEST_F(WebRoutesTest, ChangesByCookieNeedTheCsrfToken) {
+  Experiment e = AddExperiment("alpha");
+  drover::Run r = AddRun(e.id, RunState::kQueued);
+  StartServer();
+  std::string cookie = SignIn();
+  std::string csrf = CsrfFor(kToken, cookie.substr(cookie.find('=') + 1));
+  auto anon = Anonymous();
+  std::string path = "/api/v1/runs/" + std::to_string(r.id) + "/cancel";
+  auto bare = anon->Post(path, {{"Cookie", cookie}}, "", "application/json");
+  ASSERT_TRUE(bare);
+  EXPECT_EQ(bare->status, 403);
+  EXPECT_NE(bare->body.find("CSRF"), std::string::npos);
+  auto wrong = anon->Post(path, {{"Cookie", cookie}, {"X-Drover-Csrf", "00"}}, "", "application/json");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 403);
+  // Another session's token does not fit this cookie.
+  std::string other = CsrfFor(kToken, MakeSessionCookie(kToken, 1));
+  auto foreign = anon->Post(path, {{"Cookie", cookie}, {"X-Drover-Csrf", other}}, "", "application/json");
+  ASSERT_TRUE(foreign);
+  EXPECT_EQ(foreign->status, 403);
+  EXPECT_TRUE(engine_.Locked([&] { return engine_.cancelled_runs.empty(); }));
+  auto ok = anon->Post(path, {{"Cookie", cookie}, {"X-Drover-Csrf", csrf}}, "", "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  EXPECT_EQ(engine_.Locked([&] { return engine_.cancelled_runs; }), std::vector<int64_t>{r.id});
+  // A page of another origin is refused before the cookie is even looked at.
+  auto cross = anon->Post(path, {{"Cookie", cookie}, {"X-Drover-Csrf", csrf}, {"Origin", "http://evil.example"}},
+                          "", "application/json");
+  ASSERT_TRUE(cross);
+  EXPECT_EQ(cross->status, 403);
+  // Signing out clears the cookie.
+  auto out = anon->Post("/logout", {{"Cookie", cookie}, {"X-Drover-Csrf", csrf}}, "", "text/plain");
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->status, 303);
+  EXPECT_NE(out->get_header_value("Set-Cookie").find("Max-Age=0"), std::string::npos);
+}
+
+TEST_F(WebRoutesTest, StaticFilesArePublicButOnlyTheUisOwn) {
+  StartServer();
+  auto anon = Anonymous();
+  auto js = anon->Get("/static/js/app.js");
+  ASSERT_TRUE(js);
+  EXPECT_EQ(js->status, 200);
+  EXPECT_EQ(js->body, "console.log('hi')");
+  EXPECT_EQ(js->get_header_value("Content-Type"), "text/javascript; charset=utf-8");
+  auto uplot = anon->Get("/static/uPlot.iife.min.js");
+  ASSERT_TRUE(uplot);
+  EXPECT_EQ(uplot->status, 200);
+  EXPECT_EQ(uplot->body, "var uPlot=1");
+  for (const char* path : {"/static/../secret.txt", "/static/%2e%2e/secret.txt", "/static/nope.js",
+                           "/static/index.html", "/static/.hidden"}) {
+    auto r = anon->Get(path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 404) << path << " " << r->body;
+    EXPECT_EQ(r->body.find("do not serve"), std::string::npos);
+  }
+}
+
+TEST_F(WebRoutesTest, CompiledInFilesServeWithoutAFolder) {
+  unsetenv("DROVER_WEB_DIR");
+  StartServer();
+  auto anon = Anonymous();
+  auto uplot = anon->Get("/static/uPlot.iife.min.js");
+  ASSERT_TRUE(uplot);
+  EXPECT_EQ(uplot->status, 200);
+  EXPECT_GT(uplot->body.size(), 20'000u);  // the real uPlot, from web/node_modules at build time
+  EXPECT_NE(uplot->body.find("uPlot"), std::string::npos);
+  auto css = anon->Get("/static/uPlot.min.css");
+  ASSERT_TRUE(css);
+  EXPECT_EQ(css->status, 200);
+  EXPECT_EQ(css->get_header_value("Content-Type"), "text/css; charset=utf-8");
+}
+
+// --- the runs table
+
+class RunTableTest : public ServerTest {
+ protected:
+  // "sweep" (objective acc, max) with 5 runs; run i has params lr and model, acc points.
+  void Fill() {
+    Experiment e;
+    e.name = "sweep";
+    e.spec = {{"name", "sweep"},
+              {"params", {{"lr", {0.1, 0.01}}, {"model", {"mlp", "cnn"}}}},
+              {"objective", {{"metric", "acc"}, {"mode", "max"}}}};
+    e.created_ms = 1'700'000'000'000;
+    ASSERT_TRUE(store_->InsertExperiment(e).ok());
+    exp_ = e;
+    const double best[] = {0.5, 0.9, 0.7, 0.95, 0.0};
+    const RunState states[] = {RunState::kSucceeded, RunState::kSucceeded, RunState::kFailed,
+                               RunState::kRunning, RunState::kQueued};
+    for (int i = 0; i < 5; ++i) {
+      drover::Run r;
+      r.experiment_id = e.id;
+      r.index = i;
+      r.params = {{"lr", i % 2 ? 0.01 : 0.1}, {"model", i < 2 ? "mlp" : "cnn"}};
+      r.current_params = r.params;
+      r.state = states[i];
+      r.attempts = i == 2 ? 3 : (i == 4 ? 0 : 1);
+      r.reason = i == 2 ? "cuda_oom" : "";
+      r.started_ms = i == 4 ? 0 : 1'000'000;
+      r.ended_ms = i < 3 ? 1'000'000 + 1000 * (i + 1) : 0;
+      if (i < 4) r.final_metrics = {{"acc", best[i] - 0.1}, {"loss", 1.0 / (i + 1)}};
+      ASSERT_TRUE(store_->InsertRun(r).ok());
+      ids_.push_back(r.id);
+      if (i < 4) {
+        ASSERT_TRUE(store_
+                        ->InsertMetrics({{r.id, 0, 1, "acc", best[i] - 0.2, 1},
+                                         {r.id, 0, 2, "acc", best[i], 2},
+                                         {r.id, 0, 3, "acc", best[i] - 0.1, 3}})
+                        .ok());
+      }
+    }
+  }
+  std::vector<int64_t> RowIds(const Json& t) {
+    std::vector<int64_t> out;
+    for (const auto& r : t["rows"]) out.push_back(r["id"].get<int64_t>());
+    return out;
+  }
+  Experiment exp_;
+  std::vector<int64_t> ids_;
+};
+
+TEST_F(RunTableTest, SortsByBestFiltersAndPages) {
+  Fill();
+  StartServer();
+  Reply r = Get("/api/v1/experiments/sweep/table?sort=best&order=desc&limit=2");
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["objective"], Json({{"metric", "acc"}, {"mode", "max"}}));
+  EXPECT_EQ(r.body["total"], 5);
+  EXPECT_EQ(r.body["matched"], 5);
+  EXPECT_EQ(RowIds(r.body), (std::vector<int64_t>{ids_[3], ids_[1]}));
+  EXPECT_EQ(r.body["best_run_id"], ids_[3]);
+  EXPECT_DOUBLE_EQ(r.body["rows"][0]["best"].get<double>(), 0.95);
+  EXPECT_EQ(r.body["params"], Json({"lr", "model"}));
+  EXPECT_EQ(r.body["metrics"], Json({"acc", "loss"}));
+  EXPECT_EQ(r.body["counts"]["succeeded"], 2);
+  EXPECT_FALSE(r.body.contains("scatter"));
+
+  // The run without a value sorts last in both orders.
+  r = Get("/api/v1/experiments/sweep/table?sort=best&order=asc&offset=3");
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(RowIds(r.body), (std::vector<int64_t>{ids_[3], ids_[4]}));
+  EXPECT_TRUE(r.body["rows"][1]["best"].is_null());
+
+  r = Get("/api/v1/experiments/" + std::to_string(exp_.id) + "/table?q=cnn%20LR%3D0.01");
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(RowIds(r.body), (std::vector<int64_t>{ids_[3]}));
+  EXPECT_EQ(r.body["matched"], 1);
+  EXPECT_EQ(r.body["total"], 5);
+
+  r = Get("/api/v1/experiments/sweep/table?q=oom");
+  EXPECT_EQ(RowIds(r.body), (std::vector<int64_t>{ids_[2]}));
+  EXPECT_EQ(r.body["rows"][0]["attempts"], 3);
+  EXPECT_EQ(r.body["rows"][0]["duration_ms"], 3000);
+
+  r = Get("/api/v1/experiments/sweep/table?state=succeeded&sort=param:lr");
+  EXPECT_EQ(RowIds(r.body), (std::vector<int64_t>{ids_[1], ids_[0]}));
+  r = Get("/api/v1/experiments/sweep/table?sort=metric:loss&order=desc");
+  EXPECT_EQ(RowIds(r.body), (std::vector<int64_t>{ids_[0], ids_[1], ids_[2], ids_[3], ids_[4]}));
+  r = Get("/api/v1/experiments/sweep/table?sort=param:model");
+  EXPECT_EQ(RowIds(r.body), (std::vector<int64_t>{ids_[2], ids_[3], ids_[4], ids_[0], ids_[1]}));
+}
+
+TEST_F(RunTableTest, ScatterHasEveryMatchedRun) {
+  Fill();
+  StartServer();
+  Reply r = Get("/api/v1/experiments/sweep/table?scatter=1&limit=1");
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["rows"].size(), 1u);
+  EXPECT_EQ(r.body["scatter"]["params"], Json({"lr", "model"}));
+  ASSERT_EQ(r.body["scatter"]["rows"].size(), 5u);
+  EXPECT_EQ(r.body["scatter"]["rows"][1], Json({ids_[1], 0.9, 0.01, "mlp"}));
+  EXPECT_TRUE(r.body["scatter"]["rows"][4][1].is_null());
+}
+
+TEST_F(RunTableTest, BadQueriesSayWhatIsAccepted) {
+  Fill();
+  StartServer();
+  Reply r = Get("/api/v1/experiments/sweep/table?sort=color");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.raw.find("sort must be id, state"), std::string::npos);
+  EXPECT_EQ(Get("/api/v1/experiments/sweep/table?order=up").status, 400);
+  EXPECT_EQ(Get("/api/v1/experiments/sweep/table?state=done").status, 400);
+  EXPECT_EQ(Get("/api/v1/experiments/sweep/table?limit=0").status, 400);
+  EXPECT_EQ(Get("/api/v1/experiments/nope/table").status, 404);
+}
+
+TEST(RunTable, WithoutObjectiveLossRanksAscending) {
+  Experiment e;
+  e.id = 1;
+  std::vector<drover::Run> runs(2);
+  runs[0].id = 1;
+  runs[0].final_metrics = {{"loss", 0.3}};
+  runs[1].id = 2;
+  runs[1].final_metrics = {{"loss", 0.2}};
+  auto objective = ObjectiveOf(e, runs);
+  ASSERT_TRUE(objective.has_value());
+  EXPECT_EQ(objective->metric, "loss");
+  EXPECT_FALSE(objective->maximize);
+  auto t = RunTable(e, runs, objective, {{1, {0.1, 0.5}}, {2, {0.15, 0.4}}}, TableQuery{}, 0);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ((*t)["best_run_id"], 1);  // 0.1 is the lowest loss ever reported
+  runs[0].final_metrics = Json::object();
+  runs[1].final_metrics = Json::object();
+  EXPECT_FALSE(ObjectiveOf(e, runs).has_value());
+}
+
+// --- recipes and plans
+
+class RecipesRoutesTest : public ServerTest {
+ protected:
+  void SetUp() override {
+    ServerTest::SetUp();
+    project_ = dir_ / "proj";
+    fs::create_directories(project_);
+    std::ofstream(project_ / "drover.yaml")
+        << "command: /usr/bin/python3 train.py --model {model} --batch-size {batch_size}\n"
+           "params:\n"
+           "  model: {choices: [mlp, cnn], aliases: [arch]}\n"
+           "  batch_size: {type: int, default: 64, aliases: [bs]}\n"
+           "metrics:\n"
+           "  val_acc: {mode: max, aliases: [accuracy]}\n";
+  }
+  void Start() {
+    ServerOptions o;
+    o.recipe_dirs = {project_.string()};
+    StartServer(o);
+  }
+  fs::path project_;
+};
+
+TEST_F(RecipesRoutesTest, ListsAndShowsRecipesWithValuesToTick) {
+  Start();
+  Reply list = Get("/api/v1/recipes");
+  ASSERT_EQ(list.status, 200) << list.raw;
+  bool found = false;
+  for (const auto& r : list.body["recipes"]) {
+    if (r["dir"] == fs::weakly_canonical(project_).string()) {
+      found = true;
+      EXPECT_EQ(r["name"], "proj");
+    }
+  }
+  EXPECT_TRUE(found) << list.raw;
+
+  Reply show = Get("/api/v1/recipes/show?path=" + project_.string());
+  ASSERT_EQ(show.status, 200) << show.raw;
+  ASSERT_EQ(show.body["params"].size(), 2u);
+  EXPECT_EQ(show.body["params"][0]["name"], "model");
+  EXPECT_EQ(show.body["params"][0]["choices"], Json({"mlp", "cnn"}));
+  EXPECT_EQ(show.body["params"][0]["suggested"], Json({"mlp", "cnn"}));
+  EXPECT_EQ(show.body["params"][1]["suggested"], Json({16, 32, 64, 128, 256}));
+  EXPECT_EQ(show.body["metrics"][0], Json({{"name", "val_acc"}, {"mode", "max"}, {"aliases", {"accuracy"}}}));
+
+  Reply missing = Get("/api/v1/recipes/show?path=" + (dir_ / "nowhere").string());
+  EXPECT_EQ(missing.status, 404) << missing.raw;
+  EXPECT_EQ(Get("/api/v1/recipes/show").status, 400);
+}
+
+TEST_F(RecipesRoutesTest, PlansTickedValuesAndInstructions) {
+  Start();
+  Json ticked = {{"recipe", project_.string()},
+                 {"params", {{"model", {"mlp", "cnn"}}, {"batch_size", {"32", 64}}}},
+                 {"objective", "accuracy"}};
+  Reply r = Post("/api/v1/plan", ticked.dump());
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["runs"], 4);
+  EXPECT_EQ(r.body["spec"]["params"]["batch_size"], Json({32, 64}));
+  EXPECT_EQ(r.body["spec"]["objective"], Json({{"metric", "val_acc"}, {"mode", "max"}}));
+  EXPECT_EQ(r.body["base_dir"], project_.string());
+  EXPECT_NE(r.body["spec_yaml"].get<std::string>().find("batch_size: [32, 64]"), std::string::npos)
+      << r.body["spec_yaml"];
+
+  Json said = {{"recipe", (project_ / "drover.yaml").string()},
+               {"instruction", "compare mlp and cnn with bs 32 and 64 urgently please"}};
+  r = Post("/api/v1/plan", said.dump());
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["runs"], 4);
+  EXPECT_FALSE(r.body["understood"].empty());
+
+  r = Post("/api/v1/plan", Json({{"recipe", project_.string()}, {"params", {{"modle", {"cnn"}}}}}).dump());
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.raw.find("did you mean 'model'"), std::string::npos) << r.raw;
+  r = Post("/api/v1/plan", Json({{"recipe", project_.string()}, {"instruction", "hello there"}}).dump());
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.raw.find("knows the parameters"), std::string::npos) << r.raw;
+  r = Post("/api/v1/plan", Json({{"recipe", project_.string()}, {"colour", 1}}).dump());
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.raw.find("unknown field"), std::string::npos);
+  // Nothing was submitted.
+  EXPECT_TRUE(engine_.Locked([&] { return engine_.submits.empty(); }));
+}
+
+}  // namespace
+}  // namespace drover::server

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <map>
+
 #include "cli/client.h"
 #include "cli/follow.h"
 
@@ -34,6 +36,41 @@ class StoreCatalog : public Catalog {
   }
   Result<std::vector<Alert>> ListAlerts(const AlertFilter& filter) override {
     return store_->ListAlerts(filter);
+  }
+  Result<std::vector<Attempt>> ListAttempts(int64_t run_id) override {
+    DROVER_ASSIGN_OR_RETURN(Run run, LoadRun(*store_, std::to_string(run_id)));
+    return store_->ListAttempts(run.id);
+  }
+  Result<std::vector<report::MetricSeries>> GetMetricSeries(int64_t run_id,
+                                                            const SeriesQuery& q) override {
+    DROVER_ASSIGN_OR_RETURN(Run run, LoadRun(*store_, std::to_string(run_id)));
+    int64_t attempt_id = 0;
+    if (q.attempt > 0) {
+      DROVER_ASSIGN_OR_RETURN(auto attempts, store_->ListAttempts(run.id));
+      for (const auto& a : attempts) {
+        if (a.number == q.attempt) attempt_id = a.id;
+      }
+      if (attempt_id == 0) {
+        return NotFound(fmt::format("run {} has no attempt {} (it has {})", run.id, q.attempt,
+                                    attempts.size()));
+      }
+    }
+    DROVER_ASSIGN_OR_RETURN(auto all, store_->GetMetrics(run.id, q.name));
+    // Ordered by attempt, then step: grouping keeps that order within each series.
+    std::map<std::string, std::vector<MetricPoint>> by_name;
+    for (auto& p : all) {
+      if (attempt_id != 0 && p.attempt_id != attempt_id) continue;
+      by_name[p.name].push_back(std::move(p));
+    }
+    std::vector<report::MetricSeries> out;
+    for (auto& [name, points] : by_name) {
+      report::MetricSeries s;
+      s.name = name;
+      s.count = static_cast<int64_t>(points.size());
+      s.points = q.points > 0 ? report::DownsampleMinMax(points, q.points) : std::move(points);
+      out.push_back(std::move(s));
+    }
+    return out;
   }
 
  private:
@@ -84,8 +121,48 @@ class ApiCatalog : public Catalog {
     }
     return out;
   }
+  Result<std::vector<Attempt>> ListAttempts(int64_t run_id) override {
+    auto j = api_.Get(fmt::format("/runs/{}/attempts", run_id));
+    if (!j.ok()) return NotFoundSaysHow(j.status(), run_id);
+    std::vector<Attempt> out;
+    for (const auto& a : j->at("attempts")) {
+      DROVER_ASSIGN_OR_RETURN(Attempt attempt, protocol::AttemptFromJson(a));
+      out.push_back(std::move(attempt));
+    }
+    return out;
+  }
+  Result<std::vector<report::MetricSeries>> GetMetricSeries(int64_t run_id,
+                                                            const SeriesQuery& q) override {
+    std::string path = fmt::format("/runs/{}/metrics?points={}", run_id, q.points);
+    if (!q.name.empty()) path += "&name=" + httplib::detail::encode_query_param(q.name);
+    if (q.attempt > 0) path += fmt::format("&attempt={}", q.attempt);
+    auto j = api_.Get(path);
+    if (!j.ok()) return NotFoundSaysHow(j.status(), run_id);
+    std::vector<report::MetricSeries> out;
+    for (const auto& s : j->at("series")) {
+      report::MetricSeries series;
+      series.name = s.value("name", "");
+      series.count = s.value("count", int64_t{0});
+      for (const auto& p : s.at("points")) {
+        DROVER_ASSIGN_OR_RETURN(MetricPoint point, protocol::MetricPointFromJson(p));
+        point.run_id = run_id;
+        series.points.push_back(std::move(point));
+      }
+      out.push_back(std::move(series));
+    }
+    return out;
+  }
 
  private:
+  // The daemon says "no run 7"; the CLI says how to find runs. Other errors pass unchanged
+  // (an unknown attempt says which attempts there are).
+  static Status NotFoundSaysHow(const Status& st, int64_t run_id) {
+    if (st.code() == Code::kNotFound && st.message().find("attempt") == std::string::npos) {
+      return NotFound(fmt::format("no run {} in this store; `drover ls` lists runs", run_id));
+    }
+    return st;
+  }
+
   ApiClient api_;
 };
 

@@ -7,9 +7,16 @@
 
 #include "cli/common.h"
 #include "protocol/api.h"
+#include "report/series.h"
 #include "store/store.h"
 
 namespace drover::cli {
+
+struct SeriesQuery {
+  std::string name;  // only this metric ("": every metric)
+  int attempt = 0;   // only this attempt number (0: every attempt)
+  int points = 0;    // at most this many points per series (0: all; else at least 2)
+};
 
 class Catalog {
  public:
@@ -20,6 +27,12 @@ class Catalog {
   virtual Result<std::vector<Run>> ListRuns(const RunFilter& filter) = 0;
   virtual Result<protocol::RunDetail> GetRunDetail(int64_t run_id) = 0;
   virtual Result<std::vector<Alert>> ListAlerts(const AlertFilter& filter) = 0;
+  // A run's attempts by number; NotFound for an unknown run.
+  virtual Result<std::vector<Attempt>> ListAttempts(int64_t run_id) = 0;
+  // A run's metric series, one per name (sorted by name), as GET /runs/{id}/metrics answers:
+  // points in attempt-then-step order, downsampled to `query.points` per series (0: all).
+  virtual Result<std::vector<report::MetricSeries>> GetMetricSeries(int64_t run_id,
+                                                                    const SeriesQuery& query) = 0;
 };
 
 // The daemon's catalog when one serves the store, else the store's (which must exist).

@@ -25,6 +25,7 @@ int Main(int argc, char** argv) {
   std::vector<Command> commands = {
       RegisterRun(app, g),   RegisterSubmit(app, g),  RegisterLs(app, g),
       RegisterShow(app, g),  RegisterLogs(app, g),    RegisterCompare(app, g),
+      RegisterReport(app, g),
       RegisterCancel(app, g), RegisterTop(app, g), RegisterAlerts(app, g), RegisterPlan(app, g), RegisterAsk(app, g),
       RegisterMcp(app, g),   RegisterServe(app, g)};
   // An unknown command gets a suggestion instead of CLI11's "a subcommand is required".

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <set>
 
+#include "report/comparison.h"
+
 namespace drover::cli {
 
 std::string StoreDir(const Globals& g) {
@@ -92,46 +94,12 @@ Result<Experiment> LoadExperiment(Store& store, const std::string& id_or_name) {
   return *exp;
 }
 
+// Both live in report/ with the ranking that uses them.
 std::vector<std::string> VaryingParams(const std::vector<Run>& runs) {
-  std::vector<std::string> keys;
-  if (runs.empty()) return keys;
-  for (auto it = runs[0].params.begin(); it != runs[0].params.end(); ++it) {
-    for (const Run& r : runs) {
-      if (!r.params.contains(it.key()) || r.params[it.key()] != it.value()) {
-        keys.push_back(it.key());
-        break;
-      }
-    }
-  }
-  return keys;
+  return report::VaryingParams(runs);
 }
 
-std::string FormatValue(const Json& v) {
-  if (v.is_string()) {
-    // One value, one table cell: control characters would break the row.
-    std::string out;
-    for (char c : v.get_ref<const std::string&>()) {
-      if (c == '\n')
-        out += "\\n";
-      else if (c == '\t')
-        out += "\\t";
-      else if (c == '\r')
-        out += "\\r";
-      else
-        out += c;
-    }
-    return out;
-  }
-  if (v.is_null()) return "nan";  // a metric that was NaN or infinite (JSON has no such numbers)
-  if (v.is_number_float()) {
-    double d = v.get<double>();
-    std::string out = fmt::format("{:.4g}", d);
-    // 1.0 stays visibly a float: the command got "1.0", not "1".
-    if (out.find_first_of(".eni") == std::string::npos) out += ".0";
-    return out;
-  }
-  return v.dump();
-}
+std::string FormatValue(const Json& v) { return report::FormatValue(v); }
 
 std::string ParamsDiff(const Json& base, const Json& params) {
   std::string out;

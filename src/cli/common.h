@@ -68,6 +68,7 @@ Command RegisterLs(CLI::App& root, Globals& g);
 Command RegisterShow(CLI::App& root, Globals& g);
 Command RegisterLogs(CLI::App& root, Globals& g);
 Command RegisterCompare(CLI::App& root, Globals& g);
+Command RegisterReport(CLI::App& root, Globals& g);
 Command RegisterServe(CLI::App& root, Globals& g);
 Command RegisterSubmit(CLI::App& root, Globals& g);
 Command RegisterCancel(CLI::App& root, Globals& g);

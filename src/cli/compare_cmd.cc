@@ -1,7 +1,10 @@
-// drover compare EXP: the results table of an experiment.
+// drover compare EXP: the results table of an experiment; --plot writes the curves as SVG.
+#include <filesystem>
+
 #include "cli/catalog.h"
 #include "cli/common.h"
 #include "cli/comparison.h"
+#include "cli/report_cmd.h"
 
 namespace drover::cli {
 namespace {
@@ -10,8 +13,27 @@ struct CompareFlags {
   std::string experiment;
   std::string metric;
   std::string mode;
+  std::string plot;
   bool json = false;
 };
+
+// The curves of every run for the comparison's metric, as a standalone SVG file.
+Status WritePlot(Catalog& catalog, const Experiment& exp, const Comparison& c,
+                 const std::string& path) {
+  if (c.metric.empty()) {
+    return InvalidArgument("no run of experiment " + exp.name +
+                           " reported a metric yet; there are no curves to plot");
+  }
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return InvalidArgument("--plot " + path + " is a folder; give the file to write, e.g. --plot " +
+                           path + "/curves.svg");
+  }
+  std::map<int64_t, report::RunDetails> details;
+  DROVER_RETURN_IF_ERROR(LoadCurves(catalog, c.runs, {c.metric}, &details));
+  return WriteTextFile(path, report::CurvesSvg(exp, c, details, c.metric, /*standalone=*/true),
+                       /*make_dirs=*/false);
+}
 
 int CompareCmd(Globals& g, const CompareFlags& f) {
   auto catalog = OpenCatalog(g);
@@ -37,12 +59,18 @@ int CompareCmd(Globals& g, const CompareFlags& f) {
                           "'; metrics reported: " + (known.empty() ? "none" : known)));
     }
   }
+  if (!f.plot.empty()) {
+    // Written before the table is printed, so a bad path fails the command with nothing shown.
+    Status st = WritePlot(**catalog, *exp, c, f.plot);
+    if (!st.ok()) return ReportError(st);
+  }
   if (f.json) {
     std::printf("%s\n", ComparisonJson(*exp, c).dump(2).c_str());
   } else {
     std::printf("experiment %lld (%s), %s\n", static_cast<long long>(exp->id), exp->name.c_str(),
                 exp->status.c_str());
     std::fputs(RenderComparison(c).c_str(), stdout);
+    if (!f.plot.empty()) std::printf("curves of %s: %s\n", c.metric.c_str(), f.plot.c_str());
   }
   return kExitOk;
 }
@@ -58,6 +86,8 @@ Command RegisterCompare(CLI::App& root, Globals& g) {
   app->add_option("-m,--metric", f->metric, "Sort by this metric instead of the objective");
   app->add_option("--mode", f->mode, "min or max (default: the objective's, else by name)")
       ->check(CLI::IsMember({"min", "max"}));
+  app->add_option("--plot", f->plot,
+                  "Also write the curves of every run for the metric as SVG to this file");
   app->add_flag("--json", f->json, "Print JSON");
   return {app, [&g, f] { return CompareCmd(g, *f); }};
 }

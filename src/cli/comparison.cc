@@ -3,64 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <set>
 
 #include "cli/common.h"
 #include "common/strings.h"
 #include "protocol/json_codec.h"
 
 namespace drover::cli {
-
-Comparison Compare(const Experiment& exp, std::vector<Run> runs, const std::string& metric,
-                   const std::string& mode) {
-  Comparison c;
-  std::set<std::string> names;
-  for (const Run& r : runs) {
-    for (auto it = r.final_metrics.begin(); it != r.final_metrics.end(); ++it)
-      names.insert(it.key());
-  }
-  const Json& objective = exp.spec.contains("objective") ? exp.spec["objective"] : Json();
-  c.metric = metric;
-  if (c.metric.empty() && objective.is_object()) c.metric = objective.value("metric", "");
-  if (c.metric.empty() && !names.empty()) {
-    c.metric = *names.begin();
-    c.guessed = true;
-  }
-  if (mode == "min" || mode == "max") {
-    c.maximize = mode == "max";
-  } else if (objective.is_object() && objective.value("metric", "") == c.metric) {
-    c.maximize = objective.value("mode", "max") == "max";
-  } else {
-    c.maximize =
-        c.metric.find("loss") == std::string::npos && c.metric.find("err") == std::string::npos;
-  }
-  c.varying = VaryingParams(runs);
-  if (!c.metric.empty()) c.metrics.push_back(c.metric);
-  for (const auto& n : names) {
-    if (n != c.metric) c.metrics.push_back(n);
-  }
-  auto value = [&](const Run& r) -> std::optional<double> {
-    auto it = r.final_metrics.find(c.metric);
-    if (c.metric.empty() || it == r.final_metrics.end() || !it->is_number()) return std::nullopt;
-    return it->get<double>();
-  };
-  std::stable_sort(runs.begin(), runs.end(), [&](const Run& a, const Run& b) {
-    auto va = value(a), vb = value(b);
-    bool sa = a.state == RunState::kSucceeded, sb = b.state == RunState::kSucceeded;
-    if (sa != sb) return sa;  // succeeded runs first
-    if (va.has_value() != vb.has_value()) return va.has_value();
-    if (va && vb && *va != *vb) return c.maximize ? *va > *vb : *va < *vb;
-    return a.id < b.id;
-  });
-  for (const Run& r : runs) {
-    if (r.state == RunState::kSucceeded && value(r)) {
-      c.best_run = r.id;
-      break;
-    }
-  }
-  c.runs = std::move(runs);
-  return c;
-}
 
 std::string RenderComparison(const Comparison& c) {
   std::vector<std::string> header = {"", "run"};

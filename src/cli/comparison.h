@@ -6,23 +6,15 @@
 #include <vector>
 
 #include "model/run.h"
+#include "report/comparison.h"
 
 namespace drover::cli {
 
-struct Comparison {
-  std::string metric;  // what the table is sorted by ("" when no run reported a metric)
-  bool maximize = true;
-  bool guessed = false;   // no objective and no --metric: the first metric name was taken
-  std::vector<Run> runs;  // sorted: runs with the metric best first, then the rest by id
-  int64_t best_run = 0;   // 0 when no succeeded run has the metric
-  std::vector<std::string> varying;  // parameters that differ between runs
-  std::vector<std::string> metrics;  // every metric name reported, the sort metric first
-};
+// The ranking itself lives in report/ (the HTML report shares it); these names keep the CLI's
+// callers unchanged.
+using report::Compare;
+using report::Comparison;
 
-// `metric` / `mode` ("min", "max" or "") override the experiment's objective. Without an
-// objective the first metric alphabetically is used; names with "loss" or "err" sort ascending.
-Comparison Compare(const Experiment& exp, std::vector<Run> runs, const std::string& metric,
-                   const std::string& mode);
 std::string RenderComparison(const Comparison& c);
 // How `drover run` ends, embedded or following a daemon: the table (or JSON) of the experiment's
 // runs by its objective; returns 0 when every run succeeded, else 1.

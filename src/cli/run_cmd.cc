@@ -4,12 +4,14 @@
 
 #include <cstdlib>
 
+#include "cli/catalog.h"
 #include "cli/client.h"
 #include "cli/common.h"
 #include "cli/engine_setup.h"
 #include "cli/comparison.h"
 #include "cli/follow.h"
 #include "cli/progress.h"
+#include "cli/report_cmd.h"
 #include "common/strings.h"
 #include "engine/engine.h"
 #include "exec/posix_launcher.h"
@@ -40,6 +42,22 @@ std::string PoolSummary(const std::vector<sched::GpuState>& gpus, const std::str
   for (const auto& g : gpus) sizes.push_back(FormatBytes(g.capacity));
   return fmt::format("{} {}GPU{} ({})", gpus.size(), kind == "fake" ? "fake " : "",
                      gpus.size() == 1 ? "" : "s", Join(sizes, ", "));
+}
+
+// The HTML report of a finished experiment, read back through the catalog (the store, or the
+// daemon that ran it). A report that cannot be written is a warning: the runs are what count.
+void WriteReportAtEnd(Globals& g, int64_t experiment_id, const RunFlags& f) {
+  auto written = [&]() -> Result<std::string> {
+    DROVER_ASSIGN_OR_RETURN(auto catalog, OpenCatalog(g));
+    DROVER_ASSIGN_OR_RETURN(Experiment exp, catalog->FindExperiment(std::to_string(experiment_id)));
+    return WriteExperimentReport(g, *catalog, exp);
+  }();
+  if (!written.ok()) {
+    std::fprintf(stderr, "drover: warning: the HTML report was not written: %s\n",
+                 written.status().message().c_str());
+  } else if (!f.json && !f.quiet) {
+    std::printf("report: %s\n", written->c_str());
+  }
 }
 
 int DryRun(const Spec& spec, const RunFlags& f) {
@@ -94,7 +112,10 @@ int RunSpec(Globals& g, const RunFlags& f) {
           sub->run_ids.size() == 1 ? "" : "s", daemon->pid, f.cancel_on_exit ? " and cancels" : "");
       std::fflush(stdout);
     }
-    return FollowExperiment(api, sub->experiment_id, {f.cancel_on_exit, f.json, f.quiet});
+    int code = FollowExperiment(api, sub->experiment_id, {f.cancel_on_exit, f.json, f.quiet});
+    // Detached or cancelled at Ctrl-C: the experiment is not over, so there is nothing to report.
+    if (code != kExitInterrupted) WriteReportAtEnd(g, sub->experiment_id, f);
+    return code;
   }
 
   if (Status st = CheckStoreDir(g); !st.ok()) return ReportError(st);
@@ -177,6 +198,7 @@ int RunSpec(Globals& g, const RunFlags& f) {
     std::fprintf(stderr, "drover: interrupted; every run was stopped and recorded as cancelled\n");
     return kExitInterrupted;
   }
+  WriteReportAtEnd(g, submitted->experiment_id, f);
   return code;
 }
 

@@ -32,6 +32,7 @@ struct ServeFlags {
   int cpus = 0;
   bool stop_runs = false;
   WatchFlags watch;
+  std::vector<std::string> recipes;
 };
 
 // The token every request must carry: made at first start, kept 0600 in the store folder.
@@ -139,6 +140,10 @@ int Serve(Globals& g, const ServeFlags& f) {
   so.host = listen->first;
   so.port = listen->second;
   so.token = *token;
+  for (const std::string& r : f.recipes) {
+    std::error_code ec;
+    so.recipe_dirs.push_back(std::filesystem::absolute(r, ec).string());
+  }
   server::HttpServer http(so, daemon);
   if (Status st = http.Bind(); !st.ok()) return ReportError(st);
   if (Status st = WriteDaemonInfo(DaemonInfoPath(g), so.host, http.port()); !st.ok()) {
@@ -195,6 +200,11 @@ Command RegisterServe(CLI::App& root, Globals& g) {
   app->add_flag("--stop-runs", f->stop_runs,
                 "On SIGTERM stop running runs (they are requeued) instead of leaving them to be "
                 "adopted by the next daemon");
+  app->add_option("--recipe", f->recipes,
+                  "A project folder (or its drover.yaml) whose recipe the web UI offers for new "
+                  "experiments; repeatable. The daemon's folder and those of submitted "
+                  "experiments are offered anyway")
+      ->check(CLI::ExistingPath);
   AddWatchFlags(app, f->watch);
   return {app, [&g, f] { return Serve(g, *f); }};
 }

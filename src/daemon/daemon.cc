@@ -4,6 +4,7 @@
 #include <future>
 
 #include "protocol/json_codec.h"
+#include "report/series.h"
 #include "server/routes.h"
 #include "spec/spec_parser.h"
 
@@ -159,7 +160,7 @@ void Daemon::OnMetrics(const Run& run, const std::vector<MetricPoint>& points) {
   bool thinned = false;
   for (auto& [name, series] : by_name) {
     if (series.size() > kEventPointsPerMetric) {
-      series = server::Downsample(series, kEventPointsPerMetric);
+      series = report::DownsampleMinMax(series, kEventPointsPerMetric);
       thinned = true;
     }
     for (const auto& p : series) pts.push_back(protocol::ToJson(p));

@@ -2,41 +2,15 @@
 // chart of a long run stays small.
 #include <algorithm>
 #include <cmath>
+#include <climits>
 #include <cstdint>
 #include <map>
 
 #include "protocol/json_codec.h"
+#include "report/series.h"
 #include "server/routes.h"
 
 namespace drover::server {
-
-std::vector<MetricPoint> Downsample(const std::vector<MetricPoint>& series, size_t max_points) {
-  if (max_points < 2 || series.size() <= max_points) return series;
-  std::vector<MetricPoint> out;
-  out.reserve(max_points);
-  out.push_back(series.front());
-  // Interior points [1, n-1) cut into equal buckets; each gives its min and max, in order.
-  // NaN is neither min nor max of a bucket that has numbers (a NaN-only bucket keeps one NaN).
-  size_t interior = series.size() - 2;
-  size_t buckets = (max_points - 2) / 2;
-  for (size_t b = 0; b < buckets; ++b) {
-    size_t lo = 1 + b * interior / buckets;
-    size_t hi = 1 + (b + 1) * interior / buckets;  // exclusive
-    if (lo >= hi) continue;
-    size_t imin = lo, imax = lo;
-    for (size_t i = lo; i < hi; ++i) {
-      double v = series[i].value;
-      if (std::isnan(v)) continue;
-      if (std::isnan(series[imin].value) || v < series[imin].value) imin = i;
-      if (std::isnan(series[imax].value) || v > series[imax].value) imax = i;
-    }
-    size_t first = std::min(imin, imax), second = std::max(imin, imax);
-    out.push_back(series[first]);
-    if (second != first) out.push_back(series[second]);
-  }
-  out.push_back(series.back());
-  return out;
-}
 
 namespace {
 
@@ -63,20 +37,27 @@ Status Metrics(ServerContext& ctx, const httplib::Request& req, httplib::Respons
                       ")");
     }
   }
-  DROVER_ASSIGN_OR_RETURN(auto all, store->GetMetrics(run.id, name));
-  // Ordered by attempt, then step: grouping keeps that order within each series.
-  std::map<std::string, std::vector<MetricPoint>> by_name;
-  for (auto& p : all) {
-    if (attempt_id != 0 && p.attempt_id != attempt_id) continue;
-    if (since_step && p.step <= *since_step) continue;
-    by_name[p.name].push_back(std::move(p));
+  std::vector<std::string> names;
+  if (name.empty()) {
+    DROVER_ASSIGN_OR_RETURN(names, store->MetricNames(run.id));
+  } else {
+    names.push_back(name);
   }
+  // One series at a time, streamed through the downsampler: a 1,000,000-point curve never sits
+  // in memory whole.
   Json series = Json::array();
-  for (auto& [metric, pts] : by_name) {
-    size_t total = pts.size();
-    std::vector<MetricPoint> shown = points && *points > 0 ? Downsample(pts, *points) : pts;
+  for (const std::string& metric : names) {
+    Store::SeriesQuery q{run.id, metric, attempt_id, since_step};
+    DROVER_ASSIGN_OR_RETURN(int64_t total, store->CountMetrics(q));
+    if (total == 0) continue;
+    size_t max_points = points && *points > 0 ? static_cast<size_t>(*points) : 0;
+    report::MinMaxDownsampler d(static_cast<size_t>(total), max_points);
+    DROVER_RETURN_IF_ERROR(store->ScanMetrics(q, [&](const MetricPoint& p) { d.Add(p); }));
     Json list = Json::array();
-    for (const auto& p : shown) list.push_back(protocol::ToJson(p));
+    for (MetricPoint& p : d.Finish()) {
+      p.name = metric;
+      list.push_back(protocol::ToJson(p));
+    }
     series.push_back({{"name", metric}, {"count", total}, {"points", std::move(list)}});
   }
   SendJson(res, 200, {{"run_id", run.id}, {"series", std::move(series)}});

@@ -10,60 +10,7 @@ namespace {
 
 using testing::ServerTest;
 
-std::vector<MetricPoint> Series(int n, double (*f)(int)) {
-  std::vector<MetricPoint> out;
-  for (int i = 0; i < n; ++i) out.push_back({1, 1, i, "loss", f(i), 1000 + i});
-  return out;
-}
 
-TEST(Downsample, ShortSeriesUnchanged) {
-  auto s = Series(10, [](int i) { return i * 1.0; });
-  EXPECT_EQ(Downsample(s, 10).size(), 10u);
-  EXPECT_EQ(Downsample(s, 50).size(), 10u);
-  EXPECT_EQ(Downsample(s, 0).size(), 10u);
-}
-
-TEST(Downsample, KeepsFirstLastAndExtremes) {
-  // A smooth decline with one spike and one dip: both must survive 1000 -> 50.
-  auto s = Series(1000, [](int i) { return 10.0 - i * 0.01; });
-  s[333].value = 1000;
-  s[777].value = -1000;
-  auto d = Downsample(s, 50);
-  ASSERT_EQ(d.size(), 50u);
-  EXPECT_EQ(d.front().step, 0);
-  EXPECT_EQ(d.back().step, 999);
-  bool spike = false, dip = false;
-  for (size_t i = 1; i < d.size(); ++i) EXPECT_LT(d[i - 1].step, d[i].step);  // step order
-  for (const auto& p : d) {
-    spike |= p.step == 333;
-    dip |= p.step == 777;
-  }
-  EXPECT_TRUE(spike);
-  EXPECT_TRUE(dip);
-}
-
-TEST(Downsample, OddBudgetsAndTinyBudgets) {
-  auto s = Series(1000, [](int i) { return std::sin(i * 0.1); });
-  EXPECT_LE(Downsample(s, 51).size(), 51u);
-  EXPECT_GE(Downsample(s, 51).size(), 49u);
-  auto two = Downsample(s, 2);
-  ASSERT_EQ(two.size(), 2u);
-  EXPECT_EQ(two[0].step, 0);
-  EXPECT_EQ(two[1].step, 999);
-  EXPECT_EQ(Downsample(s, 4).size(), 4u);
-  // More buckets than interior points never repeats a point.
-  auto small = Series(7, [](int i) { return i * 1.0; });
-  auto d = Downsample(small, 6);
-  for (size_t i = 1; i < d.size(); ++i) EXPECT_LT(d[i - 1].step, d[i].step);
-}
-
-TEST(Downsample, NaNDoesNotHideNumbers) {
-  auto s = Series(100, [](int i) { return i % 2 ? std::nan("") : i * 1.0; });
-  auto d = Downsample(s, 10);
-  int numbers = 0;
-  for (const auto& p : d) numbers += !std::isnan(p.value);
-  EXPECT_GE(numbers, 8);
-}
 
 class MetricsRoutesTest : public ServerTest {
  protected:

@@ -83,11 +83,6 @@ Result<Run> LoadRun(ServerContext& ctx, int64_t run_id);  // not_found when abse
 // By id, or the newest with that name; not_found when absent.
 Result<Experiment> LoadExperiment(ServerContext& ctx, const std::string& id_or_name);
 
-// --- metrics downsampling (metrics_routes.cc)
-// At most `max_points` points of one series, keeping the first and the last; the points between
-// are cut into (max_points - 2) / 2 equal buckets, each giving its lowest and highest value (in
-// step order), so spikes and dips survive. max_points < 2 or a short series: unchanged.
-std::vector<MetricPoint> Downsample(const std::vector<MetricPoint>& series, size_t max_points);
 
 void RegisterExperimentsRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterRunsRoutes(httplib::Server& http, ServerContext& ctx);

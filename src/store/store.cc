@@ -492,6 +492,66 @@ Result<std::vector<MetricPoint>> Store::GetMetrics(int64_t run_id, const std::st
   return out;
 }
 
+namespace {
+// The WHERE clause of a SeriesQuery; its parameters are bound by BindSeries in the same order.
+std::string SeriesWhere(const Store::SeriesQuery& q) {
+  std::string where = " FROM metrics WHERE run_id = ? AND name = ?";
+  if (q.attempt_id != 0) where += " AND attempt_id = ?";
+  if (q.after_step) where += " AND step > ?";
+  return where;
+}
+void BindSeries(Stmt& st, const Store::SeriesQuery& q) {
+  st.Bind(q.run_id, q.name);
+  if (q.attempt_id != 0) st.Bind(q.attempt_id);
+  if (q.after_step) st.Bind(*q.after_step);
+}
+}  // namespace
+
+Result<int64_t> Store::CountMetrics(const SeriesQuery& q) {
+  DROVER_ASSIGN_OR_RETURN(Stmt st,
+                          impl_->Use("SELECT count(*)" + SeriesWhere(q), "counting metrics"));
+  BindSeries(st, q);
+  DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
+  return row ? st.Int(0) : 0;
+}
+
+Status Store::ScanMetrics(const SeriesQuery& q, const std::function<void(const MetricPoint&)>& fn) {
+  // (run_id, name, attempt_id, step) is an index (schema v6): no sort, one pass.
+  DROVER_ASSIGN_OR_RETURN(
+      Stmt st, impl_->Use("SELECT attempt_id, step, value, t_ms" + SeriesWhere(q) +
+                              " ORDER BY attempt_id, step, rowid",
+                          "reading metrics"));
+  BindSeries(st, q);
+  MetricPoint p;
+  p.run_id = q.run_id;
+  for (;;) {
+    DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    p.attempt_id = st.Int(0);
+    p.step = st.Int(1);
+    p.value = st.Real(2);
+    p.t_ms = st.Int(3);
+    fn(p);
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> Store::MetricNames(int64_t run_id) {
+  // One index seek per name (a DISTINCT would walk every point of the run).
+  std::vector<std::string> out;
+  for (;;) {
+    DROVER_ASSIGN_OR_RETURN(Stmt st, impl_->Use("SELECT name FROM metrics WHERE run_id = ? AND "
+                                                "name > ? ORDER BY name LIMIT 1",
+                                                "reading metric names"));
+    st.Bind(run_id, out.empty() ? std::string() : out.back());
+    DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(st.Text(0));
+    st.Reset();
+  }
+  return out;
+}
+
 Result<std::map<int64_t, std::pair<double, double>>> Store::MetricRanges(
     int64_t experiment_id, const std::string& name) {
   // SQLite stores NaN as NULL, which MIN and MAX skip; +-Inf are left out explicitly.

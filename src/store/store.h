@@ -3,6 +3,7 @@
 // environments. The schema is versioned with PRAGMA user_version and upgraded by migrations in
 // order; a store newer than this binary is refused untouched. Writers group calls between Begin()
 // and Commit() so a loop iteration's changes land in one transaction.
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -82,6 +83,19 @@ class Store {
   Status InsertMetrics(const std::vector<MetricPoint>& points);  // one prepared statement, reused
   // All points of a run (every attempt), ordered by attempt then step; name "" = every metric.
   Result<std::vector<MetricPoint>> GetMetrics(int64_t run_id, const std::string& name = "");
+  // One series of a run (attempt_id 0 = every attempt; after_step: only steps above it), for
+  // reading a long series without holding it all: CountMetrics, then ScanMetrics calls `fn` for
+  // each point in (attempt, step, insertion) order. The point's `name` is left empty.
+  struct SeriesQuery {
+    int64_t run_id = 0;
+    std::string name;
+    int64_t attempt_id = 0;
+    std::optional<int64_t> after_step;
+  };
+  Result<int64_t> CountMetrics(const SeriesQuery& q);
+  Status ScanMetrics(const SeriesQuery& q, const std::function<void(const MetricPoint&)>& fn);
+  // The names of a run's metrics, sorted.
+  Result<std::vector<std::string>> MetricNames(int64_t run_id);
   // For each run of an experiment that reported `name`: its lowest and highest value (NaN and
   // Inf left out), for ranking runs by their best without reading every point.
   Result<std::map<int64_t, std::pair<double, double>>> MetricRanges(int64_t experiment_id,

@@ -1,6 +1,8 @@
 #include "store/store.h"
 
 #include <gtest/gtest.h>
+
+#include <tuple>
 #include <sqlite3.h>
 #include <stdlib.h>
 
@@ -234,10 +236,10 @@ class StoreTest : public ::testing::Test {
 // ---- opening ----
 
 TEST_F(StoreTest, FreshStoreIsAtLatestVersion) {
-  EXPECT_EQ(Store::LatestSchemaVersion(), 5);
+  EXPECT_EQ(Store::LatestSchemaVersion(), 6);
   auto v = store_->SchemaVersion();
   ASSERT_TRUE(v.ok());
-  EXPECT_EQ(*v, 5);
+  EXPECT_EQ(*v, 6);
   auto ok = store_->IntegrityOk();
   ASSERT_TRUE(ok.ok());
   EXPECT_TRUE(*ok);
@@ -264,7 +266,7 @@ TEST(StoreOpen, FileStoreCreatesFoldersUsesWalAndPersists) {
   EXPECT_TRUE(fs::exists(path));
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), 5);
+  EXPECT_EQ(*store->SchemaVersion(), 6);
   auto r = store->GetRun(run_id);
   ASSERT_TRUE(r.ok());
   ASSERT_TRUE(r->has_value());
@@ -323,7 +325,7 @@ TEST(StoreOpen, NewerSchemaIsRefusedAndLeftByteIdentical) {
   EXPECT_EQ(s.status().code(), Code::kFailedPrecondition);
   EXPECT_EQ(s.status().message(), "store at " + path +
                                       " has schema version 7, newer than this drover "
-                                      "understands (5); upgrade drover");
+                                      "understands (6); upgrade drover");
   EXPECT_EQ(ReadFile(path), before);
   EXPECT_FALSE(fs::exists(path + "-wal"));
 }
@@ -347,7 +349,7 @@ TEST(StoreOpen, EmptyFileBecomesAStore) {
   WriteFile(path, "");
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), 5);
+  EXPECT_EQ(*store->SchemaVersion(), 6);
 }
 
 TEST(StoreOpen, UnwritableFolderIsAnIoError) {
@@ -374,8 +376,8 @@ TEST(StoreMigration, OpensVersion1FileAndUpgrades) {
 
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), 5);
-  EXPECT_EQ(RawQueryText(path, "PRAGMA user_version"), "5");
+  EXPECT_EQ(*store->SchemaVersion(), 6);
+  EXPECT_EQ(RawQueryText(path, "PRAGMA user_version"), "6");
   EXPECT_TRUE(*store->IntegrityOk());
 
   // Old rows read back through the API.
@@ -465,7 +467,7 @@ TEST(StoreMigration, OpensVersion1FileAndUpgrades) {
   EXPECT_EQ(r.id, 4);
   EXPECT_EQ(RawQueryText(path,
                          "SELECT count(*) FROM sqlite_schema WHERE name = "
-                         "'metrics_by_run_name_step'"),
+                         "'metrics_by_run_name_attempt_step'"),
             "1");
 }
 
@@ -745,6 +747,39 @@ TEST_F(StoreTest, MetricRangesPerRunOfOneExperiment) {
   EXPECT_EQ(ranges->at(a), std::make_pair(0.5, 0.9));
   EXPECT_EQ(ranges->at(b), std::make_pair(0.7, 0.7));
   EXPECT_TRUE(store_->MetricRanges(exp, "missing")->empty());
+}
+
+TEST_F(StoreTest, ScanMetricsStreamsOneSeriesInAttemptStepOrder) {
+  int64_t run = AddRun(AddExperiment());
+  ASSERT_TRUE(store_
+                  ->InsertMetrics({{run, 2, 1, "loss", 0.7, 5},
+                                   {run, 1, 2, "loss", 0.5, 2},
+                                   {run, 1, 1, "loss", 0.9, 1},
+                                   {run, 1, 1, "acc", 0.1, 1},
+                                   {run, 1, 2, "loss", 0.4, 3},
+                                   {run, 2, 3, "zeta", 1, 3}})
+                  .ok());
+  Store::SeriesQuery q{run, "loss", 0, std::nullopt};
+  EXPECT_EQ(*store_->CountMetrics(q), 4);
+  std::vector<std::tuple<int64_t, int64_t, double>> seen;
+  ASSERT_TRUE(store_
+                  ->ScanMetrics(q, [&](const MetricPoint& p) {
+                    EXPECT_EQ(p.run_id, run);
+                    seen.emplace_back(p.attempt_id, p.step, p.value);
+                  })
+                  .ok());
+  EXPECT_EQ(seen, (std::vector<std::tuple<int64_t, int64_t, double>>{
+                      {1, 1, 0.9}, {1, 2, 0.5}, {1, 2, 0.4}, {2, 1, 0.7}}));
+  q.attempt_id = 1;
+  q.after_step = 1;
+  EXPECT_EQ(*store_->CountMetrics(q), 2);
+  seen.clear();
+  ASSERT_TRUE(store_->ScanMetrics(q, [&](const MetricPoint& p) {
+                      seen.emplace_back(p.attempt_id, p.step, p.value);
+                    }).ok());
+  EXPECT_EQ(seen, (std::vector<std::tuple<int64_t, int64_t, double>>{{1, 2, 0.5}, {1, 2, 0.4}}));
+  EXPECT_EQ(*store_->MetricNames(run), (std::vector<std::string>{"acc", "loss", "zeta"}));
+  EXPECT_TRUE(store_->MetricNames(run + 1)->empty());
 }
 
 TEST_F(StoreTest, MetricsBatchOutsideTransactionIsAllOrNothing) {

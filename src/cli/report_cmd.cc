@@ -1,0 +1,192 @@
+// drover report EXP: one self-contained HTML file about an experiment (docs/web.md, "Reports").
+#include "cli/report_cmd.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+
+#include "common/clock.h"
+#include "drover_version.h"
+
+namespace drover::cli {
+namespace {
+
+// Points fetched per curve: more than a chart is wide (it downsamples again to its pixels), few
+// enough that a report of a hundred 1,000,000-step runs stays small and quick.
+constexpr int kCurvePoints = 2000;
+
+namespace fs = std::filesystem;
+
+struct ReportFlags {
+  std::string experiment;
+  std::string output;
+  std::string metric;
+  std::string mode;
+};
+
+int ReportCmd(Globals& g, const ReportFlags& f) {
+  if (!f.output.empty()) {
+    std::error_code ec;
+    if (fs::is_directory(f.output, ec)) {
+      return ReportError(InvalidArgument(
+          fmt::format("-o {} is a folder; give the file to write, e.g. -o {}/report.html", f.output,
+                      f.output)));
+    }
+    fs::path parent = fs::path(f.output).parent_path();
+    if (!parent.empty() && !fs::is_directory(parent, ec)) {
+      return ReportError(InvalidArgument(
+          fmt::format("-o {}: there is no folder {}; create it first or write elsewhere", f.output,
+                      parent.string())));
+    }
+  }
+  auto catalog = OpenCatalog(g);
+  if (!catalog.ok()) return ReportError(catalog.status());
+  auto exp = (*catalog)->FindExperiment(f.experiment);
+  if (!exp.ok()) return ReportError(exp.status());
+  auto data = LoadReportData(**catalog, *exp, f.metric, f.mode);
+  if (!data.ok()) return ReportError(data.status());
+  if (!f.metric.empty()) {
+    bool any = std::any_of(data->runs.begin(), data->runs.end(),
+                           [&](const Run& r) { return r.final_metrics.contains(f.metric); });
+    if (!any) {
+      report::Comparison c = report::Compare(*exp, data->runs, "", "");
+      std::string known;
+      for (const auto& m : c.metrics) known += (known.empty() ? "" : ", ") + m;
+      return ReportError(
+          InvalidArgument(fmt::format("no run of experiment {} reported '{}'; metrics reported: {}",
+                                      exp->name, f.metric, known.empty() ? "none" : known)));
+    }
+  }
+  std::string path = f.output.empty() ? DefaultReportPath(g, *exp) : f.output;
+  Status st = WriteTextFile(path, report::RenderReportHtml(*data), f.output.empty());
+  if (!st.ok()) return ReportError(st);
+  std::printf("%s\n", path.c_str());
+  return kExitOk;
+}
+
+}  // namespace
+
+Status LoadCurves(Catalog& catalog, const std::vector<Run>& runs,
+                  const std::vector<std::string>& metrics,
+                  std::map<int64_t, report::RunDetails>* details) {
+  for (const Run& run : runs) {
+    report::RunDetails& d = (*details)[run.id];
+    if (d.attempts.empty() && run.attempts > 0) {
+      DROVER_ASSIGN_OR_RETURN(d.attempts, catalog.ListAttempts(run.id));
+      std::sort(d.attempts.begin(), d.attempts.end(),
+                [](const Attempt& a, const Attempt& b) { return a.number < b.number; });
+    }
+    // final_metrics holds the last value of every metric the run ever reported: nothing there,
+    // nothing to fetch.
+    bool any = std::any_of(metrics.begin(), metrics.end(),
+                           [&](const std::string& m) { return run.final_metrics.contains(m); });
+    if (!any) continue;
+    // One attempt's curves: steps start again at every attempt, so two would draw back and forth.
+    for (auto a = d.attempts.rbegin(); a != d.attempts.rend() && d.curve_attempt == 0; ++a) {
+      for (const auto& m : metrics) {
+        SeriesQuery q;
+        q.name = m;
+        q.attempt = a->number;
+        q.points = kCurvePoints;
+        DROVER_ASSIGN_OR_RETURN(auto series, catalog.GetMetricSeries(run.id, q));
+        for (auto& s : series) {
+          if (s.points.empty()) continue;
+          d.curve_attempt = a->number;
+          d.curves[s.name] = std::move(s);
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Result<report::ReportData> LoadReportData(Catalog& catalog, const Experiment& exp,
+                                          const std::string& metric, const std::string& mode) {
+  report::ReportData d;
+  d.experiment = exp;
+  d.metric = metric;
+  d.mode = mode;
+  d.drover_version = DROVER_VERSION;
+  RealClock clock;
+  d.generated_ms = clock.Now();
+  RunFilter filter;
+  filter.experiment_id = exp.id;
+  DROVER_ASSIGN_OR_RETURN(d.runs, catalog.ListRuns(filter));
+  report::Comparison c = report::Compare(exp, d.runs, metric, mode);
+  DROVER_RETURN_IF_ERROR(LoadCurves(catalog, d.runs, report::CurveMetrics(c), &d.details));
+  AlertFilter af;
+  af.experiment_id = exp.id;
+  DROVER_ASSIGN_OR_RETURN(d.alerts, catalog.ListAlerts(af));
+  return d;
+}
+
+std::string DefaultReportPath(const Globals& g, const Experiment& exp) {
+  std::string name;
+  for (char ch : exp.name) {
+    bool safe = std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' ||
+                (ch == '.' && !name.empty());
+    name += safe ? ch : '-';
+  }
+  if (name.empty()) name = "experiment";
+  return (fs::path(StoreDir(g)) / "reports" / fmt::format("{}-{}.html", name, exp.id)).string();
+}
+
+Status WriteTextFile(const std::string& path, const std::string& text, bool make_dirs) {
+  fs::path parent = fs::path(path).parent_path();
+  if (make_dirs && !parent.empty()) {
+    std::error_code ec;
+    fs::create_directories(parent, ec);
+    if (ec) return ErrnoStatus("creating " + parent.string(), ec.value());
+  }
+  std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
+  FILE* file = std::fopen(tmp.c_str(), "w");
+  if (!file) return ErrnoStatus("writing " + path);
+  bool ok = std::fwrite(text.data(), 1, text.size(), file) == text.size();
+  int err = errno;
+  if (std::fclose(file) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
+  if (!ok) {
+    std::remove(tmp.c_str());
+    return ErrnoStatus("writing " + path, err);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    err = errno;
+    std::remove(tmp.c_str());
+    return ErrnoStatus("writing " + path, err);
+  }
+  return Status::Ok();
+}
+
+Result<std::string> WriteExperimentReport(const Globals& g, Catalog& catalog, const Experiment& exp,
+                                          const std::string& path) {
+  DROVER_ASSIGN_OR_RETURN(report::ReportData data, LoadReportData(catalog, exp, "", ""));
+  std::string out = path.empty() ? DefaultReportPath(g, exp) : path;
+  DROVER_RETURN_IF_ERROR(WriteTextFile(out, report::RenderReportHtml(data), path.empty()));
+  return out;
+}
+
+Command RegisterReport(CLI::App& root, Globals& g) {
+  auto f = std::make_shared<ReportFlags>();
+  CLI::App* app = root.add_subcommand(
+      "report",
+      "Write one self-contained HTML file about an experiment: results, curves, params against "
+      "the objective, failures");
+  app->add_option("experiment", f->experiment, "Experiment id or name (the newest of that name)")
+      ->required();
+  app->add_option("-o,--output", f->output,
+                  "The file to write (default <store>/reports/<name>-<id>.html)");
+  app->add_option("-m,--metric", f->metric,
+                  "Rank and plot by this metric instead of the objective");
+  app->add_option("--mode", f->mode, "min or max (default: the objective's, else by name)")
+      ->check(CLI::IsMember({"min", "max"}));
+  return {app, [&g, f] { return ReportCmd(g, *f); }};
+}
+
+}  // namespace drover::cli

@@ -111,11 +111,31 @@ int main(int argc, char** argv) {
   r.started_ms = t0 + 1000;
   r.ended_ms = t0 + 3'600'000;
   if (Status st = store.InsertRun(r); !st.ok()) return Fail(st);
+  Attempt a;
+  a.run_id = r.id;
+  a.number = 1;
+  a.ended = true;
+  a.reason = "succeeded";
+  a.exit_code = 0;
+  a.argv = {"python3", "train.py"};
+  a.started_ms = r.started_ms;
+  a.ended_ms = r.ended_ms;
+  a.stdout_path = dir + "/long-stdout";
+  a.stderr_path = dir + "/long-stderr";
+  if (Status st = store.InsertAttempt(a); !st.ok()) return Fail(st);
+  {
+    std::FILE* out = std::fopen(a.stdout_path.c_str(), "w");
+    if (out != nullptr) {
+      for (int i = 0; i < 100; ++i) std::fprintf(out, "{\"step\": %d, \"loss\": 1.0}\n", i);
+      std::fclose(out);
+    }
+    std::fclose(std::fopen(a.stderr_path.c_str(), "w"));
+  }
   std::normal_distribution<double> noise(0, 0.02);
   double last = 0;
   for (long s = 0; s < points; ++s) {
     last = 2.0 / (1 + s * 1e-4) + noise(rng);
-    batch.push_back({r.id, 0, s, "loss", last, r.started_ms + s});
+    batch.push_back({r.id, a.id, s, "loss", last, r.started_ms + s});
     if (batch.size() >= 50'000) {
       if (Status st = store.InsertMetrics(batch); !st.ok()) return Fail(st);
       batch.clear();

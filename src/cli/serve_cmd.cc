@@ -166,6 +166,10 @@ int Serve(Globals& g, const ServeFlags& f) {
   const RecoverySummary& r = *recovered;
   std::printf("drover serve: listening on http://%s:%d/api/v1 (store %s, pid %d)\n",
               so.host.c_str(), http.port(), StoreDir(g).c_str(), ::getpid());
+  std::printf("web UI: http://%s:%d/ (sign in with the token in %s/token)\n",
+              self.host.find(':') != std::string::npos ? ("[" + self.host + "]").c_str()
+                                                       : self.host.c_str(),
+              http.port(), StoreDir(g).c_str());
   if (!setup->config_path.empty()) std::printf("watch config: %s\n", setup->config_path.c_str());
   if (r.experiments > 0) {
     std::printf("took over %d experiment(s): %d queued, %d adopted, %d ended while down, %d "

@@ -239,10 +239,18 @@ Status Engine::Flush() {
     // Half an iteration must not land: metric points without their offset would be read twice.
     (void)store_.Rollback();
     unsent_alerts_.clear();
+    unsent_notes_.clear();
     return error_;
   }
   Status st = store_.Commit();
   if (!st.ok()) Fail(st);
+  // Observers (the daemon's event stream, the live view) hear of a change once it is committed:
+  // a client that reads the API when an event arrives finds what the event said.
+  std::vector<std::function<void()>> notes;
+  notes.swap(unsent_notes_);
+  if (error_.ok()) {
+    for (auto& note : notes) note();
+  }
   // Alerts go out only once stored: a webhook never names an alert the store does not have.
   std::vector<Alert> alerts;
   alerts.swap(unsent_alerts_);
@@ -253,6 +261,15 @@ Status Engine::Flush() {
     }
   }
   return error_;
+}
+
+void Engine::Notify(std::function<void()> note) {
+  if (observer_ == nullptr) return;
+  if (in_tx_) {
+    unsent_notes_.push_back(std::move(note));
+  } else {
+    note();
+  }
 }
 
 void Engine::Fail(Status st) {
@@ -602,7 +619,10 @@ void Engine::SetState(Live& live, RunState state, const std::string& note, Milli
   if (!note.empty()) e.data["note"] = note;
   st = store_.InsertEvent(e);
   if (!st.ok()) Fail(st);
-  if (observer_) observer_->OnRunChanged(run, live.attempt ? &*live.attempt : nullptr, note);
+  std::optional<Attempt> attempt = live.attempt;
+  Notify([this, run, attempt, note] {
+    observer_->OnRunChanged(run, attempt ? &*attempt : nullptr, note);
+  });
 }
 
 void Engine::Release(Live& live) {
@@ -1041,7 +1061,9 @@ void Engine::TailMetrics(Live& live, bool final, Millis now) {
   if (st.ok()) st = store_.UpdateRun(live.run);
   if (!st.ok()) Fail(st);
   WatchPoints(live, points, now);
-  if (observer_ && !points.empty()) observer_->OnMetrics(live.run, points);
+  if (!points.empty()) {
+    Notify([this, run = live.run, points] { observer_->OnMetrics(run, points); });
+  }
 }
 
 }  // namespace drover

@@ -64,7 +64,8 @@ struct GpuView {
 class EngineObserver {
  public:
   virtual ~EngineObserver() = default;
-  // A run changed state (attempt is the attempt that started or ended, if any).
+  // A run changed state (attempt is the attempt that started or ended, if any). This and
+  // OnMetrics are called once the change is committed to the store.
   virtual void OnRunChanged(const Run& run, const Attempt* attempt, const std::string& note) {}
   virtual void OnMetrics(const Run& run, const std::vector<MetricPoint>& points) {}
   // An alert was raised, stored and committed (not called for repeats within the silence window).
@@ -131,6 +132,8 @@ class Engine {
   Status InitGpus();
   void Tx();
   Status Flush();
+  // Calls the observer now, or after the open transaction commits (dropped if it rolls back).
+  void Notify(std::function<void()> note);
   void Fail(Status st);
   void Schedule(Millis now);
   void Launch(Live& live, const sched::StartAction& action, Millis now);
@@ -193,6 +196,7 @@ class Engine {
   std::map<int, std::vector<int64_t>> idle_holders_;  // the runs each idle detector is about
   std::string sample_error_;                           // the last sampling error, logged once
   std::vector<Alert> unsent_alerts_;                   // raised this iteration, sent after commit
+  std::vector<std::function<void()>> unsent_notes_;    // observer calls, made after commit
   struct SampleBucket {
     GpuSample sum;
     int count = 0;

@@ -94,7 +94,9 @@ httplib::Server::HandlerResponse FillErrorBody(const httplib::Request& req,
 // the Bearer token, or the web UI's session cookie (docs/web.md) plus, for a request that changes
 // something, the session's CSRF token. Answers the refusal itself and returns false.
 bool Authorized(const std::string& token, const httplib::Request& req, httplib::Response& res) {
-  if (req.path == "/login" || req.path.starts_with("/static/")) return true;
+  if (req.path == "/login" || req.path == "/favicon.ico" || req.path.starts_with("/static/")) {
+    return true;
+  }
   std::string auth = req.get_header_value("Authorization");
   std::string given;
   if (auth.size() > 7 && Lower(auth.substr(0, 7)) == "bearer ") given = auth.substr(7);

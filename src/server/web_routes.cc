@@ -17,7 +17,9 @@ void NoStore(httplib::Response& res) {
   res.set_header("Cache-Control", "no-store");
   res.set_header("X-Content-Type-Options", "nosniff");
   res.set_header("X-Frame-Options", "DENY");
-  res.set_header("Referrer-Policy", "no-referrer");
+  // Not no-referrer: with it Chromium sends "Origin: null" on the page's own POSTs, which the
+  // Origin check refuses.
+  res.set_header("Referrer-Policy", "same-origin");
   // Only this server's own scripts; uPlot sets element styles from script, which CSP allows.
   res.set_header("Content-Security-Policy",
                  "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
@@ -87,6 +89,9 @@ void RegisterWebRoutes(httplib::Server& http, ServerContext& ctx) {
   };
   http.Get("/", index);
   http.Get("/index.html", index);
+
+  // Browsers ask for it on pages without an icon (the API's JSON errors); nothing to show.
+  http.Get("/favicon.ico", [](const httplib::Request&, httplib::Response& res) { res.status = 204; });
 
   http.Get("/static/(.+)", [](const httplib::Request& req, httplib::Response& res) {
     std::string path = req.matches[1].str();

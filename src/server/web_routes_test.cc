@@ -101,6 +101,11 @@ TEST_F(WebRoutesTest, SignInSetsAnHttpOnlyStrictCookieThatOpensTheApp) {
   EXPECT_NE(login->body.find("<form"), std::string::npos);
   EXPECT_EQ(login->body.find("{{error}}"), std::string::npos);
   EXPECT_EQ(login->get_header_value("X-Frame-Options"), "DENY");
+  // Not no-referrer, which makes Chromium send "Origin: null" on the form's POST.
+  EXPECT_EQ(login->get_header_value("Referrer-Policy"), "same-origin");
+  auto icon = anon->Get("/favicon.ico");
+  ASSERT_TRUE(icon);
+  EXPECT_EQ(icon->status, 204);
 
   auto wrong = anon->Post("/login", "token=nope", "application/x-www-form-urlencoded");
   ASSERT_TRUE(wrong);

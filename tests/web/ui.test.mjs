@@ -1,0 +1,422 @@
+// drover's web UI in Debian's chromium, driven by playwright-core, against a real daemon with two
+// fake GPUs and the digits example (docs/web.md; tests/web/run.sh starts it):
+//   node ui.test.mjs DROVER_BIN DIGITS_DIR ARTIFACTS_DIR [CHROMIUM]
+// Signs in through the form, checks that requests without the cookie or the token are refused,
+// submits an experiment through the checkbox form, watches its runs and curves, opens a run and
+// follows its live log, cancels it, compares two runs, and opens `drover report`'s HTML file
+// from disk. Any console error or page error fails the test. A screenshot of every page goes to
+// ARTIFACTS_DIR; so do the daemon's output and, on failure, the console log.
+import { spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, writeFileSync, readFileSync, existsSync, mkdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+import { chromium } from "playwright-core";
+
+const [droverArg, digitsArg, artifactsArg, chromiumArg] = process.argv.slice(2);
+if (!droverArg || !digitsArg || !artifactsArg) {
+  console.error("usage: node ui.test.mjs DROVER_BIN DIGITS_DIR ARTIFACTS_DIR [CHROMIUM]");
+  process.exit(2);
+}
+const drover = path.resolve(droverArg);
+const digits = path.resolve(digitsArg);
+const artifacts = path.resolve(artifactsArg);
+const chromiumPath = chromiumArg || "/usr/bin/chromium";
+mkdirSync(artifacts, { recursive: true });
+
+const work = mkdtempSync(path.join(tmpdir(), "drover-web-"));
+const store = path.join(work, "store");
+const t0 = Date.now();
+const log = (...a) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s]`, ...a);
+
+let daemon = null;
+let browser = null;
+const consoleProblems = []; // console errors/warnings and page errors, over the whole test
+const consoleLog = [];
+
+function fail(msg) {
+  throw new Error(msg);
+}
+function expect(cond, msg) {
+  if (!cond) fail(msg);
+}
+
+// ---- the daemon: fake GPUs with scripted telemetry (so the sparklines move), telemetry every
+// second, a stored sample every 2 s (so /gpus/samples has rows), run from the digits folder (so
+// its drover.yaml is the recipe offered).
+function startDaemon() {
+  mkdirSync(store, { recursive: true });
+  const telemetry = path.join(work, "telemetry.jsonl");
+  writeFileSync(telemetry, [
+    // both GPUs stay under 30% busy, so a run held on either raises an idle_gpu alert
+    { at: "0s", gpu: 0, utilization: 12, memory_used: "3GiB", temperature: 45, power: 90 },
+    { at: "0s", gpu: 1, utilization: 27, memory_used: "9GiB", temperature: 61, power: 240 },
+    { at: "2s", gpu: 0, utilization: 8, temperature: 47 },
+    { at: "2s", gpu: 1, utilization: 19, memory_used: "10GiB", temperature: 64, power: 260 },
+    { at: "4s", gpu: 0, utilization: 15, memory_used: "4GiB", temperature: 46 },
+    { at: "4s", gpu: 1, utilization: 24, memory_used: "11GiB", temperature: 66 },
+    { repeat: "6s" },
+  ].map((l) => JSON.stringify(l)).join("\n") + "\n");
+  const config = path.join(work, "config.yaml");
+  writeFileSync(config, "telemetry:\n  period: 1s\n  store_every: 2s\nalerts:\n  sinks: []\ndetectors:\n  idle_gpu: {utilization: 30, for: 3s}\n");
+  const out = path.join(artifacts, "serve.log");
+  writeFileSync(out, "");
+  daemon = spawn(drover, ["serve", "--store", store, "--listen", "127.0.0.1:0", "--fake-gpus", "2x16GiB",
+    "--fake-telemetry", telemetry, "--config", config, "--stop-runs"], {
+    cwd: digits,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  daemon.stdout.on("data", (d) => writeFileSync(out, d, { flag: "a" }));
+  daemon.stderr.on("data", (d) => writeFileSync(out, d, { flag: "a" }));
+  daemon.on("exit", (code, sig) => {
+    if (daemon) log(`daemon exited (${code ?? sig})`);
+    daemon = null;
+  });
+}
+
+async function waitFor(what, fn, timeoutMs = 30000, everyMs = 100) {
+  const end = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    try {
+      last = await fn();
+      if (last) return last;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > end) fail(`timed out waiting for ${what} (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+async function stopDaemon() {
+  if (!daemon) return;
+  const d = daemon;
+  d.kill("SIGTERM");
+  await waitFor("the daemon to stop", () => d.exitCode !== null || d.signalCode !== null, 15000).catch(() => d.kill("SIGKILL"));
+}
+
+// ---- main
+let base, token, api;
+const shot = async (page, name) => {
+  await page.screenshot({ path: path.join(artifacts, `${name}.png`), fullPage: true });
+  log(`screenshot ${name}.png`);
+};
+
+async function main() {
+  startDaemon();
+  const info = await waitFor("daemon.json", () => {
+    const f = path.join(store, "daemon.json");
+    if (!existsSync(f)) return null;
+    const text = readFileSync(f, "utf8");
+    return text.includes('"port"') ? JSON.parse(text) : null;
+  }, 20000, 50);
+  base = `http://127.0.0.1:${info.port}`;
+  token = readFileSync(path.join(store, "token"), "utf8").trim();
+  api = async (p, opts = {}) => {
+    const r = await fetch(`${base}/api/v1${p}`, { ...opts, headers: { Authorization: `Bearer ${token}`, ...(opts.body ? { "Content-Type": "application/json" } : {}), ...(opts.headers || {}) } });
+    const body = await r.json();
+    if (!r.ok) fail(`${opts.method || "GET"} ${p}: ${r.status} ${JSON.stringify(body)}`);
+    return body;
+  };
+  log(`daemon on ${base}`);
+
+  // ---- without the cookie or the token: refused
+  {
+    const r1 = await fetch(`${base}/api/v1/runs`);
+    expect(r1.status === 401, `GET /api/v1/runs without auth: want 401, got ${r1.status}`);
+    const b1 = await r1.json();
+    expect(b1.error?.code === "unauthenticated", `401 body: ${JSON.stringify(b1)}`);
+    const r2 = await fetch(`${base}/`, { redirect: "manual" });
+    expect(r2.status === 303 && (r2.headers.get("location") || "").endsWith("/login"), `GET / without auth: want 303 to /login, got ${r2.status} ${r2.headers.get("location")}`);
+    const r3 = await fetch(`${base}/api/v1/events`);
+    expect(r3.status === 401, `GET /api/v1/events without auth: want 401, got ${r3.status}`);
+    await r3.body?.cancel();
+    const r4 = await fetch(`${base}/login`, { method: "POST", body: new URLSearchParams({ token: "not-the-token" }), redirect: "manual" });
+    const page4 = await r4.text();
+    expect(r4.status === 401 && !r4.headers.get("set-cookie"), `POST /login with a wrong token: want 401 without a cookie, got ${r4.status}`);
+    expect(/token/i.test(page4) && !page4.includes("{{error}}"), "the sign-in page shows no error for a wrong token");
+    const r5 = await fetch(`${base}/static/app.js`);
+    expect(r5.status === 200 && (r5.headers.get("content-type") || "").includes("javascript"), `GET /static/app.js: ${r5.status} ${r5.headers.get("content-type")}`);
+    const r6 = await fetch(`${base}/static/uPlot.iife.min.js`);
+    expect(r6.status === 200, `GET /static/uPlot.iife.min.js: ${r6.status}`);
+    log("refused without cookie or token: /api/v1/runs 401, / 303 -> /login, /api/v1/events 401, wrong token 401");
+  }
+
+  browser = await chromium.launch({
+    executablePath: chromiumPath,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
+  });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 860 }, colorScheme: "light" });
+  const page = await context.newPage();
+  page.setDefaultTimeout(30000);
+  const watchConsole = (p, where) => {
+    p.on("console", (m) => {
+      const line = `${where} ${m.type()}: ${m.text()} ${m.location()?.url || ""}`;
+      consoleLog.push(line);
+      if (m.type() === "error" || m.type() === "warning") consoleProblems.push(line);
+    });
+    p.on("pageerror", (e) => {
+      const line = `${where} pageerror: ${e.message}\n${e.stack || ""}`;
+      consoleLog.push(line);
+      consoleProblems.push(line);
+    });
+  };
+  watchConsole(page, "app");
+
+  // ---- sign in through the form
+  await page.goto(`${base}/`);
+  expect(page.url().endsWith("/login"), `the app without a cookie should land on /login, got ${page.url()}`);
+  await page.waitForSelector("form input[name=token]");
+  await shot(page, "login");
+  await page.fill("input[name=token]", token);
+  await Promise.all([page.waitForURL(`${base}/`), page.click("button[type=submit]")]);
+  const cookies = await context.cookies();
+  const session = cookies.find((c) => c.name === "drover_session");
+  expect(session && session.httpOnly && session.sameSite === "Strict", `session cookie: ${JSON.stringify(session)}`);
+  log("signed in through the form; cookie is HttpOnly, SameSite=Strict");
+
+  // CSRF: the cookie alone cannot change anything; the page's token can.
+  {
+    const csrf = await page.getAttribute('meta[name="drover-csrf"]', "content");
+    expect(csrf && !csrf.includes("{{"), `the page has no CSRF token: ${csrf}`);
+    const cookie = `drover_session=${session.value}`;
+    const s = await (await fetch(`${base}/api/v1/session`, { headers: { Cookie: cookie } })).json();
+    expect(s.auth === "cookie" && s.csrf === csrf, `GET /api/v1/session: ${JSON.stringify(s)}`);
+    const bad = await fetch(`${base}/api/v1/runs/1/priority`, { method: "POST", headers: { Cookie: cookie, "Content-Type": "application/json" }, body: '{"priority": 1}' });
+    expect(bad.status === 403, `POST with the cookie but no CSRF header: want 403, got ${bad.status}`);
+    const runs = await fetch(`${base}/api/v1/runs`, { headers: { Cookie: cookie } });
+    expect(runs.status === 200, `GET /api/v1/runs with the cookie: ${runs.status}`);
+    log("cookie works for reads; a POST without X-Drover-Csrf is 403");
+  }
+
+  // ---- overview: both GPUs, sparklines fed by /gpus/samples and the gpu events
+  await page.waitForSelector(".gpu-card[data-gpu='1']");
+  expect((await page.locator(".gpu-card").count()) === 2, "the overview should show 2 GPU cards");
+  await waitFor("GPU sparklines with 3+ points", async () =>
+    page.evaluate(() => [...document.querySelectorAll(".gpu-card .spark")].every((s) => Number(s.dataset.points) >= 3)), 20000, 250);
+  await page.waitForSelector("#live-dot.live-live");
+  await shot(page, "overview-idle");
+  log("overview: 2 GPU cards with live sparklines; event stream live");
+
+  // ---- new experiment through the checkbox form: 2 batch sizes -> 2 runs
+  await page.click("a.nav-link[data-nav=new]");
+  await page.waitForSelector("fieldset[data-param=batch_size] input[type=checkbox]");
+  const recipePath = await page.inputValue("#recipe-path");
+  expect(recipePath === path.join(digits, "drover.yaml"), `the recipe offered: ${recipePath}`);
+  await waitFor("the plan of the defaults", () => page.evaluate(() => document.querySelector("#run-count").dataset.runs === "1"));
+  // batch_size: 16 as well as the default 32
+  const bsBoxes = await page.$$eval("fieldset[data-param=batch_size] input[type=checkbox]", (els) => els.map((e) => [e.value, e.checked]));
+  log(`batch_size values offered: ${bsBoxes.map(([v, c]) => (c ? `[${v}]` : v)).join(" ")}`);
+  const other = bsBoxes.find(([v, c]) => !c && v === "16") || bsBoxes.find(([, c]) => !c);
+  expect(other, "no second batch size to tick");
+  await page.check(`fieldset[data-param=batch_size] input[value="${other[0]}"]`);
+  // 2 epochs keep it quick: untick the default, type 2
+  for (const [v, c] of await page.$$eval("fieldset[data-param=epochs] input[type=checkbox]", (els) => els.map((e) => [e.value, e.checked]))) {
+    if (c) await page.uncheck(`fieldset[data-param=epochs] input[value="${v}"]`);
+  }
+  await page.fill("fieldset[data-param=epochs] input.free", "2");
+  await waitFor("the plan to say 2 runs", () => page.evaluate(() => document.querySelector("#run-count").dataset.runs === "2"));
+  const yaml = await page.textContent("#plan-yaml");
+  expect(/batch_size/.test(yaml) && yaml.includes(other[0]) && /epochs:\s*2\b/.test(yaml), `the YAML to submit:\n${yaml}`);
+  expect(!(await page.isDisabled("#submit-experiment")), "Submit is disabled");
+  await shot(page, "new-experiment");
+  await page.click("#submit-experiment");
+  await page.waitForURL(/#\/experiments\/\d+/);
+  const expId = Number(page.url().match(/#\/experiments\/(\d+)/)[1]);
+  log(`submitted experiment ${expId} through the form (2 runs shown before submitting)`);
+
+  // ---- the experiment page: runs appear, curves draw, best marked, sort, filter
+  await page.waitForSelector("#runs-table tbody tr[data-run]");
+  await waitFor("2 rows in the runs table", async () => (await page.locator("#runs-table tbody tr[data-run]").count()) === 2);
+  const marks = await page.evaluate(() => performance.getEntriesByName("drover:table-rendered").length);
+  expect(marks >= 1, "no drover:table-rendered performance mark");
+  await waitFor("both runs to succeed", async () =>
+    (await page.$$eval("#runs-table tbody tr[data-run]", (rows) => rows.map((r) => r.dataset.state))).every((s) => s === "succeeded"), 90000, 250);
+  // the overlay: one uPlot series per selected run, 2 epochs of val_acc each
+  const curve = await waitFor("the curves of both runs", async () => {
+    const c = await page.evaluate(() => {
+      const el = document.querySelector(".chart-box .chart");
+      return el ? { points: el.dataset.points, canvas: !!el.querySelector(".uplot canvas"), metric: document.querySelector("#curve-metric").value } : null;
+    });
+    return c && c.metric === "val_acc" && c.canvas && c.points.split(",").length === 2 && c.points.split(",").every((n) => Number(n) >= 2) ? c : null;
+  }, 20000, 200);
+  expect(curve.metric === "val_acc", `the curves should show the objective, val_acc, not ${curve.metric}`);
+  log(`curves drawn: metric ${curve.metric}, points per run ${curve.points}`);
+  expect((await page.evaluate(() => performance.getEntriesByName("drover:chart-rendered").length)) >= 1, "no drover:chart-rendered mark");
+  const table = await api(`/experiments/${expId}/table?sort=best&order=desc`);
+  expect(table.best_run_id && table.rows[0].id === table.best_run_id, `best run: ${JSON.stringify(table.rows.map((r) => [r.id, r.best]))}`);
+  await page.waitForSelector(`#runs-table tr.best[data-run="${table.best_run_id}"] .star`);
+  await waitFor("the scatter to mark the best run", () =>
+    page.evaluate((best) => {
+      const s = document.querySelector(".scatter");
+      return s && s.dataset.points === "2" && s.dataset.best === String(best);
+    }, table.best_run_id));
+  await page.click("#runs-table th[data-sort=best] button");
+  await waitFor("rows sorted by best, descending", async () => {
+    const ids = await page.$$eval("#runs-table tbody tr[data-run]", (rows) => rows.map((r) => Number(r.dataset.run)));
+    return ids.join(",") === table.rows.map((r) => r.id).join(",") && page.url().includes("sort=best");
+  });
+  await page.fill("#runs-filter", `batch_size=${other[0]}`);
+  await waitFor("the filter to leave one row", async () => (await page.locator("#runs-table tbody tr[data-run]").count()) === 1);
+  await page.fill("#runs-filter", "");
+  await waitFor("the filter to clear", async () => (await page.locator("#runs-table tbody tr[data-run]").count()) === 2);
+  await shot(page, "experiment");
+  log("experiment page: runs table, best marked, sorted by best, filtered, scatter with the best run");
+
+  // ---- compare the two runs
+  const runIds = table.rows.map((r) => r.id).sort((a, b) => a - b);
+  await waitFor("both runs selected", () => page.evaluate(() => document.querySelectorAll("#runs-table tbody tr.selected").length === 2));
+  await page.click("#compare-selected");
+  await page.waitForURL(/#\/compare\?runs=/);
+  await page.waitForSelector("#compare-params tbody tr.differs");
+  const differs = await page.$$eval("#compare-params tbody tr.differs th", (ths) => ths.map((t) => t.textContent));
+  expect(differs.includes("batch_size"), `compare should mark batch_size as differing: ${differs}`);
+  await waitFor("overlaid curves on the compare page", () =>
+    page.evaluate(() => {
+      const charts = [...document.querySelectorAll("#compare-charts .chart")];
+      return charts.length >= 3 && charts.every((c) => c.dataset.points.split(",").length === 2 && c.dataset.points.split(",").every((n) => Number(n) > 0) && c.querySelector(".uplot canvas"));
+    }));
+  await page.waitForSelector("#compare-metrics td.best-cell");
+  await shot(page, "compare");
+  log(`compared runs ${runIds.join(" and ")}: params differ in batch_size, curves overlaid, best marked`);
+
+  // ---- a long run from an instruction: its live log and curves, then cancel it
+  await page.click("a.nav-link[data-nav=new]");
+  await page.waitForSelector("fieldset[data-param=model]");
+  await page.click("#tab-words");
+  await page.fill("#instruction", "train mlp for 2000 epochs");
+  await waitFor("the instruction's plan", () => page.evaluate(() => document.querySelector("#run-count").dataset.runs === "1" && document.querySelectorAll("#plan-understood .ok-list li").length >= 2));
+  expect((await page.locator("#plan-understood .ignored-list li").count()) === 0, "the planner ignored words");
+  await shot(page, "new-experiment-instruction");
+  await page.click("#submit-experiment");
+  await page.waitForURL(/#\/experiments\/\d+/);
+  await page.waitForSelector("#runs-table tbody tr[data-run] a");
+  const longRun = Number(await page.getAttribute("#runs-table tbody tr[data-run]", "data-run"));
+  await page.click(`#runs-table tbody tr[data-run="${longRun}"] td.num a`);
+  await page.waitForURL(new RegExp(`#/runs/${longRun}$`));
+  await page.waitForSelector(".head-badges .badge.state-running", { timeout: 60000 });
+  const logLen1 = await waitFor("log text", async () => {
+    const t = await page.textContent("#run-log");
+    return t.includes("grad_norm") ? t.length : 0;
+  }, 30000, 200);
+  const logLen2 = await waitFor("the log to grow while we watch", async () => {
+    const n = (await page.textContent("#run-log")).length;
+    return n > logLen1 ? n : 0;
+  }, 30000, 200);
+  const lossPoints = async () => page.evaluate(() => Number(document.querySelector("#run-charts .chart[data-metric=loss]")?.dataset.points || 0));
+  const p1 = await waitFor("a loss curve", lossPoints, 30000, 200);
+  await waitFor("the loss curve to grow live", async () => (await lossPoints()) > p1, 30000, 200);
+  await shot(page, "run");
+  log(`run ${longRun}: live log (${logLen1} -> ${logLen2} chars), live loss curve (${p1}+ points)`);
+
+  // the overview while it runs: which run holds which GPU
+  await page.click("a.nav-link[data-nav=overview]");
+  await page.waitForSelector(`.gpu-card a.gpu-run[href="#/runs/${longRun}"]`);
+  await shot(page, "overview");
+  await page.emulateMedia({ colorScheme: "dark" });
+  await page.waitForTimeout(300);
+  await shot(page, "overview-dark");
+  await page.emulateMedia({ colorScheme: "light" });
+  log("overview shows the run on its GPU");
+
+  await page.goto(`${base}/#/runs/${longRun}`);
+  await page.waitForSelector(".head-badges .badge");
+  // its GPU is held but idle: the watcher's alert shows on the run's page
+  await page.waitForSelector("#run-alerts .alert-item[data-kind=idle_gpu]", { timeout: 20000 });
+  log("the run's idle_gpu alert is shown on its page");
+  const cancel = page.locator("button.btn-danger", { hasText: "Cancel run" });
+  await cancel.click();
+  await page.locator("button.btn-danger", { hasText: "Really cancel?" }).click();
+  await page.waitForSelector(".head-badges .badge.state-cancelled", { timeout: 30000 });
+  // (the daemon may announce the change a moment before it is stored)
+  await waitFor(`the API to say run ${longRun} is cancelled`, async () => (await api(`/runs/${longRun}`)).state === "cancelled", 10000, 100);
+  await waitFor("the log to say the run ended", () => page.evaluate(() => document.querySelector("#run-log").dataset.ended === "true"), 30000, 200);
+  await page.waitForSelector("#attempts-table tbody tr");
+  await shot(page, "run-cancelled");
+  log(`cancelled run ${longRun} from its page: cancelled in the UI and in the API`);
+
+  // ---- the overview lists the alert
+  await page.click("a.nav-link[data-nav=overview]");
+  await page.waitForSelector("#recent-alerts .alert-item[data-kind=idle_gpu]");
+  await shot(page, "overview-after");
+
+  // ---- the experiments list
+  await page.click("a.nav-link[data-nav=experiments]");
+  await waitFor("2 experiments listed", async () => (await page.locator("#experiments-table tbody tr[data-id]").count()) === 2);
+  await page.waitForSelector(`#experiments-table tr[data-id="${expId}"] .state-bar .seg`);
+  await shot(page, "experiments");
+
+  await page.goto(`${base}/#/experiments/${expId}`);
+  await page.waitForSelector(".chart-box .uplot canvas");
+  await page.emulateMedia({ colorScheme: "dark" });
+  await page.waitForTimeout(300);
+  await shot(page, "experiment-dark");
+  await page.emulateMedia({ colorScheme: "light" });
+
+  // ---- drover report: the same digits experiment as one HTML file, opened from disk
+  await reportCheck(expId);
+
+  expect(consoleProblems.length === 0, `console errors or warnings:\n${consoleProblems.join("\n")}`);
+  log("no console errors or warnings, no page errors");
+}
+
+async function reportCheck(expId) {
+  const help = spawnSync(drover, ["report", "--help"], { encoding: "utf8" });
+  if (help.status !== 0 || /unknown|not a command|The following argument was not expected/i.test(help.stderr + help.stdout)) {
+    log("SKIPPED the HTML report: this drover has no `report` command yet");
+    return;
+  }
+  const file = path.join(artifacts, "report.html");
+  rmSync(file, { force: true });
+  const r = spawnSync(drover, ["--store", store, "report", String(expId), "-o", file], { encoding: "utf8", cwd: digits, timeout: 60000 });
+  expect(r.status === 0, `drover report failed (${r.status}):\n${r.stdout}\n${r.stderr}`);
+  expect(existsSync(file), `drover report wrote no ${file}`);
+  const html = readFileSync(file, "utf8");
+  expect(!/<script[^>]+src=|<link[^>]+href="?https?:/i.test(html), "the report loads something from outside its file");
+  const page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
+  const problems = [];
+  page.on("console", (m) => (m.type() === "error" || m.type() === "warning") && problems.push(`report ${m.type()}: ${m.text()}`));
+  page.on("pageerror", (e) => problems.push(`report pageerror: ${e.message}`));
+  page.on("request", (q) => !q.url().startsWith("file:") && !q.url().startsWith("data:") && problems.push(`report fetched ${q.url()}`));
+  await page.goto(pathToFileURL(file).href);
+  const svg = await page.evaluate(() => {
+    const svgs = [...document.querySelectorAll("svg")];
+    const curves = svgs.filter((s) => s.querySelector("path[d*='L'], polyline"));
+    const boxes = curves.map((s) => s.getBoundingClientRect()).filter((b) => b.width > 50 && b.height > 50);
+    return { svgs: svgs.length, curves: curves.length, visible: boxes.length };
+  });
+  expect(svg.curves >= 2 && svg.visible >= 2, `the report's SVG curves: ${JSON.stringify(svg)}`);
+  await page.screenshot({ path: path.join(artifacts, "report.png"), fullPage: true });
+  await page.close();
+  expect(problems.length === 0, problems.join("\n"));
+  log(`report: ${svg.svgs} SVGs, ${svg.curves} with curves drawn, no console errors (report.png)`);
+}
+
+let failed = false;
+try {
+  await main();
+} catch (e) {
+  failed = true;
+  console.error(`FAIL: ${e.message}`);
+  try {
+    for (const p of browser?.contexts().flatMap((c) => c.pages()) || []) {
+      await p.screenshot({ path: path.join(artifacts, "failure.png"), fullPage: true }).catch(() => {});
+      break;
+    }
+  } catch {}
+} finally {
+  writeFileSync(path.join(artifacts, "console.log"), consoleLog.join("\n") + "\n");
+  // leave nothing running: cancel what is left, then stop the browser and the daemon
+  if (daemon && api) {
+    try {
+      for (const e of (await api("/experiments")).experiments) await api(`/experiments/${e.id}/cancel`, { method: "POST" }).catch(() => {});
+    } catch {}
+  }
+  await browser?.close().catch(() => {});
+  await stopDaemon();
+  if (!failed) rmSync(work, { recursive: true, force: true });
+  else console.error(`kept the store for a look: ${work}`);
+}
+log(failed ? "FAILED" : `PASSED in ${((Date.now() - t0) / 1000).toFixed(1)}s; artifacts in ${artifacts}`);
+process.exit(failed ? 1 : 0);

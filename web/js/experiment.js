@@ -1,0 +1,479 @@
+// #/experiments/ID : the runs table (sorted, filtered and paged on the server, so 10,000 runs cost
+// one page of rows), the selected runs' curves for one metric (live), and params against the
+// objective with the best run marked.
+import { h, fill, fmtNum, fmtValue, fmtDuration, fmtTime, stateBadge, STATES, ENDED, refresher, debounce, replaceQuery, notice, isAbort, confirmButton, toast } from "./util.js";
+import { api, post, mapLimit } from "./api.js";
+import { events } from "./events.js";
+import { LineChart, ScatterPlot, latestAttemptSeries } from "./charts.js";
+import { countsText } from "./experiments.js";
+
+const MAX_OVERLAY = 20;
+const CURVE_POINTS = 1000;
+
+export async function mount(root, { scope, params, query, setTitle }) {
+  const signal = scope.signal;
+  const idOrName = params[0];
+  const st = {
+    sort: query.get("sort") || "id",
+    order: query.get("order") || "asc",
+    q: query.get("q") || "",
+    state: query.get("state") || "",
+    offset: Math.max(0, Number(query.get("offset")) || 0),
+    limit: [25, 50, 100, 200].includes(Number(query.get("limit"))) ? Number(query.get("limit")) : 50,
+    metric: query.get("metric") || "",
+    x: query.get("x") || "",
+  };
+  const selected = new Set((query.get("sel") || "").split(",").map(Number).filter((n) => n > 0));
+  let autoSelect = selected.size === 0;
+  let metricAuto = !st.metric;
+  let table = null; // the last /table answer
+  let exp = null;
+  let firstPaint = true;
+
+  // ---- layout
+  const title = h("h1", null, idOrName);
+  const headBadges = h("div", { class: "head-badges" });
+  const headActions = h("div", { class: "toolbar" });
+  const meta = h("div", { class: "meta-line muted" });
+  const filterBox = h("input", { type: "search", class: "input", id: "runs-filter", placeholder: "Filter: cnn failed batch_size=32 …", value: st.q, "aria-label": "filter runs" });
+  const stateSel = h("select", { class: "input", "aria-label": "state" }, h("option", { value: "" }, "all states"), STATES.map((s) => h("option", { value: s, selected: s === st.state }, s)));
+  const sizeSel = h("select", { class: "input", "aria-label": "rows per page" }, [25, 50, 100, 200].map((n) => h("option", { value: String(n), selected: n === st.limit }, `${n} / page`)));
+  const thead = h("thead");
+  const tbody = h("tbody");
+  const tableEl = h("table", { class: "table runs-table", id: "runs-table" }, thead, tbody);
+  const pager = h("div", { class: "pager" });
+  const selInfo = h("div", { class: "sel-info" });
+  const metricSel = h("select", { class: "input", id: "curve-metric", "aria-label": "metric" });
+  const curveNote = h("span", { class: "muted" });
+  const chartBox = h("div", { class: "chart-box" });
+  const xSel = h("select", { class: "input", id: "scatter-param", "aria-label": "parameter" });
+  const scatterNote = h("span", { class: "muted" });
+  const scatterBox = h("div", { class: "scatter-box" });
+  const specBox = h("div");
+
+  root.append(
+    h("div", { class: "page-head" },
+      h("div", null, h("div", { class: "crumbs" }, h("a", { href: "#/experiments" }, "Experiments"), " / "), h("div", { class: "title-row" }, title, headBadges), meta),
+      headActions),
+    h("section", { class: "panel" },
+      h("div", { class: "panel-head" }, h("h2", null, "Runs"), h("div", { class: "toolbar" }, filterBox, stateSel, sizeSel)),
+      h("div", { class: "table-wrap" }, tableEl),
+      h("div", { class: "panel-foot" }, selInfo, pager)),
+    h("div", { class: "two-col wide-left" },
+      h("section", { class: "panel" },
+        h("div", { class: "panel-head" }, h("h2", null, "Curves of the selected runs"), h("div", { class: "toolbar" }, curveNote, metricSel)),
+        chartBox),
+      h("section", { class: "panel" },
+        h("div", { class: "panel-head" }, h("h2", null, "Params against the objective"), h("div", { class: "toolbar" }, scatterNote, xSel)),
+        scatterBox)),
+    specBox);
+
+  const chart = new LineChart(chartBox, { height: 280, empty: "Select runs in the table to see their curves" });
+  scope.add(() => chart.destroy());
+  const scatter = new ScatterPlot(scatterBox, { height: 310, onPick: (id) => (location.hash = `#/runs/${id}`) });
+  scope.add(() => scatter.destroy());
+
+  const saveQuery = () =>
+    replaceQuery({
+      sort: st.sort === "id" ? null : st.sort,
+      order: st.order === "asc" ? null : st.order,
+      q: st.q,
+      state: st.state,
+      offset: st.offset || null,
+      limit: st.limit === 50 ? null : st.limit,
+      metric: metricAuto ? null : st.metric,
+      x: st.x,
+      sel: autoSelect ? null : [...selected].join(","),
+    });
+
+  const tableUrl = (extra = {}) => {
+    const p = new URLSearchParams({ sort: st.sort, order: st.order, offset: String(st.offset), limit: String(st.limit) });
+    if (st.q) p.set("q", st.q);
+    if (st.state) p.set("state", st.state);
+    for (const [k, v] of Object.entries(extra)) p.set(k, v);
+    return `/experiments/${encodeURIComponent(idOrName)}/table?${p}`;
+  };
+
+  // ---- header
+  const renderHead = () => {
+    const e = table.experiment;
+    title.textContent = e.name;
+    setTitle(e.name);
+    fill(headBadges, h("span", { class: "muted" }, `#${e.id}`), h("span", { class: `badge exp-${e.status}` }, e.status));
+    const obj = table.objective;
+    fill(meta,
+      h("span", null, `${fmtNum(table.total)} runs: `), countsText(table.counts),
+      h("span", null, ` · objective ${obj ? `${obj.metric} (${obj.mode})` : "none"}`),
+      table.best_run_id ? h("span", null, " · best ", h("a", { href: `#/runs/${table.best_run_id}` }, `#${table.best_run_id}`)) : null,
+      h("span", null, ` · created ${fmtTime(e.created_ms)}`),
+      exp && exp.git_commit ? h("span", { class: "mono" }, ` · ${exp.git_commit.slice(0, 10)}${exp.git_dirty ? "*" : ""}`) : null);
+    const active = (table.counts.queued || 0) + (table.counts.running || 0) + (table.counts.retrying || 0);
+    fill(headActions,
+      h("a", { class: "btn", href: `#/compare?runs=${[...selected].join(",")}`, id: "compare-selected", "aria-disabled": selected.size < 2 ? "true" : null, onclick: (ev) => { if (selected.size < 2) { ev.preventDefault(); toast("Select two or more runs to compare"); } } }, `Compare selected (${selected.size})`),
+      active
+        ? confirmButton("Cancel experiment", `Cancel ${active} unfinished run${active > 1 ? "s" : ""}?`, async () => {
+          try {
+            await post(`/experiments/${e.id}/cancel`);
+            toast("Cancelling the experiment's unfinished runs");
+          } catch (err) {
+            toast(err.message, "error");
+          }
+        }, { cls: "btn btn-danger" })
+        : null);
+  };
+
+  // ---- table
+  const columns = () => {
+    const obj = table.objective;
+    const cols = [
+      { key: "id", label: "#", num: true },
+      { key: "state", label: "state" },
+      ...table.params.map((p) => ({ key: `param:${p}`, label: p, param: p })),
+      ...table.metrics.map((m) => ({ key: `metric:${m}`, label: m, metric: m, num: true, title: `${m}: the last value reported` })),
+    ];
+    if (obj) cols.push({ key: "best", label: `best ${obj.metric}`, num: true, title: `the best ${obj.metric} the run reported (${obj.mode})` });
+    cols.push({ key: "duration", label: "duration", num: true }, { key: "attempts", label: "attempts", num: true });
+    return cols;
+  };
+
+  const defaultOrder = (key) => {
+    if (key === "best") return table.objective?.mode === "min" ? "asc" : "desc";
+    return "asc";
+  };
+
+  const renderTable = () => {
+    const cols = columns();
+    const pageIds = table.rows.map((r) => r.id);
+    const allChecked = pageIds.length > 0 && pageIds.every((id) => selected.has(id));
+    const headBox = h("input", { type: "checkbox", "aria-label": "select every run on this page", checked: allChecked });
+    headBox.addEventListener("change", () => {
+      autoSelect = false;
+      for (const id of pageIds) headBox.checked ? selected.add(id) : selected.delete(id);
+      selectionChanged();
+    });
+    fill(thead, h("tr", null,
+      h("th", { class: "check" }, headBox),
+      cols.map((c) => {
+        const active = st.sort === c.key;
+        return h("th", {
+          class: `sortable ${c.num ? "num" : ""} ${active ? "sorted" : ""}`,
+          "aria-sort": active ? (st.order === "asc" ? "ascending" : "descending") : "none",
+          title: c.title || `sort by ${c.label}`,
+          dataset: { sort: c.key },
+        }, h("button", { type: "button", class: "th-btn", onclick: () => sortBy(c.key) }, c.label, h("span", { class: "sort-ind" }, active ? (st.order === "asc" ? "▲" : "▼") : "")));
+      })));
+    const rows = table.rows.map((r) => {
+      const isBest = r.id === table.best_run_id;
+      const box = h("input", { type: "checkbox", "aria-label": `select run ${r.id}`, checked: selected.has(r.id) });
+      box.addEventListener("change", () => {
+        autoSelect = false;
+        box.checked ? selected.add(r.id) : selected.delete(r.id);
+        selectionChanged();
+      });
+      return h("tr", { class: `${isBest ? "best" : ""} ${selected.has(r.id) ? "selected" : ""}`, dataset: { run: String(r.id), state: r.state } },
+        h("td", { class: "check" }, box),
+        cols.map((c) => {
+          if (c.key === "id") return h("td", { class: "num" }, isBest ? h("span", { class: "star", title: "best run" }, "★ ") : null, h("a", { href: `#/runs/${r.id}` }, `#${r.id}`));
+          if (c.key === "state") return h("td", null, stateBadge(r.state, r.reason), r.reason && r.state !== "succeeded" ? h("span", { class: "reason" }, r.reason) : null);
+          if (c.param) return h("td", { class: "param" }, fmtValue(r.params?.[c.param]));
+          if (c.metric) return h("td", { class: "num" }, fmtNum(r.metrics?.[c.metric]));
+          if (c.key === "best") return h("td", { class: "num strong" }, fmtNum(r.best));
+          if (c.key === "duration") return h("td", { class: "num" }, r.duration_ms ? fmtDuration(r.duration_ms) : "—");
+          if (c.key === "attempts") return h("td", { class: "num" }, r.attempts || "—");
+          return h("td");
+        }));
+    });
+    if (!rows.length) rows.push(h("tr", null, h("td", { class: "empty", colspan: cols.length + 1 }, table.total ? "No run matches the filter." : "No runs.")));
+    fill(tbody, rows);
+    const from = table.matched ? st.offset + 1 : 0;
+    const to = Math.min(st.offset + table.rows.length, table.matched);
+    const last = Math.max(0, Math.floor((table.matched - 1) / st.limit) * st.limit);
+    fill(pager,
+      h("span", { class: "muted", id: "runs-range" }, `${fmtNum(from)}–${fmtNum(to)} of ${fmtNum(table.matched)}${table.matched !== table.total ? ` (${fmtNum(table.total)} in all)` : ""}`),
+      h("button", { class: "btn btn-small", type: "button", disabled: st.offset === 0, onclick: () => page(0), "aria-label": "first page" }, "«"),
+      h("button", { class: "btn btn-small", type: "button", disabled: st.offset === 0, onclick: () => page(Math.max(0, st.offset - st.limit)) }, "‹ Prev"),
+      h("button", { class: "btn btn-small", type: "button", disabled: to >= table.matched, onclick: () => page(st.offset + st.limit) }, "Next ›"),
+      h("button", { class: "btn btn-small", type: "button", disabled: to >= table.matched, onclick: () => page(last), "aria-label": "last page" }, "»"));
+    renderSelInfo();
+  };
+
+  const renderSelInfo = () => {
+    fill(selInfo,
+      selected.size ? h("span", null, `${selected.size} selected`, autoSelect ? h("span", { class: "muted" }, " (first runs of the page)") : null, " · ", h("button", { type: "button", class: "link-btn", onclick: () => { autoSelect = false; selected.clear(); selectionChanged(); } }, "clear")) : h("span", { class: "muted" }, "Tick runs to overlay their curves or compare them"));
+  };
+
+  const sortBy = (key) => {
+    if (st.sort === key) st.order = st.order === "asc" ? "desc" : "asc";
+    else {
+      st.sort = key;
+      st.order = defaultOrder(key);
+    }
+    st.offset = 0;
+    saveQuery();
+    loadTable().catch(report);
+  };
+
+  const page = (offset) => {
+    st.offset = offset;
+    saveQuery();
+    loadTable().catch(report);
+  };
+
+  let tableSeq = 0;
+  const loadTable = async () => {
+    const seq = ++tableSeq;
+    const t = await api(tableUrl(), { signal });
+    if (seq !== tableSeq) return;
+    table = t;
+    if (st.offset > 0 && t.rows.length === 0 && t.matched > 0) {
+      st.offset = Math.floor((t.matched - 1) / st.limit) * st.limit;
+      saveQuery();
+      return loadTable();
+    }
+    if (autoSelect) {
+      const before = [...selected].join(",");
+      selected.clear();
+      for (const r of t.rows.slice(0, 5)) selected.add(r.id);
+      if (t.best_run_id && !selected.has(t.best_run_id) && t.offset === 0) selected.add(t.best_run_id);
+      if ([...selected].join(",") !== before) scheduleCurves();
+    }
+    renderHead();
+    renderTable();
+    renderMetricSel();
+    if (firstPaint) {
+      firstPaint = false;
+      requestAnimationFrame(() => setTimeout(() => performance.mark("drover:table-rendered"), 0));
+    }
+  };
+
+  const selectionChanged = () => {
+    for (const tr of tbody.querySelectorAll("tr[data-run]")) tr.classList.toggle("selected", selected.has(Number(tr.dataset.run)));
+    const pageIds = table.rows.map((r) => r.id);
+    const headBox = thead.querySelector("input[type=checkbox]");
+    if (headBox) headBox.checked = pageIds.length > 0 && pageIds.every((id) => selected.has(id));
+    for (const box of tbody.querySelectorAll("tr[data-run] input[type=checkbox]")) box.checked = selected.has(Number(box.closest("tr").dataset.run));
+    saveQuery();
+    renderHead();
+    renderSelInfo();
+    scheduleCurves();
+  };
+
+  // ---- curves
+  const renderMetricSel = () => {
+    const metrics = table.metrics;
+    // Until someone picks one, show the objective (it may be reported after other metrics).
+    if (metricAuto || !st.metric || !metrics.includes(st.metric)) {
+      const obj = table.objective?.metric;
+      const want = obj && metrics.includes(obj) ? obj : metrics.includes("loss") ? "loss" : metrics[0] || "";
+      if (want !== st.metric) {
+        st.metric = want;
+        scheduleCurves();
+      }
+    }
+    const have = [...metricSel.options].map((o) => o.value).join(",");
+    if (have !== metrics.join(",")) fill(metricSel, metrics.map((m) => h("option", { value: m }, m)));
+    metricSel.value = st.metric;
+    metricSel.disabled = !metrics.length;
+  };
+  metricSel.addEventListener("change", () => {
+    metricAuto = false;
+    st.metric = metricSel.value;
+    saveQuery();
+    scheduleCurves();
+  });
+
+  const runLabel = new Map(); // run id -> label
+  const curveAttempt = new Map(); // run id -> attempt id shown
+  const pending = new Map(); // run id -> points that arrived while its series loaded
+  let curveSeq = 0;
+  const loadCurves = async () => {
+    const seq = ++curveSeq;
+    const metric = st.metric;
+    const ids = [...selected].slice(0, MAX_OVERLAY);
+    curveNote.textContent = selected.size > MAX_OVERLAY ? `first ${MAX_OVERLAY} of ${selected.size} selected` : "";
+    if (!metric || !ids.length) {
+      chart.set([]);
+      chart.setEmptyText(!metric ? "No metrics reported yet" : "Select runs in the table to see their curves");
+      return;
+    }
+    pending.clear();
+    for (const id of ids) pending.set(id, []);
+    const rowsById = new Map(table.rows.map((r) => [r.id, r]));
+    const results = await mapLimit(ids, 4, async (id) => {
+      const r = await api(`/runs/${id}/metrics?name=${encodeURIComponent(metric)}&points=${CURVE_POINTS}`, { signal });
+      return { id, points: r.series.find((s) => s.name === metric)?.points || [] };
+    });
+    if (seq !== curveSeq) return;
+    const list = results.map(({ id, points }, i) => {
+      const s = latestAttemptSeries(points);
+      curveAttempt.set(id, s.attemptId);
+      const row = rowsById.get(id);
+      const label = row ? `#${id} ${shortParams(row.params)}` : runLabel.get(id) || `#${id}`;
+      runLabel.set(id, label);
+      return { key: String(id), label, xs: s.xs, ys: s.ys, color: i, width: id === table.best_run_id ? 2.5 : 1.5 };
+    });
+    chart.setTitle(metric);
+    chart.setEmptyText(`The selected runs have not reported ${metric} yet`);
+    chart.set(list);
+    for (const id of ids) {
+      const early = pending.get(id) || [];
+      pending.delete(id);
+      if (early.length) applyPoints(id, early);
+    }
+  };
+  const scheduleCurves = debounce(() => loadCurves().catch(report), 50);
+  scope.add(() => scheduleCurves.cancel());
+
+  // Params that differ between runs say more than a full list: keep the first few.
+  const shortParams = (p) => {
+    const varying = varyingParams.length ? varyingParams : table.params;
+    return varying.slice(0, 3).map((k) => `${k}=${fmtValue(p?.[k])}`).join(" ");
+  };
+  let varyingParams = [];
+
+  const applyPoints = (runId, points) => {
+    const mine = points.filter((p) => p.name === st.metric);
+    if (!mine.length) return;
+    if (pending.has(runId)) {
+      pending.get(runId).push(...mine);
+      return;
+    }
+    const key = String(runId);
+    if (!chart.has(key)) return;
+    const att = curveAttempt.get(runId);
+    const newest = Math.max(...mine.map((p) => p.attempt_id));
+    if (att !== null && att !== undefined && newest > att) {
+      // A new attempt: its curve replaces the old one.
+      curveAttempt.set(runId, newest);
+      const rest = chart.series.filter((s) => s.key !== key);
+      const own = chart.series.find((s) => s.key === key);
+      const fresh = mine.filter((p) => p.attempt_id === newest);
+      chart.set([...rest, { ...own, xs: fresh.map((p) => p.step), ys: fresh.map((p) => p.value) }].sort((a, b) => Number(a.key) - Number(b.key)));
+      return;
+    }
+    if (att === null || att === undefined) curveAttempt.set(runId, newest);
+    const cur = curveAttempt.get(runId);
+    const use = mine.filter((p) => p.attempt_id === cur);
+    chart.append(key, use.map((p) => p.step), use.map((p) => (typeof p.value === "number" ? p.value : null)));
+  };
+
+  // ---- scatter
+  let scatterData = null;
+  const loadScatter = async () => {
+    const t = await api(tableUrl({ scatter: "1", limit: "1", offset: "0" }), { signal });
+    scatterData = t.scatter || { params: [], rows: [] };
+    const ps = scatterData.params;
+    const before = varyingParams.join(",");
+    varyingParams = ps.filter((_, i) => new Set(scatterData.rows.map((r) => fmtValue(r[2 + i]))).size > 1);
+    if (!varyingParams.length) varyingParams = ps.slice();
+    if (varyingParams.join(",") !== before && chart.series.length) scheduleCurves(); // shorter labels
+    if (!st.x || !ps.includes(st.x)) st.x = varyingParams[0] || ps[0] || "";
+    const have = [...xSel.options].map((o) => o.value).join(",");
+    if (have !== ps.join(",")) fill(xSel, ps.map((p) => h("option", { value: p }, p)));
+    xSel.value = st.x;
+    xSel.disabled = !ps.length;
+    drawScatter(t);
+  };
+  const drawScatter = (t) => {
+    if (!scatterData) return;
+    const i = scatterData.params.indexOf(st.x);
+    const obj = t.objective;
+    scatterNote.textContent = obj ? `${fmtNum(scatterData.rows.length)} runs` : "";
+    scatter.set({
+      points: scatterData.rows.map((r) => ({
+        id: r[0],
+        y: r[1],
+        x: i >= 0 ? r[2 + i] : null,
+        label: scatterData.params.map((p, k) => `${p}=${fmtValue(r[2 + k])}`).join(" "),
+      })),
+      bestId: t.best_run_id,
+      xName: st.x,
+      yName: obj ? `${obj.metric} (best, ${obj.mode})` : "objective",
+    });
+  };
+  xSel.addEventListener("change", () => {
+    st.x = xSel.value;
+    saveQuery();
+    drawScatter(table);
+  });
+
+  // ---- toolbar
+  const applyFilter = debounce(() => {
+    st.q = filterBox.value.trim();
+    st.offset = 0;
+    saveQuery();
+    loadTable().catch(report);
+    refreshScatter();
+  }, 250);
+  scope.add(() => applyFilter.cancel());
+  filterBox.addEventListener("input", applyFilter);
+  stateSel.addEventListener("change", () => {
+    st.state = stateSel.value;
+    st.offset = 0;
+    saveQuery();
+    loadTable().catch(report);
+    refreshScatter();
+  });
+  sizeSel.addEventListener("change", () => {
+    st.limit = Number(sizeSel.value);
+    st.offset = Math.floor(st.offset / st.limit) * st.limit;
+    saveQuery();
+    loadTable().catch(report);
+  });
+
+  // ---- live
+  const refreshTable = refresher(() => loadTable().catch(report), 1000);
+  const refreshScatter = refresher(() => loadScatter().catch(report), 1500);
+  scope.add(() => refreshTable.cancel());
+  scope.add(() => refreshScatter.cancel());
+  const expId = () => table?.experiment?.id;
+  scope.add(events.on("run_state", (d) => {
+    if (d.experiment_id !== expId()) return;
+    refreshTable();
+    if (ENDED.has(d.state) || d.state === "running") refreshScatter();
+    if (selected.has(d.run_id) && d.state === "running") scheduleCurves(); // a new attempt
+  }));
+  scope.add(events.on("metrics", (d) => {
+    if (!table) return;
+    const onPage = table.rows.some((r) => r.id === d.run_id);
+    if (onPage) refreshTable();
+    if (selected.has(d.run_id)) {
+      if (d.downsampled_from) scheduleCurves();
+      else applyPoints(d.run_id, d.points);
+    }
+    if (onPage && table.objective && d.points.some((p) => p.name === table.objective.metric)) refreshScatter();
+  }));
+  scope.add(events.on("gap", () => {
+    refreshTable();
+    refreshScatter();
+    scheduleCurves();
+  }));
+
+  function report(e) {
+    if (isAbort(e) || !scope.alive) return;
+    toast(e.message, "error");
+  }
+
+  // ---- first render: the page of rows first, then everything else
+  try {
+    await loadTable();
+  } catch (e) {
+    if (isAbort(e)) return;
+    if (e.status === 404) {
+      fill(root, h("h1", null, "No such experiment"), notice("error", e.message), h("p", null, h("a", { href: "#/experiments" }, "All experiments")));
+      return;
+    }
+    throw e;
+  }
+  loadScatter().catch(report);
+  api(`/experiments/${table.experiment.id}`, { signal })
+    .then((e) => {
+      exp = e;
+      renderHead();
+      fill(specBox, h("section", { class: "panel" },
+        h("details", null, h("summary", null, h("h2", { class: "inline" }, "Spec")),
+          h("pre", { class: "code" }, e.spec_yaml || JSON.stringify(e.spec, null, 2)),
+          e.git_diff ? [h("h3", null, "Uncommitted changes at submission"), h("pre", { class: "code diff" }, e.git_diff)] : null)));
+    })
+    .catch(report);
+}

@@ -17,8 +17,9 @@ packages=(
   sqlite3 procps
   # promtool checks a live /metrics scrape in the tests (the package also brings the server)
   prometheus
-  # the web UI's browser tests drive Debian's Chromium with playwright-core
-  chromium
+  # the web UI's browser tests drive Debian's Chromium with playwright-core; a CJK font so their
+  # screenshots show the recipes' Chinese aliases
+  chromium fonts-wqy-microhei
 )
 # The official MCP TypeScript SDK client drives `drover mcp` and /mcp in the tests. A machine that
 # already has Node.js with its own npm (NodeSource's nodejs bundles npm and conflicts with Debian's

@@ -63,6 +63,11 @@ TEST(Strings, HtmlEscape) {
   EXPECT_EQ(HtmlEscape("<a href=\"x\">Tom & 'Jerry'</a>"),
             "&lt;a href=&quot;x&quot;&gt;Tom &amp; &#39;Jerry&#39;&lt;/a&gt;");
   EXPECT_EQ(HtmlEscape("plain 中文"), "plain 中文");
+  EXPECT_EQ(HtmlEscape("a<b>&\"'"), "a&lt;b&gt;&amp;&quot;&#39;");
+  EXPECT_EQ(HtmlEscape("tab\tnl\n\x1f"), "tab\tnl\n");
+  EXPECT_EQ(HtmlEscape("\xe2\x82"), "\xef\xbf\xbd\xef\xbf\xbd");  // cut sequence
+  EXPECT_EQ(HtmlEscape("\xc0\xaf"), "\xef\xbf\xbd\xef\xbf\xbd");  // overlong '/'
+  EXPECT_EQ(HtmlEscape("\xf0\x9f\x93\x88"), "\xf0\x9f\x93\x88");  // an emoji stays
 }
 
 TEST(Hash, HmacSha256KnownAnswer) {

@@ -22,8 +22,11 @@ std::optional<std::string> ClosestMatch(std::string_view word,
 
 // Quotes a word for /bin/sh: 'it'"'"'s'.
 std::string ShellQuote(std::string_view word);
-// Text for HTML or XML content and attribute values: & < > " ' escaped.
+// Text for HTML or XML content and attribute values: & < > " ' escaped, the C0 controls XML
+// cannot carry dropped (tab and newlines kept), malformed UTF-8 replaced by U+FFFD.
 std::string HtmlEscape(std::string_view text);
+// The UTF-8 bytes of one code point.
+void AppendUtf8(std::string& out, uint32_t cp);
 // Splits a command line into words the way sh does for quotes and backslashes (no expansion).
 Result<std::vector<std::string>> SplitCommandLine(std::string_view line);
 

@@ -90,7 +90,7 @@ th.addEventListener("keydown",function(e){if(e.key==="Enter")sort();});})(heads[
 })();
 )js";
 
-std::string E(std::string_view s) { return XmlEscape(s); }
+std::string E(std::string_view s) { return HtmlEscape(s); }
 
 std::string FormatLocalTime(Millis ms) {
   if (ms <= 0) return "-";

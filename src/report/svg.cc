@@ -70,8 +70,8 @@ void Header(std::string& out, const ChartOptions& o, int height, const char* kin
       "<svg{} class=\"chart {}\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
       "font-family=\"{}\" font-size=\"12\" role=\"img\" aria-label=\"{}\">\n",
       o.standalone ? " xmlns=\"http://www.w3.org/2000/svg\"" : "", kind, o.width, height, o.width,
-      height, kFont, XmlEscape(o.title));
-  out += fmt::format("<title>{}</title>\n", XmlEscape(o.title));
+      height, kFont, HtmlEscape(o.title));
+  out += fmt::format("<title>{}</title>\n", HtmlEscape(o.title));
   if (o.standalone) {
     out += "<rect class=\"bg\" x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
   }
@@ -79,7 +79,7 @@ void Header(std::string& out, const ChartOptions& o, int height, const char* kin
     out += fmt::format(
         "<text class=\"title\" x=\"{}\" y=\"22\" font-size=\"14\" font-weight=\"600\" "
         "fill=\"{}\">{}</text>\n",
-        PlotAreaFor(o).left, kText, XmlEscape(o.title));
+        PlotAreaFor(o).left, kText, HtmlEscape(o.title));
   }
 }
 
@@ -96,7 +96,7 @@ void Axes(std::string& out, const ChartOptions& o, const PlotArea& a, const Scal
         "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\" dominant-baseline=\"middle\" "
         "fill=\"{}\">{}</text>\n",
         Num(a.left), y, Num(right), y, kGrid, Num(a.left - 6), y, kMuted,
-        XmlEscape(FormatTick(t, ystep)));
+        HtmlEscape(FormatTick(t, ystep)));
   }
   double xstep = xticks.size() > 1 ? xticks[1] - xticks[0] : 1;
   for (double t : xticks) {
@@ -105,7 +105,7 @@ void Axes(std::string& out, const ChartOptions& o, const PlotArea& a, const Scal
         "<line class=\"grid\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\"/>"
         "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"{}\">{}</text>\n",
         x, Num(a.top), x, Num(bottom), kGrid, x, Num(bottom + 16), kMuted,
-        XmlEscape(FormatTick(t, xstep)));
+        HtmlEscape(FormatTick(t, xstep)));
   }
   out += fmt::format(
       "<rect class=\"frame\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" "
@@ -114,13 +114,13 @@ void Axes(std::string& out, const ChartOptions& o, const PlotArea& a, const Scal
   if (!o.x_label.empty()) {
     out += fmt::format(
         "<text class=\"label\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"{}\">{}</text>\n",
-        Num(a.left + a.width / 2), Num(bottom + 34), kText, XmlEscape(o.x_label));
+        Num(a.left + a.width / 2), Num(bottom + 34), kText, HtmlEscape(o.x_label));
   }
   if (!o.y_label.empty()) {
     out += fmt::format(
         "<text class=\"label\" transform=\"translate(16 {}) rotate(-90)\" text-anchor=\"middle\" "
         "fill=\"{}\">{}</text>\n",
-        Num(a.top + a.height / 2), kText, XmlEscape(o.y_label));
+        Num(a.top + a.height / 2), kText, HtmlEscape(o.y_label));
   }
   out += "</g>\n";
 }
@@ -131,7 +131,7 @@ void NoData(std::string& out, const PlotArea& a, const std::string& why) {
       "stroke=\"{}\"/>\n<text class=\"nodata\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" "
       "fill=\"{}\">{}</text>\n",
       Num(a.left), Num(a.top), Num(a.width), Num(a.height), kAxis, Num(a.left + a.width / 2),
-      Num(a.top + a.height / 2), kMuted, XmlEscape(why));
+      Num(a.top + a.height / 2), kMuted, HtmlEscape(why));
 }
 
 // [lo, hi] of the finite values, or nothing.
@@ -146,78 +146,9 @@ struct Range {
   bool empty() const { return lo > hi; }
 };
 
-void AppendUtf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 }  // namespace
 
-std::string XmlEscape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  size_t i = 0;
-  while (i < text.size()) {
-    unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c < 0x80) {
-      switch (c) {
-        case '&':
-          out += "&amp;";
-          break;
-        case '<':
-          out += "&lt;";
-          break;
-        case '>':
-          out += "&gt;";
-          break;
-        case '"':
-          out += "&quot;";
-          break;
-        case '\'':
-          out += "&#39;";
-          break;
-        default:
-          // XML 1.0 has no way to write the other C0 controls, not even as references.
-          if (c >= 0x20 || c == '\t' || c == '\n' || c == '\r') out += static_cast<char>(c);
-      }
-      ++i;
-      continue;
-    }
-    // A UTF-8 sequence: copied when well-formed (shortest form, no surrogates, <= U+10FFFF).
-    size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
-    uint32_t cp = len == 4 ? c & 0x07 : len == 3 ? c & 0x0F : c & 0x1F;
-    bool ok = len > 0 && i + len <= text.size();
-    for (size_t k = 1; ok && k < len; ++k) {
-      unsigned char cc = static_cast<unsigned char>(text[i + k]);
-      ok = (cc & 0xC0) == 0x80;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    ok = ok && cp >= kMin[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF) &&
-         cp != 0xFFFE && cp != 0xFFFF;
-    if (ok) {
-      out.append(text.substr(i, len));
-      i += len;
-    } else {
-      AppendUtf8(out, 0xFFFD);
-      ++i;
-    }
-  }
-  return out;
-}
 
 PlotArea PlotAreaFor(const ChartOptions& o) {
   PlotArea a;
@@ -416,8 +347,8 @@ std::string LineChartSvg(const std::vector<LineSeries>& series, const ChartOptio
         out += fmt::format(
             "<path class=\"line{}\" data-series=\"{}\" stroke=\"{}\" stroke-width=\"{}\" "
             "d=\"{}\"><title>{}</title></path>\n",
-            series[i].emphasis ? " best" : "", XmlEscape(series[i].name), SeriesColor(i),
-            series[i].emphasis ? "2.75" : "1.5", d, XmlEscape(series[i].name));
+            series[i].emphasis ? " best" : "", HtmlEscape(series[i].name), SeriesColor(i),
+            series[i].emphasis ? "2.75" : "1.5", d, HtmlEscape(series[i].name));
       }
     }
     out += "</g>\n";
@@ -439,10 +370,10 @@ std::string LineChartSvg(const std::vector<LineSeries>& series, const ChartOptio
           "<g class=\"entry\"><title>{}</title><rect x=\"{}\" y=\"{}\" width=\"14\" "
           "height=\"{}\" rx=\"1\" fill=\"{}\"/><text x=\"{}\" y=\"{}\" "
           "fill=\"{}\"{}>{}</text></g>\n",
-          XmlEscape(series[i].name), Num(x), Num(series[i].emphasis ? y + 2 : y + 3.5),
+          HtmlEscape(series[i].name), Num(x), Num(series[i].emphasis ? y + 2 : y + 3.5),
           series[i].emphasis ? 5 : 2.5, SeriesColor(i), Num(x + 20), Num(y + 10), kText,
           series[i].emphasis ? " font-weight=\"600\"" : "",
-          XmlEscape(Truncate(series[i].name, chars)));
+          HtmlEscape(Truncate(series[i].name, chars)));
     }
     out += "</g>\n";
   }
@@ -485,8 +416,8 @@ std::string ScatterSvg(const std::vector<ScatterPoint>& input, bool categorical,
       out += fmt::format(
           "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"{}\">"
           "<title>{}</title>{}</text>\n",
-          Num(a.left + band * (c + 0.5)), Num(a.top + a.height + 16), kMuted, XmlEscape(cats[c]),
-          XmlEscape(Truncate(cats[c], label_chars)));
+          Num(a.left + band * (c + 0.5)), Num(a.top + a.height + 16), kMuted, HtmlEscape(cats[c]),
+          HtmlEscape(Truncate(cats[c], label_chars)));
     }
     // Points of one category spread a little sideways, so equal values do not hide each other.
     std::vector<int> seen(cats.size(), 0);
@@ -515,20 +446,20 @@ std::string ScatterSvg(const std::vector<ScatterPoint>& input, bool categorical,
         out += fmt::format(
             "<circle class=\"point\" cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{}\" fill-opacity=\"0.75\">"
             "<title>{}</title></circle>\n",
-            x, y, SeriesColor(0), XmlEscape(p.label));
+            x, y, SeriesColor(0), HtmlEscape(p.label));
         continue;
       }
       out += fmt::format(
           "<circle class=\"point best\" cx=\"{}\" cy=\"{}\" r=\"6.5\" fill=\"{}\" stroke=\"{}\" "
           "stroke-width=\"1.5\"><title>{}</title></circle>\n",
-          x, y, SeriesColor(1), kText, XmlEscape(p.label));
+          x, y, SeriesColor(1), kText, HtmlEscape(p.label));
       if (!p.note.empty()) {
         bool left = cx[i] > a.left + a.width * 0.75;  // keep the note inside the plot
         out += fmt::format(
             "<text class=\"note\" x=\"{}\" y=\"{}\" text-anchor=\"{}\" font-weight=\"600\" "
             "fill=\"{}\">{}</text>\n",
             Num(cx[i] + (left ? -10 : 10)), Num(ys(p.y) - 8), left ? "end" : "start", kText,
-            XmlEscape(p.note));
+            HtmlEscape(p.note));
       }
     }
   }

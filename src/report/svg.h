@@ -2,19 +2,17 @@
 // A small SVG chart writer for reports and `drover compare --plot`: line charts of named series
 // (x = step) and scatter plots (a parameter against the objective). Pure: data in, text out.
 //
-// The output is well-formed XML: every text goes through XmlEscape. Colours are set as
-// presentation attributes (fixed, for a standalone .svg on its white background) and every
+// The output is well-formed XML: every text goes through HtmlEscape (common/strings.h). Colours
+// are set as presentation attributes (fixed, for a standalone .svg on its white background) and every
 // element has a class, so a page that inlines the chart restyles it for dark mode with CSS.
 #include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace drover::report {
+#include "common/strings.h"
 
-// Text for XML content and attribute values: & < > " ' escaped, the control characters XML 1.0
-// forbids dropped, bytes that are not UTF-8 replaced by U+FFFD.
-std::string XmlEscape(std::string_view text);
+namespace drover::report {
 
 struct XY {
   double x = 0;

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/strings.h"
+
 namespace drover::testing {
 
 struct XmlNode {
@@ -60,23 +62,6 @@ inline bool NameChar(char c) {
          c == '.';
 }
 
-inline void AppendCodePoint(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 class Reader {
  public:
@@ -238,7 +223,7 @@ class Reader {
         error_ = "empty character reference";
         return;
       }
-      AppendCodePoint(*out, static_cast<uint32_t>(std::stoul(digits, nullptr, hex ? 16 : 10)));
+      AppendUtf8(*out, static_cast<uint32_t>(std::stoul(digits, nullptr, hex ? 16 : 10)));
     } else {
       error_ = "unknown entity &" + std::string(e) + ";";
     }

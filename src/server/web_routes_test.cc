@@ -210,6 +210,16 @@ TEST_F(WebRoutesTest, StaticFilesArePublicButOnlyTheUisOwn) {
   EXPECT_EQ(js->status, 200);
   EXPECT_EQ(js->body, "console.log('hi')");
   EXPECT_EQ(js->get_header_value("Content-Type"), "text/javascript; charset=utf-8");
+  // Revalidation by ETag answers 304 without the body.
+  std::string etag = js->get_header_value("ETag");
+  ASSERT_FALSE(etag.empty());
+  auto again = anon->Get("/static/js/app.js", {{"If-None-Match", etag}});
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 304);
+  EXPECT_TRUE(again->body.empty());
+  auto changed = anon->Get("/static/js/app.js", {{"If-None-Match", "\"other\""}});
+  ASSERT_TRUE(changed);
+  EXPECT_EQ(changed->status, 200);
   auto uplot = anon->Get("/static/uPlot.iife.min.js");
   ASSERT_TRUE(uplot);
   EXPECT_EQ(uplot->status, 200);

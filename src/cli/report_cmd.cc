@@ -81,24 +81,29 @@ Status LoadCurves(Catalog& catalog, const std::vector<Run>& runs,
       std::sort(d.attempts.begin(), d.attempts.end(),
                 [](const Attempt& a, const Attempt& b) { return a.number < b.number; });
     }
-    // final_metrics holds the last value of every metric the run ever reported: nothing there,
-    // nothing to fetch.
+    // final_metrics holds the last values of the latest attempt that reported any: nothing
+    // there, nothing was ever reported.
     bool any = std::any_of(metrics.begin(), metrics.end(),
                            [&](const std::string& m) { return run.final_metrics.contains(m); });
     if (!any) continue;
-    // One attempt's curves: steps start again at every attempt, so two would draw back and forth.
-    for (auto a = d.attempts.rbegin(); a != d.attempts.rend() && d.curve_attempt == 0; ++a) {
-      for (const auto& m : metrics) {
+    // One attempt per curve: steps start again at every attempt, so two would draw back and
+    // forth. Each metric from the latest attempt that reported it (an attempt that diverged
+    // before its first evaluation has a loss but no val_acc: the earlier val_acc curve shows).
+    for (const auto& m : metrics) {
+      for (auto a = d.attempts.rbegin(); a != d.attempts.rend(); ++a) {
         SeriesQuery q;
         q.name = m;
         q.attempt = a->number;
         q.points = kCurvePoints;
         DROVER_ASSIGN_OR_RETURN(auto series, catalog.GetMetricSeries(run.id, q));
+        bool found = false;
         for (auto& s : series) {
           if (s.points.empty()) continue;
-          d.curve_attempt = a->number;
+          d.curve_attempt = std::max(d.curve_attempt, a->number);
           d.curves[s.name] = std::move(s);
+          found = true;
         }
+        if (found) break;
       }
     }
   }

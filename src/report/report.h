@@ -20,7 +20,7 @@ struct RunDetails {
   // Metric name -> the curve drawn: the points of one attempt (the latest that reported any),
   // downsampled; the report's charts downsample again to their pixel width.
   std::map<std::string, MetricSeries> curves;
-  int curve_attempt = 0;  // the attempt number the curves come from (0: none)
+  int curve_attempt = 0;  // the latest attempt number a curve comes from (0: none)
 };
 
 struct ReportData {

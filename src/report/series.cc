@@ -21,6 +21,9 @@ MinMaxDownsampler::MinMaxDownsampler(size_t count, size_t max_points)
 size_t MinMaxDownsampler::Boundary(size_t b) const { return 1 + b * interior_ / buckets_; }
 
 void MinMaxDownsampler::Add(const MetricPoint& p) {
+  // Points past `count` (a live series that grew between counting and reading) are not taken:
+  // the answer keeps its size limit and its last point.
+  if (seen_ >= count_) return;
   size_t i = seen_++;
   if (keep_all_ || i == 0 || i + 1 >= count_) {
     if (!keep_all_ && i + 1 >= count_) Flush();

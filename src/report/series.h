@@ -29,7 +29,7 @@ std::vector<MetricPoint> DownsampleMinMax(const std::vector<MetricPoint>& series
 class MinMaxDownsampler {
  public:
   MinMaxDownsampler(size_t count, size_t max_points);
-  void Add(const MetricPoint& p);  // exactly `count` times, in order
+  void Add(const MetricPoint& p);  // `count` times, in order; further points are ignored
   std::vector<MetricPoint> Finish();
 
  private:

@@ -52,6 +52,19 @@ std::vector<MetricPoint> ReferenceDownsample(const std::vector<MetricPoint>& s, 
   return out;
 }
 
+TEST(Downsample, PointsBeyondTheCountAreIgnored) {
+  // A live series that grew between counting and reading: the answer keeps its limit.
+  MinMaxDownsampler d(10, 4);
+  for (int i = 0; i < 13; ++i) d.Add({1, 1, i, "loss", static_cast<double>(i), i});
+  auto out = d.Finish();
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out.front().step, 0);
+  EXPECT_EQ(out.back().step, 9);
+  MinMaxDownsampler all(3, 0);
+  for (int i = 0; i < 5; ++i) all.Add({1, 1, i, "loss", 1.0, i});
+  EXPECT_EQ(all.Finish().size(), 3u);
+}
+
 TEST(Downsample, StreamingPicksTheSamePointsAsTheBucketRule) {
   std::mt19937 rng(5);
   std::uniform_real_distribution<double> u(0, 1);

@@ -101,6 +101,9 @@ Status PlanRoute(ServerContext& ctx, const httplib::Request& req, httplib::Respo
                              "params, objective, gpus, priority)");
     }
   }
+  if (body.contains("recipe") && !body["recipe"].is_string()) {
+    return InvalidArgument("plan request.recipe must be a path (a drover.yaml or its folder)");
+  }
   std::string recipe_path = body.value("recipe", "");
   DROVER_ASSIGN_OR_RETURN(Recipe recipe, LoadFromQuery(recipe_path));
   Plan plan;

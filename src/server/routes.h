@@ -31,6 +31,7 @@ struct ServerContext {
   std::atomic<const mcp::McpServer*> mcp{nullptr};
   mcp::SessionStore mcp_sessions;
   std::atomic<int> long_polls{0};  // event streams and following log requests now open
+  std::atomic<int> port{0};        // the bound port (names the web UI's session cookie)
 
   // This thread's connection to the store (opened on first use; SQLite connections are not
   // shared across threads). Dropped after an error so the next request reopens it.
@@ -97,7 +98,7 @@ void RegisterWebRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterRecipesRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterTableRoutes(httplib::Server& http, ServerContext& ctx);
 
-// The web UI's session cookie in a request, or "" (web_routes.cc).
-std::string SessionCookieOf(const httplib::Request& req);
+// The web UI's valid session cookie in a request, or "" (web_routes.cc).
+std::string SessionCookieOf(const ServerContext& ctx, const httplib::Request& req);
 
 }  // namespace drover::server

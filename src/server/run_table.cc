@@ -137,7 +137,9 @@ Result<Json> RunTable(const Experiment& e, const std::vector<Run>& runs,
     const Run& r = *row.run;
     if (sort == "id") return {0, static_cast<double>(r.id), ""};
     if (sort == "state") return {1, 0, std::string(ToString(r.state))};
-    if (sort == "duration") return {0, static_cast<double>(row.duration_ms), ""};
+    if (sort == "duration") {  // a run that never started has no duration: last
+      return r.started_ms > 0 ? Key{0, static_cast<double>(row.duration_ms), ""} : Key{2, 0, ""};
+    }
     if (sort == "attempts") return {0, static_cast<double>(r.attempts), ""};
     if (sort == "best") return NumberKey(row.best);
     const Json& obj = sort == "param" ? r.params : r.final_metrics;

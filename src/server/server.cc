@@ -93,8 +93,10 @@ httplib::Server::HandlerResponse FillErrorBody(const httplib::Request& req,
 // Who may go on: the sign-in page and the UI's static files are public; everything else needs
 // the Bearer token, or the web UI's session cookie (docs/web.md) plus, for a request that changes
 // something, the session's CSRF token. Answers the refusal itself and returns false.
-bool Authorized(const std::string& token, const httplib::Request& req, httplib::Response& res) {
-  if (req.path == "/login" || req.path == "/favicon.ico" || req.path.starts_with("/static/")) {
+bool Authorized(const std::string& token, int port, const httplib::Request& req,
+                httplib::Response& res) {
+  if (req.path == "/login" || req.path == "/login/status" || req.path == "/favicon.ico" ||
+      req.path.starts_with("/static/")) {
     return true;
   }
   std::string auth = req.get_header_value("Authorization");
@@ -104,8 +106,9 @@ bool Authorized(const std::string& token, const httplib::Request& req, httplib::
   // /mcp?token=... (only there; the API wants the header).
   if (given.empty() && req.path == "/mcp") given = req.get_param_value("token");
   if (!given.empty() && SecretsEqual(given, token)) return true;
-  std::string cookie = CookieValue(req.get_header_value("Cookie"), kSessionCookieName);
-  if (given.empty() && !cookie.empty() && SessionValid(token, cookie, RealClock().Now())) {
+  std::string cookie =
+      ValidSessionCookie(token, req.get_header_value("Cookie"), port, RealClock().Now());
+  if (given.empty() && !cookie.empty()) {
     if (req.method == "GET" || req.method == "HEAD") return true;
     if (SecretsEqual(req.get_header_value(kCsrfHeader), CsrfFor(token, cookie))) return true;
     SendErrorCode(res, 403, "permission_denied",
@@ -162,7 +165,9 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
     }
     if (req.has_header("Origin")) {
       std::string origin = Lower(req.get_header_value("Origin"));
-      if (!Contains(AllowedOrigins(options_.host, port_), origin)) {
+      // The page's own origin is the Host it was loaded through (checked above), so a daemon
+      // listening on a lab address takes its web UI's requests too.
+      if (!Contains(AllowedOrigins(options_.host, port_), origin) && origin != "http://" + host) {
         SendErrorCode(res, 403, "permission_denied",
                       "requests from web pages of origin '" + req.get_header_value("Origin") +
                           "' are refused; only http://127.0.0.1" + p + " and http://localhost" + p +
@@ -170,7 +175,9 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
         return httplib::Server::HandlerResponse::Handled;
       }
     }
-    if (!Authorized(options_.token, req, res)) return httplib::Server::HandlerResponse::Handled;
+    if (!Authorized(options_.token, port_, req, res)) {
+      return httplib::Server::HandlerResponse::Handled;
+    }
     // httplib 0.11 does not bound chunked request bodies; every client we serve sends a length.
     if (req.has_header("Transfer-Encoding")) {
       SendErrorCode(res, 411, std::string(CodeName(Code::kInvalidArgument)),
@@ -237,6 +244,7 @@ Status HttpServer::Bind() {
     }
     port_ = options_.port;
   }
+  ctx_->port = port_;
   bound_ = true;
   return Status::Ok();
 }

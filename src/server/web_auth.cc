@@ -40,7 +40,10 @@ std::string CsrfFor(const std::string& token, std::string_view cookie) {
   return HmacSha256Hex(token, "csrf." + std::string(cookie));
 }
 
-std::string CookieValue(std::string_view header, std::string_view name) {
+std::string SessionCookieName(int port) { return "drover_session_" + std::to_string(port); }
+
+std::vector<std::string> CookieValues(std::string_view header, std::string_view name) {
+  std::vector<std::string> out;
   while (!header.empty()) {
     size_t semi = header.find(';');
     std::string_view part = header.substr(0, semi);
@@ -49,18 +52,25 @@ std::string CookieValue(std::string_view header, std::string_view name) {
     if (eq != std::string_view::npos && part.substr(0, eq) == name) {
       std::string_view v = part.substr(eq + 1);
       while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
-      return std::string(v);
+      out.emplace_back(v);
     }
     if (semi == std::string_view::npos) break;
     header.remove_prefix(semi + 1);
   }
+  return out;
+}
+
+std::string ValidSessionCookie(const std::string& token, std::string_view header, int port,
+                               Millis now) {
+  for (const std::string& v : CookieValues(header, SessionCookieName(port))) {
+    if (SessionValid(token, v, now)) return v;
+  }
   return "";
 }
 
-std::string SessionSetCookie(const std::string& value) {
+std::string SessionSetCookie(int port, const std::string& value) {
   // HttpOnly: page scripts cannot read it; SameSite=Strict: other sites' pages never send it.
-  return std::string(kSessionCookieName) + "=" + value +
-         "; HttpOnly; SameSite=Strict; Path=/; Max-Age=" +
+  return SessionCookieName(port) + "=" + value + "; HttpOnly; SameSite=Strict; Path=/; Max-Age=" +
          (value.empty() ? "0" : std::to_string(kSessionMaxAgeS));
 }
 

@@ -6,14 +6,18 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/clock.h"
 
 namespace drover::server {
 
-inline constexpr char kSessionCookieName[] = "drover_session";
 inline constexpr char kCsrfHeader[] = "X-Drover-Csrf";
-inline constexpr int64_t kSessionMaxAgeS = 30LL * 24 * 3600;
+inline constexpr int64_t kSessionMaxAgeS = 7LL * 24 * 3600;
+
+// "drover_session_<port>": browsers do not separate cookies by port, so two daemons on one host
+// (two stores) each keep their own session.
+std::string SessionCookieName(int port);
 
 // "v1.<issued_ms>.<hex HMAC-SHA256(token, "session.<issued_ms>")>".
 std::string MakeSessionCookie(const std::string& token, Millis now);
@@ -23,10 +27,15 @@ bool SessionValid(const std::string& token, std::string_view cookie, Millis now)
 // The CSRF token of a session: HMAC-SHA256(token, "csrf." + cookie).
 std::string CsrfFor(const std::string& token, std::string_view cookie);
 
-// The value of cookie `name` in a Cookie header ("a=1; drover_session=v1...."), or "".
-std::string CookieValue(std::string_view cookie_header, std::string_view name);
+// Every value of cookie `name` in a Cookie header ("a=1; drover_session_7070=v1...."), in order.
+// A page on another port of the same host can set a cookie of the same name (for a narrower
+// path, so it comes first): the caller tries them all.
+std::vector<std::string> CookieValues(std::string_view cookie_header, std::string_view name);
+// The first of the request's session cookies for this port that SessionValid accepts, or "".
+std::string ValidSessionCookie(const std::string& token, std::string_view cookie_header, int port,
+                               Millis now);
 // The Set-Cookie header value that stores (or, with an empty value, clears) the session.
-std::string SessionSetCookie(const std::string& value);
+std::string SessionSetCookie(int port, const std::string& value);
 
 // Constant-time string comparison (for tokens and HMACs).
 bool SecretsEqual(std::string_view a, std::string_view b);

@@ -48,8 +48,9 @@ void SendLogin(httplib::Response& res, int status, const std::string& error) {
 
 }  // namespace
 
-std::string SessionCookieOf(const httplib::Request& req) {
-  return CookieValue(req.get_header_value("Cookie"), kSessionCookieName);
+std::string SessionCookieOf(const ServerContext& ctx, const httplib::Request& req) {
+  return ValidSessionCookie(ctx.options.token, req.get_header_value("Cookie"), ctx.port,
+                            RealClock().Now());
 }
 
 void RegisterWebRoutes(httplib::Server& http, ServerContext& ctx) {
@@ -66,14 +67,23 @@ void RegisterWebRoutes(httplib::Server& http, ServerContext& ctx) {
       return;
     }
     NoStore(res);
-    res.set_header("Set-Cookie", SessionSetCookie(MakeSessionCookie(ctx.options.token,
-                                                                    RealClock().Now())));
+    res.set_header("Set-Cookie",
+                   SessionSetCookie(ctx.port, MakeSessionCookie(ctx.options.token,
+                                                                RealClock().Now())));
     res.set_redirect("/", 303);
   });
 
-  http.Post("/logout", [](const httplib::Request&, httplib::Response& res) {
+  // Whether this browser is signed in, for the sign-in page: a link from another site arrives
+  // without the SameSite=Strict cookie, and the page's own request has it. Public, and 200
+  // either way (a 401 would be a console error on every sign-in page).
+  http.Get("/login/status", [&ctx](const httplib::Request& req, httplib::Response& res) {
     NoStore(res);
-    res.set_header("Set-Cookie", SessionSetCookie(""));
+    SendJson(res, 200, {{"signed_in", !SessionCookieOf(ctx, req).empty()}});
+  });
+
+  http.Post("/logout", [&ctx](const httplib::Request&, httplib::Response& res) {
+    NoStore(res);
+    res.set_header("Set-Cookie", SessionSetCookie(ctx.port, ""));
     res.set_redirect("/login", 303);
   });
 
@@ -83,7 +93,7 @@ void RegisterWebRoutes(httplib::Server& http, ServerContext& ctx) {
       SendError(res, Internal("the web UI's index.html is missing from this build"));
       return;
     }
-    std::string cookie = SessionCookieOf(req);
+    std::string cookie = SessionCookieOf(ctx, req);
     std::string csrf = cookie.empty() ? "" : CsrfFor(ctx.options.token, cookie);
     NoStore(res);
     res.set_content(Replace(page->data, "{{csrf}}", csrf), page->content_type);
@@ -116,7 +126,7 @@ void RegisterWebRoutes(httplib::Server& http, ServerContext& ctx) {
 
   http.Get(std::string(protocol::kApiPrefix) + "/session",
            [&ctx](const httplib::Request& req, httplib::Response& res) {
-             std::string cookie = SessionCookieOf(req);
+             std::string cookie = SessionCookieOf(ctx, req);
              bool bearer = req.has_header("Authorization");
              Json csrf = bearer || cookie.empty() ? Json(nullptr)
                                                   : Json(CsrfFor(ctx.options.token, cookie));

@@ -35,15 +35,25 @@ TEST(WebAuth, SessionCookieIsAnHmacThatExpires) {
 }
 
 TEST(WebAuth, CookieHeaders) {
-  EXPECT_EQ(CookieValue("a=1; drover_session=v1.2.x ; b=3", "drover_session"), "v1.2.x");
-  EXPECT_EQ(CookieValue("drover_session=abc", "drover_session"), "abc");
-  EXPECT_EQ(CookieValue("xdrover_session=abc", "drover_session"), "");
-  EXPECT_EQ(CookieValue("", "drover_session"), "");
-  std::string set = SessionSetCookie("v1.1.ab");
+  using V = std::vector<std::string>;
+  EXPECT_EQ(CookieValues("a=1; drover_session=v1.2.x ; b=3", "drover_session"), V{"v1.2.x"});
+  EXPECT_EQ(CookieValues("drover_session=abc; drover_session=def", "drover_session"),
+            (V{"abc", "def"}));
+  EXPECT_EQ(CookieValues("xdrover_session=abc", "drover_session"), V{});
+  EXPECT_EQ(CookieValues("", "drover_session"), V{});
+  EXPECT_EQ(SessionCookieName(7070), "drover_session_7070");
+  // A junk cookie of the same name (planted by a page on another port) does not hide the real one.
+  const Millis now = 1'764'460'800'000;
+  std::string good = MakeSessionCookie("tok", now);
+  EXPECT_EQ(ValidSessionCookie("tok", "drover_session_7070=junk; drover_session_7070=" + good, 7070, now),
+            good);
+  EXPECT_EQ(ValidSessionCookie("tok", "drover_session_7071=" + good, 7070, now), "");
+  std::string set = SessionSetCookie(7070, "v1.1.ab");
+  EXPECT_TRUE(set.starts_with("drover_session_7070=v1.1.ab;")) << set;
   EXPECT_NE(set.find("HttpOnly"), std::string::npos);
   EXPECT_NE(set.find("SameSite=Strict"), std::string::npos);
   EXPECT_NE(set.find("Path=/"), std::string::npos);
-  EXPECT_NE(SessionSetCookie("").find("Max-Age=0"), std::string::npos);
+  EXPECT_NE(SessionSetCookie(7070, "").find("Max-Age=0"), std::string::npos);
   EXPECT_TRUE(SecretsEqual("abc", "abc"));
   EXPECT_FALSE(SecretsEqual("abc", "abd"));
   EXPECT_FALSE(SecretsEqual("abc", "abcd"));
@@ -117,7 +127,7 @@ TEST_F(WebRoutesTest, SignInSetsAnHttpOnlyStrictCookieThatOpensTheApp) {
   ASSERT_TRUE(right);
   EXPECT_EQ(right->status, 303);
   std::string set = right->get_header_value("Set-Cookie");
-  EXPECT_TRUE(set.starts_with("drover_session=v1.")) << set;
+  EXPECT_TRUE(set.starts_with("drover_session_" + std::to_string(Port()) + "=v1.")) << set;
   EXPECT_NE(set.find("HttpOnly"), std::string::npos);
   EXPECT_NE(set.find("SameSite=Strict"), std::string::npos);
   std::string cookie = set.substr(0, set.find(';'));
@@ -142,12 +152,49 @@ TEST_F(WebRoutesTest, SignInSetsAnHttpOnlyStrictCookieThatOpensTheApp) {
   EXPECT_EQ(s["csrf"], csrf);
 
   // A forged or stale cookie is nobody.
-  auto forged = anon->Get("/api/v1/runs", {{"Cookie", "drover_session=v1.1.abc"}});
+  std::string name = SessionCookieName(Port());
+  auto forged = anon->Get("/api/v1/runs", {{"Cookie", name + "=v1.1.abc"}});
   ASSERT_TRUE(forged);
   EXPECT_EQ(forged->status, 401);
-  auto forged_root = anon->Get("/", {{"Cookie", "drover_session=v1.1.abc"}});
+  auto forged_root = anon->Get("/", {{"Cookie", name + "=v1.1.abc"}});
   ASSERT_TRUE(forged_root);
   EXPECT_EQ(forged_root->status, 303);
+  // A junk cookie of the same name first does not sign the browser out.
+  auto planted = anon->Get("/api/v1/runs", {{"Cookie", name + "=junk; " + cookie}});
+  ASSERT_TRUE(planted);
+  EXPECT_EQ(planted->status, 200);
+
+  // The sign-in page asks whether it is signed in already (a link from another site comes
+  // without the SameSite=Strict cookie); public, 200 either way.
+  auto status = anon->Get("/login/status", {{"Cookie", cookie}});
+  ASSERT_TRUE(status);
+  EXPECT_EQ(Json::parse(status->body)["signed_in"], true);
+  status = anon->Get("/login/status");
+  ASSERT_TRUE(status);
+  EXPECT_EQ(status->status, 200);
+  EXPECT_EQ(Json::parse(status->body)["signed_in"], false);
+}
+
+TEST_F(WebRoutesTest, SignInWorksOnTheAddressTheDaemonListensOn) {
+  // A lab daemon on a non-default address: its page's Origin is that address.
+  ServerOptions o;
+  o.host = "127.0.0.2";
+  o.store_path = StorePath();
+  o.port = 0;
+  o.token = kToken;
+  server_ = std::make_unique<HttpServer>(o, engine_);
+  ASSERT_TRUE(server_->Bind().ok());
+  thread_ = std::thread([this] { server_->Run(); });
+  httplib::Client c("127.0.0.2", Port());
+  std::string origin = "http://127.0.0.2:" + std::to_string(Port());
+  auto r = c.Post("/login", {{"Origin", origin}}, "token=" + std::string(kToken),
+                  "application/x-www-form-urlencoded");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 303) << r->body;
+  auto other = c.Post("/login", {{"Origin", "http://127.0.0.3:" + std::to_string(Port())}},
+                      "token=" + std::string(kToken), "application/x-www-form-urlencoded");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 403);
 }
 
 TEST_F(WebRoutesTest, WithoutCookieOrTokenTheApiRefuses) {
@@ -334,6 +381,12 @@ TEST_F(RunTableTest, SortsByBestFiltersAndPages) {
   EXPECT_EQ(RowIds(r.body), (std::vector<int64_t>{ids_[1], ids_[0]}));
   r = Get("/api/v1/experiments/sweep/table?sort=metric:loss&order=desc");
   EXPECT_EQ(RowIds(r.body), (std::vector<int64_t>{ids_[0], ids_[1], ids_[2], ids_[3], ids_[4]}));
+  // The queued run never started: no duration, last in both orders.
+  r = Get("/api/v1/experiments/sweep/table?sort=duration");
+  EXPECT_EQ(RowIds(r.body), (std::vector<int64_t>{ids_[0], ids_[1], ids_[2], ids_[3], ids_[4]}));
+  r = Get("/api/v1/experiments/sweep/table?sort=duration&order=desc");
+  // The running run's duration runs to now: the longest.
+  EXPECT_EQ(RowIds(r.body), (std::vector<int64_t>{ids_[3], ids_[2], ids_[1], ids_[0], ids_[4]}));
   r = Get("/api/v1/experiments/sweep/table?sort=param:model");
   EXPECT_EQ(RowIds(r.body), (std::vector<int64_t>{ids_[2], ids_[3], ids_[4], ids_[0], ids_[1]}));
 }
@@ -460,6 +513,9 @@ TEST_F(RecipesRoutesTest, PlansTickedValuesAndInstructions) {
   r = Post("/api/v1/plan", Json({{"recipe", project_.string()}, {"instruction", "hello there"}}).dump());
   EXPECT_EQ(r.status, 400);
   EXPECT_NE(r.raw.find("knows the parameters"), std::string::npos) << r.raw;
+  r = Post("/api/v1/plan", Json({{"recipe", 5}}).dump());
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.raw.find("recipe must be a path"), std::string::npos) << r.raw;
   r = Post("/api/v1/plan", Json({{"recipe", project_.string()}, {"colour", 1}}).dump());
   EXPECT_EQ(r.status, 400);
   EXPECT_NE(r.raw.find("unknown field"), std::string::npos);

@@ -111,6 +111,29 @@ class ReportTest : public testing::CliFixture {
   pid_t daemon_ = -1;
 };
 
+// Each curve comes from the latest attempt that reported its metric: attempt 2 crashed before its
+// first evaluation (loss only), so the run's val_acc curve is attempt 1's.
+TEST_F(ReportTest, EachCurveFromTheLatestAttemptThatReportedIt) {
+  Write("code/flaky.sh",
+        "i=0\nwhile [ $i -lt 5 ]; do\n"
+        "  if [ \"$DROVER_ATTEMPT\" = 1 ]; then echo \"{\\\"step\\\": $i, \\\"loss\\\": 1.$i, "
+        "\\\"val_acc\\\": 0.$i}\"\n"
+        "  else echo \"{\\\"step\\\": $i, \\\"loss\\\": 2.$i}\"; fi\n"
+        "  i=$((i + 1))\ndone\nexit 1\n");
+  std::string spec = Write("flaky.yaml",
+                           "name: flaky\nworkdir: code\ncommand: sh flaky.sh\nretries: 1\n"
+                           "retry_backoff: 100ms\nresources: {gpus: 0}\n"
+                           "objective: {metric: val_acc, mode: max}\n");
+  auto run = RunDrover({"run", spec, "--store", store_});
+  ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+  auto report = RunDrover({"report", "flaky", "--store", store_, "-o", (dir_ / "f.html").string()});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  Seen seen = Read(ReadFile((dir_ / "f.html").string()));
+  EXPECT_EQ(seen.curves, (std::vector<std::string>{"val_acc", "loss"}));
+  EXPECT_EQ(seen.lines["val_acc"], 1u);
+  EXPECT_EQ(seen.lines["loss"], 1u);
+}
+
 TEST_F(ReportTest, RunWritesTheReportAndReportAndComparePlotWriteItAgain) {
   auto run = RunDrover({"run", spec_, "--store", store_});
   ASSERT_EQ(run.exit_code, 1) << run.out << run.err;  // the crash runs failed

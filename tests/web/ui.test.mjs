@@ -172,7 +172,7 @@ async function main() {
   await page.fill("input[name=token]", token);
   await Promise.all([page.waitForURL(`${base}/`), page.click("button[type=submit]")]);
   const cookies = await context.cookies();
-  const session = cookies.find((c) => c.name === "drover_session");
+  const session = cookies.find((c) => c.name.startsWith("drover_session_"));
   expect(session && session.httpOnly && session.sameSite === "Strict", `session cookie: ${JSON.stringify(session)}`);
   log("signed in through the form; cookie is HttpOnly, SameSite=Strict");
 
@@ -180,7 +180,7 @@ async function main() {
   {
     const csrf = await page.getAttribute('meta[name="drover-csrf"]', "content");
     expect(csrf && !csrf.includes("{{"), `the page has no CSRF token: ${csrf}`);
-    const cookie = `drover_session=${session.value}`;
+    const cookie = `${session.name}=${session.value}`;
     const s = await (await fetch(`${base}/api/v1/session`, { headers: { Cookie: cookie } })).json();
     expect(s.auth === "cookie" && s.csrf === csrf, `GET /api/v1/session: ${JSON.stringify(s)}`);
     const bad = await fetch(`${base}/api/v1/runs/1/priority`, { method: "POST", headers: { Cookie: cookie, "Content-Type": "application/json" }, body: '{"priority": 1}' });

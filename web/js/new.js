@@ -68,8 +68,19 @@ export async function mount(root, { scope, query }) {
     instruction,
     h("div", { class: "row" }, planBtn, h("span", { class: "muted small" }, "The planner reads the recipe's parameter names and aliases; what it did not understand is listed, and nothing is submitted until you press Submit."))));
   // Planned once typing pauses (each half-typed instruction need not be planned).
-  const scheduleWords = debounce(() => runPlan(), 600);
-  scope.add(() => scheduleWords.cancel());
+  // Any change makes the shown plan stale: Submit waits for the plan of what the form says now
+  // (and an answer still on its way for the old form is dropped).
+  const invalidate = () => {
+    plan = null;
+    planSeq++;
+    submitBtn.disabled = true;
+  };
+  const wordsLater = debounce(() => runPlan(), 600);
+  scope.add(() => wordsLater.cancel());
+  const scheduleWords = () => {
+    invalidate();
+    wordsLater();
+  };
   instruction.addEventListener("input", () => scheduleWords());
   planBtn.addEventListener("click", () => runPlan());
 
@@ -240,8 +251,12 @@ export async function mount(root, { scope, query }) {
       if (seq === planSeq) runCount.classList.remove("busy");
     }
   };
-  const schedulePlan = debounce(runPlan, 200);
-  scope.add(() => schedulePlan.cancel());
+  const planLater = debounce(runPlan, 200);
+  scope.add(() => planLater.cancel());
+  function schedulePlan() {
+    invalidate();
+    planLater();
+  }
 
   submitBtn.addEventListener("click", async () => {
     if (!plan) return;

@@ -90,6 +90,21 @@ httplib::Server::HandlerResponse FillErrorBody(const httplib::Request& req,
   return httplib::Server::HandlerResponse::Handled;
 }
 
+// httplib compresses a reply in the first encoding the request accepts, preferring brotli, at
+// brotli's slowest setting: 80 ms more for a 94 KB metrics reply and 50 ms for uPlot, on every
+// request. On loopback compression buys nothing; elsewhere gzip is fast and nearly as small. The
+// request is the server's own object (const only in the handler's signature), so its
+// Accept-Encoding is narrowed here, before any route sees it.
+void ChooseCompression(httplib::Request& req) {
+  auto it = req.headers.find("Accept-Encoding");
+  if (it == req.headers.end()) return;
+  bool loopback = req.remote_addr.starts_with("127.") || req.remote_addr == "::1" ||
+                  req.remote_addr.starts_with("::ffff:127.");
+  bool gzip = !loopback && it->second.find("gzip") != std::string::npos;
+  req.headers.erase("Accept-Encoding");
+  if (gzip) req.headers.emplace("Accept-Encoding", "gzip");
+}
+
 // Who may go on: the sign-in page and the UI's static files are public; everything else needs
 // the Bearer token, or the web UI's session cookie (docs/web.md) plus, for a request that changes
 // something, the session's CSRF token. Answers the refusal itself and returns false.
@@ -154,6 +169,7 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
   http_->set_write_timeout(5, 0);
 
   http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    ChooseCompression(const_cast<httplib::Request&>(req));
     const std::string p = ":" + std::to_string(port_);
     std::string host = Lower(req.get_header_value("Host"));
     if (!Contains(AllowedHosts(options_.host, port_), host)) {

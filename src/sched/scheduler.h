@@ -14,9 +14,12 @@
 #include <map>
 #include <vector>
 
+#include <optional>
+
 #include "common/clock.h"
 #include "common/status.h"
 #include "model/spec.h"
+#include "sched/policy.h"
 
 namespace drover::sched {
 
@@ -27,6 +30,10 @@ struct PendingRun {
   int64_t seq = 0;  // submit order (the run id works)
   Resources resources;
   Millis not_before_ms = 0;  // retry backoff: not eligible before this time
+  // What ranking policies other than fifo read (sched/policy.h).
+  Millis submitted_ms = 0;
+  Millis attained_gpu_ms = 0;           // GPU time its earlier attempts had
+  std::optional<Millis> predicted_ms;   // predicted run time at its size
 };
 
 struct GpuState {
@@ -35,6 +42,20 @@ struct GpuState {
   int64_t reserved = 0;    // bytes held by running runs
   int runs = 0;            // runs on it now
   bool exclusive = false;  // held whole by one run
+  int node = 0;            // the machine it is on: a gang of up to a machine's GPUs stays on one
+};
+
+// A run holding GPUs now, as preemption sees it.
+struct RunningRun {
+  int64_t run_id = 0;
+  int priority = 0;
+  int64_t seq = 0;
+  std::vector<int> gpus;       // GPU indices it holds
+  bool exclusive = true;       // holds them whole (only such runs are preempted)
+  Millis started_ms = 0;       // this attempt's start
+  Millis attained_gpu_ms = 0;  // GPU time so far, this attempt included
+  std::optional<Millis> predicted_ms;
+  bool preemptible = true;
 };
 
 struct ClusterView {
@@ -43,6 +64,7 @@ struct ClusterView {
   int cpu_slots_used = 0;
   std::map<int64_t, int> max_parallel;  // experiment -> limit (absent or 0 = none)
   std::map<int64_t, int> running;       // experiment -> runs running now
+  std::vector<RunningRun> active;       // what runs now (read by preemptive policies)
 };
 
 struct StartAction {
@@ -52,6 +74,22 @@ struct StartAction {
   bool exclusive = false;
 };
 
+struct Decision {
+  std::vector<StartAction> starts;
+  // Runs to stop so a better-ranked waiting run can start (SIGTERM, requeue); the GPUs they free
+  // are handed out by a later call, once they are free.
+  std::vector<int64_t> preempt;
+};
+
+// The policy orders the queue (sched/policy.h); runs are placed in that order, each where it fits
+// (a run that does not fit now does not block the ones after it). Whole-GPU gangs of up to a
+// machine's GPUs go to the machine whose idle GPUs fit most tightly; larger ones take whole idle
+// machines. A preemptive policy, when at least `preempt_above_allocated` of the GPUs are taken,
+// stops the worst-ranked runs that are older than `min_runtime_ms` and ranked below the best
+// waiting run that does not fit, if that makes it fit.
+Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster, Millis now,
+                const PolicyConfig& policy);
+// fifo (priority, then submit order), no preemption: what the engine runs.
 std::vector<StartAction> Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster,
                                 Millis now);
 

@@ -1,0 +1,70 @@
+#include "sched/policy.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+namespace drover::sched {
+
+std::string_view ToString(PolicyKind k) {
+  switch (k) {
+    case PolicyKind::kFifo: return "fifo";
+    case PolicyKind::kPriority: return "priority";
+    case PolicyKind::kLas: return "las";
+    case PolicyKind::kSrtf: return "srtf";
+    case PolicyKind::kDefault: return "default";
+  }
+  return "fifo";
+}
+
+Result<PolicyKind> ParsePolicy(std::string_view name) {
+  for (PolicyKind k : {PolicyKind::kFifo, PolicyKind::kPriority, PolicyKind::kLas,
+                       PolicyKind::kSrtf, PolicyKind::kDefault}) {
+    if (ToString(k) == name) return k;
+  }
+  return InvalidArgument(fmt::format(
+      "no scheduling policy '{}'; choose fifo, priority, las, srtf or default", name));
+}
+
+bool Preemptive(PolicyKind k) {
+  return k == PolicyKind::kLas || k == PolicyKind::kSrtf || k == PolicyKind::kDefault;
+}
+
+namespace {
+
+constexpr double kUnknown = std::numeric_limits<double>::infinity();
+
+Rank Las(const PolicyConfig& p, const RankInput& r) {
+  return {r.attained_gpu_ms >= p.las_threshold_gpu_ms ? 1.0 : 0.0, static_cast<double>(r.seq)};
+}
+
+Rank Srtf(const RankInput& r) {
+  if (!r.predicted_ms) return {kUnknown, static_cast<double>(r.seq)};
+  double ran = static_cast<double>(r.attained_gpu_ms) / std::max(1, r.gpus);
+  return {std::max(0.0, static_cast<double>(*r.predicted_ms) - ran), static_cast<double>(r.seq)};
+}
+
+}  // namespace
+
+Rank RankOf(const PolicyConfig& p, const RankInput& r) {
+  switch (p.kind) {
+    case PolicyKind::kFifo:
+      return {-static_cast<double>(r.priority), static_cast<double>(r.seq)};
+    case PolicyKind::kPriority: {
+      double predicted_h = r.predicted_ms ? static_cast<double>(*r.predicted_ms) / 3.6e6 : 1.0;
+      double score = r.priority * 0.6 + (1.0 - std::min(predicted_h, 1.0)) * 0.4 +
+                     p.aging_per_hour * static_cast<double>(r.waited_ms) / 3.6e6;
+      return {-score, static_cast<double>(r.seq)};
+    }
+    case PolicyKind::kLas:
+      return Las(p, r);
+    case PolicyKind::kSrtf:
+      return Srtf(r);
+    case PolicyKind::kDefault:
+      return r.predicted_ms ? Srtf(r) : Rank{kUnknown, Las(p, r).primary * 1e18 + r.seq};
+  }
+  return {0, static_cast<double>(r.seq)};
+}
+
+}  // namespace drover::sched

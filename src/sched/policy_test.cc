@@ -1,0 +1,199 @@
+// The policies on small hand-made queues: no clock, no threads.
+#include "sched/policy.h"
+
+#include <gtest/gtest.h>
+
+#include "sched/scheduler.h"
+
+namespace drover::sched {
+namespace {
+
+constexpr Millis kHour = 3600LL * 1000;
+
+// n machines of k whole GPUs (80 GiB each).
+ClusterView Machines(int n, int k) {
+  ClusterView c;
+  for (int m = 0; m < n; ++m) {
+    for (int g = 0; g < k; ++g) {
+      GpuState s;
+      s.index = m * k + g;
+      s.capacity = 80LL << 30;
+      s.node = m;
+      c.gpus.push_back(s);
+    }
+  }
+  return c;
+}
+
+PendingRun Job(int64_t id, int gpus, Millis submitted = 0) {
+  PendingRun p;
+  p.run_id = id;
+  p.experiment_id = 1;
+  p.seq = id;
+  p.resources.gpus = gpus;
+  p.resources.cpus = 0;
+  p.submitted_ms = submitted;
+  return p;
+}
+
+// Marks GPUs as held by a running run and records it for preemption.
+void Hold(ClusterView& c, int64_t id, std::vector<int> gpus, Millis started, Millis attained,
+          std::optional<Millis> predicted = {}) {
+  RunningRun r;
+  r.run_id = id;
+  r.seq = id;
+  r.gpus = gpus;
+  r.started_ms = started;
+  r.attained_gpu_ms = attained;
+  r.predicted_ms = predicted;
+  for (int g : gpus) {
+    c.gpus[g].runs = 1;
+    c.gpus[g].exclusive = true;
+    c.gpus[g].reserved = c.gpus[g].capacity;
+  }
+  c.active.push_back(r);
+}
+
+std::vector<int64_t> Started(const Decision& d) {
+  std::vector<int64_t> ids;
+  for (const auto& s : d.starts) ids.push_back(s.run_id);
+  return ids;
+}
+
+PolicyConfig Policy(PolicyKind k) {
+  PolicyConfig p;
+  p.kind = k;
+  return p;
+}
+
+TEST(Policy, NamesParseAndUnknownOnesSayWhatExists) {
+  for (const char* n : {"fifo", "priority", "las", "srtf", "default"}) {
+    auto k = ParsePolicy(n);
+    ASSERT_TRUE(k.ok()) << n;
+    EXPECT_EQ(ToString(*k), n);
+  }
+  auto bad = ParsePolicy("sjf");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "no scheduling policy 'sjf'; choose fifo, priority, las, srtf or default");
+  EXPECT_FALSE(Preemptive(PolicyKind::kFifo));
+  EXPECT_TRUE(Preemptive(PolicyKind::kLas));
+}
+
+TEST(Policy, FifoIsSubmitOrderAndFillsGaps) {
+  ClusterView c = Machines(1, 4);
+  Hold(c, 100, {0, 1}, 0, 0);
+  // 3 wants 4 GPUs (only 2 idle): it waits, 4 and 5 behind it still start.
+  std::vector<PendingRun> q = {Job(5, 1), Job(3, 4), Job(4, 1)};
+  Decision d = Decide(q, c, 0, Policy(PolicyKind::kFifo));
+  EXPECT_EQ(Started(d), (std::vector<int64_t>{4, 5}));
+  EXPECT_TRUE(d.preempt.empty());
+}
+
+TEST(Policy, PriorityBidFavoursShortRunsAndAgingEndsStarvation) {
+  ClusterView c = Machines(1, 1);
+  PendingRun long_old = Job(1, 1, 0);
+  long_old.predicted_ms = 10 * kHour;
+  PendingRun short_new = Job(2, 1, 0);
+  short_new.predicted_ms = kHour / 10;
+  PolicyConfig p = Policy(PolicyKind::kPriority);
+  // Both just submitted: the short one bids higher (0.36 vs 0).
+  EXPECT_EQ(Started(Decide({long_old, short_new}, c, 0, p)), (std::vector<int64_t>{2}));
+  // The long one has waited 5 hours, the short one arrives now: aging (0.1 per hour) wins.
+  short_new.submitted_ms = 5 * kHour;
+  EXPECT_EQ(Started(Decide({long_old, short_new}, c, 5 * kHour, p)), (std::vector<int64_t>{1}));
+  // A higher priority outweighs both.
+  PendingRun urgent = Job(3, 1, 5 * kHour);
+  urgent.priority = 10;
+  EXPECT_EQ(Started(Decide({long_old, short_new, urgent}, c, 5 * kHour, p)),
+            (std::vector<int64_t>{3}));
+}
+
+TEST(Policy, LasServesLeastAttainedFirstAndPreemptsTheSecondQueue) {
+  ClusterView c = Machines(1, 4);
+  // 10 has had 20 GPU-hours (second queue), 11 has had 1 (first queue); both hold 2 GPUs for an
+  // hour now.
+  Hold(c, 10, {0, 1}, 0, 20 * kHour);
+  Hold(c, 11, {2, 3}, 0, 1 * kHour);
+  PendingRun fresh = Job(12, 2, kHour);
+  Decision d = Decide({fresh}, c, kHour, Policy(PolicyKind::kLas));
+  EXPECT_TRUE(d.starts.empty());
+  EXPECT_EQ(d.preempt, (std::vector<int64_t>{10}));  // only the second-queue run
+  // A waiting run that attained 20 GPU-hours itself is not above anyone in the second queue...
+  PendingRun veteran = Job(13, 2, kHour);
+  veteran.attained_gpu_ms = 20 * kHour;
+  EXPECT_TRUE(Decide({veteran}, c, kHour, Policy(PolicyKind::kLas)).preempt.empty());
+  // ... and a run younger than the minimum run time is never preempted.
+  ClusterView young = Machines(1, 2);
+  Hold(young, 10, {0, 1}, kHour - 60'000, 20 * kHour);
+  EXPECT_TRUE(Decide({fresh}, young, kHour, Policy(PolicyKind::kLas)).preempt.empty());
+}
+
+TEST(Policy, SrtfRunsTheShortestRemainingAndPreemptsLongerOnes) {
+  ClusterView c = Machines(1, 2);
+  // 20 is predicted 10 h and ran 1 h on 2 GPUs: 9 h left.
+  Hold(c, 20, {0, 1}, 0, 2 * kHour, 10 * kHour);
+  PendingRun quick = Job(21, 1, kHour);
+  quick.predicted_ms = kHour / 2;
+  PendingRun unknown = Job(22, 1, kHour);  // no prediction: after the known ones
+  Decision d = Decide({unknown, quick}, c, kHour, Policy(PolicyKind::kSrtf));
+  EXPECT_EQ(d.preempt, (std::vector<int64_t>{20}));
+  // With room, the known-short run goes first.
+  ClusterView free1 = Machines(1, 1);
+  EXPECT_EQ(Started(Decide({unknown, quick}, free1, kHour, Policy(PolicyKind::kSrtf))),
+            (std::vector<int64_t>{21}));
+  // A longer waiting run never preempts a shorter running one.
+  PendingRun slow = Job(23, 1, kHour);
+  slow.predicted_ms = 20 * kHour;
+  EXPECT_TRUE(Decide({slow}, c, kHour, Policy(PolicyKind::kSrtf)).preempt.empty());
+}
+
+TEST(Policy, PreemptsOnlyWhenThePoolIsBusyAndItMakesRoom) {
+  // 10 GPUs, 2 held by a second-queue run: 20% allocated, under the 80% threshold; the 12-GPU
+  // run cannot fit anyway, and nobody is stopped for nothing.
+  ClusterView c = Machines(1, 10);
+  Hold(c, 10, {0, 1}, 0, 20 * kHour);
+  PendingRun big = Job(11, 12, kHour);
+  Decision d = Decide({big}, c, kHour, Policy(PolicyKind::kLas));
+  EXPECT_TRUE(d.preempt.empty());
+  // Busy pool, but stopping every candidate would still not make room for 12 GPUs on 10.
+  ClusterView busy = Machines(1, 10);
+  for (int g = 0; g < 10; ++g) Hold(busy, 100 + g, {g}, 0, 20 * kHour);
+  EXPECT_TRUE(Decide({big}, busy, kHour, Policy(PolicyKind::kLas)).preempt.empty());
+  // A 2-GPU run needs two of them: the two worst (latest submitted) go.
+  PendingRun two = Job(11, 2, kHour);
+  EXPECT_EQ(Decide({two}, busy, kHour, Policy(PolicyKind::kLas)).preempt,
+            (std::vector<int64_t>{109, 108}));
+}
+
+TEST(Placement, GangsStayOnOneMachineBestFit) {
+  ClusterView c = Machines(3, 4);
+  Hold(c, 50, {0, 1, 2}, 0, 0);  // machine 0: 1 idle
+  Hold(c, 51, {4}, 0, 0);        // machine 1: 3 idle; machine 2: 4 idle
+  Decision d = Decide({Job(1, 3), Job(2, 1), Job(3, 4)}, c, 0, Policy(PolicyKind::kFifo));
+  ASSERT_EQ(d.starts.size(), 3u);
+  EXPECT_EQ(d.starts[0].gpus, (std::vector<int>{5, 6, 7}));  // the tightest machine that fits
+  EXPECT_EQ(d.starts[1].gpus, (std::vector<int>{3}));        // machine 0's last GPU
+  EXPECT_EQ(d.starts[2].gpus, (std::vector<int>{8, 9, 10, 11}));
+  // 3 GPUs idle on three different machines do not make a 3-GPU gang.
+  ClusterView spread = Machines(3, 2);
+  Hold(spread, 60, {0}, 0, 0);
+  Hold(spread, 61, {2}, 0, 0);
+  Hold(spread, 62, {4}, 0, 0);
+  EXPECT_TRUE(Decide({Job(1, 2)}, spread, 0, Policy(PolicyKind::kFifo)).starts.empty());
+}
+
+TEST(Placement, LargerThanAMachineTakesWholeIdleMachines) {
+  ClusterView c = Machines(4, 8);
+  Hold(c, 70, {8}, 0, 0);  // machine 1 is not whole
+  Decision d = Decide({Job(1, 16)}, c, 0, Policy(PolicyKind::kFifo));
+  ASSERT_EQ(d.starts.size(), 1u);
+  std::vector<int> want;
+  for (int g = 0; g < 8; ++g) want.push_back(g);
+  for (int g = 16; g < 24; ++g) want.push_back(g);
+  EXPECT_EQ(d.starts[0].gpus, want);
+  EXPECT_TRUE(Decide({Job(1, 32)}, c, 0, Policy(PolicyKind::kFifo)).starts.empty());
+}
+
+}  // namespace
+}  // namespace drover::sched

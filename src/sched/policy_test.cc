@@ -197,3 +197,23 @@ TEST(Placement, LargerThanAMachineTakesWholeIdleMachines) {
 
 }  // namespace
 }  // namespace drover::sched
+
+#include "sched/predictor.h"
+
+namespace drover::sched {
+namespace {
+
+TEST(Predictor, EwmaByKeyThenByGpusThenAll) {
+  DurationPredictor p(0.5);
+  EXPECT_FALSE(p.Predict("team-a", 1).has_value());
+  p.Observe("team-a", 1, 100);
+  p.Observe("team-a", 1, 300);  // 0.5 x 300 + 0.5 x 100
+  EXPECT_EQ(p.Predict("team-a", 1), 200);
+  p.Observe("team-b", 8, 1000);
+  EXPECT_EQ(p.Predict("team-b", 8), 1000);
+  EXPECT_EQ(p.Predict("team-c", 1), 200);  // unseen key: the 1-GPU runs'
+  EXPECT_EQ(p.Predict("team-c", 4), 600);  // unseen size too: all runs (0.5 x 1000 + 0.5 x 200)
+}
+
+}  // namespace
+}  // namespace drover::sched

@@ -74,5 +74,6 @@ Command RegisterSubmit(CLI::App& root, Globals& g);
 Command RegisterCancel(CLI::App& root, Globals& g);
 Command RegisterTop(CLI::App& root, Globals& g);
 Command RegisterAlerts(CLI::App& root, Globals& g);
+Command RegisterSim(CLI::App& root, Globals& g);
 
 }  // namespace drover::cli

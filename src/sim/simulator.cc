@@ -1,0 +1,220 @@
+#include "sim/simulator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <queue>
+
+#include "sched/predictor.h"
+#include "sched/scheduler.h"
+
+namespace drover::sim {
+namespace {
+
+constexpr double kMs = 1000.0;
+
+Millis ToMs(double s) { return static_cast<Millis>(std::llround(s * kMs)); }
+
+struct JobState {
+  const TraceJob* job = nullptr;
+  double remaining_s = 0;  // work left at its size (restart penalties included)
+  bool waiting = false;
+  bool running = false;
+  bool done = false;
+  bool started_once = false;
+  double start_s = 0;      // this attempt
+  double attained_gpu_s = 0;  // before this attempt
+  std::vector<int> gpus;
+  int preemptions = 0;
+  int64_t epoch = 0;  // bumped when it stops, so its stale completion event is ignored
+  double end_s = 0;
+};
+
+}  // namespace
+
+Result<SimResult> Simulate(const Trace& trace, const SimOptions& o) {
+  const int total = o.nodes * o.gpus_per_node;
+  if (o.nodes <= 0 || o.gpus_per_node <= 0) {
+    return InvalidArgument("the cluster needs at least one machine with one GPU (--cluster 16x4)");
+  }
+  int too_big = 0, biggest = 0;
+  for (const TraceJob& j : trace.jobs) {
+    // Up to a machine: one machine; more: whole machines.
+    bool fits = j.gpus <= o.gpus_per_node ||
+                (j.gpus + o.gpus_per_node - 1) / o.gpus_per_node <= o.nodes;
+    if (!fits) ++too_big;
+    biggest = std::max(biggest, j.gpus);
+  }
+  if (too_big > 0) {
+    return InvalidArgument(fmt::format(
+        "{} job(s) of {} ask for more GPUs than the {}x{} cluster has (up to {}); declare a larger "
+        "--cluster",
+        too_big, trace.source, o.nodes, o.gpus_per_node, biggest));
+  }
+
+  std::vector<JobState> jobs(trace.jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    jobs[i].job = &trace.jobs[i];
+    jobs[i].remaining_s = trace.jobs[i].duration_s;
+  }
+  std::vector<sched::GpuState> gpus(total);
+  for (int g = 0; g < total; ++g) {
+    gpus[g].index = g;
+    gpus[g].capacity = 1;  // whole GPUs only: memory plays no part in the trace
+    gpus[g].node = g / o.gpus_per_node;
+  }
+  sched::DurationPredictor predictor;
+  std::vector<size_t> waiting;  // job positions
+  std::vector<size_t> running;
+  using Completion = std::tuple<double, size_t, int64_t>;  // end, job, epoch
+  std::priority_queue<Completion, std::vector<Completion>, std::greater<>> completions;
+  SimResult result;
+  std::vector<double> log_errors;
+  size_t next = 0, finished = 0;
+  double now = 0, next_sample = trace.jobs.empty() ? 0 : trace.jobs.front().submit_s;
+  int used = 0;
+
+  auto predicted = [&](const JobState& s) -> std::optional<Millis> {
+    if (o.oracle) return ToMs(s.job->duration_s);
+    return predictor.Predict(s.job->group, s.job->gpus);
+  };
+  auto release = [&](JobState& s) {
+    for (int g : s.gpus) {
+      gpus[g].runs = 0;
+      gpus[g].reserved = 0;
+      gpus[g].exclusive = false;
+    }
+    used -= static_cast<int>(s.gpus.size());
+    s.gpus.clear();
+    s.running = false;
+    running.erase(std::find(running.begin(), running.end(), &s - jobs.data()));
+  };
+
+  while (finished < jobs.size()) {
+    double t_arrival = next < jobs.size() ? trace.jobs[next].submit_s : INFINITY;
+    double t_done = completions.empty() ? INFINITY : std::get<0>(completions.top());
+    now = std::min(t_arrival, t_done);
+    if (std::isinf(now)) {
+      return Internal(fmt::format("the simulation stopped with {} job(s) waiting and nothing "
+                                  "running (a policy that places nothing?)",
+                                  waiting.size()));
+    }
+    while (next_sample <= now) {
+      result.timeline.push_back({next_sample, static_cast<int>(waiting.size()), used});
+      next_sample += o.sample_every_s;
+    }
+    while (!completions.empty() && std::get<0>(completions.top()) <= now) {
+      auto [end, i, epoch] = completions.top();
+      completions.pop();
+      JobState& s = jobs[i];
+      if (epoch != s.epoch || !s.running) continue;
+      release(s);
+      s.done = true;
+      s.end_s = end;
+      ++finished;
+      predictor.Observe(s.job->group, s.job->gpus, ToMs(s.job->duration_s));
+    }
+    while (next < jobs.size() && trace.jobs[next].submit_s <= now) {
+      jobs[next].waiting = true;
+      waiting.push_back(next);
+      ++next;
+    }
+    // Decide until nothing more changes at this instant (a preemption frees GPUs for the next
+    // call). Without a free GPU a non-preemptive policy has nothing to decide.
+    for (;;) {
+      if (waiting.empty()) break;
+      if (used == total && !sched::Preemptive(o.policy.kind)) break;
+      std::vector<sched::PendingRun> queue;
+      queue.reserve(waiting.size());
+      for (size_t i : waiting) {
+        const JobState& s = jobs[i];
+        sched::PendingRun p;
+        p.run_id = static_cast<int64_t>(i);
+        p.experiment_id = 1;
+        p.seq = s.job->id;
+        p.resources.gpus = s.job->gpus;
+        p.resources.cpus = 0;
+        p.submitted_ms = ToMs(s.job->submit_s);
+        p.attained_gpu_ms = ToMs(s.attained_gpu_s);
+        p.predicted_ms = predicted(s);
+        queue.push_back(std::move(p));
+      }
+      sched::ClusterView view;
+      view.gpus = gpus;
+      for (size_t i : running) {
+        const JobState& s = jobs[i];
+        sched::RunningRun r;
+        r.run_id = static_cast<int64_t>(i);
+        r.seq = s.job->id;
+        r.gpus = s.gpus;
+        r.started_ms = ToMs(s.start_s);
+        r.attained_gpu_ms = ToMs(s.attained_gpu_s + (now - s.start_s) * s.job->gpus);
+        r.predicted_ms = predicted(s);
+        view.active.push_back(std::move(r));
+      }
+      auto t0 = std::chrono::steady_clock::now();
+      sched::Decision d = sched::Decide(queue, view, ToMs(now), o.policy);
+      result.decide_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      ++result.decide_calls;
+      for (int64_t id : d.preempt) {
+        JobState& s = jobs[static_cast<size_t>(id)];
+        double ran = now - s.start_s;
+        s.remaining_s = std::max(0.0, s.remaining_s - ran) + o.restart_penalty_s;
+        s.attained_gpu_s += ran * s.job->gpus;
+        ++s.preemptions;
+        ++s.epoch;
+        release(s);
+        s.waiting = true;
+        waiting.push_back(static_cast<size_t>(id));
+      }
+      for (const sched::StartAction& a : d.starts) {
+        JobState& s = jobs[static_cast<size_t>(a.run_id)];
+        if (!s.started_once && !o.oracle) {
+          if (auto p = predicted(s); p && s.job->duration_s > 0 && *p > 0) {
+            log_errors.push_back(std::fabs(std::log(*p / kMs / s.job->duration_s)));
+          }
+        }
+        s.started_once = true;
+        s.waiting = false;
+        s.running = true;
+        s.start_s = now;
+        s.gpus = a.gpus;
+        for (int g : a.gpus) {
+          gpus[g].runs = 1;
+          gpus[g].reserved = 1;
+          gpus[g].exclusive = true;
+        }
+        used += static_cast<int>(a.gpus.size());
+        running.push_back(static_cast<size_t>(a.run_id));
+        completions.emplace(now + s.remaining_s, static_cast<size_t>(a.run_id), s.epoch);
+      }
+      if (!d.starts.empty()) {
+        waiting.erase(std::remove_if(waiting.begin(), waiting.end(),
+                                     [&](size_t i) { return !jobs[i].waiting; }),
+                      waiting.end());
+      }
+      if (d.preempt.empty()) break;
+    }
+  }
+  result.timeline.push_back({now, static_cast<int>(waiting.size()), used});
+
+  result.outcomes.reserve(jobs.size());
+  for (const JobState& s : jobs) {
+    result.outcomes.push_back(
+        {s.job->submit_s, s.end_s, s.job->duration_s, s.job->gpus, s.preemptions});
+  }
+  result.summary = Summarize(result.outcomes, total);
+  result.bound = LowerBoundAvgJct(trace.jobs, total);
+  if (!log_errors.empty()) {
+    std::nth_element(log_errors.begin(), log_errors.begin() + log_errors.size() / 2,
+                     log_errors.end());
+    result.prediction_median_abs_log_error = log_errors[log_errors.size() / 2];
+    result.predicted_jobs = static_cast<int64_t>(log_errors.size());
+  }
+  return result;
+}
+
+}  // namespace drover::sim

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace drover::sched {
@@ -61,8 +62,14 @@ Rank RankOf(const PolicyConfig& p, const RankInput& r) {
       return Las(p, r);
     case PolicyKind::kSrtf:
       return Srtf(r);
-    case PolicyKind::kDefault:
-      return r.predicted_ms ? Srtf(r) : Rank{kUnknown, Las(p, r).primary * 1e18 + r.seq};
+    case PolicyKind::kDefault: {
+      // Multi-level LAS (a first version): queues at 1/4, 1, 4 and 16 GPU-hours attained (each
+      // 4x the last, the last Tiresias' switch), FIFO within a queue. Short jobs leave the first
+      // queues before long ones crowd them, without trusting a prediction.
+      double a = static_cast<double>(r.attained_gpu_ms) / 3.6e6;
+      double q = a < 0.25 ? 0 : a < 1 ? 1 : a < 4 ? 2 : a < 16 ? 3 : 4;
+      return {q, static_cast<double>(r.seq)};
+    }
   }
   return {0, static_cast<double>(r.seq)};
 }

@@ -13,8 +13,9 @@
 //             second.
 //   srtf      shortest predicted remaining time first (runs without a prediction after those
 //             with one, in submit order); preempts a run with a longer remaining time.
-//   default   drover's: srtf on predictions where there are any, las otherwise (the tuned
-//             combination is still to come).
+//   default   drover's, a first version: multi-level LAS with queues at 1/4, 1, 4 and 16
+//             GPU-hours attained, FIFO within each; preempts like las (using predictions, packing
+//             and fairness is still to come).
 #include <cstdint>
 #include <optional>
 #include <string>

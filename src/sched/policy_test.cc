@@ -166,6 +166,27 @@ TEST(Policy, PreemptsOnlyWhenThePoolIsBusyAndItMakesRoom) {
             (std::vector<int64_t>{109, 108}));
 }
 
+TEST(Policy, DefaultIsMultiLevelLas) {
+  PolicyConfig p = Policy(PolicyKind::kDefault);
+  auto rank = [&](Millis attained, int64_t seq) {
+    RankInput r;
+    r.seq = seq;
+    r.attained_gpu_ms = attained;
+    return RankOf(p, r);
+  };
+  // Queues at 1/4, 1, 4 and 16 GPU-hours; FIFO within a queue.
+  EXPECT_TRUE(rank(0, 9) < rank(kHour / 4, 1));
+  EXPECT_TRUE(rank(kHour / 2, 1) < rank(kHour / 2 + 1, 2));
+  EXPECT_TRUE(rank(3 * kHour, 9) < rank(5 * kHour, 1));
+  EXPECT_TRUE(rank(15 * kHour, 9) < rank(17 * kHour, 1));
+  EXPECT_FALSE(rank(17 * kHour, 1) < rank(100 * kHour, 1));  // one last queue
+  // So a job with 2 GPU-hours yields its GPUs to a new one on a busy pool, as it would not under las.
+  ClusterView c = Machines(1, 1);
+  Hold(c, 10, {0}, 0, 2 * kHour);
+  EXPECT_EQ(Decide({Job(11, 1, kHour)}, c, kHour, p).preempt, (std::vector<int64_t>{10}));
+  EXPECT_TRUE(Decide({Job(11, 1, kHour)}, c, kHour, Policy(PolicyKind::kLas)).preempt.empty());
+}
+
 TEST(Placement, GangsStayOnOneMachineBestFit) {
   ClusterView c = Machines(3, 4);
   Hold(c, 50, {0, 1, 2}, 0, 0);  // machine 0: 1 idle

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
+#include <unordered_map>
 
 #include "common/strings.h"
 
@@ -38,26 +40,33 @@ std::vector<int> Place(const Resources& r, const std::vector<GpuState>& gpus) {
   return chosen;
 }
 
-// Idle whole GPUs per machine, kept up to date while one call hands GPUs out.
+// Idle whole GPUs per machine, kept up to date while one call hands GPUs out. Machines are kept
+// in buckets by how many idle GPUs they have, so the best fit for a gang is found without looking
+// at every machine (10,000 GPUs are 1,250 machines: bench/README.md, "Scheduling").
 class IdleIndex {
  public:
   explicit IdleIndex(const std::vector<GpuState>& gpus) {
+    std::map<int, std::vector<size_t>> by_node;  // node id -> GPU positions, ordered by id
+    std::map<int, int> sizes;
     for (size_t i = 0; i < gpus.size(); ++i) {
-      const GpuState& g = gpus[i];
-      Node& n = nodes_[g.node];
-      ++n.size;
-      if (g.runs == 0 && !g.exclusive) {
-        n.idle.push_back(i);
-        ++idle_;
-      }
+      ++sizes[gpus[i].node];
+      auto& v = by_node[gpus[i].node];
+      if (gpus[i].runs == 0 && !gpus[i].exclusive) v.push_back(i);
     }
-    for (auto& [id, n] : nodes_) {
+    for (auto& [id, idle] : by_node) {
       // Within a machine: the smallest idle GPUs first, ties by index (deterministic).
-      std::stable_sort(n.idle.begin(), n.idle.end(), [&](size_t a, size_t b) {
+      std::stable_sort(idle.begin(), idle.end(), [&](size_t a, size_t b) {
         if (gpus[a].capacity != gpus[b].capacity) return gpus[a].capacity < gpus[b].capacity;
         return gpus[a].index < gpus[b].index;
       });
-      max_size_ = std::max(max_size_, n.size);
+      slot_[id] = static_cast<int>(nodes_.size());
+      nodes_.push_back({sizes[id], std::move(idle)});
+      max_size_ = std::max(max_size_, sizes[id]);
+    }
+    by_idle_.resize(max_size_ + 1);
+    for (size_t s = 0; s < nodes_.size(); ++s) {
+      by_idle_[nodes_[s].idle.size()].insert(static_cast<int>(s));
+      idle_ += static_cast<int>(nodes_[s].idle.size());
     }
   }
 
@@ -65,22 +74,28 @@ class IdleIndex {
 
   // Positions (in the GPU vector) for a gang of `count` whole GPUs, or nothing.
   std::vector<size_t> Choose(int count) const {
-    if (count > idle_) return {};
+    if (count > idle_ || count <= 0) return {};
     if (count <= max_size_) {
-      // Best fit: the machine with the fewest idle GPUs that still fits the gang.
-      const Node* best = nullptr;
-      for (const auto& [id, n] : nodes_) {
-        if (static_cast<int>(n.idle.size()) < count) continue;
-        if (best == nullptr || n.idle.size() < best->idle.size()) best = &n;
+      // Best fit: the machine with the fewest idle GPUs that still fits the gang (the first such
+      // machine by id).
+      for (int k = count; k <= max_size_; ++k) {
+        if (by_idle_[k].empty()) continue;
+        const Node& n = nodes_[*by_idle_[k].begin()];
+        return {n.idle.begin(), n.idle.begin() + count};
       }
-      if (best == nullptr) return {};
-      return {best->idle.begin(), best->idle.begin() + count};
+      return {};
     }
-    // Larger than a machine: whole idle machines, in order.
+    // Larger than a machine: whole idle machines, by id.
     std::vector<size_t> out;
-    for (const auto& [id, n] : nodes_) {
-      if (static_cast<int>(n.idle.size()) != n.size) continue;
-      for (size_t g : n.idle) {
+    std::vector<int> whole;
+    for (int k = 1; k <= max_size_; ++k) {
+      for (int s : by_idle_[k]) {
+        if (nodes_[s].size == k) whole.push_back(s);
+      }
+    }
+    std::sort(whole.begin(), whole.end());
+    for (int s : whole) {
+      for (size_t g : nodes_[s].idle) {
         if (static_cast<int>(out.size()) < count) out.push_back(g);
       }
       if (static_cast<int>(out.size()) == count) return out;
@@ -88,9 +103,23 @@ class IdleIndex {
     return {};
   }
 
-  void Take(const std::vector<GpuState>& gpus, size_t pos) { Remove(gpus[pos].node, pos); }
+  void Take(const std::vector<GpuState>& gpus, size_t pos) {
+    int s = slot_.at(gpus[pos].node);
+    auto& v = nodes_[s].idle;
+    auto it = std::find(v.begin(), v.end(), pos);
+    if (it == v.end()) return;
+    by_idle_[v.size()].erase(s);
+    v.erase(it);
+    by_idle_[v.size()].insert(s);
+    --idle_;
+  }
   void Give(const std::vector<GpuState>& gpus, size_t pos) {
-    nodes_[gpus[pos].node].idle.push_back(pos);
+    int s = slot_.at(gpus[pos].node);
+    auto& v = nodes_[s].idle;
+    if (std::find(v.begin(), v.end(), pos) != v.end()) return;
+    by_idle_[v.size()].erase(s);
+    v.push_back(pos);
+    by_idle_[std::min<size_t>(v.size(), max_size_)].insert(s);
     ++idle_;
   }
 
@@ -99,15 +128,9 @@ class IdleIndex {
     int size = 0;
     std::vector<size_t> idle;
   };
-  void Remove(int node, size_t pos) {
-    auto& v = nodes_[node].idle;
-    auto it = std::find(v.begin(), v.end(), pos);
-    if (it != v.end()) {
-      v.erase(it);
-      --idle_;
-    }
-  }
-  std::map<int, Node> nodes_;
+  std::vector<Node> nodes_;                // ordered by node id
+  std::unordered_map<int, int> slot_;      // node id -> position in nodes_
+  std::vector<std::set<int>> by_idle_;     // idle GPUs -> machines (positions) with that many
   int idle_ = 0;
   int max_size_ = 0;
 };
@@ -133,25 +156,50 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
   std::vector<Entry> order;
   order.reserve(queue.size());
   for (const auto& p : queue) order.push_back({RankOf(policy, InputOf(p, now)), &p});
-  std::stable_sort(order.begin(), order.end(), [](const Entry& a, const Entry& b) {
-    if (a.rank < b.rank) return true;
-    if (b.rank < a.rank) return false;
-    return a.run->seq < b.run->seq;
-  });
+  // Runs are taken best first from a heap rather than a sorted list: a pass usually ends long
+  // before the queue does (the pool is full), and building a heap is linear where sorting 100,000
+  // runs is not (bench/README.md, "Scheduling").
+  auto worse = [](const Entry& a, const Entry& b) {
+    if (a.rank < b.rank) return false;
+    if (b.rank < a.rank) return true;
+    return a.run->seq > b.run->seq;
+  };
+  std::make_heap(order.begin(), order.end(), worse);
 
-  ClusterView c = cluster;  // updated as decisions take resources
-  std::map<int, size_t> position;  // GPU index -> position in c.gpus
+  // What this pass hands out is taken from a copy of the pool (not of the running runs, which it
+  // only reads).
+  struct Pool {
+    std::vector<GpuState> gpus;
+    int cpu_slots_total;
+    int cpu_slots_used;
+    const std::map<int64_t, int>& max_parallel;
+    std::map<int64_t, int> running;
+    const std::vector<RunningRun>& active;
+  } c{cluster.gpus, cluster.cpu_slots_total, cluster.cpu_slots_used, cluster.max_parallel,
+      cluster.running, cluster.active};
+  std::unordered_map<int, size_t> position;  // GPU index -> position in c.gpus
+  position.reserve(c.gpus.size());
   for (size_t i = 0; i < c.gpus.size(); ++i) position[c.gpus[i].index] = i;
   IdleIndex idle(c.gpus);
   Decision d;
-  const Entry* blocked = nullptr;  // the best-ranked run that could not be placed
-  for (const Entry& e : order) {
+  std::optional<Entry> blocked;  // the best-ranked run that could not be placed
+  // Whether a run that shares GPUs by memory could still fit on a GPU that is not idle (idle ones
+  // are counted by `idle`).
+  bool shared_room = false;
+  for (const GpuState& g : c.gpus) {
+    shared_room = shared_room || (g.runs > 0 && !g.exclusive && Free(g) > 0);
+  }
+  for (auto end = order.end(); end != order.begin(); --end) {
+    std::pop_heap(order.begin(), end, worse);
+    const Entry& e = *(end - 1);
     const PendingRun* p = e.run;
+    // Nothing left to hand out: the rest of the queue cannot start this pass.
+    if (blocked && idle.idle() == 0 && !shared_room) break;
     if (p->not_before_ms > now) continue;
-    auto limit = c.max_parallel.find(p->experiment_id);
-    if (limit != c.max_parallel.end() && limit->second > 0 &&
-        c.running[p->experiment_id] >= limit->second) {
-      continue;
+    if (auto limit = c.max_parallel.find(p->experiment_id);
+        limit != c.max_parallel.end() && limit->second > 0) {
+      auto it = c.running.find(p->experiment_id);
+      if (it != c.running.end() && it->second >= limit->second) continue;
     }
     if (c.cpu_slots_total > 0 && c.cpu_slots_used + p->resources.cpus > c.cpu_slots_total) {
       continue;
@@ -163,7 +211,7 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
       if (a.exclusive) {
         std::vector<size_t> chosen = idle.Choose(p->resources.gpus);
         if (chosen.empty()) {
-          if (blocked == nullptr) blocked = &e;
+          if (!blocked) blocked = e;
           continue;
         }
         for (size_t pos : chosen) {
@@ -179,7 +227,7 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
       } else {
         a.gpus = Place(p->resources, c.gpus);
         if (a.gpus.empty()) {
-          if (blocked == nullptr) blocked = &e;
+          if (!blocked) blocked = e;
           continue;
         }
         for (int index : a.gpus) {
@@ -187,6 +235,7 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
           a.gpu_memory = p->resources.gpu_memory;
           g.reserved += p->resources.gpu_memory;
           if (g.runs++ == 0) idle.Take(c.gpus, position[index]);
+          shared_room = shared_room || Free(g) > 0;
         }
       }
     }
@@ -198,7 +247,7 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
   // Preemption: for the best-ranked run that did not fit, stop worse-ranked whole-GPU runs, worst
   // first, when that frees room for it. One run per call: the next call (after the stopped runs
   // let go of their GPUs) starts it.
-  if (!Preemptive(policy.kind) || blocked == nullptr || c.gpus.empty() ||
+  if (!Preemptive(policy.kind) || !blocked || c.gpus.empty() ||
       blocked->run->resources.gpu_memory != 0) {
     return d;
   }

@@ -62,6 +62,12 @@ Result<sim::Trace> LoadTrace(Globals& g, const SimFlags& f) {
       return InvalidArgument("--format drover replays the store's own run history (--store); "
                              "leave out --trace");
     }
+    std::error_code ec;
+    if (!std::filesystem::exists(StorePath(g), ec)) {
+      return NotFound(fmt::format("no store at {}; point --store at the folder that holds "
+                                  "drover.db",
+                                  StoreDir(g)));
+    }
     DROVER_ASSIGN_OR_RETURN(auto store, Store::Open(StorePath(g)));
     return sim::ReadDroverHistory(*store, from, to);
   }

@@ -2,6 +2,8 @@
 // JSON the benchmark reads, the CSV and SVG outputs, and bad input.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "testutil/cli_fixture.h"
@@ -69,6 +71,8 @@ TEST_F(SimTest, BadInputSaysWhatToDo) {
       {{"sim", "--trace", trace, "--from", "2017-10-03", "--to", "2017-10-02"}, "is not after"},
       {{"sim", "--trace", (dir_ / "missing.csv").string()}, "cannot read trace"},
       {{"sim"}, "--format philly needs --trace FILE"},
+      {{"sim", "--format", "drover", "--store", (dir_ / "nowhere").string()}, "no store at"},
+      {{"sim", "--format", "drover", "--trace", trace}, "leave out --trace"},
   };
   for (const auto& c : cases) {
     auto r = RunDrover(c.args);
@@ -81,6 +85,22 @@ TEST_F(SimTest, BadInputSaysWhatToDo) {
   auto r = RunDrover({"sim", "--trace", big, "--cluster", "1x8"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("declare a larger --cluster"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "nowhere"));  // a wrong --store creates nothing
+}
+
+// The store's own history: a run that used a (fake) GPU is a job of the trace.
+TEST_F(SimTest, ReplaysTheStoresOwnHistory) {
+  std::string spec = Write("s.yaml", "name: s\nworkdir: code\ncommand: sleep 0.2\n"
+                                     "resources: {gpus: 1}\nparams: {i: [1, 2]}\n");
+  Write("code/.keep", "");
+  auto run = RunDrover({"run", spec, "--store", store_, "--fake-gpus", "1x16GiB"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto r = RunDrover({"sim", "--format", "drover", "--store", store_, "--cluster", "1x1",
+                      "--policy", "fifo", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json j = Json::parse(r.out);
+  EXPECT_EQ(j["jobs"], 2);
+  EXPECT_GT(j["avg_jct_s"].get<double>(), 0.2);
 }
 
 }  // namespace

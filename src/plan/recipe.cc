@@ -72,11 +72,7 @@ Result<std::vector<Field>> RecipeParser::ReadMap(const Node& map, const std::str
     std::string name = key.Scalar();
     if (valid && !Contains(*valid, name)) {
       std::string where = section.empty() ? "" : fmt::format(" under {}", section);
-      if (std::optional<std::string> close = ClosestMatch(name, *valid)) {
-        return Err(key, fmt::format("unknown key '{}'{}; did you mean '{}'?", name, where, *close));
-      }
-      return Err(key, fmt::format("unknown key '{}'{}; valid keys are {}", name, where,
-                                  Join(*valid, ", ")));
+      return Err(key, yaml::UnknownKey(name, *valid, where));
     }
     if (Find(fields, name)) {
       return Err(key, fmt::format("duplicate key '{}{}'; keep only one of them", prefix, name));

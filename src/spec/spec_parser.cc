@@ -38,7 +38,7 @@ const std::vector<std::string> kOomKeys = {"param", "min", "accumulate"};
 const std::vector<std::string> kMonitorKeys = {"watch", "on_nan", "stall"};
 // Top-level keys that are mappings with a fixed set of keys, for --set paths and for pointing a
 // misplaced key (gpus: at the top) at its section.
-const std::vector<std::pair<std::string, const std::vector<std::string>*>> kSections = {
+const yaml::Sections kSections = {
     {"resources", &kResourceKeys},
     {"objective", &kObjectiveKeys},
     {"oom", &kOomKeys},
@@ -368,24 +368,8 @@ Result<std::vector<Field>> SpecParser::ReadMap(const Node& map, const std::strin
     std::string name = key.Scalar();
     if (valid && !Contains(*valid, name)) {
       std::string where = section.empty() ? "" : fmt::format(" under {}", section);
-      std::optional<std::string> close = ClosestMatch(name, *valid);
-      if (close) {
-        return Err(key, fmt::format("unknown key '{}'{}; did you mean '{}'?", name, where, *close));
-      }
-      if (section.empty()) {
-        for (const auto& [s, keys] : kSections) {
-          if (Contains(*keys, name)) {
-            return Err(key, fmt::format("unknown key '{}'; did you mean '{}.{}'? (put it under "
-                                        "{}:)",
-                                        name, s, name, s));
-          }
-        }
-        return Err(key, fmt::format("unknown key '{}'; valid keys are {} (parameters go under "
-                                    "params:)",
-                                    name, Join(*valid, ", ")));
-      }
-      return Err(key, fmt::format("unknown key '{}'{}; valid keys are {}", name, where,
-                                  Join(*valid, ", ")));
+      return Err(key, yaml::UnknownKey(name, *valid, where, kSections,
+                                       " (parameters go under params:)"));
     }
     if (Find(fields, name)) {
       return Err(key, fmt::format("duplicate key '{}{}'; keep only one of them", prefix, name));

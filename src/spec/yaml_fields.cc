@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
+
+#include "common/strings.h"
 
 namespace drover::yaml {
 
@@ -28,6 +31,24 @@ const Field* Find(const std::vector<Field>& fields, std::string_view name) {
 
 bool Contains(const std::vector<std::string>& v, std::string_view s) {
   return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+std::string UnknownKey(const std::string& name, const std::vector<std::string>& valid,
+                       const std::string& where, const Sections& sections,
+                       std::string_view top_hint) {
+  if (std::optional<std::string> close = ClosestMatch(name, valid)) {
+    return fmt::format("unknown key '{}'{}; did you mean '{}'?", name, where, *close);
+  }
+  if (where.empty()) {
+    for (const auto& [section, keys] : sections) {
+      if (Contains(*keys, name)) {
+        return fmt::format("unknown key '{}'; did you mean '{}.{}'? (put it under {}:)", name,
+                           section, name, section);
+      }
+    }
+  }
+  return fmt::format("unknown key '{}'{}; valid keys are {}{}", name, where, Join(valid, ", "),
+                     where.empty() ? top_hint : "");
 }
 
 }  // namespace drover::yaml

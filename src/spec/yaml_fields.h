@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace drover::yaml {
@@ -25,5 +26,15 @@ struct Field {
 const Field* Find(const std::vector<Field>& fields, std::string_view name);
 
 bool Contains(const std::vector<std::string>& v, std::string_view s);
+
+// Sections of a file and their keys, so a section's key written at the top is pointed home.
+using Sections = std::vector<std::pair<std::string, const std::vector<std::string>*>>;
+
+// The error for a key a mapping does not have: the valid key it is closest to; at the top level
+// (empty `where`), the section it belongs to; else the valid keys, and `top_hint` at the top.
+// `where` is " in detectors" / " under resources" or empty.
+std::string UnknownKey(const std::string& name, const std::vector<std::string>& valid,
+                       const std::string& where, const Sections& sections = {},
+                       std::string_view top_hint = "");
 
 }  // namespace drover::yaml

@@ -42,7 +42,7 @@ const std::vector<std::string> kFormats = {"slack", "feishu", "dingtalk", "json"
 const std::vector<std::string> kSeverities = {"info", "warning", "error"};
 
 // Sections whose keys are sometimes written at the top by mistake.
-const std::vector<std::pair<std::string, const std::vector<std::string>*>> kSections = {
+const yaml::Sections kSections = {
     {"telemetry", &kTelemetryKeys}, {"alerts", &kAlertKeys}, {"detectors", &kDetectorKeys}};
 
 constexpr int64_t kIntMax = std::numeric_limits<int>::max();
@@ -101,22 +101,7 @@ Result<std::vector<Field>> Parser::ReadMap(const Node& at, const Node& map, cons
     std::string name = key.Scalar();
     if (!Contains(valid, name)) {
       std::string where = path.empty() ? "" : fmt::format(" in {}", path);
-      std::optional<std::string> close = ClosestMatch(name, valid);
-      if (close) {
-        return Err(key, fmt::format("unknown key '{}'{}; did you mean '{}'?", name, where, *close));
-      }
-      if (path.empty()) {
-        // A section's key at the top: point at its section.
-        for (const auto& [section, keys] : kSections) {
-          if (Contains(*keys, name)) {
-            return Err(key, fmt::format("unknown key '{}'; did you mean '{}.{}'? (put it under "
-                                        "{}:)",
-                                        name, section, name, section));
-          }
-        }
-      }
-      return Err(key, fmt::format("unknown key '{}'{}; valid keys are {}", name, where,
-                                  Join(valid, ", ")));
+      return Err(key, yaml::UnknownKey(name, valid, where, kSections));
     }
     if (Find(fields, name)) {
       return Err(key, fmt::format("duplicate key '{}{}'; keep only one of them", prefix, name));

@@ -273,6 +273,9 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
     }
     if (!idle.Choose(blocked->run->resources.gpus).empty()) {
       d.preempt = std::move(stop);
+      d.preempt_for = blocked->run->run_id;
+      d.preempt_why = fmt::format("run {} ranks higher under the {} policy and waits for GPUs",
+                                  blocked->run->run_id, ToString(policy.kind));
       return d;
     }
   }

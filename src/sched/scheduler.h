@@ -12,6 +12,7 @@
 // of small ones).
 #include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
 
 #include <optional>
@@ -34,6 +35,7 @@ struct PendingRun {
   Millis submitted_ms = 0;
   Millis attained_gpu_ms = 0;           // GPU time its earlier attempts had
   std::optional<Millis> predicted_ms;   // predicted run time at its size
+  std::string group;                    // fair share and quota (ClusterView::groups); "" = none
 };
 
 struct GpuState {
@@ -56,6 +58,14 @@ struct RunningRun {
   Millis attained_gpu_ms = 0;  // GPU time so far, this attempt included
   std::optional<Millis> predicted_ms;
   bool preemptible = true;
+  std::string group;
+};
+
+// A group's (a user's or a team's) share of the pool: the scheduler offers GPUs to groups in
+// order of GPUs held / weight, and a quota caps the GPUs a group holds while others wait for them.
+struct GroupShare {
+  double weight = 1;
+  int quota_gpus = 0;  // 0: no cap
 };
 
 struct ClusterView {
@@ -65,6 +75,7 @@ struct ClusterView {
   std::map<int64_t, int> max_parallel;  // experiment -> limit (absent or 0 = none)
   std::map<int64_t, int> running;       // experiment -> runs running now
   std::vector<RunningRun> active;       // what runs now (read by preemptive policies)
+  std::map<std::string, GroupShare> groups;  // groups with a weight or quota; others weigh 1
 };
 
 struct StartAction {
@@ -79,6 +90,8 @@ struct Decision {
   // Runs to stop so a better-ranked waiting run can start (SIGTERM, requeue); the GPUs they free
   // are handed out by a later call, once they are free.
   std::vector<int64_t> preempt;
+  int64_t preempt_for = 0;  // the waiting run they make room for
+  std::string preempt_why;  // for the run's note ("a better-ranked run waits", ...)
 };
 
 // The policy orders the queue (sched/policy.h); runs are placed in that order, each where it fits

@@ -38,5 +38,5 @@ if name == "srtf-oracle":
     print(f"{'lower bound':16} {out['jobs']:7d} {out['lower_bound_avg_jct_s']/3600:9.2f}")
 PY
 }
-for p in fifo priority las srtf default; do run "$p" --policy "$p"; done
+for p in fifo priority las srtf gittins default; do run "$p" --policy "$p"; done
 run srtf-oracle --policy srtf --oracle

@@ -1,6 +1,8 @@
 // drover sim --trace FILE: replays a job trace on a declared cluster with one of the scheduler's
 // policies (the same sched::Decide() the engine calls) and reports how the jobs fared
-// (src/sim/; issue 7).
+// (src/sim/; issue 7). With --format openb: the packing experiment on the Alibaba openb pods and
+// nodes (sim/packing.h): how much GPU capacity each packer leaves unallocated when the first pod
+// cannot be placed.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -11,6 +13,7 @@
 #include "cli/report_cmd.h"
 #include "report/svg.h"
 #include "sim/history.h"
+#include "sim/packing.h"
 #include "sim/simulator.h"
 #include "store/store.h"
 
@@ -27,6 +30,11 @@ struct SimFlags {
   bool json = false;
   std::string csv;
   std::string plot;
+  // --format openb (the packing experiment)
+  std::string nodes;
+  std::string packer = "all";
+  int seeds = 10;
+  CLI::App* app = nullptr;  // to tell which flags were given
 };
 
 Result<std::pair<int, int>> ParseCluster(const std::string& text) {
@@ -71,7 +79,7 @@ Result<sim::Trace> LoadTrace(Globals& g, const SimFlags& f) {
     DROVER_ASSIGN_OR_RETURN(auto store, Store::Open(StorePath(g)));
     return sim::ReadDroverHistory(*store, from, to);
   }
-  return InvalidArgument(fmt::format("--format {}: choose philly or drover", f.format));
+  return InvalidArgument(fmt::format("--format {}: choose philly, openb or drover", f.format));
 }
 
 Status WriteCsv(const std::string& path, const sim::SimResult& r) {
@@ -101,7 +109,190 @@ Status WritePlot(const std::string& path, const sim::SimResult& r, const std::st
   return WriteTextFile(path, report::LineChartSvg({util, queued}, o), /*make_dirs=*/false);
 }
 
+// --- --format openb: the packing experiment -------------------------------------------------
+
+Json PodJson(const sim::TraceJob& p) {
+  return {{"id", p.id},
+          {"gpus", p.gpus},
+          {"gpu_milli", p.gpu_milli},
+          {"cpu_milli", p.cpu_milli},
+          {"memory_mib", p.memory_mib}};
+}
+
+Json SpreadJson(const sim::Spread& s) {
+  return {{"mean", s.mean}, {"sd", s.sd}, {"min", s.min}, {"max", s.max}};
+}
+
+std::string Percent(const sim::Spread& s) {
+  return fmt::format("{:.2f}% ± {:.2f} ({:.2f}-{:.2f})", 100 * s.mean, 100 * s.sd, 100 * s.min,
+                     100 * s.max);
+}
+
+struct PackerRuns {
+  sim::Packer packer;
+  sim::PackResult trace_order;
+  std::vector<sim::PackResult> shuffled;  // seeds 1..N
+};
+
+int PackCmd(const SimFlags& f) {
+  for (const char* flag : {"--cluster", "--policy", "--from", "--to", "--oracle", "--csv",
+                           "--plot"}) {
+    if (f.app && f.app->count(flag) > 0) {
+      return ReportError(InvalidArgument(fmt::format(
+          "{} does not apply to --format openb, a packing experiment on the node list (--nodes); "
+          "leave it out",
+          flag)));
+    }
+  }
+  if (f.trace.empty()) {
+    return ReportError(InvalidArgument(
+        "--format openb needs --trace PODS.csv (the openb pod list, e.g. "
+        "openb_pod_list_default.csv)"));
+  }
+  if (f.seeds < 0) return ReportError(InvalidArgument("--seeds must be 0 or more"));
+  std::vector<sim::Packer> packers;
+  if (f.packer == "all") {
+    packers = sim::AllPackers();
+  } else {
+    auto p = sim::ParsePacker(f.packer);
+    if (!p.ok()) return ReportError(p.status());
+    packers = {*p};
+  }
+  std::string nodes_path = f.nodes;
+  if (nodes_path.empty()) {
+    auto sibling = std::filesystem::path(f.trace).parent_path() / "openb_node_list_gpu_node.csv";
+    std::error_code ec;
+    if (!std::filesystem::exists(sibling, ec)) {
+      return ReportError(InvalidArgument(fmt::format(
+          "--format openb needs --nodes NODES.csv (the openb node list); none given and no {} "
+          "next to the pods",
+          sibling.string())));
+    }
+    nodes_path = sibling.string();
+  }
+  auto pods = sim::ReadOpenbPods(f.trace);
+  if (!pods.ok()) return ReportError(pods.status());
+  auto nodes = sim::ReadOpenbNodes(nodes_path);
+  if (!nodes.ok()) return ReportError(nodes.status());
+  if (pods->jobs.empty()) {
+    return ReportError(InvalidArgument(fmt::format("no pod of {} asks for a GPU", f.trace)));
+  }
+  if (nodes->empty()) {
+    return ReportError(InvalidArgument(fmt::format("the node list {} is empty", nodes_path)));
+  }
+  int gpus = 0;
+  for (const auto& n : *nodes) gpus += n.gpus;
+  int64_t requested = 0;
+  for (const auto& p : pods->jobs) requested += static_cast<int64_t>(p.gpus) * p.gpu_milli;
+
+  std::vector<PackerRuns> runs;
+  for (sim::Packer p : packers) {
+    PackerRuns pr{p, {}, {}};
+    auto r = sim::Pack(pods->jobs, *nodes, p);
+    if (!r.ok()) return ReportError(r.status());
+    pr.trace_order = *r;
+    for (int seed = 1; seed <= f.seeds; ++seed) {
+      auto s = sim::Pack(sim::Shuffled(pods->jobs, static_cast<uint64_t>(seed)), *nodes, p);
+      if (!s.ok()) return ReportError(s.status());
+      pr.shuffled.push_back(*s);
+    }
+    runs.push_back(std::move(pr));
+  }
+  auto spread = [](const std::vector<sim::PackResult>& v, auto field) {
+    std::vector<double> xs;
+    for (const auto& r : v) xs.push_back(static_cast<double>(field(r)));
+    return sim::SpreadOf(xs);
+  };
+  auto placed = [](const sim::PackResult& r) { return r.pods_placed; };
+  auto unalloc = [](const sim::PackResult& r) { return r.unallocated_share; };
+  auto frag = [](const sim::PackResult& r) { return r.fragmented_share; };
+
+  if (f.json) {
+    Json out = {{"format", "openb"},
+                {"trace", f.trace},
+                {"nodes_file", nodes_path},
+                {"nodes", nodes->size()},
+                {"gpus", gpus},
+                {"pods", pods->jobs.size()},
+                {"gpu_capacity_milli", static_cast<int64_t>(gpus) * 1000},
+                {"gpu_requested_milli", requested},
+                {"seeds", f.seeds},
+                {"packers", Json::array()}};
+    for (const auto& pr : runs) {
+      auto one = [](const sim::PackResult& r) {
+        return Json{{"pods_placed", r.pods_placed},
+                    {"unallocated_share", r.unallocated_share},
+                    {"fragmented_share", r.fragmented_share},
+                    {"gpu_allocated_milli", r.gpu_allocated_milli},
+                    {"failed_pod", r.failed ? PodJson(*r.failed) : Json(nullptr)},
+                    {"seconds", r.seconds}};
+      };
+      Json shuffled = {{"runs", Json::array()}};
+      for (size_t i = 0; i < pr.shuffled.size(); ++i) {
+        Json r = one(pr.shuffled[i]);
+        r["seed"] = i + 1;
+        shuffled["runs"].push_back(std::move(r));
+      }
+      if (!pr.shuffled.empty()) {
+        shuffled["pods_placed"] = SpreadJson(spread(pr.shuffled, placed));
+        shuffled["unallocated_share"] = SpreadJson(spread(pr.shuffled, unalloc));
+        shuffled["fragmented_share"] = SpreadJson(spread(pr.shuffled, frag));
+      }
+      out["packers"].push_back({{"packer", sim::ToString(pr.packer)},
+                                {"trace_order", one(pr.trace_order)},
+                                {"shuffled", std::move(shuffled)}});
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return kExitOk;
+  }
+  std::printf("%zu GPU pods of %s on %zu nodes of %s (%d GPUs; the pods ask for %.1f%% of them)\n",
+              pods->jobs.size(), f.trace.c_str(), nodes->size(), nodes_path.c_str(), gpus,
+              100.0 * requested / std::max(1, gpus * 1000));
+  std::printf("placed in order, none leaving, until the first pod that cannot be placed "
+              "(the list repeats if all fit)\n\n");
+  // fmt pads by display width ("±" is one column, two bytes).
+  auto row = [](const std::string& a, const std::string& b, const std::string& c,
+                const std::string& d, const std::string& e, const std::string& last) {
+    std::printf("%s\n", fmt::format("{:<10}  {:<12}  {:<11}  {:<25}  {:<25}  {}", a, b, c, d, e,
+                                    last).c_str());
+  };
+  row("packer", "order", "pods placed", "GPU unallocated", "GPU fragmented (FGD)",
+      "first pod not placed");
+  for (const auto& pr : runs) {
+    const auto& t = pr.trace_order;
+    std::string failed = "none";
+    if (t.failed) {
+      failed = fmt::format("#{}: {} GPU x {} milli, {:.3g} CPU, {:.3g} GiB", t.failed->id,
+                           t.failed->gpus, t.failed->gpu_milli, t.failed->cpu_milli / 1000.0,
+                           t.failed->memory_mib / 1024.0);
+    }
+    row(std::string(sim::ToString(pr.packer)), "trace", fmt::format("{}", t.pods_placed),
+        fmt::format("{:.2f}%", 100 * t.unallocated_share),
+        fmt::format("{:.2f}%", 100 * t.fragmented_share), failed);
+    if (!pr.shuffled.empty()) {
+      sim::Spread n = spread(pr.shuffled, placed);
+      int whole = 0;
+      for (const auto& r : pr.shuffled) whole += r.failed && r.failed->gpu_milli >= 1000 ? 1 : 0;
+      row("", fmt::format("shuffled x{}", pr.shuffled.size()),
+          fmt::format("{:.0f} ± {:.0f}", n.mean, n.sd), Percent(spread(pr.shuffled, unalloc)),
+          Percent(spread(pr.shuffled, frag)),
+          fmt::format("a whole-GPU pod in {} of {}", whole, pr.shuffled.size()));
+    }
+  }
+  if (f.seeds > 0) {
+    std::printf("\nshuffled: seeds 1-%d, mean ± sample sd (min-max)\n", f.seeds);
+  }
+  return kExitOk;
+}
+
 int SimCmd(Globals& g, const SimFlags& f) {
+  if (f.format == "openb") return PackCmd(f);
+  for (const char* flag : {"--nodes", "--packer", "--seeds"}) {
+    if (f.app && f.app->count(flag) > 0) {
+      return ReportError(InvalidArgument(
+          fmt::format("{} applies to --format openb (the packing experiment) only", flag)));
+    }
+  }
   auto cluster = ParseCluster(f.cluster);
   if (!cluster.ok()) return ReportError(cluster.status());
   auto kind = sched::ParsePolicy(f.policy);
@@ -115,7 +306,7 @@ int SimCmd(Globals& g, const SimFlags& f) {
   sim::SimOptions o;
   o.nodes = cluster->first;
   o.gpus_per_node = cluster->second;
-  o.policy.kind = *kind;
+  o.policy = sched::ForPolicy(*kind);
   o.oracle = f.oracle;
   auto r = sim::Simulate(*trace, o);
   if (!r.ok()) return ReportError(r.status());
@@ -171,11 +362,14 @@ Command RegisterSim(CLI::App& root, Globals& g) {
   auto f = std::make_shared<SimFlags>();
   CLI::App* app = root.add_subcommand(
       "sim", "Replay a job trace on a declared cluster with a scheduling policy");
-  app->add_option("--trace", f->trace, "The trace file (Philly CSV)");
-  app->add_option("--format", f->format, "philly, or drover (the store's own run history)")
-      ->check(CLI::IsMember({"philly", "drover"}));
+  f->app = app;
+  app->add_option("--trace", f->trace, "The trace file (Philly CSV, or openb's pod list)");
+  app->add_option("--format", f->format,
+                  "philly; openb (the packing experiment: pods onto --nodes until the first "
+                  "cannot be placed); or drover (the store's own run history)")
+      ->check(CLI::IsMember({"philly", "openb", "drover"}));
   app->add_option("--cluster", f->cluster, "MACHINESxGPUS, e.g. 56x8 (default 16x4)");
-  app->add_option("--policy", f->policy, "fifo, priority, las, srtf or default");
+  app->add_option("--policy", f->policy, "fifo, priority, las, srtf, gittins or default");
   app->add_option("--from", f->from, "Only jobs submitted at or after this UTC time (YYYY-MM-DD)");
   app->add_option("--to", f->to, "Only jobs submitted before this UTC time");
   app->add_flag("--oracle", f->oracle, "Predictions are the true durations (what perfect "
@@ -183,6 +377,11 @@ Command RegisterSim(CLI::App& root, Globals& g) {
   app->add_flag("--json", f->json, "One JSON object");
   app->add_option("--csv", f->csv, "Write every job's outcome to this CSV file");
   app->add_option("--plot", f->plot, "Write queue length and utilisation over time as SVG");
+  app->add_option("--nodes", f->nodes, "openb: the node list (default: "
+                                       "openb_node_list_gpu_node.csv next to --trace)");
+  app->add_option("--packer", f->packer, "openb: first-fit, best-fit, drover or all (default)");
+  app->add_option("--seeds", f->seeds, "openb: shuffled pod orders to run besides the trace's "
+                                       "(seeds 1..N; default 10)");
   return {app, [&g, f] { return SimCmd(g, *f); }};
 }
 

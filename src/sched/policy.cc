@@ -1,5 +1,7 @@
 #include "sched/policy.h"
 
+#include "sched/gittins.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,22 +16,31 @@ std::string_view ToString(PolicyKind k) {
     case PolicyKind::kPriority: return "priority";
     case PolicyKind::kLas: return "las";
     case PolicyKind::kSrtf: return "srtf";
+    case PolicyKind::kGittins: return "gittins";
     case PolicyKind::kDefault: return "default";
   }
   return "fifo";
 }
 
+PolicyConfig ForPolicy(PolicyKind k) {
+  PolicyConfig p;
+  p.kind = k;
+  if (k == PolicyKind::kDefault) p.preempt_above_allocated = 0.5;
+  return p;
+}
+
 Result<PolicyKind> ParsePolicy(std::string_view name) {
   for (PolicyKind k : {PolicyKind::kFifo, PolicyKind::kPriority, PolicyKind::kLas,
-                       PolicyKind::kSrtf, PolicyKind::kDefault}) {
+                       PolicyKind::kSrtf, PolicyKind::kGittins, PolicyKind::kDefault}) {
     if (ToString(k) == name) return k;
   }
   return InvalidArgument(fmt::format(
-      "no scheduling policy '{}'; choose fifo, priority, las, srtf or default", name));
+      "no scheduling policy '{}'; choose fifo, priority, las, srtf, gittins or default", name));
 }
 
 bool Preemptive(PolicyKind k) {
-  return k == PolicyKind::kLas || k == PolicyKind::kSrtf || k == PolicyKind::kDefault;
+  return k == PolicyKind::kLas || k == PolicyKind::kSrtf || k == PolicyKind::kGittins ||
+         k == PolicyKind::kDefault;
 }
 
 namespace {
@@ -62,10 +73,21 @@ Rank RankOf(const PolicyConfig& p, const RankInput& r) {
       return Las(p, r);
     case PolicyKind::kSrtf:
       return Srtf(r);
+    case PolicyKind::kGittins:
+      if (p.gittins && p.gittins->ready()) {
+        // The index moves only at steps of attained service, so a run keeps its place for a
+        // while; FIFO among equals.
+        return {-p.gittins->Index(r.attained_gpu_ms), static_cast<double>(r.seq)};
+      }
+      return Las(p, r);
     case PolicyKind::kDefault: {
       // Multi-level LAS (a first version): queues at 1/4, 1, 4 and 16 GPU-hours attained (each
       // 4x the last, the last Tiresias' switch), FIFO within a queue. Short jobs leave the first
       // queues before long ones crowd them, without trusting a prediction.
+      // Multi-level LAS: queues at 1/4, 1, 4 and 16 GPU-hours attained (each 4x the last, the
+      // last Tiresias' switch), FIFO within a queue. Short jobs leave the first queues before
+      // long ones crowd them, without trusting a prediction (docs/scheduling.md: what else was
+      // tried and did worse).
       double a = static_cast<double>(r.attained_gpu_ms) / 3.6e6;
       double q = a < 0.25 ? 0 : a < 1 ? 1 : a < 4 ? 2 : a < 16 ? 3 : 4;
       return {q, static_cast<double>(r.seq)};

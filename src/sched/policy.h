@@ -13,10 +13,15 @@
 //             second.
 //   srtf      shortest predicted remaining time first (runs without a prediction after those
 //             with one, in submit order); preempts a run with a longer remaining time.
-//   default   drover's, a first version: multi-level LAS with queues at 1/4, 1, 4 and 16
-//             GPU-hours attained, FIFO within each; preempts like las (using predictions, packing
-//             and fairness is still to come).
+//   gittins   Tiresias' 2D-Gittins: the highest Gittins index of attained GPU time first, over
+//             the sizes of runs that finished (sched/gittins.h); like las until enough finished.
+//   default   drover's: multi-level LAS with queues at 1/4, 1, 4 and 16 GPU-hours attained, FIFO
+//             within each, preempting once half the pool is allocated; groups' fair share and
+//             quotas apply to every policy (sched/scheduler.h). docs/scheduling.md says what
+//             else was tried (Gittins, ordering by prediction or size, packing-aware victims) and
+//             why this won.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -25,7 +30,9 @@
 
 namespace drover::sched {
 
-enum class PolicyKind { kFifo, kPriority, kLas, kSrtf, kDefault };
+class GittinsIndex;
+
+enum class PolicyKind { kFifo, kPriority, kLas, kSrtf, kGittins, kDefault };
 
 struct PolicyConfig {
   PolicyKind kind = PolicyKind::kFifo;
@@ -34,10 +41,21 @@ struct PolicyConfig {
   Millis min_runtime_ms = 10LL * 60 * 1000;           // a run this young is never preempted
   // Preempt only while at least this share of the pool's GPUs is allocated.
   double preempt_above_allocated = 0.8;
+  // Backfill: a whole-GPU run that cannot start and has waited this long gets the machine(s)
+  // closest to fitting it held back; other runs use those GPUs only when predicted to end before
+  // it could start. Keeps a stream of small runs from starving a big gang.
+  Millis reserve_after_ms = 60LL * 60 * 1000;
+  // default: the Gittins index over the sizes of finished runs (sched/gittins.h), refreshed by the
+  // caller as runs finish; without one (or before enough runs finished), multi-level LAS.
+  std::shared_ptr<const GittinsIndex> gittins;
 };
 
+// A policy's own defaults: `default` preempts once half the pool is allocated (it measured best
+// on the traces: docs/scheduling.md), the others at 80%.
+PolicyConfig ForPolicy(PolicyKind k);
+
 std::string_view ToString(PolicyKind k);
-// "fifo", "priority", "las", "srtf", "default"; InvalidArgument lists them.
+// "fifo", "priority", "las", "srtf", "gittins", "default"; InvalidArgument lists them.
 Result<PolicyKind> ParsePolicy(std::string_view name);
 bool Preemptive(PolicyKind k);
 

@@ -3,62 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include "sched/gittins.h"
 #include "sched/scheduler.h"
+#include "sched/testing.h"
 
 namespace drover::sched {
 namespace {
 
-constexpr Millis kHour = 3600LL * 1000;
-
-// n machines of k whole GPUs (80 GiB each).
-ClusterView Machines(int n, int k) {
-  ClusterView c;
-  for (int m = 0; m < n; ++m) {
-    for (int g = 0; g < k; ++g) {
-      GpuState s;
-      s.index = m * k + g;
-      s.capacity = 80LL << 30;
-      s.node = m;
-      c.gpus.push_back(s);
-    }
-  }
-  return c;
-}
-
-PendingRun Job(int64_t id, int gpus, Millis submitted = 0) {
-  PendingRun p;
-  p.run_id = id;
-  p.experiment_id = 1;
-  p.seq = id;
-  p.resources.gpus = gpus;
-  p.resources.cpus = 0;
-  p.submitted_ms = submitted;
-  return p;
-}
-
-// Marks GPUs as held by a running run and records it for preemption.
-void Hold(ClusterView& c, int64_t id, std::vector<int> gpus, Millis started, Millis attained,
-          std::optional<Millis> predicted = {}) {
-  RunningRun r;
-  r.run_id = id;
-  r.seq = id;
-  r.gpus = gpus;
-  r.started_ms = started;
-  r.attained_gpu_ms = attained;
-  r.predicted_ms = predicted;
-  for (int g : gpus) {
-    c.gpus[g].runs = 1;
-    c.gpus[g].exclusive = true;
-    c.gpus[g].reserved = c.gpus[g].capacity;
-  }
-  c.active.push_back(r);
-}
-
-std::vector<int64_t> Started(const Decision& d) {
-  std::vector<int64_t> ids;
-  for (const auto& s : d.starts) ids.push_back(s.run_id);
-  return ids;
-}
+using namespace testing;  // NOLINT
 
 PolicyConfig Policy(PolicyKind k) {
   PolicyConfig p;
@@ -67,7 +19,7 @@ PolicyConfig Policy(PolicyKind k) {
 }
 
 TEST(Policy, NamesParseAndUnknownOnesSayWhatExists) {
-  for (const char* n : {"fifo", "priority", "las", "srtf", "default"}) {
+  for (const char* n : {"fifo", "priority", "las", "srtf", "gittins", "default"}) {
     auto k = ParsePolicy(n);
     ASSERT_TRUE(k.ok()) << n;
     EXPECT_EQ(ToString(*k), n);
@@ -75,7 +27,7 @@ TEST(Policy, NamesParseAndUnknownOnesSayWhatExists) {
   auto bad = ParsePolicy("sjf");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(),
-            "no scheduling policy 'sjf'; choose fifo, priority, las, srtf or default");
+            "no scheduling policy 'sjf'; choose fifo, priority, las, srtf, gittins or default");
   EXPECT_FALSE(Preemptive(PolicyKind::kFifo));
   EXPECT_TRUE(Preemptive(PolicyKind::kLas));
 }
@@ -234,6 +186,61 @@ TEST(Predictor, EwmaByKeyThenByGpusThenAll) {
   EXPECT_EQ(p.Predict("team-b", 8), 1000);
   EXPECT_EQ(p.Predict("team-c", 1), 200);  // unseen key: the 1-GPU runs'
   EXPECT_EQ(p.Predict("team-c", 4), 600);  // unseen size too: all runs (0.5 x 1000 + 0.5 x 200)
+}
+
+}  // namespace
+}  // namespace drover::sched
+
+namespace drover::sched {
+namespace {
+
+constexpr Millis kMinute = 60'000;
+
+TEST(Gittins, NotReadyBeforeEnoughRunsFinished) {
+  GittinsIndex g({kMinute, 2 * kMinute}, 50);
+  EXPECT_FALSE(g.ready());
+  EXPECT_EQ(g.Index(0), 0);
+}
+
+TEST(Gittins, HeavyTailIsLeastAttainedFirst) {
+  // Half the runs take a minute, a quarter 16 minutes, a quarter 4 hours: the longer a run has
+  // run, the longer it is likely to run on, so a fresh run comes first.
+  std::vector<Millis> sizes;
+  for (int i = 0; i < 100; ++i) sizes.push_back(kMinute);
+  for (int i = 0; i < 50; ++i) sizes.push_back(16 * kMinute);
+  for (int i = 0; i < 50; ++i) sizes.push_back(240 * kMinute);
+  GittinsIndex g(sizes);
+  ASSERT_TRUE(g.ready());
+  EXPECT_GT(g.Index(0), g.Index(2 * kMinute));
+  EXPECT_GT(g.Index(2 * kMinute), g.Index(20 * kMinute));
+}
+
+TEST(Gittins, KnownSizeFavoursTheRunNearlyDone) {
+  // Every run takes 60 minutes: one that ran 40 has less left than a fresh one, so it comes
+  // first (FIFO-like, where LAS would stop it).
+  GittinsIndex g(std::vector<Millis>(100, 60 * kMinute));
+  EXPECT_GT(g.Index(40 * kMinute), g.Index(0));
+}
+
+TEST(Gittins, PolicyRanksByIndexAndFallsBackToLasWithoutOne) {
+  PolicyConfig p = ForPolicy(PolicyKind::kGittins);
+  RankInput fresh{0, 2, 1, 0, 0, {}};
+  RankInput ran{0, 1, 1, 0, 40 * kMinute, {}};
+  // No index yet: 2D-LAS, both in the first queue, FIFO.
+  EXPECT_TRUE(RankOf(p, ran) < RankOf(p, fresh));
+  p.gittins = std::make_shared<const GittinsIndex>(std::vector<Millis>(100, 60 * kMinute));
+  EXPECT_TRUE(RankOf(p, ran) < RankOf(p, fresh));
+  // Heavy tail: the fresh run first.
+  std::vector<Millis> sizes(100, kMinute);
+  sizes.insert(sizes.end(), 100, 600 * kMinute);
+  p.gittins = std::make_shared<const GittinsIndex>(sizes);
+  EXPECT_TRUE(RankOf(p, fresh) < RankOf(p, ran));
+}
+
+TEST(Policy, DefaultPreemptsOnceHalfThePoolIsAllocated) {
+  EXPECT_DOUBLE_EQ(ForPolicy(PolicyKind::kDefault).preempt_above_allocated, 0.5);
+  EXPECT_DOUBLE_EQ(ForPolicy(PolicyKind::kLas).preempt_above_allocated, 0.8);
+  EXPECT_EQ(ForPolicy(PolicyKind::kSrtf).kind, PolicyKind::kSrtf);
 }
 
 }  // namespace

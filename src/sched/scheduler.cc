@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -147,24 +148,71 @@ RankInput InputOf(const RunningRun& r) {
 
 }  // namespace
 
+namespace {
+
+struct Entry {
+  Rank rank;
+  const PendingRun* run;
+};
+
+// Heap order: the best-ranked run on top, submit order among equals.
+bool Worse(const Entry& a, const Entry& b) {
+  if (a.rank < b.rank) return false;
+  if (b.rank < a.rank) return true;
+  return a.run->seq > b.run->seq;
+}
+
+// The runs of one group waiting, best first (a heap), and its share of the pool.
+struct GroupQueue {
+  std::string name;
+  double weight = 1;
+  int quota = 0;  // 0: none
+  int held = 0;   // GPUs its runs hold, those started by this pass included
+  std::vector<Entry> heap;
+  size_t left = 0;  // entries not yet taken: heap[0, left)
+  bool Empty() const { return left == 0; }
+  const Entry& Top() const { return heap.front(); }
+  Entry Pop() {
+    std::pop_heap(heap.begin(), heap.begin() + left, Worse);
+    return heap[--left];
+  }
+  double Share() const { return held / std::max(weight, 1e-9); }
+  bool Within(int gpus) const { return quota <= 0 || held + gpus <= quota; }
+};
+
+int GpusOf(const PendingRun& p) { return std::max(0, p.resources.gpus); }
+
+}  // namespace
+
 Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster, Millis now,
                 const PolicyConfig& policy) {
-  struct Entry {
-    Rank rank;
-    const PendingRun* run;
-  };
-  std::vector<Entry> order;
-  order.reserve(queue.size());
-  for (const auto& p : queue) order.push_back({RankOf(policy, InputOf(p, now)), &p});
-  // Runs are taken best first from a heap rather than a sorted list: a pass usually ends long
+  // Runs are taken best first from heaps rather than sorted lists: a pass usually ends long
   // before the queue does (the pool is full), and building a heap is linear where sorting 100,000
-  // runs is not (bench/README.md, "Scheduling").
-  auto worse = [](const Entry& a, const Entry& b) {
-    if (a.rank < b.rank) return false;
-    if (b.rank < a.rank) return true;
-    return a.run->seq > b.run->seq;
+  // runs is not (bench/README.md, "Scheduling"). One heap per group; without groups, one heap.
+  std::vector<GroupQueue> groups;
+  std::unordered_map<std::string, size_t> group_of;
+  auto group = [&](const std::string& name) -> GroupQueue& {
+    auto [it, added] = group_of.try_emplace(cluster.groups.empty() ? std::string() : name,
+                                            groups.size());
+    if (added) {
+      GroupQueue g;
+      g.name = it->first;
+      if (auto share = cluster.groups.find(g.name); share != cluster.groups.end()) {
+        g.weight = share->second.weight;
+        g.quota = share->second.quota_gpus;
+      }
+      groups.push_back(std::move(g));
+    }
+    return groups[it->second];
   };
-  std::make_heap(order.begin(), order.end(), worse);
+  for (const auto& p : queue) group(p.group).heap.push_back({RankOf(policy, InputOf(p, now)), &p});
+  for (const RunningRun& r : cluster.active) {
+    group(r.group).held += static_cast<int>(r.gpus.size());
+  }
+  for (GroupQueue& g : groups) {
+    std::make_heap(g.heap.begin(), g.heap.end(), Worse);
+    g.left = g.heap.size();
+  }
 
   // What this pass hands out is taken from a copy of the pool (not of the running runs, which it
   // only reads).
@@ -180,68 +228,226 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
   std::unordered_map<int, size_t> position;  // GPU index -> position in c.gpus
   position.reserve(c.gpus.size());
   for (size_t i = 0; i < c.gpus.size(); ++i) position[c.gpus[i].index] = i;
+  std::unordered_map<int64_t, size_t> run_group;  // running run -> its group
+  for (const RunningRun& r : c.active) run_group[r.run_id] = group_of.at(
+      cluster.groups.empty() ? std::string() : r.group);
   IdleIndex idle(c.gpus);
   Decision d;
-  std::optional<Entry> blocked;  // the best-ranked run that could not be placed
   // Whether a run that shares GPUs by memory could still fit on a GPU that is not idle (idle ones
   // are counted by `idle`).
   bool shared_room = false;
   for (const GpuState& g : c.gpus) {
     shared_room = shared_room || (g.runs > 0 && !g.exclusive && Free(g) > 0);
   }
-  for (auto end = order.end(); end != order.begin(); --end) {
-    std::pop_heap(order.begin(), end, worse);
-    const Entry& e = *(end - 1);
-    const PendingRun* p = e.run;
-    // Nothing left to hand out: the rest of the queue cannot start this pass.
-    if (blocked && idle.idle() == 0 && !shared_room) break;
-    if (p->not_before_ms > now) continue;
-    if (auto limit = c.max_parallel.find(p->experiment_id);
-        limit != c.max_parallel.end() && limit->second > 0) {
-      auto it = c.running.find(p->experiment_id);
-      if (it != c.running.end() && it->second >= limit->second) continue;
+
+  // Backfill: the first whole-GPU run that cannot start and has waited `reserve_after_ms` gets
+  // the machine(s) closest to fitting it held back; later runs may use those GPUs only when they
+  // are predicted to end before the held machine frees enough for it (so they do not delay it).
+  struct Reservation {
+    const PendingRun* run = nullptr;
+    std::vector<size_t> idle;  // held idle GPUs (positions), taken out of `idle`
+    Millis until = 0;          // when the held machines are predicted to fit it (kNever: unknown)
+  } hold;
+  constexpr Millis kNever = std::numeric_limits<Millis>::max();
+  auto reserve = [&](const PendingRun& p) {
+    int need = GpusOf(p);
+    std::map<int, std::pair<int, int>> machines;  // node -> (size, idle)
+    for (size_t i = 0; i < c.gpus.size(); ++i) {
+      auto& m = machines[c.gpus[i].node];
+      ++m.first;
+      if (c.gpus[i].runs == 0 && !c.gpus[i].exclusive) ++m.second;
     }
-    if (c.cpu_slots_total > 0 && c.cpu_slots_used + p->resources.cpus > c.cpu_slots_total) {
-      continue;
+    int size = 0;
+    for (const auto& [n, m] : machines) size = std::max(size, m.first);
+    if (size == 0) return;
+    int count = need <= size ? 1 : (need + size - 1) / size;
+    std::vector<int> order;
+    for (const auto& [n, m] : machines) {
+      if (m.first == size || need <= m.first) order.push_back(n);
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return machines[a].second > machines[b].second; });
+    if (static_cast<int>(order.size()) < count) return;
+    std::set<int> chosen(order.begin(), order.begin() + count);
+    // When the held machines free enough: runs on them end at start + prediction.
+    std::vector<Millis> ends;
+    int have = 0;
+    for (const auto& [n, m] : machines) {
+      if (chosen.count(n)) have += m.second;
+    }
+    for (const RunningRun& r : c.active) {
+      int on = 0;
+      for (int index : r.gpus) {
+        auto it = position.find(index);
+        if (it != position.end() && chosen.count(c.gpus[it->second].node)) ++on;
+      }
+      if (on == 0) continue;
+      Millis end = r.predicted_ms && r.started_ms + *r.predicted_ms > now
+                       ? r.started_ms + *r.predicted_ms
+                       : kNever;
+      for (int k = 0; k < on; ++k) ends.push_back(end);
+    }
+    std::sort(ends.begin(), ends.end());
+    hold.run = &p;
+    hold.until = kNever;
+    for (size_t k = 0; have < need && k < ends.size(); ++k) {
+      ++have;
+      hold.until = ends[k];
+    }
+    for (size_t i = 0; i < c.gpus.size(); ++i) {
+      if (!chosen.count(c.gpus[i].node) || c.gpus[i].runs != 0 || c.gpus[i].exclusive) continue;
+      hold.idle.push_back(i);
+      idle.Take(c.gpus, i);
+      c.gpus[i].exclusive = true;  // so runs that share GPUs by memory keep off it too
+    }
+    d.reserved_for = p.run_id;
+  };
+  auto unreserve = [&] {
+    for (size_t i : hold.idle) d.reserved_gpus.push_back(c.gpus[i].index);
+    std::sort(d.reserved_gpus.begin(), d.reserved_gpus.end());
+    for (size_t i : hold.idle) {
+      c.gpus[i].exclusive = false;
+      idle.Give(c.gpus, i);
+    }
+    hold.idle.clear();
+  };
+
+  enum class Tried { kStarted, kSkipped, kNoRoom };
+  auto start = [&](const PendingRun& p, GroupQueue& g) -> Tried {
+    if (p.not_before_ms > now) return Tried::kSkipped;
+    if (auto limit = c.max_parallel.find(p.experiment_id);
+        limit != c.max_parallel.end() && limit->second > 0) {
+      auto it = c.running.find(p.experiment_id);
+      if (it != c.running.end() && it->second >= limit->second) return Tried::kSkipped;
+    }
+    if (c.cpu_slots_total > 0 && c.cpu_slots_used + p.resources.cpus > c.cpu_slots_total) {
+      return Tried::kSkipped;
     }
     StartAction a;
-    a.run_id = p->run_id;
-    if (p->resources.gpus > 0) {
-      a.exclusive = p->resources.gpu_memory == 0;
+    a.run_id = p.run_id;
+    if (p.resources.gpus > 0) {
+      a.exclusive = p.resources.gpu_memory == 0;
       if (a.exclusive) {
-        std::vector<size_t> chosen = idle.Choose(p->resources.gpus);
-        if (chosen.empty()) {
-          if (!blocked) blocked = e;
-          continue;
+        std::vector<size_t> chosen = idle.Choose(p.resources.gpus);
+        if (chosen.empty() && hold.run && p.predicted_ms && hold.until != kNever &&
+            now + *p.predicted_ms <= hold.until &&
+            static_cast<int>(hold.idle.size()) >= p.resources.gpus) {
+          // Backfill into the held GPUs: it ends before the run they are held for could start.
+          chosen.assign(hold.idle.begin(), hold.idle.begin() + p.resources.gpus);
+          hold.idle.erase(hold.idle.begin(), hold.idle.begin() + p.resources.gpus);
+          for (size_t pos : chosen) c.gpus[pos].exclusive = false;
         }
+        if (chosen.empty()) return Tried::kNoRoom;
         for (size_t pos : chosen) {
-          GpuState& g = c.gpus[pos];
-          a.gpus.push_back(g.index);
-          a.gpu_memory = Free(g);
-          g.reserved += Free(g);
-          g.runs += 1;
-          g.exclusive = true;
+          GpuState& gpu = c.gpus[pos];
+          a.gpus.push_back(gpu.index);
+          a.gpu_memory = Free(gpu);
+          gpu.reserved += Free(gpu);
+          gpu.runs += 1;
+          gpu.exclusive = true;
           idle.Take(c.gpus, pos);
         }
         std::sort(a.gpus.begin(), a.gpus.end());
       } else {
-        a.gpus = Place(p->resources, c.gpus);
-        if (a.gpus.empty()) {
-          if (!blocked) blocked = e;
-          continue;
-        }
+        a.gpus = Place(p.resources, c.gpus);
+        if (a.gpus.empty()) return Tried::kNoRoom;
         for (int index : a.gpus) {
-          GpuState& g = c.gpus[position[index]];
-          a.gpu_memory = p->resources.gpu_memory;
-          g.reserved += p->resources.gpu_memory;
-          if (g.runs++ == 0) idle.Take(c.gpus, position[index]);
-          shared_room = shared_room || Free(g) > 0;
+          GpuState& gpu = c.gpus[position[index]];
+          a.gpu_memory = p.resources.gpu_memory;
+          gpu.reserved += p.resources.gpu_memory;
+          if (gpu.runs++ == 0) idle.Take(c.gpus, position[index]);
+          shared_room = shared_room || Free(gpu) > 0;
         }
       }
     }
-    c.cpu_slots_used += p->resources.cpus;
-    c.running[p->experiment_id] += 1;
+    c.cpu_slots_used += p.resources.cpus;
+    c.running[p.experiment_id] += 1;
+    g.held += GpusOf(p);
     d.starts.push_back(std::move(a));
+    return Tried::kStarted;
+  };
+
+  std::optional<Entry> blocked;        // the first run that could not be placed
+  std::optional<Entry> quota_blocked;  // ... of a group within its quota
+  std::vector<std::pair<Entry, size_t>> over;  // runs past their group's quota, for borrowing
+  auto exhausted = [&] { return idle.idle() == 0 && !shared_room && hold.idle.empty(); };
+
+  // Groups are offered GPUs in order of GPUs held / weight (fair share), each its best-ranked run
+  // first. Without groups this is the policy's order.
+  for (;;) {
+    GroupQueue* g = nullptr;
+    for (GroupQueue& q : groups) {
+      if (q.Empty()) continue;
+      if (!g || q.Share() < g->Share() ||
+          (q.Share() == g->Share() && Worse(g->Top(), q.Top()))) {
+        g = &q;
+      }
+    }
+    if (!g) break;
+    // Nothing left to hand out: the rest of the queue cannot start this pass.
+    if (blocked && exhausted()) break;
+    Entry e = g->Pop();
+    if (!g->Within(GpusOf(*e.run))) {
+      over.emplace_back(e, static_cast<size_t>(g - groups.data()));
+      continue;
+    }
+    if (start(*e.run, *g) != Tried::kNoRoom) continue;
+    if (!blocked) blocked = e;
+    if (!quota_blocked && g->quota > 0) quota_blocked = e;
+    if (!hold.run && e.run->resources.gpu_memory == 0 && GpusOf(*e.run) > 0 &&
+        now - e.run->submitted_ms >= policy.reserve_after_ms) {
+      reserve(*e.run);
+    }
+  }
+  // Borrowing: idle GPUs go to runs past their group's quota, unless a group within its quota
+  // waits (then its quota is reclaimed below instead).
+  if (!quota_blocked) {
+    std::stable_sort(over.begin(), over.end(),
+                     [](const auto& a, const auto& b) { return Worse(b.first, a.first); });
+    for (auto& [e, gi] : over) {
+      if (exhausted()) break;
+      if (start(*e.run, groups[gi]) == Tried::kNoRoom && !blocked) blocked = e;
+    }
+  }
+  unreserve();
+
+  // Reclaim: a group within its quota waits while others run past theirs: stop the borrowers'
+  // runs, the group furthest past its quota first, its most recently started run first, until
+  // the waiting run fits (regardless of policy: a quota is a promise).
+  if (quota_blocked && quota_blocked->run->resources.gpu_memory == 0) {
+    std::vector<const RunningRun*> borrowed;
+    std::map<size_t, int> held;
+    for (GroupQueue& q : groups) held[static_cast<size_t>(&q - groups.data())] = q.held;
+    for (const RunningRun& r : c.active) {
+      const GroupQueue& q = groups[run_group.at(r.run_id)];
+      if (r.preemptible && r.exclusive && q.quota > 0 && q.held > q.quota) borrowed.push_back(&r);
+    }
+    std::stable_sort(borrowed.begin(), borrowed.end(), [&](const auto* a, const auto* b) {
+      const GroupQueue& qa = groups[run_group.at(a->run_id)];
+      const GroupQueue& qb = groups[run_group.at(b->run_id)];
+      if (qa.held - qa.quota != qb.held - qb.quota) return qa.held - qa.quota > qb.held - qb.quota;
+      return a->started_ms > b->started_ms;
+    });
+    std::vector<int64_t> stop;
+    for (const RunningRun* r : borrowed) {
+      size_t gi = run_group.at(r->run_id);
+      if (held[gi] <= groups[gi].quota) continue;  // back within its quota
+      held[gi] -= static_cast<int>(r->gpus.size());
+      stop.push_back(r->run_id);
+      for (int index : r->gpus) {
+        if (auto it = position.find(index); it != position.end()) idle.Give(c.gpus, it->second);
+      }
+      if (!idle.Choose(GpusOf(*quota_blocked->run)).empty()) {
+        d.preempt = std::move(stop);
+        d.preempt_for = quota_blocked->run->run_id;
+        d.preempt_why = fmt::format(
+            "its group ran past its quota on borrowed GPUs, and run {} of group '{}' (within "
+            "its quota of {} GPUs) waits for them",
+            quota_blocked->run->run_id, quota_blocked->run->group,
+            cluster.groups.at(quota_blocked->run->group).quota_gpus);
+        return d;
+      }
+    }
   }
 
   // Preemption: for the best-ranked run that did not fit, stop worse-ranked whole-GPU runs, worst

@@ -3,13 +3,19 @@
 // threads, no I/O. The engine applies what it returns; tests and (later) the simulator call it
 // directly.
 //
-// Policy (v1): runs in order of priority (higher first), then submit order. A run that declares
-// gpu_memory shares GPUs: it goes to the GPU whose free memory fits it most tightly (best fit), so
-// large holes stay open for large runs. A run without gpu_memory takes whole idle GPUs. A
-// multi-GPU run gets all its GPUs at once or waits (gang). max_parallel caps an experiment's
-// running runs, and CPU slots cap everything. A run that cannot be placed now does not block
-// lower-priority runs that can (no reservation yet, so a big gang run can wait behind a stream
-// of small ones).
+// What a pass does (docs/scheduling.md):
+//   - ranks waiting runs by the policy (sched/policy.h); with groups, offers GPUs to groups in
+//     order of GPUs held / weight (fair share), each group's best-ranked run first;
+//   - places each where it fits: a run that declares gpu_memory shares a GPU (best fit by free
+//     memory: several runs on one GPU), others take whole idle GPUs; a gang of up to a machine's
+//     GPUs goes to the machine whose idle GPUs fit it most tightly, larger ones take whole idle
+//     machines; max_parallel and CPU slots cap starts;
+//   - a quota caps a group's GPUs while another group within its quota waits; idle quota is
+//     borrowed, and reclaimed by preemption when its owner needs it;
+//   - backfill: a whole-GPU run that cannot start and has waited reserve_after_ms gets the
+//     machine closest to fitting it held back; later runs use those GPUs only if predicted to end
+//     before it could start;
+//   - a preemptive policy stops worse-ranked runs for the best waiting one when the pool is busy.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -92,6 +98,10 @@ struct Decision {
   std::vector<int64_t> preempt;
   int64_t preempt_for = 0;  // the waiting run they make room for
   std::string preempt_why;  // for the run's note ("a better-ranked run waits", ...)
+  // Backfill: idle GPUs held back this pass for a waiting run (PolicyConfig::reserve_after_ms),
+  // those that no shorter run took.
+  int64_t reserved_for = 0;
+  std::vector<int> reserved_gpus;
 };
 
 // The policy orders the queue (sched/policy.h); runs are placed in that order, each where it fits

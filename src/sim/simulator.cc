@@ -7,6 +7,7 @@
 #include <cmath>
 #include <queue>
 
+#include "sched/gittins.h"
 #include "sched/predictor.h"
 #include "sched/scheduler.h"
 
@@ -66,6 +67,8 @@ Result<SimResult> Simulate(const Trace& trace, const SimOptions& o) {
     gpus[g].node = g / o.gpus_per_node;
   }
   sched::DurationPredictor predictor;
+  sched::PolicyConfig policy = o.policy;
+  std::vector<Millis> finished_sizes;  // GPU time of finished jobs, for the Gittins index
   std::vector<size_t> waiting;  // job positions
   std::vector<size_t> running;
   using Completion = std::tuple<double, size_t, int64_t>;  // end, job, epoch
@@ -115,6 +118,10 @@ Result<SimResult> Simulate(const Trace& trace, const SimOptions& o) {
       s.end_s = end;
       ++finished;
       predictor.Observe(s.job->group, s.job->gpus, ToMs(s.job->duration_s));
+      finished_sizes.push_back(ToMs(s.job->duration_s * s.job->gpus));
+      if (policy.kind == sched::PolicyKind::kGittins && finished_sizes.size() % 200 == 0) {
+        policy.gittins = std::make_shared<const sched::GittinsIndex>(finished_sizes);
+      }
     }
     while (next < jobs.size() && trace.jobs[next].submit_s <= now) {
       jobs[next].waiting = true;
@@ -155,7 +162,7 @@ Result<SimResult> Simulate(const Trace& trace, const SimOptions& o) {
         view.active.push_back(std::move(r));
       }
       auto t0 = std::chrono::steady_clock::now();
-      sched::Decision d = sched::Decide(queue, view, ToMs(now), o.policy);
+      sched::Decision d = sched::Decide(queue, view, ToMs(now), policy);
       result.decide_seconds +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       ++result.decide_calls;

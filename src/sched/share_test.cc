@@ -1,0 +1,167 @@
+// Fair share, quotas with borrowing and reclaim, backfill that does not delay the head of the
+// queue, and fractional GPUs: small hand-made pools, no clock, no threads.
+#include <gtest/gtest.h>
+
+#include "sched/scheduler.h"
+#include "sched/testing.h"
+
+namespace drover::sched {
+namespace {
+
+using namespace testing;  // NOLINT
+
+constexpr int64_t GiB = 1LL << 30;
+
+PolicyConfig Fifo() { return ForPolicy(PolicyKind::kFifo); }
+
+TEST(FairShare, GroupsAreOfferedGpusByHeldOverWeight) {
+  // 4 idle GPUs; alice (weight 3) and bob (weight 1) each queue 4 one-GPU runs, alice's first.
+  ClusterView c = Machines(1, 4);
+  c.groups["alice"].weight = 3;
+  c.groups["bob"].weight = 1;
+  std::vector<PendingRun> q;
+  for (int i = 1; i <= 4; ++i) q.push_back(Job(i, 1, 0, "alice"));
+  for (int i = 5; i <= 8; ++i) q.push_back(Job(i, 1, 0, "bob"));
+  Decision d = Decide(q, c, 0, Fifo());
+  // Shares 0/3 vs 0/1 (tie: alice's run is older), then 1/3 < 0? no: bob 0 -> bob, then
+  // 1/3 vs 1/1 -> alice, 2/3 vs 1 -> alice: 3 to alice, 1 to bob.
+  EXPECT_EQ(Started(d), (std::vector<int64_t>{1, 5, 2, 3}));
+}
+
+TEST(FairShare, WithoutGroupsTheQueueIsThePolicysOrder) {
+  ClusterView c = Machines(1, 2);
+  Decision d = Decide({Job(1, 1, 0, "alice"), Job(2, 1, 0, "alice"), Job(3, 1, 0, "bob")}, c, 0,
+                      Fifo());
+  EXPECT_EQ(Started(d), (std::vector<int64_t>{1, 2}));
+}
+
+TEST(Quota, CapsAGroupWhileAnotherWaitsForTheGpus) {
+  // alice's quota is 2 of 4 GPUs; bob waits for 2 of them: alice gets her 2, bob his 2.
+  ClusterView c = Machines(1, 4);
+  c.groups["alice"].quota_gpus = 2;
+  c.groups["bob"].quota_gpus = 2;
+  Hold(c, 10, {0}, 0, 0, {}, "alice");
+  std::vector<PendingRun> q = {Job(1, 1, 0, "alice"), Job(2, 1, 0, "alice"),
+                               Job(3, 1, 0, "bob"), Job(4, 1, 0, "bob")};
+  Decision d = Decide(q, c, 0, Fifo());
+  // alice already holds 1: one more of hers (within quota), both of bob's. Run 2 would take
+  // alice past her quota; there is no idle GPU left to lend.
+  EXPECT_EQ(Started(d), (std::vector<int64_t>{3, 1, 4}));
+  EXPECT_TRUE(d.preempt.empty());
+}
+
+TEST(Quota, IdleQuotaIsBorrowed) {
+  // Nobody else wants the GPUs: alice runs past her quota of 1 on borrowed GPUs.
+  ClusterView c = Machines(1, 4);
+  c.groups["alice"].quota_gpus = 1;
+  c.groups["bob"].quota_gpus = 3;
+  Decision d = Decide({Job(1, 1, 0, "alice"), Job(2, 1, 0, "alice"), Job(3, 2, 0, "alice")}, c,
+                      0, Fifo());
+  EXPECT_EQ(Started(d), (std::vector<int64_t>{1, 2, 3}));
+}
+
+TEST(Quota, BorrowedGpusAreReclaimedByPreemptionEvenUnderFifo) {
+  // alice borrowed 3 GPUs past her quota of 1; bob's run (within his quota of 3) waits: the most
+  // recently started of alice's borrowed runs are stopped until it fits, and no more.
+  ClusterView c = Machines(1, 4);
+  c.groups["alice"].quota_gpus = 1;
+  c.groups["bob"].quota_gpus = 3;
+  Hold(c, 10, {0}, 0, 5 * kHour, {}, "alice");
+  Hold(c, 11, {1}, 1000, 5 * kHour, {}, "alice");
+  Hold(c, 12, {2, 3}, 2000, 5 * kHour, {}, "alice");
+  Decision d = Decide({Job(1, 2, 0, "bob")}, c, 3000, Fifo());
+  EXPECT_TRUE(d.starts.empty());
+  EXPECT_EQ(d.preempt, (std::vector<int64_t>{12}));
+  EXPECT_EQ(d.preempt_for, 1);
+  EXPECT_NE(d.preempt_why.find("quota"), std::string::npos) << d.preempt_why;
+  // Once run 12 let go, bob starts on its GPUs.
+  ClusterView after = Machines(1, 4);
+  after.groups = c.groups;
+  Hold(after, 10, {0}, 0, 5 * kHour, {}, "alice");
+  Hold(after, 11, {1}, 1000, 5 * kHour, {}, "alice");
+  Decision next = Decide({Job(1, 2, 0, "bob")}, after, 4000, Fifo());
+  ASSERT_EQ(Started(next), (std::vector<int64_t>{1}));
+  EXPECT_EQ(next.starts[0].gpus, (std::vector<int>{2, 3}));
+}
+
+TEST(Quota, AGroupWithinItsQuotaIsNotPreempted) {
+  // alice is within her quota of 4: bob (quota 2) waits, nothing is reclaimed.
+  ClusterView c = Machines(1, 4);
+  c.groups["alice"].quota_gpus = 4;
+  c.groups["bob"].quota_gpus = 2;
+  for (int g = 0; g < 4; ++g) Hold(c, 10 + g, {g}, 0, kHour, {}, "alice");
+  Decision d = Decide({Job(1, 1, 0, "bob")}, c, kHour, Fifo());
+  EXPECT_TRUE(d.starts.empty());
+  EXPECT_TRUE(d.preempt.empty());
+}
+
+TEST(Backfill, ShortRunsFillTheGapButDoNotDelayTheWaitingGang) {
+  // 1 machine of 4: two GPUs busy until t=2h (predicted). A 4-GPU gang has waited past
+  // reserve_after; behind it, a 1-hour run (ends before the gang could start) and a 3-hour run.
+  ClusterView c = Machines(1, 4);
+  Hold(c, 10, {0}, 0, 0, 2 * kHour);
+  Hold(c, 11, {1}, 0, 0, 2 * kHour);
+  PolicyConfig p = Fifo();
+  p.reserve_after_ms = kHour;
+  PendingRun gang = Job(1, 4, 0);
+  PendingRun short_run = Job(2, 1, 0);
+  short_run.predicted_ms = kHour;
+  PendingRun long_run = Job(3, 1, 0);
+  long_run.predicted_ms = 3 * kHour;
+  PendingRun unknown = Job(4, 1, 0);  // no prediction: could run forever
+  Decision d = Decide({gang, short_run, long_run, unknown}, c, kHour / 2 + kHour / 2, p);
+  EXPECT_EQ(Started(d), (std::vector<int64_t>{2}));
+  EXPECT_EQ(d.reserved_for, 1);
+  EXPECT_EQ(d.reserved_gpus, (std::vector<int>{3}));  // the GPU the short run did not take
+}
+
+TEST(Backfill, BeforeReserveAfterLaterRunsMayPass) {
+  // The gang has waited less than reserve_after: later runs take the idle GPUs (no hold).
+  ClusterView c = Machines(1, 4);
+  Hold(c, 10, {0}, 0, 0, 2 * kHour);
+  PolicyConfig p = Fifo();
+  p.reserve_after_ms = kHour;
+  PendingRun gang = Job(1, 4, 0);
+  Decision d = Decide({gang, Job(2, 1, 0), Job(3, 1, 0)}, c, kHour / 2, p);
+  EXPECT_EQ(Started(d), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(d.reserved_for, 0);
+}
+
+TEST(Backfill, HoldsTheMachineClosestToFitting) {
+  // Two machines of 4: machine 0 has 3 idle, machine 1 has 1 idle. The waiting 4-GPU gang holds
+  // machine 0; a 1-GPU run without a prediction goes to machine 1.
+  ClusterView c = Machines(2, 4);
+  Hold(c, 10, {0}, 0, 0);
+  Hold(c, 11, {4, 5, 6}, 0, 0);
+  PolicyConfig p = Fifo();
+  p.reserve_after_ms = 0;
+  Decision d = Decide({Job(1, 4, 0), Job(2, 1, 0), Job(3, 1, 0)}, c, kHour, p);
+  ASSERT_EQ(Started(d), (std::vector<int64_t>{2}));
+  EXPECT_EQ(d.starts[0].gpus, (std::vector<int>{7}));
+  EXPECT_EQ(d.reserved_gpus, (std::vector<int>{1, 2, 3}));
+}
+
+TEST(Fractional, RunsShareAGpuWhenTheirMemoryFitsNextToTheMonitoringReserve) {
+  // A 16 GiB GPU with 1 GiB kept for monitoring offers 15 GiB: two 7 GiB runs share it, a third
+  // goes to the next GPU, and a whole-GPU run takes neither shared GPU.
+  ClusterView c;
+  for (int i = 0; i < 2; ++i) {
+    GpuState g;
+    g.index = i;
+    g.capacity = 15 * GiB;
+    c.gpus.push_back(g);
+  }
+  auto frac = [](int64_t id) {
+    PendingRun p = Job(id, 1);
+    p.resources.gpu_memory = 7 * GiB;
+    return p;
+  };
+  Decision d = Decide({frac(1), frac(2), frac(3), Job(4, 1)}, c, 0, Fifo());
+  ASSERT_EQ(Started(d), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(d.starts[0].gpus, d.starts[1].gpus);
+  EXPECT_NE(d.starts[2].gpus, d.starts[0].gpus);
+  EXPECT_EQ(d.starts[0].gpu_memory, 7 * GiB);
+}
+
+}  // namespace
+}  // namespace drover::sched

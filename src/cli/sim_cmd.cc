@@ -28,6 +28,7 @@ struct SimFlags {
   std::string from, to;
   bool oracle = false;
   bool json = false;
+  bool fair_share = false;
   std::string csv;
   std::string plot;
   // --format openb (the packing experiment)
@@ -308,6 +309,7 @@ int SimCmd(Globals& g, const SimFlags& f) {
   o.gpus_per_node = cluster->second;
   o.policy = sched::ForPolicy(*kind);
   o.oracle = f.oracle;
+  o.fair_share = f.fair_share;
   auto r = sim::Simulate(*trace, o);
   if (!r.ok()) return ReportError(r.status());
   const sim::Summary& s = r->summary;
@@ -334,12 +336,24 @@ int SimCmd(Globals& g, const SimFlags& f) {
                 {"makespan_s", s.makespan_s},
                 {"utilization", s.utilization},
                 {"preemptions", s.preemptions},
+                {"fair_share", f.fair_share},
+                {"fairness_max_over_min", s.fairness_max_over_min},
+                {"fairness_jain", s.fairness_jain},
                 {"lower_bound_avg_jct_s", r->bound.best_avg_jct_s},
                 {"lower_bound_per_job_avg_jct_s", r->bound.per_job_avg_jct_s},
                 {"lower_bound_srpt_avg_jct_s", r->bound.srpt_avg_jct_s},
                 {"prediction_median_abs_log_error", r->prediction_median_abs_log_error},
                 {"decide_calls", r->decide_calls},
                 {"decide_seconds", r->decide_seconds}};
+    Json groups = Json::array();
+    for (const sim::GroupSummary& gs : s.groups) {
+      groups.push_back({{"group", gs.group},
+                        {"jobs", gs.jobs},
+                        {"avg_jct_s", gs.avg_jct_s},
+                        {"avg_queue_s", gs.avg_queue_s},
+                        {"finish_time_fairness", gs.finish_time_fairness}});
+    }
+    out["groups"] = std::move(groups);
     std::printf("%s\n", out.dump(2).c_str());
     return kExitOk;
   }
@@ -353,6 +367,8 @@ int SimCmd(Globals& g, const SimFlags& f) {
   std::printf("  makespan            %s\n", FormatDuration(s.makespan_s * 1000).c_str());
   std::printf("  GPU utilisation     %.1f%%\n", 100 * s.utilization);
   std::printf("  preemptions         %lld\n", static_cast<long long>(s.preemptions));
+  std::printf("  group fairness      worst/best finish-time fairness %.2f, Jain's index %.3f\n",
+              s.fairness_max_over_min, s.fairness_jain);
   return kExitOk;
 }
 
@@ -374,6 +390,9 @@ Command RegisterSim(CLI::App& root, Globals& g) {
   app->add_option("--to", f->to, "Only jobs submitted before this UTC time");
   app->add_flag("--oracle", f->oracle, "Predictions are the true durations (what perfect "
                                        "prediction would reach)");
+  app->add_flag("--fair-share", f->fair_share,
+                "Offer GPUs to the trace's groups (Philly: virtual clusters) by GPUs held, "
+                "each weighing 1");
   app->add_flag("--json", f->json, "One JSON object");
   app->add_option("--csv", f->csv, "Write every job's outcome to this CSV file");
   app->add_option("--plot", f->plot, "Write queue length and utilisation over time as SVG");

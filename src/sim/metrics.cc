@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <queue>
 
 namespace drover::sim {
@@ -34,6 +35,31 @@ Summary Summarize(const std::vector<JobOutcome>& jobs, int total_gpus) {
   s.p99_jct_s = jct[std::clamp<size_t>(rank, 1, jct.size()) - 1];
   s.makespan_s = last - first;
   if (total_gpus > 0 && s.makespan_s > 0) s.utilization = work / (total_gpus * s.makespan_s);
+
+  std::map<std::string, GroupSummary> groups;
+  for (const JobOutcome& j : jobs) {
+    GroupSummary& g = groups[j.group];
+    double t = j.end_s - j.submit_s;
+    ++g.jobs;
+    g.avg_jct_s += t;
+    g.avg_queue_s += std::max(0.0, t - j.duration_s);
+    g.finish_time_fairness += std::max(1.0, t / std::max(j.duration_s, kSlowdownFloorS));
+  }
+  double lo = INFINITY, hi = 0, sum = 0, sum_sq = 0;
+  for (auto& [name, g] : groups) {
+    double k = static_cast<double>(g.jobs);
+    g.group = name;
+    g.avg_jct_s /= k;
+    g.avg_queue_s /= k;
+    g.finish_time_fairness /= k;
+    lo = std::min(lo, g.finish_time_fairness);
+    hi = std::max(hi, g.finish_time_fairness);
+    sum += g.finish_time_fairness;
+    sum_sq += g.finish_time_fairness * g.finish_time_fairness;
+    s.groups.push_back(g);
+  }
+  s.fairness_max_over_min = hi / lo;
+  s.fairness_jain = sum * sum / (static_cast<double>(groups.size()) * sum_sq);
   return s;
 }
 

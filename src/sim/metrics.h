@@ -17,6 +17,18 @@ struct JobOutcome {
   double duration_s = 0;  // its run time at its size (what it would take with no waiting)
   int gpus = 0;
   int preemptions = 0;
+  std::string group;  // Philly: the virtual cluster (team)
+};
+
+// How one group (team) fared. Finish-time fairness (Themis) compares a job's completion time in
+// the shared cluster with its time alone; here "alone" is its run time with no wait, so a job's
+// ratio is max(1, JCT / max(duration, 60 s)) (its bounded slowdown) and the group's is the mean.
+struct GroupSummary {
+  std::string group;
+  size_t jobs = 0;
+  double avg_jct_s = 0;
+  double avg_queue_s = 0;
+  double finish_time_fairness = 0;  // mean of the group's jobs' ratios (1 = as if alone)
 };
 
 struct Summary {
@@ -28,6 +40,11 @@ struct Summary {
   double makespan_s = 0;   // first submit to last end
   double utilization = 0;  // GPU-seconds of work / (total GPUs x makespan)
   int64_t preemptions = 0;
+  std::vector<GroupSummary> groups;  // by name
+  // The worst group's finish-time fairness over the best's (1 = every group fared alike), and
+  // Jain's index over the groups' values (1 = equal, 1/groups = one group took all the delay).
+  double fairness_max_over_min = 1;
+  double fairness_jain = 1;
 };
 
 inline constexpr double kSlowdownFloorS = 60;

@@ -50,5 +50,26 @@ TEST(LowerBound, SrptServesTheSmallestRemainingWork) {
   EXPECT_DOUBLE_EQ(b.srpt_avg_jct_s, (100 + 10) / 2.0);
 }
 
+TEST(Metrics, FinishTimeFairnessPerGroup) {
+  // Team a: two jobs that never waited (ratio 1 each). Team b: a 100 s job that took 400 s
+  // (ratio 4) and a 10 s job that took 30 s (floor 60 s: ratio 1).
+  std::vector<JobOutcome> jobs = {{0, 100, 100, 1, 0, "a"},
+                                  {0, 200, 200, 1, 0, "a"},
+                                  {0, 400, 100, 1, 0, "b"},
+                                  {0, 30, 10, 1, 0, "b"}};
+  Summary s = Summarize(jobs, 2);
+  ASSERT_EQ(s.groups.size(), 2u);
+  EXPECT_EQ(s.groups[0].group, "a");
+  EXPECT_DOUBLE_EQ(s.groups[0].finish_time_fairness, 1);
+  EXPECT_DOUBLE_EQ(s.groups[0].avg_queue_s, 0);
+  EXPECT_EQ(s.groups[1].group, "b");
+  EXPECT_EQ(s.groups[1].jobs, 2u);
+  EXPECT_DOUBLE_EQ(s.groups[1].finish_time_fairness, 2.5);
+  EXPECT_DOUBLE_EQ(s.groups[1].avg_queue_s, (300 + 20) / 2.0);
+  EXPECT_DOUBLE_EQ(s.fairness_max_over_min, 2.5);
+  // Jain: (1 + 2.5)^2 / (2 x (1 + 6.25)).
+  EXPECT_DOUBLE_EQ(s.fairness_jain, 12.25 / 14.5);
+}
+
 }  // namespace
 }  // namespace drover::sim

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <queue>
 
 #include "sched/gittins.h"
@@ -67,6 +68,11 @@ Result<SimResult> Simulate(const Trace& trace, const SimOptions& o) {
     gpus[g].node = g / o.gpus_per_node;
   }
   sched::DurationPredictor predictor;
+  // Fair share: every group (Philly: virtual cluster) weighs 1.
+  std::map<std::string, sched::GroupShare> groups;
+  if (o.fair_share) {
+    for (const TraceJob& j : trace.jobs) groups[j.group];
+  }
   sched::PolicyConfig policy = o.policy;
   std::vector<Millis> finished_sizes;  // GPU time of finished jobs, for the Gittins index
   std::vector<size_t> waiting;  // job positions
@@ -146,10 +152,12 @@ Result<SimResult> Simulate(const Trace& trace, const SimOptions& o) {
         p.submitted_ms = ToMs(s.job->submit_s);
         p.attained_gpu_ms = ToMs(s.attained_gpu_s);
         p.predicted_ms = predicted(s);
+        if (o.fair_share) p.group = s.job->group;
         queue.push_back(std::move(p));
       }
       sched::ClusterView view;
       view.gpus = gpus;
+      view.groups = groups;
       for (size_t i : running) {
         const JobState& s = jobs[i];
         sched::RunningRun r;
@@ -159,6 +167,7 @@ Result<SimResult> Simulate(const Trace& trace, const SimOptions& o) {
         r.started_ms = ToMs(s.start_s);
         r.attained_gpu_ms = ToMs(s.attained_gpu_s + (now - s.start_s) * s.job->gpus);
         r.predicted_ms = predicted(s);
+        if (o.fair_share) r.group = s.job->group;
         view.active.push_back(std::move(r));
       }
       auto t0 = std::chrono::steady_clock::now();
@@ -211,7 +220,7 @@ Result<SimResult> Simulate(const Trace& trace, const SimOptions& o) {
   result.outcomes.reserve(jobs.size());
   for (const JobState& s : jobs) {
     result.outcomes.push_back(
-        {s.job->submit_s, s.end_s, s.job->duration_s, s.job->gpus, s.preemptions});
+        {s.job->submit_s, s.end_s, s.job->duration_s, s.job->gpus, s.preemptions, s.job->group});
   }
   result.summary = Summarize(result.outcomes, total);
   result.bound = LowerBoundAvgJct(trace.jobs, total);

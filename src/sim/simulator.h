@@ -22,6 +22,7 @@ struct SimOptions {
   int gpus_per_node = 4;
   sched::PolicyConfig policy;
   bool oracle = false;
+  bool fair_share = false;  // offer GPUs to the trace's groups by GPUs held (each weighs 1)
   double restart_penalty_s = 30;
   double sample_every_s = 3600;  // the timeline's resolution
 };

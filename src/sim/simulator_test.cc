@@ -120,5 +120,25 @@ TEST(Simulator, RealPhillyDaysReplayCompletely) {
   }
 }
 
+TEST(Simulator, FairShareServesTheGroupHoldingLessFirst) {
+  // 2 GPUs. Team g submits three jobs at 0 (two start), team b one at 1. At 100 a GPU frees: in
+  // submit order g's third job takes it; with fair share b's job does (g holds 1, b 0).
+  Trace t = Jobs({{0, 100, 1}, {0, 150, 1}, {0, 100, 1}, {1, 100, 1}});
+  t.jobs[3].group = "b";
+  SimOptions o = Cluster(1, 2, sched::PolicyKind::kFifo);
+  auto plain = Simulate(t, o);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_DOUBLE_EQ(plain->outcomes[2].end_s, 200);
+  EXPECT_DOUBLE_EQ(plain->outcomes[3].end_s, 250);
+  o.fair_share = true;
+  auto fair = Simulate(t, o);
+  ASSERT_TRUE(fair.ok());
+  EXPECT_DOUBLE_EQ(fair->outcomes[3].end_s, 200);
+  EXPECT_DOUBLE_EQ(fair->outcomes[2].end_s, 250);
+  ASSERT_EQ(fair->summary.groups.size(), 2u);
+  EXPECT_EQ(fair->summary.groups[0].group, "b");
+  EXPECT_DOUBLE_EQ(fair->summary.groups[0].avg_queue_s, 99);
+}
+
 }  // namespace
 }  // namespace drover::sim

@@ -1,6 +1,11 @@
 #include "cli/engine_setup.h"
 
+#include <fmt/format.h>
+
 #include <filesystem>
+#include <optional>
+
+#include "common/strings.h"
 
 #include "gpu/background_probe.h"
 
@@ -10,6 +15,9 @@ void AddWatchFlags(CLI::App* app, WatchFlags& flags) {
   app->add_option("--config", flags.config,
                   "Watch config: telemetry period, alert sinks (webhooks), detector thresholds "
                   "(docs/metrics.md); default <store>/config.yaml when it exists");
+  app->add_option("--policy", flags.policy,
+                  "Scheduling policy: fifo, priority, las, srtf, gittins or default (overrides the "
+                  "config's scheduler.policy; docs/scheduling.md)");
   app->add_option("--fake-telemetry", flags.fake_telemetry,
                   "Scripted utilisation/memory/temperature for the fake GPUs (docs/metrics.md)");
 }
@@ -38,6 +46,16 @@ Result<EngineSetup> PrepareEngine(const Globals& g, const std::string& fake_gpus
   if (!path.empty()) {
     DROVER_ASSIGN_OR_RETURN(setup.config, watch::LoadWatchConfig(path));
     setup.config_path = path;
+  }
+  if (!flags.policy.empty()) {
+    Result<sched::PolicyKind> kind = sched::ParsePolicy(flags.policy);
+    if (!kind.ok()) {
+      std::optional<std::string> close =
+          ClosestMatch(flags.policy, {"fifo", "priority", "las", "srtf", "gittins", "default"});
+      return InvalidArgument(fmt::format("--policy: {}{}", kind.status().message(),
+                                         close ? fmt::format("; did you mean '{}'?", *close) : ""));
+    }
+    setup.config.scheduler.policy = *kind;
   }
   DROVER_ASSIGN_OR_RETURN(setup.sinks, watch::MakeSinks(setup.config));
   if (setup.probe->Kind() == "nvml" || setup.probe->Kind() == "nvidia-smi") {

@@ -1,6 +1,6 @@
 #pragma once
 // What `drover run` and `drover serve` both prepare before an engine starts: the GPU probe (real,
-// or fake GPUs with optional scripted telemetry) and the watch config with its alert sinks.
+// or fake GPUs with optional scripted telemetry) and the config (watch, alert sinks, scheduler).
 #include <memory>
 #include <string>
 
@@ -13,6 +13,7 @@ namespace drover::cli {
 struct WatchFlags {
   std::string fake_telemetry;  // --fake-telemetry FILE (needs fake GPUs)
   std::string config;          // --config FILE; default <store>/config.yaml when it exists
+  std::string policy;          // --policy NAME: overrides the config's scheduler.policy
 };
 void AddWatchFlags(CLI::App* app, WatchFlags& flags);
 

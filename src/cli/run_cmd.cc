@@ -97,8 +97,9 @@ int RunSpec(Globals& g, const RunFlags& f) {
 
   if (auto daemon = FindDaemon(g)) {
     // A daemon owns this store: it runs the experiment; this process only follows it.
-    if (!fake.empty() || f.cpus > 0) {
-      std::fprintf(stderr, "drover: note: the daemon's own --fake-gpus/--cpus apply, not these\n");
+    if (!fake.empty() || f.cpus > 0 || !f.watch.policy.empty()) {
+      std::fprintf(stderr,
+                   "drover: note: the daemon's own --fake-gpus/--cpus/--policy apply, not these\n");
     }
     ApiClient api(*daemon);
     CatchInterruptsForFollow();

@@ -171,6 +171,8 @@ int Serve(Globals& g, const ServeFlags& f) {
                                                        : self.host.c_str(),
               http.port(), StoreDir(g).c_str());
   if (!setup->config_path.empty()) std::printf("watch config: %s\n", setup->config_path.c_str());
+  std::printf("scheduling policy: %s\n",
+              std::string(sched::ToString(setup->config.scheduler.policy)).c_str());
   if (r.experiments > 0) {
     std::printf("took over %d experiment(s): %d queued, %d adopted, %d ended while down, %d "
                 "requeued\n",

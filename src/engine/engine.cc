@@ -18,6 +18,7 @@
 #include "engine/metric_lines.h"
 #include "engine/recovery.h"
 #include "exec/snapshot.h"
+#include "sched/gittins.h"
 #include "model/run_state.h"
 #include "spec/expand.h"
 
@@ -73,6 +74,16 @@ Millis KillTime(Millis scheduled, Millis proposed) {
   return scheduled > 0 ? std::min(scheduled, proposed) : proposed;
 }
 
+// The duration predictor's key for an experiment's runs: its name and the names of its
+// parameters (the shape of its config), so a sweep submitted again is predicted from the last.
+template <typename J>
+std::string PredictorKey(const std::string& name, const J& params) {
+  std::vector<std::string> keys;
+  for (auto it = params.begin(); it != params.end(); ++it) keys.push_back(it.key());
+  std::sort(keys.begin(), keys.end());
+  return name + "(" + Join(keys, ",") + ")";
+}
+
 }  // namespace
 
 Engine::Engine(Store& store, ProcessLauncher& launcher, GpuProbe& gpus, Clock& clock,
@@ -83,6 +94,7 @@ Engine::Engine(Store& store, ProcessLauncher& launcher, GpuProbe& gpus, Clock& c
       clock_(clock),
       options_(std::move(options)),
       hostname_(Hostname()) {
+  policy_ = options_.watch.scheduler.Policy();
   if (options_.cpu_slots <= 0) {
     options_.cpu_slots = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
@@ -105,8 +117,10 @@ Status Engine::InitGpus() {
   for (const auto& d : *devices) {
     sched::GpuState g;
     g.index = d.index;
-    // Memory already in use before drover starts anything belongs to someone else.
-    g.capacity = std::max<int64_t>(0, d.memory_total - d.memory_used);
+    // Memory already in use before drover starts anything belongs to someone else, and the
+    // reserve stays free for the driver and monitoring (scheduler.gpu_reserve).
+    g.capacity = std::max<int64_t>(
+        0, d.memory_total - d.memory_used - options_.watch.scheduler.gpu_reserve);
     gpus_.push_back(g);
   }
   gpus_ready_ = true;
@@ -115,7 +129,21 @@ Status Engine::InitGpus() {
 
 Result<SubmitResult> Engine::Submit(const Spec& spec) {
   DROVER_RETURN_IF_ERROR(InitGpus());
-  DROVER_RETURN_IF_ERROR(sched::CheckFits(spec.resources, gpus_, options_.cpu_slots));
+  if (Status fits = sched::CheckFits(spec.resources, gpus_, options_.cpu_slots); !fits.ok()) {
+    const int64_t reserve = options_.watch.scheduler.gpu_reserve;
+    std::vector<sched::GpuState> whole = gpus_;
+    for (auto& g : whole) g.capacity += reserve;
+    if (reserve > 0 && sched::CheckFits(spec.resources, whole, options_.cpu_slots).ok()) {
+      // It would fit but for the reserve: say so, or "the largest GPU has 15 GiB" puzzles the
+      // owner of a 16 GiB GPU.
+      return Status(fits.code(),
+                    fits.message() + fmt::format(" (drover keeps {} of each GPU free for the "
+                                                 "driver and monitoring: scheduler.gpu_reserve "
+                                                 "in the config)",
+                                                 FormatBytes(reserve)));
+    }
+    return fits;
+  }
 
   auto runs_params = ExpandGrid(spec);
   std::vector<std::vector<std::string>> argvs;
@@ -130,6 +158,7 @@ Result<SubmitResult> Engine::Submit(const Spec& spec) {
   auto entry = std::make_unique<ExperimentEntry>();
   entry->spec = spec;
   entry->snapshot = snap;
+  entry->predictor_key = PredictorKey(spec.name, spec.params);
   Experiment& e = entry->experiment;
   e.name = spec.name;
   e.spec_yaml = spec.source_text;
@@ -327,6 +356,7 @@ void Engine::RunCommands() {
 Status Engine::Loop(EngineObserver* observer, bool serve) {
   observer_ = observer;
   DROVER_RETURN_IF_ERROR(InitGpus());
+  SeedPredictor();
   // A Ctrl-C while the experiment was being submitted (snapshot, package list) is pending: honour
   // it before anything starts.
   OnInterrupt(launcher_.Wait(0).interrupt_signal, clock_.Now(), serve);
@@ -399,16 +429,46 @@ void Engine::StopEverything() {
 }
 
 void Engine::Schedule(Millis now) {
+  const watch::SchedulerConfig& config = options_.watch.scheduler;
+  const bool preemptive = sched::Preemptive(policy_.kind);
   std::vector<sched::PendingRun> queue;
   sched::ClusterView view;
   view.gpus = gpus_;
   view.cpu_slots_total = options_.cpu_slots;
   view.cpu_slots_used = cpu_slots_used_;
+  view.groups = config.groups;
+  bool stop_in_flight = false;
+  // Runs of one experiment share their prediction (same key, same GPU count): one look-up each.
+  std::map<int64_t, std::optional<Millis>> predicted;
+  auto predict = [&](const Live& live) {
+    auto it = predicted.find(live.run.experiment_id);
+    if (it == predicted.end()) it = predicted.emplace(live.run.experiment_id, Predict(live)).first;
+    return it->second;
+  };
   for (const auto& [id, live] : live_) {
     const Run& r = live->run;
-    view.max_parallel[r.experiment_id] = live->exp->spec.max_parallel;
+    const Spec& spec = live->exp->spec;
+    view.max_parallel[r.experiment_id] = spec.max_parallel;
     if (live->attempt) {
       view.running[r.experiment_id] += 1;
+      stop_in_flight = stop_in_flight || Stopping(*live);
+      if (preemptive && !live->placement.gpus.empty()) {
+        const Attempt& a = *live->attempt;
+        sched::RunningRun rr;
+        rr.run_id = r.id;
+        rr.priority = r.priority;
+        rr.seq = r.id;
+        rr.gpus = live->placement.gpus;
+        rr.exclusive = live->placement.exclusive;
+        rr.started_ms = a.started_ms;
+        Millis running_ms = std::max<Millis>(0, now - a.started_ms);
+        rr.attained_gpu_ms =
+            live->attained_gpu_ms + static_cast<Millis>(a.gpus.size()) * running_ms;
+        rr.predicted_ms = predict(*live);
+        rr.preemptible = spec.preemptible;
+        rr.group = spec.group;
+        view.active.push_back(std::move(rr));
+      }
       continue;
     }
     if (live->cancelling) continue;
@@ -419,13 +479,94 @@ void Engine::Schedule(Millis now) {
     p.seq = r.id;
     p.resources = r.resources;
     p.not_before_ms = r.not_before_ms;
-    queue.push_back(p);
+    p.submitted_ms = r.created_ms;
+    p.attained_gpu_ms = live->attained_gpu_ms;
+    p.predicted_ms = predict(*live);
+    p.group = spec.group;
+    queue.push_back(std::move(p));
   }
   if (queue.empty()) return;
-  for (const auto& action : sched::Decide(queue, view, now)) {
+  if (sizes_changed_ && policy_.kind == sched::PolicyKind::kGittins) {
+    policy_.gittins = std::make_shared<const sched::GittinsIndex>(finished_sizes_);
+    sizes_changed_ = false;
+  }
+  sched::Decision decision = sched::Decide(queue, view, now, policy_);
+  for (const auto& action : decision.starts) {
     auto it = live_.find(action.run_id);
     if (it != live_.end()) Launch(*it->second, action, now);
   }
+  // While a run is being stopped its GPUs are about to be free, and Decide() cannot tell them
+  // from busy ones: preempting more now could stop runs that need not stop. Once the stop is
+  // over, the next pass sees the freed GPUs and preempts again only if still needed.
+  if (decision.preempt.empty() || stop_in_flight) return;
+  for (int64_t run_id : decision.preempt) {
+    auto it = live_.find(run_id);
+    if (it == live_.end() || !it->second->attempt || Stopping(*it->second)) continue;
+    Preempt(*it->second, decision.preempt_why, now);
+  }
+}
+
+bool Engine::Stopping(const Live& live) const {
+  return live.attempt && (live.cancelling || live.timed_out || live.stalled || live.diverged ||
+                          live.drain_stop || live.preempting);
+}
+
+void Engine::Preempt(Live& live, const std::string& why, Millis now) {
+  live.preempting = true;
+  live.preempt_why = why;
+  Millis grace = options_.watch.scheduler.grace_ms;
+  spdlog::info("run {}: preempting attempt {} ({}): SIGTERM now, SIGKILL in {} if it still runs",
+               live.run.id, live.attempt->number, why, FormatDuration(grace));
+  launcher_.SignalGroup(static_cast<int>(live.attempt->pid), SIGTERM);
+  live.kill_at_ms = KillTime(live.kill_at_ms, now + grace);
+}
+
+std::optional<Millis> Engine::Predict(const Live& live) const {
+  return predictor_.Predict(live.exp->predictor_key, live.run.resources.gpus);
+}
+
+void Engine::SeedPredictor() {
+  if (predictor_seeded_) return;
+  predictor_seeded_ = true;
+  // The newest succeeded runs, fed oldest first (the EWMA weighs the latest most). A run's time
+  // is that of its succeeded attempt plus its preempted ones (the work its checkpoints kept).
+  RunFilter filter;
+  filter.state = RunState::kSucceeded;
+  filter.newest_first = true;
+  filter.limit = 2000;
+  auto runs = store_.ListRuns(filter);
+  if (!runs.ok()) {
+    spdlog::warn("reading past run times for the duration predictor: {}",
+                 runs.status().message());
+    return;
+  }
+  std::map<int64_t, std::string> keys;  // experiment -> predictor key
+  for (auto r = runs->rbegin(); r != runs->rend(); ++r) {
+    auto key = keys.find(r->experiment_id);
+    if (key == keys.end()) {
+      auto e = store_.GetExperiment(r->experiment_id);
+      std::string k = e.ok() && *e ? PredictorKey((*e)->name, r->params) : "";
+      key = keys.emplace(r->experiment_id, k).first;
+    }
+    auto attempts = store_.ListAttempts(r->id);
+    if (!attempts.ok() || key->second.empty()) continue;
+    Millis ran = 0;
+    for (const Attempt& a : *attempts) {
+      if (a.ended && (a.reason == "succeeded" || a.reason == "preempted") &&
+          a.ended_ms >= a.started_ms) {
+        ran += a.ended_ms - a.started_ms;
+      }
+    }
+    if (ran > 0) LearnRunTime(key->second, r->resources.gpus, ran);
+  }
+}
+
+void Engine::LearnRunTime(const std::string& key, int gpus, Millis run_ms) {
+  predictor_.Observe(key, gpus, run_ms);
+  constexpr size_t kKeep = 2000;
+  if (finished_sizes_.size() >= kKeep) finished_sizes_.erase(finished_sizes_.begin());
+  finished_sizes_.push_back(run_ms * std::max(1, gpus));
+  sizes_changed_ = true;
 }
 
 std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt) const {
@@ -657,6 +798,7 @@ void Engine::HandleExit(const ProcessExit& exit, Millis now) {
   facts.cancelled = live.cancelling;
   facts.diverged = live.diverged;
   facts.stalled = live.stalled;
+  facts.preempted = live.preempting;
   facts.stderr_tail = tail;
   AttemptOutcome outcome = ClassifyExit(facts);
   if (exit.lost || (live.drain_stop && outcome != AttemptOutcome::kSucceeded)) {
@@ -684,6 +826,11 @@ void Engine::HandleExit(const ProcessExit& exit, Millis now) {
   if (outcome == AttemptOutcome::kStalled) {
     detail = "no output for " + FormatDuration(live.exp->spec.monitor.stall_ms);
   }
+  if (outcome == AttemptOutcome::kPreempted) {
+    size_t gpus = a.gpus.size();
+    detail = fmt::format("preempted: {}; ran {} on {} GPU{}", live.preempt_why,
+                         FormatDuration(now - a.started_ms), gpus, gpus == 1 ? "" : "s");
+  }
   EndAttempt(live, outcome, detail, now);
 }
 
@@ -696,6 +843,13 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
   Status st = store_.UpdateAttempt(a);
   if (!st.ok()) Fail(st);
   Release(live);
+  // Every attempt's GPU time counts for the policies that rank by attained service (las,
+  // default), a preempted one's too: that is what lets a long run wait its turn.
+  const Millis ran = std::max<Millis>(0, now - a.started_ms);
+  live.attained_gpu_ms += ran * static_cast<Millis>(a.gpus.size());
+  if (outcome == AttemptOutcome::kPreempted) live.preempted_ms += ran;
+  live.preempting = false;
+  live.preempt_why.clear();
 
   Run& run = live.run;
   run.reason = a.reason;
@@ -735,6 +889,9 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
   }
   // A cancel that arrived while the attempt was ending still wins over a retry.
   if (live.cancelling && next == RunState::kRetrying) next = RunState::kCancelled;
+  if (next == RunState::kSucceeded) {
+    LearnRunTime(live.exp->predictor_key, run.resources.gpus, live.preempted_ms + ran);
+  }
   SetState(live, next, note, now);
   live.attempt.reset();
   live.cancelling = next == RunState::kCancelled ? true : live.cancelling;
@@ -858,6 +1015,7 @@ Result<RecoverySummary> Engine::Recover() {
     auto entry = std::make_unique<ExperimentEntry>();
     entry->experiment = *e;
     DROVER_ASSIGN_OR_RETURN(entry->spec, SpecFromJson(e->spec));
+    entry->predictor_key = PredictorKey(entry->spec.name, entry->spec.params);
     DROVER_ASSIGN_OR_RETURN(auto snap, store_.GetSnapshot(e->snapshot_hash));
     if (snap) entry->snapshot = *snap;
     ExperimentEntry* ep = entry.get();
@@ -872,11 +1030,20 @@ Result<RecoverySummary> Engine::Recover() {
       ep->unfinished += 1;
       Live& l = *live;
       live_[r.id] = std::move(live);
+      std::vector<Attempt> attempts;
+      if (r.attempts > 0 || r.state == RunState::kRunning) {
+        DROVER_ASSIGN_OR_RETURN(attempts, store_.ListAttempts(r.id));
+      }
+      // The GPU time its earlier attempts had still counts (las, default).
+      for (const Attempt& a : attempts) {
+        if (!a.ended || a.ended_ms < a.started_ms) continue;
+        l.attained_gpu_ms += (a.ended_ms - a.started_ms) * static_cast<Millis>(a.gpus.size());
+        if (a.reason == "preempted") l.preempted_ms += a.ended_ms - a.started_ms;
+      }
       if (r.state != RunState::kRunning) {
         ++summary.queued;
         continue;
       }
-      DROVER_ASSIGN_OR_RETURN(auto attempts, store_.ListAttempts(r.id));
       if (attempts.empty() || attempts.back().ended) {
         // Recorded as running with no live attempt: the engine died between two writes.
         l.run.state = RunState::kRetrying;

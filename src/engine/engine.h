@@ -18,6 +18,7 @@
 #include "gpu/gpu_probe.h"
 #include "model/run.h"
 #include "model/spec.h"
+#include "sched/predictor.h"
 #include "sched/scheduler.h"
 #include "store/store.h"
 #include "watch/config.h"
@@ -40,7 +41,8 @@ struct EngineOptions {
   bool use_shim = true;
   bool stop_runs_on_drain = false;  // serve: on SIGTERM stop runs (else leave them for adoption)
   Millis serve_poll_ms = 50;        // serve: how soon a posted command is picked up at most
-  // Telemetry period, alert silence window and detector thresholds (docs/metrics.md).
+  // Telemetry period, alert silence window and detector thresholds (docs/metrics.md), and the
+  // scheduler: policy, preemption grace, GPU memory reserve, groups (docs/scheduling.md).
   watch::WatchConfig watch;
   // Where alerts go once raised and not silenced (not owned; nullptr: stored only).
   watch::AlertSink* alert_sink = nullptr;
@@ -136,6 +138,15 @@ class Engine {
   void Notify(std::function<void()> note);
   void Fail(Status st);
   void Schedule(Millis now);
+  // SIGTERM to a running run so a better-ranked one gets its GPUs; SIGKILL after the grace.
+  void Preempt(Live& live, const std::string& why, Millis now);
+  // Whether the engine is already stopping the run's attempt (cancel, timeout, preemption, ...).
+  bool Stopping(const Live& live) const;
+  // Feeds the duration predictor with the store's finished runs (once per engine).
+  void SeedPredictor();
+  // Records a succeeded run's time for the predictor and the Gittins index.
+  void LearnRunTime(const std::string& key, int gpus, Millis run_ms);
+  std::optional<Millis> Predict(const Live& live) const;
   void Launch(Live& live, const sched::StartAction& action, Millis now);
   void HandleExit(const ProcessExit& exit, Millis now);
   void EndAttempt(Live& live, AttemptOutcome outcome, const std::string& detail, Millis now);
@@ -181,6 +192,11 @@ class Engine {
   std::map<int64_t, std::unique_ptr<ExperimentEntry>> experiments_;
   std::map<int64_t, std::unique_ptr<Live>> live_;  // runs not yet final, by run id
   std::map<int, int64_t> pid_to_run_;
+  sched::PolicyConfig policy_;          // options_.watch.scheduler.Policy()
+  sched::DurationPredictor predictor_;  // run times of succeeded runs (srtf, priority)
+  bool predictor_seeded_ = false;
+  std::vector<Millis> finished_sizes_;  // GPU time of the latest succeeded runs (gittins)
+  bool sizes_changed_ = false;          // the Gittins index is to be rebuilt
   bool in_tx_ = false;
   Status error_;
   bool cancel_requested_ = false;

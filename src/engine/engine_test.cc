@@ -426,5 +426,191 @@ TEST_F(EngineTest, MaxParallelAndCpuSlots) {
   EXPECT_EQ(launcher.max_running, 2);
 }
 
+// Options for the scheduling tests: a preemptive policy that acts at once (las, a one-minute
+// switch to the second queue, no minimum run time) and a 30 s preemption grace.
+EngineOptions LasOptions(EngineOptions o) {
+  o.watch.scheduler.policy = sched::PolicyKind::kLas;
+  o.watch.scheduler.las_threshold_gpu_ms = 60'000;
+  o.watch.scheduler.min_runtime_ms = 0;
+  o.watch.scheduler.grace_ms = 30'000;
+  o.tail_interval_ms = 1000;
+  return o;
+}
+
+TEST_F(EngineTest, PreemptionStopsTheLongRunWithTermThenKillAndRequeuesIt) {
+  Spec long_spec = ParseSpec("name: long\ncommand: ./train --long\nresources: {gpus: 1}\n");
+  Spec short_spec = ParseSpec("name: short\ncommand: ./train --short\nresources: {gpus: 1}\n");
+  FakeLauncher launcher(clock_, [](const LaunchSpec& ls) {
+    FakeProcess p;
+    if (ls.argv.back() == "--short") {
+      p.duration_ms = 10'000;
+    } else if (EnvOf(ls, "DROVER_ATTEMPT") == "1") {
+      p.duration_ms = 3'600'000;
+      p.ignores_sigterm = true;  // does not checkpoint: killed after the grace
+    } else {
+      p.duration_ms = 5'000;  // resumed from its checkpoint
+    }
+    return p;
+  });
+  FakeGpuProbe probe({{0, "GPU-0", "Fake", 16 * GiB, 0}});
+  Engine engine(*store_, launcher, probe, clock_, LasOptions(BaseOptions()));
+  auto long_sub = engine.Submit(long_spec);
+  auto short_sub = engine.Submit(short_spec);
+  ASSERT_TRUE(long_sub.ok() && short_sub.ok());
+  Millis t0 = clock_.Now();
+  ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
+
+  int64_t long_id = long_sub->runs[0].id;
+  int64_t short_id = short_sub->runs[0].id;
+  auto long_attempts = Attempts(long_id);
+  auto short_attempts = Attempts(short_id);
+  ASSERT_EQ(long_attempts.size(), 2u);
+  ASSERT_EQ(short_attempts.size(), 1u);
+  // The long run had the GPU first; once past the one-minute switch it ranks below the waiting
+  // run: SIGTERM, ignored, then SIGKILL 30 s later.
+  ASSERT_EQ(launcher.signals.size(), 2u);
+  EXPECT_EQ(launcher.signals[0], std::make_pair(static_cast<int>(long_attempts[0].pid), SIGTERM));
+  EXPECT_EQ(launcher.signals[1], std::make_pair(static_cast<int>(long_attempts[0].pid), SIGKILL));
+  const Attempt& stopped = long_attempts[0];
+  EXPECT_EQ(stopped.reason, "preempted");
+  EXPECT_EQ(stopped.signal, SIGKILL);
+  EXPECT_GE(stopped.ended_ms - stopped.started_ms, 60'000 + 30'000);
+  EXPECT_LE(stopped.ended_ms - stopped.started_ms, 61'000 + 30'000);
+  // The waiting run starts on the freed GPU as soon as it is free, then the long run resumes.
+  EXPECT_EQ(short_attempts[0].started_ms, stopped.ended_ms);
+  EXPECT_EQ(short_attempts[0].cuda_visible_devices, "0");
+  EXPECT_EQ(long_attempts[1].started_ms, short_attempts[0].ended_ms);
+  EXPECT_EQ(long_attempts[1].reason, "succeeded");
+  EXPECT_EQ(clock_.Now() - t0, stopped.ended_ms - stopped.started_ms + 10'000 + 5'000);
+  auto run = store_->GetRun(long_id).value();
+  EXPECT_EQ(run->state, RunState::kSucceeded);
+  EXPECT_EQ(run->retries_used, 0);  // a preemption spends no retry (the spec has none)
+  EXPECT_EQ(store_->GetRun(short_id).value()->state, RunState::kSucceeded);
+  // The requeue says why, and how much GPU time the run lost.
+  std::string note;
+  std::vector<Event> events = store_->ListEvents(0).value();
+  for (const Event& e : events) {
+    if (e.kind == "run_state" && e.run_id == long_id && e.data["state"] == "retrying") {
+      note = e.data["note"].get<std::string>();
+    }
+  }
+  EXPECT_NE(note.find("preempted: run " + std::to_string(short_id) +
+                      " ranks higher under the las policy"),
+            std::string::npos)
+      << note;
+  EXPECT_NE(note.find("on 1 GPU"), std::string::npos) << note;
+}
+
+TEST_F(EngineTest, PreemptedRunThatHonoursSigtermStopsAtOnceAndKeepsItsRetries) {
+  Spec long_spec =
+      ParseSpec("name: long\ncommand: ./train --long\nresources: {gpus: 1}\nretries: 1\n");
+  Spec short_spec = ParseSpec("name: short\ncommand: ./train --short\nresources: {gpus: 1}\n");
+  FakeLauncher launcher(clock_, [](const LaunchSpec& ls) {
+    FakeProcess p;
+    p.duration_ms = ls.argv.back() == "--short" ? 10'000 : 600'000;
+    return p;
+  });
+  FakeGpuProbe probe({{0, "GPU-0", "Fake", 16 * GiB, 0}});
+  Engine engine(*store_, launcher, probe, clock_, LasOptions(BaseOptions()));
+  auto long_sub = engine.Submit(long_spec);
+  auto short_sub = engine.Submit(short_spec);
+  ASSERT_TRUE(long_sub.ok() && short_sub.ok());
+  ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
+  auto attempts = Attempts(long_sub->runs[0].id);
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(attempts[0].reason, "preempted");
+  EXPECT_EQ(attempts[0].signal, SIGTERM);
+  EXPECT_LE(attempts[0].ended_ms - attempts[0].started_ms, 61'000);  // no grace needed
+  ASSERT_EQ(launcher.signals.size(), 1u);  // SIGTERM only
+  auto run = store_->GetRun(long_sub->runs[0].id).value();
+  EXPECT_EQ(run->state, RunState::kSucceeded);
+  EXPECT_EQ(run->retries_used, 0);
+  // Preempted once, resumed and then run to the end: the second attempt is not preempted again,
+  // the queue being empty.
+  EXPECT_EQ(attempts[1].reason, "succeeded");
+}
+
+TEST_F(EngineTest, NoPreemptionUnderFifoOrForANonPreemptibleSpec) {
+  for (bool fifo : {true, false}) {
+    SCOPED_TRACE(fifo ? "fifo" : "preemptible: false");
+    store_ = std::move(Store::Open(":memory:").value());
+    Spec long_spec = ParseSpec(std::string("name: long\ncommand: ./train --long\n") +
+                               "resources: {gpus: 1}\n" + (fifo ? "" : "preemptible: false\n"));
+    Spec short_spec = ParseSpec("name: short\ncommand: ./train --short\nresources: {gpus: 1}\n");
+    FakeLauncher launcher(clock_, [](const LaunchSpec& ls) {
+      return FakeProcess{ls.argv.back() == "--short" ? 10'000 : 300'000};
+    });
+    FakeGpuProbe probe({{0, "GPU-0", "Fake", 16 * GiB, 0}});
+    EngineOptions o = LasOptions(BaseOptions());
+    if (fifo) o.watch.scheduler.policy = sched::PolicyKind::kFifo;
+    Engine engine(*store_, launcher, probe, clock_, o);
+    auto long_sub = engine.Submit(long_spec);
+    auto short_sub = engine.Submit(short_spec);
+    ASSERT_TRUE(long_sub.ok() && short_sub.ok());
+    ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
+    EXPECT_TRUE(launcher.signals.empty());
+    auto attempts = Attempts(long_sub->runs[0].id);
+    ASSERT_EQ(attempts.size(), 1u);
+    EXPECT_EQ(attempts[0].reason, "succeeded");
+    EXPECT_EQ(Attempts(short_sub->runs[0].id)[0].started_ms, attempts[0].ended_ms);
+  }
+}
+
+TEST_F(EngineTest, SrtfRanksByDurationsLearntFromTheStore) {
+  // A first engine runs a long and a short experiment once: the store has their run times.
+  FakeLauncher launcher(clock_, [](const LaunchSpec& ls) {
+    return FakeProcess{ls.argv.back() == "--short" ? 10'000 : 600'000};
+  });
+  FakeGpuProbe probe({{0, "GPU-0", "Fake", 16 * GiB, 0}});
+  const std::string long_yaml =
+      "name: long\ncommand: ./train --lr {lr} --long\nparams: {lr: 0.1}\nresources: {gpus: 1}\n";
+  const std::string short_yaml =
+      "name: short\ncommand: ./train --lr {lr} --short\nparams: {lr: 0.1}\nresources: {gpus: 1}\n";
+  {
+    Engine first(*store_, launcher, probe, clock_, BaseOptions());
+    ASSERT_TRUE(first.Submit(ParseSpec(long_yaml)).ok());
+    ASSERT_TRUE(first.Submit(ParseSpec(short_yaml)).ok());
+    ASSERT_TRUE(first.RunUntilDone(nullptr).ok());
+  }
+  // A new engine (srtf) learns them at start: submitted long first, the short one runs first.
+  EngineOptions o = BaseOptions();
+  o.watch.scheduler.policy = sched::PolicyKind::kSrtf;
+  Engine engine(*store_, launcher, probe, clock_, o);
+  auto long_sub = engine.Submit(ParseSpec(long_yaml));
+  auto short_sub = engine.Submit(ParseSpec(short_yaml));
+  ASSERT_TRUE(long_sub.ok() && short_sub.ok());
+  ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
+  auto long_a = Attempts(long_sub->runs[0].id);
+  auto short_a = Attempts(short_sub->runs[0].id);
+  ASSERT_EQ(long_a.size(), 1u);
+  ASSERT_EQ(short_a.size(), 1u);
+  EXPECT_LT(short_a[0].started_ms, long_a[0].started_ms);
+  EXPECT_EQ(long_a[0].started_ms, short_a[0].ended_ms);
+}
+
+TEST_F(EngineTest, GpuReserveIsKeptFreeAndNamedWhenARunDoesNotFit) {
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{}; });
+  FakeGpuProbe probe({{0, "GPU-0", "Fake", 16 * GiB, 0}});
+  Spec whole = ParseSpec("name: big\ncommand: ./x\nresources: {gpus: 1, gpu_memory: 16GiB}\n");
+  {
+    Engine engine(*store_, launcher, probe, clock_, BaseOptions());  // default reserve: 1 GiB
+    auto sub = engine.Submit(whole);
+    ASSERT_FALSE(sub.ok());
+    EXPECT_EQ(sub.status().message(),
+              "each run needs 16GiB per GPU but the largest GPU has 15GiB; lower "
+              "resources.gpu_memory (drover keeps 1GiB of each GPU free for the driver and "
+              "monitoring: scheduler.gpu_reserve in the config)");
+    EXPECT_EQ(engine.gpus()[0].capacity, 15 * GiB);
+    EXPECT_TRUE(engine.Submit(ParseSpec("name: fits\ncommand: ./x\n"
+                                        "resources: {gpus: 1, gpu_memory: 15GiB}\n"))
+                    .ok());
+  }
+  EngineOptions o = BaseOptions();
+  o.watch.scheduler.gpu_reserve = 0;
+  Engine engine(*store_, launcher, probe, clock_, o);
+  ASSERT_TRUE(engine.Submit(whole).ok());
+  EXPECT_EQ(engine.gpus()[0].capacity, 16 * GiB);
+}
+
 }  // namespace
 }  // namespace drover

@@ -16,13 +16,15 @@ namespace drover {
 namespace {
 
 // Outcomes that say the config itself is broken. An OOM is answered by a smaller batch, an
-// interruption or a cancel says nothing about the config: they neither count nor break a streak.
+// interruption, a preemption or a cancel says nothing about the config: they neither count nor
+// break a streak.
 bool IsFailure(std::string_view reason) {
   return reason == "exit_code" || reason == "signal" || reason == "timeout" ||
          reason == "stalled" || reason == "launch_error" || reason == "diverged";
 }
 bool IsNeutral(std::string_view reason) {
-  return reason == "cuda_oom" || reason == "interrupted" || reason == "cancelled" || reason.empty();
+  return reason == "cuda_oom" || reason == "interrupted" || reason == "preempted" ||
+         reason == "cancelled" || reason.empty();
 }
 
 }  // namespace

@@ -13,6 +13,7 @@ struct Engine::ExperimentEntry {
   Spec spec;
   Snapshot snapshot;
   int unfinished = 0;
+  std::string predictor_key;  // its runs' key in the duration predictor (PredictorKey)
 };
 
 struct Engine::Live {
@@ -27,6 +28,10 @@ struct Engine::Live {
   bool drain_stop = false;    // stopped because the daemon is shutting down: requeue, not cancel
   bool diverged = false;      // a watched metric went NaN/Inf: being stopped
   bool stalled = false;       // no output for monitor.stall: being stopped
+  bool preempting = false;    // being stopped so a better-ranked run gets its GPUs: requeue
+  std::string preempt_why;    // the scheduler's reason, for the attempt's note
+  Millis attained_gpu_ms = 0;  // GPU time of its ended attempts (GPUs x run time, each attempt)
+  Millis preempted_ms = 0;     // run time of its preempted attempts (work a checkpoint keeps)
   Millis last_output_ms = 0;  // when stdout or stderr last grew
   int64_t output_bytes = 0;   // stdout + stderr size at that time
   int64_t metric_lines = 0;   // fallback step for lines without step/epoch

@@ -27,6 +27,7 @@ AttemptOutcome ClassifyExit(const ExitFacts& f) {
   if (f.diverged) return AttemptOutcome::kDiverged;
   if (f.timed_out) return AttemptOutcome::kTimeout;
   if (f.stalled) return AttemptOutcome::kStalled;
+  if (f.preempted) return AttemptOutcome::kPreempted;
   if (f.signal == 0 && f.exit_code == 0) return AttemptOutcome::kSucceeded;
   if (LooksLikeCudaOom(f.stderr_tail)) return AttemptOutcome::kCudaOom;
   if (f.signal != 0) return AttemptOutcome::kSignal;
@@ -58,6 +59,13 @@ Recovery DecideRecovery(const Spec& spec, const Json& params, int retries_used,
       return r;
     case AttemptOutcome::kInterrupted:
       // Not the run's fault: it goes back to the queue at once and spends no retry.
+      r.kind = Recovery::Kind::kRetry;
+      r.next_params = params;
+      r.note = "requeued";
+      return r;
+    case AttemptOutcome::kPreempted:
+      // The scheduler took its GPUs: back to the queue at once, spending no retry (the GPU time
+      // it had still counts for the policy, which is what lets it wait its turn).
       r.kind = Recovery::Kind::kRetry;
       r.next_params = params;
       r.note = "requeued";

@@ -21,6 +21,9 @@ struct ExitFacts {
   std::string_view stderr_tail;
   bool diverged = false;  // the engine stopped it: a watched metric was NaN/Inf
   bool stalled = false;   // the engine stopped it: no output for monitor.stall
+  // The engine stopped it to give its GPUs to a better-ranked run. Whatever it exits with (a
+  // run that checkpoints on SIGTERM and exits 0 is not done), it is requeued.
+  bool preempted = false;
 };
 AttemptOutcome ClassifyExit(const ExitFacts& facts);
 

@@ -104,6 +104,28 @@ TEST(Recovery, InterruptedRunsAreRequeuedWithoutSpendingRetries) {
   EXPECT_EQ(r.next_params, Json({{"lr", 1}}));
 }
 
+TEST(Recovery, PreemptedRunsAreRequeuedWhateverTheyExitWith) {
+  // A run that checkpoints on SIGTERM and exits 0 is not done: it was preempted.
+  ExitFacts clean{0, 0, false, false, ""};
+  clean.preempted = true;
+  EXPECT_EQ(ClassifyExit(clean), AttemptOutcome::kPreempted);
+  ExitFacts killed{-1, 9, false, false, ""};
+  killed.preempted = true;
+  EXPECT_EQ(ClassifyExit(killed), AttemptOutcome::kPreempted);
+  ExitFacts cancelled{-1, 15, false, true, ""};
+  cancelled.preempted = true;
+  EXPECT_EQ(ClassifyExit(cancelled), AttemptOutcome::kCancelled);  // the user's cancel wins
+  Spec s;
+  s.retries = 0;
+  Recovery r = DecideRecovery(s, Json{{"lr", 1}}, 0, AttemptOutcome::kPreempted);
+  EXPECT_EQ(r.kind, Recovery::Kind::kRetry);
+  EXPECT_FALSE(r.counts_as_retry);
+  EXPECT_EQ(r.delay_ms, 0);
+  EXPECT_EQ(r.next_params, Json({{"lr", 1}}));
+  EXPECT_EQ(ToString(AttemptOutcome::kPreempted), "preempted");
+  EXPECT_EQ(ParseAttemptOutcome("preempted"), AttemptOutcome::kPreempted);
+}
+
 TEST(Recovery, LaunchErrorsAndCancelsAreNotRetried) {
   Spec s;
   s.retries = 5;

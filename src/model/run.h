@@ -30,6 +30,7 @@ enum class AttemptOutcome {
   kInterrupted,  // the engine went away while it ran
   kDiverged,     // a watched metric became NaN or infinite (monitor.on_nan: stop)
   kStalled,      // no new output for monitor.stall
+  kPreempted,    // stopped so a better-ranked waiting run gets its GPUs (requeued, no retry spent)
 };
 std::string_view ToString(AttemptOutcome o);
 std::optional<AttemptOutcome> ParseAttemptOutcome(std::string_view s);

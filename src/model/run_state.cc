@@ -56,12 +56,14 @@ std::string_view ToString(AttemptOutcome o) {
       return "diverged";
     case AttemptOutcome::kStalled:
       return "stalled";
+    case AttemptOutcome::kPreempted:
+      return "preempted";
   }
   return "?";
 }
 
 std::optional<AttemptOutcome> ParseAttemptOutcome(std::string_view s) {
-  for (int i = 0; i <= static_cast<int>(AttemptOutcome::kStalled); ++i) {
+  for (int i = 0; i <= static_cast<int>(AttemptOutcome::kPreempted); ++i) {
     auto o = static_cast<AttemptOutcome>(i);
     if (ToString(o) == s) return o;
   }

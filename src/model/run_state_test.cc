@@ -76,9 +76,13 @@ TEST(SpecJson, RoundTripsEveryField) {
   s.env = {{"A", "1"}};
   s.objective = Objective{"val_acc", false};
   s.oom = {"batch_size", 8, "accum"};
+  s.group = "vision";
+  s.preemptible = false;
   auto back = SpecFromJson(SpecToJson(s));
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(SpecToJson(*back), SpecToJson(s));
+  EXPECT_EQ(back->group, "vision");
+  EXPECT_FALSE(back->preemptible);
   EXPECT_FALSE(SpecFromJson(Json{{"name", "x"}}).ok());
 }
 

@@ -13,6 +13,8 @@ Json SpecToJson(const Spec& s) {
                     {"gpu_memory", s.resources.gpu_memory},
                     {"cpus", s.resources.cpus}};
   j["priority"] = s.priority;
+  if (!s.group.empty()) j["group"] = s.group;
+  j["preemptible"] = s.preemptible;
   j["max_parallel"] = s.max_parallel;
   j["retries"] = s.retries;
   j["retry_backoff_ms"] = s.retry_backoff_ms;
@@ -44,6 +46,8 @@ Result<Spec> SpecFromJson(const Json& j) {
     s.resources.gpu_memory = r.value("gpu_memory", int64_t{0});
     s.resources.cpus = r.value("cpus", 1);
     s.priority = j.value("priority", 0);
+    s.group = j.value("group", "");
+    s.preemptible = j.value("preemptible", true);
     s.max_parallel = j.value("max_parallel", 0);
     s.retries = j.value("retries", 0);
     s.retry_backoff_ms = j.value("retry_backoff_ms", int64_t{1000});

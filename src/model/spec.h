@@ -53,6 +53,10 @@ struct Spec {
   OrderedJson params = OrderedJson::object();  // name -> scalar, or array (a grid axis)
   Resources resources;
   int priority = 0;      // higher runs first
+  // The fair-share / quota group of the experiment's runs (the daemon's scheduler.groups);
+  // "" = none (the runs weigh 1 and have no quota).
+  std::string group;
+  bool preemptible = true;  // a preemptive policy may stop a run to make room (it is requeued)
   int max_parallel = 0;  // 0 = no limit beyond resources
   int retries = 0;       // extra attempts after a failure (CUDA OOM retries are counted apart)
   int64_t retry_backoff_ms = 1000;  // first backoff; doubles each retry, capped at 5 minutes

@@ -111,7 +111,7 @@ std::string StateBadge(std::string_view state, std::string_view text = {}) {
 std::string_view ReasonState(std::string_view reason) {
   if (reason == "succeeded") return "succeeded";
   if (reason == "cancelled") return "cancelled";
-  if (reason == "interrupted") return "queued";
+  if (reason == "interrupted" || reason == "preempted") return "queued";
   return "failed";
 }
 
@@ -209,6 +209,8 @@ std::string FailureDetail(const ReportData& d, const Run& run, const Attempt& a,
     what = "could not be started (command or workdir missing?)";
   } else if (r == "interrupted") {
     what = "the engine went away while it ran";
+  } else if (r == "preempted") {
+    what = "preempted: its GPUs went to a better-ranked run";
   } else if (r == "cancelled") {
     what = "cancelled";
   } else {

@@ -81,16 +81,20 @@ Rank RankOf(const PolicyConfig& p, const RankInput& r) {
       }
       return Las(p, r);
     case PolicyKind::kDefault: {
-      // Multi-level LAS (a first version): queues at 1/4, 1, 4 and 16 GPU-hours attained (each
-      // 4x the last, the last Tiresias' switch), FIFO within a queue. Short jobs leave the first
-      // queues before long ones crowd them, without trusting a prediction.
-      // Multi-level LAS: queues at 1/4, 1, 4 and 16 GPU-hours attained (each 4x the last, the
-      // last Tiresias' switch), FIFO within a queue. Short jobs leave the first queues before
-      // long ones crowd them, without trusting a prediction (docs/scheduling.md: what else was
-      // tried and did worse).
-      double a = static_cast<double>(r.attained_gpu_ms) / 3.6e6;
-      double q = a < 0.25 ? 0 : a < 1 ? 1 : a < 4 ? 2 : a < 16 ? 3 : 4;
-      return {q, static_cast<double>(r.seq)};
+      // The user's priority first. Then the estimated remaining run time: the prediction minus
+      // what it has run; once a run outlives its prediction, twice what it has run (run times
+      // are heavy-tailed: under a Pareto tail of index 1.5 the expected remainder is twice the
+      // age); without a prediction, what it has run, at least an hour. Estimates go in doubling classes (an hour, two,
+      // four...), FIFO within a class, so an estimate that wobbles does not reorder the queue and
+      // preempt for nothing. docs/scheduling.md says what else was tried.
+      double ran_h = static_cast<double>(r.attained_gpu_ms) / std::max(1, r.gpus) / 3.6e6;
+      double left_h = std::max(ran_h, 1.0);
+      if (r.predicted_ms) {
+        double predicted_h = static_cast<double>(*r.predicted_ms) / 3.6e6;
+        left_h = predicted_h > ran_h ? predicted_h - ran_h : 2 * ran_h;
+      }
+      double cls = std::floor(std::log2(std::max(left_h, 1.0 / 64)));
+      return {-static_cast<double>(r.priority) * 1e3 + cls, static_cast<double>(r.seq)};
     }
   }
   return {0, static_cast<double>(r.seq)};

@@ -118,25 +118,43 @@ TEST(Policy, PreemptsOnlyWhenThePoolIsBusyAndItMakesRoom) {
             (std::vector<int64_t>{109, 108}));
 }
 
-TEST(Policy, DefaultIsMultiLevelLas) {
+TEST(Policy, DefaultRanksByEstimatedRemainingTimeInDoublingClasses) {
   PolicyConfig p = Policy(PolicyKind::kDefault);
-  auto rank = [&](Millis attained, int64_t seq) {
+  auto rank = [&](Millis attained, std::optional<Millis> predicted, int64_t seq, int gpus = 1,
+                  int priority = 0) {
     RankInput r;
     r.seq = seq;
+    r.gpus = gpus;
+    r.priority = priority;
     r.attained_gpu_ms = attained;
+    r.predicted_ms = predicted;
     return RankOf(p, r);
   };
-  // Queues at 1/4, 1, 4 and 16 GPU-hours; FIFO within a queue.
-  EXPECT_TRUE(rank(0, 9) < rank(kHour / 4, 1));
-  EXPECT_TRUE(rank(kHour / 2, 1) < rank(kHour / 2 + 1, 2));
-  EXPECT_TRUE(rank(3 * kHour, 9) < rank(5 * kHour, 1));
-  EXPECT_TRUE(rank(15 * kHour, 9) < rank(17 * kHour, 1));
-  EXPECT_FALSE(rank(17 * kHour, 1) < rank(100 * kHour, 1));  // one last queue
-  // So a job with 2 GPU-hours yields its GPUs to a new one on a busy pool, as it would not under las.
+  // Predicted 30 minutes beats predicted 5 hours, whatever the submit order.
+  EXPECT_TRUE(rank(0, kHour / 2, 9) < rank(0, 5 * kHour, 1));
+  // Within a doubling class (2-4 hours left), FIFO: estimates that wobble do not reorder.
+  EXPECT_TRUE(rank(0, 3 * kHour, 1) < rank(0, 2 * kHour + kHour / 2, 2));
+  // Remaining, not total: 8 GPU-hours on 4 GPUs is 2 hours run of a predicted 3, 1 hour left.
+  EXPECT_TRUE(rank(8 * kHour, 3 * kHour, 9, 4) < rank(0, 3 * kHour, 1, 4));
+  // A run past its prediction is expected to run twice as long again as it has: after 5 hours
+  // of a predicted 1 hour, 10 hours left ranks behind a fresh 5-hour run.
+  EXPECT_TRUE(rank(0, 5 * kHour, 9) < rank(5 * kHour, kHour, 1));
+  // Unknown: what it has run, at least an hour.
+  EXPECT_TRUE(rank(0, kHour / 4, 9) < rank(0, std::nullopt, 1));
+  // ... in the class of 1 hour left (FIFO there).
+  EXPECT_TRUE(rank(0, std::nullopt, 1) < rank(0, kHour, 2));
+  EXPECT_TRUE(rank(0, kHour, 1) < rank(0, std::nullopt, 2));
+  // The user's priority comes first.
+  EXPECT_TRUE(rank(0, 100 * kHour, 9, 1, 1) < rank(0, kHour / 4, 1));
+  // So a run with 10 hours left yields its GPU to a new 1-hour one on a busy pool.
   ClusterView c = Machines(1, 1);
-  Hold(c, 10, {0}, 0, 2 * kHour);
-  EXPECT_EQ(Decide({Job(11, 1, kHour)}, c, kHour, p).preempt, (std::vector<int64_t>{10}));
-  EXPECT_TRUE(Decide({Job(11, 1, kHour)}, c, kHour, Policy(PolicyKind::kLas)).preempt.empty());
+  Hold(c, 10, {0}, 0, 2 * kHour, 12 * kHour);
+  PendingRun fresh = Job(11, 1, kHour);
+  fresh.predicted_ms = kHour;
+  EXPECT_EQ(Decide({fresh}, c, 2 * kHour, p).preempt, (std::vector<int64_t>{10}));
+  // ... but not to a run expected to take longer than it has left.
+  fresh.predicted_ms = 20 * kHour;
+  EXPECT_TRUE(Decide({fresh}, c, 2 * kHour, p).preempt.empty());
 }
 
 TEST(Placement, GangsStayOnOneMachineBestFit) {

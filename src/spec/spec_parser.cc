@@ -28,10 +28,10 @@ using yaml::Describe;
 using yaml::Field;
 using yaml::Find;
 
-const std::vector<std::string> kTopKeys = {"name",      "workdir",       "command",  "shell",
-                                           "params",    "resources",     "priority", "max_parallel",
-                                           "retries",   "retry_backoff", "timeout",  "env",
-                                           "objective", "oom",           "monitor"};
+const std::vector<std::string> kTopKeys = {
+    "name",          "workdir", "command", "shell",     "params", "resources",
+    "priority",      "group",   "preemptible", "max_parallel", "retries",
+    "retry_backoff", "timeout", "env",     "objective", "oom",    "monitor"};
 const std::vector<std::string> kResourceKeys = {"gpus", "gpu_memory", "cpus"};
 const std::vector<std::string> kObjectiveKeys = {"metric", "mode"};
 const std::vector<std::string> kOomKeys = {"param", "min", "accumulate"};
@@ -852,6 +852,27 @@ Result<Spec> SpecParser::Parse(const std::string& yaml, const std::vector<std::s
     DROVER_ASSIGN_OR_RETURN(spec.priority,
                             Int(*f, std::numeric_limits<int>::min(), kIntMax, "an integer",
                                 "write a whole number; higher runs first"));
+  }
+  if (const Field* f = Find(top, "group")) {
+    DROVER_ASSIGN_OR_RETURN(spec.group,
+                            Text(*f, "write the fair-share group of the runs, such as vision"));
+    if (!IsSpecName(spec.group)) {
+      return Err(f->at(), spec.group.empty()
+                              ? std::string("group is empty; write a group name such as vision, "
+                                            "or leave group out")
+                              : fmt::format("group '{}' may only hold letters, digits, '.', '_' "
+                                            "and '-'; write a group name such as vision",
+                                            spec.group));
+    }
+  }
+  if (const Field* f = Find(top, "preemptible")) {
+    Scalar s = Resolve(f->value);
+    if (s.kind != Kind::kBool) {
+      return Err(f->at(), fmt::format("preemptible must be true or false, got {}; write false so "
+                                      "no scheduling policy stops these runs to make room",
+                                      Describe(f->value)));
+    }
+    spec.preemptible = s.b;
   }
   if (const Field* f = Find(top, "max_parallel")) {
     DROVER_ASSIGN_OR_RETURN(spec.max_parallel,

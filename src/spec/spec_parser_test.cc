@@ -214,7 +214,8 @@ TEST(SpecParserTest, UnknownKeysSuggestTheClosest) {
             "compare.yaml:4:7: unknown key 'parm' under oom; did you mean 'param'?");
   EXPECT_EQ(Error("name: x\ncommand: run\nlearning_rate: 0.1\n"),
             "compare.yaml:3:1: unknown key 'learning_rate'; valid keys are name, workdir, "
-            "command, shell, params, resources, priority, max_parallel, retries, retry_backoff, "
+            "command, shell, params, resources, priority, group, preemptible, max_parallel, "
+            "retries, retry_backoff, "
             "timeout, env, objective, oom, monitor (parameters go under params:)");
   // A section's key written at the top level is pointed at its section.
   EXPECT_EQ(Error("name: x\ncommand: run\ngpu_memory: 6GiB\n"),
@@ -242,6 +243,29 @@ TEST(SpecParserTest, MonitorSection) {
   Result<Spec> set = Parse("name: x\ncommand: run\n", {"monitor.stall=30s"});
   ASSERT_TRUE(set.ok()) << set.status().message();
   EXPECT_EQ(set->monitor.stall_ms, 30'000);
+}
+
+TEST(SpecParserTest, GroupAndPreemptible) {
+  Result<Spec> d = Parse(kMinimal);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->group, "");
+  EXPECT_TRUE(d->preemptible);
+  Result<Spec> r = Parse("name: x\ncommand: run\ngroup: vision\npreemptible: false\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->group, "vision");
+  EXPECT_FALSE(r->preemptible);
+  EXPECT_EQ(Error("name: x\ncommand: run\npreemptible: no\n"),
+            "compare.yaml:3:14: preemptible must be true or false, got 'no'; write false so no "
+            "scheduling policy stops these runs to make room");
+  EXPECT_EQ(Error("name: x\ncommand: run\ngroup: my team\n"),
+            "compare.yaml:3:8: group 'my team' may only hold letters, digits, '.', '_' and '-'; "
+            "write a group name such as vision");
+  EXPECT_EQ(Error("name: x\ncommand: run\ngropu: nlp\n"),
+            "compare.yaml:3:1: unknown key 'gropu'; did you mean 'group'?");
+  Result<Spec> set = Parse(kMinimal, {"group=nlp", "preemptible=false"});
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  EXPECT_EQ(set->group, "nlp");
+  EXPECT_FALSE(set->preemptible);
 }
 
 TEST(SpecParserTest, DuplicateKeysAreRejected) {

@@ -24,7 +24,7 @@ using yaml::Describe;
 using yaml::Field;
 using yaml::Find;
 
-const std::vector<std::string> kTopKeys = {"telemetry", "alerts", "detectors"};
+const std::vector<std::string> kTopKeys = {"telemetry", "alerts", "detectors", "scheduler"};
 const std::vector<std::string> kTelemetryKeys = {"period", "store_every"};
 const std::vector<std::string> kAlertKeys = {"silence", "sinks"};
 const std::vector<std::string> kSinkKeys = {"type",         "url",     "format", "min_severity",
@@ -37,13 +37,23 @@ const std::vector<std::string> kIdleKeys = {"utilization", "for"};
 const std::vector<std::string> kLeakKeys = {"window", "min_growth", "monotonic"};
 const std::vector<std::string> kFragmentationKeys = {"threshold", "samples", "min_reserved"};
 const std::vector<std::string> kFailureKeys = {"count"};
+const std::vector<std::string> kSchedulerKeys = {"policy",      "min_runtime",   "preempt_above",
+                                                 "grace",       "gpu_reserve",   "las_threshold",
+                                                 "groups"};
+const std::vector<std::string> kGroupKeys = {"weight", "quota"};
+// For a did-you-mean only: which names exist is sched::ParsePolicy's to say.
+const std::vector<std::string> kPolicyNames = {"fifo", "priority", "las", "srtf", "gittins",
+                                               "default"};
 const std::vector<std::string> kSinkTypes = {"log", "webhook"};
 const std::vector<std::string> kFormats = {"slack", "feishu", "dingtalk", "json"};
 const std::vector<std::string> kSeverities = {"info", "warning", "error"};
 
 // Sections whose keys are sometimes written at the top by mistake.
 const yaml::Sections kSections = {
-    {"telemetry", &kTelemetryKeys}, {"alerts", &kAlertKeys}, {"detectors", &kDetectorKeys}};
+    {"telemetry", &kTelemetryKeys},
+    {"alerts", &kAlertKeys},
+    {"detectors", &kDetectorKeys},
+    {"scheduler", &kSchedulerKeys}};
 
 constexpr int64_t kIntMax = std::numeric_limits<int>::max();
 
@@ -78,6 +88,8 @@ class Parser {
   Status ParseAlerts(const Field& f, WatchConfig& c) const;
   Status ParseSinks(const Field& f, WatchConfig& c) const;
   Status ParseDetectors(const Field& f, WatchConfig& c) const;
+  Status ParseScheduler(const Field& f, WatchConfig& c) const;
+  Status ParseGroups(const Field& f, SchedulerConfig& s) const;
 
   std::string source_;
 };
@@ -439,6 +451,92 @@ Status Parser::ParseDetectors(const Field& f, WatchConfig& c) const {
   return Status::Ok();
 }
 
+Status Parser::ParseScheduler(const Field& f, WatchConfig& c) const {
+  SchedulerConfig& s = c.scheduler;
+  DROVER_ASSIGN_OR_RETURN(std::vector<Field> fields,
+                          ReadMap(f.at(), f.value, "scheduler", kSchedulerKeys,
+                                  "scheduler: {policy: default, grace: 30s}"));
+  if (const Field* x = Find(fields, "policy")) {
+    if (!x->value.IsScalar()) {
+      return Err(x->at(), fmt::format("scheduler.policy must be a policy's name, got {}; write "
+                                      "e.g. policy: las",
+                                      Describe(x->value)));
+    }
+    const std::string& name = x->value.Scalar();
+    Result<sched::PolicyKind> kind = sched::ParsePolicy(name);
+    if (!kind.ok()) {
+      std::optional<std::string> close = ClosestMatch(name, kPolicyNames);
+      return Err(x->at(), fmt::format("scheduler.policy: {}{}", kind.status().message(),
+                                      close ? fmt::format("; did you mean '{}'?", *close) : ""));
+    }
+    s.policy = *kind;
+  }
+  if (const Field* x = Find(fields, "min_runtime")) {
+    DROVER_ASSIGN_OR_RETURN(s.min_runtime_ms, Duration(*x, 0));
+  }
+  if (const Field* x = Find(fields, "preempt_above")) {
+    DROVER_ASSIGN_OR_RETURN(s.preempt_above,
+                            Real(*x, 0, 1, false, false,
+                                 "write the share of GPUs that must be allocated before a run is "
+                                 "preempted, such as 0.8"));
+  }
+  if (const Field* x = Find(fields, "grace")) {
+    DROVER_ASSIGN_OR_RETURN(s.grace_ms, Duration(*x, 0));
+  }
+  if (const Field* x = Find(fields, "gpu_reserve")) {
+    DROVER_ASSIGN_OR_RETURN(s.gpu_reserve, Bytes(*x));
+  }
+  if (const Field* x = Find(fields, "las_threshold")) {
+    DROVER_ASSIGN_OR_RETURN(s.las_threshold_gpu_ms, Duration(*x, 1));
+  }
+  if (const Field* x = Find(fields, "groups")) DROVER_RETURN_IF_ERROR(ParseGroups(*x, s));
+  return Status::Ok();
+}
+
+Status Parser::ParseGroups(const Field& f, SchedulerConfig& s) const {
+  if (f.value.IsNull()) return Status::Ok();
+  if (!f.value.IsMap()) {
+    return Err(f.at(), fmt::format("scheduler.groups must be a mapping of group names, got {}; "
+                                   "write e.g. groups: {{vision: {{weight: 2, quota: 4}}}}",
+                                   Describe(f.value)));
+  }
+  for (auto it = f.value.begin(); it != f.value.end(); ++it) {
+    const Node key = it->first;
+    std::string name = key.IsScalar() ? key.Scalar() : "";
+    bool plain = !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
+      return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-';
+    });
+    if (!plain) {
+      return Err(key, fmt::format("a group name may only hold letters, digits, '.', '_' and '-', "
+                                  "got {}; write the name a spec gives as group:, such as vision",
+                                  Describe(key)));
+    }
+    if (s.groups.count(name)) {
+      return Err(key, fmt::format("duplicate key 'scheduler.groups.{}'; keep only one of them",
+                                  name));
+    }
+    std::string path = "scheduler.groups." + name;
+    const Node& at = it->second.IsNull() ? key : it->second;
+    DROVER_ASSIGN_OR_RETURN(std::vector<Field> fields,
+                            ReadMap(at, it->second, path, kGroupKeys, "{weight: 2, quota: 4}"));
+    sched::GroupShare share;
+    if (const Field* x = Find(fields, "weight")) {
+      DROVER_ASSIGN_OR_RETURN(share.weight,
+                              Real(*x, 0, std::numeric_limits<double>::infinity(), true, false,
+                                   "write the group's share relative to others (1 each by "
+                                   "default), such as 2"));
+    }
+    if (const Field* x = Find(fields, "quota")) {
+      DROVER_ASSIGN_OR_RETURN(int64_t v, Int(*x, 0, kIntMax, "an integer >= 0",
+                                             "write the most GPUs the group may hold, 0 for no "
+                                             "cap"));
+      share.quota_gpus = static_cast<int>(v);
+    }
+    s.groups[name] = share;
+  }
+  return Status::Ok();
+}
+
 Result<WatchConfig> Parser::Parse(const std::string& text) {
   Node root;
   try {
@@ -452,8 +550,9 @@ Result<WatchConfig> Parser::Parse(const std::string& text) {
   WatchConfig c;
   if (!root.IsDefined() || root.IsNull()) return c;  // empty file: all defaults
   if (!root.IsMap()) {
-    return Err(root, fmt::format("the watch config must be a mapping with telemetry:, alerts: "
-                                 "and detectors: sections, got {}; write one 'key: value' per line",
+    return Err(root, fmt::format("the config must be a mapping with telemetry:, alerts:, "
+                                 "detectors: and scheduler: sections, got {}; write one "
+                                 "'key: value' per line",
                                  Describe(root)));
   }
   DROVER_ASSIGN_OR_RETURN(std::vector<Field> top,
@@ -461,10 +560,19 @@ Result<WatchConfig> Parser::Parse(const std::string& text) {
   if (const Field* f = Find(top, "telemetry")) DROVER_RETURN_IF_ERROR(ParseTelemetry(*f, c));
   if (const Field* f = Find(top, "alerts")) DROVER_RETURN_IF_ERROR(ParseAlerts(*f, c));
   if (const Field* f = Find(top, "detectors")) DROVER_RETURN_IF_ERROR(ParseDetectors(*f, c));
+  if (const Field* f = Find(top, "scheduler")) DROVER_RETURN_IF_ERROR(ParseScheduler(*f, c));
   return c;
 }
 
 }  // namespace
+
+sched::PolicyConfig SchedulerConfig::Policy() const {
+  sched::PolicyConfig p = sched::ForPolicy(policy);
+  if (min_runtime_ms) p.min_runtime_ms = *min_runtime_ms;
+  if (preempt_above) p.preempt_above_allocated = *preempt_above;
+  if (las_threshold_gpu_ms) p.las_threshold_gpu_ms = *las_threshold_gpu_ms;
+  return p;
+}
 
 Result<WatchConfig> ParseWatchConfig(const std::string& yaml_text, const std::string& source) {
   try {

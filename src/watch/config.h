@@ -1,7 +1,8 @@
 #pragma once
-// The watch configuration of a daemon (`drover serve --config FILE`, `drover run --config FILE`):
-// telemetry period, alert silence window, sinks, detector thresholds. Every field is optional;
-// docs/metrics.md shows the whole file with the defaults:
+// The configuration of a daemon (`drover serve --config FILE`, `drover run --config FILE`, or
+// <store>/config.yaml): telemetry period, alert silence window, sinks, detector thresholds, and
+// the scheduler. Every field is optional; docs/metrics.md shows the watch sections with their
+// defaults, docs/scheduling.md ("In the daemon") the scheduler section:
 //
 //   telemetry:
 //     period: 5s          # how often GPUs are sampled
@@ -21,11 +22,25 @@
 //     memory_leak:   {window: 20, min_growth: 256MiB, monotonic: 0.8}
 //     fragmentation: {threshold: 0.25, samples: 3, min_reserved: 512MiB}
 //     repeated_failure: {count: 3}
+//   scheduler:
+//     policy: fifo          # fifo | priority | las | srtf | gittins | default
+//     min_runtime: 10m      # a run this young is never preempted
+//     preempt_above: 0.8    # preempt only while this share of the GPUs is allocated (default:
+//                           # 0.5 for policy default)
+//     grace: 30s            # a preempted run gets SIGTERM, then SIGKILL this much later
+//     gpu_reserve: 1GiB     # memory per GPU kept for the driver and monitoring
+//     las_threshold: 16h    # las: GPU time attained before a run moves to the second queue
+//     groups:
+//       vision: {weight: 2, quota: 4}   # quota in GPUs; 0 = none
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "sched/policy.h"
+#include "sched/scheduler.h"
 #include "watch/detectors.h"
 #include "watch/sinks.h"
 
@@ -36,6 +51,24 @@ struct SinkConfig {
   WebhookOptions webhook;    // for type webhook
 };
 
+// How the engine schedules (the `scheduler:` section; docs/scheduling.md, "In the daemon").
+struct SchedulerConfig {
+  // The daemon's default is fifo: docs/scheduling.md says why the preemptive policies are
+  // opt-in.
+  sched::PolicyKind policy = sched::PolicyKind::kFifo;
+  // Set when the file gives them; otherwise the policy's own defaults (sched::ForPolicy), so
+  // `--policy` or `policy:` alone picks a policy with the knobs it was tuned with.
+  std::optional<Millis> min_runtime_ms;
+  std::optional<double> preempt_above;
+  std::optional<Millis> las_threshold_gpu_ms;
+  Millis grace_ms = 30'000;                  // preempted: SIGTERM, then SIGKILL this much later
+  int64_t gpu_reserve = int64_t{1} << 30;    // bytes per GPU never handed out to runs
+  std::map<std::string, sched::GroupShare> groups;  // spec `group` -> weight and quota
+
+  // The policy's defaults with this config's values over them.
+  sched::PolicyConfig Policy() const;
+};
+
 struct WatchConfig {
   Millis telemetry_period_ms = 5000;
   Millis telemetry_store_every_ms = 60'000;
@@ -43,6 +76,7 @@ struct WatchConfig {
   // Without a sinks list: one log sink. An empty list (`sinks: []`) sends nowhere.
   std::vector<SinkConfig> sinks = {SinkConfig{}};
   DetectorConfig detectors;
+  SchedulerConfig scheduler;
 };
 
 // Errors carry file:line:column (`source` names the file) and a did-you-mean for misspelt keys,

@@ -187,8 +187,8 @@ TEST(WatchConfigTest, UnknownKeysSayWhereAndSuggest) {
 
 TEST(WatchConfigTest, BadShapes) {
   EXPECT_EQ(Error("- a\n- b\n"),
-            "watch.yaml:1:1: the watch config must be a mapping with telemetry:, alerts: and "
-            "detectors: sections, got a list; write one 'key: value' per line");
+            "watch.yaml:1:1: the config must be a mapping with telemetry:, alerts:, detectors: "
+            "and scheduler: sections, got a list; write one 'key: value' per line");
   EXPECT_EQ(Error("alerts: loud\n"),
             "watch.yaml:1:9: alerts must be a mapping, got 'loud'; write e.g. alerts: {silence: "
             "30m, sinks: [{type: log}]}");
@@ -337,6 +337,151 @@ TEST(WatchConfigTest, Ranges) {
   EXPECT_EQ(r->detectors.spike_window, 2);
   EXPECT_EQ(r->detectors.idle_for_ms, 0);
   EXPECT_DOUBLE_EQ(r->detectors.leak_monotonic, 1);
+}
+
+TEST(WatchConfigTest, SchedulerDefaults) {
+  Result<WatchConfig> r = Parse("scheduler:\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const SchedulerConfig& s = r->scheduler;
+  EXPECT_EQ(s.policy, sched::PolicyKind::kFifo);
+  EXPECT_FALSE(s.min_runtime_ms || s.preempt_above || s.las_threshold_gpu_ms);
+  sched::PolicyConfig p = s.Policy();
+  EXPECT_EQ(p.kind, sched::PolicyKind::kFifo);
+  EXPECT_EQ(p.min_runtime_ms, 10 * 60'000);
+  EXPECT_DOUBLE_EQ(p.preempt_above_allocated, 0.8);
+  EXPECT_EQ(p.las_threshold_gpu_ms, 16LL * 3600 * 1000);
+  EXPECT_EQ(s.grace_ms, 30'000);
+  EXPECT_EQ(s.gpu_reserve, kGiB);
+  EXPECT_TRUE(s.groups.empty());
+  // A policy alone brings its own defaults (default preempts from half the pool allocated);
+  // what the file says wins over them.
+  Result<WatchConfig> d = Parse("scheduler: {policy: default}\n");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_DOUBLE_EQ(d->scheduler.Policy().preempt_above_allocated,
+                   sched::ForPolicy(sched::PolicyKind::kDefault).preempt_above_allocated);
+  Result<WatchConfig> o = Parse("scheduler: {policy: default, preempt_above: 0.9}\n");
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_DOUBLE_EQ(o->scheduler.Policy().preempt_above_allocated, 0.9);
+}
+
+TEST(WatchConfigTest, SchedulerSection) {
+  Result<WatchConfig> r = Parse(R"(alerts: {silence: 5m}
+scheduler:
+  policy: las
+  min_runtime: 0s
+  preempt_above: 0.5
+  grace: 2m
+  gpu_reserve: 512MiB
+  las_threshold: 2h
+  groups:
+    vision: {weight: 2, quota: 4}
+    nlp: {weight: 0.5}
+    misc:
+)");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const SchedulerConfig& s = r->scheduler;
+  EXPECT_EQ(r->silence_ms, 300'000);
+  EXPECT_EQ(s.policy, sched::PolicyKind::kLas);
+  sched::PolicyConfig p = s.Policy();
+  EXPECT_EQ(p.kind, sched::PolicyKind::kLas);
+  EXPECT_EQ(p.min_runtime_ms, 0);
+  EXPECT_DOUBLE_EQ(p.preempt_above_allocated, 0.5);
+  EXPECT_EQ(s.grace_ms, 120'000);
+  EXPECT_EQ(s.gpu_reserve, 512 * kMiB);
+  EXPECT_EQ(p.las_threshold_gpu_ms, 2 * 3600 * 1000);
+  ASSERT_EQ(s.groups.size(), 3u);
+  EXPECT_DOUBLE_EQ(s.groups.at("vision").weight, 2);
+  EXPECT_EQ(s.groups.at("vision").quota_gpus, 4);
+  EXPECT_DOUBLE_EQ(s.groups.at("nlp").weight, 0.5);
+  EXPECT_EQ(s.groups.at("nlp").quota_gpus, 0);
+  EXPECT_DOUBLE_EQ(s.groups.at("misc").weight, 1);
+  for (const char* name : {"fifo", "priority", "las", "srtf", "default"}) {
+    Result<WatchConfig> one = Parse(std::string("scheduler: {policy: ") + name + "}\n");
+    ASSERT_TRUE(one.ok()) << one.status().message();
+    EXPECT_EQ(sched::ToString(one->scheduler.policy), name);
+  }
+  Result<WatchConfig> zero = Parse("scheduler: {gpu_reserve: 0}\n");
+  ASSERT_TRUE(zero.ok()) << zero.status().message();
+  EXPECT_EQ(zero->scheduler.gpu_reserve, 0);
+}
+
+// The scheduler section shown in docs/scheduling.md parses, and its values are the defaults.
+TEST(WatchConfigTest, SchedulerDocsExampleParses) {
+  std::ifstream in(std::string(DROVER_SOURCE_DIR) + "/docs/scheduling.md");
+  ASSERT_TRUE(in) << "docs/scheduling.md is missing";
+  std::string doc((std::istreambuf_iterator<char>(in)), {});
+  size_t start = doc.find("```yaml\nscheduler:");
+  ASSERT_NE(start, std::string::npos) << "no scheduler: example in docs/scheduling.md";
+  start += 8;
+  std::string block = doc.substr(start, doc.find("```", start) - start);
+  Result<WatchConfig> r = ParseWatchConfig(block, "docs/scheduling.md");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  SchedulerConfig d;
+  const SchedulerConfig& s = r->scheduler;
+  EXPECT_EQ(s.policy, d.policy);
+  EXPECT_EQ(s.Policy().min_runtime_ms, d.Policy().min_runtime_ms);
+  EXPECT_DOUBLE_EQ(s.Policy().preempt_above_allocated, d.Policy().preempt_above_allocated);
+  EXPECT_EQ(s.Policy().las_threshold_gpu_ms, d.Policy().las_threshold_gpu_ms);
+  EXPECT_EQ(s.grace_ms, d.grace_ms);
+  EXPECT_EQ(s.gpu_reserve, d.gpu_reserve);
+  EXPECT_EQ(s.groups.size(), 1u);
+}
+
+TEST(WatchConfigTest, BadSchedulerSection) {
+  // Which names exist is sched::ParsePolicy's to say (its message lists them).
+  std::string choose(sched::ParsePolicy("tiresias").status().message());
+  EXPECT_EQ(Error("scheduler:\n  policy: tiresias\n"),
+            "watch.yaml:2:11: scheduler.policy: " + choose);
+  EXPECT_EQ(Error("scheduler:\n  policy: sfrt\n"),
+            "watch.yaml:2:11: scheduler.policy: " +
+                std::string(sched::ParsePolicy("sfrt").status().message()) +
+                "; did you mean 'srtf'?");
+  EXPECT_NE(choose.find("fifo, priority, las, srtf"), std::string::npos) << choose;
+  EXPECT_EQ(Error("scheduler:\n  policy: [las]\n"),
+            "watch.yaml:2:11: scheduler.policy must be a policy's name, got a list; write e.g. "
+            "policy: las");
+  EXPECT_EQ(Error("scheduler:\n  polcy: las\n"),
+            "watch.yaml:2:3: unknown key 'polcy' in scheduler; did you mean 'policy'?");
+  EXPECT_EQ(Error("policy: las\n"),
+            "watch.yaml:1:1: unknown key 'policy'; did you mean 'scheduler.policy'? (put it "
+            "under scheduler:)");
+  EXPECT_EQ(Error("scheduler: las\n"),
+            "watch.yaml:1:12: scheduler must be a mapping, got 'las'; write e.g. scheduler: "
+            "{policy: default, grace: 30s}");
+  EXPECT_EQ(Error("scheduler:\n  preempt_above: 80%\n"),
+            "watch.yaml:2:18: scheduler.preempt_above must be a number from 0 to 1, got '80%'; "
+            "write the share of GPUs that must be allocated before a run is preempted, such as "
+            "0.8");
+  EXPECT_EQ(Error("scheduler:\n  preempt_above: 1.5\n"),
+            "watch.yaml:2:18: scheduler.preempt_above must be a number from 0 to 1, got '1.5'; "
+            "write the share of GPUs that must be allocated before a run is preempted, such as "
+            "0.8");
+  EXPECT_NE(Error("scheduler:\n  grace: soon\n").find("watch.yaml:2:10: scheduler.grace: "),
+            std::string::npos);
+  EXPECT_NE(Error("scheduler:\n  gpu_reserve: lots\n").find("watch.yaml:2:16: "
+                                                            "scheduler.gpu_reserve: "),
+            std::string::npos);
+  EXPECT_EQ(Error("scheduler:\n  las_threshold: 0s\n"),
+            "watch.yaml:2:18: scheduler.las_threshold must be at least 1ms, got '0s'; write a "
+            "longer duration");
+  EXPECT_EQ(Error("scheduler:\n  groups: [vision]\n"),
+            "watch.yaml:2:11: scheduler.groups must be a mapping of group names, got a list; "
+            "write e.g. groups: {vision: {weight: 2, quota: 4}}");
+  EXPECT_EQ(Error("scheduler:\n  groups:\n    vision: {wieght: 2}\n"),
+            "watch.yaml:3:14: unknown key 'wieght' in scheduler.groups.vision; did you mean "
+            "'weight'?");
+  EXPECT_EQ(Error("scheduler:\n  groups:\n    vision: {weight: 0}\n"),
+            "watch.yaml:3:22: scheduler.groups.vision.weight must be a number > 0, got '0'; "
+            "write the group's share relative to others (1 each by default), such as 2");
+  EXPECT_EQ(Error("scheduler:\n  groups:\n    vision: {quota: -1}\n"),
+            "watch.yaml:3:21: scheduler.groups.vision.quota must be an integer >= 0, got '-1'; "
+            "write the most GPUs the group may hold, 0 for no cap");
+  EXPECT_EQ(Error("scheduler:\n  groups:\n    my team: {quota: 1}\n"),
+            "watch.yaml:3:5: a group name may only hold letters, digits, '.', '_' and '-', got "
+            "'my team'; write the name a spec gives as group:, such as vision");
+  EXPECT_EQ(Error("scheduler:\n  groups:\n    vision: 2\n"),
+            "watch.yaml:3:13: scheduler.groups.vision must be a mapping, got '2'; write e.g. "
+            "{weight: 2, quota: 4}");
 }
 
 class WatchConfigFileTest : public ::testing::Test {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -49,9 +50,13 @@ class DaemonTest : public ::testing::Test {
   }
 
   // Starts `drover serve` and waits until it has written daemon.json.
+  // Two fake 16 GiB GPUs unless `extra` declares its own.
   void StartDaemon(const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> args = {"serve",       "--listen", "127.0.0.1:0", "--store", store_,
-                                     "--fake-gpus", "2x16GiB",  "--cpus",      "2"};
+    std::vector<std::string> args = {"serve", "--listen", "127.0.0.1:0", "--store", store_,
+                                     "--cpus", "2"};
+    if (std::find(extra.begin(), extra.end(), "--fake-gpus") == extra.end()) {
+      args.insert(args.end(), {"--fake-gpus", "2x16GiB"});
+    }
     args.insert(args.end(), extra.begin(), extra.end());
     fs::remove(store_ + "/daemon.json");
     pid_ = testing::SpawnDrover(args, (dir_ / "serve.out").string(), (dir_ / "serve.err").string());
@@ -344,6 +349,61 @@ TEST_F(DaemonTest, SurvivesSigkillTwiceWithoutLosingOrRepeatingRuns) {
     EXPECT_EQ(succeeded, 1) << "run " << r.id;
   }
   EXPECT_TRUE((*store)->IntegrityOk().value());
+}
+
+// A real preemption: under las with a one-second switch, a long run holding the only GPU is
+// stopped (SIGTERM) for a new short run; it checkpoints and exits 0, is requeued without spending
+// a retry (it has none), resumes from its checkpoint after the short run and finishes.
+TEST_F(DaemonTest, LasPreemptsALongRunThatCheckpointsAndResumes) {
+  std::string config = Write("config.yaml",
+                             "scheduler: {policy: las, las_threshold: 1s, min_runtime: 0s, "
+                             "grace: 10s}\n");
+  StartDaemon({"--fake-gpus", "1x16GiB", "--config", config});
+  std::string long_spec =
+      Write("long.yaml",
+            "name: long\nworkdir: code\nshell: true\nresources: {gpus: 1}\n"
+            "command: \"ck=$DROVER_CHECKPOINT_DIR/ck; if [ -f $ck ]; then echo resumed; exit 0; "
+            "fi; mkdir -p $DROVER_CHECKPOINT_DIR; trap 'touch $ck; exit 0' TERM; echo started; "
+            "sleep 30 & wait\"\n");
+  std::string short_spec = Write("short.yaml",
+                                 "name: short\nworkdir: code\ncommand: sleep 0.3\n"
+                                 "resources: {gpus: 1}\n");
+  ASSERT_EQ(RunDrover({"submit", long_spec, "--store", store_}).exit_code, 0);
+  auto sub = RunDrover({"submit", short_spec, "--store", store_});
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  auto done = [&] {
+    auto runs = (*store)->ListRuns(RunFilter{}).value();
+    return runs.size() == 2 && std::all_of(runs.begin(), runs.end(), [](const drover::Run& r) {
+             return IsFinal(r.state);
+           });
+  };
+  for (int i = 0; i < 300 && !done(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(done()) << ReadFile((dir_ / "serve.err").string());
+  auto long_run = (*store)->GetRun(1).value();
+  auto short_run = (*store)->GetRun(2).value();
+  EXPECT_EQ(long_run->state, RunState::kSucceeded) << long_run->reason;
+  EXPECT_EQ(short_run->state, RunState::kSucceeded) << short_run->reason;
+  EXPECT_EQ(long_run->retries_used, 0);
+  auto attempts = (*store)->ListAttempts(1).value();
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(attempts[0].reason, "preempted");
+  EXPECT_EQ(attempts[0].exit_code, 0);  // it checkpointed and exited cleanly: still preempted
+  EXPECT_EQ(attempts[1].reason, "succeeded");
+  EXPECT_EQ(ReadFile(attempts[0].stdout_path), "started\n");
+  EXPECT_EQ(ReadFile(attempts[1].stdout_path), "resumed\n");
+  auto short_attempts = (*store)->ListAttempts(2).value();
+  ASSERT_EQ(short_attempts.size(), 1u);
+  EXPECT_GE(short_attempts[0].started_ms, attempts[0].ended_ms);
+  EXPECT_LE(short_attempts[0].ended_ms, attempts[1].started_ms);
+  EXPECT_NE(ReadFile((dir_ / "serve.out").string()).find("scheduling policy: las"),
+            std::string::npos);
+  // The run's page says why it was stopped.
+  auto show = RunDrover({"show", "1", "--store", store_});
+  EXPECT_NE(show.out.find("preempted"), std::string::npos) << show.out << show.err;
 }
 
 // Scripted telemetry through the daemon: the idle GPU under a run alerts once (the repeats are

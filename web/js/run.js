@@ -18,6 +18,8 @@ const REASONS = {
   exit_code: "exited with an error",
   signal: "killed by a signal",
   cancelled: "cancelled",
+  preempted: "preempted: its GPUs went to a better-ranked run; requeued",
+  interrupted: "interrupted: the engine went away; requeued",
   lost: "lost (its end is unknown)",
 };
 

@@ -21,7 +21,7 @@ done
 DROVER_BIN="${DROVER_BIN:-./build/drover}"
 [[ -f "$TRACE" ]] || { echo "no trace $TRACE" >&2; exit 1; }
 echo "jobs submitted $FROM..$TO of $TRACE on $CLUSTER"
-printf '%-16s %7s %9s %9s %10s %9s %8s %6s %11s %8s\n' policy jobs avg_jct_h p99_jct_h avg_queue_h slowdown makespan util preemptions wall_s
+printf '%-16s %7s %9s %9s %10s %9s %8s %6s %11s %9s %6s %8s\n' policy jobs avg_jct_h p99_jct_h avg_queue_h slowdown makespan util preemptions ftf_w/b jain wall_s
 run() {
   local name="$1"; shift
   local start end out
@@ -33,7 +33,8 @@ import json, sys
 name, out, start, end = sys.argv[1], json.loads(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
 print(f"{name:16} {out['jobs']:7d} {out['avg_jct_s']/3600:9.2f} {out['p99_jct_s']/3600:9.1f} "
       f"{out['avg_queue_s']/3600:10.3f} {out['mean_bounded_slowdown']:9.2f} "
-      f"{out['makespan_s']/3600:7.0f}h {out['utilization']:6.3f} {out['preemptions']:11d} {end-start:8.1f}")
+      f"{out['makespan_s']/3600:7.0f}h {out['utilization']:6.3f} {out['preemptions']:11d} "
+      f"{out['fairness_max_over_min']:9.2f} {out['fairness_jain']:6.3f} {end-start:8.1f}")
 if name == "srtf-oracle":
     print(f"{'lower bound':16} {out['jobs']:7d} {out['lower_bound_avg_jct_s']/3600:9.2f}")
 PY

@@ -93,7 +93,7 @@ Rank RankOf(const PolicyConfig& p, const RankInput& r) {
         double predicted_h = static_cast<double>(*r.predicted_ms) / 3.6e6;
         left_h = predicted_h > ran_h ? predicted_h - ran_h : 2 * ran_h;
       }
-      double cls = std::floor(std::log2(std::max(left_h, 1.0 / 64)));
+      double cls = std::ilogb(std::max(left_h, 1.0 / 64));  // floor(log2), without log2's cost
       return {-static_cast<double>(r.priority) * 1e3 + cls, static_cast<double>(r.seq)};
     }
   }

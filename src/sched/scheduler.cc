@@ -310,15 +310,17 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
     return groups[it->second];
   };
   if (cluster.groups.empty()) {
-    group("").heap.reserve(queue.size());
-    for (const auto& p : queue) groups[0].heap.push_back({RankOf(policy, InputOf(p, now)), &p});
+    GroupQueue& all = group("");
+    all.heap.reserve(queue.size());
+    for (const auto& p : queue) all.heap.push_back({RankOf(policy, InputOf(p, now)), &p});
+    for (const RunningRun& r : cluster.active) all.held += static_cast<int>(r.gpus.size());
   } else {
     for (const auto& p : queue) {
       group(p.group).heap.push_back({RankOf(policy, InputOf(p, now)), &p});
     }
-  }
-  for (const RunningRun& r : cluster.active) {
-    group(r.group).held += static_cast<int>(r.gpus.size());
+    for (const RunningRun& r : cluster.active) {
+      group(r.group).held += static_cast<int>(r.gpus.size());
+    }
   }
   for (GroupQueue& g : groups) {
     std::make_heap(g.heap.begin(), g.heap.end(), Worse);
@@ -339,9 +341,10 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
   std::unordered_map<int, size_t> position;  // GPU index -> position in c.gpus
   position.reserve(c.gpus.size());
   for (size_t i = 0; i < c.gpus.size(); ++i) position[c.gpus[i].index] = i;
-  std::unordered_map<int64_t, size_t> run_group;  // running run -> its group
-  for (const RunningRun& r : c.active) run_group[r.run_id] = group_of.at(
-      cluster.groups.empty() ? std::string() : r.group);
+  std::unordered_map<int64_t, size_t> run_group;  // running run -> its group (for reclaim)
+  if (!cluster.groups.empty()) {
+    for (const RunningRun& r : c.active) run_group[r.run_id] = group_of.at(r.group);
+  }
   IdleIndex idle(c.gpus);
   Decision d;
   // Whether a run that shares GPUs by memory could still fit on a GPU that is not idle (idle ones

@@ -430,7 +430,6 @@ void Engine::StopEverything() {
 
 void Engine::Schedule(Millis now) {
   const watch::SchedulerConfig& config = options_.watch.scheduler;
-  const bool preemptive = sched::Preemptive(policy_.kind);
   std::vector<sched::PendingRun> queue;
   sched::ClusterView view;
   view.gpus = gpus_;
@@ -452,7 +451,9 @@ void Engine::Schedule(Millis now) {
     if (live->attempt) {
       view.running[r.experiment_id] += 1;
       stop_in_flight = stop_in_flight || Stopping(*live);
-      if (preemptive && !live->placement.gpus.empty()) {
+      // Every policy needs the running runs: quotas and fair share count what groups hold,
+      // backfill when GPUs free up, and preemptive policies what they may stop.
+      if (!live->placement.gpus.empty()) {
         const Attempt& a = *live->attempt;
         sched::RunningRun rr;
         rr.run_id = r.id;
@@ -490,10 +491,17 @@ void Engine::Schedule(Millis now) {
     policy_.gittins = std::make_shared<const sched::GittinsIndex>(finished_sizes_);
     sizes_changed_ = false;
   }
+  // The run the last preemption was for is offered the GPUs its victims free, before any other.
+  if (preempt_for_ != 0 && (now > preempt_for_until_ || !live_.count(preempt_for_) ||
+                            live_.at(preempt_for_)->attempt)) {
+    preempt_for_ = 0;
+  }
+  view.first = preempt_for_;
   sched::Decision decision = sched::Decide(queue, view, now, policy_);
   for (const auto& action : decision.starts) {
     auto it = live_.find(action.run_id);
     if (it != live_.end()) Launch(*it->second, action, now);
+    if (action.run_id == preempt_for_) preempt_for_ = 0;
   }
   // While a run is being stopped its GPUs are about to be free, and Decide() cannot tell them
   // from busy ones: preempting more now could stop runs that need not stop. Once the stop is
@@ -504,6 +512,9 @@ void Engine::Schedule(Millis now) {
     if (it == live_.end() || !it->second->attempt || Stopping(*it->second)) continue;
     Preempt(*it->second, decision.preempt_why, now);
   }
+  // Held for it until its victims are gone (at most the grace and a minute more).
+  preempt_for_ = decision.preempt_for;
+  preempt_for_until_ = now + options_.watch.scheduler.grace_ms + 60'000;
 }
 
 bool Engine::Stopping(const Live& live) const {

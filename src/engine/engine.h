@@ -197,6 +197,8 @@ class Engine {
   bool predictor_seeded_ = false;
   std::vector<Millis> finished_sizes_;  // GPU time of the latest succeeded runs (gittins)
   bool sizes_changed_ = false;          // the Gittins index is to be rebuilt
+  int64_t preempt_for_ = 0;       // the waiting run the last preemption was for (ClusterView::first)
+  Millis preempt_for_until_ = 0;   // ... until then at most
   bool in_tx_ = false;
   Status error_;
   bool cancel_requested_ = false;

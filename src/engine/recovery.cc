@@ -25,9 +25,11 @@ bool LooksLikeCudaOom(std::string_view text) {
 AttemptOutcome ClassifyExit(const ExitFacts& f) {
   if (f.cancelled) return AttemptOutcome::kCancelled;
   if (f.diverged) return AttemptOutcome::kDiverged;
+  // A run being preempted that times out or goes quiet during its grace was stopped by the
+  // preemption, not by its own fault: requeued, no retry spent.
+  if (f.preempted) return AttemptOutcome::kPreempted;
   if (f.timed_out) return AttemptOutcome::kTimeout;
   if (f.stalled) return AttemptOutcome::kStalled;
-  if (f.preempted) return AttemptOutcome::kPreempted;
   if (f.signal == 0 && f.exit_code == 0) return AttemptOutcome::kSucceeded;
   if (LooksLikeCudaOom(f.stderr_tail)) return AttemptOutcome::kCudaOom;
   if (f.signal != 0) return AttemptOutcome::kSignal;

@@ -115,6 +115,14 @@ TEST(Recovery, PreemptedRunsAreRequeuedWhateverTheyExitWith) {
   ExitFacts cancelled{-1, 15, false, true, ""};
   cancelled.preempted = true;
   EXPECT_EQ(ClassifyExit(cancelled), AttemptOutcome::kCancelled);  // the user's cancel wins
+  // Timing out or going quiet during the grace is the preemption's doing: no retry is spent.
+  ExitFacts late{-1, 9, true, false, ""};
+  late.preempted = true;
+  EXPECT_EQ(ClassifyExit(late), AttemptOutcome::kPreempted);
+  ExitFacts quiet{-1, 9, false, false, ""};
+  quiet.stalled = true;
+  quiet.preempted = true;
+  EXPECT_EQ(ClassifyExit(quiet), AttemptOutcome::kPreempted);
   Spec s;
   s.retries = 0;
   Recovery r = DecideRecovery(s, Json{{"lr", 1}}, 0, AttemptOutcome::kPreempted);

@@ -84,16 +84,18 @@ Rank RankOf(const PolicyConfig& p, const RankInput& r) {
       // The user's priority first. Then the estimated remaining run time: the prediction minus
       // what it has run; once a run outlives its prediction, twice what it has run (run times
       // are heavy-tailed: under a Pareto tail of index 1.5 the expected remainder is twice the
-      // age); without a prediction, what it has run, at least an hour. Estimates go in doubling classes (an hour, two,
-      // four...), FIFO within a class, so an estimate that wobbles does not reorder the queue and
-      // preempt for nothing. docs/scheduling.md says what else was tried.
+      // age); without a prediction, what it has run, at least an hour. Estimates go in classes
+      // 1.41x wide (1-1.41 h, 1.41-2 h, 2-2.83 h, ...), FIFO within a class, so an estimate that
+      // wobbles does not reorder the queue, and runs of one class never preempt each other.
+      // docs/scheduling.md says what else was tried.
       double ran_h = static_cast<double>(r.attained_gpu_ms) / std::max(1, r.gpus) / 3.6e6;
       double left_h = std::max(ran_h, 1.0);
       if (r.predicted_ms) {
         double predicted_h = static_cast<double>(*r.predicted_ms) / 3.6e6;
         left_h = predicted_h > ran_h ? predicted_h - ran_h : 2 * ran_h;
       }
-      double cls = std::ilogb(std::max(left_h, 1.0 / 64));  // floor(log2), without log2's cost
+      double x = std::max(left_h, 1.0 / 64);
+      double cls = std::ilogb(x * x);  // floor(2 log2(left)): classes 1.41x wide
       return {-static_cast<double>(r.priority) * 1e3 + cls, static_cast<double>(r.seq)};
     }
   }

@@ -15,11 +15,11 @@
 //             with one, in submit order); preempts a run with a longer remaining time.
 //   gittins   Tiresias' 2D-Gittins: the highest Gittins index of attained GPU time first, over
 //             the sizes of runs that finished (sched/gittins.h); like las until enough finished.
-//   default   drover's: multi-level LAS with queues at 1/4, 1, 4 and 16 GPU-hours attained, FIFO
-//             within each, preempting once half the pool is allocated; groups' fair share and
-//             quotas apply to every policy (sched/scheduler.h). docs/scheduling.md says what
-//             else was tried (Gittins, ordering by prediction or size, packing-aware victims) and
-//             why this won.
+//   default   drover's: the user's priority, then the estimated remaining run time (the
+//             prediction minus what it ran; past its prediction, twice what it ran) in classes
+//             1.41x wide, FIFO within a class; preempts a run of a longer class once half the
+//             pool is allocated. Groups' fair share and quotas apply to every policy
+//             (sched/scheduler.h). docs/scheduling.md says what else was tried and why this won.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -45,8 +45,8 @@ struct PolicyConfig {
   // closest to fitting it held back; other runs use those GPUs only when predicted to end before
   // it could start. Keeps a stream of small runs from starving a big gang.
   Millis reserve_after_ms = 60LL * 60 * 1000;
-  // default: the Gittins index over the sizes of finished runs (sched/gittins.h), refreshed by the
-  // caller as runs finish; without one (or before enough runs finished), multi-level LAS.
+  // gittins: the Gittins index over the sizes of finished runs (sched/gittins.h), refreshed by
+  // the caller as runs finish; without one (or before enough runs finished), 2D-LAS.
   std::shared_ptr<const GittinsIndex> gittins;
 };
 

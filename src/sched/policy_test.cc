@@ -118,7 +118,7 @@ TEST(Policy, PreemptsOnlyWhenThePoolIsBusyAndItMakesRoom) {
             (std::vector<int64_t>{109, 108}));
 }
 
-TEST(Policy, DefaultRanksByEstimatedRemainingTimeInDoublingClasses) {
+TEST(Policy, DefaultRanksByEstimatedRemainingTimeInClasses) {
   PolicyConfig p = Policy(PolicyKind::kDefault);
   auto rank = [&](Millis attained, std::optional<Millis> predicted, int64_t seq, int gpus = 1,
                   int priority = 0) {
@@ -132,8 +132,10 @@ TEST(Policy, DefaultRanksByEstimatedRemainingTimeInDoublingClasses) {
   };
   // Predicted 30 minutes beats predicted 5 hours, whatever the submit order.
   EXPECT_TRUE(rank(0, kHour / 2, 9) < rank(0, 5 * kHour, 1));
-  // Within a doubling class (2-4 hours left), FIFO: estimates that wobble do not reorder.
-  EXPECT_TRUE(rank(0, 3 * kHour, 1) < rank(0, 2 * kHour + kHour / 2, 2));
+  // Within a class (2.83-4 hours left), FIFO: estimates that wobble do not reorder.
+  EXPECT_TRUE(rank(0, 3 * kHour + kHour / 2, 1) < rank(0, 3 * kHour, 2));
+  // The next class down (2-2.83 hours) comes first.
+  EXPECT_TRUE(rank(0, 2 * kHour + kHour / 2, 2) < rank(0, 3 * kHour, 1));
   // Remaining, not total: 8 GPU-hours on 4 GPUs is 2 hours run of a predicted 3, 1 hour left.
   EXPECT_TRUE(rank(8 * kHour, 3 * kHour, 9, 4) < rank(0, 3 * kHour, 1, 4));
   // A run past its prediction is expected to run twice as long again as it has: after 5 hours

@@ -443,13 +443,21 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
       a.exclusive = p.resources.gpu_memory == 0;
       if (a.exclusive) {
         std::vector<size_t> chosen = idle.Choose(p.resources.gpus);
-        if (chosen.empty() && hold.run && p.predicted_ms && hold.until != kNever &&
-            now + *p.predicted_ms <= hold.until &&
-            static_cast<int>(hold.idle.size()) >= p.resources.gpus) {
-          // Backfill into the held GPUs: it ends before the run they are held for could start.
-          chosen.assign(hold.idle.begin(), hold.idle.begin() + p.resources.gpus);
-          hold.idle.erase(hold.idle.begin(), hold.idle.begin() + p.resources.gpus);
-          for (size_t pos : chosen) c.gpus[pos].exclusive = false;
+        if (chosen.empty() && hold.run && hold.run != &p && p.predicted_ms &&
+            hold.until != kNever && now + *p.predicted_ms <= hold.until) {
+          // Backfill into the held GPUs, on one machine: it ends before the run they are held
+          // for could start.
+          std::map<int, std::vector<size_t>> by_node;
+          for (size_t pos : hold.idle) by_node[c.gpus[pos].node].push_back(pos);
+          for (auto& [node, held] : by_node) {
+            if (static_cast<int>(held.size()) < p.resources.gpus) continue;
+            chosen.assign(held.begin(), held.begin() + p.resources.gpus);
+            break;
+          }
+          for (size_t pos : chosen) {
+            c.gpus[pos].exclusive = false;
+            hold.idle.erase(std::find(hold.idle.begin(), hold.idle.end(), pos));
+          }
         }
         if (chosen.empty()) return Tried::kNoRoom;
         for (size_t pos : chosen) {
@@ -494,6 +502,19 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
     return hold.idle.empty() || ++backfill_looked > kBackfillLook;
   };
 
+  // The run the last preemptions were for goes first; if it does not fit yet (its victims are
+  // still stopping), the machine closest to fitting it is held for it.
+  const PendingRun* first = nullptr;
+  if (cluster.first != 0) {
+    for (const PendingRun& p : queue) {
+      if (p.run_id == cluster.first) first = &p;
+    }
+  }
+  if (first) {
+    GroupQueue& g = groups[group_of.at(cluster.groups.empty() ? std::string() : first->group)];
+    if (start(*first, g) == Tried::kNoRoom && first->resources.gpu_memory == 0) reserve(*first);
+  }
+
   // Groups are offered GPUs in order of GPUs held / weight (fair share), each its best-ranked run
   // first. Without groups this is the policy's order.
   for (;;) {
@@ -509,6 +530,7 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
     // Nothing left to hand out: the rest of the queue cannot start this pass.
     if (blocked && exhausted()) break;
     Entry e = g->Pop();
+    if (e.run == first) continue;
     if (!g->Within(GpusOf(*e.run))) {
       over.emplace_back(e, static_cast<size_t>(g - groups.data()));
       continue;
@@ -521,71 +543,74 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
       reserve(*e.run);
     }
   }
-  // Borrowing: idle GPUs go to runs past their group's quota, unless a group within its quota
-  // waits (then its quota is reclaimed below instead).
+  // Runs that need no GPU still start while CPU slots are free, even once the GPUs are gone.
+  if (c.cpu_slots_total <= 0 || c.cpu_slots_used < c.cpu_slots_total) {
+    std::vector<std::pair<Entry, size_t>> cpu_only;
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      for (size_t i = 0; i < groups[gi].left; ++i) {
+        if (GpusOf(*groups[gi].heap[i].run) == 0) cpu_only.emplace_back(groups[gi].heap[i], gi);
+      }
+    }
+    std::stable_sort(cpu_only.begin(), cpu_only.end(),
+                     [](const auto& a, const auto& b) { return Worse(b.first, a.first); });
+    for (auto& [e, gi] : cpu_only) {
+      if (e.run != first) start(*e.run, groups[gi]);
+    }
+  }
+  // Borrowing: idle GPUs go to runs past their group's quota that may be preempted, unless a
+  // group within its quota waits (then its quota is reclaimed below instead). A borrower never
+  // preempts anything.
   if (!quota_blocked) {
     std::stable_sort(over.begin(), over.end(),
                      [](const auto& a, const auto& b) { return Worse(b.first, a.first); });
     for (auto& [e, gi] : over) {
       if (exhausted()) break;
-      if (start(*e.run, groups[gi]) == Tried::kNoRoom && !blocked) blocked = e;
+      if (e.run->preemptible) start(*e.run, groups[gi]);
     }
   }
   unreserve();
+  const int allocated = static_cast<int>(c.gpus.size()) - idle.idle();
 
-  // Reclaim: a group within its quota waits while others run past theirs: stop the borrowers'
-  // runs, the group furthest past its quota first, its most recently started run first, until
-  // the waiting run fits (regardless of policy: a quota is a promise).
+  // Reclaim: a group within its quota waits while others run past theirs: stop runs of the
+  // groups past their quota, on one machine, those of the group furthest past first, the most
+  // recently started first (regardless of policy: a quota is a promise).
   if (quota_blocked && quota_blocked->run->resources.gpu_memory == 0) {
-    std::vector<const RunningRun*> borrowed;
-    std::map<size_t, int> held;
-    for (GroupQueue& q : groups) held[static_cast<size_t>(&q - groups.data())] = q.held;
+    std::vector<std::pair<Rank, const RunningRun*>> borrowed;
     for (const RunningRun& r : c.active) {
       const GroupQueue& q = groups[run_group.at(r.run_id)];
-      if (r.preemptible && r.exclusive && q.quota > 0 && q.held > q.quota) borrowed.push_back(&r);
+      if (!r.preemptible || !r.exclusive || q.quota <= 0 || q.held <= q.quota) continue;
+      // PackedVictims stops the larger ranks first: the furthest past its quota, then the most
+      // recently started (Unix milliseconds stay below 1e13 until the year 2286).
+      double rank = static_cast<double>(q.held - q.quota) * 1e13 + static_cast<double>(r.started_ms);
+      borrowed.push_back({Rank{rank, 0}, &r});
     }
-    std::stable_sort(borrowed.begin(), borrowed.end(), [&](const auto* a, const auto* b) {
-      const GroupQueue& qa = groups[run_group.at(a->run_id)];
-      const GroupQueue& qb = groups[run_group.at(b->run_id)];
-      if (qa.held - qa.quota != qb.held - qb.quota) return qa.held - qa.quota > qb.held - qb.quota;
-      return a->started_ms > b->started_ms;
-    });
-    std::vector<int64_t> stop;
-    for (const RunningRun* r : borrowed) {
-      size_t gi = run_group.at(r->run_id);
-      if (held[gi] <= groups[gi].quota) continue;  // back within its quota
-      held[gi] -= static_cast<int>(r->gpus.size());
-      stop.push_back(r->run_id);
-      for (int index : r->gpus) {
-        if (auto it = position.find(index); it != position.end()) idle.Give(c.gpus, it->second);
-      }
-      if (!idle.Choose(GpusOf(*quota_blocked->run)).empty()) {
-        d.preempt = std::move(stop);
-        d.preempt_for = quota_blocked->run->run_id;
-        d.preempt_why = fmt::format(
-            "its group ran past its quota on borrowed GPUs, and run {} of group '{}' (within "
-            "its quota of {} GPUs) waits for them",
-            quota_blocked->run->run_id, quota_blocked->run->group,
-            cluster.groups.at(quota_blocked->run->group).quota_gpus);
-        return d;
-      }
+    std::vector<int64_t> stop = PackedVictims(GpusOf(*quota_blocked->run), borrowed, c.gpus);
+    if (!stop.empty()) {
+      d.preempt = std::move(stop);
+      d.preempt_for = quota_blocked->run->run_id;
+      d.preempt_why = fmt::format(
+          "its group ran past its quota on borrowed GPUs, and run {} of group '{}' (within its "
+          "quota of {} GPUs) waits for them",
+          quota_blocked->run->run_id, quota_blocked->run->group,
+          cluster.groups.at(quota_blocked->run->group).quota_gpus);
+      return d;
     }
   }
 
-  // Preemption: for the best-ranked run that did not fit, stop worse-ranked whole-GPU runs, worst
-  // first, when that frees room for it. One run per call: the next call (after the stopped runs
-  // let go of their GPUs) starts it.
+  // Preemption: for the best-ranked run that did not fit, stop runs of a worse rank (a later LAS
+  // queue, a longer class; submit order alone is no reason) on one machine, when that makes room
+  // for it. One run per call: the next call (after the stopped runs let go of their GPUs) starts
+  // it.
   if (!Preemptive(policy.kind) || !blocked || c.gpus.empty() ||
-      blocked->run->resources.gpu_memory != 0) {
+      blocked->run->resources.gpu_memory != 0 || blocked->run == first) {
     return d;
   }
-  int allocated = static_cast<int>(c.gpus.size()) - idle.idle();
   if (allocated < policy.preempt_above_allocated * static_cast<double>(c.gpus.size())) return d;
   std::vector<std::pair<Rank, const RunningRun*>> victims;
   for (const RunningRun& r : c.active) {
     if (!r.preemptible || !r.exclusive || now - r.started_ms < policy.min_runtime_ms) continue;
     Rank rank = RankOf(policy, InputOf(r));
-    if (blocked->rank < rank) victims.emplace_back(rank, &r);
+    if (blocked->rank.primary < rank.primary) victims.emplace_back(rank, &r);
   }
   std::vector<int64_t> stop = PackedVictims(GpusOf(*blocked->run), victims, c.gpus);
   if (!stop.empty()) {

@@ -42,6 +42,7 @@ struct PendingRun {
   Millis attained_gpu_ms = 0;           // GPU time its earlier attempts had
   std::optional<Millis> predicted_ms;   // predicted run time at its size
   std::string group;                    // fair share and quota (ClusterView::groups); "" = none
+  bool preemptible = true;              // false: never borrows GPUs past its group's quota
 };
 
 struct GpuState {
@@ -82,6 +83,10 @@ struct ClusterView {
   std::map<int64_t, int> running;       // experiment -> runs running now
   std::vector<RunningRun> active;       // what runs now (read by preemptive policies)
   std::map<std::string, GroupShare> groups;  // groups with a weight or quota; others weigh 1
+  // A waiting run that runs were preempted for: it is offered GPUs before any other, and when it
+  // does not fit yet, the machine closest to fitting it is held for it (the caller keeps naming
+  // it until it starts: the GPUs its victims free are its, not the next run's in line).
+  int64_t first = 0;
 };
 
 struct StartAction {

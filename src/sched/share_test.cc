@@ -163,5 +163,115 @@ TEST(Fractional, RunsShareAGpuWhenTheirMemoryFitsNextToTheMonitoringReserve) {
   EXPECT_EQ(d.starts[0].gpu_memory, 7 * GiB);
 }
 
+TEST(Quota, ABorrowerNeverPreemptsAGroupWithinItsQuota) {
+  // 8 GPUs: a (quota 8) holds 7 in LAS's second queue; b (quota 2) asks for 3, one past its
+  // quota: b may borrow the idle GPU if it fits, but stops none of a's runs.
+  ClusterView c = Machines(1, 8);
+  c.groups["a"].quota_gpus = 8;
+  c.groups["b"].quota_gpus = 2;
+  for (int g = 0; g < 7; ++g) Hold(c, 10 + g, {g}, 0, 20 * kHour, {}, "a");
+  PolicyConfig las = ForPolicy(PolicyKind::kLas);
+  Decision d = Decide({Job(1, 3, 0, "b")}, c, kHour, las);
+  EXPECT_TRUE(d.starts.empty());
+  EXPECT_TRUE(d.preempt.empty());
+}
+
+TEST(Quota, ReclaimStopsRunsOnOneMachine) {
+  // 4 machines of 2, every GPU borrowed by a, started alternating machines; b needs 2: the two
+  // runs of one machine are stopped, not one per machine until something fits.
+  ClusterView c = Machines(4, 2);
+  c.groups["a"].quota_gpus = 1;
+  c.groups["b"].quota_gpus = 2;
+  int64_t id = 10;
+  for (int g : {0, 2, 4, 6, 1, 3, 5, 7}) {
+    Hold(c, id, {g}, 1000 * id, kHour, {}, "a");
+    ++id;
+  }
+  Decision d = Decide({Job(1, 2, 0, "b")}, c, 2 * kHour, Fifo());
+  ASSERT_EQ(d.preempt.size(), 2u);
+  // Both on the machine whose runs started last (GPUs 6 and 7: runs 13 and 17).
+  EXPECT_EQ(d.preempt, (std::vector<int64_t>{17, 13}));
+}
+
+TEST(Quota, ARunThatMayNotBePreemptedDoesNotBorrow) {
+  ClusterView c = Machines(1, 4);
+  c.groups["a"].quota_gpus = 1;
+  PendingRun within = Job(1, 1, 0, "a");
+  PendingRun past = Job(2, 1, 0, "a");
+  past.preemptible = false;
+  Decision d = Decide({within, past}, c, 0, Fifo());
+  EXPECT_EQ(Started(d), (std::vector<int64_t>{1}));
+}
+
+TEST(Quota, AFailedReclaimLeavesThePolicysPreemptionAlone) {
+  // 2 machines of 4, all busy. a (quota 1) borrows 3 GPUs with non-preemptible runs, so nothing
+  // can be reclaimed for b; LAS still stops b's own second-queue runs for b's first-queue run.
+  ClusterView c = Machines(2, 4);
+  c.groups["a"].quota_gpus = 1;
+  c.groups["b"].quota_gpus = 7;
+  Hold(c, 10, {0}, 0, kHour, {}, "a");
+  for (int g = 1; g < 4; ++g) {
+    Hold(c, 10 + g, {g}, 0, kHour, {}, "a");
+    c.active.back().preemptible = false;
+  }
+  for (int g = 4; g < 8; ++g) Hold(c, 20 + g, {g}, 0, 20 * kHour, {}, "b");
+  PolicyConfig las = ForPolicy(PolicyKind::kLas);
+  las.preempt_above_allocated = 0.9;
+  Decision d = Decide({Job(1, 2, 0, "b")}, c, kHour, las);
+  EXPECT_EQ(d.preempt.size(), 2u);
+  for (int64_t id : d.preempt) EXPECT_GE(id, 24);
+}
+
+TEST(Preemption, RunsOfTheSameRankDoNotPreemptEachOther) {
+  // LAS: both in the first queue; only the submit order differs.
+  ClusterView c = Machines(1, 1);
+  Hold(c, 9, {0}, 0, kHour);
+  Decision d = Decide({Job(5, 1, 0)}, c, kHour, ForPolicy(PolicyKind::kLas));
+  EXPECT_TRUE(d.preempt.empty());
+}
+
+TEST(Preemption, TheRunPreemptedForGetsTheFreedGpusFirst) {
+  // A 2-GPU gang preempted two runs; one has let go of its GPU, the other is still stopping. A
+  // better-placed 1-GPU run must not take the freed GPU: it is held for the gang.
+  ClusterView c = Machines(1, 2);
+  Hold(c, 20, {1}, 0, 0);  // the victim still stopping
+  c.first = 1;
+  Decision d = Decide({Job(1, 2, 0), Job(0, 1, 0)}, c, kHour, Fifo());
+  EXPECT_TRUE(d.starts.empty());
+  EXPECT_EQ(d.reserved_for, 1);
+  EXPECT_EQ(d.reserved_gpus, (std::vector<int>{0}));
+  // Once both are free it starts, ahead of the run submitted before it.
+  ClusterView free = Machines(1, 2);
+  free.first = 1;
+  EXPECT_EQ(Started(Decide({Job(1, 2, 0), Job(0, 1, 0)}, free, kHour, Fifo())),
+            (std::vector<int64_t>{1}));
+}
+
+TEST(Backfill, KeepsABackfilledGangOnOneMachine) {
+  // An 8-GPU gang holds 2 machines of 4 (3 idle on each); a 3-GPU run that ends in time is
+  // backfilled onto one machine, not across both.
+  ClusterView c = Machines(2, 4);
+  Hold(c, 10, {0}, 0, 0, 2 * kHour);
+  Hold(c, 11, {4}, 0, 0, 2 * kHour);
+  PolicyConfig p = Fifo();
+  p.reserve_after_ms = 0;
+  PendingRun small = Job(2, 3, 0);
+  small.predicted_ms = kHour / 2;
+  Decision d = Decide({Job(1, 8, 0), small}, c, kHour, p);
+  ASSERT_EQ(Started(d), (std::vector<int64_t>{2}));
+  EXPECT_EQ(d.starts[0].gpus, (std::vector<int>{1, 2, 3}));
+}
+
+TEST(Scheduler, CpuRunsStartBehindAGpuRunThatWaits) {
+  // Every GPU is taken and a GPU run waits: a CPU run behind it still gets a CPU slot.
+  ClusterView c = Machines(1, 1);
+  Hold(c, 10, {0}, 0, 0);
+  c.cpu_slots_total = 4;
+  PendingRun cpu = Job(2, 0);
+  cpu.resources.cpus = 1;
+  Decision d = Decide({Job(1, 1, 0), cpu}, c, 0, Fifo());
+  EXPECT_EQ(Started(d), (std::vector<int64_t>{2}));
+}
+
 }  // namespace
 }  // namespace drover::sched

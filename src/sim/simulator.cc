@@ -68,6 +68,7 @@ Result<SimResult> Simulate(const Trace& trace, const SimOptions& o) {
     gpus[g].node = g / o.gpus_per_node;
   }
   sched::DurationPredictor predictor;
+  int64_t preempted_for = 0;  // the job the last preemption was for (ClusterView::first)
   // Fair share: every group (Philly: virtual cluster) weighs 1.
   std::map<std::string, sched::GroupShare> groups;
   if (o.fair_share) {
@@ -157,6 +158,7 @@ Result<SimResult> Simulate(const Trace& trace, const SimOptions& o) {
       }
       sched::ClusterView view;
       view.gpus = gpus;
+      view.first = preempted_for;
       view.groups = groups;
       for (size_t i : running) {
         const JobState& s = jobs[i];
@@ -175,6 +177,7 @@ Result<SimResult> Simulate(const Trace& trace, const SimOptions& o) {
       result.decide_seconds +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       ++result.decide_calls;
+      preempted_for = d.preempt_for;
       for (int64_t id : d.preempt) {
         JobState& s = jobs[static_cast<size_t>(id)];
         double ran = now - s.start_s;

@@ -50,10 +50,12 @@ class DaemonTest : public ::testing::Test {
   }
 
   // Starts `drover serve` and waits until it has written daemon.json.
-  // Two fake 16 GiB GPUs unless `extra` declares its own.
+  // Two fake 16 GiB GPUs and 2 CPU slots unless `extra` declares its own.
   void StartDaemon(const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> args = {"serve", "--listen", "127.0.0.1:0", "--store", store_,
-                                     "--cpus", "2"};
+    std::vector<std::string> args = {"serve", "--listen", "127.0.0.1:0", "--store", store_};
+    if (std::find(extra.begin(), extra.end(), "--cpus") == extra.end()) {
+      args.insert(args.end(), {"--cpus", "2"});
+    }
     if (std::find(extra.begin(), extra.end(), "--fake-gpus") == extra.end()) {
       args.insert(args.end(), {"--fake-gpus", "2x16GiB"});
     }
@@ -404,6 +406,83 @@ TEST_F(DaemonTest, LasPreemptsALongRunThatCheckpointsAndResumes) {
   // The run's page says why it was stopped.
   auto show = RunDrover({"show", "1", "--store", store_});
   EXPECT_NE(show.out.find("preempted"), std::string::npos) << show.out << show.err;
+}
+
+// Quotas through the daemon: team a borrows the GPU that team b's quota promises; when b's run
+// arrives, a's borrowed run (the one started last) is preempted and requeued, b's runs, and a's
+// resumes from its checkpoint once a GPU is free. Under fifo: reclaim does not need a preemptive
+// policy.
+TEST_F(DaemonTest, QuotaIsReclaimedFromABorrowingGroup) {
+  std::string config = Write("config.yaml",
+                             "scheduler:\n  policy: fifo\n  grace: 10s\n  groups:\n"
+                             "    a: {quota: 1}\n    b: {quota: 1}\n");
+  // CPU slots to spare: the GPUs, not the CPU slots (the machine's cores), are what b waits for.
+  StartDaemon({"--fake-gpus", "2x16GiB", "--cpus", "8", "--config", config});
+  std::string first = Write("a1.yaml",
+                            "name: a1\ngroup: a\nworkdir: code\ncommand: sleep 2\n"
+                            "resources: {gpus: 1}\n");
+  std::string borrower =
+      Write("a2.yaml",
+            "name: a2\ngroup: a\nworkdir: code\nshell: true\nresources: {gpus: 1}\n"
+            "command: \"ck=$DROVER_CHECKPOINT_DIR/ck; if [ -f $ck ]; then echo resumed; exit 0; "
+            "fi; mkdir -p $DROVER_CHECKPOINT_DIR; trap 'touch $ck; exit 0' TERM; echo started; "
+            "sleep 30 & wait\"\n");
+  std::string owner = Write("b.yaml",
+                            "name: b\ngroup: b\nworkdir: code\ncommand: sleep 0.3\n"
+                            "resources: {gpus: 1}\n");
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  auto wait_running = [&](int64_t id) {
+    for (int i = 0; i < 200; ++i) {
+      auto r = (*store)->GetRun(id).value();
+      if (r && r->state == RunState::kRunning) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    return false;
+  };
+  ASSERT_EQ(RunDrover({"submit", first, "--store", store_}).exit_code, 0);
+  ASSERT_TRUE(wait_running(1));
+  ASSERT_EQ(RunDrover({"submit", borrower, "--store", store_}).exit_code, 0);
+  ASSERT_TRUE(wait_running(2));  // a holds 2 GPUs, past its quota of 1: the second is borrowed
+  auto sub = RunDrover({"submit", owner, "--store", store_});
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  auto done = [&] {
+    auto runs = (*store)->ListRuns(RunFilter{}).value();
+    return runs.size() == 3 && std::all_of(runs.begin(), runs.end(), [](const drover::Run& r) {
+             return IsFinal(r.state);
+           });
+  };
+  for (int i = 0; i < 300 && !done(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(done()) << ReadFile((dir_ / "serve.err").string())
+                      << RunDrover({"ls", "--store", store_}).out
+                      << RunDrover({"show", "2", "--store", store_}).out
+                      << ReadFile((dir_ / "serve.out").string());
+  for (int64_t id : {1, 2, 3}) {
+    auto r = (*store)->GetRun(id).value();
+    EXPECT_EQ(r->state, RunState::kSucceeded) << id << " " << r->reason;
+    EXPECT_EQ(r->retries_used, 0) << id;
+  }
+  EXPECT_EQ((*store)->ListAttempts(1).value().size(), 1u);  // within a's quota: untouched
+  auto borrowed = (*store)->ListAttempts(2).value();
+  ASSERT_EQ(borrowed.size(), 2u);
+  EXPECT_EQ(borrowed[0].reason, "preempted");
+  EXPECT_EQ(ReadFile(borrowed[1].stdout_path), "resumed\n");
+  auto b = (*store)->ListAttempts(3).value();
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_GE(b[0].started_ms, borrowed[0].ended_ms);
+  // The event log says why it was stopped.
+  bool said = false;
+  auto events = (*store)->ListEvents(0);
+  ASSERT_TRUE(events.ok());
+  for (const auto& e : *events) {
+    if (e.run_id != 2 || !e.data.is_object() || !e.data.contains("reason")) continue;
+    if (e.data["reason"] == "preempted" && e.data.contains("note")) {
+      said = said || e.data["note"].dump().find("quota") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(said);
 }
 
 // Scripted telemetry through the daemon: the idle GPU under a run alerts once (the repeats are

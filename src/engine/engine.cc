@@ -30,6 +30,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// An attempt's reason while it is being preempted (an ended attempt's reason says how it ended).
+constexpr std::string_view kPreemptingReason = "preempting";
+
 std::string Hostname() {
   char buf[256] = {0};
   if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
@@ -528,6 +531,11 @@ void Engine::Preempt(Live& live, const std::string& why, Millis now) {
   Millis grace = options_.watch.scheduler.grace_ms;
   spdlog::info("run {}: preempting attempt {} ({}): SIGTERM now, SIGKILL in {} if it still runs",
                live.run.id, live.attempt->number, why, FormatDuration(grace));
+  // Stored with the attempt, so a daemon restarted during the grace still knows this run is
+  // being preempted (a run that checkpoints and exits 0 on SIGTERM has not finished).
+  live.attempt->reason = std::string(kPreemptingReason);
+  Tx();
+  if (Status st = store_.UpdateAttempt(*live.attempt); !st.ok()) Fail(st);
   launcher_.SignalGroup(static_cast<int>(live.attempt->pid), SIGTERM);
   live.kill_at_ms = KillTime(live.kill_at_ms, now + grace);
 }
@@ -1073,6 +1081,12 @@ Result<RecoverySummary> Engine::Recover() {
         placement.gpu_memory = placement.exclusive ? g.capacity : r.resources.gpu_memory;
       }
       l.attempt = a;
+      if (a.reason == kPreemptingReason) {
+        // Being preempted when the last engine stopped: it still is (SIGKILL after a new grace).
+        l.preempting = true;
+        l.preempt_why = "it was being preempted when the daemon restarted";
+        l.kill_at_ms = now + options_.watch.scheduler.grace_ms;
+      }
       l.watch = std::make_unique<watch::RunWatch>(l.exp->spec, options_.watch.detectors);
       Reserve(l, placement);
       l.deadline_ms = l.exp->spec.timeout_ms > 0 ? a.started_ms + l.exp->spec.timeout_ms : 0;

@@ -408,6 +408,60 @@ TEST_F(DaemonTest, LasPreemptsALongRunThatCheckpointsAndResumes) {
   EXPECT_NE(show.out.find("preempted"), std::string::npos) << show.out << show.err;
 }
 
+// A daemon killed while a run is in its preemption grace: the restarted daemon adopts the run,
+// still knows it is being preempted, and when it checkpoints and exits 0 records it as preempted
+// (not succeeded) and resumes it later.
+TEST_F(DaemonTest, APreemptionSurvivesADaemonRestart) {
+  std::string config = Write("config.yaml",
+                             "scheduler: {policy: las, las_threshold: 1s, min_runtime: 0s, "
+                             "grace: 20s}\n");
+  StartDaemon({"--fake-gpus", "1x16GiB", "--config", config});
+  // On SIGTERM it takes 2 s to save its checkpoint, then exits 0.
+  std::string long_spec =
+      Write("long.yaml",
+            "name: long\nworkdir: code\nshell: true\nresources: {gpus: 1}\n"
+            "command: \"ck=$DROVER_CHECKPOINT_DIR/ck; if [ -f $ck ]; then echo resumed; exit 0; "
+            "fi; mkdir -p $DROVER_CHECKPOINT_DIR; trap 'sleep 2; touch $ck; exit 0' TERM; "
+            "echo started; sleep 60 & wait\"\n");
+  std::string short_spec = Write("short.yaml",
+                                 "name: short\nworkdir: code\ncommand: sleep 0.3\n"
+                                 "resources: {gpus: 1}\n");
+  ASSERT_EQ(RunDrover({"submit", long_spec, "--store", store_}).exit_code, 0);
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  for (int i = 0; i < 100 && (*store)->GetRun(1).value()->state != RunState::kRunning; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // past las_threshold
+  ASSERT_EQ(RunDrover({"submit", short_spec, "--store", store_}).exit_code, 0);
+  bool preempting = false;
+  for (int i = 0; i < 100 && !preempting; ++i) {
+    auto attempts = (*store)->ListAttempts(1).value();
+    preempting = !attempts.empty() && attempts[0].reason == "preempting";
+    if (!preempting) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(preempting) << ReadFile((dir_ / "serve.err").string());
+  StopDaemon(SIGKILL);  // in the 2 s the run takes to checkpoint
+  // Restarted under fifo, so only the stored preemption can say what the run's exit means.
+  StartDaemon({"--fake-gpus", "1x16GiB", "--config", config, "--policy", "fifo"});
+  auto done = [&] {
+    auto runs = (*store)->ListRuns(RunFilter{}).value();
+    return runs.size() == 2 && std::all_of(runs.begin(), runs.end(), [](const drover::Run& r) {
+             return IsFinal(r.state);
+           });
+  };
+  for (int i = 0; i < 300 && !done(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(done()) << ReadFile((dir_ / "serve.err").string());
+  auto attempts = (*store)->ListAttempts(1).value();
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(attempts[0].reason, "preempted");
+  EXPECT_EQ(attempts[0].exit_code, 0);
+  EXPECT_EQ(ReadFile(attempts[1].stdout_path), "resumed\n");
+  EXPECT_EQ((*store)->GetRun(1).value()->retries_used, 0);
+}
+
 // Quotas through the daemon: team a borrows the GPU that team b's quota promises; when b's run
 // arrives, a's borrowed run (the one started last) is preempted and requeued, b's runs, and a's
 // resumes from its checkpoint once a GPU is free. Under fifo: reclaim does not need a preemptive

@@ -49,6 +49,32 @@ class DaemonTest : public ::testing::Test {
     fs::remove_all(dir_);
   }
 
+  // A spec whose run saves a checkpoint on SIGTERM (after `save` more shell commands) and exits
+  // 0, and on its next attempt prints "resumed" and ends; `extra` adds top-level keys.
+  std::string CheckpointingSpec(const std::string& name, const std::string& extra = "",
+                                const std::string& save = "") {
+    return Write(name + ".yaml",
+                 "name: " + name + "\n" + extra +
+                     "workdir: code\nshell: true\nresources: {gpus: 1}\n"
+                     "command: \"ck=$DROVER_CHECKPOINT_DIR/ck; if [ -f $ck ]; then echo resumed; "
+                     "exit 0; fi; mkdir -p $DROVER_CHECKPOINT_DIR; trap '" +
+                     save + "touch $ck; exit 0' TERM; echo started; sleep 60 & wait\"\n");
+  }
+
+  // Waits (up to 15 s) until the store holds `n` runs, all finished.
+  static bool WaitAllFinal(Store& store, size_t n) {
+    auto done = [&] {
+      auto runs = store.ListRuns(RunFilter{}).value();
+      return runs.size() == n && std::all_of(runs.begin(), runs.end(), [](const drover::Run& r) {
+               return IsFinal(r.state);
+             });
+    };
+    for (int i = 0; i < 300 && !done(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return done();
+  }
+
   // Starts `drover serve` and waits until it has written daemon.json.
   // Two fake 16 GiB GPUs and 2 CPU slots unless `extra` declares its own.
   void StartDaemon(const std::vector<std::string>& extra = {}) {
@@ -361,12 +387,7 @@ TEST_F(DaemonTest, LasPreemptsALongRunThatCheckpointsAndResumes) {
                              "scheduler: {policy: las, las_threshold: 1s, min_runtime: 0s, "
                              "grace: 10s}\n");
   StartDaemon({"--fake-gpus", "1x16GiB", "--config", config});
-  std::string long_spec =
-      Write("long.yaml",
-            "name: long\nworkdir: code\nshell: true\nresources: {gpus: 1}\n"
-            "command: \"ck=$DROVER_CHECKPOINT_DIR/ck; if [ -f $ck ]; then echo resumed; exit 0; "
-            "fi; mkdir -p $DROVER_CHECKPOINT_DIR; trap 'touch $ck; exit 0' TERM; echo started; "
-            "sleep 30 & wait\"\n");
+  std::string long_spec = CheckpointingSpec("long");
   std::string short_spec = Write("short.yaml",
                                  "name: short\nworkdir: code\ncommand: sleep 0.3\n"
                                  "resources: {gpus: 1}\n");
@@ -375,16 +396,7 @@ TEST_F(DaemonTest, LasPreemptsALongRunThatCheckpointsAndResumes) {
   ASSERT_EQ(sub.exit_code, 0) << sub.err;
   auto store = Store::Open(store_ + "/drover.db");
   ASSERT_TRUE(store.ok());
-  auto done = [&] {
-    auto runs = (*store)->ListRuns(RunFilter{}).value();
-    return runs.size() == 2 && std::all_of(runs.begin(), runs.end(), [](const drover::Run& r) {
-             return IsFinal(r.state);
-           });
-  };
-  for (int i = 0; i < 300 && !done(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_TRUE(done()) << ReadFile((dir_ / "serve.err").string());
+  ASSERT_TRUE(WaitAllFinal(**store, 2)) << ReadFile((dir_ / "serve.err").string());
   auto long_run = (*store)->GetRun(1).value();
   auto short_run = (*store)->GetRun(2).value();
   EXPECT_EQ(long_run->state, RunState::kSucceeded) << long_run->reason;
@@ -417,12 +429,7 @@ TEST_F(DaemonTest, APreemptionSurvivesADaemonRestart) {
                              "grace: 20s}\n");
   StartDaemon({"--fake-gpus", "1x16GiB", "--config", config});
   // On SIGTERM it takes 2 s to save its checkpoint, then exits 0.
-  std::string long_spec =
-      Write("long.yaml",
-            "name: long\nworkdir: code\nshell: true\nresources: {gpus: 1}\n"
-            "command: \"ck=$DROVER_CHECKPOINT_DIR/ck; if [ -f $ck ]; then echo resumed; exit 0; "
-            "fi; mkdir -p $DROVER_CHECKPOINT_DIR; trap 'sleep 2; touch $ck; exit 0' TERM; "
-            "echo started; sleep 60 & wait\"\n");
+  std::string long_spec = CheckpointingSpec("long", "", "sleep 2; ");
   std::string short_spec = Write("short.yaml",
                                  "name: short\nworkdir: code\ncommand: sleep 0.3\n"
                                  "resources: {gpus: 1}\n");
@@ -444,16 +451,7 @@ TEST_F(DaemonTest, APreemptionSurvivesADaemonRestart) {
   StopDaemon(SIGKILL);  // in the 2 s the run takes to checkpoint
   // Restarted under fifo, so only the stored preemption can say what the run's exit means.
   StartDaemon({"--fake-gpus", "1x16GiB", "--config", config, "--policy", "fifo"});
-  auto done = [&] {
-    auto runs = (*store)->ListRuns(RunFilter{}).value();
-    return runs.size() == 2 && std::all_of(runs.begin(), runs.end(), [](const drover::Run& r) {
-             return IsFinal(r.state);
-           });
-  };
-  for (int i = 0; i < 300 && !done(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_TRUE(done()) << ReadFile((dir_ / "serve.err").string());
+  ASSERT_TRUE(WaitAllFinal(**store, 2)) << ReadFile((dir_ / "serve.err").string());
   auto attempts = (*store)->ListAttempts(1).value();
   ASSERT_EQ(attempts.size(), 2u);
   EXPECT_EQ(attempts[0].reason, "preempted");
@@ -475,12 +473,7 @@ TEST_F(DaemonTest, QuotaIsReclaimedFromABorrowingGroup) {
   std::string first = Write("a1.yaml",
                             "name: a1\ngroup: a\nworkdir: code\ncommand: sleep 2\n"
                             "resources: {gpus: 1}\n");
-  std::string borrower =
-      Write("a2.yaml",
-            "name: a2\ngroup: a\nworkdir: code\nshell: true\nresources: {gpus: 1}\n"
-            "command: \"ck=$DROVER_CHECKPOINT_DIR/ck; if [ -f $ck ]; then echo resumed; exit 0; "
-            "fi; mkdir -p $DROVER_CHECKPOINT_DIR; trap 'touch $ck; exit 0' TERM; echo started; "
-            "sleep 30 & wait\"\n");
+  std::string borrower = CheckpointingSpec("a2", "group: a\n");
   std::string owner = Write("b.yaml",
                             "name: b\ngroup: b\nworkdir: code\ncommand: sleep 0.3\n"
                             "resources: {gpus: 1}\n");
@@ -500,16 +493,7 @@ TEST_F(DaemonTest, QuotaIsReclaimedFromABorrowingGroup) {
   ASSERT_TRUE(wait_running(2));  // a holds 2 GPUs, past its quota of 1: the second is borrowed
   auto sub = RunDrover({"submit", owner, "--store", store_});
   ASSERT_EQ(sub.exit_code, 0) << sub.err;
-  auto done = [&] {
-    auto runs = (*store)->ListRuns(RunFilter{}).value();
-    return runs.size() == 3 && std::all_of(runs.begin(), runs.end(), [](const drover::Run& r) {
-             return IsFinal(r.state);
-           });
-  };
-  for (int i = 0; i < 300 && !done(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_TRUE(done()) << ReadFile((dir_ / "serve.err").string())
+  ASSERT_TRUE(WaitAllFinal(**store, 3)) << ReadFile((dir_ / "serve.err").string())
                       << RunDrover({"ls", "--store", store_}).out
                       << RunDrover({"show", "2", "--store", store_}).out
                       << ReadFile((dir_ / "serve.out").string());

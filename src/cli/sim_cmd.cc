@@ -11,6 +11,7 @@
 
 #include "cli/common.h"
 #include "cli/report_cmd.h"
+#include "common/strings.h"
 #include "report/svg.h"
 #include "sim/history.h"
 #include "sim/packing.h"
@@ -38,15 +39,30 @@ struct SimFlags {
   CLI::App* app = nullptr;  // to tell which flags were given
 };
 
-Result<std::pair<int, int>> ParseCluster(const std::string& text) {
-  int nodes = 0, per = 0;
-  char x = 0, extra = 0;
-  if (std::sscanf(text.c_str(), "%d%c%d%c", &nodes, &x, &per, &extra) != 3 || x != 'x' ||
-      nodes <= 0 || per <= 0) {
+// "56x8" (56 machines of 8 GPUs), or a node list: "8,8,4" or "2x8,4x4" -> GPUs per machine.
+Result<std::vector<int>> ParseCluster(const std::string& text) {
+  auto bad = [&] {
     return InvalidArgument(fmt::format(
-        "--cluster '{}': write MACHINESxGPUS, e.g. 16x4 (16 machines of 4 GPUs)", text));
+        "--cluster '{}': write MACHINESxGPUS, e.g. 16x4 (16 machines of 4 GPUs), or a node list "
+        "such as 8,8,4 or 2x8,4x4",
+        text));
+  };
+  std::vector<int> sizes;
+  for (const std::string& item : Split(text, ',')) {
+    int nodes = 1, per = 0;
+    char x = 0, extra = 0;
+    int n = std::sscanf(item.c_str(), "%d%c%d%c", &nodes, &x, &per, &extra);
+    if (n == 1) {
+      per = nodes;
+      nodes = 1;
+    } else if (n != 3 || x != 'x') {
+      return bad();
+    }
+    if (nodes <= 0 || per <= 0 || nodes > 1'000'000) return bad();
+    sizes.insert(sizes.end(), static_cast<size_t>(nodes), per);
   }
-  return std::make_pair(nodes, per);
+  if (sizes.empty()) return bad();
+  return sizes;
 }
 
 Result<sim::Trace> LoadTrace(Globals& g, const SimFlags& f) {
@@ -305,8 +321,9 @@ int SimCmd(Globals& g, const SimFlags& f) {
         "no job of {} was submitted in the window; widen --from/--to", trace->source)));
   }
   sim::SimOptions o;
-  o.nodes = cluster->first;
-  o.gpus_per_node = cluster->second;
+  o.node_gpus = *cluster;
+  int total_gpus = 0;
+  for (int k : *cluster) total_gpus += k;
   o.policy = sched::ForPolicy(*kind);
   o.oracle = f.oracle;
   o.fair_share = f.fair_share;
@@ -319,7 +336,7 @@ int SimCmd(Globals& g, const SimFlags& f) {
   }
   if (!f.plot.empty()) {
     std::string title = fmt::format("{}: {} jobs on {}, {}", trace->source, s.jobs, f.cluster, name);
-    if (Status st = WritePlot(f.plot, *r, title, o.nodes * o.gpus_per_node); !st.ok()) {
+    if (Status st = WritePlot(f.plot, *r, title, total_gpus); !st.ok()) {
       return ReportError(st);
     }
   }
@@ -358,7 +375,7 @@ int SimCmd(Globals& g, const SimFlags& f) {
     return kExitOk;
   }
   std::printf("%zu jobs of %s on %s (%d GPUs), policy %s\n", s.jobs, trace->source.c_str(),
-              f.cluster.c_str(), o.nodes * o.gpus_per_node, name.c_str());
+              f.cluster.c_str(), total_gpus, name.c_str());
   std::printf("  avg JCT             %s (lower bound %s)\n", FormatDuration(s.avg_jct_s * 1000).c_str(),
               FormatDuration(r->bound.best_avg_jct_s * 1000).c_str());
   std::printf("  p99 JCT             %s\n", FormatDuration(s.p99_jct_s * 1000).c_str());
@@ -384,7 +401,8 @@ Command RegisterSim(CLI::App& root, Globals& g) {
                   "philly; openb (the packing experiment: pods onto --nodes until the first "
                   "cannot be placed); or drover (the store's own run history)")
       ->check(CLI::IsMember({"philly", "openb", "drover"}));
-  app->add_option("--cluster", f->cluster, "MACHINESxGPUS, e.g. 56x8 (default 16x4)");
+  app->add_option("--cluster", f->cluster,
+                  "MACHINESxGPUS, e.g. 56x8 (default 16x4), or a node list: 8,8,4 or 2x8,4x4");
   app->add_option("--policy", f->policy, "fifo, priority, las, srtf, gittins or default");
   app->add_option("--from", f->from, "Only jobs submitted at or after this UTC time (YYYY-MM-DD)");
   app->add_option("--to", f->to, "Only jobs submitted before this UTC time");

@@ -37,23 +37,31 @@ struct JobState {
 }  // namespace
 
 Result<SimResult> Simulate(const Trace& trace, const SimOptions& o) {
-  const int total = o.nodes * o.gpus_per_node;
-  if (o.nodes <= 0 || o.gpus_per_node <= 0) {
+  std::vector<int> sizes = o.node_gpus;
+  if (sizes.empty() && o.nodes > 0) sizes.assign(static_cast<size_t>(o.nodes), o.gpus_per_node);
+  int total = 0, largest = 0;
+  for (int k : sizes) {
+    if (k <= 0) {
+      return InvalidArgument("every machine of the cluster needs at least one GPU (--cluster 16x4)");
+    }
+    total += k;
+    largest = std::max(largest, k);
+  }
+  if (sizes.empty()) {
     return InvalidArgument("the cluster needs at least one machine with one GPU (--cluster 16x4)");
   }
   int too_big = 0, biggest = 0;
   for (const TraceJob& j : trace.jobs) {
     // Up to a machine: one machine; more: whole machines.
-    bool fits = j.gpus <= o.gpus_per_node ||
-                (j.gpus + o.gpus_per_node - 1) / o.gpus_per_node <= o.nodes;
+    bool fits = j.gpus <= largest || j.gpus <= total;
     if (!fits) ++too_big;
     biggest = std::max(biggest, j.gpus);
   }
   if (too_big > 0) {
     return InvalidArgument(fmt::format(
-        "{} job(s) of {} ask for more GPUs than the {}x{} cluster has (up to {}); declare a larger "
-        "--cluster",
-        too_big, trace.source, o.nodes, o.gpus_per_node, biggest));
+        "{} job(s) of {} ask for more GPUs (up to {}) than the cluster has ({}); declare a "
+        "larger --cluster",
+        too_big, trace.source, biggest, total));
   }
 
   std::vector<JobState> jobs(trace.jobs.size());
@@ -62,10 +70,12 @@ Result<SimResult> Simulate(const Trace& trace, const SimOptions& o) {
     jobs[i].remaining_s = trace.jobs[i].duration_s;
   }
   std::vector<sched::GpuState> gpus(total);
-  for (int g = 0; g < total; ++g) {
-    gpus[g].index = g;
-    gpus[g].capacity = 1;  // whole GPUs only: memory plays no part in the trace
-    gpus[g].node = g / o.gpus_per_node;
+  for (int node = 0, g = 0; node < static_cast<int>(sizes.size()); ++node) {
+    for (int k = 0; k < sizes[node]; ++k, ++g) {
+      gpus[g].index = g;
+      gpus[g].capacity = 1;  // whole GPUs only: memory plays no part in the trace
+      gpus[g].node = node;
+    }
   }
   sched::DurationPredictor predictor;
   int64_t preempted_for = 0;  // the job the last preemption was for (ClusterView::first)

@@ -20,6 +20,8 @@ namespace drover::sim {
 struct SimOptions {
   int nodes = 16;
   int gpus_per_node = 4;
+  // A node list instead (GPUs of each machine, e.g. {8, 8, 4}): overrides the two above.
+  std::vector<int> node_gpus;
   sched::PolicyConfig policy;
   bool oracle = false;
   bool fair_share = false;  // offer GPUs to the trace's groups by GPUs held (each weighs 1)

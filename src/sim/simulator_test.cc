@@ -87,8 +87,8 @@ TEST(Simulator, GangsAndClusterSize) {
   EXPECT_DOUBLE_EQ(r->outcomes[3].end_s, 20);
   auto too_big = Simulate(Jobs({{0, 10, 9}}), Cluster(2, 4, sched::PolicyKind::kFifo));
   ASSERT_FALSE(too_big.ok());
-  EXPECT_NE(too_big.status().message().find("1 job(s) of test ask for more GPUs than the 2x4 "
-                                            "cluster has (up to 9)"),
+  EXPECT_NE(too_big.status().message().find(
+                "1 job(s) of test ask for more GPUs (up to 9) than the cluster has (8)"),
             std::string::npos)
       << too_big.status().message();
 }
@@ -138,6 +138,21 @@ TEST(Simulator, FairShareServesTheGroupHoldingLessFirst) {
   ASSERT_EQ(fair->summary.groups.size(), 2u);
   EXPECT_EQ(fair->summary.groups[0].group, "b");
   EXPECT_DOUBLE_EQ(fair->summary.groups[0].avg_queue_s, 99);
+}
+
+TEST(Simulator, ANodeListDeclaresMachinesOfDifferentSizes) {
+  // Machines of 4 and 2 GPUs: a 4-GPU job and a 2-GPU job run side by side; a 3-GPU job then
+  // needs the 4-GPU machine (it never spans two), and a 6-GPU job takes both whole machines.
+  SimOptions o = Cluster(0, 0, sched::PolicyKind::kFifo);
+  o.node_gpus = {4, 2};
+  auto r = Simulate(Jobs({{0, 10, 4}, {0, 10, 2}, {1, 10, 3}, {2, 10, 6}}), o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_DOUBLE_EQ(r->outcomes[0].end_s, 10);
+  EXPECT_DOUBLE_EQ(r->outcomes[1].end_s, 10);
+  EXPECT_DOUBLE_EQ(r->outcomes[2].end_s, 20);  // waited for the 4-GPU machine
+  EXPECT_DOUBLE_EQ(r->outcomes[3].end_s, 30);  // waited for both machines whole
+  o.node_gpus = {4, 0};
+  EXPECT_FALSE(Simulate(Jobs({{0, 10, 1}}), o).ok());
 }
 
 }  // namespace

@@ -65,7 +65,8 @@ TEST_F(SimTest, BadInputSaysWhatToDo) {
     std::vector<std::string> args;
     std::string says;
   } cases[] = {
-      {{"sim", "--trace", trace, "--cluster", "8"}, "write MACHINESxGPUS, e.g. 16x4"},
+      {{"sim", "--trace", trace, "--cluster", "8y4"}, "write MACHINESxGPUS, e.g. 16x4"},
+      {{"sim", "--trace", trace, "--cluster", "2x8,0"}, "or a node list such as 8,8,4"},
       {{"sim", "--trace", trace, "--policy", "sjf"}, "choose fifo, priority, las, srtf, gittins or default"},
       {{"sim", "--trace", trace, "--from", "2017-10-05"}, "widen --from/--to"},
       {{"sim", "--trace", trace, "--from", "yesterday"}, "YYYY-MM-DD"},

@@ -49,12 +49,7 @@ Result<EngineSetup> PrepareEngine(const Globals& g, const std::string& fake_gpus
   }
   if (!flags.policy.empty()) {
     Result<sched::PolicyKind> kind = sched::ParsePolicy(flags.policy);
-    if (!kind.ok()) {
-      std::optional<std::string> close =
-          ClosestMatch(flags.policy, {"fifo", "priority", "las", "srtf", "gittins", "default"});
-      return InvalidArgument(fmt::format("--policy: {}{}", kind.status().message(),
-                                         close ? fmt::format("; did you mean '{}'?", *close) : ""));
-    }
+    if (!kind.ok()) return InvalidArgument("--policy: " + kind.status().message());
     setup.config.scheduler.policy = *kind;
   }
   DROVER_ASSIGN_OR_RETURN(setup.sinks, watch::MakeSinks(setup.config));

@@ -1,5 +1,6 @@
 #include "sched/policy.h"
 
+#include "common/strings.h"
 #include "sched/gittins.h"
 
 #include <fmt/format.h>
@@ -29,13 +30,27 @@ PolicyConfig ForPolicy(PolicyKind k) {
   return p;
 }
 
+const std::vector<std::string>& PolicyNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (PolicyKind k : {PolicyKind::kFifo, PolicyKind::kPriority, PolicyKind::kLas,
+                         PolicyKind::kSrtf, PolicyKind::kGittins, PolicyKind::kDefault}) {
+      v.emplace_back(ToString(k));
+    }
+    return v;
+  }();
+  return names;
+}
+
 Result<PolicyKind> ParsePolicy(std::string_view name) {
   for (PolicyKind k : {PolicyKind::kFifo, PolicyKind::kPriority, PolicyKind::kLas,
                        PolicyKind::kSrtf, PolicyKind::kGittins, PolicyKind::kDefault}) {
     if (ToString(k) == name) return k;
   }
+  std::optional<std::string> close = ClosestMatch(name, PolicyNames());
   return InvalidArgument(fmt::format(
-      "no scheduling policy '{}'; choose fifo, priority, las, srtf, gittins or default", name));
+      "no scheduling policy '{}'; choose fifo, priority, las, srtf, gittins or default{}", name,
+      close ? fmt::format("; did you mean '{}'?", *close) : ""));
 }
 
 bool Preemptive(PolicyKind k) {

@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/status.h"
@@ -55,7 +56,9 @@ struct PolicyConfig {
 PolicyConfig ForPolicy(PolicyKind k);
 
 std::string_view ToString(PolicyKind k);
-// "fifo", "priority", "las", "srtf", "gittins", "default"; InvalidArgument lists them.
+// "fifo", "priority", "las", "srtf", "gittins", "default"; InvalidArgument lists them and
+// suggests the closest ("did you mean 'srtf'?").
+const std::vector<std::string>& PolicyNames();
 Result<PolicyKind> ParsePolicy(std::string_view name);
 bool Preemptive(PolicyKind k);
 

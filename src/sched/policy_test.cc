@@ -24,10 +24,14 @@ TEST(Policy, NamesParseAndUnknownOnesSayWhatExists) {
     ASSERT_TRUE(k.ok()) << n;
     EXPECT_EQ(ToString(*k), n);
   }
-  auto bad = ParsePolicy("sjf");
+  auto bad = ParsePolicy("fair");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(),
-            "no scheduling policy 'sjf'; choose fifo, priority, las, srtf, gittins or default");
+            "no scheduling policy 'fair'; choose fifo, priority, las, srtf, gittins or default");
+  EXPECT_EQ(ParsePolicy("sfrt").status().message(),
+            "no scheduling policy 'sfrt'; choose fifo, priority, las, srtf, gittins or default; "
+            "did you mean 'srtf'?");
+  EXPECT_EQ(PolicyNames().size(), 6u);
   EXPECT_FALSE(Preemptive(PolicyKind::kFifo));
   EXPECT_TRUE(Preemptive(PolicyKind::kLas));
 }

@@ -41,9 +41,6 @@ const std::vector<std::string> kSchedulerKeys = {"policy",      "min_runtime",  
                                                  "grace",       "gpu_reserve",   "las_threshold",
                                                  "groups"};
 const std::vector<std::string> kGroupKeys = {"weight", "quota"};
-// For a did-you-mean only: which names exist is sched::ParsePolicy's to say.
-const std::vector<std::string> kPolicyNames = {"fifo", "priority", "las", "srtf", "gittins",
-                                               "default"};
 const std::vector<std::string> kSinkTypes = {"log", "webhook"};
 const std::vector<std::string> kFormats = {"slack", "feishu", "dingtalk", "json"};
 const std::vector<std::string> kSeverities = {"info", "warning", "error"};
@@ -464,11 +461,7 @@ Status Parser::ParseScheduler(const Field& f, WatchConfig& c) const {
     }
     const std::string& name = x->value.Scalar();
     Result<sched::PolicyKind> kind = sched::ParsePolicy(name);
-    if (!kind.ok()) {
-      std::optional<std::string> close = ClosestMatch(name, kPolicyNames);
-      return Err(x->at(), fmt::format("scheduler.policy: {}{}", kind.status().message(),
-                                      close ? fmt::format("; did you mean '{}'?", *close) : ""));
-    }
+    if (!kind.ok()) return Err(x->at(), "scheduler.policy: " + kind.status().message());
     s.policy = *kind;
   }
   if (const Field* x = Find(fields, "min_runtime")) {

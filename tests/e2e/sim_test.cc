@@ -68,6 +68,7 @@ TEST_F(SimTest, BadInputSaysWhatToDo) {
       {{"sim", "--trace", trace, "--cluster", "8y4"}, "write MACHINESxGPUS, e.g. 16x4"},
       {{"sim", "--trace", trace, "--cluster", "2x8,0"}, "or a node list such as 8,8,4"},
       {{"sim", "--trace", trace, "--policy", "sjf"}, "choose fifo, priority, las, srtf, gittins or default"},
+      {{"sim", "--trace", trace, "--policy", "sfrt"}, "did you mean 'srtf'?"},
       {{"sim", "--trace", trace, "--from", "2017-10-05"}, "widen --from/--to"},
       {{"sim", "--trace", trace, "--from", "yesterday"}, "YYYY-MM-DD"},
       {{"sim", "--trace", trace, "--from", "2017-10-03", "--to", "2017-10-02"}, "is not after"},

@@ -148,6 +148,19 @@ Result<SubmitResult> Engine::Submit(const Spec& spec) {
     return fits;
   }
 
+  if (const auto& groups = options_.watch.scheduler.groups;
+      !spec.group.empty() && !groups.empty() && !groups.count(spec.group)) {
+    // Not refused (a group needs no entry to exist), but a misspelt name would silently escape
+    // its quota: say so where the daemon's owner looks.
+    std::vector<std::string> names;
+    for (const auto& [name, share] : groups) names.push_back(name);
+    std::optional<std::string> close = ClosestMatch(spec.group, names);
+    spdlog::warn("experiment '{}': group '{}' is not in the config's scheduler.groups, so no "
+                 "weight or quota applies to it{}",
+                 spec.name, spec.group,
+                 close ? fmt::format(" (did you mean '{}'?)", *close) : std::string());
+  }
+
   auto runs_params = ExpandGrid(spec);
   std::vector<std::vector<std::string>> argvs;
   for (const auto& p : runs_params) {

@@ -515,15 +515,26 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
     if (start(*first, g) == Tried::kNoRoom && first->resources.gpu_memory == 0) reserve(*first);
   }
 
-  // Groups are offered GPUs in order of GPUs held / weight (fair share), each its best-ranked run
-  // first. Without groups this is the policy's order.
+  // Fair share: groups holding less than their share of the pool (their weight over the weights
+  // of the groups with runs waiting or running) are offered GPUs first, the furthest below first (GPUs held /
+  // weight), each its best-ranked run first; once every group that waits has its share, the
+  // policy's order decides across groups. Without groups this is the policy's order.
+  double weights = 0;
+  for (const GroupQueue& q : groups) weights += std::max(q.weight, 0.0);
+  const double pool = static_cast<double>(c.gpus.size());
   for (;;) {
     GroupQueue* g = nullptr;
+    bool under = false;
     for (GroupQueue& q : groups) {
       if (q.Empty()) continue;
-      if (!g || q.Share() < g->Share() ||
-          (q.Share() == g->Share() && Worse(g->Top(), q.Top()))) {
+      bool q_under = weights <= 0 || q.held < pool * std::max(q.weight, 0.0) / weights;
+      if (!g || (q_under && !under) ||
+          (q_under == under &&
+           (under ? (q.Share() < g->Share() ||
+                     (q.Share() == g->Share() && Worse(g->Top(), q.Top())))
+                  : Worse(g->Top(), q.Top())))) {
         g = &q;
+        under = q_under;
       }
     }
     if (!g) break;

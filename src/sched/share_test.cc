@@ -28,6 +28,30 @@ TEST(FairShare, GroupsAreOfferedGpusByHeldOverWeight) {
   EXPECT_EQ(Started(d), (std::vector<int64_t>{1, 5, 2, 3}));
 }
 
+TEST(FairShare, OnceEveryWaitingGroupHasItsShareThePolicyDecides) {
+  // 6 GPUs; weights carol 4, alice 1, bob 0.5: shares 4.4, 1.1 and 0.5 GPUs. carol holds 1 and
+  // waits for nothing; alice holds 3 and bob 1, both past their shares. The one idle GPU goes by
+  // the policy (alice's run has priority 5), not to bob for holding less per weight.
+  ClusterView c = Machines(1, 6);
+  c.groups["carol"].weight = 4;
+  c.groups["alice"].weight = 1;
+  c.groups["bob"].weight = 0.5;
+  Hold(c, 10, {0}, 0, 0, {}, "carol");
+  for (int g = 1; g <= 3; ++g) Hold(c, 10 + g, {g}, 0, 0, {}, "alice");
+  Hold(c, 14, {4}, 0, 0, {}, "bob");
+  PendingRun urgent = Job(1, 1, 0, "alice");
+  urgent.priority = 5;
+  Decision d = Decide({urgent, Job(2, 1, 0, "bob")}, c, 0, Fifo());
+  EXPECT_EQ(Started(d), (std::vector<int64_t>{1}));
+  // Below its share, a group comes first whatever the policy says.
+  ClusterView below = Machines(1, 6);
+  below.groups = c.groups;
+  Hold(below, 10, {0}, 0, 0, {}, "carol");
+  Hold(below, 11, {1}, 0, 0, {}, "alice");
+  Hold(below, 12, {2}, 0, 0, {}, "alice");
+  EXPECT_EQ(Started(Decide({urgent, Job(2, 1, 0, "bob")}, below, 0, Fifo())).front(), 2);
+}
+
 TEST(FairShare, WithoutGroupsTheQueueIsThePolicysOrder) {
   ClusterView c = Machines(1, 2);
   Decision d = Decide({Job(1, 1, 0, "alice"), Job(2, 1, 0, "alice"), Job(3, 1, 0, "bob")}, c, 0,

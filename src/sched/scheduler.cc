@@ -28,12 +28,19 @@ std::vector<int> Place(const Resources& r, const std::vector<GpuState>& gpus) {
     }
   }
   if (static_cast<int>(fits.size()) < r.gpus) return {};
+  // Idle GPUs per machine: among equally tight holes, the machine with the fewest idle GPUs, so
+  // a run that shares a GPU does not break up the machine a gang could still have whole.
+  std::unordered_map<int, int> idle_on;
+  for (const auto& g : gpus) {
+    if (g.runs == 0 && !g.exclusive) ++idle_on[g.node];
+  }
   // Best fit: the tightest holes first. For whole GPUs, the smallest idle GPUs first, keeping big
   // ones for runs that need them; ties by index so decisions are deterministic.
   std::stable_sort(fits.begin(), fits.end(), [&](const GpuState* a, const GpuState* b) {
     int64_t fa = r.gpu_memory > 0 ? Free(*a) : a->capacity;
     int64_t fb = r.gpu_memory > 0 ? Free(*b) : b->capacity;
     if (fa != fb) return fa < fb;
+    if (idle_on[a->node] != idle_on[b->node]) return idle_on[a->node] < idle_on[b->node];
     return a->index < b->index;
   });
   std::vector<int> chosen;

@@ -122,22 +122,24 @@ TEST(Packing, FillUntilTheFirstFailure) {
 // Drover's scheduler puts a fractional pod on the tightest GPU anywhere (here: the first of the
 // two-GPU node, all being idle) and so breaks up the only place a two-GPU gang had; best-fit puts
 // it on the one-GPU node (least capacity left).
-TEST(Packing, TheSchedulersGpuBestFitCanStrandAGang) {
+TEST(Packing, SharingAGpuKeepsTheMachineAGangNeeds) {
   std::vector<TraceNode> nodes = {Node(2), Node(1)};
   std::vector<TraceJob> pods = {Pod(1, 1, 400), Pod(2, 2, 1000)};
   auto best = Pack(pods, nodes, Packer::kBestFit);
   auto drover = Pack(pods, nodes, Packer::kDrover);
   auto first = Pack(pods, nodes, Packer::kFirstFit);
   ASSERT_TRUE(best.ok() && drover.ok() && first.ok());
-  // best-fit: 400 on node 1, the gang on node 0; again 400 on node 1 (600 left); the gang fails.
-  EXPECT_EQ(best->pods_placed, 3);
-  EXPECT_EQ(best->failed->id, 2);
-  EXPECT_DOUBLE_EQ(best->unallocated_share, 200.0 / 3000);
-  for (const auto& r : {*drover, *first}) {
-    EXPECT_EQ(r.pods_placed, 1) << ToString(r.packer);
+  // best-fit and drover (among equally free GPUs, the machine with the fewest idle ones): 400 on
+  // node 1, the gang on node 0; again 400 on node 1 (600 left); the gang fails.
+  for (const auto& r : {*best, *drover}) {
+    EXPECT_EQ(r.pods_placed, 3) << ToString(r.packer);
     EXPECT_EQ(r.failed->id, 2);
-    EXPECT_DOUBLE_EQ(r.unallocated_share, 2600.0 / 3000);
+    EXPECT_DOUBLE_EQ(r.unallocated_share, 200.0 / 3000);
   }
+  // first-fit: 400 on node 0 breaks the only machine with two GPUs.
+  EXPECT_EQ(first->pods_placed, 1);
+  EXPECT_EQ(first->failed->id, 2);
+  EXPECT_DOUBLE_EQ(first->unallocated_share, 2600.0 / 3000);
 }
 
 TEST(Packing, ShareOfSeveralGpusIsRefusedByDrover) {

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "common/hash.h"
 #include "common/strings.h"
 #include "common/subprocess.h"
@@ -98,6 +100,29 @@ TEST(Subprocess, AHelperThatHangsIsKilledAtTheTimeout) {
   auto quick = RunAndCapture({"sh", "-c", "echo ok"}, {.timeout_ms = 30000});
   ASSERT_TRUE(quick.ok()) << quick.status().message();
   EXPECT_EQ(quick->out, "ok\n");
+}
+
+TEST(Subprocess, ATimeoutKillsWhatTheHelperStartedToo) {
+  // The shell's children hold the pipe open after the shell itself is gone; its whole process
+  // group is killed, so the call returns at the timeout instead of when `sleep` would end.
+  auto start = std::chrono::steady_clock::now();
+  auto hung = RunAndCapture({"sh", "-c", "sleep 30 & sleep 30 & wait"}, {.timeout_ms = 300});
+  auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(hung.ok());
+  EXPECT_EQ(hung.status().code(), Code::kUnavailable);
+  EXPECT_LT(took, std::chrono::seconds(10));
+  // A helper that closes its stdout and goes on is still held to its time.
+  start = std::chrono::steady_clock::now();
+  auto closed = RunAndCapture({"sh", "-c", "exec >/dev/null; sleep 30"}, {.timeout_ms = 300});
+  ASSERT_FALSE(closed.ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+TEST(Subprocess, AHelperThatPrintsTooMuchIsKilled) {
+  auto flood = RunAndCapture({"yes"}, {.max_output_bytes = 1 << 20});
+  ASSERT_FALSE(flood.ok());
+  EXPECT_EQ(flood.status().code(), Code::kUnavailable);
+  EXPECT_NE(flood.status().message().find("printed more than"), std::string::npos);
 }
 
 }  // namespace

@@ -34,7 +34,11 @@ Result<Captured> RunAndCapture(const std::vector<std::string>& args, const Captu
   sigemptyset(&empty);
   sigemptyset(&defaults);
   for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP}) sigaddset(&defaults, sig);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  // Its own process group, so a timeout kills what it started too (a grandchild that kept the
+  // pipe open would otherwise hold the read below for ever).
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   posix_spawnattr_setsigmask(&attr, &empty);
   posix_spawnattr_setsigdefault(&attr, &defaults);
 
@@ -67,41 +71,90 @@ Result<Captured> RunAndCapture(const std::vector<std::string>& args, const Captu
   }
   Captured result;
   char buf[65536];
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(opts.timeout_ms);
-  bool killed = false;
+  using SteadyClock = std::chrono::steady_clock;
+  const auto deadline = SteadyClock::now() + std::chrono::milliseconds(opts.timeout_ms);
+  enum class Why { kNone, kTimeout, kTooMuch, kStopped } killed = Why::kNone;
+  SteadyClock::time_point killed_at;
+  auto kill_group = [&](Why why) {
+    ::kill(-pid, SIGKILL);
+    ::kill(pid, SIGKILL);
+    killed = why;
+    killed_at = SteadyClock::now();
+  };
   for (;;) {
-    if (opts.timeout_ms > 0 && !killed) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      deadline - std::chrono::steady_clock::now())
-                      .count();
-      pollfd p{fds[0], POLLIN, 0};
-      int r = left > 0 ? ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 60000))) : 0;
-      if (r < 0 && errno == EINTR) continue;
-      if (r == 0) {
-        if (std::chrono::steady_clock::now() < deadline) continue;
-        // Out of time: kill it; its end closes the pipe and the reads below finish.
-        ::kill(pid, SIGKILL);
-        killed = true;
-      }
+    // Deadlines are monotonic: a wall-clock step never shortens or stretches a helper's time.
+    int wait_ms = -1;
+    if (killed != Why::kNone) {
+      // Killed: its group is gone within moments; a descendant that left the group and still
+      // holds the pipe is not waited for past a second.
+      auto left = killed_at + std::chrono::seconds(1) - SteadyClock::now();
+      wait_ms = static_cast<int>(
+          std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(left).count()));
+    } else if (opts.timeout_ms > 0) {
+      auto left = deadline - SteadyClock::now();
+      wait_ms = static_cast<int>(std::clamp<int64_t>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(left).count(), 0, 60000));
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    int r = ::poll(&p, 1, wait_ms);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (r == 0) {
+      if (killed != Why::kNone) break;
+      if (SteadyClock::now() >= deadline) kill_group(Why::kTimeout);
+      continue;
     }
     ssize_t n = ::read(fds[0], buf, sizeof buf);
     if (n > 0) {
+      if (killed != Why::kNone) continue;  // draining what a killed helper left
+      if (opts.on_output) {
+        if (!opts.on_output(std::string_view(buf, static_cast<size_t>(n)))) {
+          kill_group(Why::kStopped);
+        }
+        continue;
+      }
       result.out.append(buf, static_cast<size_t>(n));
+      if (opts.max_output_bytes > 0 && static_cast<int64_t>(result.out.size()) > opts.max_output_bytes) {
+        kill_group(Why::kTooMuch);
+      }
     } else if (n == 0 || errno != EINTR) {
       break;
     }
   }
   ::close(fds[0]);
+  if (killed == Why::kNone && opts.timeout_ms > 0) {
+    // The pipe closed but the helper may still run (it closed its stdout): its time still counts.
+    for (;;) {
+      int status = 0;
+      pid_t w = ::waitpid(pid, &status, WNOHANG);
+      if (w == pid) {
+        if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+        return result;
+      }
+      if (w < 0 && errno != EINTR) return ErrnoStatus("waiting for '" + args[0] + "'");
+      if (SteadyClock::now() >= deadline) {
+        kill_group(Why::kTimeout);
+        break;
+      }
+      ::usleep(2000);
+    }
+  }
   int status = 0;
   pid_t w;
   do {
     w = ::waitpid(pid, &status, 0);
   } while (w < 0 && errno == EINTR);
   if (w != pid) return ErrnoStatus("waiting for '" + args[0] + "'");
-  if (killed) {
+  if (killed == Why::kTimeout) {
     return Unavailable("'" + args[0] + "' did not finish within " +
                        std::to_string(opts.timeout_ms) + " ms and was killed");
+  }
+  if (killed == Why::kStopped) return Status(Code::kCancelled, "'" + args[0] + "' was stopped");
+  if (killed == Why::kTooMuch) {
+    return Unavailable("'" + args[0] + "' printed more than " +
+                       std::to_string(opts.max_output_bytes) + " bytes and was killed");
   }
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   return result;

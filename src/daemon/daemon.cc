@@ -12,7 +12,9 @@ namespace drover {
 
 namespace {
 constexpr size_t kMaxBufferedEvents = 10000;
-constexpr auto kCommandTimeout = std::chrono::minutes(5);  // a submit snapshots the workdir
+// Commands are quick on the loop (a submit's snapshot is taken before, off it); a loop that does not
+// answer in this long is stuck or stopping.
+constexpr auto kCommandTimeout = std::chrono::minutes(2);
 }  // namespace
 
 Daemon::Daemon(Engine& engine, const Clock& clock) : engine_(engine), clock_(clock) {}
@@ -33,14 +35,28 @@ Result<protocol::SubmitResponse> Daemon::Submit(const protocol::SubmitRequest& r
   auto spec = ParseSpecString(request.spec_yaml, request.spec_name, request.base_dir,
                               request.overrides);
   if (!spec.ok()) return spec.status();
-  return Call<protocol::SubmitResponse>([this, s = *spec]() -> Result<protocol::SubmitResponse> {
-    auto sub = engine_.Submit(s);
+  // Whether it could ever run is the loop's to say (it owns the pool), and quick; the snapshot
+  // can take long (a big workdir, a slow git) and happens here, on the HTTP worker, so the loop
+  // keeps scheduling, reaping and answering meanwhile.
+  Status fits = Call<bool>([this, s = *spec]() -> Result<bool> {
+                  Status st = engine_.CheckSubmit(s);
+                  if (!st.ok()) return st;
+                  return true;
+                }).status();
+  if (!fits.ok()) return fits;
+  auto prepared = PrepareSubmit(*spec, engine_.store_dir());
+  if (!prepared.ok()) return prepared.status();
+  return Call<protocol::SubmitResponse>([this, p = std::make_shared<PreparedSubmit>(
+                                                   std::move(*prepared))]() mutable
+                                        -> Result<protocol::SubmitResponse> {
+    const std::string name = p->spec.name;
+    auto sub = engine_.Commit(std::move(*p));
     if (!sub.ok()) return sub.status();
     protocol::SubmitResponse r;
     r.experiment_id = sub->experiment_id;
     for (const auto& run : sub->runs) r.run_ids.push_back(run.id);
     Publish("experiment_submitted",
-            {{"experiment_id", r.experiment_id}, {"name", s.name}, {"runs", r.run_ids}});
+            {{"experiment_id", r.experiment_id}, {"name", name}, {"runs", r.run_ids}});
     return r;
   });
 }

@@ -14,10 +14,12 @@
 #include "common/strings.h"
 #include "common/subprocess.h"
 #include "drover_version.h"
+#include "engine/environment_capture.h"
 #include "engine/live.h"
 #include "engine/metric_lines.h"
 #include "engine/recovery.h"
 #include "exec/snapshot.h"
+#include "exec/working_copy.h"
 #include "sched/gittins.h"
 #include "model/run_state.h"
 #include "spec/expand.h"
@@ -43,15 +45,6 @@ bool IsPython(const std::string& program) {
   std::string base = fs::path(program).filename().string();
   return StartsWith(base, "python");
 }
-
-// Lists the interpreter's installed distributions, as `pip freeze` would, without needing pip.
-constexpr const char* kPackageListScript =
-    "import importlib.metadata as m\n"
-    "seen = set()\n"
-    "for d in m.distributions():\n"
-    "    n = d.metadata['Name']\n"
-    "    if n and n.lower() not in seen:\n"
-    "        seen.add(n.lower()); print(f'{n}=={d.version}')\n";
 
 // The last non-empty line of `text`, cut to a readable length.
 std::string LastLine(std::string_view text) {
@@ -130,7 +123,7 @@ Status Engine::InitGpus() {
   return Status::Ok();
 }
 
-Result<SubmitResult> Engine::Submit(const Spec& spec) {
+Status Engine::CheckSubmit(const Spec& spec) {
   DROVER_RETURN_IF_ERROR(InitGpus());
   if (Status fits = sched::CheckFits(spec.resources, gpus_, options_.cpu_slots); !fits.ok()) {
     const int64_t reserve = options_.watch.scheduler.gpu_reserve;
@@ -147,7 +140,32 @@ Result<SubmitResult> Engine::Submit(const Spec& spec) {
     }
     return fits;
   }
+  return Status::Ok();
+}
 
+Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_dir) {
+  PreparedSubmit p;
+  p.spec = spec;
+  p.params = ExpandGrid(spec);
+  p.argvs.reserve(p.params.size());
+  for (const auto& params : p.params) {
+    DROVER_ASSIGN_OR_RETURN(auto argv, RenderCommand(spec, params));
+    p.argvs.push_back(std::move(argv));
+  }
+  DROVER_ASSIGN_OR_RETURN(p.snapshot, TakeSnapshot(spec.workdir, store_dir + "/snapshots"));
+  return p;
+}
+
+Result<SubmitResult> Engine::Submit(const Spec& spec) {
+  DROVER_RETURN_IF_ERROR(CheckSubmit(spec));
+  DROVER_ASSIGN_OR_RETURN(PreparedSubmit prepared, PrepareSubmit(spec, options_.store_dir));
+  return Commit(std::move(prepared));
+}
+
+Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
+  const Spec& spec = prepared.spec;
+  // Again: the pool is the loop's, and the daemon prepared this off the loop.
+  DROVER_RETURN_IF_ERROR(CheckSubmit(spec));
   if (const auto& groups = options_.watch.scheduler.groups;
       !spec.group.empty() && !groups.empty() && !groups.count(spec.group)) {
     // Not refused (a group needs no entry to exist), but a misspelt name would silently escape
@@ -160,16 +178,9 @@ Result<SubmitResult> Engine::Submit(const Spec& spec) {
                  spec.name, spec.group,
                  close ? fmt::format(" (did you mean '{}'?)", *close) : std::string());
   }
-
-  auto runs_params = ExpandGrid(spec);
-  std::vector<std::vector<std::string>> argvs;
-  for (const auto& p : runs_params) {
-    DROVER_ASSIGN_OR_RETURN(auto argv, RenderCommand(spec, p));
-    argvs.push_back(std::move(argv));
-  }
-
-  DROVER_ASSIGN_OR_RETURN(Snapshot snap,
-                          TakeSnapshot(spec.workdir, options_.store_dir + "/snapshots"));
+  const auto& runs_params = prepared.params;
+  const auto& argvs = prepared.argvs;
+  const Snapshot& snap = prepared.snapshot;
 
   auto entry = std::make_unique<ExperimentEntry>();
   entry->spec = spec;
@@ -186,6 +197,8 @@ Result<SubmitResult> Engine::Submit(const Spec& spec) {
 
   SubmitResult result;
   result.snapshot = snap;
+  // Its own transaction, even inside the loop's: a submit that fails leaves nothing behind.
+  if (in_tx_) DROVER_RETURN_IF_ERROR(Flush());
   DROVER_RETURN_IF_ERROR(store_.Begin());
   auto commit = [&]() -> Status {
     DROVER_RETURN_IF_ERROR(store_.PutSnapshot(snap));
@@ -216,7 +229,7 @@ Result<SubmitResult> Engine::Submit(const Spec& spec) {
     return commit;
   }
   result.experiment_id = e.id;
-  if (options_.capture_environment) CaptureEnvironment(e.id, result.runs, spec);
+  if (options_.capture_environment) CaptureEnvironment(e.id, argvs, spec);
 
   ExperimentEntry* ep = entry.get();
   ep->unfinished = static_cast<int>(result.runs.size());
@@ -233,37 +246,36 @@ Result<SubmitResult> Engine::Submit(const Spec& spec) {
   return result;
 }
 
-void Engine::CaptureEnvironment(int64_t experiment_id, const std::vector<Run>& runs,
+void Engine::CaptureEnvironment(int64_t experiment_id,
+                                const std::vector<std::vector<std::string>>& argvs,
                                 const Spec& spec) {
   // Once per experiment and interpreter, not per run: a sweep shares one interpreter.
   std::set<std::string> interpreters;
-  for (const Run& r : runs) {
-    auto argv = RenderCommand(spec, r.params);
-    if (!argv.ok() || argv->empty()) continue;
-    std::string program = (*argv)[0];
+  for (const auto& argv : argvs) {
+    if (argv.empty()) continue;
+    std::string program = argv[0];
     if (spec.shell) program = "";  // the script's interpreter is not known
     interpreters.insert(IsPython(program) ? program : "");
   }
-  std::string gpu_info = probe_.Kind() == "none" ? "" : probe_.Describe();
-  for (const auto& interp : interpreters) {
-    Environment env;
-    env.experiment_id = experiment_id;
-    env.interpreter = interp;
-    env.hostname = hostname_;
-    env.gpu_info = gpu_info;
-    if (!interp.empty()) {
-      auto cap = RunAndCapture({interp, "-c", kPackageListScript}, CaptureOptions{spec.workdir});
-      if (cap.ok() && cap->exit_code == 0) {
-        auto lines = Split(cap->out, '\n');
-        lines.erase(std::remove(lines.begin(), lines.end(), ""), lines.end());
-        std::sort(lines.begin(), lines.end());
-        env.packages = Join(lines, "\n");
-      } else {
-        env.packages = "# could not list packages of " + interp;
-      }
-    }
-    Status st = store_.PutEnvironment(env);
-    if (!st.ok()) spdlog::warn("recording the environment: {}", st.message());
+  if (!env_capture_) {
+    env_capture_ = std::make_unique<EnvironmentCapture>(
+        [this] { return probe_.Kind() == "none" ? std::string() : probe_.Describe(); },
+        options_.watch.environment.package_list_timeout_ms);
+  }
+  EnvironmentRequest req;
+  req.experiment_id = experiment_id;
+  req.interpreters.assign(interpreters.begin(), interpreters.end());
+  req.workdir = spec.workdir;
+  req.hostname = hostname_;
+  env_capture_->Start(std::move(req));
+}
+
+void Engine::StoreEnvironments(bool wait) {
+  if (!env_capture_) return;
+  if (wait) env_capture_->WaitIdle();
+  for (const Environment& env : env_capture_->TakeFinished()) {
+    Tx();
+    if (Status st = store_.PutEnvironment(env); !st.ok()) Fail(st);
   }
 }
 
@@ -412,6 +424,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
       }
       next_tail_ms_ = now + options_.tail_interval_ms;
     }
+    StoreEnvironments(/*wait=*/false);
     if (!Flush().ok()) break;
     if (observer_) observer_->OnTick();
   }
@@ -421,6 +434,9 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
       if (live->attempt) TailMetrics(*live, false, clock_.Now());
     }
     StoreSamples({}, /*flush_all=*/true);
+    // Environments still being captured are waited for (each helper is bounded by its timeout):
+    // a finished experiment keeps its record.
+    StoreEnvironments(/*wait=*/true);
     (void)Flush();
   }
   observer_ = nullptr;
@@ -449,6 +465,14 @@ void Engine::Schedule(Millis now) {
   std::vector<sched::PendingRun> queue;
   sched::ClusterView view;
   view.gpus = gpus_;
+  // The latest telemetry, so a run that must share a GPU goes to the least busy one.
+  for (const GpuSample& sample : latest_samples_) {
+    for (auto& g : view.gpus) {
+      if (g.index != sample.index) continue;
+      g.utilization = sample.utilization;
+      g.memory_used = sample.memory_used;
+    }
+  }
   view.cpu_slots_total = options_.cpu_slots;
   view.cpu_slots_used = cpu_slots_used_;
   view.groups = config.groups;
@@ -675,15 +699,24 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Millis now) {
   // Resources are held from now until the attempt ends, even if the launch fails below.
   Reserve(live, action);
 
+  OverlayMount overlay;
   Status prepared = [&]() -> Status {
     DROVER_ASSIGN_OR_RETURN(a.argv, RenderCommand(live.exp->spec, a.params));
     std::error_code ec;
     fs::create_directories(run_dir, ec);
     if (ec) return Status(Code::kIo, "creating " + run_dir + ": " + ec.message());
     // One working copy per run, from the immutable snapshot; retries reuse it.
-    if (!fs::exists(a.workdir)) {
-      DROVER_RETURN_IF_ERROR(MaterializeSnapshot(live.exp->snapshot, a.workdir));
+    if (!working_copies_) {
+      working_copies_ = std::make_unique<WorkingCopies>(
+          options_.overlay_working_copies
+              ? WorkingCopies::Probe(options_.store_dir + "/runs")
+              : WorkingCopies::CopyOnly("overlay_working_copies is off"));
+      if (!working_copies_->overlay()) {
+        spdlog::info("working copies are copied, not mounted: {}", working_copies_->why_not());
+      }
     }
+    DROVER_ASSIGN_OR_RETURN(WorkingCopy wc, working_copies_->Prepare(live.exp->snapshot, run_dir));
+    overlay = wc.overlay;
     return Status::Ok();
   }();
 
@@ -706,6 +739,7 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Millis now) {
     // The run starts under a shim that records how it ended here, so the end is known even if
     // this engine is gone by then.
     ls.exit_path = a.exit_path;
+    ls.overlay = overlay;
     auto pid = launcher_.Start(ls);
     if (pid.ok()) {
       a.pid = *pid;

@@ -27,6 +27,9 @@
 
 namespace drover {
 
+class EnvironmentCapture;
+class WorkingCopies;
+
 struct EngineOptions {
   std::string store_dir;              // holds drover.db, snapshots/ and runs/
   int cpu_slots = 0;                  // CPU slots shared by all runs; <= 0: the number of CPUs
@@ -39,6 +42,9 @@ struct EngineOptions {
   // belong to the terminal session, and the shim's cost per launch (a fork and two small files)
   // would dominate short runs. A restarted engine stops such orphans and requeues them.
   bool use_shim = true;
+  // Working copies of more than a few small files are overlays of the snapshot mounted in the
+  // run's own mount namespace, where this machine allows it (exec/working_copy.h); off: copies.
+  bool overlay_working_copies = true;
   bool stop_runs_on_drain = false;  // serve: on SIGTERM stop runs (else leave them for adoption)
   Millis serve_poll_ms = 50;        // serve: how soon a posted command is picked up at most
   // Telemetry period, alert silence window and detector thresholds (docs/metrics.md), and the
@@ -80,6 +86,17 @@ class EngineObserver {
   virtual void OnStopping(int running, bool force, Millis grace_ms) {}
 };
 
+// A submit's work that needs none of the engine's state: the grid, the commands and the code
+// snapshot. Safe on any thread; the daemon does it on the HTTP worker, off the loop, so a big or
+// slow workdir never holds the loop.
+struct PreparedSubmit {
+  Spec spec;
+  std::vector<Json> params;                    // one per run
+  std::vector<std::vector<std::string>> argvs;  // one per run
+  Snapshot snapshot;
+};
+Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_dir);
+
 struct SubmitResult {
   int64_t experiment_id = 0;
   std::vector<Run> runs;
@@ -92,8 +109,14 @@ class Engine {
          EngineOptions options);
   ~Engine();
 
-  // Snapshots the workdir, expands the grid, records the experiment and its queued runs.
+  // Snapshots the workdir, expands the grid, records the experiment and its queued runs:
+  // CheckSubmit, PrepareSubmit and Commit in one call (drover run, before its loop).
   Result<SubmitResult> Submit(const Spec& spec);
+  // Whether runs of this spec could ever start on this pool (loop thread).
+  Status CheckSubmit(const Spec& spec);
+  // Records a prepared experiment and queues its runs; its environment is captured in the
+  // background and stored when ready (loop thread).
+  Result<SubmitResult> Commit(PreparedSubmit prepared);
 
   // Takes over every unfinished run in the store: queued ones are scheduled again, running ones
   // whose shim still lives (same pid and start time) are adopted, those that ended meanwhile get
@@ -126,6 +149,7 @@ class Engine {
   bool interrupted() const { return interrupted_; }
   const std::vector<sched::GpuState>& gpus() const { return gpus_; }
   int cpu_slots() const { return options_.cpu_slots; }
+  const std::string& store_dir() const { return options_.store_dir; }
 
  private:
   struct Live;
@@ -175,7 +199,10 @@ class Engine {
   // Whether this failure makes `watch.detectors.failure_streak` in a row for the run's config;
   // raises the repeated_failure alert when it does.
   bool RepeatedFailure(Live& live, AttemptOutcome outcome, Millis now);
-  void CaptureEnvironment(int64_t experiment_id, const std::vector<Run>& runs, const Spec& spec);
+  void CaptureEnvironment(int64_t experiment_id,
+                          const std::vector<std::vector<std::string>>& argvs, const Spec& spec);
+  // Stores the environments captured so far (all of them, waiting, when `wait`).
+  void StoreEnvironments(bool wait);
 
   Store& store_;
   ProcessLauncher& launcher_;
@@ -221,6 +248,8 @@ class Engine {
   };
   std::map<int, SampleBucket> sample_buckets_;
   EngineObserver* observer_ = nullptr;
+  std::unique_ptr<EnvironmentCapture> env_capture_;  // started at the first submit
+  std::unique_ptr<WorkingCopies> working_copies_;    // probed at the first launch
 };
 
 }  // namespace drover

@@ -139,7 +139,18 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
                                    "' is not a directory; check the run's workdir");
     }
   }
-  std::string resolved = FindProgram(prog, ChildPath(spec.env), spec.cwd);
+  // An overlay's mount point is empty until the run mounts it: look in the snapshot instead.
+  std::string resolved =
+      FindProgram(prog, ChildPath(spec.env), spec.overlay.empty() ? spec.cwd : spec.overlay.lower);
+  PreparedOverlay overlay;
+  if (!spec.overlay.empty()) {
+    auto prepared = PrepareOverlay(spec.overlay, spec.cwd);
+    if (!prepared.ok()) {
+      return Status(Code::kIo, "cannot start '" + prog + "': its working copy: " +
+                                   prepared.status().message());
+    }
+    overlay = std::move(*prepared);
+  }
   if (resolved.empty()) {
     return Status(Code::kNotFound, "cannot start '" + prog +
                                        "': No such file or directory; check the command's "
@@ -203,23 +214,44 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
 
   pid_t pid = 0;
   int err = 0;
-  if (shim && !exec_shim_) {
-    // The shim is a fork of this process, not a new exec of drover: loading drover's libraries
-    // for every run would cost more than the run itself for short runs (bench/README.md). All it
-    // needs is prepared here, so the child allocates nothing before the run has started.
+  std::string failed_step;  // what the forked child could not do
+  const bool fork_shim = shim && !exec_shim_;
+  if (fork_shim || !spec.overlay.empty()) {
+    // Forked rather than spawned: the shim is a fork of this process, not a new exec of drover
+    // (loading drover's libraries for every run would cost more than the run itself for short
+    // runs: bench/README.md), and an overlay is mounted in the child's own mount namespace
+    // before exec. All the child needs is prepared here, so it allocates nothing.
     std::string pid_path = spec.exit_path + ".pid";
-    unlink(pid_path.c_str());
     ShimTask task;
-    task.exit_path = spec.exit_path.c_str();
-    task.pid_path = pid_path.c_str();
-    task.program = resolved.c_str();
-    char* const* run_argv = argv.data() + 4;  // past "<drover> __shim <exit_path> --"
-    task.argv = run_argv;
-    task.envp = envp.data();
+    if (fork_shim) {
+      unlink(pid_path.c_str());
+      task.exit_path = spec.exit_path.c_str();
+      task.pid_path = pid_path.c_str();
+      task.program = resolved.c_str();
+      task.argv = argv.data() + 4;  // past "<drover> __shim <exit_path> --"
+      task.envp = envp.data();
+    }
+    const char* exec_path = shim ? shim_path_.c_str() : resolved.c_str();
     const char* cwd = spec.cwd.empty() ? nullptr : spec.cwd.c_str();
+    const bool mount_overlay = !spec.overlay.empty();
+    // The child reports a failed step through this pipe (errno, then the step's name); it closes
+    // on exec or once the shim has taken over, so an empty read means the start went well.
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) != 0) {
+      close(out_fd);
+      if (err_fd != out_fd) close(err_fd);
+      posix_spawn_file_actions_destroy(&actions);
+      posix_spawnattr_destroy(&attr);
+      return ErrnoStatus("cannot start '" + prog + "': cannot create a pipe");
+    }
     pid = fork();
     if (pid == 0) {
-      // The child: lead a new group, take the run's stdio and folder, then supervise the run.
+      auto fail = [&](int e, const char* step) {
+        (void)!write(report[1], &e, sizeof e);
+        (void)!write(report[1], step, strlen(step));
+        _exit(127);
+      };
+      // The child: lead a new group, take the run's stdio and folder, then run or supervise it.
       setpgid(0, 0);
       int devnull = open("/dev/null", O_RDONLY);
       if (devnull >= 0 && devnull != 0) {
@@ -228,13 +260,49 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
       }
       dup2(out_fd, 1);
       dup2(err_fd, 2);
-      close_range(3, ~0U, 0);  // nothing of ours (store, sockets, other runs) reaches the run
-      if (cwd != nullptr && chdir(cwd) != 0) _exit(127);
-      ShimMain(task);
+      if (mount_overlay) {
+        const char* step = "";
+        if (int e = EnterOverlay(overlay, &step); e != 0) fail(e, step);
+      }
+      // After the mount: a cwd taken before it would be the empty folder under the overlay.
+      if (cwd != nullptr && chdir(cwd) != 0) fail(errno, "entering the working directory");
+      if (fork_shim) {
+        close(report[1]);
+        close_range(3, ~0U, 0);  // nothing of ours (store, sockets, other runs) reaches the run
+        ShimMain(task);
+      }
+      // Nothing of ours reaches the run either; the report pipe closes on exec.
+      close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+      sigset_t none;
+      sigemptyset(&none);
+      for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP, SIGQUIT}) signal(sig, SIG_DFL);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      execve(exec_path, argv.data(), envp.data());
+      fail(errno, "exec");
     }
-    if (pid < 0) err = errno;
-    // Both sides set the group, so it exists before anyone signals it.
-    if (pid > 0) setpgid(pid, pid);
+    close(report[1]);
+    if (pid < 0) {
+      err = errno;
+    } else {
+      // Both sides set the group, so it exists before anyone signals it.
+      setpgid(pid, pid);
+      char buf[256];
+      std::string got;
+      for (ssize_t n; (n = read(report[0], buf, sizeof buf)) != 0;) {
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) break;
+        got.append(buf, static_cast<size_t>(n));
+      }
+      if (got.size() >= sizeof(int)) {
+        std::memcpy(&err, got.data(), sizeof(int));
+        failed_step = got.substr(sizeof(int));
+        int status = 0;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        if (err == 0) err = EIO;
+      }
+    }
+    close(report[0]);
   } else {
     // glibc reports failures of the child's setup (chdir, dup2) and of exec through the return
     // value (it spawns with CLONE_VFORK and passes the errno back), so no error is lost.
@@ -245,6 +313,14 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
   posix_spawnattr_destroy(&attr);
   close(out_fd);
   if (err_fd != out_fd) close(err_fd);
+  if (err != 0 && !failed_step.empty() && failed_step != "exec") {
+    return Status(Code::kIo, "cannot start '" + prog + "': " + failed_step + ": " +
+                                 std::strerror(err) +
+                                 (spec.overlay.empty()
+                                      ? std::string()
+                                      : "; set DROVER_WORKING_COPY=copy to copy working copies "
+                                        "instead of mounting them"));
+  }
   if (err != 0 && shim) {
     return Status(Code::kIo, "cannot start '" + prog + "': starting its supervisor '" +
                                  shim_argv0_ + " __shim' failed: " + std::strerror(err));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "exec/working_copy.h"
 
 namespace drover {
 
@@ -20,6 +21,9 @@ struct LaunchSpec {
   // group, outlives the engine and records how the run ended in this file (any old file is
   // removed at start). Empty: the run itself leads the group, as without a shim.
   std::string exit_path;
+  // When set, `cwd` is the mount point of this overlay (the run's working copy,
+  // exec/working_copy.h), mounted in a private mount namespace of the run before it starts.
+  OverlayMount overlay;
 };
 
 struct ProcessExit {

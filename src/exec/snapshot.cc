@@ -32,23 +32,17 @@ namespace {
 // Git helpers run with our environment minus what would point git at another repository, and
 // with optional locks off so a snapshot never contends with the user's own git commands for the
 // index lock.
-Result<Captured> RunGit(const std::vector<std::string>& args) {
+CaptureOptions GitOptions() {
   CaptureOptions o;
   o.unset_env = {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OPTIONAL_LOCKS"};
   o.set_env = {"GIT_OPTIONAL_LOCKS=0"};
-  return RunAndCapture(args, o);
+  // A repository on a hung network mount must not hold a submit for ever.
+  o.timeout_ms = 120'000;
+  return o;
 }
 
-std::vector<std::string> SplitNul(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start < s.size()) {
-    size_t end = s.find('\0', start);
-    if (end == std::string::npos) end = s.size();
-    if (end > start) out.push_back(s.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
+Result<Captured> RunGit(const std::vector<std::string>& args) {
+  return RunAndCapture(args, GitOptions());
 }
 
 std::string TrimNewline(std::string s) {
@@ -79,6 +73,56 @@ const char* ModeString(Kind k) {
   return "?";
 }
 
+std::string Mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+// The files found so far, counted against the limits as they are found: a workdir over a limit
+// is refused as soon as it is passed, not after walking all of it (a data folder of millions of
+// files would otherwise cost minutes and the memory of its listing).
+struct Listing {
+  std::string root;
+  int64_t max_bytes = 0;
+  int64_t max_files = 0;
+  int64_t bytes = 0;
+  std::vector<Entry> entries;
+
+  Status Add(Entry e) {
+    bytes += e.size;
+    entries.push_back(std::move(e));
+    if (bytes > max_bytes) {
+      return FailedPrecondition("workdir " + root + " holds more than the snapshot limit of " +
+                                Mib(max_bytes) + " MiB; add a .gitignore for data and outputs, " +
+                                "or point workdir at the code folder (biggest: " + Biggest() +
+                                ")");
+    }
+    if (static_cast<int64_t>(entries.size()) > max_files) {
+      return FailedPrecondition("workdir " + root + " holds more than " +
+                                std::to_string(max_files) +
+                                " files, the snapshot limit; add a .gitignore for data, outputs "
+                                "and environments (node_modules, .venv), or point workdir at the "
+                                "code folder");
+    }
+    return Status::Ok();
+  }
+
+  std::string Biggest() const {
+    std::vector<const Entry*> big;
+    for (const Entry& e : entries) big.push_back(&e);
+    const size_t n = std::min<size_t>(3, big.size());
+    std::partial_sort(big.begin(), big.begin() + n, big.end(), [](const Entry* a, const Entry* b) {
+      return a->size != b->size ? a->size > b->size : a->rel < b->rel;
+    });
+    std::string out;
+    for (size_t i = 0; i < n; ++i) {
+      out += (i ? ", " : "") + big[i]->rel + " (" + Mib(big[i]->size) + " MiB)";
+    }
+    return out;
+  }
+};
+
 // .git holds a repository, not code; .drover holds the store (snapshots included), which must
 // never be captured into itself.
 bool SkippedName(std::string_view name) { return name == ".git" || name == ".drover"; }
@@ -98,7 +142,7 @@ bool HasSkippedComponent(const std::string& rel) {
 // submodule or nested repository that git lists as one entry, or a whole tree without git)
 // by walking it. Paths that vanished since they were listed (deleted but still tracked) are
 // skipped; sockets, fifos and devices too.
-Status AddPath(const fs::path& root, const std::string& rel, std::vector<Entry>* entries) {
+Status AddPath(const fs::path& root, const std::string& rel, Listing* entries) {
   if (rel.empty() || HasSkippedComponent(rel)) return Status::Ok();
   const std::string full = (root / rel).string();
   struct stat st;
@@ -107,9 +151,9 @@ Status AddPath(const fs::path& root, const std::string& rel, std::vector<Entry>*
     return ErrnoStatus("cannot read '" + full + "'");
   }
   if (S_ISLNK(st.st_mode)) {
-    entries->push_back({rel, Kind::kLink, 0});
+    return entries->Add({rel, Kind::kLink, 0});
   } else if (S_ISREG(st.st_mode)) {
-    entries->push_back({rel, (st.st_mode & S_IXUSR) ? Kind::kExec : Kind::kFile, st.st_size});
+    return entries->Add({rel, (st.st_mode & S_IXUSR) ? Kind::kExec : Kind::kFile, st.st_size});
   } else if (S_ISDIR(st.st_mode)) {
     std::error_code ec;
     for (fs::directory_iterator it(full, ec), end; !ec && it != end; it.increment(ec)) {
@@ -122,18 +166,33 @@ Status AddPath(const fs::path& root, const std::string& rel, std::vector<Entry>*
   return Status::Ok();
 }
 
-Status AddListed(const fs::path& root, const std::string& nul_list, std::vector<Entry>* entries) {
-  for (std::string rel : SplitNul(nul_list)) {
-    while (!rel.empty() && rel.back() == '/') rel.pop_back();  // "nested-repo/"
-    DROVER_RETURN_IF_ERROR(AddPath(root, rel, entries));
+// Runs a git listing (`ls-files -z`) and adds each path as git prints it, so a workdir over a
+// limit stops git as soon as the limit is passed.
+Status AddListed(const fs::path& root, const std::vector<std::string>& git_args,
+                 Listing* entries) {
+  std::string partial;
+  Status added;
+  CaptureOptions o = GitOptions();
+  o.on_output = [&](std::string_view chunk) {
+    partial.append(chunk);
+    size_t start = 0;
+    for (size_t end; (end = partial.find('\0', start)) != std::string::npos; start = end + 1) {
+      std::string rel = partial.substr(start, end - start);
+      while (!rel.empty() && rel.back() == '/') rel.pop_back();  // "nested-repo/"
+      added = AddPath(root, rel, entries);
+      if (!added.ok()) return false;
+    }
+    partial.erase(0, start);
+    return true;
+  };
+  auto run = RunAndCapture(git_args, o);
+  if (!added.ok()) return added;
+  if (!run.ok()) return run.status();
+  if (run->exit_code != 0) {
+    return Internal("git ls-files failed in '" + root.string() + "' (exit " +
+                    std::to_string(run->exit_code) + "); run it there to see why");
   }
   return Status::Ok();
-}
-
-std::string Mib(int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(bytes) / (1024.0 * 1024.0));
-  return buf;
 }
 
 // ---- Copying ---------------------------------------------------------------------------------
@@ -196,7 +255,7 @@ void RemoveStaleTemps(const fs::path& dir) {
 }  // namespace
 
 Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& snapshots_dir,
-                              int64_t max_bytes) {
+                              int64_t max_bytes, int64_t max_files) {
   std::error_code ec;
   fs::path root = fs::canonical(workdir, ec);
   if (ec || !fs::is_directory(root)) {
@@ -205,7 +264,10 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
   }
   const std::string root_s = root.string();
   Snapshot snap;
-  std::vector<Entry> entries;
+  Listing listing;
+  listing.root = root_s;
+  listing.max_bytes = max_bytes;
+  listing.max_files = max_files;
 
   // Is it a git work tree? (No git installed reads as "no".)
   auto inside = RunGit({"git", "-C", root_s, "rev-parse", "--is-inside-work-tree"});
@@ -215,13 +277,8 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
   if (snap.git) {
     // Tracked plus untracked-but-not-ignored, relative to the workdir: the committed tree plus
     // the uncommitted changes, as `git status` sees them.
-    DROVER_ASSIGN_OR_RETURN(Captured files, RunGit({"git", "-C", root_s, "ls-files", "-z", "-co",
-                                                    "--exclude-standard"}));
-    if (files.exit_code != 0) {
-      return Internal("git ls-files failed in '" + root_s + "' (exit " +
-                      std::to_string(files.exit_code) + "); run it there to see why");
-    }
-    DROVER_RETURN_IF_ERROR(AddListed(root, files.out, &entries));
+    DROVER_RETURN_IF_ERROR(AddListed(
+        root, {"git", "-C", root_s, "ls-files", "-z", "-co", "--exclude-standard"}, &listing));
     auto head = RunGit({"git", "-C", root_s, "rev-parse", "--verify", "-q", "HEAD"});
     if (head.ok() && head->exit_code == 0) {
       snap.git_commit = TrimNewline(head->out);
@@ -241,45 +298,30 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
       return ErrnoStatus("cannot create a temp folder in '" + snapshots_dir + "'");
     const std::string gitdir = tmpl;
     auto init = RunGit({"git", "init", "-q", "--bare", "--template=", gitdir});
-    Result<Captured> files = Internal("git init failed");
+    Status listed = Internal("git init failed");
     if (init.ok() && init->exit_code == 0) {
-      files = RunGit({"git", "--git-dir=" + gitdir, "--work-tree=" + root_s, "-C", root_s,
-                      "ls-files", "-z", "-co", "--exclude-standard"});
+      listed = AddListed(root,
+                         {"git", "--git-dir=" + gitdir, "--work-tree=" + root_s, "-C", root_s,
+                          "ls-files", "-z", "-co", "--exclude-standard"},
+                         &listing);
     }
     fs::remove_all(gitdir, mk);
-    if (files.ok() && files->exit_code == 0) {
-      DROVER_RETURN_IF_ERROR(AddListed(root, files->out, &entries));
-    } else {
-      DROVER_RETURN_IF_ERROR(AddPath(root, ".", &entries));  // git could not help: take it all
+    if (listed.code() == Code::kFailedPrecondition) return listed;  // over a limit
+    if (!listed.ok()) {
+      listing.entries.clear();
+      listing.bytes = 0;
+      DROVER_RETURN_IF_ERROR(AddPath(root, ".", &listing));  // git could not help: take it all
     }
   } else {
-    DROVER_RETURN_IF_ERROR(AddPath(root, ".", &entries));
+    DROVER_RETURN_IF_ERROR(AddPath(root, ".", &listing));
   }
 
+  std::vector<Entry>& entries = listing.entries;
   std::sort(entries.begin(), entries.end(),
             [](const Entry& a, const Entry& b) { return a.rel < b.rel; });
   entries.erase(std::unique(entries.begin(), entries.end(),
                             [](const Entry& a, const Entry& b) { return a.rel == b.rel; }),
                 entries.end());
-
-  int64_t total = 0;
-  for (const Entry& e : entries) total += e.size;
-  if (total > max_bytes) {
-    std::vector<const Entry*> big;
-    for (const Entry& e : entries) big.push_back(&e);
-    const size_t n = std::min<size_t>(3, big.size());
-    std::partial_sort(big.begin(), big.begin() + n, big.end(),
-                      [](const Entry* a, const Entry* b) { return a->size > b->size; });
-    std::string biggest;
-    for (size_t i = 0; i < n; ++i) {
-      biggest += (i ? ", " : "") + big[i]->rel + " (" + Mib(big[i]->size) + " MiB)";
-    }
-    return FailedPrecondition("workdir " + root_s + " holds " + Mib(total) +
-                              " MiB, over the snapshot limit of " + Mib(max_bytes) +
-                              " MiB; add a .gitignore for data and outputs, or point workdir at "
-                              "the code folder (biggest: " +
-                              biggest + ")");
-  }
 
   // Copy into a temp folder beside the final one and rename it into place at the end, so a crash
   // never leaves a half-written snapshot under a hash name.

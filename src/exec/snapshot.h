@@ -13,10 +13,14 @@
 namespace drover {
 
 inline constexpr int64_t kDefaultSnapshotMaxBytes = 256LL * 1024 * 1024;
+inline constexpr int64_t kDefaultSnapshotMaxFiles = 100'000;
 
-// Captures `workdir` into `<snapshots_dir>/<hash>` (reused when it exists).
+// Captures `workdir` into `<snapshots_dir>/<hash>` (reused when it exists). A workdir over
+// either limit is refused as soon as the walk passes it. Git helpers are killed after 2 minutes.
+// Safe to call from any thread (it touches no store): the daemon calls it off the engine's loop.
 Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& snapshots_dir,
-                              int64_t max_bytes = kDefaultSnapshotMaxBytes);
+                              int64_t max_bytes = kDefaultSnapshotMaxBytes,
+                              int64_t max_files = kDefaultSnapshotMaxFiles);
 
 // Copies a snapshot's files into `dest` (created), a writable working copy for one run.
 Status MaterializeSnapshot(const Snapshot& snapshot, const std::string& dest);

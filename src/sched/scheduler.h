@@ -6,8 +6,10 @@
 // What a pass does (docs/scheduling.md):
 //   - ranks waiting runs by the policy (sched/policy.h); with groups, offers GPUs to groups in
 //     order of GPUs held / weight (fair share), each group's best-ranked run first;
-//   - places each where it fits: a run that declares gpu_memory shares a GPU (best fit by free
-//     memory: several runs on one GPU), others take whole idle GPUs; a gang of up to a machine's
+//   - places each where it fits: a run that declares gpu_memory goes to an idle GPU when one
+//     fits, and shares a GPU (several runs on one) when none does or when idle GPUs are worth
+//     keeping whole (a whole-GPU run waits): the least busy by telemetry, then the tightest fit;
+//     others take whole idle GPUs; a gang of up to a machine's
 //     GPUs goes to the machine whose idle GPUs fit it most tightly, larger ones take whole idle
 //     machines; max_parallel and CPU slots cap starts;
 //   - a quota caps a group's GPUs while another group within its quota waits; idle quota is
@@ -52,6 +54,9 @@ struct GpuState {
   int runs = 0;            // runs on it now
   bool exclusive = false;  // held whole by one run
   int node = 0;            // the machine it is on: a gang of up to a machine's GPUs stays on one
+  // Telemetry, where known (-1: not measured): runs that must share a GPU go to the least busy.
+  double utilization = -1;  // percent, 0-100
+  int64_t memory_used = -1;  // bytes in use as the driver reports, drover's runs' and others'
 };
 
 // A run holding GPUs now, as preemption sees it.
@@ -87,6 +92,10 @@ struct ClusterView {
   // does not fit yet, the machine closest to fitting it is held for it (the caller keeps naming
   // it until it starts: the GPUs its victims free are its, not the next run's in line).
   int64_t first = 0;
+  // The caller expects runs that need whole GPUs (a trace that has them): runs that share GPUs by
+  // memory then pack onto shared GPUs first instead of spreading over idle ones. Decide() also
+  // keeps GPUs whole while such a run waits in the queue or a machine is held for one.
+  bool whole_gpu_demand = false;
 };
 
 struct StartAction {

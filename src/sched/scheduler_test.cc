@@ -43,14 +43,90 @@ TEST(Scheduler, PacksTwoSixGiBRunsPerSixteenGiBGpu) {
   EXPECT_EQ(per_gpu[1], 2);
 }
 
-TEST(Scheduler, BestFitChoosesTightestGpu) {
+TEST(Scheduler, BestFitChoosesTightestGpuWhenGpusMustBeKeptWhole) {
   ClusterView c = Gpus({16 * GiB, 16 * GiB, 16 * GiB});
   c.gpus[0].reserved = 4 * GiB;   // 12 free
   c.gpus[1].reserved = 10 * GiB;  // 6 free: fits exactly
   c.gpus[0].runs = c.gpus[1].runs = 1;
+  // A whole-GPU run waits (it fits nowhere while GPU 2 is its only idle GPU and it wants 2), so
+  // GPU 2 stays whole and run 1 takes the tightest shared hole.
+  auto actions = Decide({Pending(1, 1, 6 * GiB), Pending(2, 2, 0)}, c, 0);
+  ASSERT_EQ(actions.size(), 1u);
+  EXPECT_EQ(actions[0].run_id, 1);
+  EXPECT_EQ(actions[0].gpus, std::vector<int>{1});
+  // The caller may say whole-GPU runs are coming (the packing experiment does).
+  c.whole_gpu_demand = true;
+  actions = Decide({Pending(1, 1, 6 * GiB)}, c, 0);
+  ASSERT_EQ(actions.size(), 1u);
+  EXPECT_EQ(actions[0].gpus, std::vector<int>{1});
+}
+
+TEST(Scheduler, SpreadsOverIdleGpusBeforeSharing) {
+  ClusterView c = Gpus({16 * GiB, 16 * GiB, 16 * GiB});
+  c.gpus[1].reserved = 10 * GiB;
+  c.gpus[1].runs = 1;
+  // Nothing needs whole GPUs: a shared GPU trains each of its runs at about half speed, so the
+  // run takes an idle GPU.
+  auto actions = Decide({Pending(1, 1, 6 * GiB)}, c, 0);
+  ASSERT_EQ(actions.size(), 1u);
+  EXPECT_EQ(actions[0].gpus, std::vector<int>{0});
+}
+
+TEST(Scheduler, DigitsComparisonRunsOneRunPerGpuAtATime) {
+  // examples/digits/compare.yaml on --fake-gpus 2x16GiB with 2 CPU slots: 4 runs of 6 GiB.
+  ClusterView c = Gpus({16 * GiB, 16 * GiB});
+  c.cpu_slots_total = 2;
+  std::vector<PendingRun> q;
+  for (int i = 1; i <= 4; ++i) q.push_back(Pending(i, 1, 6 * GiB));
+  auto actions = Decide(q, c, 0);
+  ASSERT_EQ(actions.size(), 2u);
+  EXPECT_EQ(actions[0].gpus, std::vector<int>{0});
+  EXPECT_EQ(actions[1].gpus, std::vector<int>{1});
+  // Run 1 ends: GPU 0 is idle again and run 3 takes it, not a share of GPU 1.
+  c.gpus[1].reserved = 6 * GiB;
+  c.gpus[1].runs = 1;
+  c.cpu_slots_used = 1;
+  actions = Decide({q[2], q[3]}, c, 0);
+  ASSERT_EQ(actions.size(), 1u);
+  EXPECT_EQ(actions[0].run_id, 3);
+  EXPECT_EQ(actions[0].gpus, std::vector<int>{0});
+}
+
+TEST(Scheduler, SixFiveGiBRunsOnTwoGpusWithTwoCpuSlotsUseBothGpus) {
+  ClusterView c = Gpus({16 * GiB, 16 * GiB});
+  c.cpu_slots_total = 2;
+  std::vector<PendingRun> q;
+  for (int i = 1; i <= 6; ++i) q.push_back(Pending(i, 1, 5 * GiB));
+  auto actions = Decide(q, c, 0);
+  ASSERT_EQ(actions.size(), 2u);
+  EXPECT_EQ(actions[0].gpus, std::vector<int>{0});
+  EXPECT_EQ(actions[1].gpus, std::vector<int>{1});
+}
+
+TEST(Scheduler, SharesTheLeastBusyGpuByTelemetry) {
+  ClusterView c = Gpus({16 * GiB, 16 * GiB, 16 * GiB});
+  for (auto& g : c.gpus) {
+    g.reserved = 6 * GiB;
+    g.runs = 1;
+  }
+  c.gpus[0].utilization = 95;
+  c.gpus[1].utilization = 20;  // the least busy
+  c.gpus[2].utilization = 60;
+  c.gpus[2].reserved = 8 * GiB;  // the tightest fit, but busier
   auto actions = Decide({Pending(1, 1, 6 * GiB)}, c, 0);
   ASSERT_EQ(actions.size(), 1u);
   EXPECT_EQ(actions[0].gpus, std::vector<int>{1});
+  // Equal utilisation: the one with less memory in use, then the tightest fit.
+  c.gpus[1].utilization = 60;
+  c.gpus[1].memory_used = 9 * GiB;
+  c.gpus[2].memory_used = 3 * GiB;
+  actions = Decide({Pending(1, 1, 6 * GiB)}, c, 0);
+  ASSERT_EQ(actions.size(), 1u);
+  EXPECT_EQ(actions[0].gpus, std::vector<int>{2});
+  c.gpus[1].memory_used = c.gpus[2].memory_used = -1;  // not measured: tightest fit
+  actions = Decide({Pending(1, 1, 6 * GiB)}, c, 0);
+  ASSERT_EQ(actions.size(), 1u);
+  EXPECT_EQ(actions[0].gpus, std::vector<int>{2});
 }
 
 TEST(Scheduler, WholeGpuRunsNeedIdleGpusAndBlockSharing) {

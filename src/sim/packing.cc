@@ -117,6 +117,9 @@ Result<std::optional<Placement>> PackState::ChooseDrover(const TraceJob& pod) co
   // share as gpu_memory on GPUs of capacity 1000; a whole-GPU run declares none (exclusive), which
   // makes Decide keep a gang on one machine.
   sched::ClusterView view;
+  // Pods arrive one at a time, so Decide() never sees the whole-GPU pods still to come in its
+  // queue; the trace's workload has them all along, as a lab's queue would show the engine.
+  view.whole_gpu_demand = true;
   for (size_t n = 0; n < nodes_.size(); ++n) {
     if (!Fits(pod, static_cast<int>(n))) continue;
     const Node& node = nodes_[n];

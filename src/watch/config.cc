@@ -24,7 +24,9 @@ using yaml::Describe;
 using yaml::Field;
 using yaml::Find;
 
-const std::vector<std::string> kTopKeys = {"telemetry", "alerts", "detectors", "scheduler"};
+const std::vector<std::string> kTopKeys = {"telemetry", "alerts", "detectors", "scheduler",
+                                           "environment"};
+const std::vector<std::string> kEnvironmentKeys = {"package_list_timeout"};
 const std::vector<std::string> kTelemetryKeys = {"period", "store_every"};
 const std::vector<std::string> kAlertKeys = {"silence", "sinks"};
 const std::vector<std::string> kSinkKeys = {"type",         "url",     "format", "min_severity",
@@ -50,7 +52,8 @@ const yaml::Sections kSections = {
     {"telemetry", &kTelemetryKeys},
     {"alerts", &kAlertKeys},
     {"detectors", &kDetectorKeys},
-    {"scheduler", &kSchedulerKeys}};
+    {"scheduler", &kSchedulerKeys},
+    {"environment", &kEnvironmentKeys}};
 
 constexpr int64_t kIntMax = std::numeric_limits<int>::max();
 
@@ -83,6 +86,7 @@ class Parser {
 
   Status ParseTelemetry(const Field& f, WatchConfig& c) const;
   Status ParseAlerts(const Field& f, WatchConfig& c) const;
+  Status ParseEnvironment(const Field& f, WatchConfig& c) const;
   Status ParseSinks(const Field& f, WatchConfig& c) const;
   Status ParseDetectors(const Field& f, WatchConfig& c) const;
   Status ParseScheduler(const Field& f, WatchConfig& c) const;
@@ -217,6 +221,16 @@ Status Parser::ParseTelemetry(const Field& f, WatchConfig& c) const {
                            "least the period",
                            FormatDuration(c.telemetry_store_every_ms),
                            FormatDuration(c.telemetry_period_ms)));
+  }
+  return Status::Ok();
+}
+
+Status Parser::ParseEnvironment(const Field& f, WatchConfig& c) const {
+  DROVER_ASSIGN_OR_RETURN(std::vector<Field> fields,
+                          ReadMap(f.at(), f.value, "environment", kEnvironmentKeys,
+                                  "environment: {package_list_timeout: 30s}"));
+  if (const Field* t = Find(fields, "package_list_timeout")) {
+    DROVER_ASSIGN_OR_RETURN(c.environment.package_list_timeout_ms, Duration(*t, 100));
   }
   return Status::Ok();
 }
@@ -554,6 +568,7 @@ Result<WatchConfig> Parser::Parse(const std::string& text) {
   if (const Field* f = Find(top, "alerts")) DROVER_RETURN_IF_ERROR(ParseAlerts(*f, c));
   if (const Field* f = Find(top, "detectors")) DROVER_RETURN_IF_ERROR(ParseDetectors(*f, c));
   if (const Field* f = Find(top, "scheduler")) DROVER_RETURN_IF_ERROR(ParseScheduler(*f, c));
+  if (const Field* f = Find(top, "environment")) DROVER_RETURN_IF_ERROR(ParseEnvironment(*f, c));
   return c;
 }
 

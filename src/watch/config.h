@@ -32,6 +32,8 @@
 //     las_threshold: 16h    # las: GPU time attained before a run moves to the second queue
 //     groups:
 //       vision: {weight: 2, quota: 4}   # quota in GPUs; 0 = none
+//   environment:
+//     package_list_timeout: 30s   # the interpreter's package listing is killed after this
 #include <map>
 #include <optional>
 #include <string>
@@ -69,6 +71,13 @@ struct SchedulerConfig {
   sched::PolicyConfig Policy() const;
 };
 
+// What is recorded of each experiment's environment (docs/execution.md).
+struct EnvironmentConfig {
+  // The package listing runs the user's interpreter off the loop; past this it is killed and
+  // recorded as timed out (the runs start meanwhile either way).
+  Millis package_list_timeout_ms = 30'000;
+};
+
 struct WatchConfig {
   Millis telemetry_period_ms = 5000;
   Millis telemetry_store_every_ms = 60'000;
@@ -77,6 +86,7 @@ struct WatchConfig {
   std::vector<SinkConfig> sinks = {SinkConfig{}};
   DetectorConfig detectors;
   SchedulerConfig scheduler;
+  EnvironmentConfig environment;
 };
 
 // Errors carry file:line:column (`source` names the file) and a did-you-mean for misspelt keys,

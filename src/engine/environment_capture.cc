@@ -1,0 +1,124 @@
+#include "engine/environment_capture.h"
+
+#include <fmt/format.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+
+#include "common/strings.h"
+#include "common/subprocess.h"
+
+namespace drover {
+
+namespace {
+
+// Lists the interpreter's installed distributions, as `pip freeze` would, without needing pip.
+constexpr const char* kPackageListScript =
+    "import importlib.metadata as m\n"
+    "seen = set()\n"
+    "for d in m.distributions():\n"
+    "    n = d.metadata['Name']\n"
+    "    if n and n.lower() not in seen:\n"
+    "        seen.add(n.lower()); print(f'{n}=={d.version}')\n";
+
+}  // namespace
+
+EnvironmentCapture::EnvironmentCapture(std::function<std::string()> describe_gpus,
+                                       Millis package_list_timeout_ms)
+    : describe_gpus_(std::move(describe_gpus)), timeout_ms_(package_list_timeout_ms) {}
+
+EnvironmentCapture::~EnvironmentCapture() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    queue_.clear();
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void EnvironmentCapture::Start(EnvironmentRequest request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  queue_.push_back(std::move(request));
+  if (!thread_.joinable()) {
+    // Every signal blocked on this thread: SIGCHLD and SIGINT are for the loop's thread, which
+    // takes them synchronously (a helper's end is waited for by pid, never by signal).
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    thread_ = std::thread([this] { Work(); });
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  }
+  wake_.notify_one();
+}
+
+std::vector<Environment> EnvironmentCapture::TakeFinished() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Environment> out;
+  out.swap(finished_);
+  return out;
+}
+
+bool EnvironmentCapture::Busy() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return working_ || !queue_.empty();
+}
+
+void EnvironmentCapture::WaitIdle() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_.wait(lock, [&] { return !working_ && queue_.empty(); });
+}
+
+void EnvironmentCapture::Work() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) break;
+    EnvironmentRequest r = std::move(queue_.front());
+    queue_.pop_front();
+    working_ = true;
+    lock.unlock();
+    std::vector<Environment> envs;
+    for (const auto& interp : r.interpreters) envs.push_back(Capture(r, interp));
+    lock.lock();
+    for (auto& e : envs) finished_.push_back(std::move(e));
+    working_ = false;
+    if (queue_.empty()) idle_.notify_all();
+  }
+  working_ = false;
+  idle_.notify_all();
+}
+
+Environment EnvironmentCapture::Capture(const EnvironmentRequest& r,
+                                        const std::string& interpreter) {
+  if (!described_) {
+    gpu_info_ = describe_gpus_ ? describe_gpus_() : "";
+    described_ = true;
+  }
+  Environment env;
+  env.experiment_id = r.experiment_id;
+  env.interpreter = interpreter;
+  env.hostname = r.hostname;
+  env.gpu_info = gpu_info_;
+  if (interpreter.empty()) return env;
+  CaptureOptions o;
+  o.cwd = r.workdir;
+  o.timeout_ms = timeout_ms_;
+  o.max_output_bytes = 8LL << 20;  // a package list is kilobytes
+  auto cap = RunAndCapture({interpreter, "-c", kPackageListScript}, o);
+  if (cap.ok() && cap->exit_code == 0) {
+    auto lines = Split(cap->out, '\n');
+    lines.erase(std::remove(lines.begin(), lines.end(), ""), lines.end());
+    std::sort(lines.begin(), lines.end());
+    env.packages = Join(lines, "\n");
+  } else if (!cap.ok() && cap.status().code() == Code::kUnavailable) {
+    env.packages = fmt::format("# could not list packages of {}: {}", interpreter,
+                               cap.status().message());
+  } else {
+    env.packages = "# could not list packages of " + interpreter;
+  }
+  return env;
+}
+
+}  // namespace drover

@@ -1,0 +1,204 @@
+#include "exec/working_copy.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "exec/snapshot.h"
+
+namespace drover {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool WriteAll(const char* path, const std::string& text) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = write(fd, text.data(), text.size());
+  close(fd);
+  return n == static_cast<ssize_t>(text.size());
+}
+
+Status MakeDir(const std::string& path) {
+  if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+    return ErrnoStatus("cannot create '" + path + "'");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<PreparedOverlay> PrepareOverlay(const OverlayMount& m, const std::string& target) {
+  for (const std::string* p : {&m.lower, &m.upper, &m.work, &target}) {
+    if (p->find_first_of(",:\\") != std::string::npos) {
+      return InvalidArgument("'" + *p + "' holds ',', ':' or '\\', which overlayfs options "
+                             "cannot carry");
+    }
+  }
+  PreparedOverlay p;
+  p.user_namespace = geteuid() != 0;
+  p.options = "lowerdir=" + m.lower + ",upperdir=" + m.upper + ",workdir=" + m.work;
+  // In a user namespace overlayfs keeps its bookkeeping in user.* attributes (trusted.* needs
+  // the init namespace's CAP_SYS_ADMIN).
+  if (p.user_namespace) p.options += ",userxattr";
+  p.target = target;
+  p.uid_map = std::to_string(geteuid()) + " " + std::to_string(geteuid()) + " 1\n";
+  p.gid_map = std::to_string(getegid()) + " " + std::to_string(getegid()) + " 1\n";
+  return p;
+}
+
+int EnterOverlay(const PreparedOverlay& p, const char** step) {
+  if (p.user_namespace) {
+    *step = "unshare(CLONE_NEWUSER|CLONE_NEWNS)";
+    if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return errno;
+    // Only the user's own ids are mapped, to themselves: files keep their owners and the run
+    // keeps its uid (after exec it has no capability in the namespace either).
+    *step = "writing /proc/self/setgroups";
+    if (!WriteAll("/proc/self/setgroups", "deny")) return errno ? errno : EIO;
+    *step = "writing /proc/self/uid_map";
+    if (!WriteAll("/proc/self/uid_map", p.uid_map)) return errno ? errno : EIO;
+    *step = "writing /proc/self/gid_map";
+    if (!WriteAll("/proc/self/gid_map", p.gid_map)) return errno ? errno : EIO;
+  } else {
+    *step = "unshare(CLONE_NEWNS)";
+    if (unshare(CLONE_NEWNS) != 0) return errno;
+  }
+  // Mounts made here must not propagate back to the host; the host's later mounts (a data share)
+  // still reach the run.
+  *step = "making mounts private";
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) return errno;
+  *step = "mounting the overlay";
+  if (mount("overlay", p.target.c_str(), "overlay", 0, p.options.c_str()) != 0) return errno;
+  return 0;
+}
+
+WorkingCopies WorkingCopies::CopyOnly(std::string why) {
+  WorkingCopies w;
+  w.why_not_ = std::move(why);
+  return w;
+}
+
+WorkingCopies WorkingCopies::Probe(const std::string& scratch_dir) {
+  const char* forced = getenv("DROVER_WORKING_COPY");
+  if (forced != nullptr && std::string(forced) == "copy") {
+    return CopyOnly("DROVER_WORKING_COPY=copy");
+  }
+  std::error_code ec;
+  fs::create_directories(scratch_dir, ec);
+  std::string dir = (fs::path(scratch_dir) / ".overlay-probe-XXXXXX").string();
+  if (mkdtemp(dir.data()) == nullptr) return CopyOnly("cannot create a probe folder in " + scratch_dir);
+  auto cleanup = [&] { fs::remove_all(dir, ec); };
+  OverlayMount m{dir + "/lower", dir + "/upper", dir + "/work"};
+  std::string target = dir + "/merged";
+  for (const std::string* p : {&m.lower, &m.upper, &m.work, &target}) {
+    if (!MakeDir(*p).ok()) {
+      cleanup();
+      return CopyOnly("cannot create probe folders in " + scratch_dir);
+    }
+  }
+  { std::ofstream(m.lower + "/file") << "snapshot\n"; }
+  auto prepared = PrepareOverlay(m, target);
+  if (!prepared.ok()) {
+    cleanup();
+    return CopyOnly(prepared.status().message());
+  }
+  // The child mounts, writes through the overlay and exits: the snapshot's file must be
+  // unchanged and the write must be in the upper layer.
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    cleanup();
+    return CopyOnly("cannot create a pipe");
+  }
+  const std::string file = target + "/file";
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    const char* step = "";
+    int err = EnterOverlay(*prepared, &step);
+    if (err == 0) {
+      int fd = open(file.c_str(), O_WRONLY | O_APPEND);
+      if (fd < 0 || write(fd, "run\n", 4) != 4) {
+        err = errno ? errno : EIO;
+        step = "writing through the overlay";
+      }
+      if (fd >= 0) close(fd);
+    }
+    if (err != 0) {
+      char msg[256];
+      int n = snprintf(msg, sizeof msg, "%s: %s", step, strerror(err));
+      if (n > 0) (void)!write(fds[1], msg, static_cast<size_t>(n));
+    }
+    _exit(err == 0 ? 0 : 1);
+  }
+  close(fds[1]);
+  std::string message;
+  char buf[256];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    message.append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  int status = 0;
+  if (pid < 0) {
+    message = "fork failed";
+  } else {
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  std::string lower_text, upper_text;
+  std::getline(std::ifstream(m.lower + "/file"), lower_text);
+  {
+    std::ifstream up(m.upper + "/file");
+    std::string line;
+    while (std::getline(up, line)) upper_text += line + "\n";
+  }
+  cleanup();
+  if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 && lower_text == "snapshot" &&
+      upper_text == "snapshot\nrun\n") {
+    WorkingCopies w;
+    w.overlay_ = true;
+    return w;
+  }
+  if (message.empty()) message = "the overlay did not keep the snapshot apart from the run's changes";
+  return CopyOnly(message);
+}
+
+Result<WorkingCopy> WorkingCopies::Prepare(const Snapshot& snapshot,
+                                           const std::string& run_dir) const {
+  WorkingCopy w;
+  w.path = run_dir + "/work";
+  OverlayMount m{snapshot.path, run_dir + "/changes", run_dir + "/.overlay"};
+  std::error_code ec;
+  if (fs::is_directory(m.upper, ec)) {
+    w.overlay = m;  // an earlier attempt's overlay: its changes are kept for this one
+    return w;
+  }
+  if (fs::exists(w.path, ec)) return w;  // an earlier attempt's copy
+  const bool small = snapshot.files <= kCopyMaxFiles && snapshot.bytes <= kCopyMaxBytes;
+  if (!overlay_ || small || !PrepareOverlay(m, w.path).ok()) {
+    DROVER_RETURN_IF_ERROR(MaterializeSnapshot(snapshot, w.path));
+    return w;
+  }
+  if (snapshot.path.empty() || !fs::is_directory(snapshot.path, ec)) {
+    return NotFound("snapshot " + snapshot.hash + " is missing at '" + snapshot.path +
+                    "'; the store's snapshots folder was changed by hand");
+  }
+  // The upper layer last: its presence says the other two are there.
+  DROVER_RETURN_IF_ERROR(MakeDir(w.path));
+  DROVER_RETURN_IF_ERROR(MakeDir(m.work));
+  DROVER_RETURN_IF_ERROR(MakeDir(m.upper));
+  w.overlay = m;
+  return w;
+}
+
+}  // namespace drover

@@ -1,0 +1,80 @@
+#pragma once
+// A run's working copy: where it runs, writable, isolated from the snapshot and from every other
+// run, and cheap whatever the size of the code (docs/execution.md, "Working copies").
+//
+// A snapshot of more than a few small files is not copied. The run's folder holds
+//   work/      the mount point: the run's cwd
+//   changes/   what the run wrote (overlayfs' upper layer), kept after it ends
+//   .overlay/  overlayfs' own scratch folder
+// and the launcher mounts an overlay of the read-only snapshot (the lower layer) and changes/
+// onto work/ in a private mount namespace of the run, between fork and exec: as root a mount
+// namespace of its own, otherwise also a user namespace that maps only the user to itself (so
+// the run keeps its uid and, after exec, no capability). A run that rewrites, appends to,
+// truncates, chmods or deletes a file changes only its changes/; the mount goes away with the
+// run's last process, so nothing needs unmounting and a killed engine leaves no mount behind.
+// Materialising costs three folders and one mount, the same for 1 MiB as for 1 GiB of code.
+//
+// A snapshot of a few small files is copied instead (cheaper than a mount: short runs' launch
+// throughput), and so is every snapshot where overlays cannot be mounted (no user namespaces, a
+// file system overlayfs refuses): Probe() says which, once per engine.
+#include <string>
+
+#include "common/status.h"
+#include "model/run.h"
+
+namespace drover {
+
+// What the launcher mounts for a run (LaunchSpec::overlay): `lower` read-only under `upper` at
+// the run's cwd. Empty: the cwd is used as it is.
+struct OverlayMount {
+  std::string lower;   // the snapshot
+  std::string upper;   // <run>/changes
+  std::string work;    // <run>/.overlay
+  bool empty() const { return lower.empty(); }
+};
+
+struct WorkingCopy {
+  std::string path;      // the run's cwd: <run>/work
+  OverlayMount overlay;  // empty when path is a plain copy
+};
+
+// Snapshots up to these sizes are copied rather than mounted.
+inline constexpr int64_t kCopyMaxFiles = 8;
+inline constexpr int64_t kCopyMaxBytes = 1 << 20;
+
+class WorkingCopies {
+ public:
+  // Whether overlays can be mounted here, tried once in a child process on a scratch folder
+  // under `scratch_dir` (created and removed). `why` says why not.
+  static WorkingCopies Probe(const std::string& scratch_dir);
+  // Plain copies only (tests, DROVER_WORKING_COPY=copy).
+  static WorkingCopies CopyOnly(std::string why);
+
+  bool overlay() const { return overlay_; }
+  const std::string& why_not() const { return why_not_; }
+
+  // The working copy of one run under `run_dir`, made on its first attempt and reused by later
+  // ones (however the first was made).
+  Result<WorkingCopy> Prepare(const Snapshot& snapshot, const std::string& run_dir) const;
+
+ private:
+  bool overlay_ = false;
+  std::string why_not_;
+};
+
+// In a child between fork and exec (async-signal-safe: no allocation): enters a private mount
+// namespace (with a user namespace mapping `uid`/`gid` to themselves when not root) and mounts
+// the overlay whose options are `options` onto `target`. Returns 0, or the errno of the step
+// that failed, with that step's name in *step.
+struct PreparedOverlay {
+  std::string options;  // "lowerdir=...,upperdir=...,workdir=...[,userxattr]"
+  std::string target;
+  bool user_namespace = false;
+  std::string uid_map;  // "<uid> <uid> 1\n"
+  std::string gid_map;
+};
+// Fails (InvalidArgument) for paths overlayfs' options cannot carry (',', ':', '\\').
+Result<PreparedOverlay> PrepareOverlay(const OverlayMount& mount, const std::string& target);
+int EnterOverlay(const PreparedOverlay& p, const char** step);
+
+}  // namespace drover

@@ -1,0 +1,220 @@
+// Working copies against the real kernel: overlays mounted in the run's own mount namespace by the
+// real launcher, runs that rewrite, append to, truncate, chmod and delete their files, as root and
+// (in a child that drops to nobody) as an ordinary user.
+#include "exec/working_copy.h"
+
+#include <gtest/gtest.h>
+#include <grp.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "exec/posix_launcher.h"
+#include "exec/snapshot.h"
+
+namespace drover {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void Write(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary | std::ios::trunc) << text;
+}
+
+// What a careless run does to its working copy.
+constexpr const char* kVandal =
+    "set -e\n"
+    "echo rewritten > train.py\n"
+    "echo appended >> data.txt\n"
+    ": > big.bin\n"
+    "chmod 600 config.yaml\n"
+    "rm notes.txt\n"
+    "echo new > outputs.txt\n"
+    "truncate -s 3 lib/util.py\n";
+
+// Runs `script` with sh in the working copy of run `n`, waits, and returns its stdout.
+std::string RunIn(PosixLauncher& launcher, const WorkingCopies& copies, const Snapshot& snap,
+                  const fs::path& runs, int n, const std::string& script, std::string* error) {
+  fs::path run_dir = runs / std::to_string(n);
+  fs::create_directories(run_dir);
+  auto wc = copies.Prepare(snap, run_dir.string());
+  if (!wc.ok()) {
+    *error = wc.status().ToString();
+    return "";
+  }
+  LaunchSpec spec;
+  spec.argv = {"sh", "-c", script};
+  spec.env = {std::string("PATH=") + getenv("PATH")};
+  spec.cwd = wc->path;
+  spec.overlay = wc->overlay;
+  spec.stdout_path = (run_dir / "out").string();
+  spec.stderr_path = (run_dir / "err").string();
+  auto pid = launcher.Start(spec);
+  if (!pid.ok()) {
+    *error = pid.status().ToString();
+    return "";
+  }
+  for (int i = 0; i < 200; ++i) {
+    for (const ProcessExit& e : launcher.Wait(100).exits) {
+      if (e.pid != *pid) continue;
+      if (e.exit_code != 0) *error = "exit " + std::to_string(e.exit_code) + ": " + Read(run_dir / "err");
+      return Read(run_dir / "out");
+    }
+  }
+  *error = "the run did not end";
+  return "";
+}
+
+// Everything the test checks, as a list of failures (empty: all good), so the ordinary-user case
+// can run it in a child process and report back.
+std::string CheckIsolation(const fs::path& dir, bool expect_overlay) {
+  std::string failures;
+  auto expect = [&](bool ok, const std::string& what) {
+    if (!ok) failures += what + "\n";
+  };
+  fs::path work = dir / "code";
+  Write(work / "train.py", "print('train')\n");
+  Write(work / "data.txt", "data\n");
+  Write(work / "big.bin", std::string(2 << 20, 'b'));  // over the copy limit: an overlay
+  Write(work / "config.yaml", "lr: 0.1\n");
+  Write(work / "notes.txt", "notes\n");
+  Write(work / "lib" / "util.py", "def util(): pass\n");
+  for (int i = 0; i < 8; ++i) Write(work / "pad" / std::to_string(i), "x\n");
+  auto snap = TakeSnapshot(work.string(), (dir / "snapshots").string());
+  if (!snap.ok()) return "snapshot: " + snap.status().ToString();
+  WorkingCopies copies = WorkingCopies::Probe((dir / "runs").string());
+  expect(copies.overlay() == expect_overlay, "overlay() is " + std::to_string(copies.overlay()) +
+                                                 " (" + copies.why_not() + ")");
+  PosixLauncher launcher;
+  std::string error;
+  RunIn(launcher, copies, *snap, dir / "runs", 1, kVandal, &error);
+  expect(error.empty(), "run 1: " + error);
+  // The snapshot is untouched: content and modes.
+  fs::path s = snap->path;
+  expect(Read(s / "train.py") == "print('train')\n", "snapshot train.py changed");
+  expect(Read(s / "data.txt") == "data\n", "snapshot data.txt changed");
+  expect(fs::file_size(s / "big.bin") == (2u << 20), "snapshot big.bin truncated");
+  expect((fs::status(s / "config.yaml").permissions() & fs::perms::all) ==
+             (fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+              fs::perms::others_read),
+         "snapshot config.yaml chmodded");
+  expect(fs::exists(s / "notes.txt"), "snapshot notes.txt deleted");
+  expect(Read(s / "lib" / "util.py") == "def util(): pass\n", "snapshot lib/util.py truncated");
+  expect(!fs::exists(s / "outputs.txt"), "the run's output landed in the snapshot");
+  if (expect_overlay) {
+    // What the run wrote is kept in its changes/, and the code is not copied.
+    fs::path changes = dir / "runs" / "1" / "changes";
+    expect(Read(changes / "train.py") == "rewritten\n", "changes/train.py");
+    expect(Read(changes / "outputs.txt") == "new\n", "changes/outputs.txt");
+    expect(!fs::exists(changes / "pad"), "untouched files were copied into changes/");
+  }
+  // A second run sees the snapshot as it was, and a retry of the first sees its own changes.
+  std::string seen = RunIn(launcher, copies, *snap, dir / "runs", 2,
+                           "cat train.py data.txt notes.txt; wc -c < big.bin; ls", &error);
+  expect(error.empty(), "run 2: " + error);
+  expect(seen == "print('train')\ndata\nnotes\n2097152\nbig.bin\nconfig.yaml\ndata.txt\nlib\n"
+                 "notes.txt\npad\ntrain.py\n",
+         "run 2 saw: " + seen);
+  std::string again = RunIn(launcher, copies, *snap, dir / "runs", 1,
+                            "cat train.py data.txt; test ! -e notes.txt && echo gone", &error);
+  expect(error.empty(), "run 1, attempt 2: " + error);
+  expect(again == "rewritten\ndata\nappended\ngone\n", "run 1's retry saw: " + again);
+  return failures;
+}
+
+class WorkingCopyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "drover-wc-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = fs::canonical(tmpl);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(WorkingCopyTest, ARunChangesNeitherTheSnapshotNorAnotherRun) {
+  // As whoever runs the tests (root on CI): a private mount namespace.
+  EXPECT_EQ(CheckIsolation(dir_, /*expect_overlay=*/true), "");
+}
+
+TEST_F(WorkingCopyTest, AsAnOrdinaryUserToo) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to drop to nobody";
+  // nobody must be able to reach its folder.
+  chmod(dir_.c_str(), 0777);
+  for (fs::path p = dir_.parent_path(); p != p.root_path(); p = p.parent_path()) {
+    struct stat st;
+    if (stat(p.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
+      GTEST_SKIP() << p << " is not searchable by other users";
+    }
+  }
+  fs::path mine = dir_ / "nobody";
+  fs::create_directory(mine);
+  ASSERT_EQ(chown(mine.c_str(), 65534, 65534), 0);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    std::string failures;
+    if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) {
+      failures = "cannot become nobody";
+    } else {
+      // A process that dropped root in place is not dumpable, so its /proc/self files stay
+      // root's; a user's own login or `runuser` execs, which makes it dumpable again.
+      prctl(PR_SET_DUMPABLE, 1);
+      failures = CheckIsolation(mine, /*expect_overlay=*/true);
+    }
+    (void)!write(fds[1], failures.data(), failures.size());
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string failures;
+  char buf[4096];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) failures.append(buf, n);
+  close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(failures, "");
+}
+
+TEST_F(WorkingCopyTest, CopiesIsolateToo) {
+  setenv("DROVER_WORKING_COPY", "copy", 1);
+  std::string failures = CheckIsolation(dir_, /*expect_overlay=*/false);
+  unsetenv("DROVER_WORKING_COPY");
+  EXPECT_EQ(failures, "");
+}
+
+TEST_F(WorkingCopyTest, ASmallSnapshotIsCopiedNotMounted) {
+  Write(dir_ / "code" / "run.sh", "echo hi\n");
+  auto snap = TakeSnapshot((dir_ / "code").string(), (dir_ / "snapshots").string());
+  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  WorkingCopies copies = WorkingCopies::Probe((dir_ / "runs").string());
+  fs::create_directories(dir_ / "runs" / "1");
+  auto wc = copies.Prepare(*snap, (dir_ / "runs" / "1").string());
+  ASSERT_TRUE(wc.ok()) << wc.status().ToString();
+  EXPECT_TRUE(wc->overlay.empty());
+  EXPECT_EQ(Read(dir_ / "runs" / "1" / "work" / "run.sh"), "echo hi\n");
+  EXPECT_FALSE(fs::exists(dir_ / "runs" / "1" / "changes"));
+  // The probe cleaned up after itself.
+  for (const auto& e : fs::directory_iterator(dir_ / "runs")) {
+    EXPECT_EQ(e.path().filename(), "1");
+  }
+}
+
+}  // namespace
+}  // namespace drover

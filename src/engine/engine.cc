@@ -649,7 +649,7 @@ std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt
   env["DROVER_STORE"] = options_.store_dir;
   // One folder per run, kept across attempts, so a retried run can resume from a checkpoint.
   env["DROVER_CHECKPOINT_DIR"] =
-      fmt::format("{}/runs/{}/checkpoints", options_.store_dir, live.run.id);
+      RunFiles::In(options_.store_dir, live.run.experiment_id, live.run.id).checkpoints;
   // `import drover` works in every run: the client that ships with this drover comes first.
   if (!python_client_dir_.empty()) {
     auto it = env.find("PYTHONPATH");
@@ -680,11 +680,11 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Millis now) {
   a.started_ms = now;
   a.hostname = hostname_;
   a.drover_version = DROVER_VERSION;
-  std::string run_dir = fmt::format("{}/runs/{}", options_.store_dir, run.id);
-  a.workdir = run_dir + "/work";
-  a.stdout_path = fmt::format("{}/attempt-{}.out", run_dir, a.number);
-  a.stderr_path = fmt::format("{}/attempt-{}.err", run_dir, a.number);
-  if (options_.use_shim) a.exit_path = fmt::format("{}/attempt-{}.exit", run_dir, a.number);
+  const RunFiles files = RunFiles::In(options_.store_dir, run.experiment_id, run.id);
+  a.workdir = files.work;
+  a.stdout_path = files.Stdout(a.number);
+  a.stderr_path = files.Stderr(a.number);
+  if (options_.use_shim) a.exit_path = files.Exit(a.number);
 
   live.timed_out = false;
   live.diverged = false;
@@ -702,9 +702,13 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Millis now) {
   OverlayMount overlay;
   Status prepared = [&]() -> Status {
     DROVER_ASSIGN_OR_RETURN(a.argv, RenderCommand(live.exp->spec, a.params));
-    std::error_code ec;
-    fs::create_directories(run_dir, ec);
-    if (ec) return Status(Code::kIo, "creating " + run_dir + ": " + ec.message());
+    if (!live.exp->logs_ready) {
+      // One log folder per experiment, not per run (each folder is an inode).
+      std::error_code ec;
+      fs::create_directories(files.logs, ec);
+      if (ec) return Status(Code::kIo, "creating " + files.logs + ": " + ec.message());
+      live.exp->logs_ready = true;
+    }
     // One working copy per run, from the immutable snapshot; retries reuse it.
     if (!working_copies_) {
       working_copies_ = std::make_unique<WorkingCopies>(
@@ -715,7 +719,7 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Millis now) {
         spdlog::info("working copies are copied, not mounted: {}", working_copies_->why_not());
       }
     }
-    DROVER_ASSIGN_OR_RETURN(WorkingCopy wc, working_copies_->Prepare(live.exp->snapshot, run_dir));
+    DROVER_ASSIGN_OR_RETURN(WorkingCopy wc, working_copies_->Prepare(live.exp->snapshot, files));
     overlay = wc.overlay;
     return Status::Ok();
   }();
@@ -755,7 +759,7 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Millis now) {
   if (!launch.ok()) {
     // Leave the reason where `drover logs --stderr` looks.
     std::error_code ec;
-    fs::create_directories(run_dir, ec);
+    fs::create_directories(files.logs, ec);
     if (FILE* f = std::fopen(a.stderr_path.c_str(), "a")) {
       std::fprintf(f, "drover: %s\n", launch.message().c_str());
       std::fclose(f);
@@ -1140,11 +1144,9 @@ Result<RecoverySummary> Engine::Recover() {
       if (a.pid == 0 && !a.exit_path.empty()) {
         // The engine died between recording the attempt and learning its pid: the shim's pid
         // file names it. Without one, the shim never got to start the run.
-        std::ifstream pid_file(a.exit_path + ".pid");
-        int64_t pid = 0, ticks = 0;
-        if (pid_file >> pid >> ticks) {
-          l.attempt->pid = pid;
-          l.attempt->pid_start = ticks;
+        if (auto start = ReadShimStart(a.exit_path); start.ok()) {
+          l.attempt->pid = start->pid;
+          l.attempt->pid_start = start->start_ticks;
           Tx();
           if (Status st = store_.UpdateAttempt(*l.attempt); !st.ok()) Fail(st);
         }

@@ -14,6 +14,7 @@ struct Engine::ExperimentEntry {
   Snapshot snapshot;
   int unfinished = 0;
   std::string predictor_key;  // its runs' key in the duration predictor (PredictorKey)
+  bool logs_ready = false;    // its log folder exists
 };
 
 struct Engine::Live {

@@ -199,7 +199,6 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
   argv.reserve(spec.argv.size() + 5);
   if (shim) {
     unlink(spec.exit_path.c_str());
-    unlink((spec.exit_path + ".tmp").c_str());
     argv.push_back(const_cast<char*>(shim_argv0_.c_str()));
     argv.push_back(const_cast<char*>("__shim"));
     argv.push_back(const_cast<char*>(spec.exit_path.c_str()));
@@ -221,12 +220,9 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
     // (loading drover's libraries for every run would cost more than the run itself for short
     // runs: bench/README.md), and an overlay is mounted in the child's own mount namespace
     // before exec. All the child needs is prepared here, so it allocates nothing.
-    std::string pid_path = spec.exit_path + ".pid";
     ShimTask task;
     if (fork_shim) {
-      unlink(pid_path.c_str());
       task.exit_path = spec.exit_path.c_str();
-      task.pid_path = pid_path.c_str();
       task.program = resolved.c_str();
       task.argv = argv.data() + 4;  // past "<drover> __shim <exit_path> --"
       task.envp = envp.data();
@@ -478,7 +474,10 @@ WaitResult PosixLauncher::Wait(int64_t timeout_ms) {
   }
 }
 
-Result<ProcessExit> ReadExitFile(const std::string& path) {
+namespace {
+
+// The exit file's text (at most 64 KiB), or NotFound.
+Result<std::string> ReadSmallFile(const std::string& path) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return NotFound("no exit file '" + path + "'");
@@ -499,7 +498,21 @@ Result<ProcessExit> ReadExitFile(const std::string& path) {
     if (text.size() > 64 * 1024) break;
   }
   close(fd);
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return text;
+}
+
+}  // namespace
+
+Result<ProcessExit> ReadExitFile(const std::string& path) {
+  DROVER_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path));
+  // The end is the complete JSON line after the shim's start line; without one the run has not
+  // ended (or its group was killed before it did).
+  size_t brace = text.find('{');
+  if (brace == std::string::npos || text.find('\n', brace) == std::string::npos) {
+    return NotFound("exit file '" + path + "' records no end");
+  }
+  std::string line = text.substr(brace, text.find('\n', brace) - brace);
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   auto bad = [&]() {
     return Status(Code::kInternal,
                   "exit file '" + path + "' is not a shim's exit record: " + text.substr(0, 200));
@@ -516,6 +529,22 @@ Result<ProcessExit> ReadExitFile(const std::string& path) {
   }
   if (auto it = j.find("error"); it != j.end() && it->is_string()) e.error = it->get<std::string>();
   return e;
+}
+
+Result<ShimStart> ReadShimStart(const std::string& path) {
+  DROVER_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path));
+  size_t end = text.find('\n');
+  if (end == std::string::npos) return NotFound("exit file '" + path + "' has no start line yet");
+  ShimStart s;
+  char* rest = nullptr;
+  std::string first = text.substr(0, end);
+  s.pid = std::strtoll(first.c_str(), &rest, 10);
+  s.start_ticks = rest ? std::strtoll(rest, nullptr, 10) : 0;
+  if (s.pid <= 1 || s.start_ticks <= 0) {
+    return Status(Code::kInternal, "exit file '" + path + "' starts with '" + first.substr(0, 80) +
+                                       "', not a shim's pid and start time");
+  }
+  return s;
 }
 
 }  // namespace drover

@@ -66,8 +66,16 @@ class ProcessLauncher {
 };
 
 // How a shim recorded the end of its run in `path` (LaunchSpec::exit_path; the format is in
-// exec/shim.h): exit_code, signal, ended_ms and error as in the file, pid 0. NotFound when there
-// is no such file (the shim has not finished, or the group was killed before the run ended).
+// exec/shim.h): exit_code, signal, ended_ms and error as in the file, pid 0. NotFound when the
+// file records no end (the shim has not finished, or the group was killed before the run ended).
 Result<ProcessExit> ReadExitFile(const std::string& path);
+
+// The pid and start ticks a shim wrote first into its exit file. NotFound when there is no such
+// line (the shim never got to start the run).
+struct ShimStart {
+  int64_t pid = 0;
+  int64_t start_ticks = 0;
+};
+Result<ShimStart> ReadShimStart(const std::string& path);
 
 }  // namespace drover

@@ -65,11 +65,15 @@ bool WriteAll(int fd, const char* data, size_t n) {
 // that does not parse, which readers treat as no file. No fsync: what it guards against is the
 // engine dying (the page cache survives that); after a power loss the run is gone too, and a
 // missing file makes the next engine requeue it. Returns errno, 0 on success.
-int WriteExitFile(const char* path, const char* line, size_t len) {
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+// Appends one line to the exit file (opened at the start, or now if that failed) and closes it.
+// The end is one write() of one short line, made durable with fdatasync: a reader sees the
+// whole line or none of it.
+int AppendExitLine(int fd, const char* path, const char* line, size_t len) {
+  if (fd < 0) fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return errno;
   int err = 0;
   if (!WriteAll(fd, line, len)) err = errno ? errno : EIO;
+  if (err == 0 && fdatasync(fd) != 0) err = errno;
   if (close(fd) != 0 && err == 0) err = errno;
   return err;
 }
@@ -127,9 +131,9 @@ long long SelfStartTicks() {
   buf[n] = '\0';
   const char* p = std::strrchr(buf, ')');
   if (p == nullptr) return 0;
-  // After ") " come fields 3, 4, ...: skip 19 of them to reach field 22.
+  // After ") " come fields 3, 4, ...: skip 19 of them (20 spaces) to reach field 22.
   int field = 2;
-  for (; *p != '\0' && field < 21; ++p) {
+  for (; *p != '\0' && field < 22; ++p) {
     if (*p == ' ') ++field;
   }
   return std::strtoll(p, nullptr, 10);
@@ -154,12 +158,15 @@ void ShimMain(const ShimTask& task) {
   sigemptyset(&empty);
   sigprocmask(SIG_SETMASK, &empty, nullptr);
 
-  if (task.pid_path != nullptr) {
-    char line[64];
-    int len =
-        std::snprintf(line, sizeof line, "%d %lld\n", static_cast<int>(getpid()), SelfStartTicks());
-    // Atomic like the exit file, so a reader never sees half a line.
-    WriteExitFile(task.pid_path, line, static_cast<size_t>(len));
+  // One file per attempt: the shim's pid and start time first (an engine that dies before it
+  // records the pid finds the shim through it, and its absence proves the run never started),
+  // the run's end appended when it comes.
+  int exit_fd = open(task.exit_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (exit_fd >= 0) {
+    char start[64];
+    int n = std::snprintf(start, sizeof start, "%d %lld\n", static_cast<int>(getpid()),
+                          SelfStartTicks());
+    (void)WriteAll(exit_fd, start, static_cast<size_t>(n));
   }
 
   // The run: same group (no SETPGROUP), stdin/stdout/stderr inherited, clean signal state.
@@ -204,7 +211,7 @@ void ShimMain(const ShimTask& task) {
                         "{\"exit_code\": %d, \"signal\": %d, \"ended_ms\": %lld}\n", exit_code, sig,
                         static_cast<long long>(WallMs()));
   }
-  int werr = WriteExitFile(task.exit_path, line, static_cast<size_t>(len));
+  int werr = AppendExitLine(exit_fd, task.exit_path, line, static_cast<size_t>(len));
   if (werr != 0) {
     std::fprintf(stderr, "drover shim: cannot write exit file '%s': %s\n", task.exit_path,
                  std::strerror(werr));
@@ -231,10 +238,8 @@ int RunShim(int argc, char** argv) {
   const char* path_var = getenv("PATH");
   std::string resolved =
       FindProgram(argv[4], path_var ? path_var : "/usr/local/bin:/usr/bin:/bin", std::string());
-  std::string pid_path = std::string(argv[2]) + ".pid";
   ShimTask task;
   task.exit_path = argv[2];
-  task.pid_path = pid_path.c_str();
   task.program = resolved.c_str();
   task.argv = argv + 4;
   task.envp = environ;

@@ -6,10 +6,14 @@
 // restarted engine reads it, or adopts a shim still running), then SIGKILLs the whole group, itself
 // included, so nothing of the run outlives it. See docs/execution.md, "Shim and adoption".
 //
-// The exit file is one JSON line, written atomically (<exit_path>.tmp, fsync, rename):
+// The exit file has the shim's pid and start ticks on its first line, written when it starts,
+// and the run's end as one JSON line appended (one write, then fdatasync) when it ends:
+//   12345 987654
 //   {"exit_code": N, "signal": S, "ended_ms": T}
 //   {"exit_code": 127, "signal": 0, "ended_ms": T, "error": "cannot start 'x': ..."}
 // exit_code is -1 when signal S killed the run; T is wall-clock milliseconds since the epoch.
+// One file per attempt, not two: a file costs an inode, and inodes are what launching many short
+// runs costs on a real disk (bench/README.md, "Launch throughput").
 // It uses libc only (no drover library, no allocation beyond a few strings), so it could also
 // be built as a separate static binary; ReadExitFile (process_launcher.h) reads its file.
 #include <string>
@@ -25,11 +29,10 @@ int RunShim(int argc, char** argv);
 // PosixLauncher calls it in a child it fork()ed (no exec, so no dynamic loading per run: the
 // launch-throughput benchmark needs that), RunShim after parsing its command line. Everything is
 // prepared by the caller, so nothing here allocates before the run starts. First it writes
-// `pid_path` ("<pid> <start ticks>\n"): an engine that dies before it records the pid finds the
-// shim through that file, and its absence proves the run never started.
+// "<pid> <start ticks>\n" to the exit file: an engine that dies before it records the pid finds
+// the shim through that line (ReadShimStart), and its absence proves the run never started.
 struct ShimTask {
   const char* exit_path = nullptr;
-  const char* pid_path = nullptr;  // may be null
   const char* program = nullptr;   // resolved path of argv[0]; null or "" = not found
   char* const* argv = nullptr;
   char* const* envp = nullptr;

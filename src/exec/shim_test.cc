@@ -171,11 +171,16 @@ TEST_P(ShimTest, ExitCodeComesFromTheExitFileNotTheShimsSigkill) {
   EXPECT_FALSE(e.lost);
   EXPECT_GE(e.ended_ms, before);
   EXPECT_LE(e.ended_ms, WallMs());
+  // The shim's pid and start time first, then the run's end.
   std::string file = ReadFile(exit_path_);
-  EXPECT_TRUE(
-      std::regex_match(file, std::regex(R"(\{"exit_code": 3, "signal": 0, "ended_ms": \d+\}\n)")))
+  EXPECT_TRUE(std::regex_match(
+      file, std::regex(std::to_string(pid) +
+                       R"( [1-9]\d*\n\{"exit_code": 3, "signal": 0, "ended_ms": \d+\}\n)")))
       << file;
-  EXPECT_FALSE(fs::exists(exit_path_ + ".tmp"));
+  auto start = ReadShimStart(exit_path_);
+  ASSERT_TRUE(start.ok()) << start.status().ToString();
+  EXPECT_EQ(start->pid, pid);
+  EXPECT_GT(start->start_ticks, 0);
 }
 
 TEST_P(ShimTest, SignalThatKilledTheRun) {
@@ -206,11 +211,11 @@ TEST_P(ShimTest, SigtermToTheGroupKillsTheRunAndTheShimRecordsIt) {
   EXPECT_TRUE(GroupGoneWithin(pid, milliseconds(5000)));
 }
 
-TEST_P(ShimTest, SigkillBeforeTheEndLeavesNoFileAndWaitpidTells) {
+TEST_P(ShimTest, SigkillBeforeTheEndRecordsNoEndAndWaitpidTells) {
   // A file left from an earlier attempt at the same path is not taken for this one.
-  std::ofstream(exit_path_) << "{\"exit_code\": 0, \"signal\": 0, \"ended_ms\": 1}\n";
+  std::ofstream(exit_path_) << "1 1\n{\"exit_code\": 0, \"signal\": 0, \"ended_ms\": 1}\n";
   int pid = StartOk(Spec({"sh", "-c", "trap '' TERM; echo ready; sleep 100; sleep 100"}));
-  EXPECT_FALSE(fs::exists(exit_path_));
+  EXPECT_EQ(ReadExitFile(exit_path_).status().code(), Code::kNotFound);
   auto end = steady_clock::now() + milliseconds(5000);
   while (ReadFile(dir_ + "/out.txt").empty() && steady_clock::now() < end) {
     std::this_thread::sleep_for(milliseconds(2));
@@ -221,7 +226,9 @@ TEST_P(ShimTest, SigkillBeforeTheEndLeavesNoFileAndWaitpidTells) {
   ProcessExit e = WaitFor(pid);
   EXPECT_EQ(e.signal, SIGKILL);
   EXPECT_EQ(e.exit_code, -1);
-  EXPECT_FALSE(fs::exists(exit_path_));
+  // Only the shim's start line: no end was recorded.
+  EXPECT_EQ(ReadExitFile(exit_path_).status().code(), Code::kNotFound);
+  EXPECT_EQ(ReadShimStart(exit_path_)->pid, pid);
   EXPECT_TRUE(GroupGoneWithin(pid, milliseconds(5000)));
 }
 
@@ -298,7 +305,7 @@ TEST_P(ShimTest, ShimThatCannotStartTheProgramWrites127AndTheError) {
             "cannot start 'no-such-program-drover': No such file or directory\n");
   EXPECT_TRUE(std::regex_match(
       ReadFile(exit_path_),
-      std::regex(R"(\{"exit_code": 127, "signal": 0, "ended_ms": \d+, "error": "cannot start )"
+      std::regex(R"(\d+ \d+\n\{"exit_code": 127, "signal": 0, "ended_ms": \d+, "error": "cannot start )"
                  R"('no-such-program-drover': No such file or directory"\}\n)")));
 }
 
@@ -373,10 +380,17 @@ TEST_P(ShimTest, ReadExitFileErrors) {
   Result<ProcessExit> missing = ReadExitFile(dir_ + "/none");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), Code::kNotFound);
-  std::ofstream(dir_ + "/bad") << "{\"exit_code\": 1";
+  // A line cut short (the shim died writing it) records no end.
+  std::ofstream(dir_ + "/torn") << "12 34\n{\"exit_code\": 1";
+  EXPECT_EQ(ReadExitFile(dir_ + "/torn").status().code(), Code::kNotFound);
+  std::ofstream(dir_ + "/bad") << "12 34\n{\"exit\": 1}\n";
   Result<ProcessExit> bad = ReadExitFile(dir_ + "/bad");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("not a shim's exit record"), std::string::npos);
+  std::ofstream(dir_ + "/nostart") << "hello\n";
+  EXPECT_EQ(ReadShimStart(dir_ + "/nostart").status().code(), Code::kInternal);
+  std::ofstream(dir_ + "/empty") << "";
+  EXPECT_EQ(ReadShimStart(dir_ + "/empty").status().code(), Code::kNotFound);
 }
 
 TEST_P(ShimTest, AdoptedShimIsReportedWhenItsRunEnds) {

@@ -173,26 +173,52 @@ WorkingCopies WorkingCopies::Probe(const std::string& scratch_dir) {
   return CopyOnly(message);
 }
 
-Result<WorkingCopy> WorkingCopies::Prepare(const Snapshot& snapshot,
-                                           const std::string& run_dir) const {
+RunFiles RunFiles::In(const std::string& store_dir, int64_t experiment_id, int64_t run_id) {
+  const std::string id = std::to_string(run_id);
+  RunFiles f;
+  const std::string old_dir = store_dir + "/runs/" + id;
+  struct stat st;
+  if (stat((old_dir + "/work").c_str(), &st) == 0 &&
+      stat((old_dir + "/attempt-1.out").c_str(), &st) == 0) {
+    // Begun by an older drover: its folder held its logs, working copy and checkpoints.
+    f.work = old_dir + "/work";
+    f.changes = old_dir + "/changes";
+    f.overlay_scratch = old_dir + "/.overlay";
+    f.logs = old_dir;
+    f.checkpoints = old_dir + "/checkpoints";
+    f.log_prefix = old_dir + "/attempt-";
+    return f;
+  }
+  f.work = old_dir;
+  f.changes = store_dir + "/changes/" + id;
+  f.overlay_scratch = store_dir + "/changes/." + id;
+  f.logs = store_dir + "/logs/" + std::to_string(experiment_id);
+  f.checkpoints = store_dir + "/checkpoints/" + id;
+  f.log_prefix = f.logs + "/" + id + "-";
+  return f;
+}
+
+Result<WorkingCopy> WorkingCopies::Prepare(const Snapshot& snapshot, const RunFiles& files) const {
   WorkingCopy w;
-  w.path = run_dir + "/work";
-  OverlayMount m{snapshot.path, run_dir + "/changes", run_dir + "/.overlay"};
-  std::error_code ec;
-  if (fs::is_directory(m.upper, ec)) {
+  w.path = files.work;
+  OverlayMount m{snapshot.path, files.changes, files.overlay_scratch};
+  struct stat st;
+  if (stat(m.upper.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     w.overlay = m;  // an earlier attempt's overlay: its changes are kept for this one
     return w;
   }
-  if (fs::exists(w.path, ec)) return w;  // an earlier attempt's copy
+  if (stat(w.path.c_str(), &st) == 0) return w;  // an earlier attempt's copy
   const bool small = snapshot.files <= kCopyMaxFiles && snapshot.bytes <= kCopyMaxBytes;
   if (!overlay_ || small || !PrepareOverlay(m, w.path).ok()) {
     DROVER_RETURN_IF_ERROR(MaterializeSnapshot(snapshot, w.path));
     return w;
   }
+  std::error_code ec;
   if (snapshot.path.empty() || !fs::is_directory(snapshot.path, ec)) {
     return NotFound("snapshot " + snapshot.hash + " is missing at '" + snapshot.path +
                     "'; the store's snapshots folder was changed by hand");
   }
+  fs::create_directories(fs::path(m.upper).parent_path(), ec);
   // The upper layer last: its presence says the other two are there.
   DROVER_RETURN_IF_ERROR(MakeDir(w.path));
   DROVER_RETURN_IF_ERROR(MakeDir(m.work));

@@ -1,13 +1,12 @@
 #pragma once
-// A run's working copy: where it runs, writable, isolated from the snapshot and from every other
-// run, and cheap whatever the size of the code (docs/execution.md, "Working copies").
+// Where a run's files live in the store, and its working copy: where it runs, writable, isolated
+// from the snapshot and from every other run, and cheap whatever the size of the code
+// (docs/execution.md, "Working copies"; docs/store.md, "Files").
 //
-// A snapshot of more than a few small files is not copied. The run's folder holds
-//   work/      the mount point: the run's cwd
-//   changes/   what the run wrote (overlayfs' upper layer), kept after it ends
-//   .overlay/  overlayfs' own scratch folder
-// and the launcher mounts an overlay of the read-only snapshot (the lower layer) and changes/
-// onto work/ in a private mount namespace of the run, between fork and exec: as root a mount
+// A snapshot of more than a few small files is not copied: the launcher mounts an overlay of the
+// read-only snapshot (the lower layer) and changes/<id>/ (the upper layer, what the run wrote,
+// kept after it ends) onto runs/<id>/ in a private mount namespace of the run, between fork
+// and exec: as root a mount
 // namespace of its own, otherwise also a user namespace that maps only the user to itself (so
 // the run keeps its uid and, after exec, no capability). A run that rewrites, appends to,
 // truncates, chmods or deletes a file changes only its changes/; the mount goes away with the
@@ -33,8 +32,25 @@ struct OverlayMount {
   bool empty() const { return lower.empty(); }
 };
 
+// One run's files. Few folders per run: each costs an inode, and inodes are most of what
+// launching short runs costs on a real disk (bench/README.md, "Launch throughput").
+struct RunFiles {
+  // The layout of new runs; a run begun by an older drover (runs/<id>/work/ beside its logs)
+  // keeps its old folders.
+  static RunFiles In(const std::string& store_dir, int64_t experiment_id, int64_t run_id);
+  std::string work;             // runs/<id>/: the run's cwd, its working copy
+  std::string changes;          // changes/<id>/: what an overlay run wrote
+  std::string overlay_scratch;  // changes/.<id>/: overlayfs' own
+  std::string logs;             // logs/<experiment>/: one folder per experiment
+  std::string checkpoints;      // checkpoints/<id>/: $DROVER_CHECKPOINT_DIR, made by the run
+  std::string log_prefix;       // logs/<experiment>/<id>-
+  std::string Stdout(int attempt) const { return log_prefix + std::to_string(attempt) + ".out"; }
+  std::string Stderr(int attempt) const { return log_prefix + std::to_string(attempt) + ".err"; }
+  std::string Exit(int attempt) const { return log_prefix + std::to_string(attempt) + ".exit"; }
+};
+
 struct WorkingCopy {
-  std::string path;      // the run's cwd: <run>/work
+  std::string path;      // the run's cwd (RunFiles::work)
   OverlayMount overlay;  // empty when path is a plain copy
 };
 
@@ -53,9 +69,9 @@ class WorkingCopies {
   bool overlay() const { return overlay_; }
   const std::string& why_not() const { return why_not_; }
 
-  // The working copy of one run under `run_dir`, made on its first attempt and reused by later
-  // ones (however the first was made).
-  Result<WorkingCopy> Prepare(const Snapshot& snapshot, const std::string& run_dir) const;
+  // The working copy of one run, made on its first attempt and reused by later ones (however
+  // the first was made).
+  Result<WorkingCopy> Prepare(const Snapshot& snapshot, const RunFiles& files) const;
 
  private:
   bool overlay_ = false;

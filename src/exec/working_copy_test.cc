@@ -47,10 +47,11 @@ constexpr const char* kVandal =
 
 // Runs `script` with sh in the working copy of run `n`, waits, and returns its stdout.
 std::string RunIn(PosixLauncher& launcher, const WorkingCopies& copies, const Snapshot& snap,
-                  const fs::path& runs, int n, const std::string& script, std::string* error) {
-  fs::path run_dir = runs / std::to_string(n);
-  fs::create_directories(run_dir);
-  auto wc = copies.Prepare(snap, run_dir.string());
+                  const fs::path& store, int n, const std::string& script, std::string* error) {
+  RunFiles files = RunFiles::In(store.string(), 1, n);
+  fs::create_directories(files.logs);
+  fs::path out = files.Stdout(n), err = files.Stderr(n);
+  auto wc = copies.Prepare(snap, files);
   if (!wc.ok()) {
     *error = wc.status().ToString();
     return "";
@@ -60,8 +61,8 @@ std::string RunIn(PosixLauncher& launcher, const WorkingCopies& copies, const Sn
   spec.env = {std::string("PATH=") + getenv("PATH")};
   spec.cwd = wc->path;
   spec.overlay = wc->overlay;
-  spec.stdout_path = (run_dir / "out").string();
-  spec.stderr_path = (run_dir / "err").string();
+  spec.stdout_path = out.string();
+  spec.stderr_path = err.string();
   auto pid = launcher.Start(spec);
   if (!pid.ok()) {
     *error = pid.status().ToString();
@@ -70,8 +71,8 @@ std::string RunIn(PosixLauncher& launcher, const WorkingCopies& copies, const Sn
   for (int i = 0; i < 200; ++i) {
     for (const ProcessExit& e : launcher.Wait(100).exits) {
       if (e.pid != *pid) continue;
-      if (e.exit_code != 0) *error = "exit " + std::to_string(e.exit_code) + ": " + Read(run_dir / "err");
-      return Read(run_dir / "out");
+      if (e.exit_code != 0) *error = "exit " + std::to_string(e.exit_code) + ": " + Read(err);
+      return Read(out);
     }
   }
   *error = "the run did not end";
@@ -100,7 +101,7 @@ std::string CheckIsolation(const fs::path& dir, bool expect_overlay) {
                                                  " (" + copies.why_not() + ")");
   PosixLauncher launcher;
   std::string error;
-  RunIn(launcher, copies, *snap, dir / "runs", 1, kVandal, &error);
+  RunIn(launcher, copies, *snap, dir, 1, kVandal, &error);
   expect(error.empty(), "run 1: " + error);
   // The snapshot is untouched: content and modes.
   fs::path s = snap->path;
@@ -116,19 +117,19 @@ std::string CheckIsolation(const fs::path& dir, bool expect_overlay) {
   expect(!fs::exists(s / "outputs.txt"), "the run's output landed in the snapshot");
   if (expect_overlay) {
     // What the run wrote is kept in its changes/, and the code is not copied.
-    fs::path changes = dir / "runs" / "1" / "changes";
+    fs::path changes = dir / "changes" / "1";
     expect(Read(changes / "train.py") == "rewritten\n", "changes/train.py");
     expect(Read(changes / "outputs.txt") == "new\n", "changes/outputs.txt");
     expect(!fs::exists(changes / "pad"), "untouched files were copied into changes/");
   }
   // A second run sees the snapshot as it was, and a retry of the first sees its own changes.
-  std::string seen = RunIn(launcher, copies, *snap, dir / "runs", 2,
+  std::string seen = RunIn(launcher, copies, *snap, dir, 2,
                            "cat train.py data.txt notes.txt; wc -c < big.bin; ls", &error);
   expect(error.empty(), "run 2: " + error);
   expect(seen == "print('train')\ndata\nnotes\n2097152\nbig.bin\nconfig.yaml\ndata.txt\nlib\n"
                  "notes.txt\npad\ntrain.py\n",
          "run 2 saw: " + seen);
-  std::string again = RunIn(launcher, copies, *snap, dir / "runs", 1,
+  std::string again = RunIn(launcher, copies, *snap, dir, 1,
                             "cat train.py data.txt; test ! -e notes.txt && echo gone", &error);
   expect(error.empty(), "run 1, attempt 2: " + error);
   expect(again == "rewritten\ndata\nappended\ngone\n", "run 1's retry saw: " + again);
@@ -204,16 +205,37 @@ TEST_F(WorkingCopyTest, ASmallSnapshotIsCopiedNotMounted) {
   auto snap = TakeSnapshot((dir_ / "code").string(), (dir_ / "snapshots").string());
   ASSERT_TRUE(snap.ok()) << snap.status().ToString();
   WorkingCopies copies = WorkingCopies::Probe((dir_ / "runs").string());
-  fs::create_directories(dir_ / "runs" / "1");
-  auto wc = copies.Prepare(*snap, (dir_ / "runs" / "1").string());
+  auto wc = copies.Prepare(*snap, RunFiles::In(dir_.string(), 1, 1));
   ASSERT_TRUE(wc.ok()) << wc.status().ToString();
   EXPECT_TRUE(wc->overlay.empty());
-  EXPECT_EQ(Read(dir_ / "runs" / "1" / "work" / "run.sh"), "echo hi\n");
-  EXPECT_FALSE(fs::exists(dir_ / "runs" / "1" / "changes"));
+  EXPECT_EQ(wc->path, (dir_ / "runs" / "1").string());
+  EXPECT_EQ(Read(dir_ / "runs" / "1" / "run.sh"), "echo hi\n");
+  EXPECT_FALSE(fs::exists(dir_ / "changes" / "1"));
   // The probe cleaned up after itself.
   for (const auto& e : fs::directory_iterator(dir_ / "runs")) {
     EXPECT_EQ(e.path().filename(), "1");
   }
+}
+
+TEST(RunFiles, NewRunsUseFewFoldersAndOldRunsKeepTheirs) {
+  RunFiles f = RunFiles::In("/s", 3, 42);
+  EXPECT_EQ(f.work, "/s/runs/42");
+  EXPECT_EQ(f.changes, "/s/changes/42");
+  EXPECT_EQ(f.overlay_scratch, "/s/changes/.42");
+  EXPECT_EQ(f.Stdout(2), "/s/logs/3/42-2.out");
+  EXPECT_EQ(f.Stderr(2), "/s/logs/3/42-2.err");
+  EXPECT_EQ(f.Exit(1), "/s/logs/3/42-1.exit");
+  EXPECT_EQ(f.checkpoints, "/s/checkpoints/42");
+  // A run begun by an older drover: runs/<id>/ held its logs beside work/.
+  std::string tmpl = (fs::temp_directory_path() / "drover-rf-XXXXXX").string();
+  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+  Write(fs::path(tmpl) / "runs" / "7" / "attempt-1.out", "old\n");
+  fs::create_directories(fs::path(tmpl) / "runs" / "7" / "work");
+  RunFiles old = RunFiles::In(tmpl, 1, 7);
+  EXPECT_EQ(old.work, tmpl + "/runs/7/work");
+  EXPECT_EQ(old.Stdout(2), tmpl + "/runs/7/attempt-2.out");
+  EXPECT_EQ(old.checkpoints, tmpl + "/runs/7/checkpoints");
+  fs::remove_all(tmpl);
 }
 
 }  // namespace

@@ -1,47 +1,66 @@
 #!/usr/bin/env bash
-# Launch throughput: N trivial runs (`true`) through `drover run` (the engine in the foreground),
-# through the daemon (`drover serve` + `drover submit`, until every run is stored as succeeded)
-# and through task-spooler, with the same parallelism P, each from a fresh folder, measured in
-# this one script. The folders are on the machine's real disk: under the project's build folder
-# (not /tmp, which may be tmpfs), or under $BENCH_DIR.
+# Launch throughput: N trivial runs (`true {i}`) through `drover run` (the engine in the
+# foreground), through the daemon (`drover serve` + `drover submit`, until every run is stored
+# as succeeded) and through task-spooler, with the same parallelism P, measured in this one
+# script. Folders are on the machine's real disk: under the project's build folder (not /tmp,
+# which may be tmpfs), or under $BENCH_DIR.
 #
-#   bench/launch_throughput.sh [-p P] [-n N] [--only run|daemon|tsp]
+#   bench/launch_throughput.sh [-p P] [-n N] [-r ROUNDS] [--only run|daemon|tsp]
 #
-# P defaults to 2, N to 1000. The drover binary is $DROVER_BIN, else ./build/drover.
-# Prints one summary line with the ratios against task-spooler and the targets (drover run 2x,
+# P defaults to 2, N to 1000, ROUNDS to 3. Each round measures every side once, in an order
+# rotated from round to round, and nothing is deleted until the end: on ext4 creating an inode
+# costs more while recently deleted ones are near (the allocator skips them one by one), so a
+# side measured right after another's cleanup would pay for it. The figure per side is its median
+# over the rounds. The drover binary is $DROVER_BIN, else ./build/drover.
+# Prints one summary line with the ratios against task-spooler beside the targets (drover run 2x,
 # the daemon 1.5x); exits non-zero when a run failed or drover did not record every run and
 # attempt (not when a target is missed).
 set -euo pipefail
 
 P=2
 N=1000
+ROUNDS=3
 ONLY=""
-usage() { echo "usage: $0 [-p PARALLELISM] [-n RUNS] [--only run|daemon|tsp]" >&2; exit 2; }
+usage() {
+  echo "usage: $0 [-p PARALLELISM] [-n RUNS] [-r ROUNDS] [--only run|daemon|tsp]" >&2
+  exit 2
+}
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -p) P="${2:?-p needs a number}"; shift 2 ;;
     -n) N="${2:?-n needs a number}"; shift 2 ;;
+    -r) ROUNDS="${2:?-r needs a number}"; shift 2 ;;
     --only) ONLY="${2:?--only needs run, daemon or tsp}"; shift 2 ;;
     -h|--help) usage ;;
     *) usage ;;
   esac
 done
-[[ "$P" =~ ^[1-9][0-9]*$ ]] || { echo "-p wants a positive number, got '$P'" >&2; exit 2; }
-[[ "$N" =~ ^[1-9][0-9]*$ ]] || { echo "-n wants a positive number, got '$N'" >&2; exit 2; }
+for v in "$P" "$N" "$ROUNDS"; do
+  [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "-p, -n and -r want positive numbers, got '$v'" >&2; exit 2; }
+done
 case "$ONLY" in ""|run|daemon|tsp) ;; drover) ONLY=run ;; *) usage ;; esac
+SIDES=(run daemon tsp)
+[[ -z "$ONLY" ]] || SIDES=("$ONLY")
 
 DROVER_BIN="${DROVER_BIN:-./build/drover}"
+if [[ " ${SIDES[*]} " != " tsp " && ! -x "$DROVER_BIN" ]]; then
+  echo "drover binary not found at $DROVER_BIN; build it or set DROVER_BIN" >&2
+  exit 2
+fi
+BIN="$(cd "$(dirname "$DROVER_BIN")" && pwd)/$(basename "$DROVER_BIN")"
+if [[ " ${SIDES[*]} " == *" tsp "* ]] && ! command -v tsp >/dev/null; then
+  echo "tsp not found: apt-get install task-spooler" >&2
+  exit 2
+fi
 HERE="$(cd "$(dirname "$0")/.." && pwd)"
 BASE="${BENCH_DIR:-$HERE/build/bench-tmp}"
 mkdir -p "$BASE"
 ROOT="$(mktemp -d "$BASE/drover-bench.XXXXXX")"
 FS="$(stat -f -c %T "$ROOT")"
-TSP_STARTED=0
+TSP_SOCKET=""
 DAEMON_PID=""
 cleanup() {
-  if [[ $TSP_STARTED == 1 ]]; then
-    TS_SOCKET="$ROOT/tsp/socket" tsp -K >/dev/null 2>&1 || true
-  fi
+  [[ -z "$TSP_SOCKET" ]] || TS_SOCKET="$TSP_SOCKET" tsp -K >/dev/null 2>&1 || true
   [[ -z "$DAEMON_PID" ]] || kill "$DAEMON_PID" 2>/dev/null || true
   rm -rf "$ROOT"
 }
@@ -63,14 +82,12 @@ print(sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone()[0])' "$db" "$
 }
 
 FAILED=0
-DROVER_S=""
-DAEMON_S=""
-TSP_S=""
+declare -A SECONDS_OF  # "<side> <round>" -> seconds
 
 # The spec both drover sides run: N runs of `true {i}`, P at a time, in an empty workdir.
 write_spec() {
   local dir="$1"
-  mkdir -p "$dir/work"
+  mkdir -p "$dir/work" "$dir/store"
   {
     echo "name: bench"
     echo 'command: "true {i}"'
@@ -82,114 +99,72 @@ write_spec() {
   } >"$dir/bench.yaml"
 }
 
-# Checks the store holds N succeeded runs and N attempts; prints "<succeeded> <attempts>".
+# Fails the invocation unless the store holds N succeeded runs and N attempts.
 check_store() {
-  local store="$1" succeeded="none" attempts="none"
+  local side="$1" store="$2" succeeded="none" attempts="none"
   if [[ -f "$store/drover.db" ]]; then
     succeeded="$(query "$store/drover.db" "select count(*) from runs where state='succeeded'")" ||
       succeeded="unreadable"
     attempts="$(query "$store/drover.db" "select count(*) from attempts")" || attempts="unreadable"
   fi
-  echo "$succeeded $attempts"
-}
-
-drover_bin() {
-  if [[ ! -x "$DROVER_BIN" ]]; then
-    echo "drover binary not found at $DROVER_BIN; build it or set DROVER_BIN" >&2
-    exit 2
-  fi
-  echo "$(cd "$(dirname "$DROVER_BIN")" && pwd)/$(basename "$DROVER_BIN")"
-}
-
-run_daemon() {
-  local bin dir store
-  bin="$(drover_bin)"
-  dir="$ROOT/daemon"
-  store="$dir/store"
-  write_spec "$dir"
-  mkdir -p "$store"
-  local t0 t1
-  t0="$(now)"
-  "$bin" --store "$store" serve --listen 127.0.0.1:0 --cpus "$P" >"$dir/serve.log" 2>&1 &
-  DAEMON_PID=$!
-  local i
-  for ((i = 0; i < 400; i++)); do
-    [[ -s "$store/daemon.json" ]] && grep -q "\"pid\":$DAEMON_PID" "$store/daemon.json" && break
-    sleep 0.01
-  done
-  if ! "$bin" --store "$store" submit "$dir/bench.yaml" >/dev/null; then
-    echo "drover submit failed (see above)" >&2
-    FAILED=1
-  fi
-  # Until every run is stored as succeeded (or failed): the daemon's own record, read as any
-  # script would read it.
-  local done_runs=0
-  for ((i = 0; i < 30000; i++)); do
-    done_runs="$(query "$store/drover.db" "select count(*) from runs where state in ('succeeded','failed','cancelled')" 2>/dev/null || echo 0)"
-    [[ "$done_runs" == "$N" ]] && break
-    sleep 0.02  # each look is a sqlite3 process: look often enough, not so often it slows the daemon
-  done
-  t1="$(now)"
-  DAEMON_S="$(elapsed "$t0" "$t1")"
-  kill "$DAEMON_PID" 2>/dev/null || true
-  wait "$DAEMON_PID" 2>/dev/null || true
-  DAEMON_PID=""
-  local counts succeeded attempts
-  counts="$(check_store "$store")"
-  succeeded="${counts% *}"
-  attempts="${counts#* }"
-  echo "daemon: $N runs in ${DAEMON_S}s = $(rate "$DAEMON_S") runs/s" \
-       "(store: $succeeded succeeded runs, $attempts attempts)"
+  STORED="$succeeded succeeded runs, $attempts attempts"
   if [[ "$succeeded" != "$N" || "$attempts" != "$N" ]]; then
-    echo "the daemon recorded $succeeded succeeded runs and $attempts attempts; expected $N and $N" >&2
+    echo "$side recorded $STORED; expected $N and $N" >&2
     FAILED=1
   fi
 }
 
-run_drover() {
-  local bin dir spec store
-  bin="$(drover_bin)"
-  dir="$ROOT/drover"
-  spec="$dir/bench.yaml"
-  store="$dir/store"
+side_run() {
+  local dir="$1" t0 t1
   write_spec "$dir"
-  mkdir -p "$store"
-
-  local t0 t1
   t0="$(now)"
-  if ! "$bin" --store "$store" run "$spec" --cpus "$P" --quiet; then
+  if ! "$BIN" --store "$dir/store" run "$dir/bench.yaml" --cpus "$P" --quiet; then
     echo "drover run failed (see above)" >&2
     FAILED=1
   fi
   t1="$(now)"
-  DROVER_S="$(elapsed "$t0" "$t1")"
-
-  local counts succeeded attempts
-  counts="$(check_store "$store")"
-  succeeded="${counts% *}"
-  attempts="${counts#* }"
-  echo "run:    $N runs in ${DROVER_S}s = $(rate "$DROVER_S") runs/s" \
-       "(store: $succeeded succeeded runs, $attempts attempts)"
-  if [[ "$succeeded" != "$N" || "$attempts" != "$N" ]]; then
-    echo "drover recorded $succeeded succeeded runs and $attempts attempts; expected $N and $N" >&2
-    FAILED=1
-  fi
+  TOOK="$(elapsed "$t0" "$t1")"
+  check_store "drover run" "$dir/store"
 }
 
-run_tsp() {
-  command -v tsp >/dev/null || {
-    echo "tsp not found: apt-get install task-spooler" >&2
-    exit 2
-  }
-  local dir="$ROOT/tsp"
+side_daemon() {
+  local dir="$1" store="$1/store" t0 t1 i done_runs=0
+  write_spec "$dir"
+  t0="$(now)"
+  "$BIN" --store "$store" serve --listen 127.0.0.1:0 --cpus "$P" >"$dir/serve.log" 2>&1 &
+  DAEMON_PID=$!
+  for ((i = 0; i < 400; i++)); do
+    [[ -s "$store/daemon.json" ]] && grep -q "\"pid\":$DAEMON_PID" "$store/daemon.json" && break
+    sleep 0.01
+  done
+  if ! "$BIN" --store "$store" submit "$dir/bench.yaml" >/dev/null 2>&1; then
+    echo "drover submit failed (see $dir/serve.log)" >&2
+    FAILED=1
+  fi
+  # Until every run is stored as ended: the daemon's own record, read as any script would. Each
+  # look is a sqlite3 process: often enough, not so often that it slows the daemon.
+  for ((i = 0; i < 30000; i++)); do
+    done_runs="$(query "$store/drover.db" "select count(*) from runs where state in ('succeeded', 'failed', 'cancelled')" 2>/dev/null || echo 0)"
+    [[ "$done_runs" == "$N" ]] && break
+    sleep 0.02
+  done
+  t1="$(now)"
+  TOOK="$(elapsed "$t0" "$t1")"
+  kill "$DAEMON_PID" 2>/dev/null || true
+  wait "$DAEMON_PID" 2>/dev/null || true
+  DAEMON_PID=""
+  check_store "the daemon" "$store"
+}
+
+side_tsp() {
+  local dir="$1" t0 t1 last i ok
   mkdir -p "$dir/out"
-  # A private server: its own socket, output files in the temp dir, every finished job kept so
-  # the listing can be checked at the end.
-  export TS_SOCKET="$dir/socket" TMPDIR="$dir/out" TS_MAXFINISHED=$((N + 1000))
-  local t0 t1 last i
+  # A private server: its own socket, output files in the bench folder, every finished job kept
+  # so the listing can be checked at the end.
+  TSP_SOCKET="$dir/socket"
+  export TS_SOCKET="$TSP_SOCKET" TMPDIR="$dir/out" TS_MAXFINISHED=$((N + 1000))
   t0="$(now)"
   tsp -S "$P"  # the first call starts the server
-  TSP_STARTED=1
   for ((i = 0; i < N; i++)); do
     last="$(tsp true "$i")"
   done
@@ -201,31 +176,45 @@ run_tsp() {
     sleep 0.01
   done
   t1="$(now)"
-  TSP_S="$(elapsed "$t0" "$t1")"
-
-  local ok
+  TOOK="$(elapsed "$t0" "$t1")"
   ok="$(tsp -l | awk 'NR > 1 && $2 == "finished" && $4 == "0"' | wc -l)"
-  echo "tsp:    $N runs in ${TSP_S}s = $(rate "$TSP_S") runs/s ($ok finished with exit 0)"
+  STORED="$ok finished with exit 0"
   if [[ "$ok" != "$N" ]]; then
     echo "tsp finished $ok jobs with exit 0; expected $N" >&2
     FAILED=1
   fi
   tsp -K >/dev/null 2>&1 || true
-  TSP_STARTED=0
-  unset TS_SOCKET TS_MAXFINISHED
+  TSP_SOCKET=""
+  unset TS_SOCKET TS_MAXFINISHED TMPDIR
 }
 
-echo "launch throughput: $N runs of 'true', parallelism $P, $(nproc) CPUs, $(uname -sr)," \
-     "folders on $FS ($BASE)"
-[[ -n "$ONLY" && "$ONLY" != "run" ]] || run_drover
-[[ -n "$ONLY" && "$ONLY" != "daemon" ]] || run_daemon
-[[ -n "$ONLY" && "$ONLY" != "tsp" ]] || run_tsp
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
-ratio() { awk -v d="$1" -v t="$TSP_S" 'BEGIN { printf "%.2f", (d > 0 ? t / d : 0) }'; }
-if [[ -n "$TSP_S" && ( -n "$DROVER_S" || -n "$DAEMON_S" ) ]]; then
-  line="summary ($FS): tsp $(rate "$TSP_S") runs/s"
-  [[ -z "$DROVER_S" ]] || line+="; drover run $(rate "$DROVER_S") runs/s = $(ratio "$DROVER_S")x tsp (target 2x)"
-  [[ -z "$DAEMON_S" ]] || line+="; daemon $(rate "$DAEMON_S") runs/s = $(ratio "$DAEMON_S")x tsp (target 1.5x)"
-  echo "$line (N=$N, P=$P)$([[ $FAILED == 0 ]] || echo ' INVALID: a check failed')"
+echo "launch throughput: $N runs of 'true', parallelism $P, $ROUNDS rounds, $(nproc) CPUs," \
+     "$(uname -sr), folders on $FS ($BASE)"
+for ((r = 0; r < ROUNDS; r++)); do
+  n=${#SIDES[@]}
+  for ((k = 0; k < n; k++)); do
+    side="${SIDES[$(((k + r) % n))]}"
+    "side_$side" "$ROOT/$side-$r"
+    SECONDS_OF["$side $r"]="$TOOK"
+    printf '  round %d %-6s %4d runs in %6ss = %7s runs/s (%s)\n' "$((r + 1))" "$side" "$N" \
+      "$TOOK" "$(rate "$TOOK")" "$STORED"
+  done
+done
+
+declare -A MEDIAN
+for side in "${SIDES[@]}"; do
+  all=()
+  for ((r = 0; r < ROUNDS; r++)); do all+=("${SECONDS_OF["$side $r"]}"); done
+  MEDIAN[$side]="$(median "${all[@]}")"
+done
+ratio() { awk -v d="$1" -v t="${MEDIAN[tsp]}" 'BEGIN { printf "%.2f", (d > 0 ? t / d : 0) }'; }
+line="summary ($FS, medians of $ROUNDS):"
+for side in "${SIDES[@]}"; do line+=" $side $(rate "${MEDIAN[$side]}") runs/s;"; done
+if [[ -n "${MEDIAN[tsp]:-}" ]]; then
+  [[ -z "${MEDIAN[run]:-}" ]] || line+=" drover run $(ratio "${MEDIAN[run]}")x tsp (target 2x);"
+  [[ -z "${MEDIAN[daemon]:-}" ]] || line+=" daemon $(ratio "${MEDIAN[daemon]}")x tsp (target 1.5x);"
 fi
+echo "${line%;} (N=$N, P=$P)$([[ $FAILED == 0 ]] || echo ' INVALID: a check failed')"
 exit "$FAILED"

@@ -9,4 +9,9 @@ Millis RealClock::Now() const {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
+Millis RealClock::Monotonic() const {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
 }  // namespace drover

@@ -333,7 +333,7 @@ void Engine::Fail(Status st) {
   if (error_.ok()) error_ = st.WithContext("store");
 }
 
-void Engine::OnInterrupt(int signal, Millis now, bool serve) {
+void Engine::OnInterrupt(int signal, Instant now, bool serve) {
   if (signal == 0) return;
   interrupted_ = true;
   if (serve) {
@@ -348,9 +348,9 @@ void Engine::OnInterrupt(int signal, Millis now, bool serve) {
       if (!live->drain_stop) {
         live->drain_stop = true;
         launcher_.SignalGroup(pid, SIGTERM);
-        live->kill_at_ms = KillTime(live->kill_at_ms, now + options_.kill_grace_ms);
+        live->kill_at_mono = KillTime(live->kill_at_mono, now.mono + options_.kill_grace_ms);
       }
-      if (again) live->kill_at_ms = now;
+      if (again) live->kill_at_mono = now.mono;
     }
     CheckDeadlines(now);
     return;
@@ -387,9 +387,9 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
   SeedPredictor();
   // A Ctrl-C while the experiment was being submitted (snapshot, package list) is pending: honour
   // it before anything starts.
-  OnInterrupt(launcher_.Wait(0).interrupt_signal, clock_.Now(), serve);
-  next_tail_ms_ = clock_.Now() + options_.tail_interval_ms;
-  next_sample_ms_ = clock_.Now();
+  OnInterrupt(launcher_.Wait(0).interrupt_signal, clock_.At(), serve);
+  next_tail_mono_ = clock_.Monotonic() + options_.tail_interval_ms;
+  next_sample_mono_ = clock_.Monotonic();
   auto keep_going = [&] {
     if (!error_.ok()) return false;
     if (!serve) return !live_.empty();
@@ -403,26 +403,26 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     return false;
   };
   while (keep_going()) {
-    Millis now = clock_.Now();
+    Instant now = clock_.At();
     RunCommands();
     if (cancel_requested_) ApplyCancel(now);
     if (!draining_) Schedule(now);
     if (!Flush().ok()) break;
-    Millis wait = NextWakeup(clock_.Now());
+    Millis wait = NextWakeup(clock_.At());
     if (serve) wait = std::min(wait, options_.serve_poll_ms);
     WaitResult w = launcher_.Wait(wait);
-    now = clock_.Now();
+    now = clock_.At();
     // Exits first: a run that ended before the interrupt keeps its real outcome, and its group id
     // is never signalled after it was reaped.
     for (const auto& exit : w.exits) HandleExit(exit, now);
     OnInterrupt(w.interrupt_signal, now, serve);
     CheckDeadlines(now);
     SampleTelemetry(now);
-    if (now >= next_tail_ms_) {
+    if (now.mono >= next_tail_mono_) {
       for (auto& [id, live] : live_) {
         if (live->attempt) TailMetrics(*live, false, now);
       }
-      next_tail_ms_ = now + options_.tail_interval_ms;
+      next_tail_mono_ = now.mono + options_.tail_interval_ms;
     }
     StoreEnvironments(/*wait=*/false);
     if (!Flush().ok()) break;
@@ -431,7 +431,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
   if (error_.ok()) {
     // What was read so far is kept; a restarted engine resumes at the stored offsets.
     for (auto& [id, live] : live_) {
-      if (live->attempt) TailMetrics(*live, false, clock_.Now());
+      if (live->attempt) TailMetrics(*live, false, clock_.At());
     }
     StoreSamples({}, /*flush_all=*/true);
     // Environments still being captured are waited for (each helper is bounded by its timeout):
@@ -460,7 +460,7 @@ void Engine::StopEverything() {
   }
 }
 
-void Engine::Schedule(Millis now) {
+void Engine::Schedule(Instant now) {
   const watch::SchedulerConfig& config = options_.watch.scheduler;
   std::vector<sched::PendingRun> queue;
   sched::ClusterView view;
@@ -502,7 +502,7 @@ void Engine::Schedule(Millis now) {
         rr.gpus = live->placement.gpus;
         rr.exclusive = live->placement.exclusive;
         rr.started_ms = a.started_ms;
-        Millis running_ms = std::max<Millis>(0, now - a.started_ms);
+        Millis running_ms = std::max<Millis>(0, now.mono - live->started_mono);
         rr.attained_gpu_ms =
             live->attained_gpu_ms + static_cast<Millis>(a.gpus.size()) * running_ms;
         rr.predicted_ms = predict(*live);
@@ -519,7 +519,10 @@ void Engine::Schedule(Millis now) {
     p.priority = r.priority;
     p.seq = r.id;
     p.resources = r.resources;
-    p.not_before_ms = r.not_before_ms;
+    // The backoff waits on the monotonic clock; Decide() compares with wall time, so it gets the
+    // same moment expressed in wall time now.
+    p.not_before_ms =
+        live->retry_at_mono > now.mono ? now.wall + (live->retry_at_mono - now.mono) : 0;
     p.submitted_ms = r.created_ms;
     p.attained_gpu_ms = live->attained_gpu_ms;
     p.predicted_ms = predict(*live);
@@ -532,12 +535,12 @@ void Engine::Schedule(Millis now) {
     sizes_changed_ = false;
   }
   // The run the last preemption was for is offered the GPUs its victims free, before any other.
-  if (preempt_for_ != 0 && (now > preempt_for_until_ || !live_.count(preempt_for_) ||
+  if (preempt_for_ != 0 && (now.mono > preempt_for_until_mono_ || !live_.count(preempt_for_) ||
                             live_.at(preempt_for_)->attempt)) {
     preempt_for_ = 0;
   }
   view.first = preempt_for_;
-  sched::Decision decision = sched::Decide(queue, view, now, policy_);
+  sched::Decision decision = sched::Decide(queue, view, now.wall, policy_);
   for (const auto& action : decision.starts) {
     auto it = live_.find(action.run_id);
     if (it != live_.end()) Launch(*it->second, action, now);
@@ -554,7 +557,7 @@ void Engine::Schedule(Millis now) {
   }
   // Held for it until its victims are gone (at most the grace and a minute more).
   preempt_for_ = decision.preempt_for;
-  preempt_for_until_ = now + options_.watch.scheduler.grace_ms + 60'000;
+  preempt_for_until_mono_ = now.mono + options_.watch.scheduler.grace_ms + 60'000;
 }
 
 bool Engine::Stopping(const Live& live) const {
@@ -562,7 +565,7 @@ bool Engine::Stopping(const Live& live) const {
                           live.drain_stop || live.preempting);
 }
 
-void Engine::Preempt(Live& live, const std::string& why, Millis now) {
+void Engine::Preempt(Live& live, const std::string& why, Instant now) {
   live.preempting = true;
   live.preempt_why = why;
   Millis grace = options_.watch.scheduler.grace_ms;
@@ -574,7 +577,7 @@ void Engine::Preempt(Live& live, const std::string& why, Millis now) {
   Tx();
   if (Status st = store_.UpdateAttempt(*live.attempt); !st.ok()) Fail(st);
   launcher_.SignalGroup(static_cast<int>(live.attempt->pid), SIGTERM);
-  live.kill_at_ms = KillTime(live.kill_at_ms, now + grace);
+  live.kill_at_mono = KillTime(live.kill_at_mono, now.mono + grace);
 }
 
 std::optional<Millis> Engine::Predict(const Live& live) const {
@@ -666,7 +669,7 @@ std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt
   return out;
 }
 
-void Engine::Launch(Live& live, const sched::StartAction& action, Millis now) {
+void Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
   Tx();
   Run& run = live.run;
   Attempt a;
@@ -677,7 +680,7 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Millis now) {
   std::vector<std::string> ids;
   for (int g : action.gpus) ids.push_back(std::to_string(g));
   a.cuda_visible_devices = Join(ids, ",");
-  a.started_ms = now;
+  a.started_ms = now.wall;
   a.hostname = hostname_;
   a.drover_version = DROVER_VERSION;
   const RunFiles files = RunFiles::In(options_.store_dir, run.experiment_id, run.id);
@@ -689,12 +692,13 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Millis now) {
   live.timed_out = false;
   live.diverged = false;
   live.stalled = false;
-  live.last_output_ms = now;
+  live.last_output_mono = now.mono;
+  live.started_mono = now.mono;
   live.output_bytes = 0;
   live.metric_lines = 0;
   live.watch = std::make_unique<watch::RunWatch>(live.exp->spec, options_.watch.detectors);
   run.attempts = a.number;
-  if (run.started_ms == 0) run.started_ms = now;
+  if (run.started_ms == 0) run.started_ms = now.wall;
   run.final_metrics = Json::object();
   // Resources are held from now until the attempt ends, even if the launch fails below.
   Reserve(live, action);
@@ -769,8 +773,8 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Millis now) {
     return;
   }
   pid_to_run_[a.pid] = run.id;
-  live.deadline_ms = live.exp->spec.timeout_ms > 0 ? now + live.exp->spec.timeout_ms : 0;
-  live.kill_at_ms = 0;
+  live.deadline_mono = live.exp->spec.timeout_ms > 0 ? now.mono + live.exp->spec.timeout_ms : 0;
+  live.kill_at_mono = 0;
   SetState(live, RunState::kRunning,
            a.cuda_visible_devices.empty() ? "on CPU" : "on GPU " + a.cuda_visible_devices, now);
 }
@@ -786,7 +790,7 @@ void Engine::Reserve(Live& live, const sched::StartAction& action) {
   cpu_slots_used_ += live.run.resources.cpus;
 }
 
-void Engine::SetState(Live& live, RunState state, const std::string& note, Millis now) {
+void Engine::SetState(Live& live, RunState state, const std::string& note, Instant now) {
   Run& run = live.run;
   if (run.state != state) {
     RunEvent ev = RunEvent::kStart;
@@ -816,12 +820,12 @@ void Engine::SetState(Live& live, RunState state, const std::string& note, Milli
     }
     run.state = *next;
   }
-  if (IsFinal(run.state)) run.ended_ms = now;
+  if (IsFinal(run.state)) run.ended_ms = now.wall;
   Tx();
   Status st = store_.UpdateRun(run);
   if (!st.ok()) Fail(st);
   Event e;
-  e.t_ms = now;
+  e.t_ms = now.wall;
   e.kind = "run_state";
   e.experiment_id = run.experiment_id;
   e.run_id = run.id;
@@ -848,7 +852,7 @@ void Engine::Release(Live& live) {
   live.placement = {};
 }
 
-void Engine::HandleExit(const ProcessExit& exit, Millis now) {
+void Engine::HandleExit(const ProcessExit& exit, Instant now) {
   auto pit = pid_to_run_.find(exit.pid);
   if (pit == pid_to_run_.end()) return;
   auto it = live_.find(pit->second);
@@ -899,15 +903,15 @@ void Engine::HandleExit(const ProcessExit& exit, Millis now) {
   if (outcome == AttemptOutcome::kPreempted) {
     size_t gpus = a.gpus.size();
     detail = fmt::format("preempted: {}; ran {} on {} GPU{}", live.preempt_why,
-                         FormatDuration(now - a.started_ms), gpus, gpus == 1 ? "" : "s");
+                         FormatDuration(now.mono - live.started_mono), gpus, gpus == 1 ? "" : "s");
   }
   EndAttempt(live, outcome, detail, now);
 }
 
-void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& detail, Millis now) {
+void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& detail, Instant now) {
   Attempt& a = *live.attempt;
   a.ended = true;
-  a.ended_ms = now;
+  a.ended_ms = now.wall;
   a.reason = std::string(ToString(outcome));
   Tx();
   Status st = store_.UpdateAttempt(a);
@@ -915,7 +919,7 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
   Release(live);
   // Every attempt's GPU time counts for the policies that rank by attained service (las,
   // default), a preempted one's too: that is what lets a long run wait its turn.
-  const Millis ran = std::max<Millis>(0, now - a.started_ms);
+  const Millis ran = std::max<Millis>(0, now.mono - live.started_mono);
   live.attained_gpu_ms += ran * static_cast<Millis>(a.gpus.size());
   if (outcome == AttemptOutcome::kPreempted) live.preempted_ms += ran;
   live.preempting = false;
@@ -928,7 +932,7 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
   // retries are spent anyway) and stop retrying.
   bool may_retry = rec.kind == Recovery::Kind::kRetry;
   if ((may_retry || rec.kind == Recovery::Kind::kFail) && !live.cancelling &&
-      RepeatedFailure(live, outcome, now) && may_retry) {
+      RepeatedFailure(live, outcome, now.wall) && may_retry) {
     rec.kind = Recovery::Kind::kFail;
     rec.note = fmt::format("not retried: the same config failed {} times in a row",
                            options_.watch.detectors.failure_streak);
@@ -953,7 +957,8 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
     case Recovery::Kind::kRetry:
       next = RunState::kRetrying;
       run.current_params = rec.next_params;
-      run.not_before_ms = now + rec.delay_ms;
+      run.not_before_ms = now.wall + rec.delay_ms;  // the record; the wait is retry_at_mono
+      live.retry_at_mono = now.mono + rec.delay_ms;
       if (rec.counts_as_retry) run.retries_used += 1;
       break;
   }
@@ -965,7 +970,7 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
   SetState(live, next, note, now);
   live.attempt.reset();
   live.cancelling = next == RunState::kCancelled ? true : live.cancelling;
-  live.deadline_ms = live.kill_at_ms = 0;
+  live.deadline_mono = live.kill_at_mono = 0;
   if (IsFinal(run.state)) Retire(run.id);
 }
 
@@ -981,14 +986,14 @@ void Engine::Retire(int64_t run_id) {
   }
 }
 
-void Engine::CancelLive(Live& live, Millis now) {
+void Engine::CancelLive(Live& live, Instant now) {
   if (live.attempt) {
     if (!live.cancelling) {
       live.cancelling = true;
       launcher_.SignalGroup(static_cast<int>(live.attempt->pid), SIGTERM);
-      live.kill_at_ms = KillTime(live.kill_at_ms, now + options_.kill_grace_ms);
+      live.kill_at_mono = KillTime(live.kill_at_mono, now.mono + options_.kill_grace_ms);
     }
-    if (force_kill_) live.kill_at_ms = now;
+    if (force_kill_) live.kill_at_mono = now.mono;
     return;
   }
   live.cancelling = true;
@@ -996,7 +1001,7 @@ void Engine::CancelLive(Live& live, Millis now) {
   SetState(live, RunState::kCancelled, "cancelled before it started", now);
 }
 
-void Engine::ApplyCancel(Millis now) {
+void Engine::ApplyCancel(Instant now) {
   std::vector<int64_t> finished;
   for (auto& [id, live] : live_) {
     CancelLive(*live, now);
@@ -1015,7 +1020,7 @@ Status Engine::CancelRun(int64_t run_id) {
         fmt::format("run {} is already {}; only queued or running runs can be cancelled", run_id,
                     ToString(run->state)));
   }
-  Millis now = clock_.Now();
+  Instant now = clock_.At();
   CancelLive(*it->second, now);
   if (!it->second->attempt) Retire(run_id);
   return Flush();
@@ -1032,7 +1037,7 @@ Status Engine::CancelExperiment(int64_t experiment_id) {
   for (const auto& [id, live] : live_) {
     if (live->run.experiment_id == experiment_id) ids.push_back(id);
   }
-  Millis now = clock_.Now();
+  Instant now = clock_.At();
   for (int64_t id : ids) {
     Live& live = *live_.at(id);
     CancelLive(live, now);
@@ -1075,7 +1080,7 @@ Result<RecoverySummary> Engine::Recover() {
   DROVER_RETURN_IF_ERROR(InitGpus());
   RecoverySummary summary;
   DROVER_ASSIGN_OR_RETURN(auto experiments, store_.ListExperiments());
-  Millis now = clock_.Now();
+  Instant now = clock_.At();
   // Oldest first, so runs keep their submit order.
   for (auto e = experiments.rbegin(); e != experiments.rend(); ++e) {
     if (e->status != "active" || experiments_.count(e->id)) continue;
@@ -1097,6 +1102,7 @@ Result<RecoverySummary> Engine::Recover() {
       auto live = std::make_unique<Live>();
       live->run = r;
       live->exp = ep;
+      if (r.not_before_ms > now.wall) live->retry_at_mono = now.mono + (r.not_before_ms - now.wall);
       ep->unfinished += 1;
       Live& l = *live;
       live_[r.id] = std::move(live);
@@ -1136,11 +1142,14 @@ Result<RecoverySummary> Engine::Recover() {
         // Being preempted when the last engine stopped: it still is (SIGKILL after a new grace).
         l.preempting = true;
         l.preempt_why = "it was being preempted when the daemon restarted";
-        l.kill_at_ms = now + options_.watch.scheduler.grace_ms;
+        l.kill_at_mono = now.mono + options_.watch.scheduler.grace_ms;
       }
       l.watch = std::make_unique<watch::RunWatch>(l.exp->spec, options_.watch.detectors);
       Reserve(l, placement);
-      l.deadline_ms = l.exp->spec.timeout_ms > 0 ? a.started_ms + l.exp->spec.timeout_ms : 0;
+      // What the last engine knew as wall times becomes monotonic deadlines from here on.
+      l.started_mono = now.mono - std::max<Millis>(0, now.wall - a.started_ms);
+      l.deadline_mono = l.exp->spec.timeout_ms > 0 ? l.started_mono + l.exp->spec.timeout_ms : 0;
+      l.last_output_mono = now.mono;
       if (a.pid == 0 && !a.exit_path.empty()) {
         // The engine died between recording the attempt and learning its pid: the shim's pid
         // file names it. Without one, the shim never got to start the run.
@@ -1194,58 +1203,60 @@ Result<RecoverySummary> Engine::Recover() {
   return summary;
 }
 
-void Engine::CheckDeadlines(Millis now) {
+void Engine::CheckDeadlines(Instant now) {
   for (auto& [id, live] : live_) {
     if (!live->attempt) continue;
     int pid = static_cast<int>(live->attempt->pid);
-    if (live->deadline_ms > 0 && now >= live->deadline_ms && !live->timed_out) {
+    if (live->deadline_mono > 0 && now.mono >= live->deadline_mono && !live->timed_out) {
       live->timed_out = true;
       launcher_.SignalGroup(pid, SIGTERM);
-      live->kill_at_ms = KillTime(live->kill_at_ms, now + options_.kill_grace_ms);
+      live->kill_at_mono = KillTime(live->kill_at_mono, now.mono + options_.kill_grace_ms);
     }
     Millis stall = live->exp->spec.monitor.stall_ms;
-    if (stall > 0 && !live->stalled && !live->cancelling && now - live->last_output_ms >= stall) {
+    if (stall > 0 && !live->stalled && !live->cancelling &&
+        now.mono - live->last_output_mono >= stall) {
       live->stalled = true;
       watch::Finding f;
       f.kind = "stalled";
       f.message = fmt::format(
           "run {} printed nothing for {}: stopping attempt {} (retried per the spec's retries)",
           live->run.id, FormatDuration(stall), live->attempt->number);
-      f.data = {{"stall_ms", stall}, {"last_output_ms", live->last_output_ms}};
-      RaiseRunAlert(*live, f, "stalled", now);
+      f.data = {{"stall_ms", stall},
+                {"last_output_ms", now.wall - (now.mono - live->last_output_mono)}};
+      RaiseRunAlert(*live, f, "stalled", now.wall);
       launcher_.SignalGroup(pid, SIGTERM);
-      live->kill_at_ms = KillTime(live->kill_at_ms, now + options_.kill_grace_ms);
+      live->kill_at_mono = KillTime(live->kill_at_mono, now.mono + options_.kill_grace_ms);
     }
-    if (live->kill_at_ms > 0 && now >= live->kill_at_ms) {
+    if (live->kill_at_mono > 0 && now.mono >= live->kill_at_mono) {
       launcher_.SignalGroup(pid, SIGKILL);
-      live->kill_at_ms = 0;
+      live->kill_at_mono = 0;
     }
   }
 }
 
-Millis Engine::NextWakeup(Millis now) const {
-  Millis next = now + options_.tail_interval_ms;
+Millis Engine::NextWakeup(Instant now) const {
+  Millis next = now.mono + options_.tail_interval_ms;
   if (!devices_.empty() && options_.watch.telemetry_period_ms > 0) {
-    next = std::min(next, next_sample_ms_);
+    next = std::min(next, next_sample_mono_);
   }
   for (const auto& [id, live] : live_) {
     if (live->attempt) {
-      if (live->deadline_ms > 0 && !live->timed_out) next = std::min(next, live->deadline_ms);
-      if (live->kill_at_ms > 0) next = std::min(next, live->kill_at_ms);
+      if (live->deadline_mono > 0 && !live->timed_out) next = std::min(next, live->deadline_mono);
+      if (live->kill_at_mono > 0) next = std::min(next, live->kill_at_mono);
       Millis stall = live->exp->spec.monitor.stall_ms;
-      if (stall > 0 && !live->stalled) next = std::min(next, live->last_output_ms + stall);
-    } else if (live->run.not_before_ms > now) {
-      next = std::min(next, live->run.not_before_ms);
+      if (stall > 0 && !live->stalled) next = std::min(next, live->last_output_mono + stall);
+    } else if (live->retry_at_mono > now.mono) {
+      next = std::min(next, live->retry_at_mono);
     }
   }
-  return std::max<Millis>(0, next - now);
+  return std::max<Millis>(0, next - now.mono);
 }
 
-void Engine::TailMetrics(Live& live, bool final, Millis now) {
+void Engine::TailMetrics(Live& live, bool final, Instant now) {
   Attempt& a = *live.attempt;
   std::vector<MetricPoint> points;
   auto offset = ReadNewLines(a.stdout_path, a.stdout_offset, final, [&](std::string_view line) {
-    OnRunAlertLine(live, line, now);
+    OnRunAlertLine(live, line, now.wall);
     auto m = ParseMetricLine(line, live.metric_lines);
     if (!m) return;
     ++live.metric_lines;
@@ -1256,14 +1267,14 @@ void Engine::TailMetrics(Live& live, bool final, Millis now) {
       p.step = m->step;
       p.name = name;
       p.value = value;
-      p.t_ms = now;
+      p.t_ms = now.wall;
       live.run.final_metrics[name] = value;
       if (!std::isfinite(value) && !live.diverged && live.exp->spec.monitor.stop_on_nan &&
           Watched(live.exp->spec, name)) {
         // A diverged run only burns GPU time from here on: stop it now.
         live.diverged = true;
         launcher_.SignalGroup(static_cast<int>(a.pid), SIGTERM);
-        live.kill_at_ms = KillTime(live.kill_at_ms, now + options_.kill_grace_ms);
+        live.kill_at_mono = KillTime(live.kill_at_mono, now.mono + options_.kill_grace_ms);
         spdlog::info("run {}: {} is {} at step {}: stopping it as diverged", a.run_id, name, value,
                      m->step);
         watch::Finding f;
@@ -1272,7 +1283,7 @@ void Engine::TailMetrics(Live& live, bool final, Millis now) {
         f.message = fmt::format("{} became {} at step {}: stopped the run as diverged", name,
                                 std::isnan(value) ? "NaN" : "infinite", m->step);
         f.data = {{"metric", name}, {"step", m->step}};
-        RaiseRunAlert(live, f, "diverged", now);
+        RaiseRunAlert(live, f, "diverged", now.wall);
       }
       points.push_back(std::move(p));
     }
@@ -1290,7 +1301,7 @@ void Engine::TailMetrics(Live& live, bool final, Millis now) {
     if (!ec) bytes += err_bytes;
     if (bytes != live.output_bytes) {
       live.output_bytes = bytes;
-      live.last_output_ms = now;
+      live.last_output_mono = now.mono;
     }
   }
   if (*offset == a.stdout_offset) return;
@@ -1301,7 +1312,7 @@ void Engine::TailMetrics(Live& live, bool final, Millis now) {
   if (st.ok()) st = store_.UpdateAttempt(a);
   if (st.ok()) st = store_.UpdateRun(live.run);
   if (!st.ok()) Fail(st);
-  WatchPoints(live, points, now);
+  WatchPoints(live, points, now.wall);
   if (!points.empty()) {
     Notify([this, run = live.run, points] { observer_->OnMetrics(run, points); });
   }

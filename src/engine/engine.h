@@ -161,9 +161,9 @@ class Engine {
   // Calls the observer now, or after the open transaction commits (dropped if it rolls back).
   void Notify(std::function<void()> note);
   void Fail(Status st);
-  void Schedule(Millis now);
+  void Schedule(Instant now);
   // SIGTERM to a running run so a better-ranked one gets its GPUs; SIGKILL after the grace.
-  void Preempt(Live& live, const std::string& why, Millis now);
+  void Preempt(Live& live, const std::string& why, Instant now);
   // Whether the engine is already stopping the run's attempt (cancel, timeout, preemption, ...).
   bool Stopping(const Live& live) const;
   // Feeds the duration predictor with the store's finished runs (once per engine).
@@ -171,20 +171,20 @@ class Engine {
   // Records a succeeded run's time for the predictor and the Gittins index.
   void LearnRunTime(const std::string& key, int gpus, Millis run_ms);
   std::optional<Millis> Predict(const Live& live) const;
-  void Launch(Live& live, const sched::StartAction& action, Millis now);
-  void HandleExit(const ProcessExit& exit, Millis now);
-  void EndAttempt(Live& live, AttemptOutcome outcome, const std::string& detail, Millis now);
-  void ApplyCancel(Millis now);
-  void CancelLive(Live& live, Millis now);
+  void Launch(Live& live, const sched::StartAction& action, Instant now);
+  void HandleExit(const ProcessExit& exit, Instant now);
+  void EndAttempt(Live& live, AttemptOutcome outcome, const std::string& detail, Instant now);
+  void ApplyCancel(Instant now);
+  void CancelLive(Live& live, Instant now);
   Status Loop(EngineObserver* observer, bool serve);
   void RunCommands();
   void Reserve(Live& live, const sched::StartAction& action);
-  void OnInterrupt(int signal, Millis now, bool serve);
+  void OnInterrupt(int signal, Instant now, bool serve);
   void StopEverything();
-  void CheckDeadlines(Millis now);
-  void TailMetrics(Live& live, bool final, Millis now);
-  Millis NextWakeup(Millis now) const;
-  void SetState(Live& live, RunState state, const std::string& note, Millis now);
+  void CheckDeadlines(Instant now);
+  void TailMetrics(Live& live, bool final, Instant now);
+  Millis NextWakeup(Instant now) const;
+  void SetState(Live& live, RunState state, const std::string& note, Instant now);
   void Release(Live& live);
   void Retire(int64_t run_id);
   std::vector<std::string> RunEnv(const Live& live, const Attempt& attempt) const;
@@ -194,7 +194,7 @@ class Engine {
                      Millis now);
   void WatchPoints(Live& live, const std::vector<MetricPoint>& points, Millis now);
   void OnRunAlertLine(Live& live, std::string_view line, Millis now);
-  void SampleTelemetry(Millis now);
+  void SampleTelemetry(Instant now);
   void StoreSamples(const std::vector<GpuSample>& samples, bool flush_all);
   // Whether this failure makes `watch.detectors.failure_streak` in a row for the run's config;
   // raises the repeated_failure alert when it does.
@@ -225,7 +225,7 @@ class Engine {
   std::vector<Millis> finished_sizes_;  // GPU time of the latest succeeded runs (gittins)
   bool sizes_changed_ = false;          // the Gittins index is to be rebuilt
   int64_t preempt_for_ = 0;       // the waiting run the last preemption was for (ClusterView::first)
-  Millis preempt_for_until_ = 0;   // ... until then at most
+  Millis preempt_for_until_mono_ = 0;  // ... until then at most
   bool in_tx_ = false;
   Status error_;
   bool cancel_requested_ = false;
@@ -234,8 +234,8 @@ class Engine {
   bool draining_ = false;
   std::mutex commands_mu_;
   std::vector<std::function<void()>> commands_;
-  Millis next_tail_ms_ = 0;
-  Millis next_sample_ms_ = 0;
+  Millis next_tail_mono_ = 0;
+  Millis next_sample_mono_ = 0;
   std::vector<GpuSample> latest_samples_;
   std::map<int, watch::IdleGpuDetector> idle_detectors_;
   std::map<int, std::vector<int64_t>> idle_holders_;  // the runs each idle detector is about

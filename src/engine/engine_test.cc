@@ -207,6 +207,48 @@ TEST_F(EngineTest, TimeoutSendsTermThenKillAfterGrace) {
   EXPECT_EQ(store_->GetRun(sub->runs[0].id).value()->state, RunState::kFailed);
 }
 
+TEST_F(EngineTest, DeadlinesIgnoreStepsOfTheWallClock) {
+  // NTP steps the wall clock back an hour, then forward two, while a run hangs: its 30 s timeout
+  // and 5 s grace still take 35 s, and a retry's 10 s backoff still takes 10 s.
+  Spec spec = ParseSpec("name: hang\ncommand: ./hang.sh\ntimeout: 30s\nretries: 1\n"
+                        "retry_backoff: 10s\n");
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) {
+    FakeProcess p;
+    p.duration_ms = 3'600'000;
+    p.ignores_sigterm = true;
+    return p;
+  });
+  int waits = 0;
+  launcher.on_wait = [&](FakeLauncher&) {
+    ++waits;
+    if (waits == 2) clock_.StepWall(-3'600'000);
+    if (waits == 4) clock_.StepWall(+7'200'000);
+  };
+  FakeGpuProbe probe({});
+  auto engine = MakeEngine(launcher, probe);
+  auto sub = engine->Submit(spec);
+  ASSERT_TRUE(sub.ok());
+  Millis m0 = clock_.Monotonic();
+  std::vector<Millis> kills;  // monotonic time of each SIGKILL, from the start
+  auto step = launcher.on_wait;
+  size_t seen_signals = 0;
+  launcher.on_wait = [&](FakeLauncher& l) {
+    step(l);
+    for (; seen_signals < l.signals.size(); ++seen_signals) {
+      if (l.signals[seen_signals].second == SIGKILL) kills.push_back(clock_.Monotonic() - m0);
+    }
+  };
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  ASSERT_EQ(kills.size(), 2u);
+  EXPECT_EQ(kills[0], 35'000);  // timeout + grace, in monotonic time
+  // Attempt 2 started 10 s after attempt 1 ended, and was killed 35 s later.
+  EXPECT_EQ(kills[1], 35'000 + 10'000 + 35'000);
+  auto attempts = Attempts(sub->runs[0].id);
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(attempts[0].reason, "timeout");
+  EXPECT_EQ(attempts[1].reason, "timeout");
+}
+
 TEST_F(EngineTest, InterruptCancelsRunningAndQueuedRuns) {
   Spec spec = ParseSpec(R"(
 name: long

@@ -128,11 +128,11 @@ bool Engine::RepeatedFailure(Live& live, AttemptOutcome outcome, Millis now) {
   return true;
 }
 
-void Engine::SampleTelemetry(Millis now) {
-  if (options_.watch.telemetry_period_ms <= 0 || now < next_sample_ms_) return;
-  next_sample_ms_ = now + options_.watch.telemetry_period_ms;
+void Engine::SampleTelemetry(Instant now) {
+  if (options_.watch.telemetry_period_ms <= 0 || now.mono < next_sample_mono_) return;
+  next_sample_mono_ = now.mono + options_.watch.telemetry_period_ms;
   if (devices_.empty()) return;
-  auto samples = probe_.Sample(now);
+  auto samples = probe_.Sample(now.wall);
   if (!samples.ok()) {
     // Old numbers shown as current would hide the problem: show none.
     if (!latest_samples_.empty() || sample_error_ != samples.status().message()) {
@@ -171,7 +171,7 @@ void Engine::SampleTelemetry(Millis now) {
       it->second = watch::IdleGpuDetector(s.index, options_.watch.detectors);
     }
     idle_holders_[s.index] = ids;
-    auto f = it->second.Add(now, s.utilization, !held.empty());
+    auto f = it->second.Add(now.wall, s.utilization, !held.empty());
     if (!f) continue;
     for (Live* live : held) {
       // One alert per GPU and run: the run is what someone has to look at.
@@ -184,14 +184,14 @@ void Engine::SampleTelemetry(Millis now) {
       a.run_id = live->run.id;
       a.gpu = s.index;
       a.data = f->data;
-      RaiseAlert(std::move(a), now);
+      RaiseAlert(std::move(a), now.wall);
     }
   }
   for (const auto& [run_id, bytes] : run_memory) {
     auto it = live_.find(run_id);
     if (it == live_.end() || !it->second->watch) continue;
-    if (auto f = it->second->watch->OnGpuMemory(now, bytes)) {
-      RaiseRunAlert(*it->second, f->finding, f->key_suffix, now);
+    if (auto f = it->second->watch->OnGpuMemory(now.wall, bytes)) {
+      RaiseRunAlert(*it->second, f->finding, f->key_suffix, now.wall);
     }
   }
   StoreSamples(*samples, /*flush_all=*/false);

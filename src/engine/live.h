@@ -22,8 +22,10 @@ struct Engine::Live {
   ExperimentEntry* exp = nullptr;
   std::optional<Attempt> attempt;  // the running attempt
   sched::StartAction placement;
-  Millis deadline_ms = 0;  // timeout of the running attempt (0 = none)
-  Millis kill_at_ms = 0;   // SIGKILL the group at this time (0 = not stopping)
+  // Deadlines are monotonic (Instant::mono): a step of the wall clock moves none of them.
+  Millis deadline_mono = 0;  // timeout of the running attempt (0 = none)
+  Millis kill_at_mono = 0;   // SIGKILL the group at this time (0 = not stopping)
+  Millis retry_at_mono = 0;  // retry backoff: not started before (run.not_before_ms records it)
   bool timed_out = false;
   bool cancelling = false;
   bool drain_stop = false;    // stopped because the daemon is shutting down: requeue, not cancel
@@ -33,7 +35,8 @@ struct Engine::Live {
   std::string preempt_why;    // the scheduler's reason, for the attempt's note
   Millis attained_gpu_ms = 0;  // GPU time of its ended attempts (GPUs x run time, each attempt)
   Millis preempted_ms = 0;     // run time of its preempted attempts (work a checkpoint keeps)
-  Millis last_output_ms = 0;  // when stdout or stderr last grew
+  Millis last_output_mono = 0;  // when stdout or stderr last grew
+  Millis started_mono = 0;      // when the running attempt started (its run time)
   int64_t output_bytes = 0;   // stdout + stderr size at that time
   int64_t metric_lines = 0;   // fallback step for lines without step/epoch
   std::unique_ptr<watch::RunWatch> watch;  // this attempt's detectors

@@ -7,7 +7,7 @@
 // included, so nothing of the run outlives it. See docs/execution.md, "Shim and adoption".
 //
 // The exit file has the shim's pid and start ticks on its first line, written when it starts,
-// and the run's end as one JSON line appended (one write, then fdatasync) when it ends:
+// and the run's end as one JSON line appended (one write) when it ends:
 //   12345 987654
 //   {"exit_code": N, "signal": S, "ended_ms": T}
 //   {"exit_code": 127, "signal": 0, "ended_ms": T, "error": "cannot start 'x': ..."}

@@ -35,7 +35,8 @@ class FakeLauncher : public ProcessLauncher {
     std::ofstream(spec.stdout_path) << p.stdout_text;
     std::ofstream(spec.stderr_path) << p.stderr_text;
     int pid = next_pid_++;
-    live_[pid] = {p, clock_.Now() + p.duration_ms, 0};
+    // Processes run for a duration: monotonic time, which a step of the wall clock leaves alone.
+    live_[pid] = {p, clock_.Monotonic() + p.duration_ms, 0};
     launches.push_back(spec);
     running_now = static_cast<int>(live_.size());
     max_running = std::max(max_running, running_now);
@@ -47,7 +48,7 @@ class FakeLauncher : public ProcessLauncher {
     auto it = live_.find(pgid);
     if (it == live_.end()) return;
     if (sig == SIGKILL || (sig == SIGTERM && !it->second.proc.ignores_sigterm)) {
-      it->second.end_ms = clock_.Now();
+      it->second.end_ms = clock_.Monotonic();
       it->second.signal = sig;
     }
   }
@@ -60,12 +61,12 @@ class FakeLauncher : public ProcessLauncher {
       pending_interrupt = 0;
       timeout_ms = 0;
     }
-    Millis limit = clock_.Now() + timeout_ms;
+    Millis limit = clock_.Monotonic() + timeout_ms;
     Millis first = limit;
     for (const auto& [pid, l] : live_) first = std::min(first, l.end_ms);
-    if (first > clock_.Now()) clock_.Set(first);
+    if (first > clock_.Monotonic()) clock_.Advance(first - clock_.Monotonic());
     for (auto it = live_.begin(); it != live_.end();) {
-      if (it->second.end_ms <= clock_.Now()) {
+      if (it->second.end_ms <= clock_.Monotonic()) {
         ProcessExit e;
         e.pid = it->first;
         if (it->second.signal != 0) {

@@ -19,15 +19,12 @@ constexpr auto kCommandTimeout = std::chrono::minutes(2);
 
 Daemon::Daemon(Engine& engine, const Clock& clock) : engine_(engine), clock_(clock) {}
 
-template <typename T>
-Result<T> Daemon::Call(std::function<Result<T>()> fn) {
-  auto promise = std::make_shared<std::promise<Result<T>>>();
-  auto future = promise->get_future();
-  engine_.Post([promise, fn = std::move(fn)] { promise->set_value(fn()); });
-  if (future.wait_for(kCommandTimeout) != std::future_status::ready) {
+Result<CommandReply> Daemon::Call(Command command) {
+  auto reply = engine_.Post(std::move(command));
+  if (reply.wait_for(kCommandTimeout) != std::future_status::ready) {
     return Unavailable("the engine did not answer in time; it may be shutting down");
   }
-  return future.get();
+  return reply.get();
 }
 
 Result<protocol::SubmitResponse> Daemon::Submit(const protocol::SubmitRequest& request) {
@@ -38,63 +35,43 @@ Result<protocol::SubmitResponse> Daemon::Submit(const protocol::SubmitRequest& r
   // Whether it could ever run is the loop's to say (it owns the pool), and quick; the snapshot
   // can take long (a big workdir, a slow git) and happens here, on the HTTP worker, so the loop
   // keeps scheduling, reaping and answering meanwhile.
-  Status fits = Call<bool>([this, s = *spec]() -> Result<bool> {
-                  Status st = engine_.CheckSubmit(s);
-                  if (!st.ok()) return st;
-                  return true;
-                }).status();
-  if (!fits.ok()) return fits;
+  DROVER_RETURN_IF_ERROR(Call(cmd::CheckSubmit{*spec}).status());
   auto prepared = PrepareSubmit(*spec, engine_.store_dir());
   if (!prepared.ok()) return prepared.status();
-  return Call<protocol::SubmitResponse>([this, p = std::make_shared<PreparedSubmit>(
-                                                   std::move(*prepared))]() mutable
-                                        -> Result<protocol::SubmitResponse> {
-    const std::string name = p->spec.name;
-    auto sub = engine_.Commit(std::move(*p));
-    if (!sub.ok()) return sub.status();
-    protocol::SubmitResponse r;
-    r.experiment_id = sub->experiment_id;
-    for (const auto& run : sub->runs) r.run_ids.push_back(run.id);
-    Publish("experiment_submitted",
-            {{"experiment_id", r.experiment_id}, {"name", name}, {"runs", r.run_ids}});
-    return r;
-  });
+  DROVER_ASSIGN_OR_RETURN(
+      CommandReply reply,
+      Call(cmd::Commit{std::make_shared<PreparedSubmit>(std::move(*prepared))}));
+  const auto& sub = std::get<std::shared_ptr<SubmitResult>>(reply);
+  protocol::SubmitResponse r;
+  r.experiment_id = sub->experiment_id;
+  for (const auto& run : sub->runs) r.run_ids.push_back(run.id);
+  return r;
 }
 
-Status Daemon::CancelRun(int64_t run_id) {
-  return Call<bool>([this, run_id]() -> Result<bool> {
-           Status st = engine_.CancelRun(run_id);
-           if (!st.ok()) return st;
-           return true;
-         })
-      .status();
+void Daemon::OnExperimentSubmitted(const Experiment& experiment, const std::vector<Run>& runs) {
+  // On the loop, so the stream names the experiment before any of its runs' states.
+  Json ids = Json::array();
+  for (const auto& run : runs) ids.push_back(run.id);
+  Publish(EventKind::kExperimentSubmitted,
+          {{"experiment_id", experiment.id}, {"name", experiment.name}, {"runs", ids}});
 }
+
+Status Daemon::CancelRun(int64_t run_id) { return Call(cmd::CancelRun{run_id}).status(); }
 
 Status Daemon::CancelExperiment(int64_t experiment_id) {
-  return Call<bool>([this, experiment_id]() -> Result<bool> {
-           Status st = engine_.CancelExperiment(experiment_id);
-           if (!st.ok()) return st;
-           return true;
-         })
-      .status();
+  return Call(cmd::CancelExperiment{experiment_id}).status();
 }
 
 Status Daemon::SetPriority(int64_t run_id, int priority) {
-  return Call<bool>([this, run_id, priority]() -> Result<bool> {
-           Status st = engine_.SetPriority(run_id, priority);
-           if (!st.ok()) return st;
-           return true;
-         })
-      .status();
+  return Call(cmd::SetPriority{run_id, priority}).status();
 }
 
-std::vector<protocol::GpuStatus> Daemon::GpuStatusNow() const {
+std::vector<protocol::GpuStatus> Daemon::StatusOf(const GpuReading& reading) {
   std::vector<protocol::GpuStatus> out;
-  const auto& devices = engine_.devices();
-  for (const auto& v : engine_.GpuViews()) {
+  for (const auto& v : reading.views) {
     protocol::GpuStatus g;
     g.index = v.state.index;
-    for (const auto& d : devices) {
+    for (const auto& d : reading.devices) {
       if (d.index != g.index) continue;
       g.name = d.name;
       g.uuid = d.uuid;
@@ -103,7 +80,7 @@ std::vector<protocol::GpuStatus> Daemon::GpuStatusNow() const {
     g.memory_reserved = v.state.reserved;
     g.runs = v.runs;
     g.exclusive = v.state.exclusive;
-    for (const auto& s : engine_.latest_samples()) {
+    for (const auto& s : reading.samples) {
       if (s.index == g.index) g.telemetry = s;
     }
     out.push_back(std::move(g));
@@ -112,17 +89,17 @@ std::vector<protocol::GpuStatus> Daemon::GpuStatusNow() const {
 }
 
 std::vector<protocol::GpuStatus> Daemon::Gpus() {
-  auto r = Call<std::vector<protocol::GpuStatus>>(
-      [this]() -> Result<std::vector<protocol::GpuStatus>> { return GpuStatusNow(); });
-  return r.ok() ? *r : std::vector<protocol::GpuStatus>{};
+  auto r = Call(cmd::ReadGpus{});
+  if (!r.ok()) return {};
+  return StatusOf(std::get<GpuReading>(*r));
 }
 
-void Daemon::Publish(std::string kind, Json data) {
+void Daemon::Publish(EventKind kind, Json data) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     server::StreamEvent e;
     e.seq = ++seq_;
-    e.kind = std::move(kind);
+    e.kind = std::string(ToString(kind));
     e.data = std::move(data);
     events_.push_back(std::move(e));
     while (events_.size() > kMaxBufferedEvents) events_.pop_front();
@@ -162,7 +139,7 @@ void Daemon::OnRunChanged(const Run& run, const Attempt* attempt, const std::str
                {"reason", run.reason},
                {"note", note}};
   if (attempt) data["cuda_visible_devices"] = attempt->cuda_visible_devices;
-  Publish("run_state", std::move(data));
+  Publish(EventKind::kRunState, std::move(data));
 }
 
 void Daemon::OnMetrics(const Run& run, const std::vector<MetricPoint>& points) {
@@ -183,15 +160,17 @@ void Daemon::OnMetrics(const Run& run, const std::vector<MetricPoint>& points) {
   }
   Json data = {{"run_id", run.id}, {"points", pts}};
   if (thinned) data["downsampled_from"] = points.size();
-  Publish("metrics", std::move(data));
+  Publish(EventKind::kMetrics, std::move(data));
 }
 
-void Daemon::OnAlert(const Alert& alert) { Publish("alert", protocol::ToJson(alert)); }
+void Daemon::OnAlert(const Alert& alert) { Publish(EventKind::kAlert, protocol::ToJson(alert)); }
 
 void Daemon::OnGpuSamples(const std::vector<GpuSample>& samples) {
   Json gpus = Json::array();
-  for (const auto& g : GpuStatusNow()) gpus.push_back(protocol::ToJson(g));
-  Publish("gpu", {{"t_ms", clock_.Now()}, {"gpus", gpus}});
+  // On the engine's thread already: read its pool directly.
+  GpuReading reading{engine_.GpuViews(), engine_.devices(), engine_.latest_samples()};
+  for (const auto& g : StatusOf(reading)) gpus.push_back(protocol::ToJson(g));
+  Publish(EventKind::kGpu, {{"t_ms", clock_.Now()}, {"gpus", gpus}});
 }
 
 }  // namespace drover

@@ -27,6 +27,7 @@ class Daemon : public server::EngineControl, public EngineObserver {
 
   // EngineObserver, on the engine's thread.
   void OnRunChanged(const Run& run, const Attempt* attempt, const std::string& note) override;
+  void OnExperimentSubmitted(const Experiment& experiment, const std::vector<Run>& runs) override;
   void OnMetrics(const Run& run, const std::vector<MetricPoint>& points) override;
   void OnAlert(const Alert& alert) override;
   void OnGpuSamples(const std::vector<GpuSample>& samples) override;
@@ -35,11 +36,10 @@ class Daemon : public server::EngineControl, public EngineObserver {
   void Close();
 
  private:
-  // Runs `fn` on the engine's thread and waits for its result.
-  template <typename T>
-  Result<T> Call(std::function<Result<T>()> fn);
-  void Publish(std::string kind, Json data);
-  std::vector<protocol::GpuStatus> GpuStatusNow() const;
+  // Posts `command` to the engine's loop and waits for its reply.
+  Result<CommandReply> Call(Command command);
+  void Publish(EventKind kind, Json data);
+  static std::vector<protocol::GpuStatus> StatusOf(const GpuReading& reading);
 
   Engine& engine_;
   const Clock& clock_;

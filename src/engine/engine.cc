@@ -32,9 +32,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// An attempt's reason while it is being preempted (an ended attempt's reason says how it ended).
-constexpr std::string_view kPreemptingReason = "preempting";
-
 std::string Hostname() {
   char buf[256] = {0};
   if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
@@ -103,7 +100,7 @@ Engine::Engine(Store& store, ProcessLauncher& launcher, GpuProbe& gpus, Clock& c
   }
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() { RefuseCommands(); }
 
 Status Engine::InitGpus() {
   if (gpus_ready_) return Status::Ok();
@@ -218,7 +215,7 @@ Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
     }
     Event ev;
     ev.t_ms = e.created_ms;
-    ev.kind = "experiment_submitted";
+    ev.kind = std::string(ToString(EventKind::kExperimentSubmitted));
     ev.experiment_id = e.id;
     ev.data = {{"name", e.name}, {"runs", runs_params.size()}, {"snapshot", snap.hash}};
     DROVER_RETURN_IF_ERROR(store_.InsertEvent(ev));
@@ -229,6 +226,7 @@ Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
     return commit;
   }
   result.experiment_id = e.id;
+  if (observer_) observer_->OnExperimentSubmitted(e, result.runs);
   if (options_.capture_environment) CaptureEnvironment(e.id, argvs, spec);
 
   ExperimentEntry* ep = entry.get();
@@ -344,12 +342,7 @@ void Engine::OnInterrupt(int signal, Instant now, bool serve) {
     if (!options_.stop_runs_on_drain) return;
     for (auto& [id, live] : live_) {
       if (!live->attempt) continue;
-      int pid = static_cast<int>(live->attempt->pid);
-      if (!live->drain_stop) {
-        live->drain_stop = true;
-        launcher_.SignalGroup(pid, SIGTERM);
-        live->kill_at_mono = KillTime(live->kill_at_mono, now.mono + options_.kill_grace_ms);
-      }
+      Stop(*live, StopReason::kDrain, now, options_.kill_grace_ms);
       if (again) live->kill_at_mono = now.mono;
     }
     CheckDeadlines(now);
@@ -367,18 +360,74 @@ Status Engine::RunUntilDone(EngineObserver* observer) { return Loop(observer, /*
 
 Status Engine::Serve(EngineObserver* observer) { return Loop(observer, /*serve=*/true); }
 
-void Engine::Post(std::function<void()> command) {
-  std::lock_guard<std::mutex> lock(commands_mu_);
-  commands_.push_back(std::move(command));
+std::string_view NameOf(const Command& c) {
+  struct Name {
+    std::string_view operator()(const cmd::CheckSubmit&) const { return "check_submit"; }
+    std::string_view operator()(const cmd::Commit&) const { return "commit"; }
+    std::string_view operator()(const cmd::CancelRun&) const { return "cancel_run"; }
+    std::string_view operator()(const cmd::CancelExperiment&) const { return "cancel_experiment"; }
+    std::string_view operator()(const cmd::SetPriority&) const { return "set_priority"; }
+    std::string_view operator()(const cmd::ReadGpus&) const { return "read_gpus"; }
+  };
+  return std::visit(Name{}, c);
 }
 
-void Engine::RunCommands() {
-  std::vector<std::function<void()>> batch;
+std::future<Result<CommandReply>> Engine::Post(Command command) {
+  PostedCommand posted{std::move(command), {}};
+  auto reply = posted.reply.get_future();
+  std::lock_guard<std::mutex> lock(commands_mu_);
+  commands_.push_back(std::move(posted));
+  return reply;
+}
+
+Result<CommandReply> Engine::Dispatch(Command& command) {
+  auto nothing = [](Status st) -> Result<CommandReply> {
+    if (!st.ok()) return st;
+    return CommandReply{};
+  };
+  struct Visitor {
+    Engine& e;
+    decltype(nothing)& done;
+    Result<CommandReply> operator()(cmd::CheckSubmit& c) { return done(e.CheckSubmit(c.spec)); }
+    Result<CommandReply> operator()(cmd::Commit& c) {
+      if (!c.prepared) return Internal("commit without a prepared experiment");
+      DROVER_ASSIGN_OR_RETURN(SubmitResult r, e.Commit(std::move(*c.prepared)));
+      return CommandReply{std::make_shared<SubmitResult>(std::move(r))};
+    }
+    Result<CommandReply> operator()(cmd::CancelRun& c) { return done(e.CancelRun(c.run_id)); }
+    Result<CommandReply> operator()(cmd::CancelExperiment& c) {
+      return done(e.CancelExperiment(c.experiment_id));
+    }
+    Result<CommandReply> operator()(cmd::SetPriority& c) {
+      return done(e.SetPriority(c.run_id, c.priority));
+    }
+    Result<CommandReply> operator()(cmd::ReadGpus&) {
+      return CommandReply{GpuReading{e.GpuViews(), e.devices_, e.latest_samples_}};
+    }
+  };
+  spdlog::debug("engine command {}", NameOf(command));
+  return std::visit(Visitor{*this, nothing}, command);
+}
+
+void Engine::RefuseCommands() {
+  std::vector<PostedCommand> batch;
   {
     std::lock_guard<std::mutex> lock(commands_mu_);
     batch.swap(commands_);
   }
-  for (auto& c : batch) c();
+  for (auto& c : batch) {
+    c.reply.set_value(Unavailable("the engine is stopping; " + std::string(NameOf(c.command)) +
+                                  " was not carried out"));
+  }
+}
+
+void Engine::RunCommands() {
+  std::vector<PostedCommand> batch;
+  {
+    std::lock_guard<std::mutex> lock(commands_mu_);
+    batch.swap(commands_);
+  }
+  for (auto& c : batch) c.reply.set_value(Dispatch(c.command));
 }
 
 Status Engine::Loop(EngineObserver* observer, bool serve) {
@@ -440,6 +489,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     (void)Flush();
   }
   observer_ = nullptr;
+  RefuseCommands();
   if (!error_.ok()) StopEverything();
   return error_;
 }
@@ -512,7 +562,7 @@ void Engine::Schedule(Instant now) {
       }
       continue;
     }
-    if (live->cancelling) continue;
+    if (live->cancel_requested) continue;
     sched::PendingRun p;
     p.run_id = r.id;
     p.experiment_id = r.experiment_id;
@@ -561,23 +611,28 @@ void Engine::Schedule(Instant now) {
 }
 
 bool Engine::Stopping(const Live& live) const {
-  return live.attempt && (live.cancelling || live.timed_out || live.stalled || live.diverged ||
-                          live.drain_stop || live.preempting);
+  return live.attempt && live.attempt->stopping.has_value();
+}
+
+bool Engine::Stop(Live& live, StopReason why, Instant now, Millis grace) {
+  Attempt& a = *live.attempt;
+  // A SIGKILL already scheduled is never pushed later by a second reason to stop.
+  live.kill_at_mono = KillTime(live.kill_at_mono, now.mono + grace);
+  if (a.stopping) return false;  // the first reason stands
+  // Stored with the attempt, so a daemon restarted during the grace goes on stopping it for the
+  // same reason (a preempted run that checkpoints and exits 0 has not finished).
+  a.stopping = why;
+  Tx();
+  if (Status st = store_.UpdateAttempt(a); !st.ok()) Fail(st);
+  launcher_.SignalGroup(static_cast<int>(a.pid), SIGTERM);
+  return true;
 }
 
 void Engine::Preempt(Live& live, const std::string& why, Instant now) {
-  live.preempting = true;
-  live.preempt_why = why;
   Millis grace = options_.watch.scheduler.grace_ms;
   spdlog::info("run {}: preempting attempt {} ({}): SIGTERM now, SIGKILL in {} if it still runs",
                live.run.id, live.attempt->number, why, FormatDuration(grace));
-  // Stored with the attempt, so a daemon restarted during the grace still knows this run is
-  // being preempted (a run that checkpoints and exits 0 on SIGTERM has not finished).
-  live.attempt->reason = std::string(kPreemptingReason);
-  Tx();
-  if (Status st = store_.UpdateAttempt(*live.attempt); !st.ok()) Fail(st);
-  launcher_.SignalGroup(static_cast<int>(live.attempt->pid), SIGTERM);
-  live.kill_at_mono = KillTime(live.kill_at_mono, now.mono + grace);
+  if (Stop(live, StopReason::kPreempt, now, grace)) live.preempt_why = why;
 }
 
 std::optional<Millis> Engine::Predict(const Live& live) const {
@@ -611,7 +666,9 @@ void Engine::SeedPredictor() {
     if (!attempts.ok() || key->second.empty()) continue;
     Millis ran = 0;
     for (const Attempt& a : *attempts) {
-      if (a.ended && (a.reason == "succeeded" || a.reason == "preempted") &&
+      auto outcome = ParseAttemptOutcome(a.reason);
+      if (a.ended &&
+          (outcome == AttemptOutcome::kSucceeded || outcome == AttemptOutcome::kPreempted) &&
           a.ended_ms >= a.started_ms) {
         ran += a.ended_ms - a.started_ms;
       }
@@ -689,9 +746,6 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
   a.stderr_path = files.Stderr(a.number);
   if (options_.use_shim) a.exit_path = files.Exit(a.number);
 
-  live.timed_out = false;
-  live.diverged = false;
-  live.stalled = false;
   live.last_output_mono = now.mono;
   live.started_mono = now.mono;
   live.output_bytes = 0;
@@ -768,14 +822,14 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
       std::fprintf(f, "drover: %s\n", launch.message().c_str());
       std::fclose(f);
     }
-    SetState(live, RunState::kRunning, "", now);
+    SetState(live, RunEvent::kStart, "", now);
     EndAttempt(live, AttemptOutcome::kLaunchError, launch.message(), now);
     return;
   }
   pid_to_run_[a.pid] = run.id;
   live.deadline_mono = live.exp->spec.timeout_ms > 0 ? now.mono + live.exp->spec.timeout_ms : 0;
   live.kill_at_mono = 0;
-  SetState(live, RunState::kRunning,
+  SetState(live, RunEvent::kStart,
            a.cuda_visible_devices.empty() ? "on CPU" : "on GPU " + a.cuda_visible_devices, now);
 }
 
@@ -790,43 +844,22 @@ void Engine::Reserve(Live& live, const sched::StartAction& action) {
   cpu_slots_used_ += live.run.resources.cpus;
 }
 
-void Engine::SetState(Live& live, RunState state, const std::string& note, Instant now) {
+void Engine::SetState(Live& live, RunEvent event, const std::string& note, Instant now) {
+  // Every change of a run's state goes through the pure state machine, adoption included.
   Run& run = live.run;
-  if (run.state != state) {
-    RunEvent ev = RunEvent::kStart;
-    switch (state) {
-      case RunState::kRunning:
-        ev = RunEvent::kStart;
-        break;
-      case RunState::kSucceeded:
-        ev = RunEvent::kSucceed;
-        break;
-      case RunState::kRetrying:
-        ev = RunEvent::kRetry;
-        break;
-      case RunState::kFailed:
-        ev = RunEvent::kFail;
-        break;
-      case RunState::kCancelled:
-        ev = RunEvent::kCancel;
-        break;
-      case RunState::kQueued:
-        break;
-    }
-    auto next = Transition(run.state, ev);
-    if (!next.ok()) {
-      Fail(Internal("run " + std::to_string(run.id) + ": " + next.status().message()));
-      return;
-    }
-    run.state = *next;
+  auto next = Transition(run.state, event);
+  if (!next.ok()) {
+    Fail(Internal("run " + std::to_string(run.id) + ": " + next.status().message()));
+    return;
   }
+  run.state = *next;
   if (IsFinal(run.state)) run.ended_ms = now.wall;
   Tx();
   Status st = store_.UpdateRun(run);
   if (!st.ok()) Fail(st);
   Event e;
   e.t_ms = now.wall;
-  e.kind = "run_state";
+  e.kind = std::string(ToString(EventKind::kRunState));
   e.experiment_id = run.experiment_id;
   e.run_id = run.id;
   e.data = {{"state", ToString(run.state)}, {"attempt", run.attempts}};
@@ -865,21 +898,13 @@ void Engine::HandleExit(const ProcessExit& exit, Instant now) {
   TailMetrics(live, true, now);
   std::string tail;
   if (exit.exit_code != 0 || exit.signal != 0) tail = ReadTail(a.stderr_path, 16 * 1024);
-  ExitFacts facts;
-  facts.exit_code = exit.exit_code;
-  facts.signal = exit.signal;
-  facts.timed_out = live.timed_out;
-  facts.cancelled = live.cancelling;
-  facts.diverged = live.diverged;
-  facts.stalled = live.stalled;
-  facts.preempted = live.preempting;
-  facts.stderr_tail = tail;
-  AttemptOutcome outcome = ClassifyExit(facts);
-  if (exit.lost || (live.drain_stop && outcome != AttemptOutcome::kSucceeded)) {
-    // The engine cannot know how it ended (its shim vanished without a record), or stopped it
-    // itself to shut down: the run is requeued, without spending a retry.
-    outcome = AttemptOutcome::kInterrupted;
-  }
+  // One reason: an end the engine cannot know (its shim vanished without a record) requeues the
+  // run; one the engine caused is that stop's reason; otherwise the process's own exit.
+  AttemptOutcome outcome =
+      exit.lost ? AttemptOutcome::kInterrupted
+      : a.stopping
+          ? OutcomeOf(*a.stopping, exit.exit_code == 0 && exit.signal == 0)
+          : ClassifyExit(ExitFacts{exit.exit_code, exit.signal, tail});
   std::string detail;
   if (outcome == AttemptOutcome::kExitCode) detail = fmt::format("exit code {}", exit.exit_code);
   if (outcome == AttemptOutcome::kExitCode || outcome == AttemptOutcome::kSignal) {
@@ -913,6 +938,7 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
   a.ended = true;
   a.ended_ms = now.wall;
   a.reason = std::string(ToString(outcome));
+  a.stopping.reset();
   Tx();
   Status st = store_.UpdateAttempt(a);
   if (!st.ok()) Fail(st);
@@ -922,7 +948,6 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
   const Millis ran = std::max<Millis>(0, now.mono - live.started_mono);
   live.attained_gpu_ms += ran * static_cast<Millis>(a.gpus.size());
   if (outcome == AttemptOutcome::kPreempted) live.preempted_ms += ran;
-  live.preempting = false;
   live.preempt_why.clear();
 
   Run& run = live.run;
@@ -930,10 +955,10 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
   Recovery rec = DecideRecovery(live.exp->spec, a.params, run.retries_used, outcome);
   // The same config failing again and again is not helped by another try: alert (also when the
   // retries are spent anyway) and stop retrying.
-  bool may_retry = rec.kind == Recovery::Kind::kRetry;
-  if ((may_retry || rec.kind == Recovery::Kind::kFail) && !live.cancelling &&
+  bool may_retry = rec.event == RunEvent::kRetry;
+  if ((may_retry || rec.event == RunEvent::kFail) && !live.cancel_requested &&
       RepeatedFailure(live, outcome, now.wall) && may_retry) {
-    rec.kind = Recovery::Kind::kFail;
+    rec.event = RunEvent::kFail;
     rec.note = fmt::format("not retried: the same config failed {} times in a row",
                            options_.watch.detectors.failure_streak);
   }
@@ -943,33 +968,21 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
     note = note.empty() ? n : note + "; " + n;
   };
   add_note(rec.note);
-  RunState next = RunState::kFailed;
-  switch (rec.kind) {
-    case Recovery::Kind::kSucceed:
-      next = RunState::kSucceeded;
-      break;
-    case Recovery::Kind::kCancel:
-      next = RunState::kCancelled;
-      break;
-    case Recovery::Kind::kFail:
-      next = RunState::kFailed;
-      break;
-    case Recovery::Kind::kRetry:
-      next = RunState::kRetrying;
-      run.current_params = rec.next_params;
-      run.not_before_ms = now.wall + rec.delay_ms;  // the record; the wait is retry_at_mono
-      live.retry_at_mono = now.mono + rec.delay_ms;
-      if (rec.counts_as_retry) run.retries_used += 1;
-      break;
+  // The user's cancel, even one that came while the attempt was already being stopped for
+  // another reason, wins over a retry or a failure.
+  RunEvent next = rec.event;
+  if (live.cancel_requested && next != RunEvent::kSucceed) next = RunEvent::kCancel;
+  if (next == RunEvent::kRetry) {
+    run.current_params = rec.next_params;
+    run.not_before_ms = now.wall + rec.delay_ms;  // the record; the wait is retry_at_mono
+    live.retry_at_mono = now.mono + rec.delay_ms;
+    if (rec.counts_as_retry) run.retries_used += 1;
   }
-  // A cancel that arrived while the attempt was ending still wins over a retry.
-  if (live.cancelling && next == RunState::kRetrying) next = RunState::kCancelled;
-  if (next == RunState::kSucceeded) {
+  if (next == RunEvent::kSucceed) {
     LearnRunTime(live.exp->predictor_key, run.resources.gpus, live.preempted_ms + ran);
   }
   SetState(live, next, note, now);
   live.attempt.reset();
-  live.cancelling = next == RunState::kCancelled ? true : live.cancelling;
   live.deadline_mono = live.kill_at_mono = 0;
   if (IsFinal(run.state)) Retire(run.id);
 }
@@ -987,18 +1000,15 @@ void Engine::Retire(int64_t run_id) {
 }
 
 void Engine::CancelLive(Live& live, Instant now) {
+  const bool again = live.cancel_requested;
+  live.cancel_requested = true;
   if (live.attempt) {
-    if (!live.cancelling) {
-      live.cancelling = true;
-      launcher_.SignalGroup(static_cast<int>(live.attempt->pid), SIGTERM);
-      live.kill_at_mono = KillTime(live.kill_at_mono, now.mono + options_.kill_grace_ms);
-    }
+    if (!again) Stop(live, StopReason::kCancel, now, options_.kill_grace_ms);
     if (force_kill_) live.kill_at_mono = now.mono;
     return;
   }
-  live.cancelling = true;
-  live.run.reason = "cancelled";
-  SetState(live, RunState::kCancelled, "cancelled before it started", now);
+  live.run.reason = std::string(ToString(AttemptOutcome::kCancelled));
+  SetState(live, RunEvent::kCancel, "cancelled before it started", now);
 }
 
 void Engine::ApplyCancel(Instant now) {
@@ -1114,7 +1124,9 @@ Result<RecoverySummary> Engine::Recover() {
       for (const Attempt& a : attempts) {
         if (!a.ended || a.ended_ms < a.started_ms) continue;
         l.attained_gpu_ms += (a.ended_ms - a.started_ms) * static_cast<Millis>(a.gpus.size());
-        if (a.reason == "preempted") l.preempted_ms += a.ended_ms - a.started_ms;
+        if (ParseAttemptOutcome(a.reason) == AttemptOutcome::kPreempted) {
+          l.preempted_ms += a.ended_ms - a.started_ms;
+        }
       }
       if (r.state != RunState::kRunning) {
         ++summary.queued;
@@ -1122,9 +1134,7 @@ Result<RecoverySummary> Engine::Recover() {
       }
       if (attempts.empty() || attempts.back().ended) {
         // Recorded as running with no live attempt: the engine died between two writes.
-        l.run.state = RunState::kRetrying;
-        Tx();
-        if (Status st = store_.UpdateRun(l.run); !st.ok()) Fail(st);
+        SetState(l, RunEvent::kRetry, "requeued: it had no live attempt after a restart", now);
         ++summary.requeued;
         continue;
       }
@@ -1138,11 +1148,14 @@ Result<RecoverySummary> Engine::Recover() {
         placement.gpu_memory = placement.exclusive ? g.capacity : r.resources.gpu_memory;
       }
       l.attempt = a;
-      if (a.reason == kPreemptingReason) {
-        // Being preempted when the last engine stopped: it still is (SIGKILL after a new grace).
-        l.preempting = true;
-        l.preempt_why = "it was being preempted when the daemon restarted";
-        l.kill_at_mono = now.mono + options_.watch.scheduler.grace_ms;
+      if (a.stopping) {
+        // Being stopped when the last engine went: it still is, for the same reason (SIGKILL
+        // after a new grace).
+        const bool preempt = *a.stopping == StopReason::kPreempt;
+        if (preempt) l.preempt_why = "it was being preempted when the daemon restarted";
+        if (*a.stopping == StopReason::kCancel) l.cancel_requested = true;
+        l.kill_at_mono =
+            now.mono + (preempt ? options_.watch.scheduler.grace_ms : options_.kill_grace_ms);
       }
       l.watch = std::make_unique<watch::RunWatch>(l.exp->spec, options_.watch.detectors);
       Reserve(l, placement);
@@ -1207,15 +1220,11 @@ void Engine::CheckDeadlines(Instant now) {
   for (auto& [id, live] : live_) {
     if (!live->attempt) continue;
     int pid = static_cast<int>(live->attempt->pid);
-    if (live->deadline_mono > 0 && now.mono >= live->deadline_mono && !live->timed_out) {
-      live->timed_out = true;
-      launcher_.SignalGroup(pid, SIGTERM);
-      live->kill_at_mono = KillTime(live->kill_at_mono, now.mono + options_.kill_grace_ms);
+    if (live->deadline_mono > 0 && now.mono >= live->deadline_mono && !Stopping(*live)) {
+      Stop(*live, StopReason::kTimeout, now, options_.kill_grace_ms);
     }
     Millis stall = live->exp->spec.monitor.stall_ms;
-    if (stall > 0 && !live->stalled && !live->cancelling &&
-        now.mono - live->last_output_mono >= stall) {
-      live->stalled = true;
+    if (stall > 0 && !Stopping(*live) && now.mono - live->last_output_mono >= stall) {
       watch::Finding f;
       f.kind = "stalled";
       f.message = fmt::format(
@@ -1224,8 +1233,7 @@ void Engine::CheckDeadlines(Instant now) {
       f.data = {{"stall_ms", stall},
                 {"last_output_ms", now.wall - (now.mono - live->last_output_mono)}};
       RaiseRunAlert(*live, f, "stalled", now.wall);
-      launcher_.SignalGroup(pid, SIGTERM);
-      live->kill_at_mono = KillTime(live->kill_at_mono, now.mono + options_.kill_grace_ms);
+      Stop(*live, StopReason::kStall, now, options_.kill_grace_ms);
     }
     if (live->kill_at_mono > 0 && now.mono >= live->kill_at_mono) {
       launcher_.SignalGroup(pid, SIGKILL);
@@ -1241,10 +1249,11 @@ Millis Engine::NextWakeup(Instant now) const {
   }
   for (const auto& [id, live] : live_) {
     if (live->attempt) {
-      if (live->deadline_mono > 0 && !live->timed_out) next = std::min(next, live->deadline_mono);
+      const bool stopping = Stopping(*live);
+      if (live->deadline_mono > 0 && !stopping) next = std::min(next, live->deadline_mono);
       if (live->kill_at_mono > 0) next = std::min(next, live->kill_at_mono);
       Millis stall = live->exp->spec.monitor.stall_ms;
-      if (stall > 0 && !live->stalled) next = std::min(next, live->last_output_mono + stall);
+      if (stall > 0 && !stopping) next = std::min(next, live->last_output_mono + stall);
     } else if (live->retry_at_mono > now.mono) {
       next = std::min(next, live->retry_at_mono);
     }
@@ -1269,12 +1278,10 @@ void Engine::TailMetrics(Live& live, bool final, Instant now) {
       p.value = value;
       p.t_ms = now.wall;
       live.run.final_metrics[name] = value;
-      if (!std::isfinite(value) && !live.diverged && live.exp->spec.monitor.stop_on_nan &&
+      if (!std::isfinite(value) && !Stopping(live) && live.exp->spec.monitor.stop_on_nan &&
           Watched(live.exp->spec, name)) {
         // A diverged run only burns GPU time from here on: stop it now.
-        live.diverged = true;
-        launcher_.SignalGroup(static_cast<int>(a.pid), SIGTERM);
-        live.kill_at_mono = KillTime(live.kill_at_mono, now.mono + options_.kill_grace_ms);
+        Stop(live, StopReason::kDiverged, now, options_.kill_grace_ms);
         spdlog::info("run {}: {} is {} at step {}: stopping it as diverged", a.run_id, name, value,
                      m->step);
         watch::Finding f;

@@ -14,9 +14,11 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "engine/commands.h"
 #include "exec/process_launcher.h"
 #include "gpu/gpu_probe.h"
 #include "model/run.h"
+#include "model/run_state.h"
 #include "model/spec.h"
 #include "sched/predictor.h"
 #include "sched/scheduler.h"
@@ -75,6 +77,8 @@ class EngineObserver {
   // A run changed state (attempt is the attempt that started or ended, if any). This and
   // OnMetrics are called once the change is committed to the store.
   virtual void OnRunChanged(const Run& run, const Attempt* attempt, const std::string& note) {}
+  // An experiment was recorded with its queued runs (before any of them starts).
+  virtual void OnExperimentSubmitted(const Experiment& experiment, const std::vector<Run>& runs) {}
   virtual void OnMetrics(const Run& run, const std::vector<MetricPoint>& points) {}
   // An alert was raised, stored and committed (not called for repeats within the silence window).
   virtual void OnAlert(const Alert& alert) {}
@@ -133,8 +137,11 @@ class Engine {
   // commands, and on SIGINT/SIGTERM drains (nothing new starts; runs are left for adoption, or
   // stopped and requeued with options.stop_runs_on_drain) and returns.
   Status Serve(EngineObserver* observer);
-  // Queues a command to run on the loop's thread (thread-safe; the HTTP layer uses it).
-  void Post(std::function<void()> command);
+  // Queues a command for the loop's thread and returns the future of its reply (thread-safe;
+  // the daemon's HTTP workers use it). Commands not dispatched when the loop ends are refused.
+  std::future<Result<CommandReply>> Post(Command command);
+  // Carries out one command (on the loop's thread: Serve calls it for each posted one).
+  Result<CommandReply> Dispatch(Command& command);
 
   // Commands, on the loop's thread only.
   Status CancelRun(int64_t run_id);
@@ -166,6 +173,10 @@ class Engine {
   void Preempt(Live& live, const std::string& why, Instant now);
   // Whether the engine is already stopping the run's attempt (cancel, timeout, preemption, ...).
   bool Stopping(const Live& live) const;
+  // Stops the running attempt for `why`: SIGTERM to its group and SIGKILL `grace` later. The
+  // first reason is the attempt's (recorded with it); a later one only brings the SIGKILL
+  // closer. Returns whether `why` was the first.
+  bool Stop(Live& live, StopReason why, Instant now, Millis grace);
   // Feeds the duration predictor with the store's finished runs (once per engine).
   void SeedPredictor();
   // Records a succeeded run's time for the predictor and the Gittins index.
@@ -178,13 +189,14 @@ class Engine {
   void CancelLive(Live& live, Instant now);
   Status Loop(EngineObserver* observer, bool serve);
   void RunCommands();
+  void RefuseCommands();
   void Reserve(Live& live, const sched::StartAction& action);
   void OnInterrupt(int signal, Instant now, bool serve);
   void StopEverything();
   void CheckDeadlines(Instant now);
   void TailMetrics(Live& live, bool final, Instant now);
   Millis NextWakeup(Instant now) const;
-  void SetState(Live& live, RunState state, const std::string& note, Instant now);
+  void SetState(Live& live, RunEvent event, const std::string& note, Instant now);
   void Release(Live& live);
   void Retire(int64_t run_id);
   std::vector<std::string> RunEnv(const Live& live, const Attempt& attempt) const;
@@ -233,7 +245,7 @@ class Engine {
   bool interrupted_ = false;
   bool draining_ = false;
   std::mutex commands_mu_;
-  std::vector<std::function<void()>> commands_;
+  std::vector<PostedCommand> commands_;
   Millis next_tail_mono_ = 0;
   Millis next_sample_mono_ = 0;
   std::vector<GpuSample> latest_samples_;

@@ -17,14 +17,27 @@ namespace {
 
 // Outcomes that say the config itself is broken. An OOM is answered by a smaller batch, an
 // interruption, a preemption or a cancel says nothing about the config: they neither count nor
-// break a streak.
-bool IsFailure(std::string_view reason) {
-  return reason == "exit_code" || reason == "signal" || reason == "timeout" ||
-         reason == "stalled" || reason == "launch_error" || reason == "diverged";
-}
-bool IsNeutral(std::string_view reason) {
-  return reason == "cuda_oom" || reason == "interrupted" || reason == "preempted" ||
-         reason == "cancelled" || reason.empty();
+// break a streak. A success ends one.
+enum class Streak { kFailure, kNeutral, kBreaks };
+Streak StreakOf(std::optional<AttemptOutcome> outcome) {
+  if (!outcome) return Streak::kNeutral;  // not ended yet
+  switch (*outcome) {
+    case AttemptOutcome::kExitCode:
+    case AttemptOutcome::kSignal:
+    case AttemptOutcome::kTimeout:
+    case AttemptOutcome::kStalled:
+    case AttemptOutcome::kLaunchError:
+    case AttemptOutcome::kDiverged:
+      return Streak::kFailure;
+    case AttemptOutcome::kCudaOom:
+    case AttemptOutcome::kInterrupted:
+    case AttemptOutcome::kPreempted:
+    case AttemptOutcome::kCancelled:
+      return Streak::kNeutral;
+    case AttemptOutcome::kSucceeded:
+      return Streak::kBreaks;
+  }
+  return Streak::kBreaks;
 }
 
 }  // namespace
@@ -95,7 +108,9 @@ void Engine::OnRunAlertLine(Live& live, std::string_view line, Millis now) {
 
 bool Engine::RepeatedFailure(Live& live, AttemptOutcome outcome, Millis now) {
   const int streak = options_.watch.detectors.failure_streak;
-  if (streak <= 0 || !IsFailure(ToString(outcome)) || live.run.fingerprint.empty()) return false;
+  if (streak <= 0 || StreakOf(outcome) != Streak::kFailure || live.run.fingerprint.empty()) {
+    return false;
+  }
   // This attempt's reason is already written in this transaction, so it is the newest here.
   auto outcomes = store_.RecentOutcomes(live.run.fingerprint, streak * 4 + 16);
   if (!outcomes.ok()) {
@@ -104,9 +119,10 @@ bool Engine::RepeatedFailure(Live& live, AttemptOutcome outcome, Millis now) {
   }
   int failures = 0;
   for (const auto& r : *outcomes) {
-    if (IsFailure(r)) {
+    Streak kind = StreakOf(ParseAttemptOutcome(r));
+    if (kind == Streak::kFailure) {
       if (++failures >= streak) break;
-    } else if (!IsNeutral(r)) {
+    } else if (kind == Streak::kBreaks) {
       break;  // a success ends the streak
     }
   }

@@ -26,13 +26,9 @@ struct Engine::Live {
   Millis deadline_mono = 0;  // timeout of the running attempt (0 = none)
   Millis kill_at_mono = 0;   // SIGKILL the group at this time (0 = not stopping)
   Millis retry_at_mono = 0;  // retry backoff: not started before (run.not_before_ms records it)
-  bool timed_out = false;
-  bool cancelling = false;
-  bool drain_stop = false;    // stopped because the daemon is shutting down: requeue, not cancel
-  bool diverged = false;      // a watched metric went NaN/Inf: being stopped
-  bool stalled = false;       // no output for monitor.stall: being stopped
-  bool preempting = false;    // being stopped so a better-ranked run gets its GPUs: requeue
-  std::string preempt_why;    // the scheduler's reason, for the attempt's note
+  // Why the running attempt is being stopped is attempt->stopping (one reason, the first).
+  bool cancel_requested = false;  // the user cancelled the run: it ends cancelled, not retried
+  std::string preempt_why;        // the scheduler's reason for a preemption, for the note
   Millis attained_gpu_ms = 0;  // GPU time of its ended attempts (GPUs x run time, each attempt)
   Millis preempted_ms = 0;     // run time of its preempted attempts (work a checkpoint keeps)
   Millis last_output_mono = 0;  // when stdout or stderr last grew

@@ -23,13 +23,6 @@ bool LooksLikeCudaOom(std::string_view text) {
 }
 
 AttemptOutcome ClassifyExit(const ExitFacts& f) {
-  if (f.cancelled) return AttemptOutcome::kCancelled;
-  if (f.diverged) return AttemptOutcome::kDiverged;
-  // A run being preempted that times out or goes quiet during its grace was stopped by the
-  // preemption, not by its own fault: requeued, no retry spent.
-  if (f.preempted) return AttemptOutcome::kPreempted;
-  if (f.timed_out) return AttemptOutcome::kTimeout;
-  if (f.stalled) return AttemptOutcome::kStalled;
   if (f.signal == 0 && f.exit_code == 0) return AttemptOutcome::kSucceeded;
   if (LooksLikeCudaOom(f.stderr_tail)) return AttemptOutcome::kCudaOom;
   if (f.signal != 0) return AttemptOutcome::kSignal;
@@ -42,7 +35,7 @@ constexpr Millis kMaxBackoffMs = 5 * 60 * 1000;
 
 Recovery Fail(std::string note) {
   Recovery r;
-  r.kind = Recovery::Kind::kFail;
+  r.event = RunEvent::kFail;
   r.note = std::move(note);
   return r;
 }
@@ -54,21 +47,21 @@ Recovery DecideRecovery(const Spec& spec, const Json& params, int retries_used,
   Recovery r;
   switch (outcome) {
     case AttemptOutcome::kSucceeded:
-      r.kind = Recovery::Kind::kSucceed;
+      r.event = RunEvent::kSucceed;
       return r;
     case AttemptOutcome::kCancelled:
-      r.kind = Recovery::Kind::kCancel;
+      r.event = RunEvent::kCancel;
       return r;
     case AttemptOutcome::kInterrupted:
       // Not the run's fault: it goes back to the queue at once and spends no retry.
-      r.kind = Recovery::Kind::kRetry;
+      r.event = RunEvent::kRetry;
       r.next_params = params;
       r.note = "requeued";
       return r;
     case AttemptOutcome::kPreempted:
       // The scheduler took its GPUs: back to the queue at once, spending no retry (the GPU time
       // it had still counts for the policy, which is what lets it wait its turn).
-      r.kind = Recovery::Kind::kRetry;
+      r.event = RunEvent::kRetry;
       r.next_params = params;
       r.note = "requeued";
       return r;
@@ -95,7 +88,7 @@ Recovery DecideRecovery(const Spec& spec, const Json& params, int retries_used,
       return Fail(fmt::format("CUDA OOM at {}={}, and halving would go below oom.min={}",
                               spec.oom.param, current, spec.oom.min));
     }
-    r.kind = Recovery::Kind::kRetry;
+    r.event = RunEvent::kRetry;
     r.next_params = params;
     r.next_params[spec.oom.param] = next;
     r.note = fmt::format("CUDA OOM: {} {} -> {}", spec.oom.param, current, next);
@@ -112,7 +105,7 @@ Recovery DecideRecovery(const Spec& spec, const Json& params, int retries_used,
     return Fail(spec.retries == 0 ? "no retries configured"
                                   : fmt::format("all {} retries used", spec.retries));
   }
-  r.kind = Recovery::Kind::kRetry;
+  r.event = RunEvent::kRetry;
   r.counts_as_retry = true;
   r.next_params = params;
   Millis backoff = spec.retry_backoff_ms;

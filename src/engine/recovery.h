@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "model/run.h"
+#include "model/run_state.h"
 #include "model/spec.h"
 
 namespace drover {
@@ -13,23 +14,18 @@ namespace drover {
 // True when the text (the last lines of stderr) shows a CUDA out-of-memory error.
 bool LooksLikeCudaOom(std::string_view stderr_tail);
 
+// How a process ended that the engine did not stop (an attempt the engine stopped ends for that
+// StopReason: OutcomeOf in model/run.h).
 struct ExitFacts {
   int exit_code = -1;  // when it exited
   int signal = 0;      // when a signal ended it
-  bool timed_out = false;
-  bool cancelled = false;
   std::string_view stderr_tail;
-  bool diverged = false;  // the engine stopped it: a watched metric was NaN/Inf
-  bool stalled = false;   // the engine stopped it: no output for monitor.stall
-  // The engine stopped it to give its GPUs to a better-ranked run. Whatever it exits with (a
-  // run that checkpoints on SIGTERM and exits 0 is not done), it is requeued.
-  bool preempted = false;
 };
 AttemptOutcome ClassifyExit(const ExitFacts& facts);
 
+// What the run's state machine does next (model/run_state.h): succeed, retry, fail or cancel.
 struct Recovery {
-  enum class Kind { kSucceed, kRetry, kFail, kCancel };
-  Kind kind = Kind::kFail;
+  RunEvent event = RunEvent::kFail;
   Millis delay_ms = 0;           // for kRetry: wait this long before the next attempt
   Json next_params;              // for kRetry: the parameters of the next attempt
   bool counts_as_retry = false;  // consumes one of spec.retries (OOM halving does not)

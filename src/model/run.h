@@ -35,6 +35,24 @@ enum class AttemptOutcome {
 std::string_view ToString(AttemptOutcome o);
 std::optional<AttemptOutcome> ParseAttemptOutcome(std::string_view s);
 
+// Why the engine is stopping a running attempt (SIGTERM, then SIGKILL after the grace). An
+// attempt is stopped for one reason: the first wins, later ones only shorten the grace. It is
+// recorded with the attempt while it is being stopped, so a restarted engine goes on stopping
+// it for the same reason.
+enum class StopReason {
+  kCancel,    // the user cancelled
+  kTimeout,   // ran past the spec's timeout
+  kStall,     // no output for monitor.stall
+  kDiverged,  // a watched metric became NaN or infinite
+  kPreempt,   // its GPUs go to a better-ranked run: requeued, no retry spent
+  kDrain,     // the daemon is shutting down with --stop-runs: requeued
+};
+std::string_view ToString(StopReason r);
+std::optional<StopReason> ParseStopReason(std::string_view s);
+// How an attempt stopped for `r` ended, given how its process exited (a run stopped for the
+// daemon's shutdown that still exits 0 has succeeded).
+AttemptOutcome OutcomeOf(StopReason r, bool exited_zero);
+
 struct Experiment {
   int64_t id = 0;
   std::string name;
@@ -90,6 +108,8 @@ struct Attempt {
   std::string workdir;    // where it ran (a working copy of the snapshot)
   int64_t pid_start = 0;  // start time of pid (/proc ticks): pid + this names the run's shim
   std::string exit_path;  // where the shim records how the run ended
+  // While it is being stopped (not ended): why. Stored in the reason column until it ends.
+  std::optional<StopReason> stopping;
 };
 
 struct MetricPoint {
@@ -100,6 +120,17 @@ struct MetricPoint {
   double value = 0;
   Millis t_ms = 0;
 };
+
+// What an event is about: stored with it (Event::kind) and named in the daemon's event stream
+// (/api/v1/events) by ToString.
+enum class EventKind {
+  kExperimentSubmitted,  // stored and streamed
+  kRunState,             // stored and streamed: a run changed state
+  kMetrics,              // streamed: new metric points
+  kAlert,                // streamed: an alert was raised
+  kGpu,                  // streamed: a telemetry reading
+};
+std::string_view ToString(EventKind k);
 
 struct Event {
   int64_t id = 0;

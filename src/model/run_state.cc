@@ -70,6 +70,67 @@ std::optional<AttemptOutcome> ParseAttemptOutcome(std::string_view s) {
   return std::nullopt;
 }
 
+std::string_view ToString(EventKind k) {
+  switch (k) {
+    case EventKind::kExperimentSubmitted:
+      return "experiment_submitted";
+    case EventKind::kRunState:
+      return "run_state";
+    case EventKind::kMetrics:
+      return "metrics";
+    case EventKind::kAlert:
+      return "alert";
+    case EventKind::kGpu:
+      return "gpu";
+  }
+  return "?";
+}
+
+std::string_view ToString(StopReason r) {
+  switch (r) {
+    case StopReason::kCancel:
+      return "cancel";
+    case StopReason::kTimeout:
+      return "timeout";
+    case StopReason::kStall:
+      return "stall";
+    case StopReason::kDiverged:
+      return "diverged";
+    case StopReason::kPreempt:
+      return "preempt";
+    case StopReason::kDrain:
+      return "drain";
+  }
+  return "?";
+}
+
+std::optional<StopReason> ParseStopReason(std::string_view s) {
+  for (int i = 0; i <= static_cast<int>(StopReason::kDrain); ++i) {
+    auto r = static_cast<StopReason>(i);
+    if (ToString(r) == s) return r;
+  }
+  return std::nullopt;
+}
+
+AttemptOutcome OutcomeOf(StopReason r, bool exited_zero) {
+  switch (r) {
+    case StopReason::kCancel:
+      return AttemptOutcome::kCancelled;
+    case StopReason::kTimeout:
+      return AttemptOutcome::kTimeout;
+    case StopReason::kStall:
+      return AttemptOutcome::kStalled;
+    case StopReason::kDiverged:
+      return AttemptOutcome::kDiverged;
+    case StopReason::kPreempt:
+      // A run that checkpoints on SIGTERM and exits 0 has not finished: it is requeued.
+      return AttemptOutcome::kPreempted;
+    case StopReason::kDrain:
+      return exited_zero ? AttemptOutcome::kSucceeded : AttemptOutcome::kInterrupted;
+  }
+  return AttemptOutcome::kInterrupted;
+}
+
 std::string_view ToString(RunEvent e) {
   switch (e) {
     case RunEvent::kStart:

@@ -41,6 +41,7 @@ Json ToJson(const Attempt& a) {
           {"number", a.number},
           {"ended", a.ended},
           {"reason", a.reason},
+          {"stopping", a.stopping ? Json(std::string(ToString(*a.stopping))) : Json(nullptr)},
           {"exit_code", a.exit_code},
           {"signal", a.signal},
           {"pid", a.pid},

@@ -88,6 +88,14 @@ Status ReadAttempt(const Stmt& st, Attempt* a) {
   a->number = static_cast<int>(st.Int(2));
   a->ended = st.Int(3) != 0;
   a->reason = st.Text(4);
+  if (!a->ended) {
+    // A running attempt's reason column says why it is being stopped ("stopping:<reason>";
+    // "preempting" from drovers before StopReason).
+    std::string_view r = a->reason;
+    if (r == "preempting") a->stopping = StopReason::kPreempt;
+    if (r.starts_with("stopping:")) a->stopping = ParseStopReason(r.substr(9));
+    a->reason.clear();
+  }
   a->exit_code = static_cast<int>(st.Int(5));
   a->signal = static_cast<int>(st.Int(6));
   a->pid = st.Int(7);
@@ -158,7 +166,10 @@ void BindRunFields(Stmt& st, const Run& r) {
 
 // Binds the 19 stored fields of an attempt (everything but id), as ?1..?19.
 void BindAttemptFields(Stmt& st, const Attempt& a) {
-  st.Bind(a.run_id, a.number, a.ended, a.reason, a.exit_code, a.signal, a.pid,
+  std::string reason = a.ended || !a.stopping
+                           ? a.reason
+                           : "stopping:" + std::string(ToString(*a.stopping));
+  st.Bind(a.run_id, a.number, a.ended, reason, a.exit_code, a.signal, a.pid,
           DumpJson(Json(a.gpus)), a.cuda_visible_devices, DumpJson(a.params),
           DumpJson(Json(a.argv)), a.started_ms, a.ended_ms, a.stdout_path, a.stderr_path,
           a.stdout_offset, a.hostname, a.drover_version, a.workdir, a.pid_start, a.exit_path);

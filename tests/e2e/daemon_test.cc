@@ -510,7 +510,7 @@ TEST_F(DaemonTest, APreemptionSurvivesADaemonRestart) {
   bool preempting = false;
   for (int i = 0; i < 100 && !preempting; ++i) {
     auto attempts = (*store)->ListAttempts(1).value();
-    preempting = !attempts.empty() && attempts[0].reason == "preempting";
+    preempting = !attempts.empty() && attempts[0].stopping == StopReason::kPreempt;
     if (!preempting) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_TRUE(preempting) << ReadFile((dir_ / "serve.err").string());

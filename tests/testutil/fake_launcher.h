@@ -89,11 +89,32 @@ class FakeLauncher : public ProcessLauncher {
     return r;
   }
 
-  // Adoption is not scripted: StartTicks knows the live fake pids, Adopt is only recorded.
-  int64_t StartTicks(int pid) override { return live_.count(pid) ? 1 : 0; }
+  // Shims a previous engine started: StartTicks knows them (as it knows this launcher's own
+  // pids, start ticks 1), and once adopted they end after `remaining_ms` with `exit_code`
+  // (SIGKILL ends them at once), as a real adopted shim is reported from its exit file.
+  struct Foreign {
+    int64_t ticks = 1;
+    Millis remaining_ms = 1000;
+    int exit_code = 0;
+    bool ignores_sigterm = false;
+  };
+  std::map<int, Foreign> foreign;
+  int64_t StartTicks(int pid) override {
+    if (live_.count(pid)) return 1;
+    auto it = foreign.find(pid);
+    return it == foreign.end() ? 0 : it->second.ticks;
+  }
   void Adopt(int pid, int64_t start_ticks, const std::string& exit_path) override {
     adopted.push_back({pid, exit_path});
+    auto it = foreign.find(pid);
+    if (it == foreign.end() || it->second.ticks != start_ticks) return;
+    FakeProcess p;
+    p.exit_code = it->second.exit_code;
+    p.ignores_sigterm = it->second.ignores_sigterm;
+    live_[pid] = {p, clock_.Monotonic() + it->second.remaining_ms, 0};
+    foreign.erase(it);
   }
+  void set_next_pid(int pid) { next_pid_ = pid; }
 
   std::vector<LaunchSpec> launches;
   std::vector<std::pair<int, std::string>> adopted;  // pid, exit_path

@@ -1,0 +1,152 @@
+// Engine::Recover with scripted shims: an engine that went away (drained, or killed) leaves runs
+// whose shims still live, runs that ended meanwhile, runs whose end is unknown, a run whose pid
+// was never stored, and a run being cancelled; the next engine adopts, reads, requeues and goes
+// on stopping each as it should, without sleeping or starting a process.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/engine.h"
+#include "testutil/engine_fixture.h"
+#include "testutil/fake_launcher.h"
+
+namespace drover {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::FakeLauncher;
+using testing::FakeProcess;
+
+class AdoptionTest : public testing::EngineFixture {
+ protected:
+  EngineOptions ShimOptions() const {
+    EngineOptions o = BaseOptions();
+    o.use_shim = true;  // as the daemon: runs outlive their engine
+    return o;
+  }
+  drover::Run RunOf(int64_t id) { return store_->GetRun(id).value().value(); }
+  std::vector<Attempt> Attempts(int64_t id) { return store_->ListAttempts(id).value(); }
+};
+
+TEST_F(AdoptionTest, TheNextEngineAdoptsReadsRequeuesAndGoesOnStopping) {
+  Spec spec = ParseSpec("name: sweep\ncommand: ./train.sh {i}\nparams: {i: [1, 2, 3, 4, 5]}\n"
+                        "resources: {gpus: 0, cpus: 1}\n");
+  // Engine 1 starts all five (long runs that ignore SIGTERM), is asked to cancel run 5, then
+  // drains on SIGTERM, leaving the runs to the next engine.
+  FakeLauncher first(clock_, [](const LaunchSpec&) {
+    FakeProcess p;
+    p.duration_ms = 3'600'000;
+    p.ignores_sigterm = true;
+    return p;
+  });
+  FakeGpuProbe probe({});
+  std::vector<int64_t> ids;
+  {
+    Engine engine(*store_, first, probe, clock_, ShimOptions());
+    auto sub = engine.Submit(spec);
+    ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+    for (const auto& r : sub->runs) ids.push_back(r.id);
+    int waits = 0;
+    first.on_wait = [&](FakeLauncher& l) {
+      // Wait 1 is the loop's look for a pending interrupt, before anything starts.
+      if (++waits == 2) {
+        auto reply = engine.Post(cmd::CancelRun{ids[4]});
+        (void)reply;
+      }
+      if (waits == 4) l.pending_interrupt = SIGTERM;
+    };
+    ASSERT_TRUE(engine.Serve(nullptr).ok());
+  }
+  ASSERT_EQ(first.launches.size(), 5u);
+  std::vector<Attempt> a;
+  for (int64_t id : ids) {
+    auto list = Attempts(id);
+    ASSERT_EQ(list.size(), 1u);
+    EXPECT_FALSE(list[0].ended);
+    a.push_back(list[0]);
+  }
+  // The cancel was recorded with the attempt, so the next engine knows it.
+  EXPECT_EQ(a[4].stopping, StopReason::kCancel);
+  EXPECT_EQ(RunOf(ids[4]).state, RunState::kRunning);
+
+  // What the next engine finds: run 1's shim lives; run 2 ended meanwhile (its exit file says
+  // exit 0); run 3's shim is gone without a word; run 4's pid never reached the store, but its
+  // shim's start line names it, alive; run 5 lives and is still being cancelled.
+  FakeLauncher next(clock_, [](const LaunchSpec&) { return FakeProcess{100, 0}; });
+  next.set_next_pid(5000);
+  next.foreign[static_cast<int>(a[0].pid)] = {1, 2000, 0};
+  std::ofstream(a[1].exit_path) << a[1].pid << " 1\n{\"exit_code\": 0, \"signal\": 0, "
+                                << "\"ended_ms\": " << clock_.Now() << "}\n";
+  const int64_t pid4 = a[3].pid;
+  a[3].pid = 0;
+  ASSERT_TRUE(store_->UpdateAttempt(a[3]).ok());
+  std::ofstream(a[3].exit_path) << pid4 << " 1\n";
+  next.foreign[static_cast<int>(pid4)] = {1, 3000, 0};
+  next.foreign[static_cast<int>(a[4].pid)] = {1, 3'600'000, 0, /*ignores_sigterm=*/true};
+
+  Engine engine(*store_, next, probe, clock_, ShimOptions());
+  auto summary = engine.Recover();
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->experiments, 1);
+  EXPECT_EQ(summary->adopted, 3);   // runs 1, 4 and 5
+  EXPECT_EQ(summary->finished, 1);  // run 2
+  EXPECT_EQ(summary->requeued, 1);  // run 3
+  ASSERT_EQ(next.adopted.size(), 3u);
+  EXPECT_EQ(RunOf(ids[1]).state, RunState::kSucceeded);
+  EXPECT_EQ(RunOf(ids[2]).state, RunState::kRetrying);
+  EXPECT_EQ(Attempts(ids[2])[0].reason, "interrupted");
+  EXPECT_EQ(Attempts(ids[3])[0].pid, pid4);  // learnt from the exit file
+
+  Millis m0 = clock_.Monotonic();
+  ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
+  // Adopted runs end as their shims report; the lost one ran again, without spending a retry;
+  // the cancelled one got SIGKILL one grace after the restart and ended cancelled.
+  EXPECT_EQ(RunOf(ids[0]).state, RunState::kSucceeded);
+  EXPECT_EQ(RunOf(ids[2]).state, RunState::kSucceeded);
+  EXPECT_EQ(RunOf(ids[2]).retries_used, 0);
+  EXPECT_EQ(Attempts(ids[2]).size(), 2u);
+  EXPECT_EQ(RunOf(ids[3]).state, RunState::kSucceeded);
+  EXPECT_EQ(RunOf(ids[4]).state, RunState::kCancelled);
+  auto last = Attempts(ids[4]);
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].reason, "cancelled");
+  EXPECT_EQ(last[0].signal, SIGKILL);
+  EXPECT_FALSE(last[0].stopping.has_value());
+  EXPECT_EQ(clock_.Monotonic() - m0, 5000);  // the kill grace, not the hour the run had left
+  // Nothing started twice: one launch, for the lost run.
+  ASSERT_EQ(next.launches.size(), 1u);
+  EXPECT_EQ(next.launches[0].argv.back(), "3");
+}
+
+TEST_F(AdoptionTest, ARunRecordedRunningWithNoLiveAttemptIsRequeuedThroughTheStateMachine) {
+  Spec spec = ParseSpec("name: one\ncommand: ./train.sh\nresources: {gpus: 0}\n");
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{100, 0}; });
+  FakeGpuProbe probe({});
+  int64_t id = 0;
+  {
+    Engine engine(*store_, launcher, probe, clock_, ShimOptions());
+    auto sub = engine.Submit(spec);
+    ASSERT_TRUE(sub.ok());
+    id = sub->runs[0].id;
+  }
+  // An engine died between marking the run running and recording its attempt.
+  drover::Run r = RunOf(id);
+  r.state = RunState::kRunning;
+  ASSERT_TRUE(store_->UpdateRun(r).ok());
+  Engine engine(*store_, launcher, probe, clock_, ShimOptions());
+  auto summary = engine.Recover();
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ(summary->requeued, 1);
+  EXPECT_EQ(RunOf(id).state, RunState::kRetrying);
+  // The change is an event like any other.
+  auto events = store_->ListEvents(0).value();
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().kind, "run_state");
+  ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
+  EXPECT_EQ(RunOf(id).state, RunState::kSucceeded);
+}
+
+}  // namespace
+}  // namespace drover

@@ -107,6 +107,7 @@ Status Engine::InitGpus() {
   auto devices = probe_.Devices();
   if (!devices.ok()) return devices.status().WithContext("listing GPUs");
   devices_ = *devices;
+  std::vector<sched::GpuState> gpus;
   for (const auto& d : *devices) {
     sched::GpuState g;
     g.index = d.index;
@@ -114,17 +115,19 @@ Status Engine::InitGpus() {
     // reserve stays free for the driver and monitoring (scheduler.gpu_reserve).
     g.capacity = std::max<int64_t>(
         0, d.memory_total - d.memory_used - options_.watch.scheduler.gpu_reserve);
-    gpus_.push_back(g);
+    gpus.push_back(g);
   }
+  book_ = sched::GpuBook(std::move(gpus));
   gpus_ready_ = true;
   return Status::Ok();
 }
 
 Status Engine::CheckSubmit(const Spec& spec) {
   DROVER_RETURN_IF_ERROR(InitGpus());
-  if (Status fits = sched::CheckFits(spec.resources, gpus_, options_.cpu_slots); !fits.ok()) {
+  if (Status fits = sched::CheckFits(spec.resources, book_.gpus(), options_.cpu_slots);
+      !fits.ok()) {
     const int64_t reserve = options_.watch.scheduler.gpu_reserve;
-    std::vector<sched::GpuState> whole = gpus_;
+    std::vector<sched::GpuState> whole = book_.gpus();
     for (auto& g : whole) g.capacity += reserve;
     if (reserve > 0 && sched::CheckFits(spec.resources, whole, options_.cpu_slots).ok()) {
       // It would fit but for the reserve: say so, or "the largest GPU has 15 GiB" puzzles the
@@ -514,7 +517,7 @@ void Engine::Schedule(Instant now) {
   const watch::SchedulerConfig& config = options_.watch.scheduler;
   std::vector<sched::PendingRun> queue;
   sched::ClusterView view;
-  view.gpus = gpus_;
+  view.gpus = book_.gpus();
   // The latest telemetry, so a run that must share a GPU goes to the least busy one.
   for (const GpuSample& sample : latest_samples_) {
     for (auto& g : view.gpus) {
@@ -524,7 +527,7 @@ void Engine::Schedule(Instant now) {
     }
   }
   view.cpu_slots_total = options_.cpu_slots;
-  view.cpu_slots_used = cpu_slots_used_;
+  view.cpu_slots_used = book_.cpu_slots_used();
   view.groups = config.groups;
   bool stop_in_flight = false;
   // Runs of one experiment share their prediction (same key, same GPU count): one look-up each.
@@ -835,13 +838,7 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
 
 void Engine::Reserve(Live& live, const sched::StartAction& action) {
   live.placement = action;
-  for (auto& g : gpus_) {
-    if (std::find(action.gpus.begin(), action.gpus.end(), g.index) == action.gpus.end()) continue;
-    g.reserved += action.gpu_memory;
-    g.runs += 1;
-    g.exclusive = action.exclusive;
-  }
-  cpu_slots_used_ += live.run.resources.cpus;
+  book_.Apply(action, live.run.resources.cpus);
 }
 
 void Engine::SetState(Live& live, RunEvent event, const std::string& note, Instant now) {
@@ -874,14 +871,7 @@ void Engine::SetState(Live& live, RunEvent event, const std::string& note, Insta
 }
 
 void Engine::Release(Live& live) {
-  const auto& p = live.placement;
-  for (auto& g : gpus_) {
-    if (std::find(p.gpus.begin(), p.gpus.end(), g.index) == p.gpus.end()) continue;
-    g.reserved -= p.gpu_memory;
-    g.runs -= 1;
-    if (g.runs == 0) g.exclusive = false;
-  }
-  cpu_slots_used_ -= live.run.resources.cpus;
+  book_.Release(live.placement, live.run.resources.cpus);
   live.placement = {};
 }
 
@@ -1074,7 +1064,7 @@ Status Engine::SetPriority(int64_t run_id, int priority) {
 
 std::vector<GpuView> Engine::GpuViews() const {
   std::vector<GpuView> out;
-  for (const auto& g : gpus_) {
+  for (const auto& g : book_.gpus()) {
     GpuView v;
     v.state = g;
     for (const auto& [id, live] : live_) {
@@ -1143,7 +1133,7 @@ Result<RecoverySummary> Engine::Recover() {
       placement.run_id = r.id;
       placement.gpus = a.gpus;
       placement.exclusive = r.resources.gpus > 0 && r.resources.gpu_memory == 0;
-      for (const auto& g : gpus_) {
+      for (const auto& g : book_.gpus()) {
         if (std::find(a.gpus.begin(), a.gpus.end(), g.index) == a.gpus.end()) continue;
         placement.gpu_memory = placement.exclusive ? g.capacity : r.resources.gpu_memory;
       }

@@ -20,6 +20,7 @@
 #include "model/run.h"
 #include "model/run_state.h"
 #include "model/spec.h"
+#include "sched/gpu_book.h"
 #include "sched/predictor.h"
 #include "sched/scheduler.h"
 #include "store/store.h"
@@ -154,7 +155,7 @@ class Engine {
 
   void RequestCancelAll() { cancel_requested_ = true; }
   bool interrupted() const { return interrupted_; }
-  const std::vector<sched::GpuState>& gpus() const { return gpus_; }
+  const std::vector<sched::GpuState>& gpus() const { return book_.gpus(); }
   int cpu_slots() const { return options_.cpu_slots; }
   const std::string& store_dir() const { return options_.store_dir; }
 
@@ -224,10 +225,9 @@ class Engine {
   std::string hostname_;
   std::string python_client_dir_;  // python/ of this drover, put on every run's PYTHONPATH
 
-  std::vector<sched::GpuState> gpus_;
+  sched::GpuBook book_;  // the pool: what runs hold of each GPU and of the CPU slots
   std::vector<GpuDevice> devices_;
   bool gpus_ready_ = false;
-  int cpu_slots_used_ = 0;
   std::map<int64_t, std::unique_ptr<ExperimentEntry>> experiments_;
   std::map<int64_t, std::unique_ptr<Live>> live_;  // runs not yet final, by run id
   std::map<int, int64_t> pid_to_run_;

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "common/strings.h"
+#include "sched/gpu_book.h"
 
 namespace drover::sched {
 namespace {
@@ -491,21 +492,19 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
         for (size_t pos : chosen) {
           GpuState& gpu = c.gpus[pos];
           a.gpus.push_back(gpu.index);
-          a.gpu_memory = Free(gpu);
-          gpu.reserved += Free(gpu);
-          gpu.runs += 1;
-          gpu.exclusive = true;
+          a.gpu_memory = Free(gpu);  // a whole GPU: all it has
+          Take(gpu, a);
           idle.Take(c.gpus, pos);
         }
         std::sort(a.gpus.begin(), a.gpus.end());
       } else {
         a.gpus = Place(p.resources, c.gpus, keep_whole || hold.run != nullptr);
         if (a.gpus.empty()) return Tried::kNoRoom;
+        a.gpu_memory = p.resources.gpu_memory;
         for (int index : a.gpus) {
           GpuState& gpu = c.gpus[position[index]];
-          a.gpu_memory = p.resources.gpu_memory;
-          gpu.reserved += p.resources.gpu_memory;
-          if (gpu.runs++ == 0) idle.Take(c.gpus, position[index]);
+          if (gpu.runs == 0) idle.Take(c.gpus, position[index]);
+          Take(gpu, a);
           shared_room = shared_room || Free(gpu) > 0;
         }
       }

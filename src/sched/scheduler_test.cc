@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "sched/gpu_book.h"
+
 namespace drover::sched {
 namespace {
 
@@ -221,6 +223,46 @@ TEST(Scheduler, CheckFitsExplainsImpossibleRuns) {
   cpu.cpus = 4;
   EXPECT_FALSE(CheckFits(cpu, {}, 2).ok());
   EXPECT_TRUE(CheckFits(cpu, {}, 0).ok());
+}
+
+}  // namespace
+}  // namespace drover::sched
+
+namespace drover::sched {
+namespace {
+
+TEST(GpuBook, AppliesAndReleasesWhatDecideStarts) {
+  ClusterView c = Gpus({16 * GiB, 16 * GiB});
+  c.cpu_slots_total = 4;
+  GpuBook book(c.gpus);
+  std::vector<PendingRun> q = {Pending(1, 1, 6 * GiB), Pending(2, 1, 0), Pending(3, 1, 6 * GiB)};
+  auto starts = Decide(q, c, 0);
+  ASSERT_EQ(starts.size(), 3u);
+  for (const auto& a : starts) book.Apply(a, 1);
+  EXPECT_EQ(book.cpu_slots_used(), 3);
+  // Decide() within its pass and the book after it agree: run 2 holds a GPU whole, runs 1 and 3
+  // share the other.
+  int whole = 0, shared = 0;
+  for (const auto& g : book.gpus()) {
+    if (g.exclusive) {
+      ++whole;
+      EXPECT_EQ(g.reserved, 16 * GiB);
+      EXPECT_EQ(g.runs, 1);
+    } else {
+      ++shared;
+      EXPECT_EQ(g.reserved, 12 * GiB);
+      EXPECT_EQ(g.runs, 2);
+    }
+  }
+  EXPECT_EQ(whole, 1);
+  EXPECT_EQ(shared, 1);
+  for (const auto& a : starts) book.Release(a, 1);
+  for (const auto& g : book.gpus()) {
+    EXPECT_EQ(g.reserved, 0);
+    EXPECT_EQ(g.runs, 0);
+    EXPECT_FALSE(g.exclusive);
+  }
+  EXPECT_EQ(book.cpu_slots_used(), 0);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "sim/simulator.h"
 
+#include "sched/gpu_book.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -29,6 +31,7 @@ struct JobState {
   double start_s = 0;      // this attempt
   double attained_gpu_s = 0;  // before this attempt
   std::vector<int> gpus;
+  sched::StartAction placement;  // what it holds, given back to the book when it stops
   int preemptions = 0;
   int64_t epoch = 0;  // bumped when it stops, so its stale completion event is ignored
   double end_s = 0;
@@ -77,6 +80,8 @@ Result<SimResult> Simulate(const Trace& trace, const SimOptions& o) {
       gpus[g].node = node;
     }
   }
+  // The same books the engine keeps: Decide()'s starts are applied and released through them.
+  sched::GpuBook book(std::move(gpus));
   sched::DurationPredictor predictor;
   int64_t preempted_for = 0;  // the job the last preemption was for (ClusterView::first)
   // Fair share: every group (Philly: virtual cluster) weighs 1.
@@ -101,11 +106,8 @@ Result<SimResult> Simulate(const Trace& trace, const SimOptions& o) {
     return predictor.Predict(s.job->group, s.job->gpus);
   };
   auto release = [&](JobState& s) {
-    for (int g : s.gpus) {
-      gpus[g].runs = 0;
-      gpus[g].reserved = 0;
-      gpus[g].exclusive = false;
-    }
+    book.Release(s.placement, 0);
+    s.placement = {};
     used -= static_cast<int>(s.gpus.size());
     s.gpus.clear();
     s.running = false;
@@ -167,7 +169,7 @@ Result<SimResult> Simulate(const Trace& trace, const SimOptions& o) {
         queue.push_back(std::move(p));
       }
       sched::ClusterView view;
-      view.gpus = gpus;
+      view.gpus = book.gpus();
       view.first = preempted_for;
       view.groups = groups;
       for (size_t i : running) {
@@ -211,11 +213,8 @@ Result<SimResult> Simulate(const Trace& trace, const SimOptions& o) {
         s.running = true;
         s.start_s = now;
         s.gpus = a.gpus;
-        for (int g : a.gpus) {
-          gpus[g].runs = 1;
-          gpus[g].reserved = 1;
-          gpus[g].exclusive = true;
-        }
+        s.placement = a;
+        book.Apply(a, 0);
         used += static_cast<int>(a.gpus.size());
         running.push_back(static_cast<size_t>(a.run_id));
         completions.emplace(now + s.remaining_s, static_cast<size_t>(a.run_id), s.epoch);

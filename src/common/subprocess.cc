@@ -1,15 +1,15 @@
 #include "common/subprocess.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 extern char** environ;
@@ -88,8 +88,8 @@ Result<Captured> RunAndCapture(const std::vector<std::string>& args, const Captu
       // Killed: its group is gone within moments; a descendant that left the group and still
       // holds the pipe is not waited for past a second.
       auto left = killed_at + std::chrono::seconds(1) - SteadyClock::now();
-      wait_ms = static_cast<int>(
-          std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(left).count()));
+      wait_ms = static_cast<int>(std::max<int64_t>(
+          0, std::chrono::duration_cast<std::chrono::milliseconds>(left).count()));
     } else if (opts.timeout_ms > 0) {
       auto left = deadline - SteadyClock::now();
       wait_ms = static_cast<int>(std::clamp<int64_t>(
@@ -116,7 +116,8 @@ Result<Captured> RunAndCapture(const std::vector<std::string>& args, const Captu
         continue;
       }
       result.out.append(buf, static_cast<size_t>(n));
-      if (opts.max_output_bytes > 0 && static_cast<int64_t>(result.out.size()) > opts.max_output_bytes) {
+      if (opts.max_output_bytes > 0 &&
+          static_cast<int64_t>(result.out.size()) > opts.max_output_bytes) {
         kill_group(Why::kTooMuch);
       }
     } else if (n == 0 || errno != EINTR) {

@@ -12,8 +12,8 @@ namespace drover {
 
 namespace {
 constexpr size_t kMaxBufferedEvents = 10000;
-// Commands are quick on the loop (a submit's snapshot is taken before, off it); a loop that does not
-// answer in this long is stuck or stopping.
+// Commands are quick on the loop (a submit's snapshot is taken before, off it); a loop that does
+// not answer in this long is stuck or stopping.
 constexpr auto kCommandTimeout = std::chrono::minutes(2);
 }  // namespace
 
@@ -29,8 +29,8 @@ Result<CommandReply> Daemon::Call(Command command) {
 
 Result<protocol::SubmitResponse> Daemon::Submit(const protocol::SubmitRequest& request) {
   // Parsing is pure: do it here, so a bad spec never reaches the loop.
-  auto spec = ParseSpecString(request.spec_yaml, request.spec_name, request.base_dir,
-                              request.overrides);
+  auto spec =
+      ParseSpecString(request.spec_yaml, request.spec_name, request.base_dir, request.overrides);
   if (!spec.ok()) return spec.status();
   // Whether it could ever run is the loop's to say (it owns the pool), and quick; the snapshot
   // can take long (a big workdir, a slow git) and happens here, on the HTTP worker, so the loop

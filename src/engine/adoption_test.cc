@@ -31,8 +31,9 @@ class AdoptionTest : public testing::EngineFixture {
 };
 
 TEST_F(AdoptionTest, TheNextEngineAdoptsReadsRequeuesAndGoesOnStopping) {
-  Spec spec = ParseSpec("name: sweep\ncommand: ./train.sh {i}\nparams: {i: [1, 2, 3, 4, 5]}\n"
-                        "resources: {gpus: 0, cpus: 1}\n");
+  Spec spec = ParseSpec(
+      "name: sweep\ncommand: ./train.sh {i}\nparams: {i: [1, 2, 3, 4, 5]}\n"
+      "resources: {gpus: 0, cpus: 1}\n");
   // Engine 1 starts all five (long runs that ignore SIGTERM), is asked to cancel run 5, then
   // drains on SIGTERM, leaving the runs to the next engine.
   FakeLauncher first(clock_, [](const LaunchSpec&) {

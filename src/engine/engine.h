@@ -96,7 +96,7 @@ class EngineObserver {
 // slow workdir never holds the loop.
 struct PreparedSubmit {
   Spec spec;
-  std::vector<Json> params;                    // one per run
+  std::vector<Json> params;                     // one per run
   std::vector<std::vector<std::string>> argvs;  // one per run
   Snapshot snapshot;
 };
@@ -212,8 +212,8 @@ class Engine {
   // Whether this failure makes `watch.detectors.failure_streak` in a row for the run's config;
   // raises the repeated_failure alert when it does.
   bool RepeatedFailure(Live& live, AttemptOutcome outcome, Millis now);
-  void CaptureEnvironment(int64_t experiment_id,
-                          const std::vector<std::vector<std::string>>& argvs, const Spec& spec);
+  void CaptureEnvironment(int64_t experiment_id, const std::vector<std::vector<std::string>>& argvs,
+                          const Spec& spec);
   // Stores the environments captured so far (all of them, waiting, when `wait`).
   void StoreEnvironments(bool wait);
 
@@ -236,7 +236,7 @@ class Engine {
   bool predictor_seeded_ = false;
   std::vector<Millis> finished_sizes_;  // GPU time of the latest succeeded runs (gittins)
   bool sizes_changed_ = false;          // the Gittins index is to be rebuilt
-  int64_t preempt_for_ = 0;       // the waiting run the last preemption was for (ClusterView::first)
+  int64_t preempt_for_ = 0;  // the waiting run the last preemption was for (ClusterView::first)
   Millis preempt_for_until_mono_ = 0;  // ... until then at most
   bool in_tx_ = false;
   Status error_;
@@ -251,9 +251,9 @@ class Engine {
   std::vector<GpuSample> latest_samples_;
   std::map<int, watch::IdleGpuDetector> idle_detectors_;
   std::map<int, std::vector<int64_t>> idle_holders_;  // the runs each idle detector is about
-  std::string sample_error_;                           // the last sampling error, logged once
-  std::vector<Alert> unsent_alerts_;                   // raised this iteration, sent after commit
-  std::vector<std::function<void()>> unsent_notes_;    // observer calls, made after commit
+  std::string sample_error_;                          // the last sampling error, logged once
+  std::vector<Alert> unsent_alerts_;                  // raised this iteration, sent after commit
+  std::vector<std::function<void()>> unsent_notes_;   // observer calls, made after commit
   struct SampleBucket {
     GpuSample sum;
     int count = 0;

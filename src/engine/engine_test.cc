@@ -80,6 +80,49 @@ objective: {metric: val_acc, mode: max}
   EXPECT_EQ(exp->status, "done");
 }
 
+TEST_F(EngineTest, TheDigitsComparisonOnTwoCpuSlotsRunsOneRunPerGpuAtATime) {
+  // examples/digits/compare.yaml's shape on --fake-gpus 2x16GiB with 2 CPU slots (a 2-core
+  // machine), and 6 runs of 5 GiB: no GPU ever holds two runs while the other idles.
+  for (const auto& [params, memory] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"{model: [mlp, cnn], batch_size: [32, 64]}", "6GiB"},
+           {"{i: [1, 2, 3, 4, 5, 6]}", "5GiB"}}) {
+    Spec spec = ParseSpec("name: compare\ncommand: python train.py\nparams: " + params +
+                          "\nresources: {gpus: 1, gpu_memory: " + memory + "}\n");
+    int calls = 0;
+    FakeLauncher launcher(clock_, [&](const LaunchSpec&) {
+      FakeProcess p;
+      p.duration_ms = 1000 + 700 * (++calls % 3);  // uneven, so ends interleave
+      return p;
+    });
+    // While the engine waits, what runs is what the store holds as open attempts (ends are
+    // recorded before the next runs start).
+    int most_on_one = 0;
+    launcher.on_wait = [&](FakeLauncher&) {
+      std::map<std::string, int> on_gpu;
+      for (const auto& r : store_->ListRuns(RunFilter{}).value()) {
+        for (const auto& a : store_->ListAttempts(r.id).value()) {
+          if (!a.ended) most_on_one = std::max(most_on_one, ++on_gpu[a.cuda_visible_devices]);
+        }
+      }
+    };
+    FakeGpuProbe probe(
+        {{0, "GPU-fake-0", "Fake", 16 * GiB, 0}, {1, "GPU-fake-1", "Fake", 16 * GiB, 0}});
+    EngineOptions o = BaseOptions();
+    o.cpu_slots = 2;
+    Engine engine(*store_, launcher, probe, clock_, o);
+    auto sub = engine.Submit(spec);
+    ASSERT_TRUE(sub.ok()) << sub.status().message();
+    ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
+    std::map<std::string, int> per_gpu;
+    for (const auto& ls : launcher.launches) per_gpu[EnvOf(ls, "CUDA_VISIBLE_DEVICES")]++;
+    EXPECT_EQ(most_on_one, 1) << memory;
+    EXPECT_GT(per_gpu["0"], 0) << memory;
+    EXPECT_GT(per_gpu["1"], 0) << memory;
+    EXPECT_EQ(per_gpu["0"] + per_gpu["1"], static_cast<int>(sub->runs.size()));
+  }
+}
+
 TEST_F(EngineTest, QueuesWhatDoesNotFitAndStartsItWhenMemoryFrees) {
   Spec spec = ParseSpec(R"(
 name: six
@@ -210,8 +253,9 @@ TEST_F(EngineTest, TimeoutSendsTermThenKillAfterGrace) {
 TEST_F(EngineTest, DeadlinesIgnoreStepsOfTheWallClock) {
   // NTP steps the wall clock back an hour, then forward two, while a run hangs: its 30 s timeout
   // and 5 s grace still take 35 s, and a retry's 10 s backoff still takes 10 s.
-  Spec spec = ParseSpec("name: hang\ncommand: ./hang.sh\ntimeout: 30s\nretries: 1\n"
-                        "retry_backoff: 10s\n");
+  Spec spec = ParseSpec(
+      "name: hang\ncommand: ./hang.sh\ntimeout: 30s\nretries: 1\n"
+      "retry_backoff: 10s\n");
   FakeLauncher launcher(clock_, [](const LaunchSpec&) {
     FakeProcess p;
     p.duration_ms = 3'600'000;
@@ -563,7 +607,7 @@ TEST_F(EngineTest, PreemptedRunThatHonoursSigtermStopsAtOnceAndKeepsItsRetries) 
   EXPECT_EQ(attempts[0].reason, "preempted");
   EXPECT_EQ(attempts[0].signal, SIGTERM);
   EXPECT_LE(attempts[0].ended_ms - attempts[0].started_ms, 61'000);  // no grace needed
-  ASSERT_EQ(launcher.signals.size(), 1u);  // SIGTERM only
+  ASSERT_EQ(launcher.signals.size(), 1u);                            // SIGTERM only
   auto run = store_->GetRun(long_sub->runs[0].id).value();
   EXPECT_EQ(run->state, RunState::kSucceeded);
   EXPECT_EQ(run->retries_used, 0);
@@ -643,8 +687,9 @@ TEST_F(EngineTest, GpuReserveIsKeptFreeAndNamedWhenARunDoesNotFit) {
               "resources.gpu_memory (drover keeps 1GiB of each GPU free for the driver and "
               "monitoring: scheduler.gpu_reserve in the config)");
     EXPECT_EQ(engine.gpus()[0].capacity, 15 * GiB);
-    EXPECT_TRUE(engine.Submit(ParseSpec("name: fits\ncommand: ./x\n"
-                                        "resources: {gpus: 1, gpu_memory: 15GiB}\n"))
+    EXPECT_TRUE(engine
+                    .Submit(ParseSpec("name: fits\ncommand: ./x\n"
+                                      "resources: {gpus: 1, gpu_memory: 15GiB}\n"))
                     .ok());
   }
   EngineOptions o = BaseOptions();

@@ -74,8 +74,8 @@ void Engine::RaiseAlert(Alert alert, Millis now) {
   unsent_alerts_.push_back(std::move(alert));  // sent by Flush() once committed
 }
 
-void Engine::RaiseRunAlert(const Live& live, const watch::Finding& f,
-                           const std::string& key_suffix, Millis now) {
+void Engine::RaiseRunAlert(const Live& live, const watch::Finding& f, const std::string& key_suffix,
+                           Millis now) {
   Alert a;
   a.kind = f.kind;
   a.severity = f.severity;
@@ -91,7 +91,8 @@ void Engine::RaiseRunAlert(const Live& live, const watch::Finding& f,
 void Engine::WatchPoints(Live& live, const std::vector<MetricPoint>& points, Millis now) {
   if (!live.watch) return;
   for (const MetricPoint& p : points) {
-    for (const auto& rf : live.watch->OnPoint(p)) RaiseRunAlert(live, rf.finding, rf.key_suffix, now);
+    for (const auto& rf : live.watch->OnPoint(p))
+      RaiseRunAlert(live, rf.finding, rf.key_suffix, now);
   }
 }
 
@@ -138,7 +139,8 @@ bool Engine::RepeatedFailure(Live& live, AttemptOutcome outcome, Millis now) {
       live.run.id, failures, ToString(outcome), live.run.id);
   a.experiment_id = live.run.experiment_id;
   a.run_id = live.run.id;
-  a.data = {{"fingerprint", live.run.fingerprint}, {"failures", failures},
+  a.data = {{"fingerprint", live.run.fingerprint},
+            {"failures", failures},
             {"last_reason", std::string(ToString(outcome))}};
   RaiseAlert(std::move(a), now);
   return true;
@@ -181,8 +183,7 @@ void Engine::SampleTelemetry(Instant now) {
     // Idleness is about the runs holding the GPU now: a new set of holders starts afresh.
     std::vector<int64_t> ids;
     for (Live* l : held) ids.push_back(l->run.id);
-    auto [it, inserted] =
-        idle_detectors_.try_emplace(s.index, s.index, options_.watch.detectors);
+    auto [it, inserted] = idle_detectors_.try_emplace(s.index, s.index, options_.watch.detectors);
     if (!inserted && idle_holders_[s.index] != ids) {
       it->second = watch::IdleGpuDetector(s.index, options_.watch.detectors);
     }

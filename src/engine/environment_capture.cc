@@ -113,8 +113,8 @@ Environment EnvironmentCapture::Capture(const EnvironmentRequest& r,
     std::sort(lines.begin(), lines.end());
     env.packages = Join(lines, "\n");
   } else if (!cap.ok() && cap.status().code() == Code::kUnavailable) {
-    env.packages = fmt::format("# could not list packages of {}: {}", interpreter,
-                               cap.status().message());
+    env.packages =
+        fmt::format("# could not list packages of {}: {}", interpreter, cap.status().message());
   } else {
     env.packages = "# could not list packages of " + interpreter;
   }

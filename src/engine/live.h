@@ -1,12 +1,33 @@
 #pragma once
-// Inside the engine only: what it keeps about each experiment and each unfinished run. Shared by
-// engine.cc (the loop) and engine_watch.cc (detectors, alerts, telemetry).
+// Inside the engine only: what it keeps about each experiment and each unfinished run, shared
+// by its files: engine.cc (the loop, scheduling, deadlines), engine_submit.cc, engine_attempt.cc
+// (an attempt's lifecycle), engine_adopt.cc (Recover), engine_tail.cc (metrics) and
+// engine_watch.cc (detectors, alerts, telemetry).
+#include <algorithm>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
+#include "common/strings.h"
 #include "engine/engine.h"
 
 namespace drover {
+
+// A SIGKILL already scheduled is never pushed later by a second reason to stop (cancel, timeout).
+inline Millis KillTime(Millis scheduled, Millis proposed) {
+  return scheduled > 0 ? std::min(scheduled, proposed) : proposed;
+}
+
+// The duration predictor's key for an experiment's runs: its name and the names of its
+// parameters (the shape of its config), so a sweep submitted again is predicted from the last.
+template <typename J>
+inline std::string PredictorKey(const std::string& name, const J& params) {
+  std::vector<std::string> keys;
+  for (auto it = params.begin(); it != params.end(); ++it) keys.push_back(it.key());
+  std::sort(keys.begin(), keys.end());
+  return name + "(" + Join(keys, ",") + ")";
+}
 
 struct Engine::ExperimentEntry {
   Experiment experiment;
@@ -29,12 +50,12 @@ struct Engine::Live {
   // Why the running attempt is being stopped is attempt->stopping (one reason, the first).
   bool cancel_requested = false;  // the user cancelled the run: it ends cancelled, not retried
   std::string preempt_why;        // the scheduler's reason for a preemption, for the note
-  Millis attained_gpu_ms = 0;  // GPU time of its ended attempts (GPUs x run time, each attempt)
-  Millis preempted_ms = 0;     // run time of its preempted attempts (work a checkpoint keeps)
-  Millis last_output_mono = 0;  // when stdout or stderr last grew
-  Millis started_mono = 0;      // when the running attempt started (its run time)
-  int64_t output_bytes = 0;   // stdout + stderr size at that time
-  int64_t metric_lines = 0;   // fallback step for lines without step/epoch
+  Millis attained_gpu_ms = 0;     // GPU time of its ended attempts (GPUs x run time, each attempt)
+  Millis preempted_ms = 0;        // run time of its preempted attempts (work a checkpoint keeps)
+  Millis last_output_mono = 0;    // when stdout or stderr last grew
+  Millis started_mono = 0;        // when the running attempt started (its run time)
+  int64_t output_bytes = 0;       // stdout + stderr size at that time
+  int64_t metric_lines = 0;       // fallback step for lines without step/epoch
   std::unique_ptr<watch::RunWatch> watch;  // this attempt's detectors
 };
 

@@ -146,8 +146,8 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
   if (!spec.overlay.empty()) {
     auto prepared = PrepareOverlay(spec.overlay, spec.cwd);
     if (!prepared.ok()) {
-      return Status(Code::kIo, "cannot start '" + prog + "': its working copy: " +
-                                   prepared.status().message());
+      return Status(Code::kIo, "cannot start '" + prog +
+                                   "': its working copy: " + prepared.status().message());
     }
     overlay = std::move(*prepared);
   }
@@ -310,12 +310,12 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
   close(out_fd);
   if (err_fd != out_fd) close(err_fd);
   if (err != 0 && !failed_step.empty() && failed_step != "exec") {
-    return Status(Code::kIo, "cannot start '" + prog + "': " + failed_step + ": " +
-                                 std::strerror(err) +
-                                 (spec.overlay.empty()
-                                      ? std::string()
-                                      : "; set DROVER_WORKING_COPY=copy to copy working copies "
-                                        "instead of mounting them"));
+    return Status(
+        Code::kIo,
+        "cannot start '" + prog + "': " + failed_step + ": " + std::strerror(err) +
+            (spec.overlay.empty() ? std::string()
+                                  : "; set DROVER_WORKING_COPY=copy to copy working copies "
+                                    "instead of mounting them"));
   }
   if (err != 0 && shim) {
     return Status(Code::kIo, "cannot start '" + prog + "': starting its supervisor '" +

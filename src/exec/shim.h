@@ -33,7 +33,7 @@ int RunShim(int argc, char** argv);
 // the shim through that line (ReadShimStart), and its absence proves the run never started.
 struct ShimTask {
   const char* exit_path = nullptr;
-  const char* program = nullptr;   // resolved path of argv[0]; null or "" = not found
+  const char* program = nullptr;  // resolved path of argv[0]; null or "" = not found
   char* const* argv = nullptr;
   char* const* envp = nullptr;
 };

@@ -305,8 +305,9 @@ TEST_P(ShimTest, ShimThatCannotStartTheProgramWrites127AndTheError) {
             "cannot start 'no-such-program-drover': No such file or directory\n");
   EXPECT_TRUE(std::regex_match(
       ReadFile(exit_path_),
-      std::regex(R"(\d+ \d+\n\{"exit_code": 127, "signal": 0, "ended_ms": \d+, "error": "cannot start )"
-                 R"('no-such-program-drover': No such file or directory"\}\n)")));
+      std::regex(
+          R"(\d+ \d+\n\{"exit_code": 127, "signal": 0, "ended_ms": \d+, "error": "cannot start )"
+          R"('no-such-program-drover': No such file or directory"\}\n)")));
 }
 
 TEST_P(ShimTest, ExecFailureInsideTheShimIsReportedAs127) {

@@ -95,8 +95,7 @@ struct Listing {
     if (bytes > max_bytes) {
       return FailedPrecondition("workdir " + root + " holds more than the snapshot limit of " +
                                 Mib(max_bytes) + " MiB; add a .gitignore for data and outputs, " +
-                                "or point workdir at the code folder (biggest: " + Biggest() +
-                                ")");
+                                "or point workdir at the code folder (biggest: " + Biggest() + ")");
     }
     if (static_cast<int64_t>(entries.size()) > max_files) {
       return FailedPrecondition("workdir " + root + " holds more than " +
@@ -168,8 +167,7 @@ Status AddPath(const fs::path& root, const std::string& rel, Listing* entries) {
 
 // Runs a git listing (`ls-files -z`) and adds each path as git prints it, so a workdir over a
 // limit stops git as soon as the limit is passed.
-Status AddListed(const fs::path& root, const std::vector<std::string>& git_args,
-                 Listing* entries) {
+Status AddListed(const fs::path& root, const std::vector<std::string>& git_args, Listing* entries) {
   std::string partial;
   Status added;
   CaptureOptions o = GitOptions();

@@ -1,6 +1,8 @@
 #include "exec/working_copy.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -8,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -40,7 +43,8 @@ Status MakeDir(const std::string& path) {
 Result<PreparedOverlay> PrepareOverlay(const OverlayMount& m, const std::string& target) {
   for (const std::string* p : {&m.lower, &m.upper, &m.work, &target}) {
     if (p->find_first_of(",:\\") != std::string::npos) {
-      return InvalidArgument("'" + *p + "' holds ',', ':' or '\\', which overlayfs options "
+      return InvalidArgument("'" + *p +
+                             "' holds ',', ':' or '\\', which overlayfs options "
                              "cannot carry");
     }
   }
@@ -95,7 +99,8 @@ WorkingCopies WorkingCopies::Probe(const std::string& scratch_dir) {
   std::error_code ec;
   fs::create_directories(scratch_dir, ec);
   std::string dir = (fs::path(scratch_dir) / ".overlay-probe-XXXXXX").string();
-  if (mkdtemp(dir.data()) == nullptr) return CopyOnly("cannot create a probe folder in " + scratch_dir);
+  if (mkdtemp(dir.data()) == nullptr)
+    return CopyOnly("cannot create a probe folder in " + scratch_dir);
   auto cleanup = [&] { fs::remove_all(dir, ec); };
   OverlayMount m{dir + "/lower", dir + "/upper", dir + "/work"};
   std::string target = dir + "/merged";
@@ -142,9 +147,23 @@ WorkingCopies WorkingCopies::Probe(const std::string& scratch_dir) {
   close(fds[1]);
   std::string message;
   char buf[256];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) != 0;) {
+  // The probe runs at an engine's first launch, on its loop: it gets 5 s, then copies are used.
+  bool gave_up = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
+    pollfd p{fds[0], POLLIN, 0};
+    int r = left > 0 ? poll(&p, 1, static_cast<int>(left)) : 0;
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      gave_up = r == 0;
+      break;
+    }
+    ssize_t n = read(fds[0], buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
+    if (n <= 0) break;
     message.append(buf, static_cast<size_t>(n));
   }
   close(fds[0]);
@@ -152,8 +171,10 @@ WorkingCopies WorkingCopies::Probe(const std::string& scratch_dir) {
   if (pid < 0) {
     message = "fork failed";
   } else {
+    if (gave_up) kill(pid, SIGKILL);
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
+    if (gave_up) message = "the overlay probe did not finish within 5 s";
   }
   std::string lower_text, upper_text;
   std::getline(std::ifstream(m.lower + "/file"), lower_text);
@@ -169,7 +190,8 @@ WorkingCopies WorkingCopies::Probe(const std::string& scratch_dir) {
     w.overlay_ = true;
     return w;
   }
-  if (message.empty()) message = "the overlay did not keep the snapshot apart from the run's changes";
+  if (message.empty())
+    message = "the overlay did not keep the snapshot apart from the run's changes";
   return CopyOnly(message);
 }
 

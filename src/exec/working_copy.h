@@ -26,9 +26,9 @@ namespace drover {
 // What the launcher mounts for a run (LaunchSpec::overlay): `lower` read-only under `upper` at
 // the run's cwd. Empty: the cwd is used as it is.
 struct OverlayMount {
-  std::string lower;   // the snapshot
-  std::string upper;   // <run>/changes
-  std::string work;    // <run>/.overlay
+  std::string lower;  // the snapshot
+  std::string upper;  // <run>/changes
+  std::string work;   // <run>/.overlay
   bool empty() const { return lower.empty(); }
 };
 

@@ -3,8 +3,8 @@
 // (in a child that drops to nobody) as an ordinary user.
 #include "exec/working_copy.h"
 
-#include <gtest/gtest.h>
 #include <grp.h>
+#include <gtest/gtest.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -97,8 +97,8 @@ std::string CheckIsolation(const fs::path& dir, bool expect_overlay) {
   auto snap = TakeSnapshot(work.string(), (dir / "snapshots").string());
   if (!snap.ok()) return "snapshot: " + snap.status().ToString();
   WorkingCopies copies = WorkingCopies::Probe((dir / "runs").string());
-  expect(copies.overlay() == expect_overlay, "overlay() is " + std::to_string(copies.overlay()) +
-                                                 " (" + copies.why_not() + ")");
+  expect(copies.overlay() == expect_overlay,
+         "overlay() is " + std::to_string(copies.overlay()) + " (" + copies.why_not() + ")");
   PosixLauncher launcher;
   std::string error;
   RunIn(launcher, copies, *snap, dir, 1, kVandal, &error);
@@ -126,8 +126,9 @@ std::string CheckIsolation(const fs::path& dir, bool expect_overlay) {
   std::string seen = RunIn(launcher, copies, *snap, dir, 2,
                            "cat train.py data.txt notes.txt; wc -c < big.bin; ls", &error);
   expect(error.empty(), "run 2: " + error);
-  expect(seen == "print('train')\ndata\nnotes\n2097152\nbig.bin\nconfig.yaml\ndata.txt\nlib\n"
-                 "notes.txt\npad\ntrain.py\n",
+  expect(seen ==
+             "print('train')\ndata\nnotes\n2097152\nbig.bin\nconfig.yaml\ndata.txt\nlib\n"
+             "notes.txt\npad\ntrain.py\n",
          "run 2 saw: " + seen);
   std::string again = RunIn(launcher, copies, *snap, dir, 1,
                             "cat train.py data.txt; test ! -e notes.txt && echo gone", &error);

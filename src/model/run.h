@@ -157,18 +157,18 @@ struct Snapshot {
 // first one (count, last_ms) instead of notifying again.
 struct Alert {
   int64_t id = 0;
-  std::string kind;                // diverged, loss_spike, plateau, stalled, memory_leak,
-                                   // idle_gpu, fragmentation, repeated_failure, run (from a run)
+  std::string kind;                  // diverged, loss_spike, plateau, stalled, memory_leak,
+                                     // idle_gpu, fragmentation, repeated_failure, run (from a run)
   std::string severity = "warning";  // info | warning | error
-  std::string key;                 // dedup key, e.g. "run:12:loss_spike:loss", "gpu:0:idle"
-  std::string message;             // one line a person reads in a chat message
-  int64_t experiment_id = 0;       // 0 when not about an experiment
-  int64_t run_id = 0;              // 0 when not about a run
-  int gpu = -1;                    // GPU index, -1 when not about a GPU
-  Json data = Json::object();      // the numbers behind it (window median, growth, ...)
-  Millis first_ms = 0;             // raised (and notified)
-  Millis last_ms = 0;              // raised again, silenced, most recently
-  int64_t count = 1;               // times raised in this silence window
+  std::string key;                   // dedup key, e.g. "run:12:loss_spike:loss", "gpu:0:idle"
+  std::string message;               // one line a person reads in a chat message
+  int64_t experiment_id = 0;         // 0 when not about an experiment
+  int64_t run_id = 0;                // 0 when not about a run
+  int gpu = -1;                      // GPU index, -1 when not about a GPU
+  Json data = Json::object();        // the numbers behind it (window median, growth, ...)
+  Millis first_ms = 0;               // raised (and notified)
+  Millis last_ms = 0;                // raised again, silenced, most recently
+  int64_t count = 1;                 // times raised in this silence window
 };
 
 // Per experiment and interpreter: the package list, captured once.

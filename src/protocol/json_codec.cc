@@ -87,9 +87,9 @@ Json ToJson(const Environment& e) {
 }
 
 Json ToJson(const Alert& a) {
-  Json j = {{"id", a.id},           {"kind", a.kind},         {"severity", a.severity},
-            {"key", a.key},         {"message", a.message},   {"first_ms", a.first_ms},
-            {"last_ms", a.last_ms}, {"count", a.count},       {"data", a.data}};
+  Json j = {{"id", a.id},           {"kind", a.kind},       {"severity", a.severity},
+            {"key", a.key},         {"message", a.message}, {"first_ms", a.first_ms},
+            {"last_ms", a.last_ms}, {"count", a.count},     {"data", a.data}};
   j["experiment_id"] = a.experiment_id > 0 ? Json(a.experiment_id) : Json(nullptr);
   j["run_id"] = a.run_id > 0 ? Json(a.run_id) : Json(nullptr);
   j["gpu"] = a.gpu >= 0 ? Json(a.gpu) : Json(nullptr);

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <limits>
-#include <optional>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -152,9 +152,9 @@ class IdleIndex {
     int size = 0;
     std::vector<size_t> idle;
   };
-  std::vector<Node> nodes_;                // ordered by node id
-  std::unordered_map<int, int> slot_;      // node id -> position in nodes_
-  std::vector<std::set<int>> by_idle_;     // idle GPUs -> machines (positions) with that many
+  std::vector<Node> nodes_;             // ordered by node id
+  std::unordered_map<int, int> slot_;   // node id -> position in nodes_
+  std::vector<std::set<int>> by_idle_;  // idle GPUs -> machines (positions) with that many
   int idle_ = 0;
   int max_size_ = 0;
 };
@@ -263,12 +263,16 @@ std::vector<int64_t> PackedVictims(int need,
 }
 
 RankInput InputOf(const PendingRun& p, Millis now) {
-  return {p.priority, p.seq, std::max(1, p.resources.gpus),
-          std::max<Millis>(0, now - p.submitted_ms), p.attained_gpu_ms, p.predicted_ms};
+  return {p.priority,
+          p.seq,
+          std::max(1, p.resources.gpus),
+          std::max<Millis>(0, now - p.submitted_ms),
+          p.attained_gpu_ms,
+          p.predicted_ms};
 }
 
 RankInput InputOf(const RunningRun& r) {
-  return {r.priority, r.seq, std::max<int>(1, static_cast<int>(r.gpus.size())), 0,
+  return {r.priority,        r.seq,         std::max<int>(1, static_cast<int>(r.gpus.size())), 0,
           r.attained_gpu_ms, r.predicted_ms};
 }
 
@@ -318,8 +322,8 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
   std::vector<GroupQueue> groups;
   std::unordered_map<std::string, size_t> group_of;
   auto group = [&](const std::string& name) -> GroupQueue& {
-    auto [it, added] = group_of.try_emplace(cluster.groups.empty() ? std::string() : name,
-                                            groups.size());
+    auto [it, added] =
+        group_of.try_emplace(cluster.groups.empty() ? std::string() : name, groups.size());
     if (added) {
       GroupQueue g;
       g.name = it->first;
@@ -358,8 +362,8 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
     const std::map<int64_t, int>& max_parallel;
     std::map<int64_t, int> running;
     const std::vector<RunningRun>& active;
-  } c{cluster.gpus, cluster.cpu_slots_total, cluster.cpu_slots_used, cluster.max_parallel,
-      cluster.running, cluster.active};
+  } c{cluster.gpus,         cluster.cpu_slots_total, cluster.cpu_slots_used,
+      cluster.max_parallel, cluster.running,         cluster.active};
   std::unordered_map<int, size_t> position;  // GPU index -> position in c.gpus
   position.reserve(c.gpus.size());
   for (size_t i = 0; i < c.gpus.size(); ++i) position[c.gpus[i].index] = i;
@@ -516,8 +520,8 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
     return Tried::kStarted;
   };
 
-  std::optional<Entry> blocked;        // the first run that could not be placed
-  std::optional<Entry> quota_blocked;  // ... of a group within its quota
+  std::optional<Entry> blocked;                // the first run that could not be placed
+  std::optional<Entry> quota_blocked;          // ... of a group within its quota
   std::vector<std::pair<Entry, size_t>> over;  // runs past their group's quota, for borrowing
   // Once only held GPUs are left, only runs predicted to end in time may start: look at this
   // many more at most (Slurm's bf_max_job_test, 500 by default), so a pass stays short on a long
@@ -543,9 +547,9 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
   }
 
   // Fair share: groups holding less than their share of the pool (their weight over the weights
-  // of the groups with runs waiting or running) are offered GPUs first, the furthest below first (GPUs held /
-  // weight), each its best-ranked run first; once every group that waits has its share, the
-  // policy's order decides across groups. Without groups this is the policy's order.
+  // of the groups with runs waiting or running) are offered GPUs first, the furthest below first
+  // (GPUs held / weight), each its best-ranked run first; once every group that waits has its
+  // share, the policy's order decides across groups. Without groups this is the policy's order.
   double weights = 0;
   for (const GroupQueue& q : groups) weights += std::max(q.weight, 0.0);
   const double pool = static_cast<double>(c.gpus.size());
@@ -556,10 +560,9 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
       if (q.Empty()) continue;
       bool q_under = weights <= 0 || q.held < pool * std::max(q.weight, 0.0) / weights;
       if (!g || (q_under && !under) ||
-          (q_under == under &&
-           (under ? (q.Share() < g->Share() ||
-                     (q.Share() == g->Share() && Worse(g->Top(), q.Top())))
-                  : Worse(g->Top(), q.Top())))) {
+          (q_under == under && (under ? (q.Share() < g->Share() ||
+                                         (q.Share() == g->Share() && Worse(g->Top(), q.Top())))
+                                      : Worse(g->Top(), q.Top())))) {
         g = &q;
         under = q_under;
       }
@@ -619,7 +622,8 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
       if (!r.preemptible || !r.exclusive || q.quota <= 0 || q.held <= q.quota) continue;
       // PackedVictims stops the larger ranks first: the furthest past its quota, then the most
       // recently started (Unix milliseconds stay below 1e13 until the year 2286).
-      double rank = static_cast<double>(q.held - q.quota) * 1e13 + static_cast<double>(r.started_ms);
+      double rank =
+          static_cast<double>(q.held - q.quota) * 1e13 + static_cast<double>(r.started_ms);
       borrowed.push_back({Rank{rank, 0}, &r});
     }
     std::vector<int64_t> stop = PackedVictims(GpusOf(*quota_blocked->run), borrowed, c.gpus);

@@ -20,10 +20,9 @@
 //   - a preemptive policy stops worse-ranked runs for the best waiting one when the pool is busy.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
-
-#include <optional>
 
 #include "common/clock.h"
 #include "common/status.h"
@@ -41,10 +40,10 @@ struct PendingRun {
   Millis not_before_ms = 0;  // retry backoff: not eligible before this time
   // What ranking policies other than fifo read (sched/policy.h).
   Millis submitted_ms = 0;
-  Millis attained_gpu_ms = 0;           // GPU time its earlier attempts had
-  std::optional<Millis> predicted_ms;   // predicted run time at its size
-  std::string group;                    // fair share and quota (ClusterView::groups); "" = none
-  bool preemptible = true;              // false: never borrows GPUs past its group's quota
+  Millis attained_gpu_ms = 0;          // GPU time its earlier attempts had
+  std::optional<Millis> predicted_ms;  // predicted run time at its size
+  std::string group;                   // fair share and quota (ClusterView::groups); "" = none
+  bool preemptible = true;             // false: never borrows GPUs past its group's quota
 };
 
 struct GpuState {
@@ -55,7 +54,7 @@ struct GpuState {
   bool exclusive = false;  // held whole by one run
   int node = 0;            // the machine it is on: a gang of up to a machine's GPUs stays on one
   // Telemetry, where known (-1: not measured): runs that must share a GPU go to the least busy.
-  double utilization = -1;  // percent, 0-100
+  double utilization = -1;   // percent, 0-100
   int64_t memory_used = -1;  // bytes in use as the driver reports, drover's runs' and others'
 };
 
@@ -84,9 +83,9 @@ struct ClusterView {
   std::vector<GpuState> gpus;
   int cpu_slots_total = 0;  // <= 0: no CPU limit
   int cpu_slots_used = 0;
-  std::map<int64_t, int> max_parallel;  // experiment -> limit (absent or 0 = none)
-  std::map<int64_t, int> running;       // experiment -> runs running now
-  std::vector<RunningRun> active;       // what runs now (read by preemptive policies)
+  std::map<int64_t, int> max_parallel;       // experiment -> limit (absent or 0 = none)
+  std::map<int64_t, int> running;            // experiment -> runs running now
+  std::vector<RunningRun> active;            // what runs now (read by preemptive policies)
   std::map<std::string, GroupShare> groups;  // groups with a weight or quota; others weigh 1
   // A waiting run that runs were preempted for: it is offered GPUs before any other, and when it
   // does not fit yet, the machine closest to fitting it is held for it (the caller keeps naming

@@ -1,7 +1,5 @@
 #include "sim/simulator.h"
 
-#include "sched/gpu_book.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -11,6 +9,7 @@
 #include <queue>
 
 #include "sched/gittins.h"
+#include "sched/gpu_book.h"
 #include "sched/predictor.h"
 #include "sched/scheduler.h"
 
@@ -28,7 +27,7 @@ struct JobState {
   bool running = false;
   bool done = false;
   bool started_once = false;
-  double start_s = 0;      // this attempt
+  double start_s = 0;         // this attempt
   double attained_gpu_s = 0;  // before this attempt
   std::vector<int> gpus;
   sched::StartAction placement;  // what it holds, given back to the book when it stops
@@ -45,7 +44,8 @@ Result<SimResult> Simulate(const Trace& trace, const SimOptions& o) {
   int total = 0, largest = 0;
   for (int k : sizes) {
     if (k <= 0) {
-      return InvalidArgument("every machine of the cluster needs at least one GPU (--cluster 16x4)");
+      return InvalidArgument(
+          "every machine of the cluster needs at least one GPU (--cluster 16x4)");
     }
     total += k;
     largest = std::max(largest, k);
@@ -91,7 +91,7 @@ Result<SimResult> Simulate(const Trace& trace, const SimOptions& o) {
   }
   sched::PolicyConfig policy = o.policy;
   std::vector<Millis> finished_sizes;  // GPU time of finished jobs, for the Gittins index
-  std::vector<size_t> waiting;  // job positions
+  std::vector<size_t> waiting;         // job positions
   std::vector<size_t> running;
   using Completion = std::tuple<double, size_t, int64_t>;  // end, job, epoch
   std::priority_queue<Completion, std::vector<Completion>, std::greater<>> completions;
@@ -119,9 +119,10 @@ Result<SimResult> Simulate(const Trace& trace, const SimOptions& o) {
     double t_done = completions.empty() ? INFINITY : std::get<0>(completions.top());
     now = std::min(t_arrival, t_done);
     if (std::isinf(now)) {
-      return Internal(fmt::format("the simulation stopped with {} job(s) waiting and nothing "
-                                  "running (a policy that places nothing?)",
-                                  waiting.size()));
+      return Internal(
+          fmt::format("the simulation stopped with {} job(s) waiting and nothing "
+                      "running (a policy that places nothing?)",
+                      waiting.size()));
     }
     while (next_sample <= now) {
       result.timeline.push_back({next_sample, static_cast<int>(waiting.size()), used});

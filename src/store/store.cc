@@ -166,13 +166,12 @@ void BindRunFields(Stmt& st, const Run& r) {
 
 // Binds the 19 stored fields of an attempt (everything but id), as ?1..?19.
 void BindAttemptFields(Stmt& st, const Attempt& a) {
-  std::string reason = a.ended || !a.stopping
-                           ? a.reason
-                           : "stopping:" + std::string(ToString(*a.stopping));
-  st.Bind(a.run_id, a.number, a.ended, reason, a.exit_code, a.signal, a.pid,
-          DumpJson(Json(a.gpus)), a.cuda_visible_devices, DumpJson(a.params),
-          DumpJson(Json(a.argv)), a.started_ms, a.ended_ms, a.stdout_path, a.stderr_path,
-          a.stdout_offset, a.hostname, a.drover_version, a.workdir, a.pid_start, a.exit_path);
+  std::string reason =
+      a.ended || !a.stopping ? a.reason : "stopping:" + std::string(ToString(*a.stopping));
+  st.Bind(a.run_id, a.number, a.ended, reason, a.exit_code, a.signal, a.pid, DumpJson(Json(a.gpus)),
+          a.cuda_visible_devices, DumpJson(a.params), DumpJson(Json(a.argv)), a.started_ms,
+          a.ended_ms, a.stdout_path, a.stderr_path, a.stdout_offset, a.hostname, a.drover_version,
+          a.workdir, a.pid_start, a.exit_path);
 }
 
 }  // namespace
@@ -411,11 +410,12 @@ Result<std::vector<Run>> Store::ListRuns(const RunFilter& filter) {
 Status Store::InsertAttempt(Attempt& a) {
   DROVER_ASSIGN_OR_RETURN(
       Stmt st,
-      impl_->Use("INSERT INTO attempts (run_id, number, ended, reason, exit_code, signal, pid, "
-                 "gpus, cuda_visible_devices, params, argv, started_ms, ended_ms, stdout_path, "
-                 "stderr_path, stdout_offset, hostname, drover_version, workdir, pid_start, exit_path) "
-                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                 "inserting an attempt"));
+      impl_->Use(
+          "INSERT INTO attempts (run_id, number, ended, reason, exit_code, signal, pid, "
+          "gpus, cuda_visible_devices, params, argv, started_ms, ended_ms, stdout_path, "
+          "stderr_path, stdout_offset, hostname, drover_version, workdir, pid_start, exit_path) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+          "inserting an attempt"));
   BindAttemptFields(st, a);
   DROVER_RETURN_IF_ERROR(st.Run());
   a.id = sqlite3_last_insert_rowid(impl_->db);
@@ -528,10 +528,10 @@ Result<int64_t> Store::CountMetrics(const SeriesQuery& q) {
 
 Status Store::ScanMetrics(const SeriesQuery& q, const std::function<void(const MetricPoint&)>& fn) {
   // (run_id, name, attempt_id, step) is an index (schema v6): no sort, one pass.
-  DROVER_ASSIGN_OR_RETURN(
-      Stmt st, impl_->Use("SELECT attempt_id, step, value, t_ms" + SeriesWhere(q) +
-                              " ORDER BY attempt_id, step, rowid",
-                          "reading metrics"));
+  DROVER_ASSIGN_OR_RETURN(Stmt st,
+                          impl_->Use("SELECT attempt_id, step, value, t_ms" + SeriesWhere(q) +
+                                         " ORDER BY attempt_id, step, rowid",
+                                     "reading metrics"));
   BindSeries(st, q);
   MetricPoint p;
   p.run_id = q.run_id;
@@ -563,8 +563,8 @@ Result<std::vector<std::string>> Store::MetricNames(int64_t run_id) {
   return out;
 }
 
-Result<std::map<int64_t, std::pair<double, double>>> Store::MetricRanges(
-    int64_t experiment_id, const std::string& name) {
+Result<std::map<int64_t, std::pair<double, double>>> Store::MetricRanges(int64_t experiment_id,
+                                                                         const std::string& name) {
   // SQLite stores NaN as NULL, which MIN and MAX skip; +-Inf are left out explicitly.
   DROVER_ASSIGN_OR_RETURN(
       Stmt st, impl_->Use("SELECT m.run_id, MIN(m.value), MAX(m.value) FROM runs r "

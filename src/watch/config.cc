@@ -1,4 +1,3 @@
-#include "spec/yaml_fields.h"
 #include "watch/config.h"
 
 #include <fmt/format.h>
@@ -13,16 +12,17 @@
 #include <sstream>
 
 #include "common/strings.h"
+#include "spec/yaml_fields.h"
 
 namespace drover::watch {
 namespace {
 
 namespace fs = std::filesystem;
-using YAML::Node;
 using yaml::Contains;
 using yaml::Describe;
 using yaml::Field;
 using yaml::Find;
+using YAML::Node;
 
 const std::vector<std::string> kTopKeys = {"telemetry", "alerts", "detectors", "scheduler",
                                            "environment"};
@@ -39,21 +39,19 @@ const std::vector<std::string> kIdleKeys = {"utilization", "for"};
 const std::vector<std::string> kLeakKeys = {"window", "min_growth", "monotonic"};
 const std::vector<std::string> kFragmentationKeys = {"threshold", "samples", "min_reserved"};
 const std::vector<std::string> kFailureKeys = {"count"};
-const std::vector<std::string> kSchedulerKeys = {"policy",      "min_runtime",   "preempt_above",
-                                                 "grace",       "gpu_reserve",   "las_threshold",
-                                                 "groups"};
+const std::vector<std::string> kSchedulerKeys = {
+    "policy", "min_runtime", "preempt_above", "grace", "gpu_reserve", "las_threshold", "groups"};
 const std::vector<std::string> kGroupKeys = {"weight", "quota"};
 const std::vector<std::string> kSinkTypes = {"log", "webhook"};
 const std::vector<std::string> kFormats = {"slack", "feishu", "dingtalk", "json"};
 const std::vector<std::string> kSeverities = {"info", "warning", "error"};
 
 // Sections whose keys are sometimes written at the top by mistake.
-const yaml::Sections kSections = {
-    {"telemetry", &kTelemetryKeys},
-    {"alerts", &kAlertKeys},
-    {"detectors", &kDetectorKeys},
-    {"scheduler", &kSchedulerKeys},
-    {"environment", &kEnvironmentKeys}};
+const yaml::Sections kSections = {{"telemetry", &kTelemetryKeys},
+                                  {"alerts", &kAlertKeys},
+                                  {"detectors", &kDetectorKeys},
+                                  {"scheduler", &kSchedulerKeys},
+                                  {"environment", &kEnvironmentKeys}};
 
 constexpr int64_t kIntMax = std::numeric_limits<int>::max();
 
@@ -519,8 +517,8 @@ Status Parser::ParseGroups(const Field& f, SchedulerConfig& s) const {
                                   Describe(key)));
     }
     if (s.groups.count(name)) {
-      return Err(key, fmt::format("duplicate key 'scheduler.groups.{}'; keep only one of them",
-                                  name));
+      return Err(key,
+                 fmt::format("duplicate key 'scheduler.groups.{}'; keep only one of them", name));
     }
     std::string path = "scheduler.groups." + name;
     const Node& at = it->second.IsNull() ? key : it->second;

@@ -63,8 +63,8 @@ struct SchedulerConfig {
   std::optional<Millis> min_runtime_ms;
   std::optional<double> preempt_above;
   std::optional<Millis> las_threshold_gpu_ms;
-  Millis grace_ms = 30'000;                  // preempted: SIGTERM, then SIGKILL this much later
-  int64_t gpu_reserve = int64_t{1} << 30;    // bytes per GPU never handed out to runs
+  Millis grace_ms = 30'000;                // preempted: SIGTERM, then SIGKILL this much later
+  int64_t gpu_reserve = int64_t{1} << 30;  // bytes per GPU never handed out to runs
   std::map<std::string, sched::GroupShare> groups;  // spec `group` -> weight and quota
 
   // The policy's defaults with this config's values over them.

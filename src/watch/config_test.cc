@@ -55,6 +55,17 @@ TEST(WatchConfigTest, EmptyTextGivesDefaults) {
   }
 }
 
+TEST(WatchConfigTest, EnvironmentSectionSetsThePackageListTimeout) {
+  EXPECT_EQ(WatchConfig{}.environment.package_list_timeout_ms, 30'000);
+  auto c = Parse("environment: {package_list_timeout: 3s}\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->environment.package_list_timeout_ms, 3000);
+  EXPECT_NE(Error("environment: {package_list_timout: 3s}\n").find("did you mean 'package_list_timeout'"),
+            std::string::npos);
+  // Written at the top by mistake: the message names its section.
+  EXPECT_NE(Error("package_list_timeout: 3s\n").find("environment"), std::string::npos);
+}
+
 TEST(WatchConfigTest, EmptySectionsKeepDefaults) {
   Result<WatchConfig> r = Parse("telemetry:\nalerts:\ndetectors:\n  loss_spike:\n  plateau: {}\n");
   ASSERT_TRUE(r.ok()) << r.status().message();

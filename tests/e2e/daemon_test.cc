@@ -66,9 +66,8 @@ class DaemonTest : public ::testing::Test {
   static bool WaitAllFinal(Store& store, size_t n) {
     auto done = [&] {
       auto runs = store.ListRuns(RunFilter{}).value();
-      return runs.size() == n && std::all_of(runs.begin(), runs.end(), [](const drover::Run& r) {
-               return IsFinal(r.state);
-             });
+      return runs.size() == n && std::all_of(runs.begin(), runs.end(),
+                                             [](const drover::Run& r) { return IsFinal(r.state); });
     };
     for (int i = 0; i < 300 && !done(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -371,6 +370,11 @@ TEST_F(DaemonTest, SurvivesSigkillTwiceWithoutLosingOrRepeatingRuns) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   ASSERT_EQ(runs.size(), 12u);
+  const bool all_succeeded = std::all_of(runs.begin(), runs.end(), [](const drover::Run& r) {
+    return r.state == RunState::kSucceeded;
+  });
+  EXPECT_TRUE(all_succeeded) << "seed " << seed << "; the last daemon said:\n"
+                             << ReadFile((dir_ / "serve.err").string());
   for (const auto& r : runs) {
     EXPECT_EQ(r.state, RunState::kSucceeded) << "run " << r.id << " " << r.reason;
     int i = r.params["i"];
@@ -559,10 +563,9 @@ TEST_F(DaemonTest, QuotaIsReclaimedFromABorrowingGroup) {
   ASSERT_TRUE(wait_running(2));  // a holds 2 GPUs, past its quota of 1: the second is borrowed
   auto sub = RunDrover({"submit", owner, "--store", store_});
   ASSERT_EQ(sub.exit_code, 0) << sub.err;
-  ASSERT_TRUE(WaitAllFinal(**store, 3)) << ReadFile((dir_ / "serve.err").string())
-                      << RunDrover({"ls", "--store", store_}).out
-                      << RunDrover({"show", "2", "--store", store_}).out
-                      << ReadFile((dir_ / "serve.out").string());
+  ASSERT_TRUE(WaitAllFinal(**store, 3))
+      << ReadFile((dir_ / "serve.err").string()) << RunDrover({"ls", "--store", store_}).out
+      << RunDrover({"show", "2", "--store", store_}).out << ReadFile((dir_ / "serve.out").string());
   for (int64_t id : {1, 2, 3}) {
     auto r = (*store)->GetRun(id).value();
     EXPECT_EQ(r->state, RunState::kSucceeded) << id << " " << r->reason;
@@ -652,7 +655,8 @@ TEST_F(DaemonTest, IdleGpuAlertsOnceAndMetricsPassPromtool) {
   EXPECT_EQ(rc, 0) << ReadFile(report) << "\n" << metrics->body;
 
   // Every series the Grafana dashboard queries is one this scrape has.
-  Json dashboard = Json::parse(ReadFile(std::string(DROVER_SOURCE_DIR) + "/deploy/grafana/drover.json"));
+  Json dashboard =
+      Json::parse(ReadFile(std::string(DROVER_SOURCE_DIR) + "/deploy/grafana/drover.json"));
   int queries = 0;
   for (const auto& panel : dashboard["panels"]) {
     for (const auto& target : panel["targets"]) {
@@ -684,9 +688,13 @@ TEST_F(DaemonTest, McpOverStreamableHttp) {
     }
     return http.Post("/mcp", h, body.dump(), "application/json");
   };
-  auto init = post({{"jsonrpc", "2.0"}, {"id", 0}, {"method", "initialize"},
-                    {"params", {{"protocolVersion", "2025-11-25"}, {"capabilities", Json::object()},
-                                {"clientInfo", {{"name", "e2e"}, {"version", "1"}}}}}},
+  auto init = post({{"jsonrpc", "2.0"},
+                    {"id", 0},
+                    {"method", "initialize"},
+                    {"params",
+                     {{"protocolVersion", "2025-11-25"},
+                      {"capabilities", Json::object()},
+                      {"clientInfo", {{"name", "e2e"}, {"version", "1"}}}}}},
                    "");
   ASSERT_TRUE(init);
   ASSERT_EQ(init->status, 200) << init->body;
@@ -701,14 +709,18 @@ TEST_F(DaemonTest, McpOverStreamableHttp) {
   auto list = post({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/list"}}, session);
   ASSERT_TRUE(list);
   EXPECT_EQ(Json::parse(list->body)["result"]["tools"].size(), 11u);
-  auto gpus = post({{"jsonrpc", "2.0"}, {"id", "g"}, {"method", "tools/call"},
+  auto gpus = post({{"jsonrpc", "2.0"},
+                    {"id", "g"},
+                    {"method", "tools/call"},
                     {"params", {{"name", "gpu_status"}, {"arguments", Json::object()}}}},
                    session);
   ASSERT_TRUE(gpus);
   Json g = Json::parse(gpus->body);
   EXPECT_EQ(g["id"], "g");
   EXPECT_EQ(g["result"]["structuredContent"]["gpus"].size(), 2u) << gpus->body;
-  auto bad = post({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/call"},
+  auto bad = post({{"jsonrpc", "2.0"},
+                   {"id", 2},
+                   {"method", "tools/call"},
                    {"params", {{"name", "get_run"}, {"arguments", {{"run_id", 0}}}}}},
                   session);
   EXPECT_TRUE(Json::parse(bad->body)["result"]["isError"].get<bool>()) << bad->body;
@@ -720,13 +732,14 @@ TEST_F(DaemonTest, McpOverStreamableHttp) {
   httplib::Headers old = Auth();
   old.emplace("Mcp-Session-Id", session);
   old.emplace("MCP-Protocol-Version", "1999-01-01");
-  EXPECT_EQ(http.Post("/mcp", old, R"({"jsonrpc":"2.0","id":4,"method":"ping"})", "application/json")
-                ->status,
-            400);
+  EXPECT_EQ(
+      http.Post("/mcp", old, R"({"jsonrpc":"2.0","id":4,"method":"ping"})", "application/json")
+          ->status,
+      400);
   EXPECT_EQ(http.Get("/mcp", Auth())->status, 405);
-  EXPECT_EQ(http.Post("/mcp", R"({"jsonrpc":"2.0","id":5,"method":"ping"})", "application/json")
-                ->status,
-            401);
+  EXPECT_EQ(
+      http.Post("/mcp", R"({"jsonrpc":"2.0","id":5,"method":"ping"})", "application/json")->status,
+      401);
   httplib::Headers rebound = Auth();
   rebound.emplace("Host", "evil.example:80");
   EXPECT_EQ(http.Post("/mcp", rebound, "{}", "application/json")->status, 403);

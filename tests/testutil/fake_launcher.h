@@ -121,7 +121,7 @@ class FakeLauncher : public ProcessLauncher {
   std::vector<std::pair<int, int>> signals;
   int running_now = 0;
   int max_running = 0;
-  int pending_interrupt = 0;  // delivered by the next Wait, with the exits due by then
+  int pending_interrupt = 0;         // delivered by the next Wait, with the exits due by then
   int interrupt_with_next_exit = 0;  // a Ctrl-C that arrives in the same Wait as an exit
   std::function<void(FakeLauncher&)> on_wait;
 

@@ -1,0 +1,150 @@
+// Adoption: a new engine takes over the store's unfinished runs (Engine::Recover), adopting live
+// shims, reading how ended ones ended, requeuing those whose end is unknown, and going on
+// stopping those the last engine was stopping.
+#include <fmt/format.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "common/strings.h"
+#include "engine/engine.h"
+#include "engine/live.h"
+#include "exec/process_launcher.h"
+
+namespace drover {
+
+Result<RecoverySummary> Engine::Recover() {
+  DROVER_RETURN_IF_ERROR(InitGpus());
+  RecoverySummary summary;
+  DROVER_ASSIGN_OR_RETURN(auto experiments, store_.ListExperiments());
+  Instant now = clock_.At();
+  // Oldest first, so runs keep their submit order.
+  for (auto e = experiments.rbegin(); e != experiments.rend(); ++e) {
+    if (e->status != "active" || experiments_.count(e->id)) continue;
+    RunFilter filter;
+    filter.experiment_id = e->id;
+    DROVER_ASSIGN_OR_RETURN(auto runs, store_.ListRuns(filter));
+    auto entry = std::make_unique<ExperimentEntry>();
+    entry->experiment = *e;
+    DROVER_ASSIGN_OR_RETURN(entry->spec, SpecFromJson(e->spec));
+    entry->predictor_key = PredictorKey(entry->spec.name, entry->spec.params);
+    DROVER_ASSIGN_OR_RETURN(auto snap, store_.GetSnapshot(e->snapshot_hash));
+    if (snap) entry->snapshot = *snap;
+    ExperimentEntry* ep = entry.get();
+    experiments_[e->id] = std::move(entry);
+    ++summary.experiments;
+    std::vector<std::pair<int64_t, ProcessExit>> ended;
+    for (const Run& r : runs) {
+      if (IsFinal(r.state)) continue;
+      auto live = std::make_unique<Live>();
+      live->run = r;
+      live->exp = ep;
+      if (r.not_before_ms > now.wall) live->retry_at_mono = now.mono + (r.not_before_ms - now.wall);
+      ep->unfinished += 1;
+      Live& l = *live;
+      live_[r.id] = std::move(live);
+      std::vector<Attempt> attempts;
+      if (r.attempts > 0 || r.state == RunState::kRunning) {
+        DROVER_ASSIGN_OR_RETURN(attempts, store_.ListAttempts(r.id));
+      }
+      // The GPU time its earlier attempts had still counts (las, default).
+      for (const Attempt& a : attempts) {
+        if (!a.ended || a.ended_ms < a.started_ms) continue;
+        l.attained_gpu_ms += (a.ended_ms - a.started_ms) * static_cast<Millis>(a.gpus.size());
+        if (ParseAttemptOutcome(a.reason) == AttemptOutcome::kPreempted) {
+          l.preempted_ms += a.ended_ms - a.started_ms;
+        }
+      }
+      if (r.state != RunState::kRunning) {
+        ++summary.queued;
+        continue;
+      }
+      if (attempts.empty() || attempts.back().ended) {
+        // Recorded as running with no live attempt: the engine died between two writes.
+        SetState(l, RunEvent::kRetry, "requeued: it had no live attempt after a restart", now);
+        ++summary.requeued;
+        continue;
+      }
+      const Attempt& a = attempts.back();
+      sched::StartAction placement;
+      placement.run_id = r.id;
+      placement.gpus = a.gpus;
+      placement.exclusive = r.resources.gpus > 0 && r.resources.gpu_memory == 0;
+      for (const auto& g : book_.gpus()) {
+        if (std::find(a.gpus.begin(), a.gpus.end(), g.index) == a.gpus.end()) continue;
+        placement.gpu_memory = placement.exclusive ? g.capacity : r.resources.gpu_memory;
+      }
+      l.attempt = a;
+      if (a.stopping) {
+        // Being stopped when the last engine went: it still is, for the same reason (SIGKILL
+        // after a new grace).
+        const bool preempt = *a.stopping == StopReason::kPreempt;
+        if (preempt) l.preempt_why = "it was being preempted when the daemon restarted";
+        if (*a.stopping == StopReason::kCancel) l.cancel_requested = true;
+        l.kill_at_mono =
+            now.mono + (preempt ? options_.watch.scheduler.grace_ms : options_.kill_grace_ms);
+      }
+      l.watch = std::make_unique<watch::RunWatch>(l.exp->spec, options_.watch.detectors);
+      Reserve(l, placement);
+      // What the last engine knew as wall times becomes monotonic deadlines from here on.
+      l.started_mono = now.mono - std::max<Millis>(0, now.wall - a.started_ms);
+      l.deadline_mono = l.exp->spec.timeout_ms > 0 ? l.started_mono + l.exp->spec.timeout_ms : 0;
+      l.last_output_mono = now.mono;
+      if (a.pid == 0 && !a.exit_path.empty()) {
+        // The engine died between recording the attempt and learning its pid: the shim's pid
+        // file names it. Without one, the shim never got to start the run.
+        if (auto start = ReadShimStart(a.exit_path); start.ok()) {
+          l.attempt->pid = start->pid;
+          l.attempt->pid_start = start->start_ticks;
+          Tx();
+          if (Status st = store_.UpdateAttempt(*l.attempt); !st.ok()) Fail(st);
+        }
+      }
+      const Attempt& known = *l.attempt;
+      int pid = static_cast<int>(known.pid);
+      bool alive = pid > 0 && known.pid_start > 0 && launcher_.StartTicks(pid) == known.pid_start;
+      if (alive && known.exit_path.empty()) {
+        // Started without a shim by an engine that is gone: nobody can learn how it ends, so it
+        // is stopped and run again rather than left running unwatched.
+        launcher_.SignalGroup(pid, SIGKILL);
+        alive = false;
+      }
+      if (alive) {
+        launcher_.Adopt(pid, known.pid_start, known.exit_path);
+        pid_to_run_[pid] = r.id;
+        ++summary.adopted;
+        continue;
+      }
+      ProcessExit exit;
+      exit.pid = pid;
+      auto recorded = a.exit_path.empty() ? Result<ProcessExit>(NotFound("no exit file"))
+                                          : ReadExitFile(a.exit_path);
+      if (recorded.ok()) {
+        exit.exit_code = recorded->exit_code;
+        exit.signal = recorded->signal;
+        ++summary.finished;
+      } else {
+        exit.lost = true;
+        ++summary.requeued;
+      }
+      ended.emplace_back(r.id, exit);
+    }
+    // Ends are handled after the experiment's runs are all registered, so Retire counts right.
+    for (auto& [run_id, exit] : ended) {
+      pid_to_run_[exit.pid] = run_id;
+      HandleExit(exit, now);
+    }
+    if (ep->unfinished == 0) {
+      Tx();
+      if (Status st = store_.UpdateExperimentStatus(e->id, "done"); !st.ok()) Fail(st);
+    }
+  }
+  DROVER_RETURN_IF_ERROR(Flush());
+  return summary;
+}
+
+}  // namespace drover

@@ -1,0 +1,441 @@
+// An attempt's lifecycle: launching it (working copy, environment, the attempt recorded before
+// its process exists), stopping it for one reason, its end (the outcome, what the run does
+// next through the state machine), and cancels and priorities asked of the engine.
+#include <fmt/format.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "common/strings.h"
+#include "drover_version.h"
+#include "engine/engine.h"
+#include "engine/live.h"
+#include "engine/metric_lines.h"
+#include "engine/recovery.h"
+#include "exec/working_copy.h"
+#include "model/run_state.h"
+#include "spec/expand.h"
+
+namespace drover {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The last non-empty line of `text`, cut to a readable length.
+std::string LastLine(std::string_view text) {
+  auto lines = Split(text, '\n');
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    std::string_view l = Trim(*it);
+    if (l.empty()) continue;
+    std::string out(l.substr(0, 160));
+    if (l.size() > 160) out += "...";
+    return out;
+  }
+  return "";
+}
+
+}  // namespace
+
+bool Engine::Stop(Live& live, StopReason why, Instant now, Millis grace) {
+  Attempt& a = *live.attempt;
+  // A SIGKILL already scheduled is never pushed later by a second reason to stop.
+  live.kill_at_mono = KillTime(live.kill_at_mono, now.mono + grace);
+  if (a.stopping) return false;  // the first reason stands
+  // Stored with the attempt, so a daemon restarted during the grace goes on stopping it for the
+  // same reason (a preempted run that checkpoints and exits 0 has not finished).
+  a.stopping = why;
+  Tx();
+  if (Status st = store_.UpdateAttempt(a); !st.ok()) Fail(st);
+  launcher_.SignalGroup(static_cast<int>(a.pid), SIGTERM);
+  return true;
+}
+
+void Engine::Preempt(Live& live, const std::string& why, Instant now) {
+  Millis grace = options_.watch.scheduler.grace_ms;
+  spdlog::info("run {}: preempting attempt {} ({}): SIGTERM now, SIGKILL in {} if it still runs",
+               live.run.id, live.attempt->number, why, FormatDuration(grace));
+  if (Stop(live, StopReason::kPreempt, now, grace)) live.preempt_why = why;
+}
+
+std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt) const {
+  std::map<std::string, std::string> env;
+  for (const auto& kv : options_.base_env) {
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  // Output reaches the log as it is printed, so metrics and progress are live.
+  env["PYTHONUNBUFFERED"] = "1";
+  if (attempt.gpus.size() > 1) {
+    // Multi-GPU runs: NCCL says what it does (the first thing to read when a collective hangs),
+    // and stays off InfiniBand unless the spec turns it back on.
+    env["NCCL_DEBUG"] = "INFO";
+    env["NCCL_IB_DISABLE"] = "1";
+  }
+  for (const auto& [k, v] : live.exp->spec.env) env[k] = v;
+  // A run sees only the GPUs it was given; a CPU run sees none.
+  env["CUDA_VISIBLE_DEVICES"] = attempt.cuda_visible_devices;
+  env["DROVER_RUN_ID"] = std::to_string(live.run.id);
+  env["DROVER_EXPERIMENT_ID"] = std::to_string(live.run.experiment_id);
+  env["DROVER_ATTEMPT"] = std::to_string(attempt.number);
+  env["DROVER_PARAMS"] = attempt.params.dump();
+  env["DROVER_STORE"] = options_.store_dir;
+  // One folder per run, kept across attempts, so a retried run can resume from a checkpoint.
+  env["DROVER_CHECKPOINT_DIR"] =
+      RunFiles::In(options_.store_dir, live.run.experiment_id, live.run.id).checkpoints;
+  // `import drover` works in every run: the client that ships with this drover comes first.
+  if (!python_client_dir_.empty()) {
+    auto it = env.find("PYTHONPATH");
+    env["PYTHONPATH"] = it == env.end() || it->second.empty()
+                            ? python_client_dir_
+                            : python_client_dir_ + ":" + it->second;
+  }
+  // The shell's idea of the current folder must match the working copy, not where drover ran.
+  env["PWD"] = attempt.workdir;
+  env.erase("OLDPWD");
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+void Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
+  Tx();
+  Run& run = live.run;
+  Attempt a;
+  a.run_id = run.id;
+  a.number = run.attempts + 1;
+  a.params = run.current_params;
+  a.gpus = action.gpus;
+  std::vector<std::string> ids;
+  for (int g : action.gpus) ids.push_back(std::to_string(g));
+  a.cuda_visible_devices = Join(ids, ",");
+  a.started_ms = now.wall;
+  a.hostname = hostname_;
+  a.drover_version = DROVER_VERSION;
+  const RunFiles files = RunFiles::In(options_.store_dir, run.experiment_id, run.id);
+  a.workdir = files.work;
+  a.stdout_path = files.Stdout(a.number);
+  a.stderr_path = files.Stderr(a.number);
+  if (options_.use_shim) a.exit_path = files.Exit(a.number);
+
+  live.last_output_mono = now.mono;
+  live.started_mono = now.mono;
+  live.output_bytes = 0;
+  live.metric_lines = 0;
+  live.watch = std::make_unique<watch::RunWatch>(live.exp->spec, options_.watch.detectors);
+  run.attempts = a.number;
+  if (run.started_ms == 0) run.started_ms = now.wall;
+  run.final_metrics = Json::object();
+  // Resources are held from now until the attempt ends, even if the launch fails below.
+  Reserve(live, action);
+
+  OverlayMount overlay;
+  Status prepared = [&]() -> Status {
+    DROVER_ASSIGN_OR_RETURN(a.argv, RenderCommand(live.exp->spec, a.params));
+    if (!live.exp->logs_ready) {
+      // One log folder per experiment, not per run (each folder is an inode).
+      std::error_code ec;
+      fs::create_directories(files.logs, ec);
+      if (ec) return Status(Code::kIo, "creating " + files.logs + ": " + ec.message());
+      live.exp->logs_ready = true;
+    }
+    // One working copy per run, from the immutable snapshot; retries reuse it.
+    if (!working_copies_) {
+      working_copies_ = std::make_unique<WorkingCopies>(
+          options_.overlay_working_copies
+              ? WorkingCopies::Probe(options_.store_dir + "/runs")
+              : WorkingCopies::CopyOnly("overlay_working_copies is off"));
+      if (!working_copies_->overlay()) {
+        spdlog::info("working copies are copied, not mounted: {}", working_copies_->why_not());
+      }
+    }
+    DROVER_ASSIGN_OR_RETURN(WorkingCopy wc, working_copies_->Prepare(live.exp->snapshot, files));
+    overlay = wc.overlay;
+    return Status::Ok();
+  }();
+
+  // The attempt is on disk before its process exists: an engine that dies right after the start
+  // leaves a record that names the shim (by its exit file), so the next engine finds the run
+  // instead of starting it a second time.
+  Status st = store_.InsertAttempt(a);
+  if (st.ok()) st = store_.UpdateRun(run);
+  if (!st.ok()) Fail(st);
+  if (options_.use_shim && !Flush().ok()) return;
+
+  Status launch = prepared;
+  if (launch.ok()) {
+    LaunchSpec ls;
+    ls.argv = a.argv;
+    ls.env = RunEnv(live, a);
+    ls.cwd = a.workdir;
+    ls.stdout_path = a.stdout_path;
+    ls.stderr_path = a.stderr_path;
+    // The run starts under a shim that records how it ended here, so the end is known even if
+    // this engine is gone by then.
+    ls.exit_path = a.exit_path;
+    ls.overlay = overlay;
+    auto pid = launcher_.Start(ls);
+    if (pid.ok()) {
+      a.pid = *pid;
+      a.pid_start = launcher_.StartTicks(*pid);
+    } else {
+      launch = pid.status();
+    }
+  }
+  Tx();
+  st = store_.UpdateAttempt(a);
+  if (!st.ok()) Fail(st);
+  live.attempt = a;
+  if (!launch.ok()) {
+    // Leave the reason where `drover logs --stderr` looks.
+    std::error_code ec;
+    fs::create_directories(files.logs, ec);
+    if (FILE* f = std::fopen(a.stderr_path.c_str(), "a")) {
+      std::fprintf(f, "drover: %s\n", launch.message().c_str());
+      std::fclose(f);
+    }
+    SetState(live, RunEvent::kStart, "", now);
+    EndAttempt(live, AttemptOutcome::kLaunchError, launch.message(), now);
+    return;
+  }
+  pid_to_run_[a.pid] = run.id;
+  live.deadline_mono = live.exp->spec.timeout_ms > 0 ? now.mono + live.exp->spec.timeout_ms : 0;
+  live.kill_at_mono = 0;
+  SetState(live, RunEvent::kStart,
+           a.cuda_visible_devices.empty() ? "on CPU" : "on GPU " + a.cuda_visible_devices, now);
+}
+
+void Engine::Reserve(Live& live, const sched::StartAction& action) {
+  live.placement = action;
+  book_.Apply(action, live.run.resources.cpus);
+}
+
+void Engine::SetState(Live& live, RunEvent event, const std::string& note, Instant now) {
+  // Every change of a run's state goes through the pure state machine, adoption included.
+  Run& run = live.run;
+  auto next = Transition(run.state, event);
+  if (!next.ok()) {
+    Fail(Internal("run " + std::to_string(run.id) + ": " + next.status().message()));
+    return;
+  }
+  run.state = *next;
+  if (IsFinal(run.state)) run.ended_ms = now.wall;
+  Tx();
+  Status st = store_.UpdateRun(run);
+  if (!st.ok()) Fail(st);
+  Event e;
+  e.t_ms = now.wall;
+  e.kind = std::string(ToString(EventKind::kRunState));
+  e.experiment_id = run.experiment_id;
+  e.run_id = run.id;
+  e.data = {{"state", ToString(run.state)}, {"attempt", run.attempts}};
+  if (!run.reason.empty()) e.data["reason"] = run.reason;
+  if (!note.empty()) e.data["note"] = note;
+  st = store_.InsertEvent(e);
+  if (!st.ok()) Fail(st);
+  std::optional<Attempt> attempt = live.attempt;
+  Notify([this, run, attempt, note] {
+    observer_->OnRunChanged(run, attempt ? &*attempt : nullptr, note);
+  });
+}
+
+void Engine::Release(Live& live) {
+  book_.Release(live.placement, live.run.resources.cpus);
+  live.placement = {};
+}
+
+void Engine::HandleExit(const ProcessExit& exit, Instant now) {
+  auto pit = pid_to_run_.find(exit.pid);
+  if (pit == pid_to_run_.end()) return;
+  auto it = live_.find(pit->second);
+  pid_to_run_.erase(pit);
+  if (it == live_.end() || !it->second->attempt) return;
+  Live& live = *it->second;
+  Attempt& a = *live.attempt;
+  a.exit_code = exit.exit_code;
+  a.signal = exit.signal;
+  TailMetrics(live, true, now);
+  std::string tail;
+  if (exit.exit_code != 0 || exit.signal != 0) tail = ReadTail(a.stderr_path, 16 * 1024);
+  // One reason: an end the engine cannot know (its shim vanished without a record) requeues the
+  // run; one the engine caused is that stop's reason; otherwise the process's own exit.
+  AttemptOutcome outcome = exit.lost ? AttemptOutcome::kInterrupted
+                           : a.stopping
+                               ? OutcomeOf(*a.stopping, exit.exit_code == 0 && exit.signal == 0)
+                               : ClassifyExit(ExitFacts{exit.exit_code, exit.signal, tail});
+  std::string detail;
+  if (outcome == AttemptOutcome::kExitCode) detail = fmt::format("exit code {}", exit.exit_code);
+  if (outcome == AttemptOutcome::kExitCode || outcome == AttemptOutcome::kSignal) {
+    // The last thing the run said is usually why it failed ("ValueError: ...").
+    std::string last = LastLine(tail);
+    if (!last.empty()) detail += fmt::format(" ({})", last);
+  }
+  if (outcome == AttemptOutcome::kSignal) {
+    detail = fmt::format("killed by signal {} ({})", exit.signal, strsignal(exit.signal));
+  }
+  if (outcome == AttemptOutcome::kInterrupted) {
+    detail = exit.lost ? "its shim ended without recording how the run ended"
+                       : "stopped because the daemon shut down";
+  }
+  if (outcome == AttemptOutcome::kTimeout) {
+    detail = "ran past the timeout of " + FormatDuration(live.exp->spec.timeout_ms);
+  }
+  if (outcome == AttemptOutcome::kStalled) {
+    detail = "no output for " + FormatDuration(live.exp->spec.monitor.stall_ms);
+  }
+  if (outcome == AttemptOutcome::kPreempted) {
+    size_t gpus = a.gpus.size();
+    detail = fmt::format("preempted: {}; ran {} on {} GPU{}", live.preempt_why,
+                         FormatDuration(now.mono - live.started_mono), gpus, gpus == 1 ? "" : "s");
+  }
+  EndAttempt(live, outcome, detail, now);
+}
+
+void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& detail,
+                        Instant now) {
+  Attempt& a = *live.attempt;
+  a.ended = true;
+  a.ended_ms = now.wall;
+  a.reason = std::string(ToString(outcome));
+  a.stopping.reset();
+  Tx();
+  Status st = store_.UpdateAttempt(a);
+  if (!st.ok()) Fail(st);
+  Release(live);
+  // Every attempt's GPU time counts for the policies that rank by attained service (las,
+  // default), a preempted one's too: that is what lets a long run wait its turn.
+  const Millis ran = std::max<Millis>(0, now.mono - live.started_mono);
+  live.attained_gpu_ms += ran * static_cast<Millis>(a.gpus.size());
+  if (outcome == AttemptOutcome::kPreempted) live.preempted_ms += ran;
+  live.preempt_why.clear();
+
+  Run& run = live.run;
+  run.reason = a.reason;
+  Recovery rec = DecideRecovery(live.exp->spec, a.params, run.retries_used, outcome);
+  // The same config failing again and again is not helped by another try: alert (also when the
+  // retries are spent anyway) and stop retrying.
+  bool may_retry = rec.event == RunEvent::kRetry;
+  if ((may_retry || rec.event == RunEvent::kFail) && !live.cancel_requested &&
+      RepeatedFailure(live, outcome, now.wall) && may_retry) {
+    rec.event = RunEvent::kFail;
+    rec.note = fmt::format("not retried: the same config failed {} times in a row",
+                           options_.watch.detectors.failure_streak);
+  }
+  std::string note = detail;
+  auto add_note = [&](const std::string& n) {
+    if (n.empty()) return;
+    note = note.empty() ? n : note + "; " + n;
+  };
+  add_note(rec.note);
+  // The user's cancel, even one that came while the attempt was already being stopped for
+  // another reason, wins over a retry or a failure.
+  RunEvent next = rec.event;
+  if (live.cancel_requested && next != RunEvent::kSucceed) next = RunEvent::kCancel;
+  if (next == RunEvent::kRetry) {
+    run.current_params = rec.next_params;
+    run.not_before_ms = now.wall + rec.delay_ms;  // the record; the wait is retry_at_mono
+    live.retry_at_mono = now.mono + rec.delay_ms;
+    if (rec.counts_as_retry) run.retries_used += 1;
+  }
+  if (next == RunEvent::kSucceed) {
+    LearnRunTime(live.exp->predictor_key, run.resources.gpus, live.preempted_ms + ran);
+  }
+  SetState(live, next, note, now);
+  live.attempt.reset();
+  live.deadline_mono = live.kill_at_mono = 0;
+  if (IsFinal(run.state)) Retire(run.id);
+}
+
+void Engine::Retire(int64_t run_id) {
+  auto it = live_.find(run_id);
+  if (it == live_.end()) return;
+  ExperimentEntry* exp = it->second->exp;
+  live_.erase(it);
+  if (--exp->unfinished == 0) {
+    Tx();
+    Status st = store_.UpdateExperimentStatus(exp->experiment.id, "done");
+    if (!st.ok()) Fail(st);
+  }
+}
+
+void Engine::CancelLive(Live& live, Instant now) {
+  const bool again = live.cancel_requested;
+  live.cancel_requested = true;
+  if (live.attempt) {
+    if (!again) Stop(live, StopReason::kCancel, now, options_.kill_grace_ms);
+    if (force_kill_) live.kill_at_mono = now.mono;
+    return;
+  }
+  live.run.reason = std::string(ToString(AttemptOutcome::kCancelled));
+  SetState(live, RunEvent::kCancel, "cancelled before it started", now);
+}
+
+void Engine::ApplyCancel(Instant now) {
+  std::vector<int64_t> finished;
+  for (auto& [id, live] : live_) {
+    CancelLive(*live, now);
+    if (!live->attempt) finished.push_back(id);
+  }
+  for (int64_t id : finished) Retire(id);
+  if (force_kill_) CheckDeadlines(now);
+}
+
+Status Engine::CancelRun(int64_t run_id) {
+  auto it = live_.find(run_id);
+  if (it == live_.end()) {
+    DROVER_ASSIGN_OR_RETURN(auto run, store_.GetRun(run_id));
+    if (!run) return NotFound(fmt::format("no run {}", run_id));
+    return FailedPrecondition(
+        fmt::format("run {} is already {}; only queued or running runs can be cancelled", run_id,
+                    ToString(run->state)));
+  }
+  Instant now = clock_.At();
+  CancelLive(*it->second, now);
+  if (!it->second->attempt) Retire(run_id);
+  return Flush();
+}
+
+Status Engine::CancelExperiment(int64_t experiment_id) {
+  if (!experiments_.count(experiment_id)) {
+    DROVER_ASSIGN_OR_RETURN(auto exp, store_.GetExperiment(experiment_id));
+    if (!exp) return NotFound(fmt::format("no experiment {}", experiment_id));
+    return FailedPrecondition(
+        fmt::format("experiment {} ({}) has no unfinished runs", experiment_id, exp->name));
+  }
+  std::vector<int64_t> ids;
+  for (const auto& [id, live] : live_) {
+    if (live->run.experiment_id == experiment_id) ids.push_back(id);
+  }
+  Instant now = clock_.At();
+  for (int64_t id : ids) {
+    Live& live = *live_.at(id);
+    CancelLive(live, now);
+    if (!live.attempt) Retire(id);
+  }
+  return Flush();
+}
+
+Status Engine::SetPriority(int64_t run_id, int priority) {
+  auto it = live_.find(run_id);
+  if (it == live_.end()) {
+    DROVER_ASSIGN_OR_RETURN(auto run, store_.GetRun(run_id));
+    if (!run) return NotFound(fmt::format("no run {}", run_id));
+    return FailedPrecondition(
+        fmt::format("run {} is already {}; priority matters only before a run starts", run_id,
+                    ToString(run->state)));
+  }
+  it->second->run.priority = priority;
+  Tx();
+  Status st = store_.UpdateRun(it->second->run);
+  if (!st.ok()) Fail(st);
+  return Flush();
+}
+
+}  // namespace drover

@@ -1,0 +1,192 @@
+// Submitting an experiment: whether it fits, the grid, the code snapshot (off the loop in the
+// daemon: PrepareSubmit), recording it with its queued runs (Commit), and its environment,
+// captured in the background and stored when ready.
+#include <fmt/format.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "common/strings.h"
+#include "engine/engine.h"
+#include "engine/environment_capture.h"
+#include "engine/live.h"
+#include "exec/snapshot.h"
+#include "spec/expand.h"
+
+namespace drover {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool IsPython(const std::string& program) {
+  std::string base = fs::path(program).filename().string();
+  return StartsWith(base, "python");
+}
+
+}  // namespace
+
+Status Engine::CheckSubmit(const Spec& spec) {
+  DROVER_RETURN_IF_ERROR(InitGpus());
+  if (Status fits = sched::CheckFits(spec.resources, book_.gpus(), options_.cpu_slots);
+      !fits.ok()) {
+    const int64_t reserve = options_.watch.scheduler.gpu_reserve;
+    std::vector<sched::GpuState> whole = book_.gpus();
+    for (auto& g : whole) g.capacity += reserve;
+    if (reserve > 0 && sched::CheckFits(spec.resources, whole, options_.cpu_slots).ok()) {
+      // It would fit but for the reserve: say so, or "the largest GPU has 15 GiB" puzzles the
+      // owner of a 16 GiB GPU.
+      return Status(fits.code(),
+                    fits.message() + fmt::format(" (drover keeps {} of each GPU free for the "
+                                                 "driver and monitoring: scheduler.gpu_reserve "
+                                                 "in the config)",
+                                                 FormatBytes(reserve)));
+    }
+    return fits;
+  }
+  return Status::Ok();
+}
+
+Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_dir) {
+  PreparedSubmit p;
+  p.spec = spec;
+  p.params = ExpandGrid(spec);
+  p.argvs.reserve(p.params.size());
+  for (const auto& params : p.params) {
+    DROVER_ASSIGN_OR_RETURN(auto argv, RenderCommand(spec, params));
+    p.argvs.push_back(std::move(argv));
+  }
+  DROVER_ASSIGN_OR_RETURN(p.snapshot, TakeSnapshot(spec.workdir, store_dir + "/snapshots"));
+  return p;
+}
+
+Result<SubmitResult> Engine::Submit(const Spec& spec) {
+  DROVER_RETURN_IF_ERROR(CheckSubmit(spec));
+  DROVER_ASSIGN_OR_RETURN(PreparedSubmit prepared, PrepareSubmit(spec, options_.store_dir));
+  return Commit(std::move(prepared));
+}
+
+Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
+  const Spec& spec = prepared.spec;
+  // Again: the pool is the loop's, and the daemon prepared this off the loop.
+  DROVER_RETURN_IF_ERROR(CheckSubmit(spec));
+  if (const auto& groups = options_.watch.scheduler.groups;
+      !spec.group.empty() && !groups.empty() && !groups.count(spec.group)) {
+    // Not refused (a group needs no entry to exist), but a misspelt name would silently escape
+    // its quota: say so where the daemon's owner looks.
+    std::vector<std::string> names;
+    for (const auto& [name, share] : groups) names.push_back(name);
+    std::optional<std::string> close = ClosestMatch(spec.group, names);
+    spdlog::warn(
+        "experiment '{}': group '{}' is not in the config's scheduler.groups, so no "
+        "weight or quota applies to it{}",
+        spec.name, spec.group,
+        close ? fmt::format(" (did you mean '{}'?)", *close) : std::string());
+  }
+  const auto& runs_params = prepared.params;
+  const auto& argvs = prepared.argvs;
+  const Snapshot& snap = prepared.snapshot;
+
+  auto entry = std::make_unique<ExperimentEntry>();
+  entry->spec = spec;
+  entry->snapshot = snap;
+  entry->predictor_key = PredictorKey(spec.name, spec.params);
+  Experiment& e = entry->experiment;
+  e.name = spec.name;
+  e.spec_yaml = spec.source_text;
+  e.spec = SpecToJson(spec);
+  e.snapshot_hash = snap.hash;
+  e.git_commit = snap.git_commit;
+  e.git_diff = snap.git_diff;
+  e.created_ms = clock_.Now();
+
+  SubmitResult result;
+  result.snapshot = snap;
+  // Its own transaction, even inside the loop's: a submit that fails leaves nothing behind.
+  if (in_tx_) DROVER_RETURN_IF_ERROR(Flush());
+  DROVER_RETURN_IF_ERROR(store_.Begin());
+  auto commit = [&]() -> Status {
+    DROVER_RETURN_IF_ERROR(store_.PutSnapshot(snap));
+    DROVER_RETURN_IF_ERROR(store_.InsertExperiment(e));
+    for (size_t i = 0; i < runs_params.size(); ++i) {
+      Run r;
+      r.experiment_id = e.id;
+      r.index = static_cast<int>(i);
+      r.params = runs_params[i];
+      r.current_params = runs_params[i];
+      r.fingerprint = Fingerprint(spec, argvs[i], runs_params[i], snap.hash);
+      r.priority = spec.priority;
+      r.resources = spec.resources;
+      r.created_ms = e.created_ms;
+      DROVER_RETURN_IF_ERROR(store_.InsertRun(r));
+      result.runs.push_back(r);
+    }
+    Event ev;
+    ev.t_ms = e.created_ms;
+    ev.kind = std::string(ToString(EventKind::kExperimentSubmitted));
+    ev.experiment_id = e.id;
+    ev.data = {{"name", e.name}, {"runs", runs_params.size()}, {"snapshot", snap.hash}};
+    DROVER_RETURN_IF_ERROR(store_.InsertEvent(ev));
+    return store_.Commit();
+  }();
+  if (!commit.ok()) {
+    (void)store_.Rollback();
+    return commit;
+  }
+  result.experiment_id = e.id;
+  if (observer_) observer_->OnExperimentSubmitted(e, result.runs);
+  if (options_.capture_environment) CaptureEnvironment(e.id, argvs, spec);
+
+  ExperimentEntry* ep = entry.get();
+  ep->unfinished = static_cast<int>(result.runs.size());
+  experiments_[e.id] = std::move(entry);
+  for (const Run& r : result.runs) {
+    auto live = std::make_unique<Live>();
+    live->run = r;
+    live->exp = ep;
+    live_[r.id] = std::move(live);
+  }
+  if (result.runs.empty()) {
+    (void)store_.UpdateExperimentStatus(e.id, "done");
+  }
+  return result;
+}
+
+void Engine::CaptureEnvironment(int64_t experiment_id,
+                                const std::vector<std::vector<std::string>>& argvs,
+                                const Spec& spec) {
+  // Once per experiment and interpreter, not per run: a sweep shares one interpreter.
+  std::set<std::string> interpreters;
+  for (const auto& argv : argvs) {
+    if (argv.empty()) continue;
+    std::string program = argv[0];
+    if (spec.shell) program = "";  // the script's interpreter is not known
+    interpreters.insert(IsPython(program) ? program : "");
+  }
+  if (!env_capture_) {
+    env_capture_ = std::make_unique<EnvironmentCapture>(
+        [this] { return probe_.Kind() == "none" ? std::string() : probe_.Describe(); },
+        options_.watch.environment.package_list_timeout_ms);
+  }
+  EnvironmentRequest req;
+  req.experiment_id = experiment_id;
+  req.interpreters.assign(interpreters.begin(), interpreters.end());
+  req.workdir = spec.workdir;
+  req.hostname = hostname_;
+  env_capture_->Start(std::move(req));
+}
+
+void Engine::StoreEnvironments(bool wait) {
+  if (!env_capture_) return;
+  if (wait) env_capture_->WaitIdle();
+  for (const Environment& env : env_capture_->TakeFinished()) {
+    Tx();
+    if (Status st = store_.PutEnvironment(env); !st.ok()) Fail(st);
+  }
+}
+
+}  // namespace drover

@@ -97,6 +97,9 @@ std::string CheckIsolation(const fs::path& dir, bool expect_overlay) {
   auto snap = TakeSnapshot(work.string(), (dir / "snapshots").string());
   if (!snap.ok()) return "snapshot: " + snap.status().ToString();
   WorkingCopies copies = WorkingCopies::Probe((dir / "runs").string());
+  // A kernel or container that refuses overlays (no user namespaces, no CAP_SYS_ADMIN) gets
+  // copies: the engine's fallback, tested below; here the test is skipped, saying why.
+  if (expect_overlay && !copies.overlay()) return "SKIP: " + copies.why_not();
   expect(copies.overlay() == expect_overlay,
          "overlay() is " + std::to_string(copies.overlay()) + " (" + copies.why_not() + ")");
   PosixLauncher launcher;
@@ -150,7 +153,9 @@ class WorkingCopyTest : public ::testing::Test {
 
 TEST_F(WorkingCopyTest, ARunChangesNeitherTheSnapshotNorAnotherRun) {
   // As whoever runs the tests (root on CI): a private mount namespace.
-  EXPECT_EQ(CheckIsolation(dir_, /*expect_overlay=*/true), "");
+  std::string failures = CheckIsolation(dir_, /*expect_overlay=*/true);
+  if (failures.starts_with("SKIP: ")) GTEST_SKIP() << "overlays cannot be mounted: " << failures;
+  EXPECT_EQ(failures, "");
 }
 
 TEST_F(WorkingCopyTest, AsAnOrdinaryUserToo) {
@@ -191,6 +196,7 @@ TEST_F(WorkingCopyTest, AsAnOrdinaryUserToo) {
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  if (failures.starts_with("SKIP: ")) GTEST_SKIP() << "overlays cannot be mounted: " << failures;
   EXPECT_EQ(failures, "");
 }
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "gpu/gpu_probe.h"
+#include "model/gpu.h"
 #include "model/spec.h"
 
 namespace drover {

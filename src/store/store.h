@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "gpu/gpu_probe.h"
+#include "model/gpu.h"
 #include "model/run.h"
 
 struct sqlite3;

@@ -82,6 +82,12 @@ Result<Captured> RunAndCapture(const std::vector<std::string>& args, const Captu
     killed_at = SteadyClock::now();
   };
   for (;;) {
+    // Checked on every pass, not only when poll times out: a helper whose output never stops
+    // would otherwise never be timed out, and a killed one never given up on.
+    if (killed == Why::kNone && opts.timeout_ms > 0 && SteadyClock::now() >= deadline) {
+      kill_group(Why::kTimeout);
+    }
+    if (killed != Why::kNone && SteadyClock::now() >= killed_at + std::chrono::seconds(1)) break;
     // Deadlines are monotonic: a wall-clock step never shortens or stretches a helper's time.
     int wait_ms = -1;
     if (killed != Why::kNone) {

@@ -83,8 +83,7 @@ objective: {metric: val_acc, mode: max}
 TEST_F(EngineTest, TheDigitsComparisonOnTwoCpuSlotsRunsOneRunPerGpuAtATime) {
   // examples/digits/compare.yaml's shape on --fake-gpus 2x16GiB with 2 CPU slots (a 2-core
   // machine), and 6 runs of 5 GiB: no GPU ever holds two runs while the other idles.
-  for (const auto& [params, memory] :
-       std::vector<std::pair<std::string, std::string>>{
+  for (const auto& [params, memory] : std::vector<std::pair<std::string, std::string>>{
            {"{model: [mlp, cnn], batch_size: [32, 64]}", "6GiB"},
            {"{i: [1, 2, 3, 4, 5, 6]}", "5GiB"}}) {
     Spec spec = ParseSpec("name: compare\ncommand: python train.py\nparams: " + params +

@@ -80,7 +80,13 @@ void EnvironmentCapture::Work() {
     working_ = true;
     lock.unlock();
     std::vector<Environment> envs;
-    for (const auto& interp : r.interpreters) envs.push_back(Capture(r, interp));
+    for (const auto& interp : r.interpreters) {
+      {
+        std::lock_guard<std::mutex> stopping(mu_);
+        if (stop_) break;  // shutting down: not one more listing
+      }
+      envs.push_back(Capture(r, interp));
+    }
     lock.lock();
     for (auto& e : envs) finished_.push_back(std::move(e));
     working_ = false;

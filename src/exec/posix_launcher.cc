@@ -1,6 +1,7 @@
 #include "exec/posix_launcher.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -8,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -240,8 +242,21 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
       posix_spawnattr_destroy(&attr);
       return ErrnoStatus("cannot start '" + prog + "': cannot create a pipe");
     }
+    // For closing our descriptors in the child where close_range(2) is missing (Linux < 5.9,
+    // some seccomp profiles): the highest descriptor there can be, taken before the fork.
+    const int max_fd = static_cast<int>(std::min<long>(sysconf(_SC_OPEN_MAX), 1 << 16));
     pid = fork();
     if (pid == 0) {
+      auto close_from_3 = [&](bool on_exec) {
+        if (close_range(3, ~0U, on_exec ? CLOSE_RANGE_CLOEXEC : 0) == 0) return;
+        for (int fd = 3; fd < max_fd; ++fd) {
+          if (on_exec) {
+            fcntl(fd, F_SETFD, FD_CLOEXEC);
+          } else {
+            close(fd);
+          }
+        }
+      };
       auto fail = [&](int e, const char* step) {
         (void)!write(report[1], &e, sizeof e);
         (void)!write(report[1], step, strlen(step));
@@ -264,11 +279,11 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
       if (cwd != nullptr && chdir(cwd) != 0) fail(errno, "entering the working directory");
       if (fork_shim) {
         close(report[1]);
-        close_range(3, ~0U, 0);  // nothing of ours (store, sockets, other runs) reaches the run
+        close_from_3(false);  // nothing of ours (store, sockets, other runs) reaches the run
         ShimMain(task);
       }
       // Nothing of ours reaches the run either; the report pipe closes on exec.
-      close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+      close_from_3(true);
       sigset_t none;
       sigemptyset(&none);
       for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP, SIGQUIT}) signal(sig, SIG_DFL);
@@ -276,17 +291,33 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
       execve(exec_path, argv.data(), envp.data());
       fail(errno, "exec");
     }
+    const int fork_errno = errno;
     close(report[1]);
     if (pid < 0) {
-      err = errno;
+      err = fork_errno;
     } else {
       // Both sides set the group, so it exists before anyone signals it.
       setpgid(pid, pid);
       char buf[256];
       std::string got;
-      for (ssize_t n; (n = read(report[0], buf, sizeof buf)) != 0;) {
+      // The child's setup is a few syscalls; a mount that hangs (the store on a dead network
+      // file system) must not hold the engine's loop: 30 s, then the start fails.
+      const int64_t give_up = MonotonicMs() + 30'000;
+      for (;;) {
+        pollfd p{report[0], POLLIN, 0};
+        int64_t left = give_up - MonotonicMs();
+        int r = left > 0 ? poll(&p, 1, static_cast<int>(left)) : 0;
+        if (r < 0 && errno == EINTR) continue;
+        if (r == 0) {
+          kill(pid, SIGKILL);
+          int e = ETIMEDOUT;
+          got.assign(reinterpret_cast<const char*>(&e), sizeof e);
+          got += "setting up its working copy (timed out after 30 s)";
+          break;
+        }
+        ssize_t n = read(report[0], buf, sizeof buf);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) break;
+        if (n <= 0) break;
         got.append(buf, static_cast<size_t>(n));
       }
       if (got.size() >= sizeof(int)) {

@@ -2,8 +2,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -101,7 +101,11 @@ WorkingCopies WorkingCopies::Probe(const std::string& scratch_dir) {
   std::string dir = (fs::path(scratch_dir) / ".overlay-probe-XXXXXX").string();
   if (mkdtemp(dir.data()) == nullptr)
     return CopyOnly("cannot create a probe folder in " + scratch_dir);
-  auto cleanup = [&] { fs::remove_all(dir, ec); };
+  auto cleanup = [&] {
+    // overlayfs leaves its own work/work folder without permissions when it mounts as a user.
+    chmod((dir + "/work/work").c_str(), 0700);
+    fs::remove_all(dir, ec);
+  };
   OverlayMount m{dir + "/lower", dir + "/upper", dir + "/work"};
   std::string target = dir + "/merged";
   for (const std::string* p : {&m.lower, &m.upper, &m.work, &target}) {
@@ -226,7 +230,11 @@ Result<WorkingCopy> WorkingCopies::Prepare(const Snapshot& snapshot, const RunFi
   OverlayMount m{snapshot.path, files.changes, files.overlay_scratch};
   struct stat st;
   if (stat(m.upper.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-    w.overlay = m;  // an earlier attempt's overlay: its changes are kept for this one
+    // An earlier attempt's overlay: its changes are kept for this one (and its mount point and
+    // scratch folder made again if a crash came between them).
+    DROVER_RETURN_IF_ERROR(MakeDir(m.work));
+    DROVER_RETURN_IF_ERROR(MakeDir(w.path));
+    w.overlay = m;
     return w;
   }
   if (stat(w.path.c_str(), &st) == 0) return w;  // an earlier attempt's copy
@@ -241,10 +249,13 @@ Result<WorkingCopy> WorkingCopies::Prepare(const Snapshot& snapshot, const RunFi
                     "'; the store's snapshots folder was changed by hand");
   }
   fs::create_directories(fs::path(m.upper).parent_path(), ec);
-  // The upper layer last: its presence says the other two are there.
-  DROVER_RETURN_IF_ERROR(MakeDir(w.path));
+  if (ec) return Status(Code::kIo, "cannot create '" + fs::path(m.upper).parent_path().string() +
+                                       "': " + ec.message());
+  // The upper layer before the mount point: a folder runs/<id>/ without changes/<id>/ beside it
+  // is a copy, so an attempt cut short here must not leave the mount point alone.
   DROVER_RETURN_IF_ERROR(MakeDir(m.work));
   DROVER_RETURN_IF_ERROR(MakeDir(m.upper));
+  DROVER_RETURN_IF_ERROR(MakeDir(w.path));
   w.overlay = m;
   return w;
 }

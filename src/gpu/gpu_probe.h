@@ -23,7 +23,8 @@ class GpuProbe {
   virtual std::string Describe() = 0;
 };
 
-// For Describe(): one line per device (or the error listing them), then `nvidia-smi -q` when it runs.
+// For Describe(): one line per device (or the error listing them), then `nvidia-smi -q` when it
+// runs.
 std::string DescribeDevicesAndSmi(const Result<std::vector<GpuDevice>>& devices);
 
 // "2x16GiB", "16GiB,24GiB", "1x80GB,2x16GiB". Errors say the accepted forms.

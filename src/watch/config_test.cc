@@ -60,8 +60,9 @@ TEST(WatchConfigTest, EnvironmentSectionSetsThePackageListTimeout) {
   auto c = Parse("environment: {package_list_timeout: 3s}\n");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->environment.package_list_timeout_ms, 3000);
-  EXPECT_NE(Error("environment: {package_list_timout: 3s}\n").find("did you mean 'package_list_timeout'"),
-            std::string::npos);
+  EXPECT_NE(
+      Error("environment: {package_list_timout: 3s}\n").find("did you mean 'package_list_timeout'"),
+      std::string::npos);
   // Written at the top by mistake: the message names its section.
   EXPECT_NE(Error("package_list_timeout: 3s\n").find("environment"), std::string::npos);
 }
@@ -468,8 +469,9 @@ TEST(WatchConfigTest, BadSchedulerSection) {
             "0.8");
   EXPECT_NE(Error("scheduler:\n  grace: soon\n").find("watch.yaml:2:10: scheduler.grace: "),
             std::string::npos);
-  EXPECT_NE(Error("scheduler:\n  gpu_reserve: lots\n").find("watch.yaml:2:16: "
-                                                            "scheduler.gpu_reserve: "),
+  EXPECT_NE(Error("scheduler:\n  gpu_reserve: lots\n")
+                .find("watch.yaml:2:16: "
+                      "scheduler.gpu_reserve: "),
             std::string::npos);
   EXPECT_EQ(Error("scheduler:\n  las_threshold: 0s\n"),
             "watch.yaml:2:18: scheduler.las_threshold must be at least 1ms, got '0s'; write a "

@@ -565,7 +565,10 @@ Result<ProcessExit> ReadExitFile(const std::string& path) {
 Result<ShimStart> ReadShimStart(const std::string& path) {
   DROVER_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path));
   size_t end = text.find('\n');
-  if (end == std::string::npos) return NotFound("exit file '" + path + "' has no start line yet");
+  // No line yet, or only the end (the shim could not write its start line).
+  if (end == std::string::npos || text[0] == '{') {
+    return NotFound("exit file '" + path + "' has no start line");
+  }
   ShimStart s;
   char* rest = nullptr;
   std::string first = text.substr(0, end);

@@ -390,6 +390,8 @@ TEST_P(ShimTest, ReadExitFileErrors) {
   EXPECT_NE(bad.status().message().find("not a shim's exit record"), std::string::npos);
   std::ofstream(dir_ + "/nostart") << "hello\n";
   EXPECT_EQ(ReadShimStart(dir_ + "/nostart").status().code(), Code::kInternal);
+  std::ofstream(dir_ + "/endonly") << "{\"exit_code\": 0, \"signal\": 0}\n";
+  EXPECT_EQ(ReadShimStart(dir_ + "/endonly").status().code(), Code::kNotFound);
   std::ofstream(dir_ + "/empty") << "";
   EXPECT_EQ(ReadShimStart(dir_ + "/empty").status().code(), Code::kNotFound);
 }

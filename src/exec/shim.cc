@@ -32,21 +32,28 @@ bool IsExecutableFile(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
 }
 
-void AppendJsonString(std::string* out, std::string_view s) {
-  out->push_back('"');
-  for (char c : s) {
+// Writes `s` as a JSON string into out[0..cap) (cut short to fit) and returns its length. No
+// allocation: the shim runs in a child forked from a process with other threads.
+size_t JsonString(char* out, size_t cap, const char* s) {
+  static const char kHex[] = "0123456789abcdef";
+  size_t n = 0;
+  auto put = [&](char c) {
+    if (n + 1 < cap) out[n++] = c;
+  };
+  put('"');
+  for (; *s != '\0' && n + 8 < cap; ++s) {
+    unsigned char c = static_cast<unsigned char>(*s);
     if (c == '"' || c == '\\') {
-      out->push_back('\\');
-      out->push_back(c);
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char esc[8];
-      std::snprintf(esc, sizeof esc, "\\u%04x", c);
-      out->append(esc);
+      put('\\');
+      put(static_cast<char>(c));
+    } else if (c < 0x20) {
+      for (char e : {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]}) put(e);
     } else {
-      out->push_back(c);
+      put(static_cast<char>(c));
     }
   }
-  out->push_back('"');
+  put('"');
+  return n;
 }
 
 bool WriteAll(int fd, const char* data, size_t n) {
@@ -189,16 +196,22 @@ void ShimMain(const ShimTask& task) {
   int len = 0;
   if (err != 0) {
     exit_code = 127;
+    // Fixed buffers and write(2) only: no allocation, no stdio lock, in a forked child.
+    // strerrordesc_np, unlike strerror, takes no locale lock and allocates nothing.
+    const char* why = strerrordesc_np(err);
     char message[256];
-    std::snprintf(message, sizeof message, "cannot start '%s': %s", task.argv[0],
-                  std::strerror(err));
-    std::fprintf(stderr, "%s\n", message);
-    std::string error_line =
-        "{\"exit_code\": 127, \"signal\": 0, \"ended_ms\": " + std::to_string(WallMs()) +
-        ", \"error\": ";
-    AppendJsonString(&error_line, message);
-    error_line += "}\n";
-    len = std::snprintf(line, sizeof line, "%s", error_line.c_str());
+    int m = std::snprintf(message, sizeof message, "cannot start '%s': %s", task.argv[0],
+                          why ? why : "unknown error");
+    if (m > 0) {
+      (void)WriteAll(2, message, std::min(static_cast<size_t>(m), sizeof message - 1));
+      (void)WriteAll(2, "\n", 1);
+    }
+    len = std::snprintf(line, sizeof line,
+                        "{\"exit_code\": 127, \"signal\": 0, \"ended_ms\": %lld, \"error\": ",
+                        static_cast<long long>(WallMs()));
+    len += static_cast<int>(JsonString(line + len, sizeof line - len - 3, message));
+    line[len++] = '}';
+    line[len++] = '\n';
   } else {
     int status = 0;
     pid_t w;

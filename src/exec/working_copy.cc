@@ -249,8 +249,9 @@ Result<WorkingCopy> WorkingCopies::Prepare(const Snapshot& snapshot, const RunFi
                     "'; the store's snapshots folder was changed by hand");
   }
   fs::create_directories(fs::path(m.upper).parent_path(), ec);
-  if (ec) return Status(Code::kIo, "cannot create '" + fs::path(m.upper).parent_path().string() +
-                                       "': " + ec.message());
+  if (ec)
+    return Status(Code::kIo, "cannot create '" + fs::path(m.upper).parent_path().string() +
+                                 "': " + ec.message());
   // The upper layer before the mount point: a folder runs/<id>/ without changes/<id>/ beside it
   // is a copy, so an attempt cut short here must not leave the mount point alone.
   DROVER_RETURN_IF_ERROR(MakeDir(m.work));

@@ -225,7 +225,15 @@ void Engine::RunCommands() {
     std::lock_guard<std::mutex> lock(commands_mu_);
     batch.swap(commands_);
   }
-  for (auto& c : batch) c.reply.set_value(Dispatch(c.command));
+  for (auto& c : batch) {
+    // A command never takes the loop down with it: whatever it throws becomes its error reply.
+    try {
+      c.reply.set_value(Dispatch(c.command));
+    } catch (const std::exception& e) {
+      spdlog::error("engine command {} failed: {}", NameOf(c.command), e.what());
+      c.reply.set_value(Internal(std::string(NameOf(c.command)) + " failed: " + e.what()));
+    }
+  }
 }
 
 Status Engine::Loop(EngineObserver* observer, bool serve) {

@@ -200,7 +200,8 @@ class Engine {
   void SetState(Live& live, RunEvent event, const std::string& note, Instant now);
   void Release(Live& live);
   void Retire(int64_t run_id);
-  std::vector<std::string> RunEnv(const Live& live, const Attempt& attempt) const;
+  std::vector<std::string> RunEnv(const Live& live, const Attempt& attempt,
+                                  const std::string& checkpoint_dir) const;
   // Watching (engine_watch.cc).
   void RaiseAlert(Alert alert, Millis now);
   void RaiseRunAlert(const Live& live, const watch::Finding& f, const std::string& key_suffix,

@@ -64,7 +64,8 @@ void Engine::Preempt(Live& live, const std::string& why, Instant now) {
   if (Stop(live, StopReason::kPreempt, now, grace)) live.preempt_why = why;
 }
 
-std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt) const {
+std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt,
+                                        const std::string& checkpoint_dir) const {
   std::map<std::string, std::string> env;
   for (const auto& kv : options_.base_env) {
     auto eq = kv.find('=');
@@ -87,8 +88,7 @@ std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt
   env["DROVER_PARAMS"] = attempt.params.dump();
   env["DROVER_STORE"] = options_.store_dir;
   // One folder per run, kept across attempts, so a retried run can resume from a checkpoint.
-  env["DROVER_CHECKPOINT_DIR"] =
-      RunFiles::In(options_.store_dir, live.run.experiment_id, live.run.id).checkpoints;
+  env["DROVER_CHECKPOINT_DIR"] = checkpoint_dir;
   // `import drover` works in every run: the client that ships with this drover comes first.
   if (!python_client_dir_.empty()) {
     auto it = env.find("PYTHONPATH");
@@ -173,7 +173,7 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
   if (launch.ok()) {
     LaunchSpec ls;
     ls.argv = a.argv;
-    ls.env = RunEnv(live, a);
+    ls.env = RunEnv(live, a, files.checkpoints);
     ls.cwd = a.workdir;
     ls.stdout_path = a.stdout_path;
     ls.stderr_path = a.stderr_path;

@@ -119,6 +119,9 @@ int RunSpec(Globals& g, const RunFlags& f) {
     return code;
   }
 
+  // Before any thread starts: the launcher blocks SIGINT/SIGTERM/SIGCHLD (the engine takes them
+  // in its loop) and forks its spawner while this process is small (exec/spawner.h).
+  PosixLauncher launcher(PosixLauncher::ForkFrom::kSpawner);
   if (Status st = CheckStoreDir(g); !st.ok()) return ReportError(st);
   auto setup = PrepareEngine(g, fake, f.watch);
   if (!setup.ok()) return ReportError(setup.status());
@@ -127,7 +130,6 @@ int RunSpec(Globals& g, const RunFlags& f) {
   auto store = OpenStore(g, /*create=*/true);
   if (!store.ok()) return ReportError(store.status());
 
-  PosixLauncher launcher;  // blocks SIGINT/SIGTERM/SIGCHLD: the engine takes them in its loop
   RealClock clock;
   EngineOptions opts;
   opts.store_dir = StoreDir(g);

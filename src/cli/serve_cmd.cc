@@ -102,6 +102,10 @@ Result<std::pair<std::string, int>> ParseListen(const std::string& listen) {
 int Serve(Globals& g, const ServeFlags& f) {
   auto listen = ParseListen(f.listen);
   if (!listen.ok()) return ReportError(listen.status());
+  // First, before any thread starts: the launcher blocks SIGINT/SIGTERM/SIGHUP/SIGCHLD, and the
+  // HTTP threads inherit that mask, so those signals reach only the engine's loop; and it forks
+  // its spawner while this process is still small (exec/spawner.h).
+  PosixLauncher launcher(PosixLauncher::ForkFrom::kSpawner);
   // A daemon's log is read later (journalctl, a file): stamp each line, and keep info lines
   // (alerts of severity info, runs stopped as diverged).
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] %^%l%$: %v");
@@ -120,9 +124,6 @@ int Serve(Globals& g, const ServeFlags& f) {
   auto store = OpenStore(g, /*create=*/true);
   if (!store.ok()) return ReportError(store.status());
 
-  // Before any thread starts: the launcher blocks SIGINT/SIGTERM/SIGHUP/SIGCHLD, and the HTTP
-  // threads inherit that mask, so those signals reach only the engine's loop.
-  PosixLauncher launcher;
   RealClock clock;
   EngineOptions opts;
   opts.store_dir = StoreDir(g);

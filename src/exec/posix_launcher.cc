@@ -17,7 +17,9 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "exec/child.h"
 #include "exec/shim.h"
+#include "exec/spawner.h"
 
 extern char** environ;
 
@@ -95,7 +97,7 @@ Status OpenOutput(const std::string& path, int* fd) {
 
 }  // namespace
 
-PosixLauncher::PosixLauncher() {
+PosixLauncher::PosixLauncher(ForkFrom fork_from) {
   // SIGCHLD, SIGINT, SIGTERM and SIGHUP are taken synchronously with sigtimedwait() in Wait(), so
   // no handler runs at an awkward moment and a child ending between a reap and the wait is never
   // missed (its SIGCHLD stays pending).
@@ -107,6 +109,10 @@ PosixLauncher::PosixLauncher() {
   char buf[4096];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
   shim_argv0_ = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("drover");
+  if (fork_from == ForkFrom::kSpawner) {
+    // Without one, runs are forked from this process: slower, the same otherwise.
+    if (auto spawner = Spawner::Start(); spawner.ok()) spawner_ = std::move(*spawner);
+  }
 }
 
 void PosixLauncher::SetShimBinary(std::string path) {
@@ -119,6 +125,8 @@ void PosixLauncher::SetShimBinary(std::string path) {
   shim_argv0_ = std::move(path);
   exec_shim_ = true;
 }
+
+int PosixLauncher::spawner_pid() const { return spawner_ ? static_cast<int>(spawner_->pid()) : -1; }
 
 PosixLauncher::~PosixLauncher() {
   // Runs still going are left alone: ending them is the engine's decision, not the destructor's.
@@ -218,118 +226,45 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
   std::string failed_step;  // what the forked child could not do
   const bool fork_shim = shim && !exec_shim_;
   if (fork_shim || !spec.overlay.empty()) {
-    // Forked rather than spawned: the shim is a fork of this process, not a new exec of drover
-    // (loading drover's libraries for every run would cost more than the run itself for short
-    // runs: bench/README.md), and an overlay is mounted in the child's own mount namespace
-    // before exec. All the child needs is prepared here, so it allocates nothing.
-    ShimTask task;
+    // Forked rather than spawned: the shim lives as long as the run, so it cannot be a vfork,
+    // and it is a fork of drover, not a new exec of it (loading drover's libraries for every run
+    // would cost more than the run itself for short runs: bench/README.md); an overlay is mounted
+    // in the child's own mount namespace before exec. The spawner forks it when there is one.
+    ChildPlan plan;
+    plan.shim = fork_shim;
+    plan.exit_path = spec.exit_path;
+    plan.program = resolved;
+    plan.exec_path = shim ? shim_path_ : resolved;
+    // Under the shim the run's own argv (the shim starts it); exec'd, the whole argv above.
     if (fork_shim) {
-      task.exit_path = spec.exit_path.c_str();
-      task.program = resolved.c_str();
-      task.argv = argv.data() + 4;  // past "<drover> __shim <exit_path> --"
-      task.envp = envp.data();
-    }
-    const char* exec_path = shim ? shim_path_.c_str() : resolved.c_str();
-    const char* cwd = spec.cwd.empty() ? nullptr : spec.cwd.c_str();
-    const bool mount_overlay = !spec.overlay.empty();
-    // The child reports a failed step through this pipe (errno, then the step's name); it closes
-    // on exec or once the shim has taken over, so an empty read means the start went well.
-    int report[2];
-    if (pipe2(report, O_CLOEXEC) != 0) {
-      close(out_fd);
-      if (err_fd != out_fd) close(err_fd);
-      posix_spawn_file_actions_destroy(&actions);
-      posix_spawnattr_destroy(&attr);
-      return ErrnoStatus("cannot start '" + prog + "': cannot create a pipe");
-    }
-    // For closing our descriptors in the child where close_range(2) is missing (Linux < 5.9,
-    // some seccomp profiles): the highest descriptor there can be, taken before the fork.
-    const int max_fd = static_cast<int>(std::min<long>(sysconf(_SC_OPEN_MAX), 1 << 16));
-    pid = fork();
-    if (pid == 0) {
-      auto close_from_3 = [&](bool on_exec) {
-        if (close_range(3, ~0U, on_exec ? CLOSE_RANGE_CLOEXEC : 0) == 0) return;
-        for (int fd = 3; fd < max_fd; ++fd) {
-          if (on_exec) {
-            fcntl(fd, F_SETFD, FD_CLOEXEC);
-          } else {
-            close(fd);
-          }
-        }
-      };
-      auto fail = [&](int e, const char* step) {
-        (void)!write(report[1], &e, sizeof e);
-        (void)!write(report[1], step, strlen(step));
-        _exit(127);
-      };
-      // The child: lead a new group, take the run's stdio and folder, then run or supervise it.
-      setpgid(0, 0);
-      int devnull = open("/dev/null", O_RDONLY);
-      if (devnull >= 0 && devnull != 0) {
-        dup2(devnull, 0);
-        close(devnull);
-      }
-      dup2(out_fd, 1);
-      dup2(err_fd, 2);
-      if (mount_overlay) {
-        const char* step = "";
-        if (int e = EnterOverlay(overlay, &step); e != 0) fail(e, step);
-      }
-      // After the mount: a cwd taken before it would be the empty folder under the overlay.
-      if (cwd != nullptr && chdir(cwd) != 0) fail(errno, "entering the working directory");
-      if (fork_shim) {
-        close(report[1]);
-        close_from_3(false);  // nothing of ours (store, sockets, other runs) reaches the run
-        ShimMain(task);
-      }
-      // Nothing of ours reaches the run either; the report pipe closes on exec.
-      close_from_3(true);
-      sigset_t none;
-      sigemptyset(&none);
-      for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP, SIGQUIT}) signal(sig, SIG_DFL);
-      sigprocmask(SIG_SETMASK, &none, nullptr);
-      execve(exec_path, argv.data(), envp.data());
-      fail(errno, "exec");
-    }
-    const int fork_errno = errno;
-    close(report[1]);
-    if (pid < 0) {
-      err = fork_errno;
+      plan.argv = spec.argv;
     } else {
-      // Both sides set the group, so it exists before anyone signals it.
-      setpgid(pid, pid);
-      char buf[256];
-      std::string got;
-      // The child's setup is a few syscalls; a mount that hangs (the store on a dead network
-      // file system) must not hold the engine's loop: 30 s, then the start fails.
-      const int64_t give_up = MonotonicMs() + 30'000;
-      for (;;) {
-        pollfd p{report[0], POLLIN, 0};
-        int64_t left = give_up - MonotonicMs();
-        int r = left > 0 ? poll(&p, 1, static_cast<int>(left)) : 0;
-        if (r < 0 && errno == EINTR) continue;
-        if (r == 0) {
-          kill(pid, SIGKILL);
-          int e = ETIMEDOUT;
-          got.assign(reinterpret_cast<const char*>(&e), sizeof e);
-          got += "setting up its working copy (timed out after 30 s)";
-          break;
-        }
-        ssize_t n = read(report[0], buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        got.append(buf, static_cast<size_t>(n));
-      }
-      if (got.size() >= sizeof(int)) {
-        std::memcpy(&err, got.data(), sizeof(int));
-        failed_step = got.substr(sizeof(int));
-        int status = 0;
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-        }
-        if (err == 0) err = EIO;
+      for (size_t i = 0; i + 1 < argv.size(); ++i) plan.argv.emplace_back(argv[i]);
+    }
+    plan.env = spec.env;
+    plan.cwd = spec.cwd;
+    plan.mount_overlay = !spec.overlay.empty();
+    plan.overlay = std::move(overlay);
+    ForkOutcome outcome;
+    bool forked = false;
+    if (spawner_ != nullptr) {
+      if (Result<ForkOutcome> r = spawner_->Fork(plan, out_fd, err_fd); r.ok()) {
+        outcome = std::move(*r);
+        forked = true;
+      } else {
+        spawner_.reset();  // gone: fork by ourselves from now on
       }
     }
-    close(report[0]);
+    if (!forked) outcome = ForkChild(plan, out_fd, err_fd, /*clone_parent=*/false);
+    pid = outcome.pid;
+    err = outcome.err;
+    failed_step = std::move(outcome.failed_step);
+    if (err != 0 && pid > 0) {
+      // The child exited after reporting (or was killed): reap it, it is not a run.
+      int status = 0;
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
   } else {
     // glibc reports failures of the child's setup (chdir, dup2) and of exec through the return
     // value (it spawns with CLONE_VFORK and passes the errno back), so no error is lost.

@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,9 +15,14 @@
 
 namespace drover {
 
+class Spawner;
+
 class PosixLauncher : public ProcessLauncher {
  public:
-  PosixLauncher();
+  // Where runs that need a fork (a shim, an overlay) are forked from: this process, or a spawner
+  // (exec/spawner.h) forked now, while the caller is still small and single-threaded.
+  enum class ForkFrom { kThisProcess, kSpawner };
+  explicit PosixLauncher(ForkFrom fork_from = ForkFrom::kThisProcess);
   ~PosixLauncher() override;
   Result<int> Start(const LaunchSpec& spec) override;
   void SignalGroup(int pgid, int sig) override;
@@ -29,6 +35,9 @@ class PosixLauncher : public ProcessLauncher {
   // the given drover binary is exec'd in `__shim` mode instead; tests cover both ways.
   void SetShimBinary(std::string path);
   const std::string& shim_binary() const { return shim_argv0_; }
+  // Whether runs are forked by a spawner (it may be gone: then by this process again).
+  bool has_spawner() const { return spawner_ != nullptr; }
+  int spawner_pid() const;  // -1 without one
 
   // Adopted shims send no SIGCHLD: while any is watched, Wait() looks at them this often.
   static constexpr int64_t kAdoptedPollMs = 100;
@@ -47,7 +56,8 @@ class PosixLauncher : public ProcessLauncher {
   std::map<int, Adopted> adopted_;   // adopted shims not yet reported
   std::string shim_path_;            // what is spawned as the shim
   std::string shim_argv0_;           // its argv[0]: the binary's real path
-  bool exec_shim_ = false;           // exec shim_path_ (SetShimBinary) instead of forking
+  bool exec_shim_ = false;
+  std::unique_ptr<Spawner> spawner_;  // null: fork from this process           // exec shim_path_ (SetShimBinary) instead of forking
   sigset_t old_mask_;  // the calling thread's mask before the constructor, restored after
 };
 

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -64,15 +65,23 @@ std::string DroverBin() {
   return ec ? path : abs.string();
 }
 
-// Every test runs twice: with the shim as a fork() of the launcher (what drover does) and with
-// the built drover exec'd in `__shim` mode.
-class ShimTest : public ::testing::TestWithParam<bool> {
+// Every test runs three ways: with the shim forked by the launcher's spawner (what the daemon
+// does), as a fork() of the launcher itself, and with the built drover exec'd in `__shim` mode.
+enum class ShimMode { kFork, kSpawner, kExec };
+
+class ShimTest : public ::testing::TestWithParam<ShimMode> {
  protected:
+  ShimTest()
+      : owned_(std::make_unique<PosixLauncher>(GetParam() == ShimMode::kSpawner
+                                                   ? PosixLauncher::ForkFrom::kSpawner
+                                                   : PosixLauncher::ForkFrom::kThisProcess)),
+        launcher_(*owned_) {}
   void SetUp() override {
     bin_ = DroverBin();
     ASSERT_EQ(access(bin_.c_str(), X_OK), 0)
         << "the shim tests need the built drover: set DROVER_BIN (CTest does), tried " << bin_;
-    if (GetParam()) launcher_.SetShimBinary(bin_);
+    if (GetParam() == ShimMode::kExec) launcher_.SetShimBinary(bin_);
+    ASSERT_EQ(launcher_.has_spawner(), GetParam() == ShimMode::kSpawner);
     std::string tmpl = (fs::temp_directory_path() / "drover-shim-XXXXXX").string();
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     dir_ = fs::canonical(tmpl).string();
@@ -156,7 +165,8 @@ class ShimTest : public ::testing::TestWithParam<bool> {
   std::string bin_;
   std::string dir_;
   std::string exit_path_;
-  PosixLauncher launcher_;
+  std::unique_ptr<PosixLauncher> owned_;
+  PosixLauncher& launcher_;
   std::set<int> started_;
   std::map<int, ProcessExit> others_;
 };
@@ -500,9 +510,15 @@ TEST_P(ShimTest, ReusedPidIsGoneAtOnceAndLeftAlone) {
 
 namespace drover {
 namespace {
-INSTANTIATE_TEST_SUITE_P(ForkAndExec, ShimTest, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& i) {
-                           return i.param ? std::string("exec") : std::string("fork");
+INSTANTIATE_TEST_SUITE_P(ForkSpawnerAndExec, ShimTest,
+                         ::testing::Values(ShimMode::kFork, ShimMode::kSpawner, ShimMode::kExec),
+                         [](const ::testing::TestParamInfo<ShimMode>& i) {
+                           switch (i.param) {
+                             case ShimMode::kFork: return std::string("fork");
+                             case ShimMode::kSpawner: return std::string("spawner");
+                             case ShimMode::kExec: return std::string("exec");
+                           }
+                           return std::string();
                          });
 }  // namespace
 }  // namespace drover

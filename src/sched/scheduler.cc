@@ -335,22 +335,43 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
     }
     return groups[it->second];
   };
+  // A run that cannot start in this pass whatever else starts in it stays out of the heaps: its
+  // backoff has not ended, its experiment already runs max_parallel runs, or every CPU slot is
+  // taken and it needs one. Starts only use up slots and raise the counts, so start() would skip
+  // it each time it came up; left in, a long queue behind a full machine would be popped whole
+  // on every pass (n log n per pass, for nothing). Its group still counts as waiting.
+  auto may_start = [&](const PendingRun& p) {
+    if (p.not_before_ms > now) return false;
+    if (auto limit = cluster.max_parallel.find(p.experiment_id);
+        limit != cluster.max_parallel.end() && limit->second > 0) {
+      auto it = cluster.running.find(p.experiment_id);
+      if (it != cluster.running.end() && it->second >= limit->second) return false;
+    }
+    return cluster.cpu_slots_total <= 0 ||
+           cluster.cpu_slots_used + p.resources.cpus <= cluster.cpu_slots_total;
+  };
   if (cluster.groups.empty()) {
     GroupQueue& all = group("");
     all.heap.reserve(queue.size());
-    for (const auto& p : queue) all.heap.push_back({RankOf(policy, InputOf(p, now)), &p});
+    for (const auto& p : queue) {
+      if (may_start(p)) all.heap.push_back({RankOf(policy, InputOf(p, now)), &p});
+    }
     for (const RunningRun& r : cluster.active) all.held += static_cast<int>(r.gpus.size());
   } else {
     for (const auto& p : queue) {
-      group(p.group).heap.push_back({RankOf(policy, InputOf(p, now)), &p});
+      GroupQueue& g = group(p.group);
+      if (may_start(p)) g.heap.push_back({RankOf(policy, InputOf(p, now)), &p});
     }
     for (const RunningRun& r : cluster.active) {
       group(r.group).held += static_cast<int>(r.gpus.size());
     }
   }
+  // The fewest CPU slots a run in the heaps needs: once fewer are free, the pass is over.
+  int64_t min_cpus = std::numeric_limits<int>::max();
   for (GroupQueue& g : groups) {
     std::make_heap(g.heap.begin(), g.heap.end(), Worse);
     g.left = g.heap.size();
+    for (const Entry& e : g.heap) min_cpus = std::min<int64_t>(min_cpus, std::max(0, e.run->resources.cpus));
   }
 
   // What this pass hands out is taken from a copy of the pool (not of the running runs, which it
@@ -570,6 +591,7 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
     if (!g) break;
     // Nothing left to hand out: the rest of the queue cannot start this pass.
     if (blocked && exhausted()) break;
+    if (c.cpu_slots_total > 0 && c.cpu_slots_used + min_cpus > c.cpu_slots_total) break;
     Entry e = g->Pop();
     if (e.run == first) continue;
     if (!g->Within(GpusOf(*e.run))) {
@@ -585,7 +607,7 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
     }
   }
   // Runs that need no GPU still start while CPU slots are free, even once the GPUs are gone.
-  if (c.cpu_slots_total <= 0 || c.cpu_slots_used < c.cpu_slots_total) {
+  if (c.cpu_slots_total <= 0 || c.cpu_slots_used + min_cpus <= c.cpu_slots_total) {
     std::vector<std::pair<Entry, size_t>> cpu_only;
     for (size_t gi = 0; gi < groups.size(); ++gi) {
       for (size_t i = 0; i < groups[gi].left; ++i) {

@@ -1,0 +1,159 @@
+#include "exec/child.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "exec/shim.h"
+
+namespace drover {
+
+namespace {
+
+int64_t MonotonicMs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1'000'000;
+}
+
+std::vector<char*> Pointers(const std::vector<std::string>& v) {
+  std::vector<char*> p;
+  p.reserve(v.size() + 1);
+  for (const std::string& s : v) p.push_back(const_cast<char*>(s.c_str()));
+  p.push_back(nullptr);
+  return p;
+}
+
+}  // namespace
+
+ForkOutcome ForkChild(const ChildPlan& plan, int out_fd, int err_fd, bool clone_parent) {
+  ForkOutcome outcome;
+  // All the child needs is prepared here, so it allocates nothing (the parent may have other
+  // threads, one of which may hold malloc's lock at the fork).
+  std::vector<char*> argv = Pointers(plan.argv);
+  std::vector<char*> envp = Pointers(plan.env);
+  ShimTask task;
+  if (plan.shim) {
+    task.exit_path = plan.exit_path.c_str();
+    task.program = plan.program.c_str();
+    task.argv = argv.data();
+    task.envp = envp.data();
+  }
+  const char* exec_path = plan.exec_path.c_str();
+  const char* cwd = plan.cwd.empty() ? nullptr : plan.cwd.c_str();
+  // The child reports a failed step through this pipe (errno, then the step's name); it closes
+  // on exec or once the shim has taken over, so an empty read means the start went well.
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) {
+    outcome.err = errno;
+    outcome.failed_step = "creating a pipe";
+    return outcome;
+  }
+  // For closing our descriptors in the child where close_range(2) is missing (Linux < 5.9,
+  // some seccomp profiles): the highest descriptor there can be, taken before the fork.
+  const int max_fd = static_cast<int>(std::min<long>(sysconf(_SC_OPEN_MAX), 1 << 16));
+  // CLONE_PARENT through the raw system call: glibc has no fork() that takes flags. Without a
+  // new stack it returns in the child like fork(); the caller is single-threaded then (the
+  // spawner), so no lock of libc can be held by a thread that the child lacks.
+  pid_t pid = clone_parent
+                  ? static_cast<pid_t>(syscall(SYS_clone, CLONE_PARENT | SIGCHLD, nullptr,
+                                               nullptr, nullptr, nullptr))
+                  : fork();
+  if (pid == 0) {
+    auto close_from_3 = [&](bool on_exec) {
+      if (close_range(3, ~0U, on_exec ? CLOSE_RANGE_CLOEXEC : 0) == 0) return;
+      for (int fd = 3; fd < max_fd; ++fd) {
+        if (on_exec) {
+          fcntl(fd, F_SETFD, FD_CLOEXEC);
+        } else {
+          close(fd);
+        }
+      }
+    };
+    auto fail = [&](int e, const char* step) {
+      (void)!write(report[1], &e, sizeof e);
+      (void)!write(report[1], step, strlen(step));
+      _exit(127);
+    };
+    // The child: lead a new group, take the run's stdio and folder, then run or supervise it.
+    setpgid(0, 0);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0 && devnull != 0) {
+      dup2(devnull, 0);
+      close(devnull);
+    }
+    dup2(out_fd, 1);
+    dup2(err_fd, 2);
+    if (plan.mount_overlay) {
+      const char* step = "";
+      if (int e = EnterOverlay(plan.overlay, &step); e != 0) fail(e, step);
+    }
+    // After the mount: a cwd taken before it would be the empty folder under the overlay.
+    if (cwd != nullptr && chdir(cwd) != 0) fail(errno, "entering the working directory");
+    if (plan.shim) {
+      close(report[1]);
+      close_from_3(false);  // nothing of ours (store, sockets, other runs) reaches the run
+      ShimMain(task);
+    }
+    // Nothing of ours reaches the run either; the report pipe closes on exec.
+    close_from_3(true);
+    sigset_t none;
+    sigemptyset(&none);
+    for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP, SIGQUIT}) signal(sig, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execve(exec_path, argv.data(), envp.data());
+    fail(errno, "exec");
+  }
+  const int fork_errno = errno;
+  close(report[1]);
+  if (pid < 0) {
+    outcome.err = fork_errno;
+    outcome.failed_step = "fork";
+    close(report[0]);
+    return outcome;
+  }
+  outcome.pid = pid;
+  // Both sides set the group, so it exists before anyone signals it. (A CLONE_PARENT child is
+  // not ours to set: it has set its own before it reports.)
+  if (!clone_parent) setpgid(pid, pid);
+  char buf[256];
+  std::string got;
+  // The child's setup is a few syscalls; a mount that hangs (the store on a dead network file
+  // system) must not hold the engine's loop: 30 s, then the start fails.
+  const int64_t give_up = MonotonicMs() + 30'000;
+  for (;;) {
+    pollfd p{report[0], POLLIN, 0};
+    int64_t left = give_up - MonotonicMs();
+    int r = left > 0 ? poll(&p, 1, static_cast<int>(left)) : 0;
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) {
+      kill(pid, SIGKILL);
+      int e = ETIMEDOUT;
+      got.assign(reinterpret_cast<const char*>(&e), sizeof e);
+      got += "setting up its working copy (timed out after 30 s)";
+      break;
+    }
+    ssize_t n = read(report[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  close(report[0]);
+  if (got.size() >= sizeof(int)) {
+    std::memcpy(&outcome.err, got.data(), sizeof(int));
+    outcome.failed_step = got.substr(sizeof(int));
+    if (outcome.err == 0) outcome.err = EIO;
+  }
+  return outcome;
+}
+
+}  // namespace drover

@@ -119,9 +119,7 @@ int RunSpec(Globals& g, const RunFlags& f) {
     return code;
   }
 
-  // Before any thread starts: the launcher blocks SIGINT/SIGTERM/SIGCHLD (the engine takes them
-  // in its loop) and forks its spawner while this process is small (exec/spawner.h).
-  PosixLauncher launcher(PosixLauncher::ForkFrom::kSpawner);
+  PosixLauncher launcher;  // blocks SIGINT/SIGTERM/SIGCHLD: the engine takes them in its loop
   if (Status st = CheckStoreDir(g); !st.ok()) return ReportError(st);
   auto setup = PrepareEngine(g, fake, f.watch);
   if (!setup.ok()) return ReportError(setup.status());

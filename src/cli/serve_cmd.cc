@@ -104,8 +104,9 @@ int Serve(Globals& g, const ServeFlags& f) {
   if (!listen.ok()) return ReportError(listen.status());
   // First, before any thread starts: the launcher blocks SIGINT/SIGTERM/SIGHUP/SIGCHLD, and the
   // HTTP threads inherit that mask, so those signals reach only the engine's loop; and it forks
-  // its spawner while this process is still small (exec/spawner.h).
-  PosixLauncher launcher(PosixLauncher::ForkFrom::kSpawner);
+  // the supervisor that starts and watches the runs while this process is still small
+  // (exec/supervisor.h).
+  PosixLauncher launcher(PosixLauncher::Mode::kSupervised);
   // A daemon's log is read later (journalctl, a file): stamp each line, and keep info lines
   // (alerts of severity info, runs stopped as diverged).
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] %^%l%$: %v");

@@ -2,15 +2,16 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
-#include <sys/syscall.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "exec/shim.h"
@@ -35,7 +36,48 @@ std::vector<char*> Pointers(const std::vector<std::string>& v) {
 
 }  // namespace
 
-ForkOutcome ForkChild(const ChildPlan& plan, int out_fd, int err_fd, bool clone_parent) {
+namespace {
+
+ForkOutcome SpawnChild(const ChildPlan& plan, int out_fd, int err_fd) {
+  ForkOutcome outcome;
+  std::vector<char*> argv = Pointers(plan.argv);
+  std::vector<char*> envp = Pointers(plan.env);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  // The output files are opened by the caller (O_CLOEXEC), so a bad path is reported as such
+  // instead of as an anonymous spawn error; dup2 clears CLOEXEC.
+  posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
+  posix_spawn_file_actions_adddup2(&actions, err_fd, 2);
+  // Nothing else of ours leaks into the run (store, sockets, other runs' pipes).
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+  if (!plan.cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, plan.cwd.c_str());
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  // Its own process group (pgroup 0: it leads a new one), so Ctrl-C at the terminal reaches
+  // drover, not the runs directly, and cancel/timeout can kill the whole group. The child must
+  // not inherit our blocked mask, nor any disposition we set for these signals.
+  sigset_t empty, defaults;
+  sigemptyset(&empty);
+  sigemptyset(&defaults);
+  for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP, SIGQUIT}) sigaddset(&defaults, sig);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setsigmask(&attr, &empty);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  // glibc reports failures of the child's setup (chdir, dup2) and of exec through the return
+  // value (it spawns with CLONE_VFORK and passes the errno back), so no error is lost.
+  pid_t pid = 0;
+  outcome.err =
+      posix_spawn(&pid, plan.exec_path.c_str(), &actions, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (outcome.err == 0) outcome.pid = pid;
+  return outcome;
+}
+
+ForkOutcome ForkChild(const ChildPlan& plan, int out_fd, int err_fd) {
   ForkOutcome outcome;
   // All the child needs is prepared here, so it allocates nothing (the parent may have other
   // threads, one of which may hold malloc's lock at the fork).
@@ -61,13 +103,7 @@ ForkOutcome ForkChild(const ChildPlan& plan, int out_fd, int err_fd, bool clone_
   // For closing our descriptors in the child where close_range(2) is missing (Linux < 5.9,
   // some seccomp profiles): the highest descriptor there can be, taken before the fork.
   const int max_fd = static_cast<int>(std::min<long>(sysconf(_SC_OPEN_MAX), 1 << 16));
-  // CLONE_PARENT through the raw system call: glibc has no fork() that takes flags. Without a
-  // new stack it returns in the child like fork(); the caller is single-threaded then (the
-  // spawner), so no lock of libc can be held by a thread that the child lacks.
-  pid_t pid = clone_parent
-                  ? static_cast<pid_t>(syscall(SYS_clone, CLONE_PARENT | SIGCHLD, nullptr,
-                                               nullptr, nullptr, nullptr))
-                  : fork();
+  pid_t pid = fork();
   if (pid == 0) {
     auto close_from_3 = [&](bool on_exec) {
       if (close_range(3, ~0U, on_exec ? CLOSE_RANGE_CLOEXEC : 0) == 0) return;
@@ -122,9 +158,8 @@ ForkOutcome ForkChild(const ChildPlan& plan, int out_fd, int err_fd, bool clone_
     return outcome;
   }
   outcome.pid = pid;
-  // Both sides set the group, so it exists before anyone signals it. (A CLONE_PARENT child is
-  // not ours to set: it has set its own before it reports.)
-  if (!clone_parent) setpgid(pid, pid);
+  // Both sides set the group, so it exists before anyone signals it.
+  setpgid(pid, pid);
   char buf[256];
   std::string got;
   // The child's setup is a few syscalls; a mount that hangs (the store on a dead network file
@@ -154,6 +189,43 @@ ForkOutcome ForkChild(const ChildPlan& plan, int out_fd, int err_fd, bool clone_
     if (outcome.err == 0) outcome.err = EIO;
   }
   return outcome;
+}
+
+}  // namespace
+
+bool ReadProcStat(int pid, char* state, int64_t* start_ticks) {
+  char path[32];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[1024];
+  ssize_t n;
+  do {
+    n = read(fd, buf, sizeof buf - 1);
+  } while (n < 0 && errno == EINTR);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  // "pid (comm) state ppid ...": comm may hold spaces and ')', so start after the last ')'.
+  char* p = std::strrchr(buf, ')');
+  if (p == nullptr) return false;
+  ++p;
+  int field = 2;
+  char* save = nullptr;
+  for (char* tok = strtok_r(p, " ", &save); tok != nullptr; tok = strtok_r(nullptr, " ", &save)) {
+    ++field;
+    if (field == 3) *state = tok[0];
+    if (field == 22) {
+      *start_ticks = std::strtoll(tok, nullptr, 10);
+      return true;
+    }
+  }
+  return false;
+}
+
+ForkOutcome StartChild(const ChildPlan& plan, int out_fd, int err_fd) {
+  if (plan.shim || plan.mount_overlay) return ForkChild(plan, out_fd, err_fd);
+  return SpawnChild(plan, out_fd, err_fd);
 }
 
 }  // namespace drover

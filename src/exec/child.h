@@ -1,11 +1,13 @@
 #pragma once
-// A run's process made by fork() rather than posix_spawn: the shim (exec/shim.h), which lives as
-// long as the run and so cannot be a vfork, and a run whose working copy is an overlay mounted in
-// its own mount namespace between fork and exec. Everything the child does is described by a
-// ChildPlan of plain values, so the same plan is carried out in a child of the engine or in a
-// child of the spawner (exec/spawner.h), the small helper process the daemon forks its runs from.
+// Starting a run's process from a ChildPlan of plain values, so the same plan is carried out by
+// the engine's launcher or by the supervisor (exec/supervisor.h), the small helper process the
+// daemon starts its runs from. A plain run is a posix_spawn (a vfork: no copy of the caller's
+// memory); the shim (exec/shim.h), which lives as long as the run and so cannot be a vfork, and a
+// run whose working copy is an overlay mounted in its own mount namespace between fork and exec,
+// are forked.
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -37,12 +39,15 @@ struct ForkOutcome {
   std::string failed_step;
 };
 
-// Forks a child that leads a new process group with stdin from /dev/null, stdout/stderr on
-// out_fd/err_fd, and carries out `plan`; returns once the child has exec'd (or, under a shim,
-// started the run) or failed. With `clone_parent` the child is made a child of our parent
-// (CLONE_PARENT), which the spawner uses so that the engine reaps its runs as its own children.
-// A child whose setup hangs (a mount on a dead network file system) is killed after 30 s.
-// Allocates before the fork only; the child allocates nothing.
-ForkOutcome ForkChild(const ChildPlan& plan, int out_fd, int err_fd, bool clone_parent);
+// Starts a child that leads a new process group with stdin from /dev/null, stdout/stderr on
+// out_fd/err_fd, clean signal dispositions and mask, and carries out `plan`; returns once the
+// child has exec'd (or, under a shim, started the run) or failed. A forked child whose setup
+// hangs (a mount on a dead network file system) is killed after 30 s. Allocates before the fork
+// only; the child allocates nothing.
+ForkOutcome StartChild(const ChildPlan& plan, int out_fd, int err_fd);
+
+// Field 3 (state) and field 22 (start time, clock ticks since boot) of /proc/<pid>/stat; false
+// when there is no such process. One read() into a stack buffer, no allocation.
+bool ReadProcStat(int pid, char* state, int64_t* start_ticks);
 
 }  // namespace drover

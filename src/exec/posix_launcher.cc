@@ -3,7 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -19,7 +19,7 @@
 
 #include "exec/child.h"
 #include "exec/shim.h"
-#include "exec/spawner.h"
+#include "exec/supervisor.h"
 
 extern char** environ;
 
@@ -53,38 +53,6 @@ std::string_view ChildPath(const std::vector<std::string>& env) {
   return p ? std::string_view(p) : std::string_view("/usr/local/bin:/usr/bin:/bin");
 }
 
-// Field 3 (state) and field 22 (start time) of /proc/<pid>/stat; false when there is no such
-// process. Read with one read() into a stack buffer: Wait() calls it for every adopted shim.
-bool ReadProcStat(int pid, char* state, int64_t* start_ticks) {
-  char path[32];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char buf[1024];
-  ssize_t n;
-  do {
-    n = read(fd, buf, sizeof buf - 1);
-  } while (n < 0 && errno == EINTR);
-  close(fd);
-  if (n <= 0) return false;
-  buf[n] = '\0';
-  // "pid (comm) state ppid ...": comm may hold spaces and ')', so start after the last ')'.
-  char* p = std::strrchr(buf, ')');
-  if (p == nullptr) return false;
-  ++p;
-  int field = 2;
-  char* save = nullptr;
-  for (char* tok = strtok_r(p, " ", &save); tok != nullptr; tok = strtok_r(nullptr, " ", &save)) {
-    ++field;
-    if (field == 3) *state = tok[0];
-    if (field == 22) {
-      *start_ticks = std::strtoll(tok, nullptr, 10);
-      return true;
-    }
-  }
-  return false;
-}
-
 Status OpenOutput(const std::string& path, int* fd) {
   if (path.empty()) {
     *fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
@@ -97,21 +65,24 @@ Status OpenOutput(const std::string& path, int* fd) {
 
 }  // namespace
 
-PosixLauncher::PosixLauncher(ForkFrom fork_from) {
-  // SIGCHLD, SIGINT, SIGTERM and SIGHUP are taken synchronously with sigtimedwait() in Wait(), so
+PosixLauncher::PosixLauncher(Mode mode) {
+  // SIGCHLD, SIGINT, SIGTERM and SIGHUP are taken synchronously through a signalfd in Wait(), so
   // no handler runs at an awkward moment and a child ending between a reap and the wait is never
-  // missed (its SIGCHLD stays pending).
+  // missed (its SIGCHLD stays pending until read).
   sigset_t set = WaitedSignals();
   pthread_sigmask(SIG_BLOCK, &set, &old_mask_);
+  signal_fd_ = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
   // The shim is this very binary. It is spawned through /proc/self/exe, which stays our image
   // even when the file is replaced or deleted while drover runs; its argv[0] is the real path.
   shim_path_ = "/proc/self/exe";
   char buf[4096];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
   shim_argv0_ = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("drover");
-  if (fork_from == ForkFrom::kSpawner) {
-    // Without one, runs are forked from this process: slower, the same otherwise.
-    if (auto spawner = Spawner::Start(); spawner.ok()) spawner_ = std::move(*spawner);
+  if (mode == Mode::kSupervised) {
+    // Without one, shims forked from this process do its work: slower, the same otherwise.
+    if (auto supervisor = Supervisor::Start(); supervisor.ok()) {
+      supervisor_ = std::move(*supervisor);
+    }
   }
 }
 
@@ -126,10 +97,19 @@ void PosixLauncher::SetShimBinary(std::string path) {
   exec_shim_ = true;
 }
 
-int PosixLauncher::spawner_pid() const { return spawner_ ? static_cast<int>(spawner_->pid()) : -1; }
+bool PosixLauncher::has_supervisor() const {
+  return supervisor_ != nullptr && !supervisor_->gone();
+}
+
+int PosixLauncher::supervisor_pid() const {
+  return supervisor_ ? static_cast<int>(supervisor_->pid()) : -1;
+}
 
 PosixLauncher::~PosixLauncher() {
   // Runs still going are left alone: ending them is the engine's decision, not the destructor's.
+  // The supervisor goes on watching its runs, and exits after the last one.
+  supervisor_.reset();
+  if (signal_fd_ >= 0) close(signal_fd_);
   pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
 }
 
@@ -152,14 +132,15 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
   // An overlay's mount point is empty until the run mounts it: look in the snapshot instead.
   std::string resolved =
       FindProgram(prog, ChildPath(spec.env), spec.overlay.empty() ? spec.cwd : spec.overlay.lower);
-  PreparedOverlay overlay;
+  ChildPlan plan;
   if (!spec.overlay.empty()) {
     auto prepared = PrepareOverlay(spec.overlay, spec.cwd);
     if (!prepared.ok()) {
       return Status(Code::kIo, "cannot start '" + prog +
                                    "': its working copy: " + prepared.status().message());
     }
-    overlay = std::move(*prepared);
+    plan.overlay = std::move(*prepared);
+    plan.mount_overlay = true;
   }
   if (resolved.empty()) {
     return Status(Code::kNotFound, "cannot start '" + prog +
@@ -175,106 +156,57 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
     close(out_fd);
     return s;
   }
+  auto close_outputs = [&] {
+    close(out_fd);
+    if (err_fd != out_fd) close(err_fd);
+  };
 
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  // The output files are opened here (O_CLOEXEC) rather than with addopen in the child, so a bad
-  // path is reported as such instead of as an anonymous spawn error; dup2 clears CLOEXEC.
-  posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
-  posix_spawn_file_actions_adddup2(&actions, err_fd, 2);
-  // Nothing else of ours leaks into the run (store, sockets, other runs' pipes).
-  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
-  if (!spec.cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, spec.cwd.c_str());
-
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  // Put the child in its own process group (pgroup 0: it leads a new one), so Ctrl-C at the
-  // terminal reaches drover, not the runs directly, and cancel/timeout can kill the whole group.
-  // The child must not inherit our blocked mask, nor any disposition we set for these signals.
-  sigset_t empty, defaults;
-  sigemptyset(&empty);
-  sigemptyset(&defaults);
-  for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP, SIGQUIT}) sigaddset(&defaults, sig);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setsigmask(&attr, &empty);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-
-  // Under a shim: `<drover> __shim <exit_path> -- <argv...>` leads the group instead, and starts
-  // the run in it. An exit file left from before (a reused path) must not be taken for this run's.
-  const bool shim = !spec.exit_path.empty();
-  std::vector<char*> argv;
-  argv.reserve(spec.argv.size() + 5);
-  if (shim) {
-    unlink(spec.exit_path.c_str());
-    argv.push_back(const_cast<char*>(shim_argv0_.c_str()));
-    argv.push_back(const_cast<char*>("__shim"));
-    argv.push_back(const_cast<char*>(spec.exit_path.c_str()));
-    argv.push_back(const_cast<char*>("--"));
-  }
-  for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  envp.reserve(spec.env.size() + 1);
-  for (const std::string& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-
-  pid_t pid = 0;
-  int err = 0;
-  std::string failed_step;  // what the forked child could not do
-  const bool fork_shim = shim && !exec_shim_;
-  if (fork_shim || !spec.overlay.empty()) {
-    // Forked rather than spawned: the shim lives as long as the run, so it cannot be a vfork,
-    // and it is a fork of drover, not a new exec of it (loading drover's libraries for every run
-    // would cost more than the run itself for short runs: bench/README.md); an overlay is mounted
-    // in the child's own mount namespace before exec. The spawner forks it when there is one.
-    ChildPlan plan;
-    plan.shim = fork_shim;
-    plan.exit_path = spec.exit_path;
-    plan.program = resolved;
-    plan.exec_path = shim ? shim_path_ : resolved;
-    // Under the shim the run's own argv (the shim starts it); exec'd, the whole argv above.
-    if (fork_shim) {
-      plan.argv = spec.argv;
+  const bool survives = !spec.exit_path.empty();  // the run outlives us; its end is recorded
+  plan.exit_path = spec.exit_path;
+  plan.program = resolved;
+  plan.env = spec.env;
+  plan.cwd = spec.cwd;
+  ForkOutcome outcome;
+  bool started = false;
+  if (survives && !exec_shim_ && has_supervisor()) {
+    // The supervisor starts the run itself (no shim) and records its end.
+    plan.exec_path = resolved;
+    plan.argv = spec.argv;
+    Result<Supervisor::Started> r = supervisor_->Launch(plan, out_fd, err_fd);
+    if (r.ok()) {
+      outcome = std::move(r->outcome);
+      started = true;
+      if (outcome.err == 0) supervised_[outcome.pid] = Supervised{spec.exit_path, r->start_ticks};
     } else {
-      for (size_t i = 0; i + 1 < argv.size(); ++i) plan.argv.emplace_back(argv[i]);
+      SupervisorLost();  // gone: shims from now on
     }
-    plan.env = spec.env;
-    plan.cwd = spec.cwd;
-    plan.mount_overlay = !spec.overlay.empty();
-    plan.overlay = std::move(overlay);
-    ForkOutcome outcome;
-    bool forked = false;
-    if (spawner_ != nullptr) {
-      if (Result<ForkOutcome> r = spawner_->Fork(plan, out_fd, err_fd); r.ok()) {
-        outcome = std::move(*r);
-        forked = true;
-      } else {
-        spawner_.reset();  // gone: fork by ourselves from now on
-      }
+  }
+  if (!started) {
+    // A shim leads the group and records the end: a fork of this process (ShimMain, no exec of
+    // drover per run: loading its libraries would cost more than a short run), or, with
+    // SetShimBinary, `<drover> __shim <exit_path> -- <argv...>` exec'd. An exit file left from
+    // before (a reused path) must not be taken for this run's.
+    if (survives) unlink(spec.exit_path.c_str());
+    plan.shim = survives && !exec_shim_;
+    plan.exec_path = survives ? shim_path_ : resolved;
+    if (survives && exec_shim_) {
+      plan.argv = {shim_argv0_, "__shim", spec.exit_path, "--"};
+      plan.argv.insert(plan.argv.end(), spec.argv.begin(), spec.argv.end());
+    } else {
+      plan.argv = spec.argv;
     }
-    if (!forked) outcome = ForkChild(plan, out_fd, err_fd, /*clone_parent=*/false);
-    pid = outcome.pid;
-    err = outcome.err;
-    failed_step = std::move(outcome.failed_step);
-    if (err != 0 && pid > 0) {
+    outcome = StartChild(plan, out_fd, err_fd);
+    if (outcome.err != 0 && outcome.pid > 0) {
       // The child exited after reporting (or was killed): reap it, it is not a run.
       int status = 0;
-      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      while (waitpid(outcome.pid, &status, 0) < 0 && errno == EINTR) {
       }
     }
-  } else {
-    // glibc reports failures of the child's setup (chdir, dup2) and of exec through the return
-    // value (it spawns with CLONE_VFORK and passes the errno back), so no error is lost.
-    err = posix_spawn(&pid, shim ? shim_path_.c_str() : resolved.c_str(), &actions, &attr,
-                      argv.data(), envp.data());
+    if (outcome.err == 0) live_.emplace(outcome.pid, spec.exit_path);
   }
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  close(out_fd);
-  if (err_fd != out_fd) close(err_fd);
+  close_outputs();
+  const int err = outcome.err;
+  const std::string& failed_step = outcome.failed_step;
   if (err != 0 && !failed_step.empty() && failed_step != "exec") {
     return Status(
         Code::kIo,
@@ -283,7 +215,7 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
                                   : "; set DROVER_WORKING_COPY=copy to copy working copies "
                                     "instead of mounting them"));
   }
-  if (err != 0 && shim) {
+  if (err != 0 && plan.shim) {
     return Status(Code::kIo, "cannot start '" + prog + "': starting its supervisor '" +
                                  shim_argv0_ + " __shim' failed: " + std::strerror(err));
   }
@@ -292,8 +224,7 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
                   "cannot start '" + prog + "': " + std::strerror(err) +
                       "; check the command's program name and PATH");
   }
-  live_.emplace(pid, spec.exit_path);
-  return static_cast<int>(pid);
+  return static_cast<int>(outcome.pid);
 }
 
 void PosixLauncher::SignalGroup(int pgid, int sig) {
@@ -310,6 +241,10 @@ void PosixLauncher::SignalGroup(int pgid, int sig) {
 }
 
 int64_t PosixLauncher::StartTicks(int pid) {
+  // The supervisor read it when it started the run.
+  if (auto it = supervised_.find(pid); it != supervised_.end() && it->second.start_ticks > 0) {
+    return it->second.start_ticks;
+  }
   char state = 0;
   int64_t ticks = 0;
   if (pid <= 0 || !ReadProcStat(pid, &state, &ticks)) return 0;
@@ -341,7 +276,18 @@ void PosixLauncher::CheckAdopted(std::vector<ProcessExit>* exits) {
       continue;
     }
     ProcessExit exit;
-    if (Result<ProcessExit> recorded = ReadExitFile(it->second.exit_path); recorded.ok()) {
+    Result<ProcessExit> recorded = ReadExitFile(it->second.exit_path);
+    if (same && !recorded.ok()) {
+      // A zombie whose end is not written yet: a supervisor writes the end before it reaps the
+      // run. Wait for it a while (the pid cannot be reused while the zombie holds it).
+      const int64_t now = MonotonicMs();
+      if (it->second.zombie_since_ms == 0) it->second.zombie_since_ms = now;
+      if (now - it->second.zombie_since_ms < kZombieGraceMs) {
+        ++it;
+        continue;
+      }
+    }
+    if (recorded.ok()) {
       exit = *recorded;
     } else {
       exit.lost = true;  // killed before the run ended, or the shim crashed: the end is unknown
@@ -409,15 +355,36 @@ void PosixLauncher::Reap(std::vector<ProcessExit>* exits) {
   }
 }
 
+void PosixLauncher::TakeSupervised(std::vector<ProcessExit>* exits) {
+  if (supervisor_ == nullptr) return;
+  std::vector<ProcessExit> ends;
+  const bool here = supervisor_->TakeEnds(&ends);
+  for (ProcessExit& e : ends) {
+    if (supervised_.erase(e.pid) > 0) exits->push_back(e);
+  }
+  if (!here) SupervisorLost();
+}
+
+void PosixLauncher::SupervisorLost() {
+  // Its runs are no longer anyone's children we can hear from: watch them as adopted ones (their
+  // end is read from the exit file the supervisor may have written, else they are lost).
+  for (const auto& [pid, s] : supervised_) Adopt(pid, s.start_ticks, s.exit_path);
+  supervised_.clear();
+  supervisor_.reset();
+}
+
 WaitResult PosixLauncher::Wait(int64_t timeout_ms) {
   WaitResult result;
-  const sigset_t waited = WaitedSignals();
   const int64_t deadline = timeout_ms < 0 ? -1 : MonotonicMs() + timeout_ms;
-  for (;;) {
+  auto collect = [&] {
     // Reap each of our own pids (never waitpid(-1): other code may wait for its own helpers,
     // such as git during a snapshot).
     Reap(&result.exits);
     CheckAdopted(&result.exits);
+    TakeSupervised(&result.exits);
+  };
+  for (;;) {
+    collect();
     if (!result.exits.empty()) return result;
     int64_t left = -1;
     if (deadline >= 0) {
@@ -426,17 +393,36 @@ WaitResult PosixLauncher::Wait(int64_t timeout_ms) {
     }
     // Adopted shims are not our children (no SIGCHLD): wake up to look at them.
     if (!adopted_.empty() && (left < 0 || left > kAdoptedPollMs)) left = kAdoptedPollMs;
-    timespec ts{static_cast<time_t>(left / 1000), static_cast<long>((left % 1000) * 1'000'000)};
-    siginfo_t info;
-    int sig = sigtimedwait(&waited, &info, left >= 0 ? &ts : nullptr);
-    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+    int sig = 0;
+    if (signal_fd_ >= 0) {
+      // A signal, or an end from the supervisor.
+      pollfd p[2] = {{signal_fd_, POLLIN, 0}, {supervisor_ ? supervisor_->fd() : -1, POLLIN, 0}};
+      int r = poll(p, supervisor_ ? 2 : 1, left >= 0 ? static_cast<int>(left) : -1);
+      if (r > 0 && (p[0].revents & POLLIN)) {
+        signalfd_siginfo si;
+        while (read(signal_fd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+          int got = static_cast<int>(si.ssi_signo);
+          if (got == SIGINT || got == SIGTERM || got == SIGHUP) sig = got;
+        }
+      }
+    } else {
+      // No signalfd (it is not expected to fail): wait for a signal, looking at the supervisor
+      // every 10 ms.
+      if (supervisor_ && (left < 0 || left > 10)) left = 10;
+      timespec ts{static_cast<time_t>(left / 1000), static_cast<long>((left % 1000) * 1'000'000)};
+      siginfo_t info;
+      const sigset_t waited = WaitedSignals();
+      sig = sigtimedwait(&waited, &info, left >= 0 ? &ts : nullptr);
+      if (sig == SIGCHLD || sig < 0) sig = 0;
+    }
+    if (sig != 0) {
       result.interrupt_signal = sig;
-      Reap(&result.exits);
-      CheckAdopted(&result.exits);
+      collect();
       return result;
     }
     // SIGCHLD (possibly a stale one from a helper process, or one pending for several
-    // children), a timeout (EAGAIN) or EINTR: reap again, and go on waiting until the deadline.
+    // children), an end from the supervisor, a timeout or EINTR: collect again, and go on
+    // waiting until the deadline.
   }
 }
 

@@ -1,9 +1,10 @@
 #pragma once
 // The real launcher: posix_spawn into a new process group, output to files,
-// SIGCHLD/SIGINT/SIGTERM/SIGHUP taken synchronously with sigtimedwait (the constructor blocks them
-// in the calling thread; create it in main() before other threads start, and keep one per process).
-// With LaunchSpec::exit_path set, the group's leader is a shim (src/exec/shim.h) that starts the
-// run, outlives the engine and records the run's end in that file.
+// SIGCHLD/SIGINT/SIGTERM/SIGHUP taken synchronously through a signalfd (the constructor blocks
+// them in the calling thread; create it in main() before other threads start, and keep one per
+// process). With LaunchSpec::exit_path set, the run outlives the engine and its end is recorded in
+// that file: by the supervisor (exec/supervisor.h) that started it, or by a shim (exec/shim.h)
+// that leads its group.
 #include <signal.h>
 
 #include <map>
@@ -15,14 +16,15 @@
 
 namespace drover {
 
-class Spawner;
+class Supervisor;
 
 class PosixLauncher : public ProcessLauncher {
  public:
-  // Where runs that need a fork (a shim, an overlay) are forked from: this process, or a spawner
-  // (exec/spawner.h) forked now, while the caller is still small and single-threaded.
-  enum class ForkFrom { kThisProcess, kSpawner };
-  explicit PosixLauncher(ForkFrom fork_from = ForkFrom::kThisProcess);
+  // kSupervised: runs with an exit_path are started and watched by a supervisor process
+  // (exec/supervisor.h) forked now, while the caller is still small and single-threaded; if it
+  // cannot be forked or goes away, by shims as with kStandalone.
+  enum class Mode { kStandalone, kSupervised };
+  explicit PosixLauncher(Mode mode = Mode::kStandalone);
   ~PosixLauncher() override;
   Result<int> Start(const LaunchSpec& spec) override;
   void SignalGroup(int pgid, int sig) override;
@@ -32,33 +34,47 @@ class PosixLauncher : public ProcessLauncher {
   void Adopt(int pid, int64_t start_ticks, const std::string& exit_path) override;
 
   // By default the shim is a fork() of this process (ShimMain, no exec: cheap per run). With this,
-  // the given drover binary is exec'd in `__shim` mode instead; tests cover both ways.
+  // the given drover binary is exec'd in `__shim` mode instead, and no supervisor is used; tests
+  // cover every way.
   void SetShimBinary(std::string path);
   const std::string& shim_binary() const { return shim_argv0_; }
-  // Whether runs are forked by a spawner (it may be gone: then by this process again).
-  bool has_spawner() const { return spawner_ != nullptr; }
-  int spawner_pid() const;  // -1 without one
+  // Whether runs are started by a supervisor (false once it is gone).
+  bool has_supervisor() const;
+  int supervisor_pid() const;  // -1 without one
 
   // Adopted shims send no SIGCHLD: while any is watched, Wait() looks at them this often.
   static constexpr int64_t kAdoptedPollMs = 100;
+  // An adopted pid that is a zombie with no end in its exit file yet (its supervisor writes the
+  // end before it reaps it): how long to wait for the end before reporting the run lost.
+  static constexpr int64_t kZombieGraceMs = 5'000;
 
  private:
   struct Adopted {
     int64_t start_ticks = 0;
     std::string exit_path;
+    int64_t zombie_since_ms = 0;  // monotonic; 0: not seen as a zombie
+  };
+  struct Supervised {
+    std::string exit_path;
+    int64_t start_ticks = 0;
   };
   // Reaps every ended pid of live_ (killing the rest of its group first) into `exits`.
   void Reap(std::vector<ProcessExit>* exits);
   // Reports every adopted shim that is gone into `exits`.
   void CheckAdopted(std::vector<ProcessExit>* exits);
+  // Reports the ends the supervisor sent into `exits`; when it is gone, its runs are adopted.
+  void TakeSupervised(std::vector<ProcessExit>* exits);
+  void SupervisorLost();
 
   std::map<int, std::string> live_;  // pids started and not yet reaped -> exit_path ("": no shim)
   std::map<int, Adopted> adopted_;   // adopted shims not yet reported
+  std::map<int, Supervised> supervised_;  // runs the supervisor watches, not yet reported
   std::string shim_path_;            // what is spawned as the shim
   std::string shim_argv0_;           // its argv[0]: the binary's real path
-  bool exec_shim_ = false;
-  std::unique_ptr<Spawner> spawner_;  // null: fork from this process           // exec shim_path_ (SetShimBinary) instead of forking
-  sigset_t old_mask_;  // the calling thread's mask before the constructor, restored after
+  bool exec_shim_ = false;           // exec shim_path_ (SetShimBinary) instead of forking
+  std::unique_ptr<Supervisor> supervisor_;  // null: none (or it is gone)
+  int signal_fd_ = -1;  // the waited signals, read in Wait()
+  sigset_t old_mask_;   // the calling thread's mask before the constructor, restored after
 };
 
 }  // namespace drover

@@ -65,23 +65,17 @@ std::string DroverBin() {
   return ec ? path : abs.string();
 }
 
-// Every test runs three ways: with the shim forked by the launcher's spawner (what the daemon
-// does), as a fork() of the launcher itself, and with the built drover exec'd in `__shim` mode.
-enum class ShimMode { kFork, kSpawner, kExec };
+// Every test runs twice: with the shim as a fork() of the launcher (what drover does when it has
+// no supervisor) and with the built drover exec'd in `__shim` mode.
+enum class ShimMode { kFork, kExec };
 
 class ShimTest : public ::testing::TestWithParam<ShimMode> {
  protected:
-  ShimTest()
-      : owned_(std::make_unique<PosixLauncher>(GetParam() == ShimMode::kSpawner
-                                                   ? PosixLauncher::ForkFrom::kSpawner
-                                                   : PosixLauncher::ForkFrom::kThisProcess)),
-        launcher_(*owned_) {}
   void SetUp() override {
     bin_ = DroverBin();
     ASSERT_EQ(access(bin_.c_str(), X_OK), 0)
         << "the shim tests need the built drover: set DROVER_BIN (CTest does), tried " << bin_;
     if (GetParam() == ShimMode::kExec) launcher_.SetShimBinary(bin_);
-    ASSERT_EQ(launcher_.has_spawner(), GetParam() == ShimMode::kSpawner);
     std::string tmpl = (fs::temp_directory_path() / "drover-shim-XXXXXX").string();
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     dir_ = fs::canonical(tmpl).string();
@@ -165,8 +159,7 @@ class ShimTest : public ::testing::TestWithParam<ShimMode> {
   std::string bin_;
   std::string dir_;
   std::string exit_path_;
-  std::unique_ptr<PosixLauncher> owned_;
-  PosixLauncher& launcher_;
+  PosixLauncher launcher_;
   std::set<int> started_;
   std::map<int, ProcessExit> others_;
 };
@@ -510,12 +503,10 @@ TEST_P(ShimTest, ReusedPidIsGoneAtOnceAndLeftAlone) {
 
 namespace drover {
 namespace {
-INSTANTIATE_TEST_SUITE_P(ForkSpawnerAndExec, ShimTest,
-                         ::testing::Values(ShimMode::kFork, ShimMode::kSpawner, ShimMode::kExec),
+INSTANTIATE_TEST_SUITE_P(ForkAndExec, ShimTest, ::testing::Values(ShimMode::kFork, ShimMode::kExec),
                          [](const ::testing::TestParamInfo<ShimMode>& i) {
                            switch (i.param) {
                              case ShimMode::kFork: return std::string("fork");
-                             case ShimMode::kSpawner: return std::string("spawner");
                              case ShimMode::kExec: return std::string("exec");
                            }
                            return std::string();

@@ -1,0 +1,461 @@
+#include "exec/supervisor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+namespace drover {
+
+namespace {
+
+void PutU32(std::string* out, uint32_t v) { out->append(reinterpret_cast<const char*>(&v), 4); }
+void PutString(std::string* out, const std::string& s) {
+  PutU32(out, static_cast<uint32_t>(s.size()));
+  out->append(s);
+}
+void PutStrings(std::string* out, const std::vector<std::string>& v) {
+  PutU32(out, static_cast<uint32_t>(v.size()));
+  for (const std::string& s : v) PutString(out, s);
+}
+
+// Reads what Encode wrote; every length is checked against what is left, so no input can make
+// it read past the end or allocate more than the request's own size.
+class Reader {
+ public:
+  explicit Reader(const std::string& b) : b_(b) {}
+  bool U32(uint32_t* v) {
+    if (b_.size() - pos_ < 4) return false;
+    std::memcpy(v, b_.data() + pos_, 4);
+    pos_ += 4;
+    return true;
+  }
+  bool Flag(bool* v) {
+    uint32_t u = 0;
+    if (!U32(&u) || u > 1) return false;
+    *v = u == 1;
+    return true;
+  }
+  bool String(std::string* s) {
+    uint32_t n = 0;
+    if (!U32(&n) || b_.size() - pos_ < n) return false;
+    s->assign(b_.data() + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  bool Strings(std::vector<std::string>* v) {
+    uint32_t n = 0;
+    if (!U32(&n) || n > (b_.size() - pos_) / 4) return false;
+    v->resize(n);
+    for (std::string& s : *v) {
+      if (!String(&s)) return false;
+    }
+    return true;
+  }
+  bool AtEnd() const { return pos_ == b_.size(); }
+
+ private:
+  const std::string& b_;
+  size_t pos_ = 0;
+};
+
+bool ReadFull(int fd, void* data, size_t n) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    ssize_t r = read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool WriteFull(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// What the supervisor sends: the answer to a launch, or the end of a run.
+enum MessageType : uint32_t { kAnswer = 1, kEnded = 2 };
+struct Message {
+  uint32_t type = 0;
+  int32_t pid = 0;
+  int32_t err = 0;        // kAnswer: errno of the failed start, 0 when it started
+  int32_t exit_code = -1;  // kEnded
+  int32_t signal = 0;      // kEnded
+  uint32_t text_len = 0;   // kAnswer: the failed step's name follows
+  int64_t start_ticks = 0;
+  int64_t ended_ms = 0;
+};
+
+bool SendMessage(int fd, const Message& m, const std::string& text) {
+  std::string bytes(reinterpret_cast<const char*>(&m), sizeof m);
+  bytes.append(text, 0, m.text_len);
+  return WriteFull(fd, bytes.data(), bytes.size());
+}
+
+int64_t WallMs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1'000'000;
+}
+
+// Appends `line` to the exit file in one write() (a reader sees the whole line or none). Not
+// fsynced, as the shim's: it survives a crash of drover, not a power cut.
+bool AppendLine(const std::string& path, const char* line, size_t len, int flags) {
+  int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | flags, 0644);
+  if (fd < 0) return false;
+  bool ok = true;
+  while (len > 0) {
+    ssize_t w = write(fd, line, len);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      ok = false;
+      break;
+    }
+    line += w;
+    len -= static_cast<size_t>(w);
+  }
+  return close(fd) == 0 && ok;
+}
+
+// Receives one request: its bytes and the two descriptors sent with it. False at the end of the
+// stream (the daemon has gone) or on a malformed request.
+bool ReceiveRequest(int fd, std::string* payload, int* out_fd, int* err_fd) {
+  uint32_t len = 0;
+  char control[CMSG_SPACE(2 * sizeof(int))];
+  iovec iov{&len, sizeof len};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t r;
+  do {
+    r = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+  } while (r < 0 && errno == EINTR);
+  if (r != static_cast<ssize_t>(sizeof len)) return false;
+  *out_fd = *err_fd = -1;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+        c->cmsg_len == CMSG_LEN(2 * sizeof(int))) {
+      int fds[2];
+      std::memcpy(fds, CMSG_DATA(c), sizeof fds);
+      *out_fd = fds[0];
+      *err_fd = fds[1];
+    }
+  }
+  if (*out_fd < 0 || len > Supervisor::kMaxRequestBytes) return false;
+  payload->resize(len);
+  return ReadFull(fd, payload->data(), len);
+}
+
+// A run the supervisor watches.
+struct Watched {
+  std::string exit_path;
+};
+
+// Every run whose leader has ended: the rest of its group is killed while the leader's zombie
+// still holds the group's id, the end is written to its exit file before the leader is reaped
+// (so whoever sees the pid gone finds the end recorded), then the daemon is told.
+void ReapEnded(std::map<pid_t, Watched>* runs, int sock, bool* daemon_gone) {
+  for (;;) {
+    siginfo_t info;
+    std::memset(&info, 0, sizeof info);
+    if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) return;
+    const pid_t pid = info.si_pid;
+    auto it = runs->find(pid);
+    Message m;
+    m.type = kEnded;
+    m.pid = pid;
+    if (info.si_code == CLD_EXITED) {
+      m.exit_code = info.si_status;
+    } else {
+      m.signal = info.si_status;
+    }
+    m.ended_ms = WallMs();
+    if (it != runs->end()) {
+      kill(-pid, SIGKILL);
+      char line[128];
+      int len = std::snprintf(line, sizeof line,
+                              "{\"exit_code\": %d, \"signal\": %d, \"ended_ms\": %lld}\n",
+                              m.exit_code, m.signal, static_cast<long long>(m.ended_ms));
+      (void)AppendLine(it->second.exit_path, line, static_cast<size_t>(len), 0);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (it == runs->end()) continue;
+    runs->erase(it);
+    if (!*daemon_gone && !SendMessage(sock, m, "")) *daemon_gone = true;
+  }
+}
+
+// Starts one run and writes its exit file's start line; the answer goes back to the daemon.
+void LaunchRun(const ChildPlan& plan, int out_fd, int err_fd, std::map<pid_t, Watched>* runs,
+               int sock, bool* daemon_gone) {
+  ForkOutcome outcome = StartChild(plan, out_fd, err_fd);
+  Message m;
+  m.type = kAnswer;
+  m.pid = outcome.pid;
+  m.err = outcome.err;
+  if (outcome.err == 0 && outcome.pid > 0) {
+    char state = 0;
+    int64_t ticks = 0;
+    if (ReadProcStat(outcome.pid, &state, &ticks)) m.start_ticks = ticks;
+    // The start line names the run's pid: an engine that dies before it records the pid finds
+    // the run through it, and its absence proves the run never started.
+    char line[64];
+    int len = std::snprintf(line, sizeof line, "%d %lld\n", static_cast<int>(outcome.pid),
+                            static_cast<long long>(ticks));
+    (void)AppendLine(plan.exit_path, line, static_cast<size_t>(len), O_CREAT | O_TRUNC);
+    (*runs)[outcome.pid] = Watched{plan.exit_path};
+  } else if (outcome.pid > 0) {
+    // Its setup failed and it exited (or was killed): not a run.
+    int status = 0;
+    while (waitpid(outcome.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    m.pid = 0;
+  }
+  m.text_len = static_cast<uint32_t>(std::min<size_t>(outcome.failed_step.size(), 1024));
+  if (!*daemon_gone && !SendMessage(sock, m, outcome.failed_step)) *daemon_gone = true;
+}
+
+// The supervisor's whole life: start runs when asked, record their ends, until the daemon has
+// gone and no run is left.
+[[noreturn]] void SupervisorMain(int sock) {
+  prctl(PR_SET_NAME, "drover-super", 0, 0, 0);
+  // Nothing of the daemon's stays open here (the store's database, its lock, sockets): only
+  // stdio and the socket to the daemon.
+  if (sock > 3) close_range(3, static_cast<unsigned>(sock - 1), 0);
+  close_range(static_cast<unsigned>(sock + 1), ~0U, 0);
+  // SIGINT, SIGTERM and SIGHUP stay blocked (as the launcher left them): a Ctrl-C at the daemon's
+  // terminal reaches this process too, and it must go on watching the runs.
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, nullptr);
+  int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  std::map<pid_t, Watched> runs;
+  bool daemon_gone = false;
+  for (;;) {
+    ReapEnded(&runs, sock, &daemon_gone);
+    if (daemon_gone && runs.empty()) _exit(0);
+    pollfd p[2] = {{sfd, POLLIN, 0}, {sock, POLLIN, 0}};
+    // Without a signalfd (never expected), look for ends every 100 ms.
+    int r = poll(p, daemon_gone ? 1 : 2, sfd < 0 ? 100 : -1);
+    if (r < 0 && errno != EINTR) _exit(1);
+    if (sfd >= 0 && (p[0].revents & POLLIN)) {
+      signalfd_siginfo si;
+      while (read(sfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+      }
+    }
+    if (daemon_gone || (p[1].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+    std::string payload;
+    int out_fd = -1, err_fd = -1;
+    if (!ReceiveRequest(sock, &payload, &out_fd, &err_fd)) {
+      daemon_gone = true;
+      close(sock);
+      continue;
+    }
+    Result<ChildPlan> plan = Supervisor::Decode(payload);
+    if (plan.ok()) {
+      LaunchRun(*plan, out_fd, err_fd, &runs, sock, &daemon_gone);
+    } else {
+      Message m;
+      m.type = kAnswer;
+      m.err = EINVAL;
+      const std::string step = "reading the supervisor's request";
+      m.text_len = static_cast<uint32_t>(step.size());
+      if (!SendMessage(sock, m, step)) daemon_gone = true;
+    }
+    close(out_fd);
+    if (err_fd != out_fd) close(err_fd);
+  }
+}
+
+}  // namespace
+
+std::string Supervisor::Encode(const ChildPlan& p) {
+  std::string out;
+  PutU32(&out, p.shim ? 1 : 0);
+  PutString(&out, p.exit_path);
+  PutString(&out, p.program);
+  PutString(&out, p.exec_path);
+  PutStrings(&out, p.argv);
+  PutStrings(&out, p.env);
+  PutString(&out, p.cwd);
+  PutU32(&out, p.mount_overlay ? 1 : 0);
+  PutString(&out, p.overlay.options);
+  PutString(&out, p.overlay.target);
+  PutU32(&out, p.overlay.user_namespace ? 1 : 0);
+  PutString(&out, p.overlay.uid_map);
+  PutString(&out, p.overlay.gid_map);
+  return out;
+}
+
+Result<ChildPlan> Supervisor::Decode(const std::string& bytes) {
+  ChildPlan p;
+  Reader r(bytes);
+  bool ok = r.Flag(&p.shim) && r.String(&p.exit_path) && r.String(&p.program) &&
+            r.String(&p.exec_path) && r.Strings(&p.argv) && r.Strings(&p.env) &&
+            r.String(&p.cwd) && r.Flag(&p.mount_overlay) && r.String(&p.overlay.options) &&
+            r.String(&p.overlay.target) && r.Flag(&p.overlay.user_namespace) &&
+            r.String(&p.overlay.uid_map) && r.String(&p.overlay.gid_map) && r.AtEnd();
+  if (!ok || p.argv.empty()) return InvalidArgument("not a supervisor request");
+  return p;
+}
+
+Result<std::unique_ptr<Supervisor>> Supervisor::Start() {
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    return ErrnoStatus("cannot create the supervisor's socket");
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    Status s = ErrnoStatus("cannot fork the supervisor");
+    close(fds[0]);
+    close(fds[1]);
+    return s;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    SupervisorMain(fds[1]);
+  }
+  close(fds[1]);
+  return std::unique_ptr<Supervisor>(new Supervisor(pid, fds[0]));
+}
+
+Result<Supervisor::Started> Supervisor::Launch(const ChildPlan& plan, int out_fd, int err_fd) {
+  if (fd_ < 0) return Status(Code::kIo, "the supervisor is gone");
+  std::string payload = Encode(plan);
+  if (payload.size() > kMaxRequestBytes) {
+    Started too_big;
+    too_big.outcome.err = E2BIG;
+    too_big.outcome.failed_step = "passing its command and environment (over 8 MiB)";
+    return too_big;
+  }
+  uint32_t len = static_cast<uint32_t>(payload.size());
+  int fds[2] = {out_fd, err_fd};
+  char control[CMSG_SPACE(sizeof fds)];
+  std::memset(control, 0, sizeof control);
+  iovec iov{&len, sizeof len};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof fds);
+  std::memcpy(CMSG_DATA(c), fds, sizeof fds);
+  ssize_t sent;
+  do {
+    sent = sendmsg(fd_, &msg, MSG_NOSIGNAL);
+  } while (sent < 0 && errno == EINTR);
+  if (sent != static_cast<ssize_t>(sizeof len) || !WriteFull(fd_, payload.data(), len)) {
+    Lost();
+    return Status(Code::kIo, "the supervisor is gone");
+  }
+  // Ends that arrive before the answer are kept for TakeEnds.
+  have_answer_ = false;
+  while (!have_answer_) {
+    if (!ReadMessage()) return Status(Code::kIo, "the supervisor is gone");
+  }
+  return answer_;
+}
+
+bool Supervisor::ReadMessage() {
+  // The answer comes once the run has started or failed; a forked run gives up on its own setup
+  // after 30 s (child.h), so a supervisor silent for longer is stuck.
+  pollfd p{fd_, POLLIN, 0};
+  int r;
+  do {
+    r = poll(&p, 1, 40'000);
+  } while (r < 0 && errno == EINTR);
+  Message m;
+  std::string text;
+  bool ok = r == 1 && ReadFull(fd_, &m, sizeof m) && m.text_len <= 1024;
+  if (ok && m.text_len > 0) {
+    text.resize(m.text_len);
+    ok = ReadFull(fd_, text.data(), text.size());
+  }
+  if (!ok || (m.type != kAnswer && m.type != kEnded)) {
+    Lost();
+    return false;
+  }
+  if (m.type == kAnswer) {
+    answer_ = Started{};
+    answer_.outcome.pid = m.pid;
+    answer_.outcome.err = m.err;
+    answer_.outcome.failed_step = std::move(text);
+    answer_.start_ticks = m.start_ticks;
+    have_answer_ = true;
+  } else {
+    ProcessExit e;
+    e.pid = m.pid;
+    e.exit_code = m.exit_code;
+    e.signal = m.signal;
+    e.ended_ms = m.ended_ms;
+    ends_.push_back(e);
+  }
+  return true;
+}
+
+bool Supervisor::TakeEnds(std::vector<ProcessExit>* ends) {
+  while (fd_ >= 0) {
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, 0) != 1) break;
+    if (!ReadMessage()) break;
+  }
+  for (ProcessExit& e : ends_) ends->push_back(e);
+  ends_.clear();
+  return fd_ >= 0;
+}
+
+void Supervisor::Lost() {
+  if (fd_ >= 0) {
+    close(fd_);
+    fd_ = -1;
+  }
+  // Reap it if it has exited; one still running (watching runs) is left to end by itself.
+  int status = 0;
+  if (pid_ > 0 && waitpid(pid_, &status, WNOHANG) == pid_) pid_ = -1;
+}
+
+Supervisor::~Supervisor() {
+  Lost();
+  // With no run to watch it exits at the end of the stream: give it a moment, so no zombie of
+  // it is left. One that still watches runs goes on after us.
+  for (int i = 0; i < 50 && pid_ > 0; ++i) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      break;
+    }
+    usleep(2000);
+  }
+}
+
+}  // namespace drover

@@ -1,0 +1,371 @@
+// The supervisor: its request encoding, and the real helper process starting, watching and
+// recording real runs.
+#include "exec/supervisor.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "exec/posix_launcher.h"
+
+namespace drover {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+ChildPlan FullPlan() {
+  ChildPlan p;
+  p.shim = true;
+  p.exit_path = "/store/logs/1/2-1.exit";
+  p.program = "/usr/bin/python3";
+  p.exec_path = "/proc/self/exe";
+  p.argv = {"python3", "train.py", "--lr", "0.01", "", std::string("nul\0inside", 10)};
+  p.env = {"PATH=/usr/bin", "DROVER_RUN_ID=2", "EMPTY="};
+  p.cwd = "/store/runs/2";
+  p.mount_overlay = true;
+  p.overlay.options = "lowerdir=/a,upperdir=/b,workdir=/c";
+  p.overlay.target = "/store/runs/2";
+  p.overlay.user_namespace = true;
+  p.overlay.uid_map = "1000 1000 1\n";
+  p.overlay.gid_map = "1000 1000 1\n";
+  return p;
+}
+
+TEST(SupervisorEncodingTest, RoundTripsEveryField) {
+  ChildPlan p = FullPlan();
+  Result<ChildPlan> back = Supervisor::Decode(Supervisor::Encode(p));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->shim, p.shim);
+  EXPECT_EQ(back->exit_path, p.exit_path);
+  EXPECT_EQ(back->program, p.program);
+  EXPECT_EQ(back->exec_path, p.exec_path);
+  EXPECT_EQ(back->argv, p.argv);
+  EXPECT_EQ(back->env, p.env);
+  EXPECT_EQ(back->cwd, p.cwd);
+  EXPECT_EQ(back->mount_overlay, p.mount_overlay);
+  EXPECT_EQ(back->overlay.options, p.overlay.options);
+  EXPECT_EQ(back->overlay.target, p.overlay.target);
+  EXPECT_EQ(back->overlay.user_namespace, p.overlay.user_namespace);
+  EXPECT_EQ(back->overlay.uid_map, p.overlay.uid_map);
+  EXPECT_EQ(back->overlay.gid_map, p.overlay.gid_map);
+}
+
+TEST(SupervisorEncodingTest, RefusesEveryTruncationAndTrailingBytes) {
+  std::string bytes = Supervisor::Encode(FullPlan());
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_FALSE(Supervisor::Decode(bytes.substr(0, n)).ok()) << "prefix of " << n << " bytes";
+  }
+  EXPECT_FALSE(Supervisor::Decode(bytes + "x").ok());
+}
+
+TEST(SupervisorEncodingTest, RefusesCountsPastTheRequestAndBadFlags) {
+  // A count of 2^32-1 strings in a few bytes must be refused before anything is allocated.
+  std::string bytes = Supervisor::Encode(FullPlan());
+  std::string huge = bytes;
+  // The argv count follows the flag and three strings.
+  size_t at = 4;
+  for (int i = 0; i < 3; ++i) {
+    uint32_t len = 0;
+    std::memcpy(&len, huge.data() + at, 4);
+    at += 4 + len;
+  }
+  uint32_t big = 0xffffffffu;
+  std::memcpy(huge.data() + at, &big, 4);
+  EXPECT_FALSE(Supervisor::Decode(huge).ok());
+  std::string bad_flag = bytes;
+  bad_flag[0] = 7;
+  EXPECT_FALSE(Supervisor::Decode(bad_flag).ok());
+  ChildPlan no_argv = FullPlan();
+  no_argv.argv.clear();
+  EXPECT_FALSE(Supervisor::Decode(Supervisor::Encode(no_argv)).ok());
+}
+
+// Field 4 (the parent's pid) of /proc/<pid>/stat, -1 when there is no such process.
+int ParentOf(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t close = text.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream rest(text.substr(close + 2));
+  std::string state;
+  int ppid = -1;
+  rest >> state >> ppid;
+  return ppid;
+}
+
+// What the descriptors of `pid` point to (files, sockets, anonymous inodes).
+std::set<std::string> OpenFiles(int pid) {
+  std::set<std::string> targets;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+    targets.insert(fs::read_symlink(e.path(), ec).string());
+  }
+  return targets;
+}
+
+class SupervisorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "drover-supervisor-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = fs::canonical(tmpl).string();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  LaunchSpec Spec(std::vector<std::string> argv, int attempt) {
+    LaunchSpec spec;
+    spec.argv = std::move(argv);
+    spec.env = {std::string("PATH=") + getenv("PATH")};
+    spec.cwd = dir_;
+    spec.stdout_path = dir_ + "/" + std::to_string(attempt) + ".out";
+    spec.stderr_path = dir_ + "/" + std::to_string(attempt) + ".err";
+    spec.exit_path = dir_ + "/" + std::to_string(attempt) + ".exit";
+    return spec;
+  }
+
+  static ProcessExit WaitFor(PosixLauncher& launcher, int pid, int seconds = 10) {
+    auto end = steady_clock::now() + std::chrono::seconds(seconds);
+    while (steady_clock::now() < end) {
+      for (const ProcessExit& e : launcher.Wait(1000).exits) {
+        if (e.pid == pid) return e;
+      }
+    }
+    ADD_FAILURE() << "pid " << pid << " was not reported within " << seconds << " s";
+    return ProcessExit{};
+  }
+
+  // Reaps a supervisor that was left to finish by itself (it is this test process's child).
+  static void ReapWithin(int pid, int seconds) {
+    auto end = steady_clock::now() + std::chrono::seconds(seconds);
+    int status = 0;
+    while (steady_clock::now() < end) {
+      if (waitpid(pid, &status, WNOHANG) == pid) return;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    ADD_FAILURE() << "supervisor " << pid << " did not exit within " << seconds << " s";
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+
+  std::string dir_;
+};
+
+TEST_F(SupervisorTest, StartsWatchesAndRecordsRuns) {
+  PosixLauncher launcher(PosixLauncher::Mode::kSupervised);
+  ASSERT_TRUE(launcher.has_supervisor());
+  const int supervisor = launcher.supervisor_pid();
+  ASSERT_GT(supervisor, 0);
+  EXPECT_EQ(ParentOf(supervisor), getpid());
+  std::map<int, int> attempt_of;  // pid -> attempt
+  for (int i = 1; i <= 20; ++i) {
+    Result<int> pid = launcher.Start(
+        Spec({"sh", "-c", "echo out $0; echo err $0 >&2; exit $0", std::to_string(i % 3)}, i));
+    ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+    // No shim: the run itself leads its group, a child of the supervisor.
+    const pid_t group = getpgid(*pid);
+    EXPECT_TRUE(group == *pid || group == -1) << group;  // -1: already ended and reaped
+    int parent = ParentOf(*pid);
+    EXPECT_TRUE(parent == supervisor || parent == -1) << parent;  // -1: already reaped
+    attempt_of[*pid] = i;
+  }
+  std::map<int, ProcessExit> ends;
+  auto end = steady_clock::now() + milliseconds(10000);
+  while (ends.size() < attempt_of.size() && steady_clock::now() < end) {
+    for (const ProcessExit& e : launcher.Wait(1000).exits) ends[e.pid] = e;
+  }
+  ASSERT_EQ(ends.size(), attempt_of.size());
+  for (const auto& [pid, k] : attempt_of) {
+    EXPECT_EQ(ends[pid].exit_code, k % 3) << "attempt " << k;
+    EXPECT_EQ(ends[pid].signal, 0);
+    EXPECT_GT(ends[pid].ended_ms, 0);
+    std::ifstream out(dir_ + "/" + std::to_string(k) + ".out");
+    std::string line;
+    std::getline(out, line);
+    EXPECT_EQ(line, "out " + std::to_string(k % 3));
+    std::ifstream err(dir_ + "/" + std::to_string(k) + ".err");
+    std::getline(err, line);
+    EXPECT_EQ(line, "err " + std::to_string(k % 3));
+    // The exit file has the shim's format: the start line names the run, the end follows.
+    const std::string exit_path = dir_ + "/" + std::to_string(k) + ".exit";
+    Result<ShimStart> start = ReadShimStart(exit_path);
+    ASSERT_TRUE(start.ok()) << start.status().ToString();
+    EXPECT_EQ(start->pid, pid);
+    EXPECT_GT(start->start_ticks, 0);
+    Result<ProcessExit> recorded = ReadExitFile(exit_path);
+    ASSERT_TRUE(recorded.ok()) << recorded.status().ToString();
+    EXPECT_EQ(recorded->exit_code, k % 3);
+  }
+  // It is still there for the next runs.
+  EXPECT_TRUE(launcher.has_supervisor());
+  EXPECT_EQ(ParentOf(supervisor), getpid());
+}
+
+TEST_F(SupervisorTest, StartTicksAreTheRunsOwn) {
+  PosixLauncher launcher(PosixLauncher::Mode::kSupervised);
+  ASSERT_TRUE(launcher.has_supervisor());
+  LaunchSpec spec = Spec({"sleep", "5"}, 1);
+  Result<int> pid = launcher.Start(spec);
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  PosixLauncher plain;
+  EXPECT_EQ(launcher.StartTicks(*pid), plain.StartTicks(*pid));
+  Result<ShimStart> start = ReadShimStart(spec.exit_path);
+  ASSERT_TRUE(start.ok());
+  EXPECT_EQ(start->start_ticks, launcher.StartTicks(*pid));
+  launcher.SignalGroup(*pid, SIGTERM);
+  ProcessExit e = WaitFor(launcher, *pid);
+  EXPECT_EQ(e.signal, SIGTERM);
+  Result<ProcessExit> recorded = ReadExitFile(spec.exit_path);
+  ASSERT_TRUE(recorded.ok());
+  EXPECT_EQ(recorded->signal, SIGTERM);
+  EXPECT_EQ(recorded->exit_code, -1);
+}
+
+TEST_F(SupervisorTest, KillsWhatIsLeftOfTheGroupWhenTheLeaderEnds) {
+  PosixLauncher launcher(PosixLauncher::Mode::kSupervised);
+  ASSERT_TRUE(launcher.has_supervisor());
+  Result<int> pid = launcher.Start(Spec({"sh", "-c", "sleep 30 & echo $! > bg; exit 0"}, 1));
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  ProcessExit e = WaitFor(launcher, *pid);
+  EXPECT_EQ(e.exit_code, 0);
+  std::ifstream bg(dir_ + "/bg");
+  int child = 0;
+  bg >> child;
+  ASSERT_GT(child, 0);
+  // Killed before the end was reported; reaped by whoever inherited it soon after.
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    char state = 0;
+    int64_t ticks = 0;
+    gone = !ReadProcStat(child, &state, &ticks) || state == 'Z';
+    if (!gone) std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_TRUE(gone) << "the run's background child " << child << " outlived it";
+}
+
+TEST_F(SupervisorTest, HoldsNoneOfTheLaunchersDescriptors) {
+  // Opened before the launcher, as the daemon's store and lock would be.
+  int held = open((dir_ + "/held").c_str(), O_CREAT | O_WRONLY, 0644);
+  ASSERT_GE(held, 0);
+  PosixLauncher launcher(PosixLauncher::Mode::kSupervised);
+  ASSERT_TRUE(launcher.has_supervisor());
+  std::set<std::string> targets;
+  // The supervisor closes them first thing: give it a moment.
+  for (int i = 0; i < 100; ++i) {
+    targets = OpenFiles(launcher.supervisor_pid());
+    if (!targets.count(dir_ + "/held")) break;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_EQ(targets.count(dir_ + "/held"), 0u);
+  EXPECT_LE(targets.size(), 5u) << "stdio, its socket and its signalfd only";
+  close(held);
+}
+
+TEST_F(SupervisorTest, ExitsWithAnIdleLauncher) {
+  int supervisor = -1;
+  {
+    PosixLauncher launcher(PosixLauncher::Mode::kSupervised);
+    supervisor = launcher.supervisor_pid();
+    ASSERT_GT(supervisor, 0);
+  }
+  // Reaped by the launcher's destructor: no such process any more, not even a zombie.
+  EXPECT_EQ(kill(supervisor, 0), -1);
+  EXPECT_EQ(errno, ESRCH);
+}
+
+TEST_F(SupervisorTest, RunsOutliveTheLauncherAndAreAdoptedFromTheirExitFiles) {
+  LaunchSpec spec = Spec({"sh", "-c", "sleep 0.5; echo done; exit 3"}, 1);
+  int pid = 0, supervisor = 0;
+  int64_t ticks = 0;
+  {
+    PosixLauncher first(PosixLauncher::Mode::kSupervised);
+    supervisor = first.supervisor_pid();
+    Result<int> started = first.Start(spec);
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    pid = *started;
+    ticks = first.StartTicks(pid);
+  }
+  // The engine is gone; the supervisor still watches the run.
+  EXPECT_EQ(kill(supervisor, 0), 0);
+  EXPECT_EQ(kill(pid, 0), 0);
+  PosixLauncher next;
+  next.Adopt(pid, ticks, spec.exit_path);
+  ProcessExit e = WaitFor(next, pid);
+  EXPECT_FALSE(e.lost);
+  EXPECT_EQ(e.exit_code, 3);
+  std::ifstream out(spec.stdout_path);
+  std::string line;
+  std::getline(out, line);
+  EXPECT_EQ(line, "done");
+  // Its last run over, the supervisor exits by itself.
+  ReapWithin(supervisor, 5);
+}
+
+TEST_F(SupervisorTest, ALostSupervisorsRunsAreWatchedAsAdoptedAndShimsTakeOver) {
+  PosixLauncher launcher(PosixLauncher::Mode::kSupervised);
+  const int supervisor = launcher.supervisor_pid();
+  ASSERT_GT(supervisor, 0);
+  Result<int> pid = launcher.Start(Spec({"sh", "-c", "sleep 0.3; exit 6"}, 1));
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  ASSERT_EQ(kill(supervisor, SIGKILL), 0);
+  // Nobody recorded its end: it is reported lost, not taken for an exit code.
+  ProcessExit e = WaitFor(launcher, *pid, 15);
+  EXPECT_TRUE(e.lost);
+  EXPECT_FALSE(launcher.has_supervisor());
+  // The next runs start under shims, and their ends are known.
+  LaunchSpec spec = Spec({"sh", "-c", "exit 5"}, 2);
+  Result<int> again = launcher.Start(spec);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(WaitFor(launcher, *again).exit_code, 5);
+  Result<ProcessExit> recorded = ReadExitFile(spec.exit_path);
+  ASSERT_TRUE(recorded.ok());
+  EXPECT_EQ(recorded->exit_code, 5);
+  // The killed supervisor was reaped when it was found gone.
+  EXPECT_EQ(kill(supervisor, 0), -1);
+}
+
+TEST_F(SupervisorTest, AProgramThatCannotStartIsAClearError) {
+  PosixLauncher launcher(PosixLauncher::Mode::kSupervised);
+  ASSERT_TRUE(launcher.has_supervisor());
+  // No execute bit (for root too): the exec fails in the supervisor, and the start says why.
+  std::ofstream(dir_ + "/script") << "#!/bin/sh\nexit 0\n";
+  fs::permissions(dir_ + "/script", fs::perms::owner_read);
+  Result<int> pid = launcher.Start(Spec({dir_ + "/script"}, 1));
+  ASSERT_FALSE(pid.ok());
+  EXPECT_NE(pid.status().message().find("Permission denied"), std::string::npos)
+      << pid.status().message();
+  // And the supervisor goes on.
+  EXPECT_TRUE(launcher.has_supervisor());
+  Result<int> ok = launcher.Start(Spec({"true"}, 2));
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(WaitFor(launcher, *ok).exit_code, 0);
+}
+
+TEST_F(SupervisorTest, InterruptsStillEndTheWait) {
+  PosixLauncher launcher(PosixLauncher::Mode::kSupervised);
+  ASSERT_TRUE(launcher.has_supervisor());
+  Result<int> pid = launcher.Start(Spec({"sleep", "5"}, 1));
+  ASSERT_TRUE(pid.ok());
+  kill(getpid(), SIGTERM);
+  WaitResult r = launcher.Wait(5000);
+  EXPECT_EQ(r.interrupt_signal, SIGTERM);
+  launcher.SignalGroup(*pid, SIGKILL);
+  EXPECT_EQ(WaitFor(launcher, *pid).signal, SIGKILL);
+}
+
+}  // namespace
+}  // namespace drover

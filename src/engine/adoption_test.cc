@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "engine/engine.h"
+#include "exec/working_copy.h"
 #include "testutil/engine_fixture.h"
 #include "testutil/fake_launcher.h"
 
@@ -147,6 +148,74 @@ TEST_F(AdoptionTest, ARunRecordedRunningWithNoLiveAttemptIsRequeuedThroughTheSta
   EXPECT_EQ(events.back().kind, "run_state");
   ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
   EXPECT_EQ(RunOf(id).state, RunState::kSucceeded);
+}
+
+TEST_F(AdoptionTest, AStartTheLastEngineDidNotRecordIsStoppedAndRunsAgainAsANewAttempt) {
+  Spec spec = ParseSpec("name: one\ncommand: ./train.sh\nresources: {gpus: 0}\n");
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{100, 0}; });
+  FakeGpuProbe probe({});
+  int64_t id = 0, experiment = 0;
+  {
+    Engine engine(*store_, launcher, probe, clock_, ShimOptions());
+    auto sub = engine.Submit(spec);
+    ASSERT_TRUE(sub.ok());
+    id = sub->runs[0].id;
+    experiment = sub->experiment_id;
+  }
+  // An engine started attempt 1 (its supervisor wrote the exit file's start line) and died
+  // before committing it: the store still has the run queued with no attempt.
+  const RunFiles files = RunFiles::In(ShimOptions().store_dir, experiment, id);
+  fs::create_directories(files.logs);
+  std::ofstream(files.Exit(1)) << "7777 42\n";
+  launcher.foreign[7777] = {42, 3'600'000, 0};
+  Engine engine(*store_, launcher, probe, clock_, ShimOptions());
+  auto summary = engine.Recover();
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->unrecorded, 1);
+  EXPECT_EQ(summary->queued, 1);
+  // Its process was stopped (its GPUs were never recorded), and the attempt kept as interrupted.
+  ASSERT_EQ(launcher.signals.size(), 1u);
+  EXPECT_EQ(launcher.signals[0], std::make_pair(7777, SIGKILL));
+  auto attempts = Attempts(id);
+  ASSERT_EQ(attempts.size(), 1u);
+  EXPECT_EQ(attempts[0].number, 1);
+  EXPECT_EQ(attempts[0].pid, 7777);
+  EXPECT_TRUE(attempts[0].ended);
+  EXPECT_EQ(attempts[0].reason, "interrupted");
+  EXPECT_EQ(RunOf(id).attempts, 1);
+  // It runs again as attempt 2, with files of its own, without spending a retry.
+  ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
+  EXPECT_EQ(RunOf(id).state, RunState::kSucceeded);
+  EXPECT_EQ(RunOf(id).retries_used, 0);
+  ASSERT_EQ(launcher.launches.size(), 1u);
+  EXPECT_EQ(launcher.launches[0].exit_path, files.Exit(2));
+  EXPECT_EQ(Attempts(id).size(), 2u);
+}
+
+TEST_F(AdoptionTest, AnEngineWithoutShimsLooksForNoUnrecordedStart) {
+  Spec spec = ParseSpec("name: one\ncommand: ./train.sh\nresources: {gpus: 0}\n");
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{100, 0}; });
+  FakeGpuProbe probe({});
+  EngineOptions o = BaseOptions();
+  o.use_shim = false;
+  int64_t id = 0, experiment = 0;
+  {
+    Engine engine(*store_, launcher, probe, clock_, o);
+    auto sub = engine.Submit(spec);
+    ASSERT_TRUE(sub.ok());
+    id = sub->runs[0].id;
+    experiment = sub->experiment_id;
+  }
+  const RunFiles files = RunFiles::In(o.store_dir, experiment, id);
+  fs::create_directories(files.logs);
+  std::ofstream(files.Exit(1)) << "7777 42\n";
+  launcher.foreign[7777] = {42, 3'600'000, 0};
+  Engine engine(*store_, launcher, probe, clock_, o);
+  auto summary = engine.Recover();
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ(summary->unrecorded, 0);
+  EXPECT_TRUE(launcher.signals.empty());
+  EXPECT_TRUE(Attempts(id).empty());
 }
 
 }  // namespace

@@ -262,7 +262,11 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     RunCommands();
     if (cancel_requested_) ApplyCancel(now);
     if (!draining_) Schedule(now);
+    // One transaction per iteration: what the last wait brought (exits, output, deadlines) and
+    // what this pass started, however many runs that is (a commit per run would cost more than
+    // launching a short one). Observers hear of it once it is committed.
     if (!Flush().ok()) break;
+    if (observer_) observer_->OnTick();
     Millis wait = NextWakeup(clock_.At());
     if (serve) wait = std::min(wait, options_.serve_poll_ms);
     WaitResult w = launcher_.Wait(wait);
@@ -280,8 +284,6 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
       next_tail_mono_ = now.mono + options_.tail_interval_ms;
     }
     StoreEnvironments(/*wait=*/false);
-    if (!Flush().ok()) break;
-    if (observer_) observer_->OnTick();
   }
   if (error_.ok()) {
     // What was read so far is kept; a restarted engine resumes at the stored offsets.
@@ -292,8 +294,8 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     // Environments still being captured are waited for (each helper is bounded by its timeout):
     // a finished experiment keeps its record.
     StoreEnvironments(/*wait=*/true);
-    (void)Flush();
   }
+  (void)Flush();  // commits the last iteration, or rolls it back after an error
   observer_ = nullptr;
   RefuseCommands();
   if (!error_.ok()) StopEverything();

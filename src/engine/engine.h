@@ -64,6 +64,7 @@ struct RecoverySummary {
   int adopted = 0;      // runs whose shim still lives: watched again
   int finished = 0;     // runs that ended while no engine watched: their end read from the shim
   int requeued = 0;     // runs whose end is unknown: marked interrupted and queued again
+  int unrecorded = 0;   // starts the last engine did not get to record: stopped, queued again
 };
 
 // One GPU as the engine sees it: what it may hand out and which runs hold it.
@@ -184,6 +185,11 @@ class Engine {
   void LearnRunTime(const std::string& key, int gpus, Millis run_ms);
   std::optional<Millis> Predict(const Live& live) const;
   void Launch(Live& live, const sched::StartAction& action, Instant now);
+  // At recovery, for a run the store has as not running: whether the last engine started its
+  // next attempt and died before that was committed (the attempt's exit file has a start line).
+  // Such a process was never recorded (nor its GPUs), so it is stopped, and the attempt is
+  // recorded as interrupted: the next start is a new attempt with files of its own.
+  bool ForgetUnrecordedStart(Live& live, Instant now);
   void HandleExit(const ProcessExit& exit, Instant now);
   void EndAttempt(Live& live, AttemptOutcome outcome, const std::string& detail, Instant now);
   void ApplyCancel(Instant now);

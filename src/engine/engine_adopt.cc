@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "engine/live.h"
 #include "exec/process_launcher.h"
+#include "exec/working_copy.h"
 
 namespace drover {
 
@@ -61,12 +62,14 @@ Result<RecoverySummary> Engine::Recover() {
       }
       if (r.state != RunState::kRunning) {
         ++summary.queued;
+        if (options_.use_shim && ForgetUnrecordedStart(l, now)) ++summary.unrecorded;
         continue;
       }
       if (attempts.empty() || attempts.back().ended) {
         // Recorded as running with no live attempt: the engine died between two writes.
         SetState(l, RunEvent::kRetry, "requeued: it had no live attempt after a restart", now);
         ++summary.requeued;
+        if (options_.use_shim && ForgetUnrecordedStart(l, now)) ++summary.unrecorded;
         continue;
       }
       const Attempt& a = attempts.back();
@@ -145,6 +148,43 @@ Result<RecoverySummary> Engine::Recover() {
   }
   DROVER_RETURN_IF_ERROR(Flush());
   return summary;
+}
+
+bool Engine::ForgetUnrecordedStart(Live& live, Instant now) {
+  Run& r = live.run;
+  const RunFiles files = RunFiles::In(options_.store_dir, r.experiment_id, r.id);
+  Attempt a;
+  a.number = r.attempts + 1;
+  a.exit_path = files.Exit(a.number);
+  // Launches are committed with the rest of their loop iteration, after the process exists: the
+  // exit file (its start line is written before the launcher returns) is what records them first.
+  auto start = ReadShimStart(a.exit_path);
+  if (!start.ok()) return false;
+  a.run_id = r.id;
+  a.params = r.current_params;
+  a.pid = start->pid;
+  a.pid_start = start->start_ticks;
+  a.workdir = files.work;
+  a.stdout_path = files.Stdout(a.number);
+  a.stderr_path = files.Stderr(a.number);
+  a.hostname = hostname_;
+  a.started_ms = now.wall;
+  a.ended_ms = now.wall;
+  a.ended = true;
+  a.reason = std::string(ToString(AttemptOutcome::kInterrupted));
+  const int pid = static_cast<int>(a.pid);
+  const bool alive = launcher_.StartTicks(pid) == a.pid_start;
+  spdlog::warn(
+      "run {}: attempt {} was started by the last engine, which stopped before recording it{}; "
+      "it runs again as attempt {}",
+      r.id, a.number, alive ? " (stopped now: its GPUs were never recorded)" : "", a.number + 1);
+  if (alive) launcher_.SignalGroup(pid, SIGKILL);
+  r.attempts = a.number;
+  Tx();
+  Status st = store_.InsertAttempt(a);
+  if (st.ok()) st = store_.UpdateRun(r);
+  if (!st.ok()) Fail(st);
+  return true;
 }
 
 }  // namespace drover

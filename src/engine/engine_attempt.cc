@@ -161,13 +161,13 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
     return Status::Ok();
   }();
 
-  // The attempt is on disk before its process exists: an engine that dies right after the start
-  // leaves a record that names the shim (by its exit file), so the next engine finds the run
-  // instead of starting it a second time.
+  // Committed with the rest of this loop iteration (one transaction per iteration, however many
+  // runs start and end in it). An engine that dies after the start but before the commit leaves
+  // the exit file's start line (written before Start() returns), which the next engine finds
+  // (ForgetUnrecordedStart): the run is never started twice under one attempt.
   Status st = store_.InsertAttempt(a);
   if (st.ok()) st = store_.UpdateRun(run);
   if (!st.ok()) Fail(st);
-  if (options_.use_shim && !Flush().ok()) return;
 
   Status launch = prepared;
   if (launch.ok()) {

@@ -136,8 +136,13 @@ ForkOutcome ForkChild(const ChildPlan& plan, int out_fd, int err_fd) {
     // After the mount: a cwd taken before it would be the empty folder under the overlay.
     if (cwd != nullptr && chdir(cwd) != 0) fail(errno, "entering the working directory");
     if (plan.shim) {
-      close(report[1]);
-      close_from_3(false);  // nothing of ours (store, sockets, other runs) reaches the run
+      // Nothing of ours (store, sockets, other runs) reaches the run; the report pipe is closed
+      // by the shim once its exit file names the run.
+      if (report[1] != 3 && dup2(report[1], 3) < 0) fail(errno, "passing the report pipe");
+      if (close_range(4, ~0U, 0) != 0) {
+        for (int fd = 4; fd < max_fd; ++fd) close(fd);
+      }
+      task.started_fd = 3;
       ShimMain(task);
     }
     // Nothing of ours reaches the run either; the report pipe closes on exec.

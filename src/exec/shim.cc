@@ -175,6 +175,7 @@ void ShimMain(const ShimTask& task) {
                           SelfStartTicks());
     (void)WriteAll(exit_fd, start, static_cast<size_t>(n));
   }
+  if (task.started_fd >= 0) close(task.started_fd);
 
   // The run: same group (no SETPGROUP), stdin/stdout/stderr inherited, clean signal state.
   posix_spawnattr_t attr;

@@ -36,6 +36,9 @@ struct ShimTask {
   const char* program = nullptr;  // resolved path of argv[0]; null or "" = not found
   char* const* argv = nullptr;
   char* const* envp = nullptr;
+  // Closed once the start line is written (the launcher waits for that before it returns, so an
+  // engine that dies right after a start finds the run through its exit file); -1: none.
+  int started_fd = -1;
 };
 [[noreturn]] void ShimMain(const ShimTask& task);
 

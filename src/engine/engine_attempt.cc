@@ -66,42 +66,61 @@ void Engine::Preempt(Live& live, const std::string& why, Instant now) {
 
 std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt,
                                         const std::string& checkpoint_dir) const {
-  std::map<std::string, std::string> env;
-  for (const auto& kv : options_.base_env) {
-    auto eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  ExperimentEntry& exp = *live.exp;
+  if (!exp.base_env_ready) {
+    // What every run of the experiment shares, made once.
+    std::map<std::string, std::string>& env = exp.base_env;
+    for (const auto& kv : options_.base_env) {
+      auto eq = kv.find('=');
+      if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    // Output reaches the log as it is printed, so metrics and progress are live.
+    env["PYTHONUNBUFFERED"] = "1";
+    for (const auto& [k, v] : exp.spec.env) env[k] = v;
+    // `import drover` works in every run: the client that ships with this drover comes first.
+    if (!python_client_dir_.empty()) {
+      auto it = env.find("PYTHONPATH");
+      env["PYTHONPATH"] = it == env.end() || it->second.empty()
+                              ? python_client_dir_
+                              : python_client_dir_ + ":" + it->second;
+    }
+    env.erase("OLDPWD");
+    exp.base_env_ready = true;
   }
-  // Output reaches the log as it is printed, so metrics and progress are live.
-  env["PYTHONUNBUFFERED"] = "1";
+  // This run's own, over the shared ones.
+  std::map<std::string, std::string> own;
   if (attempt.gpus.size() > 1) {
     // Multi-GPU runs: NCCL says what it does (the first thing to read when a collective hangs),
     // and stays off InfiniBand unless the spec turns it back on.
-    env["NCCL_DEBUG"] = "INFO";
-    env["NCCL_IB_DISABLE"] = "1";
+    if (!exp.spec.env.count("NCCL_DEBUG")) own["NCCL_DEBUG"] = "INFO";
+    if (!exp.spec.env.count("NCCL_IB_DISABLE")) own["NCCL_IB_DISABLE"] = "1";
   }
-  for (const auto& [k, v] : live.exp->spec.env) env[k] = v;
   // A run sees only the GPUs it was given; a CPU run sees none.
-  env["CUDA_VISIBLE_DEVICES"] = attempt.cuda_visible_devices;
-  env["DROVER_RUN_ID"] = std::to_string(live.run.id);
-  env["DROVER_EXPERIMENT_ID"] = std::to_string(live.run.experiment_id);
-  env["DROVER_ATTEMPT"] = std::to_string(attempt.number);
-  env["DROVER_PARAMS"] = attempt.params.dump();
-  env["DROVER_STORE"] = options_.store_dir;
+  own["CUDA_VISIBLE_DEVICES"] = attempt.cuda_visible_devices;
+  own["DROVER_RUN_ID"] = std::to_string(live.run.id);
+  own["DROVER_EXPERIMENT_ID"] = std::to_string(live.run.experiment_id);
+  own["DROVER_ATTEMPT"] = std::to_string(attempt.number);
+  own["DROVER_PARAMS"] = attempt.params.dump();
+  own["DROVER_STORE"] = options_.store_dir;
   // One folder per run, kept across attempts, so a retried run can resume from a checkpoint.
-  env["DROVER_CHECKPOINT_DIR"] = checkpoint_dir;
-  // `import drover` works in every run: the client that ships with this drover comes first.
-  if (!python_client_dir_.empty()) {
-    auto it = env.find("PYTHONPATH");
-    env["PYTHONPATH"] = it == env.end() || it->second.empty()
-                            ? python_client_dir_
-                            : python_client_dir_ + ":" + it->second;
-  }
+  own["DROVER_CHECKPOINT_DIR"] = checkpoint_dir;
   // The shell's idea of the current folder must match the working copy, not where drover ran.
-  env["PWD"] = attempt.workdir;
-  env.erase("OLDPWD");
+  own["PWD"] = attempt.workdir;
+  // Both sorted by name: merge them, this run's winning.
   std::vector<std::string> out;
-  out.reserve(env.size());
-  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  out.reserve(exp.base_env.size() + own.size());
+  auto b = exp.base_env.begin();
+  auto o = own.begin();
+  while (b != exp.base_env.end() || o != own.end()) {
+    if (o == own.end() || (b != exp.base_env.end() && b->first < o->first)) {
+      out.push_back(b->first + "=" + b->second);
+      ++b;
+    } else {
+      if (b != exp.base_env.end() && b->first == o->first) ++b;
+      out.push_back(o->first + "=" + o->second);
+      ++o;
+    }
+  }
   return out;
 }
 
@@ -161,14 +180,6 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
     return Status::Ok();
   }();
 
-  // Committed with the rest of this loop iteration (one transaction per iteration, however many
-  // runs start and end in it). An engine that dies after the start but before the commit leaves
-  // the exit file's start line (written before Start() returns), which the next engine finds
-  // (ForgetUnrecordedStart): the run is never started twice under one attempt.
-  Status st = store_.InsertAttempt(a);
-  if (st.ok()) st = store_.UpdateRun(run);
-  if (!st.ok()) Fail(st);
-
   Status launch = prepared;
   if (launch.ok()) {
     LaunchSpec ls;
@@ -177,8 +188,8 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
     ls.cwd = a.workdir;
     ls.stdout_path = a.stdout_path;
     ls.stderr_path = a.stderr_path;
-    // The run starts under a shim that records how it ended here, so the end is known even if
-    // this engine is gone by then.
+    // The daemon's runs are started by its supervisor (or under a shim), which records how each
+    // ended here, so the end is known even if this engine is gone by then.
     ls.exit_path = a.exit_path;
     ls.overlay = overlay;
     auto pid = launcher_.Start(ls);
@@ -189,9 +200,13 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
       launch = pid.status();
     }
   }
+  // Recorded once it has a pid (the run by SetState below), committed with the rest of this loop
+  // iteration: one transaction per iteration, however many runs start and end in it. An engine
+  // that dies after the start but before the commit leaves the exit file's start line (written
+  // before Start() returns), which the next engine finds (ForgetUnrecordedStart): the run is
+  // never started twice under one attempt.
   Tx();
-  st = store_.UpdateAttempt(a);
-  if (!st.ok()) Fail(st);
+  if (Status st = store_.InsertAttempt(a); !st.ok()) Fail(st);
   live.attempt = a;
   if (!launch.ok()) {
     // Leave the reason where `drover logs --stderr` looks.

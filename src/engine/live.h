@@ -4,6 +4,7 @@
 // (an attempt's lifecycle), engine_adopt.cc (Recover), engine_tail.cc (metrics) and
 // engine_watch.cc (detectors, alerts, telemetry).
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,6 +37,10 @@ struct Engine::ExperimentEntry {
   int unfinished = 0;
   std::string predictor_key;  // its runs' key in the duration predictor (PredictorKey)
   bool logs_ready = false;    // its log folder exists
+  // The environment its runs share (the engine's, PYTHONUNBUFFERED, the spec's env, PYTHONPATH
+  // with the client), by name; made at its first launch (Engine::RunEnv).
+  std::map<std::string, std::string> base_env;
+  bool base_env_ready = false;
 };
 
 struct Engine::Live {

@@ -395,12 +395,17 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
 
 Status MaterializeSnapshot(const Snapshot& snapshot, const std::string& dest) {
   std::error_code ec;
+  // One mkdir where the parent exists (the usual case: runs/ of the store), the whole path
+  // otherwise: a launch costs as few system calls as it can.
+  if (mkdir(dest.c_str(), 0777) != 0 && errno != EEXIST) {
+    fs::create_directories(dest, ec);
+    if (ec) return Status(Code::kIo, "cannot create working copy '" + dest + "': " + ec.message());
+  }
   if (snapshot.path.empty() || !fs::is_directory(snapshot.path, ec)) {
     return NotFound("snapshot " + snapshot.hash + " is missing at '" + snapshot.path +
                     "'; the store's snapshots folder was changed by hand");
   }
-  fs::create_directories(dest, ec);
-  if (ec) return Status(Code::kIo, "cannot create working copy '" + dest + "': " + ec.message());
+  if (snapshot.files == 0) return Status::Ok();  // an empty workdir: nothing to copy
   // Files keep their permission bits (the exec bit) and links stay links.
   fs::copy(snapshot.path, dest,
            fs::copy_options::recursive | fs::copy_options::copy_symlinks |

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <regex>
+#include <cmath>
 #include <sstream>
 
 #include "common/strings.h"
@@ -30,7 +30,6 @@ const std::vector<std::string> kParamKeys = {"type", "choices", "default", "alia
 const std::vector<std::string> kMetricKeys = {"mode", "aliases"};
 const std::vector<std::string> kTypes = {"int", "float", "string", "choice"};
 
-const char kStrTag[] = "tag:yaml.org,2002:str";
 
 bool IsName(std::string_view s) {
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
@@ -39,47 +38,29 @@ bool IsName(std::string_view s) {
   });
 }
 
-class RecipeParser {
+// The recipe's parser: the shared field reader (spec/yaml_fields.h) and one method per part.
+class RecipeParser : public yaml::Reader {
  public:
-  explicit RecipeParser(std::string source) : source_(std::move(source)) {}
+  explicit RecipeParser(std::string source) : yaml::Reader(std::move(source)) {}
   Result<Recipe> Parse(const std::string& yaml, const std::string& dir);
 
  private:
-  Status Err(const Node& at, std::string_view msg) const {
-    YAML::Mark m = at.Mark();
-    if (m.is_null()) return InvalidArgument(fmt::format("{}:1:1: {}", source_, msg));
-    return InvalidArgument(fmt::format("{}:{}:{}: {}", source_, m.line + 1, m.column + 1, msg));
-  }
   Result<std::vector<Field>> ReadMap(const Node& map, const std::string& section,
                                      const std::vector<std::string>* valid) const;
   Result<Json> Scalar(const Node& n, const std::string& path) const;
   Result<std::vector<std::string>> Aliases(const Field& f) const;
   Result<RecipeParam> Param(const Field& f) const;
   Result<RecipeMetric> Metric(const Field& f) const;
-
-  std::string source_;
 };
 
 Result<std::vector<Field>> RecipeParser::ReadMap(const Node& map, const std::string& section,
                                                  const std::vector<std::string>* valid) const {
-  std::vector<Field> fields;
-  std::string prefix = section.empty() ? "" : section + ".";
-  for (auto it = map.begin(); it != map.end(); ++it) {
-    const Node key = it->first;
-    if (!key.IsScalar()) {
-      return Err(key, fmt::format("a key must be a plain name, got {}", Describe(key)));
-    }
-    std::string name = key.Scalar();
-    if (valid && !Contains(*valid, name)) {
-      std::string where = section.empty() ? "" : fmt::format(" under {}", section);
-      return Err(key, yaml::UnknownKey(name, *valid, where));
-    }
-    if (Find(fields, name)) {
-      return Err(key, fmt::format("duplicate key '{}{}'; keep only one of them", prefix, name));
-    }
-    fields.push_back({key, it->second, name, prefix + name});
-  }
-  return fields;
+  if (!map.IsMap()) return std::vector<Field>{};  // callers say what a non-mapping should be
+  yaml::MapRules rules;
+  rules.valid = valid;
+  rules.in = " under ";
+  rules.key_hint = "";
+  return yaml::Reader::ReadMap(map, map, section, rules);
 }
 
 // A YAML scalar as JSON, typed like the spec parser does (YAML 1.2 core schema: quoted text is a
@@ -88,18 +69,19 @@ Result<Json> RecipeParser::Scalar(const Node& n, const std::string& path) const 
   if (!n.IsScalar()) {
     return Err(n, fmt::format("{} must be a string or a number, got {}", path, Describe(n)));
   }
-  const std::string& t = n.Scalar();
-  if (n.Tag() == "!" || n.Tag() == kStrTag) return Json(t);
-  if (t == "true" || t == "false") return Json(t == "true");
-  static const std::regex kInt("[-+]?[0-9]+");
-  static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
-  if (std::regex_match(t, kInt)) {
-    errno = 0;
-    long long v = std::strtoll(t.c_str(), nullptr, 10);
-    if (errno == 0) return Json(static_cast<int64_t>(v));
+  yaml::Scalar s = yaml::Resolve(n);
+  switch (s.kind) {
+    case yaml::ScalarKind::kBool:
+      return Json(s.b);
+    case yaml::ScalarKind::kInt:
+      return Json(s.i);
+    case yaml::ScalarKind::kFloat:
+      // JSON has no NaN or infinity: such a value stays the text it was written as.
+      if (std::isfinite(s.d)) return Json(s.d);
+      return Json(n.Scalar());
+    default:
+      return Json(n.Scalar());
   }
-  if (std::regex_match(t, kFloat)) return Json(std::strtod(t.c_str(), nullptr));
-  return Json(t);
 }
 
 Result<std::vector<std::string>> RecipeParser::Aliases(const Field& f) const {
@@ -246,11 +228,11 @@ Result<Recipe> RecipeParser::Parse(const std::string& yaml, const std::string& d
   } catch (const YAML::ParserException& e) {
     return InvalidArgument(fmt::format("{}:{}:{}: YAML syntax error: {}; fix the YAML at this "
                                        "position",
-                                       source_, e.mark.line + 1, e.mark.column + 1, e.msg));
+                                       source(), e.mark.line + 1, e.mark.column + 1, e.msg));
   }
   if (root.IsNull()) {
     return InvalidArgument(fmt::format("{}:1:1: the recipe is empty; add command: and params:",
-                                       source_));
+                                       source()));
   }
   if (!root.IsMap()) {
     return Err(root, fmt::format("the recipe must be a mapping (command:, params:, metrics:), got "
@@ -260,13 +242,13 @@ Result<Recipe> RecipeParser::Parse(const std::string& yaml, const std::string& d
   DROVER_ASSIGN_OR_RETURN(std::vector<Field> top, ReadMap(root, "", &kTopKeys));
 
   Recipe r;
-  r.source = source_;
+  r.source = source();
   r.dir = dir;
   const Field* command = Find(top, "command");
   if (!command) {
     return InvalidArgument(fmt::format("{}:1:1: missing required key 'command'; add the command "
                                        "template, such as 'command: python train.py --lr {{lr}}'",
-                                       source_));
+                                       source()));
   }
   if (!command->value.IsScalar() || command->value.Scalar().empty()) {
     return Err(command->at(), fmt::format("command must be one line of text with {{param}} "

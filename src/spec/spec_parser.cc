@@ -12,7 +12,6 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <regex>
 #include <sstream>
 
 #include "common/strings.h"
@@ -44,81 +43,15 @@ const yaml::Sections kSections = {
     {"oom", &kOomKeys},
     {"monitor", &kMonitorKeys}};
 
-const char kStrTag[] = "tag:yaml.org,2002:str";
+using yaml::kStrTag;
 
 // ---------------------------------------------------------------------------------------------
 // Scalars are typed by the YAML 1.2 core schema: quoted text is always a string, and plain text
 // is a bool only when it is true/false (so `no` and `yes` stay strings).
 
-enum class Kind { kNull, kBool, kInt, kFloat, kString };
-
-struct Scalar {
-  Kind kind = Kind::kString;
-  bool b = false;
-  int64_t i = 0;
-  double d = 0;
-};
-
-Scalar Resolve(const Node& n) {
-  Scalar s;
-  if (n.IsNull()) {
-    s.kind = Kind::kNull;
-    return s;
-  }
-  if (!n.IsScalar() || n.Tag() == "!" || n.Tag() == kStrTag) return s;
-  const std::string& t = n.Scalar();
-  if (t == "true" || t == "True" || t == "TRUE") {
-    s.kind = Kind::kBool;
-    s.b = true;
-    return s;
-  }
-  if (t == "false" || t == "False" || t == "FALSE") {
-    s.kind = Kind::kBool;
-    return s;
-  }
-  static const std::regex kDec("[-+]?[0-9]+");
-  static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
-  static const std::regex kInf(R"([-+]?\.(inf|Inf|INF))");
-  static const std::regex kNan(R"(\.(nan|NaN|NAN))");
-  auto from_chars = [&](std::string_view digits, int base) {
-    bool neg = false;
-    if (!digits.empty() && (digits[0] == '-' || digits[0] == '+')) {
-      neg = digits[0] == '-';
-      digits.remove_prefix(1);
-    }
-    uint64_t u = 0;
-    auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), u, base);
-    uint64_t limit = neg ? uint64_t{1} << 63 : (uint64_t{1} << 63) - 1;
-    if (ec != std::errc() || p != digits.data() + digits.size() || u > limit) {
-      // Too large for int64: keep the number, as a float.
-      s.kind = Kind::kFloat;
-      s.d = std::strtod(t.c_str(), nullptr);
-      return;
-    }
-    s.kind = Kind::kInt;
-    s.i = neg ? static_cast<int64_t>(0 - u) : static_cast<int64_t>(u);
-  };
-  if (std::regex_match(t, kDec)) {
-    from_chars(t, 10);
-  } else if (t.size() > 2 && t[0] == '0' && t[1] == 'x' &&
-             std::all_of(t.begin() + 2, t.end(), [](char c) { return std::isxdigit(c); })) {
-    from_chars(std::string_view(t).substr(2), 16);
-  } else if (t.size() > 2 && t[0] == '0' && t[1] == 'o' &&
-             std::all_of(t.begin() + 2, t.end(), [](char c) { return c >= '0' && c <= '7'; })) {
-    from_chars(std::string_view(t).substr(2), 8);
-  } else if (std::regex_match(t, kFloat)) {
-    s.kind = Kind::kFloat;
-    s.d = std::strtod(t.c_str(), nullptr);
-  } else if (std::regex_match(t, kInf)) {
-    s.kind = Kind::kFloat;
-    s.d = t[0] == '-' ? -std::numeric_limits<double>::infinity()
-                      : std::numeric_limits<double>::infinity();
-  } else if (std::regex_match(t, kNan)) {
-    s.kind = Kind::kFloat;
-    s.d = std::numeric_limits<double>::quiet_NaN();
-  }
-  return s;
-}
+using yaml::Resolve;
+using yaml::Scalar;
+using Kind = yaml::ScalarKind;
 
 // const lookup, so a missing key is not inserted.
 Node Get(const Node& map, const std::string& key) { return map[key]; }
@@ -179,18 +112,16 @@ std::string Normalize(const fs::path& p) {
 
 // ---------------------------------------------------------------------------------------------
 
-class SpecParser {
+class SpecParser : public yaml::Reader {
  public:
   SpecParser(std::string display, std::string base_dir)
-      : display_(std::move(display)), base_dir_(std::move(base_dir)) {}
+      : yaml::Reader(display), display_(std::move(display)), base_dir_(std::move(base_dir)) {}
 
   Result<Spec> Parse(const std::string& yaml, const std::vector<std::string>& overrides);
 
  private:
-  std::string Where(const Node& n) const;
-  Status Err(const Node& at, std::string_view msg) const {
-    return InvalidArgument(fmt::format("{}: {}", Where(at), msg));
-  }
+  // Nodes that came from --set are named by the override instead of a file position.
+  std::string Where(const Node& n) const override;
   Status ErrAtStart(std::string_view msg) const {
     return InvalidArgument(fmt::format("{}:1:1: {}", display_, msg));
   }
@@ -200,10 +131,6 @@ class SpecParser {
 
   Result<std::vector<Field>> ReadMap(const Node& map, const std::string& section,
                                      const std::vector<std::string>* valid) const;
-  Result<int64_t> Int(const Field& f, int64_t min, int64_t max, std::string_view kind,
-                      std::string_view hint) const;
-  Result<int64_t> Duration(const Field& f) const;
-  Result<std::string> Text(const Field& f, std::string_view hint) const;
   Result<OrderedJson> ParamValue(const Node& n, const Field& f) const;
 
   Status ParseCommand(const Field& f, const std::vector<Field>& params, Spec& spec) const;
@@ -357,56 +284,15 @@ Status SpecParser::ApplyOverride(Node& root, const std::string& text) {
 
 Result<std::vector<Field>> SpecParser::ReadMap(const Node& map, const std::string& section,
                                                const std::vector<std::string>* valid) const {
-  std::vector<Field> fields;
-  std::string prefix = section.empty() ? "" : section + ".";
-  for (auto it = map.begin(); it != map.end(); ++it) {
-    const Node key = it->first;
-    if (!key.IsScalar()) {
-      return Err(
-          key, fmt::format("a key must be a plain name, got {}; write name: value", Describe(key)));
-    }
-    std::string name = key.Scalar();
-    if (valid && !Contains(*valid, name)) {
-      std::string where = section.empty() ? "" : fmt::format(" under {}", section);
-      return Err(key, yaml::UnknownKey(name, *valid, where, kSections,
-                                       " (parameters go under params:)"));
-    }
-    if (Find(fields, name)) {
-      return Err(key, fmt::format("duplicate key '{}{}'; keep only one of them", prefix, name));
-    }
-    fields.push_back({key, it->second, name, prefix + name});
-  }
-  return fields;
+  if (!map.IsMap()) return std::vector<Field>{};  // callers say what a non-mapping should be
+  yaml::MapRules rules;
+  rules.valid = valid;
+  rules.in = " under ";
+  rules.sections = &kSections;
+  rules.top_hint = " (parameters go under params:)";
+  return yaml::Reader::ReadMap(map, map, section, rules);
 }
 
-Result<int64_t> SpecParser::Int(const Field& f, int64_t min, int64_t max, std::string_view kind,
-                                std::string_view hint) const {
-  Scalar s = Resolve(f.value);
-  if (s.kind != Kind::kInt || s.i < min || s.i > max) {
-    return Err(f.at(),
-               fmt::format("{} must be {}, got {}; {}", f.path, kind, Describe(f.value), hint));
-  }
-  return s.i;
-}
-
-Result<int64_t> SpecParser::Duration(const Field& f) const {
-  if (!f.value.IsScalar()) {
-    return Err(f.at(), fmt::format("{} must be a duration, got {}; write e.g. 500ms, 90s, 30m, "
-                                   "2h or 1h30m",
-                                   f.path, Describe(f.value)));
-  }
-  Result<int64_t> ms = ParseDurationMs(f.value.Scalar());
-  if (!ms.ok()) return Err(f.at(), fmt::format("{}: {}", f.path, ms.status().message()));
-  return *ms;
-}
-
-Result<std::string> SpecParser::Text(const Field& f, std::string_view hint) const {
-  if (!f.value.IsScalar()) {
-    return Err(f.at(),
-               fmt::format("{} must be a string, got {}; {}", f.path, Describe(f.value), hint));
-  }
-  return f.value.Scalar();
-}
 
 Result<OrderedJson> SpecParser::ParamValue(const Node& n, const Field& f) const {
   const Node& at = n.IsNull() ? f.at() : n;

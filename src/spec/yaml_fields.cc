@@ -3,7 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <optional>
+#include <regex>
 
 #include "common/strings.h"
 
@@ -49,6 +55,181 @@ std::string UnknownKey(const std::string& name, const std::vector<std::string>& 
   }
   return fmt::format("unknown key '{}'{}; valid keys are {}{}", name, where, Join(valid, ", "),
                      where.empty() ? top_hint : "");
+}
+
+Scalar Resolve(const YAML::Node& n) {
+  Scalar s;
+  if (n.IsNull()) {
+    s.kind = ScalarKind::kNull;
+    return s;
+  }
+  if (!n.IsScalar() || n.Tag() == "!" || n.Tag() == kStrTag) return s;
+  const std::string& t = n.Scalar();
+  if (t == "true" || t == "True" || t == "TRUE") {
+    s.kind = ScalarKind::kBool;
+    s.b = true;
+    return s;
+  }
+  if (t == "false" || t == "False" || t == "FALSE") {
+    s.kind = ScalarKind::kBool;
+    return s;
+  }
+  static const std::regex kDec("[-+]?[0-9]+");
+  static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
+  static const std::regex kInf(R"([-+]?\.(inf|Inf|INF))");
+  static const std::regex kNan(R"(\.(nan|NaN|NAN))");
+  auto from_chars = [&](std::string_view digits, int base) {
+    bool neg = false;
+    if (!digits.empty() && (digits[0] == '-' || digits[0] == '+')) {
+      neg = digits[0] == '-';
+      digits.remove_prefix(1);
+    }
+    uint64_t u = 0;
+    auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), u, base);
+    uint64_t limit = neg ? uint64_t{1} << 63 : (uint64_t{1} << 63) - 1;
+    if (ec != std::errc() || p != digits.data() + digits.size() || u > limit) {
+      // Too large for int64: keep the number, as a float.
+      s.kind = ScalarKind::kFloat;
+      s.d = std::strtod(t.c_str(), nullptr);
+      return;
+    }
+    s.kind = ScalarKind::kInt;
+    s.i = neg ? static_cast<int64_t>(0 - u) : static_cast<int64_t>(u);
+  };
+  if (std::regex_match(t, kDec)) {
+    from_chars(t, 10);
+  } else if (t.size() > 2 && t[0] == '0' && t[1] == 'x' &&
+             std::all_of(t.begin() + 2, t.end(), [](char c) { return std::isxdigit(c); })) {
+    from_chars(std::string_view(t).substr(2), 16);
+  } else if (t.size() > 2 && t[0] == '0' && t[1] == 'o' &&
+             std::all_of(t.begin() + 2, t.end(), [](char c) { return c >= '0' && c <= '7'; })) {
+    from_chars(std::string_view(t).substr(2), 8);
+  } else if (std::regex_match(t, kFloat)) {
+    s.kind = ScalarKind::kFloat;
+    s.d = std::strtod(t.c_str(), nullptr);
+  } else if (std::regex_match(t, kInf)) {
+    s.kind = ScalarKind::kFloat;
+    s.d = t[0] == '-' ? -std::numeric_limits<double>::infinity()
+                      : std::numeric_limits<double>::infinity();
+  } else if (std::regex_match(t, kNan)) {
+    s.kind = ScalarKind::kFloat;
+    s.d = std::numeric_limits<double>::quiet_NaN();
+  }
+  return s;
+}
+
+std::string Reader::Where(const YAML::Node& n) const {
+  YAML::Mark m = n.Mark();
+  if (m.is_null()) return fmt::format("{}:1:1", source_);
+  return fmt::format("{}:{}:{}", source_, m.line + 1, m.column + 1);
+}
+
+Status Reader::Err(const YAML::Node& at, std::string_view msg) const {
+  return InvalidArgument(fmt::format("{}: {}", Where(at), msg));
+}
+
+Result<std::vector<Field>> Reader::ReadMap(const YAML::Node& at, const YAML::Node& map,
+                                           const std::string& path, const MapRules& rules) const {
+  std::vector<Field> fields;
+  if (map.IsNull()) return fields;
+  if (!map.IsMap()) {
+    return Err(at, fmt::format("{} must be a mapping, got {}; write e.g. {}", path, Describe(map),
+                               rules.example));
+  }
+  std::string prefix = path.empty() ? "" : path + ".";
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    const YAML::Node key = it->first;
+    if (!key.IsScalar()) {
+      return Err(key,
+                 fmt::format("a key must be a plain name, got {}{}", Describe(key), rules.key_hint));
+    }
+    std::string name = key.Scalar();
+    if (rules.valid && !Contains(*rules.valid, name)) {
+      std::string where = path.empty() ? "" : fmt::format("{}{}", rules.in, path);
+      return Err(key, UnknownKey(name, *rules.valid, where,
+                                 rules.sections ? *rules.sections : Sections{}, rules.top_hint));
+    }
+    if (Find(fields, name)) {
+      return Err(key, fmt::format("duplicate key '{}{}'; keep only one of them", prefix, name));
+    }
+    fields.push_back({key, it->second, name, prefix + name});
+  }
+  return fields;
+}
+
+Result<int64_t> Reader::Int(const Field& f, int64_t min, int64_t max, std::string_view kind,
+                            std::string_view hint) const {
+  Scalar s = Resolve(f.value);
+  if (s.kind != ScalarKind::kInt || s.i < min || s.i > max) {
+    return Err(f.at(),
+               fmt::format("{} must be {}, got {}; {}", f.path, kind, Describe(f.value), hint));
+  }
+  return s.i;
+}
+
+Result<double> Reader::Real(const Field& f, double min, double max, bool min_open, bool max_open,
+                            std::string_view hint) const {
+  std::string range;
+  if (max == std::numeric_limits<double>::infinity()) {
+    range = fmt::format("a number {} {}", min_open ? ">" : ">=", min);
+  } else if (!min_open && !max_open) {
+    range = fmt::format("a number from {} to {}", min, max);
+  } else {
+    range = fmt::format("a number {} {} and {} {}", min_open ? ">" : ">=", min,
+                        max_open ? "<" : "<=", max);
+  }
+  Scalar s = Resolve(f.value);
+  double v = s.kind == ScalarKind::kInt ? static_cast<double>(s.i) : s.d;
+  if ((s.kind != ScalarKind::kInt && s.kind != ScalarKind::kFloat) || !std::isfinite(v) ||
+      v < min || v > max || (min_open && v == min) || (max_open && v == max)) {
+    return Err(f.at(),
+               fmt::format("{} must be {}, got {}; {}", f.path, range, Describe(f.value), hint));
+  }
+  return v;
+}
+
+Result<int64_t> Reader::Duration(const Field& f, int64_t min) const {
+  if (!f.value.IsScalar()) {
+    return Err(f.at(), fmt::format("{} must be a duration, got {}; write e.g. 500ms, 90s, 30m, "
+                                   "2h or 1h30m",
+                                   f.path, Describe(f.value)));
+  }
+  Result<int64_t> ms = ParseDurationMs(f.value.Scalar());
+  if (!ms.ok()) return Err(f.at(), fmt::format("{}: {}", f.path, ms.status().message()));
+  if (*ms < min) {
+    return Err(
+        f.at(),
+        fmt::format("{} must be at least {}, got '{}'; write a longer duration", f.path,
+                    min < 1000 ? fmt::format("{}ms", min) : FormatDuration(min), f.value.Scalar()));
+  }
+  return *ms;
+}
+
+Result<int64_t> Reader::Bytes(const Field& f) const {
+  if (!f.value.IsScalar()) {
+    return Err(f.at(), fmt::format("{} must be a size, got {}; write e.g. 256MiB or 1GiB", f.path,
+                                   Describe(f.value)));
+  }
+  Result<int64_t> b = ParseBytes(f.value.Scalar());
+  if (!b.ok()) return Err(f.at(), fmt::format("{}: {}", f.path, b.status().message()));
+  return *b;
+}
+
+Result<std::string> Reader::Choice(const Field& f, const std::vector<std::string>& choices) const {
+  std::string got = f.value.IsScalar() ? f.value.Scalar() : "";
+  if (f.value.IsScalar() && Contains(choices, got)) return got;
+  std::string list = Join(choices, ", ");
+  std::optional<std::string> close = f.value.IsScalar() ? ClosestMatch(got, choices) : std::nullopt;
+  return Err(f.at(), fmt::format("{} must be one of {}, got {}{}", f.path, list, Describe(f.value),
+                                 close ? fmt::format("; did you mean '{}'?", *close) : ""));
+}
+
+Result<std::string> Reader::Text(const Field& f, std::string_view hint) const {
+  if (!f.value.IsScalar()) {
+    return Err(f.at(),
+               fmt::format("{} must be a string, got {}; {}", f.path, Describe(f.value), hint));
+  }
+  return f.value.Scalar();
 }
 
 }  // namespace drover::yaml

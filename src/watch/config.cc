@@ -55,32 +55,24 @@ const yaml::Sections kSections = {{"telemetry", &kTelemetryKeys},
 
 constexpr int64_t kIntMax = std::numeric_limits<int>::max();
 
-class Parser {
+// The config file's parser: the shared field reader (spec/yaml_fields.h) and one method per
+// section.
+class Parser : public yaml::Reader {
  public:
-  explicit Parser(std::string source) : source_(std::move(source)) {}
+  explicit Parser(std::string source) : yaml::Reader(std::move(source)) {}
   Result<WatchConfig> Parse(const std::string& text);
 
  private:
-  std::string Where(const Node& n) const {
-    YAML::Mark m = n.Mark();
-    if (m.is_null()) return fmt::format("{}:1:1", source_);
-    return fmt::format("{}:{}:{}", source_, m.line + 1, m.column + 1);
-  }
-  Status Err(const Node& at, std::string_view msg) const {
-    return InvalidArgument(fmt::format("{}: {}", Where(at), msg));
-  }
-
   // The fields of a mapping (null: none), each key checked against `valid`.
   Result<std::vector<Field>> ReadMap(const Node& at, const Node& map, const std::string& path,
                                      const std::vector<std::string>& valid,
-                                     std::string_view example) const;
-  Result<int64_t> Int(const Field& f, int64_t min, int64_t max, std::string_view kind,
-                      std::string_view hint) const;
-  Result<double> Real(const Field& f, double min, double max, bool min_open, bool max_open,
-                      std::string_view hint) const;
-  Result<Millis> Duration(const Field& f, Millis min) const;
-  Result<int64_t> Bytes(const Field& f) const;
-  Result<std::string> Choice(const Field& f, const std::vector<std::string>& choices) const;
+                                     std::string_view example) const {
+    yaml::MapRules rules;
+    rules.valid = &valid;
+    rules.sections = &kSections;
+    rules.example = example;
+    return yaml::Reader::ReadMap(at, map, path, rules);
+  }
 
   Status ParseTelemetry(const Field& f, WatchConfig& c) const;
   Status ParseAlerts(const Field& f, WatchConfig& c) const;
@@ -89,116 +81,7 @@ class Parser {
   Status ParseDetectors(const Field& f, WatchConfig& c) const;
   Status ParseScheduler(const Field& f, WatchConfig& c) const;
   Status ParseGroups(const Field& f, SchedulerConfig& s) const;
-
-  std::string source_;
 };
-
-Result<std::vector<Field>> Parser::ReadMap(const Node& at, const Node& map, const std::string& path,
-                                           const std::vector<std::string>& valid,
-                                           std::string_view example) const {
-  std::vector<Field> fields;
-  if (map.IsNull()) return fields;
-  if (!map.IsMap()) {
-    return Err(at, fmt::format("{} must be a mapping, got {}; write e.g. {}", path, Describe(map),
-                               example));
-  }
-  std::string prefix = path.empty() ? "" : path + ".";
-  for (auto it = map.begin(); it != map.end(); ++it) {
-    const Node key = it->first;
-    if (!key.IsScalar()) {
-      return Err(
-          key, fmt::format("a key must be a plain name, got {}; write name: value", Describe(key)));
-    }
-    std::string name = key.Scalar();
-    if (!Contains(valid, name)) {
-      std::string where = path.empty() ? "" : fmt::format(" in {}", path);
-      return Err(key, yaml::UnknownKey(name, valid, where, kSections));
-    }
-    if (Find(fields, name)) {
-      return Err(key, fmt::format("duplicate key '{}{}'; keep only one of them", prefix, name));
-    }
-    fields.push_back({key, it->second, name, prefix + name});
-  }
-  return fields;
-}
-
-Result<int64_t> Parser::Int(const Field& f, int64_t min, int64_t max, std::string_view kind,
-                            std::string_view hint) const {
-  auto fail = [&] {
-    return Err(f.at(),
-               fmt::format("{} must be {}, got {}; {}", f.path, kind, Describe(f.value), hint));
-  };
-  if (!f.value.IsScalar()) return fail();
-  std::string_view t = Trim(f.value.Scalar());
-  if (!t.empty() && t[0] == '+') t.remove_prefix(1);
-  int64_t v = 0;
-  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-  if (t.empty() || ec != std::errc() || p != t.data() + t.size() || v < min || v > max) {
-    return fail();
-  }
-  return v;
-}
-
-Result<double> Parser::Real(const Field& f, double min, double max, bool min_open, bool max_open,
-                            std::string_view hint) const {
-  std::string range;
-  if (max == std::numeric_limits<double>::infinity()) {
-    range = fmt::format("a number {} {}", min_open ? ">" : ">=", min);
-  } else if (!min_open && !max_open) {
-    range = fmt::format("a number from {} to {}", min, max);
-  } else {
-    range = fmt::format("a number {} {} and {} {}", min_open ? ">" : ">=", min,
-                        max_open ? "<" : "<=", max);
-  }
-  auto fail = [&] {
-    return Err(f.at(),
-               fmt::format("{} must be {}, got {}; {}", f.path, range, Describe(f.value), hint));
-  };
-  if (!f.value.IsScalar()) return fail();
-  std::string t(Trim(f.value.Scalar()));
-  if (t.empty()) return fail();
-  char* end = nullptr;
-  double v = std::strtod(t.c_str(), &end);
-  if (end != t.c_str() + t.size() || !std::isfinite(v)) return fail();
-  if (v < min || v > max || (min_open && v == min) || (max_open && v == max)) return fail();
-  return v;
-}
-
-Result<Millis> Parser::Duration(const Field& f, Millis min) const {
-  if (!f.value.IsScalar()) {
-    return Err(f.at(), fmt::format("{} must be a duration, got {}; write e.g. 500ms, 5s, 30m or "
-                                   "1h30m",
-                                   f.path, Describe(f.value)));
-  }
-  Result<int64_t> ms = ParseDurationMs(f.value.Scalar());
-  if (!ms.ok()) return Err(f.at(), fmt::format("{}: {}", f.path, ms.status().message()));
-  if (*ms < min) {
-    return Err(
-        f.at(),
-        fmt::format("{} must be at least {}, got '{}'; write a longer duration", f.path,
-                    min < 1000 ? fmt::format("{}ms", min) : FormatDuration(min), f.value.Scalar()));
-  }
-  return *ms;
-}
-
-Result<int64_t> Parser::Bytes(const Field& f) const {
-  if (!f.value.IsScalar()) {
-    return Err(f.at(), fmt::format("{} must be a size, got {}; write e.g. 256MiB or 1GiB", f.path,
-                                   Describe(f.value)));
-  }
-  Result<int64_t> b = ParseBytes(f.value.Scalar());
-  if (!b.ok()) return Err(f.at(), fmt::format("{}: {}", f.path, b.status().message()));
-  return *b;
-}
-
-Result<std::string> Parser::Choice(const Field& f, const std::vector<std::string>& choices) const {
-  std::string got = f.value.IsScalar() ? f.value.Scalar() : "";
-  if (f.value.IsScalar() && Contains(choices, got)) return got;
-  std::string list = Join(choices, ", ");
-  std::optional<std::string> close = f.value.IsScalar() ? ClosestMatch(got, choices) : std::nullopt;
-  return Err(f.at(), fmt::format("{} must be one of {}, got {}{}", f.path, list, Describe(f.value),
-                                 close ? fmt::format("; did you mean '{}'?", *close) : ""));
-}
 
 Status Parser::ParseTelemetry(const Field& f, WatchConfig& c) const {
   DROVER_ASSIGN_OR_RETURN(std::vector<Field> fields,
@@ -550,7 +433,7 @@ Result<WatchConfig> Parser::Parse(const std::string& text) {
     return InvalidArgument(
         fmt::format("{}:{}:{}: YAML syntax error: {}; fix the YAML at this "
                     "position",
-                    source_, e.mark.line + 1, e.mark.column + 1, e.msg));
+                    source(), e.mark.line + 1, e.mark.column + 1, e.msg));
   }
   WatchConfig c;
   if (!root.IsDefined() || root.IsNull()) return c;  // empty file: all defaults

@@ -265,7 +265,7 @@ TEST(WatchConfigTest, DurationsAndSizes) {
             "90s, 30m, 2h or 1h30m");
   EXPECT_EQ(Error("telemetry:\n  period: [5s]\n"),
             "watch.yaml:2:11: telemetry.period must be a duration, got a list; write e.g. "
-            "500ms, 5s, 30m or 1h30m");
+            "500ms, 90s, 30m, 2h or 1h30m");
   EXPECT_EQ(Error("telemetry:\n  period: 1m\n  store_every: 30s\n"),
             "watch.yaml:3:16: telemetry.store_every (30.0s) is shorter than telemetry.period "
             "(1m00s); samples are averaged into one row per store_every, so make it at least "
@@ -282,7 +282,7 @@ TEST(WatchConfigTest, DurationsAndSizes) {
             "the growth that counts as a leak, such as 256MiB");
   EXPECT_EQ(Error("detectors:\n  idle_gpu:\n    for:\n"),
             "watch.yaml:3:5: detectors.idle_gpu.for must be a duration, got nothing; write e.g. "
-            "500ms, 5s, 30m or 1h30m");
+            "500ms, 90s, 30m, 2h or 1h30m");
   // Bare numbers are seconds; 0 silence means every alert notifies.
   Result<WatchConfig> r = Parse("telemetry: {period: 1, store_every: 1h}\nalerts: {silence: 0}\n");
   ASSERT_TRUE(r.ok()) << r.status().message();

@@ -11,10 +11,11 @@
 
 namespace drover::cli {
 
-void AddWatchFlags(CLI::App* app, WatchFlags& flags) {
+void AddEngineFlags(CLI::App* app, EngineFlags& flags) {
   app->add_option("--config", flags.config,
-                  "Watch config: telemetry period, alert sinks (webhooks), detector thresholds "
-                  "(docs/metrics.md); default <store>/config.yaml when it exists");
+                  "Config file: telemetry period, alert sinks (webhooks), detector thresholds "
+                  "(docs/metrics.md), the scheduler (docs/scheduling.md); default "
+                  "<store>/config.yaml when it exists");
   app->add_option("--policy", flags.policy,
                   "Scheduling policy: fifo, priority, las, srtf, gittins or default (overrides the "
                   "config's scheduler.policy; docs/scheduling.md)");
@@ -23,7 +24,7 @@ void AddWatchFlags(CLI::App* app, WatchFlags& flags) {
 }
 
 Result<EngineSetup> PrepareEngine(const Globals& g, const std::string& fake_gpus,
-                                  const WatchFlags& flags) {
+                                  const EngineFlags& flags) {
   EngineSetup setup;
   if (!flags.fake_telemetry.empty() && fake_gpus.empty()) {
     return InvalidArgument(
@@ -44,7 +45,7 @@ Result<EngineSetup> PrepareEngine(const Globals& g, const std::string& fake_gpus
     if (std::filesystem::exists(fallback, ec)) path = fallback;
   }
   if (!path.empty()) {
-    DROVER_ASSIGN_OR_RETURN(setup.config, watch::LoadWatchConfig(path));
+    DROVER_ASSIGN_OR_RETURN(setup.config, config::LoadDaemonConfig(path));
     setup.config_path = path;
   }
   if (!flags.policy.empty()) {
@@ -52,12 +53,12 @@ Result<EngineSetup> PrepareEngine(const Globals& g, const std::string& fake_gpus
     if (!kind.ok()) return InvalidArgument("--policy: " + kind.status().message());
     setup.config.scheduler.policy = *kind;
   }
-  DROVER_ASSIGN_OR_RETURN(setup.sinks, watch::MakeSinks(setup.config));
+  DROVER_ASSIGN_OR_RETURN(setup.sinks, watch::MakeSinks(setup.config.watch));
   if (setup.probe->Kind() == "nvml" || setup.probe->Kind() == "nvidia-smi") {
     // Real drivers are slow to read: keep that off the engine's loop.
     static RealClock clock;
     setup.probe = std::make_unique<BackgroundGpuProbe>(std::move(setup.probe), clock,
-                                                       setup.config.telemetry_period_ms);
+                                                       setup.config.watch.telemetry_period_ms);
   }
   return setup;
 }

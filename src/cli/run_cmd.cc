@@ -33,7 +33,7 @@ struct RunFlags {
   bool quiet = false;
   bool cancel_on_exit = false;
   int cpus = 0;
-  WatchFlags watch;
+  EngineFlags engine;
 };
 
 std::string PoolSummary(const std::vector<sched::GpuState>& gpus, const std::string& kind) {
@@ -97,7 +97,7 @@ int RunSpec(Globals& g, const RunFlags& f) {
 
   if (auto daemon = FindDaemon(g)) {
     // A daemon owns this store: it runs the experiment; this process only follows it.
-    if (!fake.empty() || f.cpus > 0 || !f.watch.policy.empty()) {
+    if (!fake.empty() || f.cpus > 0 || !f.engine.policy.empty()) {
       std::fprintf(stderr,
                    "drover: note: the daemon's own --fake-gpus/--cpus/--policy apply, not these\n");
     }
@@ -121,7 +121,7 @@ int RunSpec(Globals& g, const RunFlags& f) {
 
   PosixLauncher launcher;  // blocks SIGINT/SIGTERM/SIGCHLD: the engine takes them in its loop
   if (Status st = CheckStoreDir(g); !st.ok()) return ReportError(st);
-  auto setup = PrepareEngine(g, fake, f.watch);
+  auto setup = PrepareEngine(g, fake, f.engine);
   if (!setup.ok()) return ReportError(setup.status());
   auto lock = EngineLock::Acquire(StoreDir(g));
   if (!lock.ok()) return ReportError(lock.status());
@@ -133,7 +133,9 @@ int RunSpec(Globals& g, const RunFlags& f) {
   opts.store_dir = StoreDir(g);
   opts.cpu_slots = f.cpus;
   opts.use_shim = false;  // see EngineOptions::use_shim
-  opts.watch = setup->config;
+  opts.watch = setup->config.watch;
+  opts.scheduler = setup->config.scheduler;
+  opts.environment = setup->config.environment;
   opts.alert_sink = setup->sinks.get();
   Engine engine(**store, launcher, *setup->probe, clock, opts);
   // Unfinished runs left by an engine that was killed are taken over first (and run again where
@@ -232,7 +234,7 @@ Command RegisterRun(CLI::App& root, Globals& g) {
   app->add_flag("-q,--quiet", flags->quiet, "Print nothing but errors");
   app->add_flag("--cancel-on-exit", flags->cancel_on_exit,
                 "With a daemon: Ctrl-C cancels the experiment instead of detaching");
-  AddWatchFlags(app, flags->watch);
+  AddEngineFlags(app, flags->engine);
   return {app, [&g, flags] { return RunSpec(g, *flags); }};
 }
 

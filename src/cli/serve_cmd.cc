@@ -31,7 +31,7 @@ struct ServeFlags {
   std::string fake_gpus;
   int cpus = 0;
   bool stop_runs = false;
-  WatchFlags watch;
+  EngineFlags engine;
   std::vector<std::string> recipes;
 };
 
@@ -116,7 +116,7 @@ int Serve(Globals& g, const ServeFlags& f) {
     if (const char* env = std::getenv("DROVER_FAKE_GPUS")) fake = env;
   }
   if (Status st = CheckStoreDir(g); !st.ok()) return ReportError(st);
-  auto setup = PrepareEngine(g, fake, f.watch);
+  auto setup = PrepareEngine(g, fake, f.engine);
   if (!setup.ok()) return ReportError(setup.status());
   auto lock = EngineLock::Acquire(StoreDir(g));
   if (!lock.ok()) return ReportError(lock.status());
@@ -130,7 +130,9 @@ int Serve(Globals& g, const ServeFlags& f) {
   opts.store_dir = StoreDir(g);
   opts.cpu_slots = f.cpus;
   opts.stop_runs_on_drain = f.stop_runs;
-  opts.watch = setup->config;
+  opts.watch = setup->config.watch;
+  opts.scheduler = setup->config.scheduler;
+  opts.environment = setup->config.environment;
   opts.alert_sink = setup->sinks.get();
   Engine engine(**store, launcher, *setup->probe, clock, opts);
   auto recovered = engine.Recover();
@@ -172,7 +174,7 @@ int Serve(Globals& g, const ServeFlags& f) {
               self.host.find(':') != std::string::npos ? ("[" + self.host + "]").c_str()
                                                        : self.host.c_str(),
               http.port(), StoreDir(g).c_str());
-  if (!setup->config_path.empty()) std::printf("watch config: %s\n", setup->config_path.c_str());
+  if (!setup->config_path.empty()) std::printf("config: %s\n", setup->config_path.c_str());
   std::printf("scheduling policy: %s\n",
               std::string(sched::ToString(setup->config.scheduler.policy)).c_str());
   if (r.experiments > 0) {
@@ -213,7 +215,7 @@ Command RegisterServe(CLI::App& root, Globals& g) {
                   "experiments; repeatable. The daemon's folder and those of submitted "
                   "experiments are offered anyway")
       ->check(CLI::ExistingPath);
-  AddWatchFlags(app, f->watch);
+  AddEngineFlags(app, f->engine);
   return {app, [&g, f] { return Serve(g, *f); }};
 }
 

@@ -40,7 +40,7 @@ Engine::Engine(Store& store, ProcessLauncher& launcher, GpuProbe& gpus, Clock& c
       clock_(clock),
       options_(std::move(options)),
       hostname_(Hostname()) {
-  policy_ = options_.watch.scheduler.Policy();
+  policy_ = options_.scheduler.Policy();
   if (options_.cpu_slots <= 0) {
     options_.cpu_slots = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
@@ -67,7 +67,7 @@ Status Engine::InitGpus() {
     // Memory already in use before drover starts anything belongs to someone else, and the
     // reserve stays free for the driver and monitoring (scheduler.gpu_reserve).
     g.capacity =
-        std::max<int64_t>(0, d.memory_total - d.memory_used - options_.watch.scheduler.gpu_reserve);
+        std::max<int64_t>(0, d.memory_total - d.memory_used - options_.scheduler.gpu_reserve);
     gpus.push_back(g);
   }
   book_ = sched::GpuBook(std::move(gpus));
@@ -319,7 +319,7 @@ void Engine::StopEverything() {
 }
 
 void Engine::Schedule(Instant now) {
-  const watch::SchedulerConfig& config = options_.watch.scheduler;
+  const sched::SchedulerConfig& config = options_.scheduler;
   std::vector<sched::PendingRun> queue;
   sched::ClusterView view;
   view.gpus = book_.gpus();
@@ -415,7 +415,7 @@ void Engine::Schedule(Instant now) {
   }
   // Held for it until its victims are gone (at most the grace and a minute more).
   preempt_for_ = decision.preempt_for;
-  preempt_for_until_mono_ = now.mono + options_.watch.scheduler.grace_ms + 60'000;
+  preempt_for_until_mono_ = now.mono + options_.scheduler.grace_ms + 60'000;
 }
 
 bool Engine::Stopping(const Live& live) const {

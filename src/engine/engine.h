@@ -24,6 +24,8 @@
 #include "sched/predictor.h"
 #include "sched/scheduler.h"
 #include "store/store.h"
+#include "engine/environment_capture.h"
+#include "sched/scheduler_config.h"
 #include "watch/config.h"
 #include "watch/run_watch.h"
 #include "watch/sinks.h"
@@ -50,9 +52,12 @@ struct EngineOptions {
   bool overlay_working_copies = true;
   bool stop_runs_on_drain = false;  // serve: on SIGTERM stop runs (else leave them for adoption)
   Millis serve_poll_ms = 50;        // serve: how soon a posted command is picked up at most
-  // Telemetry period, alert silence window and detector thresholds (docs/metrics.md), and the
-  // scheduler: policy, preemption grace, GPU memory reserve, groups (docs/scheduling.md).
-  watch::WatchConfig watch;
+  // The daemon config file's sections (config/daemon_config.h): telemetry period, alert silence
+  // window and detector thresholds (docs/metrics.md); the scheduler (docs/scheduling.md); the
+  // environment record (docs/execution.md).
+  watch::WatchConfig watch;           // telemetry, alert silence, detectors
+  sched::SchedulerConfig scheduler;  // the policy and its knobs, grace, GPU reserve, groups
+  EnvironmentConfig environment;     // how long the package listing may take
   // Where alerts go once raised and not silenced (not owned; nullptr: stored only).
   watch::AlertSink* alert_sink = nullptr;
 };
@@ -238,7 +243,7 @@ class Engine {
   std::map<int64_t, std::unique_ptr<ExperimentEntry>> experiments_;
   std::map<int64_t, std::unique_ptr<Live>> live_;  // runs not yet final, by run id
   std::map<int, int64_t> pid_to_run_;
-  sched::PolicyConfig policy_;          // options_.watch.scheduler.Policy()
+  sched::PolicyConfig policy_;          // options_.scheduler.Policy()
   sched::DurationPredictor predictor_;  // run times of succeeded runs (srtf, priority)
   bool predictor_seeded_ = false;
   std::vector<Millis> finished_sizes_;  // GPU time of the latest succeeded runs (gittins)

@@ -89,7 +89,7 @@ Result<RecoverySummary> Engine::Recover() {
         if (preempt) l.preempt_why = "it was being preempted when the daemon restarted";
         if (*a.stopping == StopReason::kCancel) l.cancel_requested = true;
         l.kill_at_mono =
-            now.mono + (preempt ? options_.watch.scheduler.grace_ms : options_.kill_grace_ms);
+            now.mono + (preempt ? options_.scheduler.grace_ms : options_.kill_grace_ms);
       }
       l.watch = std::make_unique<watch::RunWatch>(l.exp->spec, options_.watch.detectors);
       Reserve(l, placement);

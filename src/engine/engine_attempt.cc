@@ -58,7 +58,7 @@ bool Engine::Stop(Live& live, StopReason why, Instant now, Millis grace) {
 }
 
 void Engine::Preempt(Live& live, const std::string& why, Instant now) {
-  Millis grace = options_.watch.scheduler.grace_ms;
+  Millis grace = options_.scheduler.grace_ms;
   spdlog::info("run {}: preempting attempt {} ({}): SIGTERM now, SIGKILL in {} if it still runs",
                live.run.id, live.attempt->number, why, FormatDuration(grace));
   if (Stop(live, StopReason::kPreempt, now, grace)) live.preempt_why = why;

@@ -34,7 +34,7 @@ Status Engine::CheckSubmit(const Spec& spec) {
   DROVER_RETURN_IF_ERROR(InitGpus());
   if (Status fits = sched::CheckFits(spec.resources, book_.gpus(), options_.cpu_slots);
       !fits.ok()) {
-    const int64_t reserve = options_.watch.scheduler.gpu_reserve;
+    const int64_t reserve = options_.scheduler.gpu_reserve;
     std::vector<sched::GpuState> whole = book_.gpus();
     for (auto& g : whole) g.capacity += reserve;
     if (reserve > 0 && sched::CheckFits(spec.resources, whole, options_.cpu_slots).ok()) {
@@ -74,7 +74,7 @@ Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
   const Spec& spec = prepared.spec;
   // Again: the pool is the loop's, and the daemon prepared this off the loop.
   DROVER_RETURN_IF_ERROR(CheckSubmit(spec));
-  if (const auto& groups = options_.watch.scheduler.groups;
+  if (const auto& groups = options_.scheduler.groups;
       !spec.group.empty() && !groups.empty() && !groups.count(spec.group)) {
     // Not refused (a group needs no entry to exist), but a misspelt name would silently escape
     // its quota: say so where the daemon's owner looks.
@@ -170,7 +170,7 @@ void Engine::CaptureEnvironment(int64_t experiment_id,
   if (!env_capture_) {
     env_capture_ = std::make_unique<EnvironmentCapture>(
         [this] { return probe_.Kind() == "none" ? std::string() : probe_.Describe(); },
-        options_.watch.environment.package_list_timeout_ms);
+        options_.environment.package_list_timeout_ms);
   }
   EnvironmentRequest req;
   req.experiment_id = experiment_id;

@@ -514,10 +514,10 @@ TEST_F(EngineTest, MaxParallelAndCpuSlots) {
 // Options for the scheduling tests: a preemptive policy that acts at once (las, a one-minute
 // switch to the second queue, no minimum run time) and a 30 s preemption grace.
 EngineOptions LasOptions(EngineOptions o) {
-  o.watch.scheduler.policy = sched::PolicyKind::kLas;
-  o.watch.scheduler.las_threshold_gpu_ms = 60'000;
-  o.watch.scheduler.min_runtime_ms = 0;
-  o.watch.scheduler.grace_ms = 30'000;
+  o.scheduler.policy = sched::PolicyKind::kLas;
+  o.scheduler.las_threshold_gpu_ms = 60'000;
+  o.scheduler.min_runtime_ms = 0;
+  o.scheduler.grace_ms = 30'000;
   o.tail_interval_ms = 1000;
   return o;
 }
@@ -627,7 +627,7 @@ TEST_F(EngineTest, NoPreemptionUnderFifoOrForANonPreemptibleSpec) {
     });
     FakeGpuProbe probe({{0, "GPU-0", "Fake", 16 * GiB, 0}});
     EngineOptions o = LasOptions(BaseOptions());
-    if (fifo) o.watch.scheduler.policy = sched::PolicyKind::kFifo;
+    if (fifo) o.scheduler.policy = sched::PolicyKind::kFifo;
     Engine engine(*store_, launcher, probe, clock_, o);
     auto long_sub = engine.Submit(long_spec);
     auto short_sub = engine.Submit(short_spec);
@@ -659,7 +659,7 @@ TEST_F(EngineTest, SrtfRanksByDurationsLearntFromTheStore) {
   }
   // A new engine (srtf) learns them at start: submitted long first, the short one runs first.
   EngineOptions o = BaseOptions();
-  o.watch.scheduler.policy = sched::PolicyKind::kSrtf;
+  o.scheduler.policy = sched::PolicyKind::kSrtf;
   Engine engine(*store_, launcher, probe, clock_, o);
   auto long_sub = engine.Submit(ParseSpec(long_yaml));
   auto short_sub = engine.Submit(ParseSpec(short_yaml));
@@ -692,7 +692,7 @@ TEST_F(EngineTest, GpuReserveIsKeptFreeAndNamedWhenARunDoesNotFit) {
                     .ok());
   }
   EngineOptions o = BaseOptions();
-  o.watch.scheduler.gpu_reserve = 0;
+  o.scheduler.gpu_reserve = 0;
   Engine engine(*store_, launcher, probe, clock_, o);
   ASSERT_TRUE(engine.Submit(whole).ok());
   EXPECT_EQ(engine.gpus()[0].capacity, 16 * GiB);

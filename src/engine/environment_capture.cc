@@ -127,4 +127,21 @@ Environment EnvironmentCapture::Capture(const EnvironmentRequest& r,
   return env;
 }
 
+const std::vector<std::string>& EnvironmentKeys() {
+  static const std::vector<std::string> keys = {"package_list_timeout"};
+  return keys;
+}
+
+Status ParseEnvironmentSection(const yaml::Reader& r, const yaml::Field& f, EnvironmentConfig* out) {
+  yaml::MapRules rules;
+  rules.valid = &EnvironmentKeys();
+  rules.example = "environment: {package_list_timeout: 30s}";
+  DROVER_ASSIGN_OR_RETURN(std::vector<yaml::Field> fields,
+                          r.ReadMap(f.at(), f.value, "environment", rules));
+  if (const yaml::Field* t = yaml::Find(fields, "package_list_timeout")) {
+    DROVER_ASSIGN_OR_RETURN(out->package_list_timeout_ms, r.Duration(*t, 100));
+  }
+  return Status::Ok();
+}
+
 }  // namespace drover

@@ -13,9 +13,23 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/status.h"
 #include "model/run.h"
+#include "spec/yaml_fields.h"
 
 namespace drover {
+
+// The daemon config file's `environment:` section (config/daemon_config.h reads the file):
+//
+//   environment:
+//     package_list_timeout: 30s   # the interpreter's package listing is killed after this
+struct EnvironmentConfig {
+  // The package listing runs the user's interpreter off the loop; past this it is killed and
+  // recorded as timed out (the runs start meanwhile either way).
+  Millis package_list_timeout_ms = 30'000;
+};
+const std::vector<std::string>& EnvironmentKeys();
+Status ParseEnvironmentSection(const yaml::Reader& r, const yaml::Field& f, EnvironmentConfig* out);
 
 struct EnvironmentRequest {
   int64_t experiment_id = 0;

@@ -24,9 +24,6 @@ using yaml::Field;
 using yaml::Find;
 using YAML::Node;
 
-const std::vector<std::string> kTopKeys = {"telemetry", "alerts", "detectors", "scheduler",
-                                           "environment"};
-const std::vector<std::string> kEnvironmentKeys = {"package_list_timeout"};
 const std::vector<std::string> kTelemetryKeys = {"period", "store_every"};
 const std::vector<std::string> kAlertKeys = {"silence", "sinks"};
 const std::vector<std::string> kSinkKeys = {"type",         "url",     "format", "min_severity",
@@ -39,19 +36,9 @@ const std::vector<std::string> kIdleKeys = {"utilization", "for"};
 const std::vector<std::string> kLeakKeys = {"window", "min_growth", "monotonic"};
 const std::vector<std::string> kFragmentationKeys = {"threshold", "samples", "min_reserved"};
 const std::vector<std::string> kFailureKeys = {"count"};
-const std::vector<std::string> kSchedulerKeys = {
-    "policy", "min_runtime", "preempt_above", "grace", "gpu_reserve", "las_threshold", "groups"};
-const std::vector<std::string> kGroupKeys = {"weight", "quota"};
 const std::vector<std::string> kSinkTypes = {"log", "webhook"};
 const std::vector<std::string> kFormats = {"slack", "feishu", "dingtalk", "json"};
 const std::vector<std::string> kSeverities = {"info", "warning", "error"};
-
-// Sections whose keys are sometimes written at the top by mistake.
-const yaml::Sections kSections = {{"telemetry", &kTelemetryKeys},
-                                  {"alerts", &kAlertKeys},
-                                  {"detectors", &kDetectorKeys},
-                                  {"scheduler", &kSchedulerKeys},
-                                  {"environment", &kEnvironmentKeys}};
 
 constexpr int64_t kIntMax = std::numeric_limits<int>::max();
 
@@ -60,7 +47,9 @@ constexpr int64_t kIntMax = std::numeric_limits<int>::max();
 class Parser : public yaml::Reader {
  public:
   explicit Parser(std::string source) : yaml::Reader(std::move(source)) {}
-  Result<WatchConfig> Parse(const std::string& text);
+  Status ParseTelemetry(const Field& f, WatchConfig& c) const;
+  Status ParseAlerts(const Field& f, WatchConfig& c) const;
+  Status ParseDetectors(const Field& f, WatchConfig& c) const;
 
  private:
   // The fields of a mapping (null: none), each key checked against `valid`.
@@ -69,18 +58,11 @@ class Parser : public yaml::Reader {
                                      std::string_view example) const {
     yaml::MapRules rules;
     rules.valid = &valid;
-    rules.sections = &kSections;
     rules.example = example;
     return yaml::Reader::ReadMap(at, map, path, rules);
   }
 
-  Status ParseTelemetry(const Field& f, WatchConfig& c) const;
-  Status ParseAlerts(const Field& f, WatchConfig& c) const;
-  Status ParseEnvironment(const Field& f, WatchConfig& c) const;
   Status ParseSinks(const Field& f, WatchConfig& c) const;
-  Status ParseDetectors(const Field& f, WatchConfig& c) const;
-  Status ParseScheduler(const Field& f, WatchConfig& c) const;
-  Status ParseGroups(const Field& f, SchedulerConfig& s) const;
 };
 
 Status Parser::ParseTelemetry(const Field& f, WatchConfig& c) const {
@@ -102,16 +84,6 @@ Status Parser::ParseTelemetry(const Field& f, WatchConfig& c) const {
                            "least the period",
                            FormatDuration(c.telemetry_store_every_ms),
                            FormatDuration(c.telemetry_period_ms)));
-  }
-  return Status::Ok();
-}
-
-Status Parser::ParseEnvironment(const Field& f, WatchConfig& c) const {
-  DROVER_ASSIGN_OR_RETURN(std::vector<Field> fields,
-                          ReadMap(f.at(), f.value, "environment", kEnvironmentKeys,
-                                  "environment: {package_list_timeout: 30s}"));
-  if (const Field* t = Find(fields, "package_list_timeout")) {
-    DROVER_ASSIGN_OR_RETURN(c.environment.package_list_timeout_ms, Duration(*t, 100));
   }
   return Status::Ok();
 }
@@ -343,155 +315,18 @@ Status Parser::ParseDetectors(const Field& f, WatchConfig& c) const {
   return Status::Ok();
 }
 
-Status Parser::ParseScheduler(const Field& f, WatchConfig& c) const {
-  SchedulerConfig& s = c.scheduler;
-  DROVER_ASSIGN_OR_RETURN(std::vector<Field> fields,
-                          ReadMap(f.at(), f.value, "scheduler", kSchedulerKeys,
-                                  "scheduler: {policy: default, grace: 30s}"));
-  if (const Field* x = Find(fields, "policy")) {
-    if (!x->value.IsScalar()) {
-      return Err(x->at(), fmt::format("scheduler.policy must be a policy's name, got {}; write "
-                                      "e.g. policy: las",
-                                      Describe(x->value)));
-    }
-    const std::string& name = x->value.Scalar();
-    Result<sched::PolicyKind> kind = sched::ParsePolicy(name);
-    if (!kind.ok()) return Err(x->at(), "scheduler.policy: " + kind.status().message());
-    s.policy = *kind;
-  }
-  if (const Field* x = Find(fields, "min_runtime")) {
-    DROVER_ASSIGN_OR_RETURN(s.min_runtime_ms, Duration(*x, 0));
-  }
-  if (const Field* x = Find(fields, "preempt_above")) {
-    DROVER_ASSIGN_OR_RETURN(s.preempt_above,
-                            Real(*x, 0, 1, false, false,
-                                 "write the share of GPUs that must be allocated before a run is "
-                                 "preempted, such as 0.8"));
-  }
-  if (const Field* x = Find(fields, "grace")) {
-    DROVER_ASSIGN_OR_RETURN(s.grace_ms, Duration(*x, 0));
-  }
-  if (const Field* x = Find(fields, "gpu_reserve")) {
-    DROVER_ASSIGN_OR_RETURN(s.gpu_reserve, Bytes(*x));
-  }
-  if (const Field* x = Find(fields, "las_threshold")) {
-    DROVER_ASSIGN_OR_RETURN(s.las_threshold_gpu_ms, Duration(*x, 1));
-  }
-  if (const Field* x = Find(fields, "groups")) DROVER_RETURN_IF_ERROR(ParseGroups(*x, s));
-  return Status::Ok();
-}
-
-Status Parser::ParseGroups(const Field& f, SchedulerConfig& s) const {
-  if (f.value.IsNull()) return Status::Ok();
-  if (!f.value.IsMap()) {
-    return Err(f.at(), fmt::format("scheduler.groups must be a mapping of group names, got {}; "
-                                   "write e.g. groups: {{vision: {{weight: 2, quota: 4}}}}",
-                                   Describe(f.value)));
-  }
-  for (auto it = f.value.begin(); it != f.value.end(); ++it) {
-    const Node key = it->first;
-    std::string name = key.IsScalar() ? key.Scalar() : "";
-    bool plain = !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
-      return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-';
-    });
-    if (!plain) {
-      return Err(key, fmt::format("a group name may only hold letters, digits, '.', '_' and '-', "
-                                  "got {}; write the name a spec gives as group:, such as vision",
-                                  Describe(key)));
-    }
-    if (s.groups.count(name)) {
-      return Err(key,
-                 fmt::format("duplicate key 'scheduler.groups.{}'; keep only one of them", name));
-    }
-    std::string path = "scheduler.groups." + name;
-    const Node& at = it->second.IsNull() ? key : it->second;
-    DROVER_ASSIGN_OR_RETURN(std::vector<Field> fields,
-                            ReadMap(at, it->second, path, kGroupKeys, "{weight: 2, quota: 4}"));
-    sched::GroupShare share;
-    if (const Field* x = Find(fields, "weight")) {
-      DROVER_ASSIGN_OR_RETURN(share.weight,
-                              Real(*x, 0, std::numeric_limits<double>::infinity(), true, false,
-                                   "write the group's share relative to others (1 each by "
-                                   "default), such as 2"));
-    }
-    if (const Field* x = Find(fields, "quota")) {
-      DROVER_ASSIGN_OR_RETURN(int64_t v, Int(*x, 0, kIntMax, "an integer >= 0",
-                                             "write the most GPUs the group may hold, 0 for no "
-                                             "cap"));
-      share.quota_gpus = static_cast<int>(v);
-    }
-    s.groups[name] = share;
-  }
-  return Status::Ok();
-}
-
-Result<WatchConfig> Parser::Parse(const std::string& text) {
-  Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    return InvalidArgument(
-        fmt::format("{}:{}:{}: YAML syntax error: {}; fix the YAML at this "
-                    "position",
-                    source(), e.mark.line + 1, e.mark.column + 1, e.msg));
-  }
-  WatchConfig c;
-  if (!root.IsDefined() || root.IsNull()) return c;  // empty file: all defaults
-  if (!root.IsMap()) {
-    return Err(root, fmt::format("the config must be a mapping with telemetry:, alerts:, "
-                                 "detectors: and scheduler: sections, got {}; write one "
-                                 "'key: value' per line",
-                                 Describe(root)));
-  }
-  DROVER_ASSIGN_OR_RETURN(std::vector<Field> top,
-                          ReadMap(root, root, "", kTopKeys, "alerts: {silence: 30m}"));
-  if (const Field* f = Find(top, "telemetry")) DROVER_RETURN_IF_ERROR(ParseTelemetry(*f, c));
-  if (const Field* f = Find(top, "alerts")) DROVER_RETURN_IF_ERROR(ParseAlerts(*f, c));
-  if (const Field* f = Find(top, "detectors")) DROVER_RETURN_IF_ERROR(ParseDetectors(*f, c));
-  if (const Field* f = Find(top, "scheduler")) DROVER_RETURN_IF_ERROR(ParseScheduler(*f, c));
-  if (const Field* f = Find(top, "environment")) DROVER_RETURN_IF_ERROR(ParseEnvironment(*f, c));
-  return c;
-}
-
 }  // namespace
 
-sched::PolicyConfig SchedulerConfig::Policy() const {
-  sched::PolicyConfig p = sched::ForPolicy(policy);
-  if (min_runtime_ms) p.min_runtime_ms = *min_runtime_ms;
-  if (preempt_above) p.preempt_above_allocated = *preempt_above;
-  if (las_threshold_gpu_ms) p.las_threshold_gpu_ms = *las_threshold_gpu_ms;
-  return p;
-}
+const std::vector<std::string>& TelemetryKeys() { return kTelemetryKeys; }
+const std::vector<std::string>& AlertKeys() { return kAlertKeys; }
+const std::vector<std::string>& DetectorKeys() { return kDetectorKeys; }
 
-Result<WatchConfig> ParseWatchConfig(const std::string& yaml_text, const std::string& source) {
-  try {
-    return Parser(source).Parse(yaml_text);
-  } catch (const YAML::Exception& e) {
-    // yaml-cpp throws for conditions its parser does not report as syntax errors (deep nesting,
-    // bad aliases); they are still the user's input.
-    return InvalidArgument(fmt::format("{}:{}:{}: YAML error: {}; fix the YAML at this position",
-                                       source, e.mark.line + 1, e.mark.column + 1, e.msg));
-  }
-}
-
-Result<WatchConfig> LoadWatchConfig(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) {
-    return NotFound(
-        fmt::format("watch config file '{}' not found; check the path given to "
-                    "--config, or leave --config out to use the defaults",
-                    path));
-  }
-  if (fs::is_directory(path, ec)) {
-    return InvalidArgument(fmt::format(
-        "'{}' is a directory, not a watch config file; give the YAML file to --config", path));
-  }
-  std::ifstream in(path);
-  if (!in) return ErrnoStatus(fmt::format("reading watch config file '{}'", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return ErrnoStatus(fmt::format("reading watch config file '{}'", path));
-  return ParseWatchConfig(text.str(), path);
+Status ParseWatchSection(const yaml::Reader& r, const yaml::Field& f, WatchConfig* out) {
+  Parser p(r.source());
+  if (f.name == "telemetry") return p.ParseTelemetry(f, *out);
+  if (f.name == "alerts") return p.ParseAlerts(f, *out);
+  if (f.name == "detectors") return p.ParseDetectors(f, *out);
+  return r.Err(f.key, fmt::format("'{}' is not a watch section", f.name));
 }
 
 Result<std::unique_ptr<FanOutSink>> MakeSinks(const WatchConfig& config) {

@@ -1,23 +1,33 @@
-#include "watch/config.h"
+// The daemon config file: every section, through the file as a whole.
+#include "config/daemon_config.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
 
-namespace drover::watch {
+namespace drover::config {
 namespace {
+
+using sched::SchedulerConfig;
+using watch::DetectorConfig;
+using watch::FanOutSink;
+using watch::MakeSinks;
+using watch::WatchConfig;
+using watch::WebhookFormat;
+using watch::WebhookOptions;
 
 namespace fs = std::filesystem;
 
 constexpr int64_t kMiB = int64_t{1} << 20;
 constexpr int64_t kGiB = int64_t{1} << 30;
 
-Result<WatchConfig> Parse(const std::string& yaml) { return ParseWatchConfig(yaml, "watch.yaml"); }
+Result<DaemonConfig> Parse(const std::string& yaml) { return ParseDaemonConfig(yaml, "watch.yaml"); }
 
 // The message of a config that must be rejected as bad input.
 std::string Error(const std::string& yaml) {
-  Result<WatchConfig> r = Parse(yaml);
+  Result<DaemonConfig> r = Parse(yaml);
   EXPECT_FALSE(r.ok()) << "expected an error for:\n" << yaml;
   if (r.ok()) return "";
   EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << r.status().message();
@@ -47,16 +57,16 @@ void ExpectDefaults(const WatchConfig& c) {
   EXPECT_EQ(c.detectors.failure_streak, d.detectors.failure_streak);
 }
 
-TEST(WatchConfigTest, EmptyTextGivesDefaults) {
+TEST(DaemonConfigTest, EmptyTextGivesDefaults) {
   for (const char* text : {"", "\n", "# nothing here\n", "---\n"}) {
-    Result<WatchConfig> r = Parse(text);
+    Result<DaemonConfig> r = Parse(text);
     ASSERT_TRUE(r.ok()) << text << ": " << r.status().message();
-    ExpectDefaults(*r);
+    ExpectDefaults(r->watch);
   }
 }
 
-TEST(WatchConfigTest, EnvironmentSectionSetsThePackageListTimeout) {
-  EXPECT_EQ(WatchConfig{}.environment.package_list_timeout_ms, 30'000);
+TEST(DaemonConfigTest, EnvironmentSectionSetsThePackageListTimeout) {
+  EXPECT_EQ(EnvironmentConfig{}.package_list_timeout_ms, 30'000);
   auto c = Parse("environment: {package_list_timeout: 3s}\n");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->environment.package_list_timeout_ms, 3000);
@@ -67,14 +77,14 @@ TEST(WatchConfigTest, EnvironmentSectionSetsThePackageListTimeout) {
   EXPECT_NE(Error("package_list_timeout: 3s\n").find("environment"), std::string::npos);
 }
 
-TEST(WatchConfigTest, EmptySectionsKeepDefaults) {
-  Result<WatchConfig> r = Parse("telemetry:\nalerts:\ndetectors:\n  loss_spike:\n  plateau: {}\n");
+TEST(DaemonConfigTest, EmptySectionsKeepDefaults) {
+  Result<DaemonConfig> r = Parse("telemetry:\nalerts:\ndetectors:\n  loss_spike:\n  plateau: {}\n");
   ASSERT_TRUE(r.ok()) << r.status().message();
-  ExpectDefaults(*r);
+  ExpectDefaults(r->watch);
 }
 
-TEST(WatchConfigTest, ParsesAFullFile) {
-  Result<WatchConfig> r = Parse(R"(# every key, none at its default
+TEST(DaemonConfigTest, ParsesAFullFile) {
+  Result<DaemonConfig> r = Parse(R"(# every key, none at its default
 telemetry:
   period: 2s          # how often GPUs are sampled
   store_every: 30s
@@ -101,7 +111,7 @@ detectors:
   repeated_failure: {count: 2}
 )");
   ASSERT_TRUE(r.ok()) << r.status().message();
-  const WatchConfig& c = *r;
+  const WatchConfig& c = r->watch;
   EXPECT_EQ(c.telemetry_period_ms, 2000);
   EXPECT_EQ(c.telemetry_store_every_ms, 30'000);
   EXPECT_EQ(c.silence_ms, 600'000);
@@ -139,32 +149,32 @@ detectors:
   EXPECT_EQ(d.failure_streak, 2);
 }
 
-TEST(WatchConfigTest, PartialSectionsKeepOtherDefaults) {
-  Result<WatchConfig> r = Parse("detectors:\n  memory_leak: {min_growth: 512MiB}\n");
+TEST(DaemonConfigTest, PartialSectionsKeepOtherDefaults) {
+  Result<DaemonConfig> r = Parse("detectors:\n  memory_leak: {min_growth: 512MiB}\n");
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(r->detectors.leak_min_growth, 512 * kMiB);
-  EXPECT_EQ(r->detectors.leak_window, 20);
-  EXPECT_EQ(r->detectors.spike_threshold, 6.0);
-  ASSERT_EQ(r->sinks.size(), 1u);
+  EXPECT_EQ(r->watch.detectors.leak_min_growth, 512 * kMiB);
+  EXPECT_EQ(r->watch.detectors.leak_window, 20);
+  EXPECT_EQ(r->watch.detectors.spike_threshold, 6.0);
+  ASSERT_EQ(r->watch.sinks.size(), 1u);
 }
 
-TEST(WatchConfigTest, EmptySinkListMeansNoSink) {
-  Result<WatchConfig> r = Parse("alerts:\n  sinks: []\n");
+TEST(DaemonConfigTest, EmptySinkListMeansNoSink) {
+  Result<DaemonConfig> r = Parse("alerts:\n  sinks: []\n");
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_TRUE(r->sinks.empty());
-  Result<std::unique_ptr<FanOutSink>> sinks = MakeSinks(*r);
+  EXPECT_TRUE(r->watch.sinks.empty());
+  Result<std::unique_ptr<FanOutSink>> sinks = MakeSinks(r->watch);
   ASSERT_TRUE(sinks.ok()) << sinks.status().message();
   EXPECT_TRUE((*sinks)->empty());
 }
 
-TEST(WatchConfigTest, MakeSinksBuildsEachSink) {
-  Result<WatchConfig> r = Parse(R"(alerts:
+TEST(DaemonConfigTest, MakeSinksBuildsEachSink) {
+  Result<DaemonConfig> r = Parse(R"(alerts:
   sinks:
     - type: log
     - {type: webhook, format: json, url: "http://127.0.0.1:9/hook", max_attempts: 1}
 )");
   ASSERT_TRUE(r.ok()) << r.status().message();
-  Result<std::unique_ptr<FanOutSink>> sinks = MakeSinks(*r);
+  Result<std::unique_ptr<FanOutSink>> sinks = MakeSinks(r->watch);
   ASSERT_TRUE(sinks.ok()) << sinks.status().message();
   EXPECT_FALSE((*sinks)->empty());
   // Defaults: one log sink.
@@ -173,7 +183,7 @@ TEST(WatchConfigTest, MakeSinksBuildsEachSink) {
   EXPECT_FALSE((*def)->empty());
 }
 
-TEST(WatchConfigTest, UnknownKeysSayWhereAndSuggest) {
+TEST(DaemonConfigTest, UnknownKeysSayWhereAndSuggest) {
   EXPECT_EQ(Error("alerts:\n  silense: 10m\n"),
             "watch.yaml:2:3: unknown key 'silense' in alerts; did you mean 'silence'?");
   EXPECT_EQ(Error("alert:\n  silence: 10m\n"),
@@ -197,7 +207,7 @@ TEST(WatchConfigTest, UnknownKeysSayWhereAndSuggest) {
             "watch.yaml:3:3: duplicate key 'alerts.silence'; keep only one of them");
 }
 
-TEST(WatchConfigTest, BadShapes) {
+TEST(DaemonConfigTest, BadShapes) {
   EXPECT_EQ(Error("- a\n- b\n"),
             "watch.yaml:1:1: the config must be a mapping with telemetry:, alerts:, detectors: "
             "and scheduler: sections, got a list; write one 'key: value' per line");
@@ -214,7 +224,7 @@ TEST(WatchConfigTest, BadShapes) {
   EXPECT_NE(Error("alerts: {silence: [1m\n").find("YAML syntax error"), std::string::npos);
 }
 
-TEST(WatchConfigTest, Sinks) {
+TEST(DaemonConfigTest, Sinks) {
   EXPECT_EQ(Error("alerts:\n  sinks:\n    - format: slack\n"),
             "watch.yaml:3:7: alerts.sinks[0] needs a type: log or webhook; add e.g. type: log");
   EXPECT_EQ(Error("alerts:\n  sinks:\n    - type: slack\n"),
@@ -256,7 +266,7 @@ TEST(WatchConfigTest, Sinks) {
             "write a longer duration");
 }
 
-TEST(WatchConfigTest, DurationsAndSizes) {
+TEST(DaemonConfigTest, DurationsAndSizes) {
   EXPECT_EQ(Error("telemetry:\n  period: 50ms\n"),
             "watch.yaml:2:11: telemetry.period must be at least 100ms, got '50ms'; write a "
             "longer duration");
@@ -284,14 +294,14 @@ TEST(WatchConfigTest, DurationsAndSizes) {
             "watch.yaml:3:5: detectors.idle_gpu.for must be a duration, got nothing; write e.g. "
             "500ms, 90s, 30m, 2h or 1h30m");
   // Bare numbers are seconds; 0 silence means every alert notifies.
-  Result<WatchConfig> r = Parse("telemetry: {period: 1, store_every: 1h}\nalerts: {silence: 0}\n");
+  Result<DaemonConfig> r = Parse("telemetry: {period: 1, store_every: 1h}\nalerts: {silence: 0}\n");
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(r->telemetry_period_ms, 1000);
-  EXPECT_EQ(r->telemetry_store_every_ms, 3'600'000);
-  EXPECT_EQ(r->silence_ms, 0);
+  EXPECT_EQ(r->watch.telemetry_period_ms, 1000);
+  EXPECT_EQ(r->watch.telemetry_store_every_ms, 3'600'000);
+  EXPECT_EQ(r->watch.silence_ms, 0);
 }
 
-TEST(WatchConfigTest, Ranges) {
+TEST(DaemonConfigTest, Ranges) {
   EXPECT_EQ(Error("detectors:\n  loss_spike: {window: 1}\n"),
             "watch.yaml:2:24: detectors.loss_spike.window must be an integer from 2 to 100000, "
             "got '1'; write how many recent values to compare with, such as 50");
@@ -338,7 +348,7 @@ TEST(WatchConfigTest, Ranges) {
             "'99999999999'; write how many failures in a row of the same error raise an alert, "
             "such as 3");
   // The edges of each range are accepted.
-  Result<WatchConfig> r = Parse(R"(detectors:
+  Result<DaemonConfig> r = Parse(R"(detectors:
   loss_spike: {window: 2, min_points: 2, threshold: 0.001}
   idle_gpu: {utilization: 0, for: 0s}
   memory_leak: {window: 2, monotonic: 1}
@@ -346,13 +356,13 @@ TEST(WatchConfigTest, Ranges) {
   plateau: {window: 2, min_delta: 0}
 )");
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(r->detectors.spike_window, 2);
-  EXPECT_EQ(r->detectors.idle_for_ms, 0);
-  EXPECT_DOUBLE_EQ(r->detectors.leak_monotonic, 1);
+  EXPECT_EQ(r->watch.detectors.spike_window, 2);
+  EXPECT_EQ(r->watch.detectors.idle_for_ms, 0);
+  EXPECT_DOUBLE_EQ(r->watch.detectors.leak_monotonic, 1);
 }
 
-TEST(WatchConfigTest, SchedulerDefaults) {
-  Result<WatchConfig> r = Parse("scheduler:\n");
+TEST(DaemonConfigTest, SchedulerDefaults) {
+  Result<DaemonConfig> r = Parse("scheduler:\n");
   ASSERT_TRUE(r.ok()) << r.status().message();
   const SchedulerConfig& s = r->scheduler;
   EXPECT_EQ(s.policy, sched::PolicyKind::kFifo);
@@ -367,17 +377,17 @@ TEST(WatchConfigTest, SchedulerDefaults) {
   EXPECT_TRUE(s.groups.empty());
   // A policy alone brings its own defaults (default preempts from half the pool allocated);
   // what the file says wins over them.
-  Result<WatchConfig> d = Parse("scheduler: {policy: default}\n");
+  Result<DaemonConfig> d = Parse("scheduler: {policy: default}\n");
   ASSERT_TRUE(d.ok()) << d.status().message();
   EXPECT_DOUBLE_EQ(d->scheduler.Policy().preempt_above_allocated,
                    sched::ForPolicy(sched::PolicyKind::kDefault).preempt_above_allocated);
-  Result<WatchConfig> o = Parse("scheduler: {policy: default, preempt_above: 0.9}\n");
+  Result<DaemonConfig> o = Parse("scheduler: {policy: default, preempt_above: 0.9}\n");
   ASSERT_TRUE(o.ok()) << o.status().message();
   EXPECT_DOUBLE_EQ(o->scheduler.Policy().preempt_above_allocated, 0.9);
 }
 
-TEST(WatchConfigTest, SchedulerSection) {
-  Result<WatchConfig> r = Parse(R"(alerts: {silence: 5m}
+TEST(DaemonConfigTest, SchedulerSection) {
+  Result<DaemonConfig> r = Parse(R"(alerts: {silence: 5m}
 scheduler:
   policy: las
   min_runtime: 0s
@@ -392,7 +402,7 @@ scheduler:
 )");
   ASSERT_TRUE(r.ok()) << r.status().message();
   const SchedulerConfig& s = r->scheduler;
-  EXPECT_EQ(r->silence_ms, 300'000);
+  EXPECT_EQ(r->watch.silence_ms, 300'000);
   EXPECT_EQ(s.policy, sched::PolicyKind::kLas);
   sched::PolicyConfig p = s.Policy();
   EXPECT_EQ(p.kind, sched::PolicyKind::kLas);
@@ -408,17 +418,17 @@ scheduler:
   EXPECT_EQ(s.groups.at("nlp").quota_gpus, 0);
   EXPECT_DOUBLE_EQ(s.groups.at("misc").weight, 1);
   for (const char* name : {"fifo", "priority", "las", "srtf", "default"}) {
-    Result<WatchConfig> one = Parse(std::string("scheduler: {policy: ") + name + "}\n");
+    Result<DaemonConfig> one = Parse(std::string("scheduler: {policy: ") + name + "}\n");
     ASSERT_TRUE(one.ok()) << one.status().message();
     EXPECT_EQ(sched::ToString(one->scheduler.policy), name);
   }
-  Result<WatchConfig> zero = Parse("scheduler: {gpu_reserve: 0}\n");
+  Result<DaemonConfig> zero = Parse("scheduler: {gpu_reserve: 0}\n");
   ASSERT_TRUE(zero.ok()) << zero.status().message();
   EXPECT_EQ(zero->scheduler.gpu_reserve, 0);
 }
 
 // The scheduler section shown in docs/scheduling.md parses, and its values are the defaults.
-TEST(WatchConfigTest, SchedulerDocsExampleParses) {
+TEST(DaemonConfigTest, SchedulerDocsExampleParses) {
   std::ifstream in(std::string(DROVER_SOURCE_DIR) + "/docs/scheduling.md");
   ASSERT_TRUE(in) << "docs/scheduling.md is missing";
   std::string doc((std::istreambuf_iterator<char>(in)), {});
@@ -426,7 +436,7 @@ TEST(WatchConfigTest, SchedulerDocsExampleParses) {
   ASSERT_NE(start, std::string::npos) << "no scheduler: example in docs/scheduling.md";
   start += 8;
   std::string block = doc.substr(start, doc.find("```", start) - start);
-  Result<WatchConfig> r = ParseWatchConfig(block, "docs/scheduling.md");
+  Result<DaemonConfig> r = ParseDaemonConfig(block, "docs/scheduling.md");
   ASSERT_TRUE(r.ok()) << r.status().message();
   SchedulerConfig d;
   const SchedulerConfig& s = r->scheduler;
@@ -439,7 +449,7 @@ TEST(WatchConfigTest, SchedulerDocsExampleParses) {
   EXPECT_EQ(s.groups.size(), 1u);
 }
 
-TEST(WatchConfigTest, BadSchedulerSection) {
+TEST(DaemonConfigTest, BadSchedulerSection) {
   // Which names exist is sched::ParsePolicy's to say (its message lists them).
   std::string choose(sched::ParsePolicy("tiresias").status().message());
   EXPECT_EQ(Error("scheduler:\n  policy: tiresias\n"),
@@ -496,7 +506,7 @@ TEST(WatchConfigTest, BadSchedulerSection) {
             "{weight: 2, quota: 4}");
 }
 
-class WatchConfigFileTest : public ::testing::Test {
+class DaemonConfigFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
@@ -509,37 +519,61 @@ class WatchConfigFileTest : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST_F(WatchConfigFileTest, LoadsAFileAndNamesItInErrors) {
+TEST_F(DaemonConfigFileTest, LoadsAFileAndNamesItInErrors) {
   fs::path good = dir_ / "watch.yaml";
   std::ofstream(good) << "alerts:\n  silence: 5m\n";
-  Result<WatchConfig> r = LoadWatchConfig(good.string());
+  Result<DaemonConfig> r = LoadDaemonConfig(good.string());
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(r->silence_ms, 300'000);
+  EXPECT_EQ(r->watch.silence_ms, 300'000);
 
   fs::path bad = dir_ / "bad.yaml";
   std::ofstream(bad) << "alerts:\n  silense: 5m\n";
-  r = LoadWatchConfig(bad.string());
+  r = LoadDaemonConfig(bad.string());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
             bad.string() + ":2:3: unknown key 'silense' in alerts; did you mean 'silence'?");
 }
 
-TEST_F(WatchConfigFileTest, MissingFileOrDirectory) {
+TEST_F(DaemonConfigFileTest, MissingFileOrDirectory) {
   std::string missing = (dir_ / "nope.yaml").string();
-  Result<WatchConfig> r = LoadWatchConfig(missing);
+  Result<DaemonConfig> r = LoadDaemonConfig(missing);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kNotFound);
   EXPECT_EQ(r.status().message(),
-            "watch config file '" + missing +
+            "config file '" + missing +
                 "' not found; check the path given to --config, or leave --config out to use "
                 "the defaults");
-  r = LoadWatchConfig(dir_.string());
+  r = LoadDaemonConfig(dir_.string());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
   EXPECT_EQ(r.status().message(), "'" + dir_.string() +
-                                      "' is a directory, not a watch config file; give the YAML "
+                                      "' is a directory, not a config file; give the YAML "
                                       "file to --config");
 }
 
+TEST_F(DaemonConfigFileTest, WhatIsNoRegularFileOrTooLargeIsRefusedBeforeItIsRead) {
+  // A device that never ends and a FIFO nobody writes to: refused at once, nothing read.
+  Result<DaemonConfig> r = LoadDaemonConfig("/dev/zero");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "'/dev/zero' is not a regular file; give a YAML file to --config");
+  std::string fifo = (dir_ / "fifo").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  r = LoadDaemonConfig(fifo);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("is not a regular file"), std::string::npos);
+  // A file past the limit (a config is a few hundred bytes).
+  fs::path big = dir_ / "big.yaml";
+  {
+    std::ofstream out(big);
+    out << "alerts:\n  silence: 5m\n";
+    out << std::string(kMaxConfigBytes, '#');
+  }
+  r = LoadDaemonConfig(big.string());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("over the limit of 1048576"), std::string::npos)
+      << r.status().message();
+}
+
 }  // namespace
-}  // namespace drover::watch
+}  // namespace drover::config

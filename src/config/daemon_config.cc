@@ -1,0 +1,139 @@
+#include "config/daemon_config.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "spec/yaml_fields.h"
+
+namespace drover::config {
+
+namespace {
+
+using yaml::Describe;
+using yaml::Field;
+using yaml::Find;
+
+const std::vector<std::string> kTopKeys = {"telemetry", "alerts", "detectors", "scheduler",
+                                           "environment"};
+
+Result<DaemonConfig> Parse(const std::string& text, const std::string& source) {
+  yaml::Reader r(source);
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    return InvalidArgument(fmt::format("{}:{}:{}: YAML syntax error: {}; fix the YAML at this "
+                                       "position",
+                                       source, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+  DaemonConfig c;
+  if (!root.IsDefined() || root.IsNull()) return c;  // an empty file: all defaults
+  if (!root.IsMap()) {
+    return r.Err(root, fmt::format("the config must be a mapping with telemetry:, alerts:, "
+                                   "detectors: and scheduler: sections, got {}; write one "
+                                   "'key: value' per line",
+                                   Describe(root)));
+  }
+  // Each section's keys, so one written at the top is pointed home.
+  const yaml::Sections sections = {{"telemetry", &watch::TelemetryKeys()},
+                                   {"alerts", &watch::AlertKeys()},
+                                   {"detectors", &watch::DetectorKeys()},
+                                   {"scheduler", &sched::SchedulerKeys()},
+                                   {"environment", &EnvironmentKeys()}};
+  yaml::MapRules rules;
+  rules.valid = &kTopKeys;
+  rules.sections = &sections;
+  rules.example = "alerts: {silence: 30m}";
+  DROVER_ASSIGN_OR_RETURN(std::vector<Field> top, r.ReadMap(root, root, "", rules));
+  for (const char* watch_section : {"telemetry", "alerts", "detectors"}) {
+    if (const Field* f = Find(top, watch_section)) {
+      DROVER_RETURN_IF_ERROR(watch::ParseWatchSection(r, *f, &c.watch));
+    }
+  }
+  if (const Field* f = Find(top, "scheduler")) {
+    DROVER_RETURN_IF_ERROR(sched::ParseSchedulerSection(r, *f, &c.scheduler));
+  }
+  if (const Field* f = Find(top, "environment")) {
+    DROVER_RETURN_IF_ERROR(ParseEnvironmentSection(r, *f, &c.environment));
+  }
+  return c;
+}
+
+}  // namespace
+
+Result<DaemonConfig> ParseDaemonConfig(const std::string& yaml_text, const std::string& source) {
+  try {
+    return Parse(yaml_text, source);
+  } catch (const YAML::Exception& e) {
+    // yaml-cpp throws for conditions its parser does not report as syntax errors (deep nesting,
+    // bad aliases); they are still the user's input.
+    return InvalidArgument(fmt::format("{}:{}:{}: YAML error: {}; fix the YAML at this position",
+                                       source, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+}
+
+Result<DaemonConfig> LoadDaemonConfig(const std::string& path) {
+  // Opened without blocking (a FIFO must not hang the start) and checked to be a regular file of
+  // sane size before anything is read.
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      return NotFound(
+          fmt::format("config file '{}' not found; check the path given to --config, or leave "
+                      "--config out to use the defaults",
+                      path));
+    }
+    return ErrnoStatus(fmt::format("reading config file '{}'", path));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    Status s = ErrnoStatus(fmt::format("reading config file '{}'", path));
+    close(fd);
+    return s;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    close(fd);
+    return InvalidArgument(fmt::format(
+        "'{}' is a directory, not a config file; give the YAML file to --config", path));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return InvalidArgument(fmt::format(
+        "'{}' is not a regular file; give a YAML file to --config", path));
+  }
+  if (st.st_size > static_cast<off_t>(kMaxConfigBytes)) {
+    close(fd);
+    return InvalidArgument(fmt::format("config file '{}' is {} bytes, over the limit of {}; a "
+                                       "config is a few sections of YAML",
+                                       path, st.st_size, kMaxConfigBytes));
+  }
+  std::string text;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      Status s = ErrnoStatus(fmt::format("reading config file '{}'", path));
+      close(fd);
+      return s;
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kMaxConfigBytes) {
+      close(fd);
+      return InvalidArgument(
+          fmt::format("config file '{}' grew past {} bytes while it was read", path,
+                      kMaxConfigBytes));
+    }
+  }
+  close(fd);
+  return ParseDaemonConfig(text, path);
+}
+
+}  // namespace drover::config

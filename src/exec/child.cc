@@ -20,12 +20,6 @@ namespace drover {
 
 namespace {
 
-int64_t MonotonicMs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1'000'000;
-}
-
 std::vector<char*> Pointers(const std::vector<std::string>& v) {
   std::vector<char*> p;
   p.reserve(v.size() + 1);
@@ -197,6 +191,18 @@ ForkOutcome ForkChild(const ChildPlan& plan, int out_fd, int err_fd) {
 }
 
 }  // namespace
+
+int64_t MonotonicMs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1'000'000;
+}
+
+int64_t WallMs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1'000'000;
+}
 
 bool ReadProcStat(int pid, char* state, int64_t* start_ticks) {
   char path[32];

@@ -46,6 +46,11 @@ struct ForkOutcome {
 // only; the child allocates nothing.
 ForkOutcome StartChild(const ChildPlan& plan, int out_fd, int err_fd);
 
+// Clocks for the launcher, the shim and the supervisor (libc only, no allocation: they also run
+// in forked children), in milliseconds.
+int64_t MonotonicMs();
+int64_t WallMs();
+
 // Field 3 (state) and field 22 (start time, clock ticks since boot) of /proc/<pid>/stat; false
 // when there is no such process. One read() into a stack buffer, no allocation.
 bool ReadProcStat(int pid, char* state, int64_t* start_ticks);

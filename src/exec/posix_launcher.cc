@@ -38,12 +38,6 @@ sigset_t WaitedSignals() {
   return set;
 }
 
-int64_t MonotonicMs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1'000'000;
-}
-
 // The PATH the child will see: its own env's PATH when the spec sets one, else ours.
 std::string_view ChildPath(const std::vector<std::string>& env) {
   for (const std::string& kv : env) {

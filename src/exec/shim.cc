@@ -15,17 +15,13 @@
 #include <cstring>
 #include <string>
 
+#include "exec/child.h"
+
 extern char** environ;
 
 namespace drover {
 
 namespace {
-
-int64_t WallMs() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1'000'000;
-}
 
 bool IsExecutableFile(const std::string& path) {
   struct stat st;

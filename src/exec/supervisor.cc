@@ -114,12 +114,6 @@ bool SendMessage(int fd, const Message& m, const std::string& text) {
   return WriteFull(fd, bytes.data(), bytes.size());
 }
 
-int64_t WallMs() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1'000'000;
-}
-
 // Appends `line` to the exit file in one write() (a reader sees the whole line or none). Not
 // fsynced, as the shim's: it survives a crash of drover, not a power cut.
 bool AppendLine(const std::string& path, const char* line, size_t len, int flags) {

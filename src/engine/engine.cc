@@ -173,8 +173,12 @@ std::string_view NameOf(const Command& c) {
 std::future<Result<CommandReply>> Engine::Post(Command command) {
   PostedCommand posted{std::move(command), {}};
   auto reply = posted.reply.get_future();
-  std::lock_guard<std::mutex> lock(commands_mu_);
-  commands_.push_back(std::move(posted));
+  {
+    std::lock_guard<std::mutex> lock(commands_mu_);
+    commands_.push_back(std::move(posted));
+  }
+  // The loop may be waiting for a run to end: it takes the command now, not at its next wake-up.
+  launcher_.Wake();
   return reply;
 }
 

@@ -51,7 +51,9 @@ struct EngineOptions {
   // run's own mount namespace, where this machine allows it (exec/working_copy.h); off: copies.
   bool overlay_working_copies = true;
   bool stop_runs_on_drain = false;  // serve: on SIGTERM stop runs (else leave them for adoption)
-  Millis serve_poll_ms = 50;        // serve: how soon a posted command is picked up at most
+  // serve: the longest the loop waits without looking at posted commands (a fallback: Post()
+  // wakes it at once through ProcessLauncher::Wake).
+  Millis serve_poll_ms = 50;
   // The daemon config file's sections (config/daemon_config.h): telemetry period, alert silence
   // window and detector thresholds (docs/metrics.md); the scheduler (docs/scheduling.md); the
   // environment record (docs/execution.md).

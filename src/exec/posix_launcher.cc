@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -66,6 +67,7 @@ PosixLauncher::PosixLauncher(Mode mode) {
   sigset_t set = WaitedSignals();
   pthread_sigmask(SIG_BLOCK, &set, &old_mask_);
   signal_fd_ = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   // The shim is this very binary. It is spawned through /proc/self/exe, which stays our image
   // even when the file is replaced or deleted while drover runs; its argv[0] is the real path.
   shim_path_ = "/proc/self/exe";
@@ -104,6 +106,7 @@ PosixLauncher::~PosixLauncher() {
   // The supervisor goes on watching its runs, and exits after the last one.
   supervisor_.reset();
   if (signal_fd_ >= 0) close(signal_fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
   pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
 }
 
@@ -349,6 +352,12 @@ void PosixLauncher::Reap(std::vector<ProcessExit>* exits) {
   }
 }
 
+void PosixLauncher::Wake() {
+  if (wake_fd_ < 0) return;
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
+}
+
 void PosixLauncher::TakeSupervised(std::vector<ProcessExit>* exits) {
   if (supervisor_ == nullptr) return;
   std::vector<ProcessExit> ends;
@@ -389,14 +398,24 @@ WaitResult PosixLauncher::Wait(int64_t timeout_ms) {
     if (!adopted_.empty() && (left < 0 || left > kAdoptedPollMs)) left = kAdoptedPollMs;
     int sig = 0;
     if (signal_fd_ >= 0) {
-      // A signal, or an end from the supervisor.
-      pollfd p[2] = {{signal_fd_, POLLIN, 0}, {supervisor_ ? supervisor_->fd() : -1, POLLIN, 0}};
-      int r = poll(p, supervisor_ ? 2 : 1, left >= 0 ? static_cast<int>(left) : -1);
+      // A signal, a Wake(), or an end from the supervisor.
+      pollfd p[3] = {{signal_fd_, POLLIN, 0},
+                     {wake_fd_, POLLIN, 0},
+                     {supervisor_ ? supervisor_->fd() : -1, POLLIN, 0}};
+      int r = poll(p, supervisor_ ? 3 : 2, left >= 0 ? static_cast<int>(left) : -1);
       if (r > 0 && (p[0].revents & POLLIN)) {
         signalfd_siginfo si;
         while (read(signal_fd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
           int got = static_cast<int>(si.ssi_signo);
           if (got == SIGINT || got == SIGTERM || got == SIGHUP) sig = got;
+        }
+      }
+      if (r > 0 && (p[1].revents & POLLIN)) {
+        uint64_t n = 0;
+        (void)!read(wake_fd_, &n, sizeof n);
+        if (sig == 0) {
+          collect();
+          return result;
         }
       }
     } else {

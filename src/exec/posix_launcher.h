@@ -32,6 +32,7 @@ class PosixLauncher : public ProcessLauncher {
   int64_t StartTicks(int pid) override;
   int GroupOf(int pid) override;
   void Adopt(int pid, int64_t start_ticks, const std::string& exit_path) override;
+  void Wake() override;  // through an eventfd that Wait() polls
 
   // By default the shim is a fork() of this process (ShimMain, no exec: cheap per run). With this,
   // the given drover binary is exec'd in `__shim` mode instead, and no supervisor is used; tests
@@ -74,6 +75,7 @@ class PosixLauncher : public ProcessLauncher {
   bool exec_shim_ = false;           // exec shim_path_ (SetShimBinary) instead of forking
   std::unique_ptr<Supervisor> supervisor_;  // null: none (or it is gone)
   int signal_fd_ = -1;  // the waited signals, read in Wait()
+  int wake_fd_ = -1;    // an eventfd: Wake() from another thread
   sigset_t old_mask_;   // the calling thread's mask before the constructor, restored after
 };
 

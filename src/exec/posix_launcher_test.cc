@@ -308,5 +308,30 @@ TEST_F(PosixLauncherTest, OtherChildrenAreNotReaped) {
   EXPECT_EQ(WEXITSTATUS(status), 5);
 }
 
+
+TEST_F(PosixLauncherTest, WakeFromAnotherThreadEndsTheWaitAtOnce) {
+  int pid = StartOk(Spec({"sleep", "5"}));
+  std::thread waker([this] {
+    std::this_thread::sleep_for(milliseconds(50));
+    launcher_.Wake();
+  });
+  auto t0 = steady_clock::now();
+  WaitResult r = launcher_.Wait(10'000);
+  auto took = steady_clock::now() - t0;
+  waker.join();
+  EXPECT_TRUE(r.exits.empty());
+  EXPECT_EQ(r.interrupt_signal, 0);
+  EXPECT_LT(took, milliseconds(2000));
+  // A Wake() with nobody waiting makes the next Wait() return at once, once.
+  launcher_.Wake();
+  t0 = steady_clock::now();
+  EXPECT_TRUE(launcher_.Wait(10'000).exits.empty());
+  EXPECT_LT(steady_clock::now() - t0, milliseconds(2000));
+  t0 = steady_clock::now();
+  EXPECT_TRUE(launcher_.Wait(100).exits.empty());
+  EXPECT_GE(steady_clock::now() - t0, milliseconds(90));
+  launcher_.SignalGroup(pid, SIGKILL);
+}
+
 }  // namespace
 }  // namespace drover

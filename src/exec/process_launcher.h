@@ -63,6 +63,10 @@ class ProcessLauncher {
   // none; a pid whose start time is not `start_ticks` is reported gone at once. SignalGroup works
   // on its group while the shim lives.
   virtual void Adopt(int pid, int64_t start_ticks, const std::string& exit_path) = 0;
+  // Makes a Wait() in progress return at once (or the next one, if none is in progress), with
+  // whatever it has collected: another thread has work for the waiting one (a posted command).
+  // Safe from any thread. The default does nothing (Wait returns at its timeout).
+  virtual void Wake() {}
 };
 
 // How a shim recorded the end of its run in `path` (LaunchSpec::exit_path; the format is in

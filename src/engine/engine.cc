@@ -346,12 +346,33 @@ void Engine::Schedule(Instant now) {
     if (it == predicted.end()) it = predicted.emplace(live.run.experiment_id, Predict(live)).first;
     return it->second;
   };
+  // Running runs per experiment first: a waiting run that cannot start in this pass whatever
+  // starts in it (its experiment runs max_parallel runs, every CPU slot is taken and it needs one,
+  // its backoff has not ended) is not handed to Decide(), which would skip it anyway, unless it
+  // could still count there: a whole-GPU run (it keeps idle GPUs whole), the run the last
+  // preemption was for, or any run when groups share the pool (a group waits while it has runs
+  // waiting). A long queue behind a full machine then costs a pass little.
+  for (const auto& [id, live] : live_) {
+    if (live->attempt) view.running[live->run.experiment_id] += 1;
+  }
+  const bool cpu_full = view.cpu_slots_total > 0 && view.cpu_slots_used >= view.cpu_slots_total;
+  auto cannot_start = [&](const Live& live) {
+    const Run& r = live.run;
+    const Spec& spec = live.exp->spec;
+    if (!config.groups.empty() || r.id == preempt_for_) return false;
+    const bool backoff = live.retry_at_mono > now.mono;
+    if (r.resources.gpus > 0 && r.resources.gpu_memory == 0 && !backoff) return false;
+    if (backoff) return true;
+    if (cpu_full && r.resources.cpus > 0) return true;
+    if (spec.max_parallel <= 0) return false;
+    auto it = view.running.find(r.experiment_id);
+    return it != view.running.end() && it->second >= spec.max_parallel;
+  };
   for (const auto& [id, live] : live_) {
     const Run& r = live->run;
     const Spec& spec = live->exp->spec;
     view.max_parallel[r.experiment_id] = spec.max_parallel;
     if (live->attempt) {
-      view.running[r.experiment_id] += 1;
       stop_in_flight = stop_in_flight || Stopping(*live);
       // Every policy needs the running runs: quotas and fair share count what groups hold,
       // backfill when GPUs free up, and preemptive policies what they may stop.
@@ -374,7 +395,7 @@ void Engine::Schedule(Instant now) {
       }
       continue;
     }
-    if (live->cancel_requested) continue;
+    if (live->cancel_requested || cannot_start(*live)) continue;
     sched::PendingRun p;
     p.run_id = r.id;
     p.experiment_id = r.experiment_id;

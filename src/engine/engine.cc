@@ -355,6 +355,7 @@ void Engine::Schedule(Instant now) {
   for (const auto& [id, live] : live_) {
     if (live->attempt) view.running[live->run.experiment_id] += 1;
   }
+  queue.reserve(live_.size());
   const bool cpu_full = view.cpu_slots_total > 0 && view.cpu_slots_used >= view.cpu_slots_total;
   auto cannot_start = [&](const Live& live) {
     const Run& r = live.run;

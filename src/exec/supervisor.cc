@@ -170,8 +170,8 @@ struct Watched {
 };
 
 // Every run whose leader has ended: the rest of its group is killed while the leader's zombie
-// still holds the group's id, the end is written to its exit file before the leader is reaped
-// (so whoever sees the pid gone finds the end recorded), then the daemon is told.
+// still holds the group's id, the daemon is told, the end is written to its exit file, and only
+// then is the leader reaped (so whoever sees the pid gone finds the end recorded).
 void ReapEnded(std::map<pid_t, Watched>* runs, int sock, bool* daemon_gone) {
   for (;;) {
     siginfo_t info;
@@ -190,18 +190,20 @@ void ReapEnded(std::map<pid_t, Watched>* runs, int sock, bool* daemon_gone) {
     m.ended_ms = WallMs();
     if (it != runs->end()) {
       kill(-pid, SIGKILL);
+      // The daemon first (the next run waits for it), then the file, then the reap: whoever
+      // finds the pid gone finds the end recorded, and an adopter that finds the zombie waits for
+      // the line (PosixLauncher::kZombieGraceMs).
+      if (!*daemon_gone && !SendMessage(sock, m, "")) *daemon_gone = true;
       char line[128];
       int len = std::snprintf(line, sizeof line,
                               "{\"exit_code\": %d, \"signal\": %d, \"ended_ms\": %lld}\n",
                               m.exit_code, m.signal, static_cast<long long>(m.ended_ms));
       (void)AppendLine(it->second.exit_path, line, static_cast<size_t>(len), 0);
+      runs->erase(it);
     }
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    if (it == runs->end()) continue;
-    runs->erase(it);
-    if (!*daemon_gone && !SendMessage(sock, m, "")) *daemon_gone = true;
   }
 }
 

@@ -6,9 +6,9 @@
 // daemon forks it once, first thing, while the daemon is still small and has one thread, and
 // asks it to start each run; it posix_spawns the run (a vfork: nothing of its memory is copied)
 // as the leader of the run's own group, writes the exit file's start line ("<pid> <start
-// ticks>"), and when the run's leader ends it kills the rest of the group, appends the end line
-// (the shim's format, so ReadExitFile and adoption read it unchanged), reaps it and tells the
-// daemon. Forking the daemon itself for a shim per run cost a copy of its page tables and then
+// ticks>"), and when the run's leader ends it kills the rest of the group, tells the daemon,
+// appends the end line (the shim's format, so ReadExitFile and adoption read it unchanged) and
+// reaps it. Forking the daemon itself for a shim per run cost a copy of its page tables and then
 // copy-on-write faults in the daemon for every page it wrote while shims shared them
 // (bench/README.md, "Launch throughput").
 //

@@ -192,6 +192,56 @@ TEST_F(AdoptionTest, AStartTheLastEngineDidNotRecordIsStoppedAndRunsAgainAsANewA
   EXPECT_EQ(Attempts(id).size(), 2u);
 }
 
+TEST_F(AdoptionTest, AStartAfterAnEndThatWasNotRecordedIsStoppedWhenTheRunStartsAgain) {
+  Spec spec = ParseSpec("name: one\ncommand: ./train.sh\nretries: 1\nresources: {gpus: 0}\n");
+  FakeLauncher first(clock_, [](const LaunchSpec&) {
+    FakeProcess p;
+    p.duration_ms = 3'600'000;
+    return p;
+  });
+  FakeGpuProbe probe({});
+  int64_t id = 0, experiment = 0;
+  {
+    Engine engine(*store_, first, probe, clock_, ShimOptions());
+    auto sub = engine.Submit(spec);
+    ASSERT_TRUE(sub.ok());
+    id = sub->runs[0].id;
+    experiment = sub->experiment_id;
+    int waits = 0;
+    first.on_wait = [&](FakeLauncher& l) {
+      if (++waits == 3) l.pending_interrupt = SIGTERM;  // drain: the run is left running
+    };
+    ASSERT_TRUE(engine.Serve(nullptr).ok());
+  }
+  auto attempts = Attempts(id);
+  ASSERT_EQ(attempts.size(), 1u);
+  ASSERT_FALSE(attempts[0].ended);
+  // Meanwhile attempt 1 failed, its retry (attempt 2) was started by an engine that died before
+  // it committed either: attempt 1's exit file has its end, attempt 2's a start line.
+  const RunFiles files = RunFiles::In(ShimOptions().store_dir, experiment, id);
+  std::ofstream(attempts[0].exit_path) << attempts[0].pid << " 1\n{\"exit_code\": 1, \"signal\": 0, "
+                                       << "\"ended_ms\": " << clock_.Now() << "}\n";
+  std::ofstream(files.Exit(2)) << "7777 42\n";
+  FakeLauncher next(clock_, [](const LaunchSpec&) { return FakeProcess{100, 0}; });
+  next.foreign[7777] = {42, 3'600'000, 0};
+  Engine engine(*store_, next, probe, clock_, ShimOptions());
+  ASSERT_TRUE(engine.Recover().ok());
+  ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
+  // The retry did not reuse attempt 2's files: that process was stopped and kept as interrupted,
+  // and the retry ran as attempt 3.
+  EXPECT_EQ(RunOf(id).state, RunState::kSucceeded);
+  ASSERT_EQ(next.launches.size(), 1u);
+  EXPECT_EQ(next.launches[0].exit_path, files.Exit(3));
+  ASSERT_FALSE(next.signals.empty());
+  EXPECT_EQ(next.signals[0], std::make_pair(7777, SIGKILL));
+  attempts = Attempts(id);
+  ASSERT_EQ(attempts.size(), 3u);
+  EXPECT_EQ(attempts[0].reason, "exit_code");
+  EXPECT_EQ(attempts[1].reason, "interrupted");
+  EXPECT_EQ(attempts[1].pid, 7777);
+  EXPECT_EQ(attempts[2].reason, "succeeded");
+}
+
 TEST_F(AdoptionTest, AnEngineWithoutShimsLooksForNoUnrecordedStart) {
   Spec spec = ParseSpec("name: one\ncommand: ./train.sh\nresources: {gpus: 0}\n");
   FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{100, 0}; });

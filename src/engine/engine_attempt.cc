@@ -127,6 +127,13 @@ std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt
 void Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
   Tx();
   Run& run = live.run;
+  // An attempt number whose exit file already names a process was started by an engine that
+  // did not get to record it (it died before its commit, whatever it recorded of the run since):
+  // that one is stopped and kept as interrupted, and this start takes the next number.
+  if (options_.use_shim) {
+    while (ForgetUnrecordedStart(live, now)) {
+    }
+  }
   Attempt a;
   a.run_id = run.id;
   a.number = run.attempts + 1;

@@ -169,13 +169,27 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
     // The supervisor starts the run itself (no shim) and records its end.
     plan.exec_path = resolved;
     plan.argv = spec.argv;
-    Result<Supervisor::Started> r = supervisor_->Launch(plan, out_fd, err_fd);
+    bool delivered = false;
+    Result<Supervisor::Started> r = supervisor_->Launch(plan, out_fd, err_fd, &delivered);
     if (r.ok()) {
       outcome = std::move(r->outcome);
       started = true;
       if (outcome.err == 0) supervised_[outcome.pid] = Supervised{spec.exit_path, r->start_ticks};
     } else {
-      SupervisorLost();  // gone: shims from now on
+      SupervisorLost();  // gone (and stopped): shims from now on
+      if (delivered) {
+        // It may have started the run before it went: its start line says. Then the run is
+        // watched as an adopted one; it is never started a second time under this attempt.
+        close_outputs();
+        Result<ShimStart> begun = ReadShimStart(spec.exit_path);
+        if (begun.ok() && StartTicks(static_cast<int>(begun->pid)) == begun->start_ticks) {
+          Adopt(static_cast<int>(begun->pid), begun->start_ticks, spec.exit_path);
+          return static_cast<int>(begun->pid);
+        }
+        return Status(Code::kIo, "cannot start '" + prog + "': " + r.status().message() +
+                                     " (it may have started the run: see its exit file " +
+                                     spec.exit_path + ")");
+      }
     }
   }
   if (!started) {

@@ -223,8 +223,12 @@ void ShimMain(const ShimTask& task) {
   }
   int werr = AppendExitLine(exit_fd, task.exit_path, line, static_cast<size_t>(len));
   if (werr != 0) {
-    std::fprintf(stderr, "drover shim: cannot write exit file '%s': %s\n", task.exit_path,
-                 std::strerror(werr));
+    // write(2) and strerrordesc_np only: no stdio lock or locale lock in a forked child.
+    const char* why = strerrordesc_np(werr);
+    char message[512];
+    int m = std::snprintf(message, sizeof message, "drover shim: cannot write exit file '%s': %s\n",
+                          task.exit_path, why ? why : "unknown error");
+    if (m > 0) (void)WriteAll(2, message, std::min(static_cast<size_t>(m), sizeof message - 1));
     // Leftover members of the group are killed by the launcher when it reaps us.
     MirrorStatus(exit_code, sig);
   }

@@ -32,7 +32,7 @@ void PutStrings(std::string* out, const std::vector<std::string>& v) {
 }
 
 // Reads what Encode wrote; every length is checked against what is left, so no input can make
-// it read past the end or allocate more than the request's own size.
+// it read past the end, and what it allocates grows with what it has read.
 class Reader {
  public:
   explicit Reader(const std::string& b) : b_(b) {}
@@ -58,9 +58,12 @@ class Reader {
   bool Strings(std::vector<std::string>* v) {
     uint32_t n = 0;
     if (!U32(&n) || n > (b_.size() - pos_) / 4) return false;
-    v->resize(n);
-    for (std::string& s : *v) {
+    // Grown as strings are read, not sized from the count: a count is only a claim.
+    v->clear();
+    for (uint32_t i = 0; i < n; ++i) {
+      std::string s;
       if (!String(&s)) return false;
+      v->push_back(std::move(s));
     }
     return true;
   }
@@ -108,11 +111,38 @@ struct Message {
   int64_t ended_ms = 0;
 };
 
-bool SendMessage(int fd, const Message& m, const std::string& text) {
-  std::string bytes(reinterpret_cast<const char*>(&m), sizeof m);
-  bytes.append(text, 0, m.text_len);
-  return WriteFull(fd, bytes.data(), bytes.size());
-}
+// The supervisor's end of the socket. What it sends is queued and written without blocking, so
+// it never waits on a daemon that is busy (or itself writing a large request): it goes on reading
+// requests and reaping runs, and the daemon reads the queue when it can.
+struct Link {
+  int sock = -1;
+  bool gone = false;    // the daemon has closed its end, or the socket failed
+  std::string outbox;   // messages not yet written
+  void Gone() {
+    if (sock >= 0) close(sock);
+    sock = -1;
+    gone = true;
+    outbox.clear();
+  }
+  void Flush() {
+    while (!gone && !outbox.empty()) {
+      ssize_t n = send(sock, outbox.data(), outbox.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        outbox.erase(0, static_cast<size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      Gone();
+    }
+  }
+  void Send(const Message& m, const std::string& text) {
+    if (gone) return;
+    outbox.append(reinterpret_cast<const char*>(&m), sizeof m);
+    outbox.append(text, 0, m.text_len);
+    Flush();
+  }
+};
 
 // Appends `line` to the exit file in one write() (a reader sees the whole line or none). Not
 // fsynced, as the shim's: it survives a crash of drover, not a power cut.
@@ -137,20 +167,23 @@ bool AppendLine(const std::string& path, const char* line, size_t len, int flags
 // stream (the daemon has gone) or on a malformed request.
 bool ReceiveRequest(int fd, std::string* payload, int* out_fd, int* err_fd) {
   uint32_t len = 0;
-  char control[CMSG_SPACE(2 * sizeof(int))];
+  union {
+    char buf[CMSG_SPACE(2 * sizeof(int))];
+    cmsghdr align;
+  } control;
   iovec iov{&len, sizeof len};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
+  msg.msg_control = control.buf;
+  msg.msg_controllen = sizeof control.buf;
   ssize_t r;
   do {
     r = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
   } while (r < 0 && errno == EINTR);
-  if (r != static_cast<ssize_t>(sizeof len)) return false;
   *out_fd = *err_fd = -1;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+  for (cmsghdr* c = r > 0 ? CMSG_FIRSTHDR(&msg) : nullptr; c != nullptr;
+       c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
         c->cmsg_len == CMSG_LEN(2 * sizeof(int))) {
       int fds[2];
@@ -159,9 +192,18 @@ bool ReceiveRequest(int fd, std::string* payload, int* out_fd, int* err_fd) {
       *err_fd = fds[1];
     }
   }
-  if (*out_fd < 0 || len > Supervisor::kMaxRequestBytes) return false;
+  auto fail = [&] {
+    // Descriptors that came with a request it cannot take are not kept open.
+    if (*out_fd >= 0) close(*out_fd);
+    if (*err_fd >= 0 && *err_fd != *out_fd) close(*err_fd);
+    *out_fd = *err_fd = -1;
+    return false;
+  };
+  if (r != static_cast<ssize_t>(sizeof len)) return fail();
+  if (*out_fd < 0 || len > Supervisor::kMaxRequestBytes) return fail();
   payload->resize(len);
-  return ReadFull(fd, payload->data(), len);
+  if (!ReadFull(fd, payload->data(), len)) return fail();
+  return true;
 }
 
 // A run the supervisor watches.
@@ -172,7 +214,7 @@ struct Watched {
 // Every run whose leader has ended: the rest of its group is killed while the leader's zombie
 // still holds the group's id, the daemon is told, the end is written to its exit file, and only
 // then is the leader reaped (so whoever sees the pid gone finds the end recorded).
-void ReapEnded(std::map<pid_t, Watched>* runs, int sock, bool* daemon_gone) {
+void ReapEnded(std::map<pid_t, Watched>* runs, Link* link) {
   for (;;) {
     siginfo_t info;
     std::memset(&info, 0, sizeof info);
@@ -193,7 +235,7 @@ void ReapEnded(std::map<pid_t, Watched>* runs, int sock, bool* daemon_gone) {
       // The daemon first (the next run waits for it), then the file, then the reap: whoever
       // finds the pid gone finds the end recorded, and an adopter that finds the zombie waits for
       // the line (PosixLauncher::kZombieGraceMs).
-      if (!*daemon_gone && !SendMessage(sock, m, "")) *daemon_gone = true;
+      link->Send(m, "");
       char line[128];
       int len = std::snprintf(line, sizeof line,
                               "{\"exit_code\": %d, \"signal\": %d, \"ended_ms\": %lld}\n",
@@ -209,7 +251,7 @@ void ReapEnded(std::map<pid_t, Watched>* runs, int sock, bool* daemon_gone) {
 
 // Starts one run and writes its exit file's start line; the answer goes back to the daemon.
 void LaunchRun(const ChildPlan& plan, int out_fd, int err_fd, std::map<pid_t, Watched>* runs,
-               int sock, bool* daemon_gone) {
+               Link* link) {
   ForkOutcome outcome = StartChild(plan, out_fd, err_fd);
   Message m;
   m.type = kAnswer;
@@ -234,56 +276,69 @@ void LaunchRun(const ChildPlan& plan, int out_fd, int err_fd, std::map<pid_t, Wa
     m.pid = 0;
   }
   m.text_len = static_cast<uint32_t>(std::min<size_t>(outcome.failed_step.size(), 1024));
-  if (!*daemon_gone && !SendMessage(sock, m, outcome.failed_step)) *daemon_gone = true;
+  link->Send(m, outcome.failed_step);
 }
 
 // The supervisor's whole life: start runs when asked, record their ends, until the daemon has
 // gone and no run is left.
 [[noreturn]] void SupervisorMain(int sock) {
   prctl(PR_SET_NAME, "drover-super", 0, 0, 0);
-  // Nothing of the daemon's stays open here (the store's database, its lock, sockets): only
-  // stdio and the socket to the daemon.
+  // Nothing of the daemon's stays open here (the store's database, its lock, sockets, its stdio:
+  // a `drover serve | tee` must end when the daemon does): only the socket to the daemon.
   if (sock > 3) close_range(3, static_cast<unsigned>(sock - 1), 0);
   close_range(static_cast<unsigned>(sock + 1), ~0U, 0);
-  // SIGINT, SIGTERM and SIGHUP stay blocked (as the launcher left them): a Ctrl-C at the daemon's
-  // terminal reaches this process too, and it must go on watching the runs.
+  int devnull = open("/dev/null", O_RDWR);
+  if (devnull >= 0) {
+    for (int fd = 0; fd <= 2; ++fd) {
+      if (fd != devnull) dup2(devnull, fd);
+    }
+    if (devnull > 2) close(devnull);
+  }
+  // Its own session and group: what is sent to the daemon's terminal or group (Ctrl-C, Ctrl-\,
+  // Ctrl-Z, kill -- -PGID) does not stop it from watching the runs. SIGINT, SIGTERM and SIGHUP
+  // stay blocked as the launcher left them.
+  setsid();
+  for (int sig : {SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE}) signal(sig, SIG_IGN);
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
   sigprocmask(SIG_BLOCK, &chld, nullptr);
   int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   std::map<pid_t, Watched> runs;
-  bool daemon_gone = false;
+  Link link;
+  link.sock = sock;
   for (;;) {
-    ReapEnded(&runs, sock, &daemon_gone);
-    if (daemon_gone && runs.empty()) _exit(0);
-    pollfd p[2] = {{sfd, POLLIN, 0}, {sock, POLLIN, 0}};
+    ReapEnded(&runs, &link);
+    if (link.gone && runs.empty()) _exit(0);
+    short want = static_cast<short>(POLLIN | (link.outbox.empty() ? 0 : POLLOUT));
+    pollfd p[2] = {{sfd, POLLIN, 0}, {link.sock, want, 0}};
     // Without a signalfd (never expected), look for ends every 100 ms.
-    int r = poll(p, daemon_gone ? 1 : 2, sfd < 0 ? 100 : -1);
+    int r = poll(p, link.gone ? 1 : 2, sfd < 0 ? 100 : -1);
     if (r < 0 && errno != EINTR) _exit(1);
     if (sfd >= 0 && (p[0].revents & POLLIN)) {
       signalfd_siginfo si;
       while (read(sfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
       }
     }
-    if (daemon_gone || (p[1].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+    if (link.gone) continue;
+    if (p[1].revents & POLLOUT) link.Flush();
+    if (link.gone || (p[1].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
     std::string payload;
     int out_fd = -1, err_fd = -1;
-    if (!ReceiveRequest(sock, &payload, &out_fd, &err_fd)) {
-      daemon_gone = true;
-      close(sock);
+    if (!ReceiveRequest(link.sock, &payload, &out_fd, &err_fd)) {
+      link.Gone();
       continue;
     }
     Result<ChildPlan> plan = Supervisor::Decode(payload);
     if (plan.ok()) {
-      LaunchRun(*plan, out_fd, err_fd, &runs, sock, &daemon_gone);
+      LaunchRun(*plan, out_fd, err_fd, &runs, &link);
     } else {
       Message m;
       m.type = kAnswer;
       m.err = EINVAL;
       const std::string step = "reading the supervisor's request";
       m.text_len = static_cast<uint32_t>(step.size());
-      if (!SendMessage(sock, m, step)) daemon_gone = true;
+      link.Send(m, step);
     }
     close(out_fd);
     if (err_fd != out_fd) close(err_fd);
@@ -342,7 +397,9 @@ Result<std::unique_ptr<Supervisor>> Supervisor::Start() {
   return std::unique_ptr<Supervisor>(new Supervisor(pid, fds[0]));
 }
 
-Result<Supervisor::Started> Supervisor::Launch(const ChildPlan& plan, int out_fd, int err_fd) {
+Result<Supervisor::Started> Supervisor::Launch(const ChildPlan& plan, int out_fd, int err_fd,
+                                               bool* delivered) {
+  *delivered = false;
   if (fd_ < 0) return Status(Code::kIo, "the supervisor is gone");
   std::string payload = Encode(plan);
   if (payload.size() > kMaxRequestBytes) {
@@ -353,14 +410,17 @@ Result<Supervisor::Started> Supervisor::Launch(const ChildPlan& plan, int out_fd
   }
   uint32_t len = static_cast<uint32_t>(payload.size());
   int fds[2] = {out_fd, err_fd};
-  char control[CMSG_SPACE(sizeof fds)];
-  std::memset(control, 0, sizeof control);
+  union {
+    char buf[CMSG_SPACE(sizeof fds)];
+    cmsghdr align;
+  } control;
+  std::memset(control.buf, 0, sizeof control.buf);
   iovec iov{&len, sizeof len};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
+  msg.msg_control = control.buf;
+  msg.msg_controllen = sizeof control.buf;
   cmsghdr* c = CMSG_FIRSTHDR(&msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
@@ -370,14 +430,20 @@ Result<Supervisor::Started> Supervisor::Launch(const ChildPlan& plan, int out_fd
   do {
     sent = sendmsg(fd_, &msg, MSG_NOSIGNAL);
   } while (sent < 0 && errno == EINTR);
-  if (sent != static_cast<ssize_t>(sizeof len) || !WriteFull(fd_, payload.data(), len)) {
+  if (sent != static_cast<ssize_t>(sizeof len)) {
     Lost();
     return Status(Code::kIo, "the supervisor is gone");
+  }
+  // From here the supervisor may have the request, whole or in part: it may start the run.
+  *delivered = true;
+  if (!WriteFull(fd_, payload.data(), len)) {
+    Lost();
+    return Status(Code::kIo, "the supervisor went away during a launch");
   }
   // Ends that arrive before the answer are kept for TakeEnds.
   have_answer_ = false;
   while (!have_answer_) {
-    if (!ReadMessage()) return Status(Code::kIo, "the supervisor is gone");
+    if (!ReadMessage()) return Status(Code::kIo, "the supervisor gave no answer to a launch");
   }
   return answer_;
 }
@@ -430,18 +496,26 @@ bool Supervisor::TakeEnds(std::vector<ProcessExit>* ends) {
   return fd_ >= 0;
 }
 
-void Supervisor::Lost() {
+void Supervisor::Close() {
   if (fd_ >= 0) {
     close(fd_);
     fd_ = -1;
   }
-  // Reap it if it has exited; one still running (watching runs) is left to end by itself.
-  int status = 0;
-  if (pid_ > 0 && waitpid(pid_, &status, WNOHANG) == pid_) pid_ = -1;
+}
+
+void Supervisor::Lost() {
+  Close();
+  // One that is silent or broken is not trusted to watch runs any more: it is stopped (the
+  // launcher adopts its runs and reads their exit files), and reaped when it has ended.
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) pid_ = -1;
+  }
 }
 
 Supervisor::~Supervisor() {
-  Lost();
+  Close();
   // With no run to watch it exits at the end of the stream: give it a moment, so no zombie of
   // it is left. One that still watches runs goes on after us.
   for (int i = 0; i < 50 && pid_ > 0; ++i) {

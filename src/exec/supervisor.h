@@ -45,8 +45,9 @@ class Supervisor {
     int64_t start_ticks = 0;  // of the run's pid, as written in its exit file
   };
   // Starts `plan` (its exit_path is where the end is recorded). An error Status means the
-  // supervisor could not be asked (it is gone).
-  Result<Started> Launch(const ChildPlan& plan, int out_fd, int err_fd);
+  // supervisor is gone (it is stopped if it was not): `delivered` then says whether it may have
+  // had the request, and so may have started the run (its exit file's start line says).
+  Result<Started> Launch(const ChildPlan& plan, int out_fd, int err_fd, bool* delivered);
 
   // Readable when an end has arrived.
   int fd() const { return fd_; }
@@ -68,7 +69,8 @@ class Supervisor {
   Supervisor(pid_t pid, int fd) : pid_(pid), fd_(fd) {}
   // Reads one message (blocking until it is whole); false when the supervisor is gone.
   bool ReadMessage();
-  void Lost();
+  void Close();  // our end of the socket: the supervisor goes on with its runs
+  void Lost();   // closed and stopped: it is not trusted any more
   pid_t pid_ = -1;
   int fd_ = -1;
   std::deque<ProcessExit> ends_;  // read, not yet taken

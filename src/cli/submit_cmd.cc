@@ -8,17 +8,15 @@
 #include "cli/common.h"
 #include "cli/follow.h"
 #include "protocol/api.h"
+#include "spec/spec_parser.h"
 
 namespace drover::cli {
 
 Result<protocol::SubmitResponse> SubmitToDaemon(ApiClient& api, const std::string& spec_path,
                                                 const std::vector<std::string>& sets) {
-  std::ifstream in(spec_path);
-  if (!in) return NotFound(fmt::format("spec file '{}' not found; check the path", spec_path));
-  std::stringstream ss;
-  ss << in.rdbuf();
+  DROVER_ASSIGN_OR_RETURN(std::string text, ReadSpecFile(spec_path));
   protocol::SubmitRequest req;
-  req.spec_yaml = ss.str();
+  req.spec_yaml = std::move(text);
   req.spec_name = spec_path;
   std::error_code ec;
   req.base_dir = std::filesystem::absolute(spec_path, ec).parent_path().lexically_normal().string();

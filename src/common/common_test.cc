@@ -1,7 +1,13 @@
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include <chrono>
 
+#include "common/files.h"
 #include "common/hash.h"
 #include "common/strings.h"
 #include "common/subprocess.h"
@@ -123,6 +129,38 @@ TEST(Subprocess, AHelperThatPrintsTooMuchIsKilled) {
   ASSERT_FALSE(flood.ok());
   EXPECT_EQ(flood.status().code(), Code::kUnavailable);
   EXPECT_NE(flood.status().message().find("printed more than"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace drover
+
+namespace drover {
+namespace {
+
+TEST(ReadBoundedFileTest, ReadsARegularFileAndRefusesTheRestBeforeReadingThem) {
+  std::string dir = ::testing::TempDir() + "/drover-bounded-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  std::string file = dir + "/spec.yaml";
+  { std::ofstream(file) << "name: x\n"; }
+  Result<std::string> ok = ReadBoundedFile(file, 100, "spec file", "give the YAML file");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(*ok, "name: x\n");
+  Result<std::string> missing = ReadBoundedFile(dir + "/nope", 100, "spec file", "hint");
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+  EXPECT_FALSE(ReadBoundedFile(dir, 100, "spec file", "hint").ok());
+  // A device that never ends and a FIFO nobody writes to return at once.
+  Result<std::string> zero = ReadBoundedFile("/dev/zero", 100, "spec file", "give the YAML file");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.status().message(),
+            "'/dev/zero' is not a regular file, so not a spec file; give the YAML file");
+  std::string fifo = dir + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_FALSE(ReadBoundedFile(fifo, 100, "spec file", "hint").ok());
+  // Over the limit: refused from its size, before it is read.
+  Result<std::string> big = ReadBoundedFile(file, 4, "spec file", "hint");
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("is 8 bytes, over the limit of 4"), std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

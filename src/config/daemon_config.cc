@@ -1,14 +1,10 @@
 #include "config/daemon_config.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
-#include <cerrno>
-#include <cstring>
 
+#include "common/files.h"
 #include "spec/yaml_fields.h"
 
 namespace drover::config {
@@ -79,61 +75,16 @@ Result<DaemonConfig> ParseDaemonConfig(const std::string& yaml_text, const std::
 }
 
 Result<DaemonConfig> LoadDaemonConfig(const std::string& path) {
-  // Opened without blocking (a FIFO must not hang the start) and checked to be a regular file of
-  // sane size before anything is read.
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    if (errno == ENOENT) {
-      return NotFound(
-          fmt::format("config file '{}' not found; check the path given to --config, or leave "
-                      "--config out to use the defaults",
-                      path));
-    }
-    return ErrnoStatus(fmt::format("reading config file '{}'", path));
+  Result<std::string> text =
+      ReadBoundedFile(path, kMaxConfigBytes, "config file", "give the YAML file to --config");
+  if (!text.ok() && text.status().code() == Code::kNotFound) {
+    return NotFound(
+        fmt::format("config file '{}' not found; check the path given to --config, or leave "
+                    "--config out to use the defaults",
+                    path));
   }
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    Status s = ErrnoStatus(fmt::format("reading config file '{}'", path));
-    close(fd);
-    return s;
-  }
-  if (S_ISDIR(st.st_mode)) {
-    close(fd);
-    return InvalidArgument(fmt::format(
-        "'{}' is a directory, not a config file; give the YAML file to --config", path));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return InvalidArgument(fmt::format(
-        "'{}' is not a regular file; give a YAML file to --config", path));
-  }
-  if (st.st_size > static_cast<off_t>(kMaxConfigBytes)) {
-    close(fd);
-    return InvalidArgument(fmt::format("config file '{}' is {} bytes, over the limit of {}; a "
-                                       "config is a few sections of YAML",
-                                       path, st.st_size, kMaxConfigBytes));
-  }
-  std::string text;
-  char buf[8192];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      Status s = ErrnoStatus(fmt::format("reading config file '{}'", path));
-      close(fd);
-      return s;
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
-    if (text.size() > kMaxConfigBytes) {
-      close(fd);
-      return InvalidArgument(
-          fmt::format("config file '{}' grew past {} bytes while it was read", path,
-                      kMaxConfigBytes));
-    }
-  }
-  close(fd);
-  return ParseDaemonConfig(text, path);
+  if (!text.ok()) return text.status();
+  return ParseDaemonConfig(*text, path);
 }
 
 }  // namespace drover::config

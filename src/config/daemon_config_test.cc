@@ -556,7 +556,8 @@ TEST_F(DaemonConfigFileTest, WhatIsNoRegularFileOrTooLargeIsRefusedBeforeItIsRea
   Result<DaemonConfig> r = LoadDaemonConfig("/dev/zero");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
-            "'/dev/zero' is not a regular file; give a YAML file to --config");
+            "'/dev/zero' is not a regular file, so not a config file; give the YAML file to "
+            "--config");
   std::string fifo = (dir_ / "fifo").string();
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   r = LoadDaemonConfig(fifo);

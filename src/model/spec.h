@@ -58,6 +58,9 @@ struct Spec {
   std::string group;
   bool preemptible = true;  // a preemptive policy may stop a run to make room (it is requeued)
   int max_parallel = 0;  // 0 = no limit beyond resources
+  // The most runs the grid may expand to (max_runs:), checked by counting before anything is
+  // expanded: a typo such as ten axes of ten values must not make 10^10 runs.
+  int64_t max_runs = 100'000;
   int retries = 0;       // extra attempts after a failure (CUDA OOM retries are counted apart)
   int64_t retry_backoff_ms = 1000;  // first backoff; doubles each retry, capped at 5 minutes
   int64_t timeout_ms = 0;           // 0 = none; per attempt

@@ -1,5 +1,7 @@
 #include "plan/recipe.h"
 
+#include "common/files.h"
+
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -313,13 +315,12 @@ Result<Recipe> ParseRecipe(const std::string& yaml, const std::string& source,
 }
 
 Result<Recipe> LoadRecipe(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(fmt::format("cannot read recipe {}", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
+  DROVER_ASSIGN_OR_RETURN(std::string text,
+                          ReadBoundedFile(path, kMaxRecipeBytes, "recipe",
+                                          "give the project's drover.yaml"));
   std::string dir = fs::absolute(fs::path(path)).parent_path().lexically_normal().string();
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  return ParseRecipe(ss.str(), path, dir);
+  return ParseRecipe(text, path, dir);
 }
 
 Result<std::string> FindRecipe(const std::string& start_dir) {

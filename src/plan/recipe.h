@@ -50,6 +50,8 @@ struct Recipe {
 Result<Recipe> ParseRecipe(const std::string& yaml, const std::string& source,
                            const std::string& dir);
 // Reads and parses a drover.yaml; its folder is the project's folder.
+// The largest recipe read: a regular file of at most this many bytes (common/files.h).
+inline constexpr size_t kMaxRecipeBytes = 1 << 20;
 Result<Recipe> LoadRecipe(const std::string& path);
 // The path of drover.yaml in start_dir or the nearest folder above it. NotFound says how to
 // write one.

@@ -1,5 +1,7 @@
 #include "spec/expand.h"
 
+#include <limits>
+
 #include <fmt/format.h>
 
 #include <cctype>
@@ -146,6 +148,18 @@ Result<std::string> Substitute(std::string_view word, const Json& params, bool q
 }
 
 }  // namespace
+
+int64_t CountGrid(const Spec& spec) {
+  int64_t runs = 1;
+  for (const auto& [name, value] : spec.params.items()) {
+    if (!value.is_array()) continue;
+    const int64_t n = static_cast<int64_t>(value.size());
+    if (n == 0) return 0;
+    if (runs > std::numeric_limits<int64_t>::max() / n) return std::numeric_limits<int64_t>::max();
+    runs *= n;
+  }
+  return runs;
+}
 
 std::vector<Json> ExpandGrid(const Spec& spec) {
   std::vector<Json> runs = {Json::object()};

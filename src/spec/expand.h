@@ -10,7 +10,12 @@ namespace drover {
 
 // The cartesian product of every list-valued parameter, in file order, the last axis varying
 // fastest; scalars are copied into every run. A spec with no lists gives one run.
+// Check CountGrid against spec.max_runs first (the spec parser does): this builds every run.
 std::vector<Json> ExpandGrid(const Spec& spec);
+
+// How many runs the grid expands to, by multiplication, without expanding it; a count past
+// int64 is reported as INT64_MAX. A list with no values makes no run.
+int64_t CountGrid(const Spec& spec);
 
 // The argv for one set of resolved parameters. Without shell, each {name} is replaced inside its
 // word (a value never splits into more words or reaches a shell). With shell: true the result is

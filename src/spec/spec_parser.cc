@@ -14,6 +14,7 @@
 #include <limits>
 #include <sstream>
 
+#include "common/files.h"
 #include "common/strings.h"
 #include "spec/expand.h"
 
@@ -29,8 +30,10 @@ using yaml::Find;
 
 const std::vector<std::string> kTopKeys = {
     "name",          "workdir", "command", "shell",     "params", "resources",
-    "priority",      "group",   "preemptible", "max_parallel", "retries",
+    "priority",      "group",   "preemptible", "max_parallel", "max_runs",    "retries",
     "retry_backoff", "timeout", "env",     "objective", "oom",    "monitor"};
+// The highest max_runs a spec may set: each run is a row in the store and in memory.
+constexpr int64_t kMaxRunsLimit = 10'000'000;
 const std::vector<std::string> kResourceKeys = {"gpus", "gpu_memory", "cpus"};
 const std::vector<std::string> kObjectiveKeys = {"metric", "mode"};
 const std::vector<std::string> kOomKeys = {"param", "min", "accumulate"};
@@ -769,6 +772,28 @@ Result<Spec> SpecParser::Parse(const std::string& yaml, const std::vector<std::s
     DROVER_ASSIGN_OR_RETURN(spec.retries, Int(*f, 0, kIntMax, "a non-negative integer",
                                               "write how many times to retry, such as 2"));
   }
+  if (const Field* f = Find(top, "max_runs")) {
+    DROVER_ASSIGN_OR_RETURN(spec.max_runs,
+                            Int(*f, 1, kMaxRunsLimit, fmt::format("an integer from 1 to {}",
+                                                                  kMaxRunsLimit),
+                                "write the most runs this spec may expand to, such as 200000"));
+  }
+  // Counted by multiplication before anything is expanded (every face expands the grid).
+  if (const int64_t runs = CountGrid(spec); runs > spec.max_runs) {
+    std::vector<std::string> sizes;
+    for (const auto& [name, value] : spec.params.items()) {
+      if (value.is_array()) sizes.push_back(fmt::format("{} {}", value.size(), name));
+    }
+    const Field* at = Find(top, "params");
+    std::string count = runs == std::numeric_limits<int64_t>::max()
+                            ? std::string("more than 9.2e18")
+                            : fmt::format("{}", runs);
+    return Err(at ? at->key : root,
+               fmt::format("params expand to {} runs ({}), over the limit of {} runs per "
+                           "experiment; use fewer values, or raise the limit with max_runs: N "
+                           "(at most {})",
+                           count, Join(sizes, " x "), spec.max_runs, kMaxRunsLimit));
+  }
   if (const Field* f = Find(top, "retry_backoff")) {
     DROVER_ASSIGN_OR_RETURN(spec.retry_backoff_ms, Duration(*f));
   }
@@ -784,22 +809,15 @@ Result<Spec> SpecParser::Parse(const std::string& yaml, const std::vector<std::s
 
 }  // namespace
 
+Result<std::string> ReadSpecFile(const std::string& path) {
+  return ReadBoundedFile(path, kMaxSpecBytes, "spec file", "give the YAML file");
+}
+
 Result<Spec> ParseSpecFile(const std::string& path, const std::vector<std::string>& overrides) {
   std::error_code ec;
   fs::path abs = fs::absolute(path, ec).lexically_normal();
-  if (!fs::exists(abs, ec)) {
-    return NotFound(fmt::format("spec file '{}' not found; check the path", path));
-  }
-  if (fs::is_directory(abs, ec)) {
-    return InvalidArgument(
-        fmt::format("'{}' is a directory, not a spec file; give the YAML file", path));
-  }
-  std::ifstream in(abs);
-  if (!in) return ErrnoStatus(fmt::format("reading spec file '{}'", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return ErrnoStatus(fmt::format("reading spec file '{}'", path));
-  Result<Spec> spec = ParseSpecString(text.str(), path, abs.parent_path().string(), overrides);
+  DROVER_ASSIGN_OR_RETURN(std::string text, ReadSpecFile(abs.string()));
+  Result<Spec> spec = ParseSpecString(text, path, abs.parent_path().string(), overrides);
   if (spec.ok()) spec->source_path = abs.string();
   return spec;
 }

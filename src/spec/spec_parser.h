@@ -13,6 +13,11 @@ namespace drover {
 // dotted path (retries=2, resources.gpus=1, params.lr=[0.1,0.01]); a bare key that names a
 // parameter sets that parameter (lr=0.1). Values are parsed as YAML.
 Result<Spec> ParseSpecFile(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// The largest spec file read (a grid of 100,000 values is about a megabyte).
+inline constexpr size_t kMaxSpecBytes = 16 << 20;
+// A spec file's text: a regular file of at most kMaxSpecBytes (common/files.h).
+Result<std::string> ReadSpecFile(const std::string& path);
 // `display_name` is used in error messages; relative workdirs resolve against `base_dir`.
 Result<Spec> ParseSpecString(const std::string& yaml, const std::string& display_name,
                              const std::string& base_dir,

@@ -215,7 +215,7 @@ TEST(SpecParserTest, UnknownKeysSuggestTheClosest) {
   EXPECT_EQ(Error("name: x\ncommand: run\nlearning_rate: 0.1\n"),
             "compare.yaml:3:1: unknown key 'learning_rate'; valid keys are name, workdir, "
             "command, shell, params, resources, priority, group, preemptible, max_parallel, "
-            "retries, retry_backoff, "
+            "max_runs, retries, retry_backoff, "
             "timeout, env, objective, oom, monitor (parameters go under params:)");
   // A section's key written at the top level is pointed at its section.
   EXPECT_EQ(Error("name: x\ncommand: run\ngpu_memory: 6GiB\n"),
@@ -545,6 +545,41 @@ TEST(SpecParserTest, ErrorsInOverriddenValuesNameTheOverride) {
   EXPECT_EQ(Error(yaml, {"params={rate: 1}"}),
             "compare.yaml:2:10: command uses {lr} but params has no 'lr'; add it under params or "
             "remove the placeholder");
+}
+
+TEST(SpecParserTest, AGridIsCountedBeforeItIsExpanded) {
+  // Ten axes of ten values: 10^10 runs. Refused at once, from the count, with the count.
+  std::string yaml = "name: huge\ncommand: run {a0}\nparams:\n";
+  for (int i = 0; i < 10; ++i) {
+    yaml += "  a" + std::to_string(i) + ": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n";
+  }
+  Result<Spec> r = Parse(yaml);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "compare.yaml:3:1: params expand to 10000000000 runs (10 a0 x 10 a1 x 10 a2 x 10 a3 x "
+            "10 a4 x 10 a5 x 10 a6 x 10 a7 x 10 a8 x 10 a9), over the limit of 100000 runs per "
+            "experiment; use fewer values, or raise the limit with max_runs: N (at most 10000000)");
+  // Past int64: still a count, not a wrapped number.
+  std::string huger = "name: huge\ncommand: run {a0}\nparams:\n";
+  for (int i = 0; i < 20; ++i) {
+    huger += "  a" + std::to_string(i) + ": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n";
+  }
+  r = Parse(huger);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("params expand to more than 9.2e18 runs"), std::string::npos);
+  // max_runs raises (or lowers) the limit.
+  EXPECT_TRUE(Parse("name: g\ncommand: run {a}\nmax_runs: 3\nparams: {a: [1, 2, 3]}\n").ok());
+  r = Parse("name: g\ncommand: run {a}\nmax_runs: 2\nparams: {a: [1, 2, 3]}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("params expand to 3 runs (3 a), over the limit of 2"),
+            std::string::npos);
+  r = Parse("name: g\ncommand: run\nmax_runs: 0\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("max_runs must be an integer from 1 to 10000000"),
+            std::string::npos);
+  // --set cannot get past it either.
+  r = Parse("name: g\ncommand: run {a}\nparams: {a: [1, 2]}\nmax_runs: 2\n", {"max_runs=1"});
+  EXPECT_FALSE(r.ok());
 }
 
 TEST(SpecParserTest, ParseSpecFile) {

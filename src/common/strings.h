@@ -27,6 +27,10 @@ std::string ShellQuote(std::string_view word);
 std::string HtmlEscape(std::string_view text);
 // The UTF-8 bytes of one code point.
 void AppendUtf8(std::string& out, uint32_t cp);
+
+// The offset of the first byte of `text` that is not part of well-formed UTF-8 (overlong forms,
+// surrogates and code points past U+10FFFF included), or npos when all of it is.
+size_t FirstInvalidUtf8(std::string_view text);
 // Splits a command line into words the way sh does for quotes and backslashes (no expansion).
 Result<std::vector<std::string>> SplitCommandLine(std::string_view line);
 

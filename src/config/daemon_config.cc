@@ -64,6 +64,7 @@ Result<DaemonConfig> Parse(const std::string& text, const std::string& source) {
 }  // namespace
 
 Result<DaemonConfig> ParseDaemonConfig(const std::string& yaml_text, const std::string& source) {
+  DROVER_RETURN_IF_ERROR(yaml::CheckUtf8(yaml_text, source, "the config"));
   try {
     return Parse(yaml_text, source);
   } catch (const YAML::Exception& e) {

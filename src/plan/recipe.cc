@@ -311,6 +311,7 @@ Result<Recipe> RecipeParser::Parse(const std::string& yaml, const std::string& d
 
 Result<Recipe> ParseRecipe(const std::string& yaml, const std::string& source,
                            const std::string& dir) {
+  DROVER_RETURN_IF_ERROR(yaml::CheckUtf8(yaml, source, "the recipe"));
   return RecipeParser(source).Parse(yaml, dir);
 }
 

@@ -666,6 +666,17 @@ Status SpecParser::ParseOom(const Field& f, const std::vector<Field>& params, Sp
 }
 
 Result<Spec> SpecParser::Parse(const std::string& yaml, const std::vector<std::string>& overrides) {
+  // Text that is not UTF-8 cannot be carried (the store, JSON and the API speak UTF-8): refused
+  // where it is, with what to do (docs/spec.md, "Text").
+  DROVER_RETURN_IF_ERROR(yaml::CheckUtf8(yaml, display_, "the spec"));
+  for (const std::string& o : overrides) {
+    if (size_t bad = FirstInvalidUtf8(o); bad != std::string::npos) {
+      return InvalidArgument(fmt::format(
+          "--set: byte 0x{:02x} at offset {} of the override is not UTF-8 text; give key=value "
+          "as UTF-8",
+          static_cast<unsigned char>(o[bad]), bad));
+    }
+  }
   Node root;
   try {
     root = YAML::Load(yaml);

@@ -547,6 +547,22 @@ TEST(SpecParserTest, ErrorsInOverriddenValuesNameTheOverride) {
             "remove the placeholder");
 }
 
+TEST(SpecParserTest, TextThatIsNotUtf8IsRefusedWhereItIs) {
+  Result<Spec> r = Parse("name: x\ncommand: echo {lr}\nparams: {lr: [\"\xff\"]}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "compare.yaml:3:16: byte 0xff is not UTF-8 text; save the spec as UTF-8");
+  // Overlong forms and surrogates are not UTF-8 either; real UTF-8 is fine.
+  EXPECT_FALSE(Parse("name: \xc0\xaf\ncommand: run\n").ok());
+  EXPECT_FALSE(Parse("name: \xed\xa0\x80\ncommand: run\n").ok());
+  EXPECT_TRUE(Parse("name: x\ncommand: echo {tag}\nparams: {tag: [\"\xe5\xad\xa6\xe4\xb9\xa0\"]}\n").ok());
+  r = Parse("name: x\ncommand: echo {lr}\nparams: {lr: [1]}\n", {"lr=\xff"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "--set: byte 0xff at offset 3 of the override is not UTF-8 text; give key=value as "
+            "UTF-8");
+}
+
 TEST(SpecParserTest, AGridIsCountedBeforeItIsExpanded) {
   // Ten axes of ten values: 10^10 runs. Refused at once, from the count, with the count.
   std::string yaml = "name: huge\ncommand: run {a0}\nparams:\n";

@@ -118,6 +118,17 @@ Scalar Resolve(const YAML::Node& n) {
   return s;
 }
 
+Status CheckUtf8(std::string_view text, const std::string& source, std::string_view what) {
+  const size_t bad = FirstInvalidUtf8(text);
+  if (bad == std::string_view::npos) return Status::Ok();
+  const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + bad, '\n'));
+  const size_t start = bad == 0 ? std::string_view::npos : text.rfind('\n', bad - 1);
+  const size_t column = start == std::string_view::npos ? bad + 1 : bad - start;
+  return InvalidArgument(fmt::format("{}:{}:{}: byte 0x{:02x} is not UTF-8 text; save {} as UTF-8",
+                                     source, line, column, static_cast<unsigned char>(text[bad]),
+                                     what));
+}
+
 std::string Reader::Where(const YAML::Node& n) const {
   YAML::Mark m = n.Mark();
   if (m.is_null()) return fmt::format("{}:1:1", source_);

@@ -59,6 +59,10 @@ struct Scalar {
 };
 Scalar Resolve(const YAML::Node& n);
 
+// Whether `text` is UTF-8; if not, an error at the file:line:column of the first bad byte that
+// says to save `what` ("the spec", "the recipe") as UTF-8.
+Status CheckUtf8(std::string_view text, const std::string& source, std::string_view what);
+
 // How a mapping's keys are checked (Reader::ReadMap).
 struct MapRules {
   const std::vector<std::string>* valid = nullptr;  // null: any key

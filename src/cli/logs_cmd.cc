@@ -70,7 +70,7 @@ int LogsFromDaemon(const DaemonInfo& daemon, const LogsFlags& f) {
     if (!lines.empty() && lines.back() == "") lines.erase(lines.end() - 1);
     std::printf("%s\n", Json({{"run_id", *id}, {"attempt", attempt}, {"stream", stream},
                               {"lines", lines}})
-                            .dump(2)
+                            .dump(2, ' ', false, Json::error_handler_t::replace)
                             .c_str());
   }
   return kExitOk;
@@ -101,7 +101,7 @@ int Logs(Globals& g, const LogsFlags& f) {
   if (f.json) {
     if (number == 0) {
       std::printf("%s\n", Json({{"run_id", run->id}, {"attempt", 0}, {"lines", Json::array()}})
-                              .dump(2)
+                              .dump(2, ' ', false, Json::error_handler_t::replace)
                               .c_str());
       return kExitOk;
     }
@@ -114,7 +114,7 @@ int Logs(Globals& g, const LogsFlags& f) {
                               {"stream", f.stderr_stream ? "stderr" : "stdout"},
                               {"path", path_of(a)},
                               {"lines", lines}})
-                            .dump(2)
+                            .dump(2, ' ', false, Json::error_handler_t::replace)
                             .c_str());
     return kExitOk;
   }

@@ -61,6 +61,34 @@ TEST_F(CliTest, BadSpecsGiveDocumentedErrors) {
   EXPECT_FALSE(fs::exists(store_ + "/drover.db"));  // nothing was stored for a bad spec
 }
 
+TEST_F(CliTest, HostileInputIsRefusedOrShownNeverAnAbort) {
+  // Ten axes of ten values: an error from the count, at once, not 10^10 runs in memory.
+  std::string yaml = "name: huge\nworkdir: code\ncommand: echo {a0}\nparams:\n";
+  for (int i = 0; i < 10; ++i) yaml += "  a" + std::to_string(i) + ": [0,1,2,3,4,5,6,7,8,9]\n";
+  auto huge = RunDrover({"run", Write("huge.yaml", yaml), "--dry-run"});
+  EXPECT_EQ(huge.exit_code, 2);
+  EXPECT_NE(huge.err.find("params expand to 10000000000 runs"), std::string::npos) << huge.err;
+  // A device given as the spec is refused before it is read.
+  auto zero = RunDrover({"run", "/dev/zero", "--dry-run"});
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_NE(zero.err.find("'/dev/zero' is not a regular file"), std::string::npos) << zero.err;
+  // Bytes that are not UTF-8: refused in a --set (they could not be stored), shown with
+  // replacement characters in logs (they are only displayed).
+  std::string path = Write("u.yaml", "name: u\nworkdir: code\ncommand: echo {lr}\nparams: {lr: [1]}\n");
+  auto set = RunDrover({"run", path, "--dry-run", "--json", "--set", "lr=\xff"});
+  EXPECT_EQ(set.exit_code, 2);
+  EXPECT_NE(set.err.find("is not UTF-8 text"), std::string::npos) << set.err;
+  std::string printer = Write("p.yaml",
+                              "name: p\nworkdir: code\ncommand: [sh, -c, 'printf \"\\377ok\\n\"']\n");
+  auto run = RunDrover({"run", printer, "--store", store_, "--quiet"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto logs = RunDrover({"logs", "1", "--json", "--store", store_});
+  ASSERT_EQ(logs.exit_code, 0) << logs.err;
+  Json j = Json::parse(logs.out);
+  ASSERT_EQ(j["lines"].size(), 1u);
+  EXPECT_EQ(j["lines"][0], "\xef\xbf\xbdok");
+}
+
 TEST_F(CliTest, ValuesArePassedLiterallyWithoutAShell) {
   std::string path = Write("lit.yaml",
                            "name: lit\nworkdir: code\ncommand: printf '%s|' {x}\n"

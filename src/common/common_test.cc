@@ -165,3 +165,22 @@ TEST(ReadBoundedFileTest, ReadsARegularFileAndRefusesTheRestBeforeReadingThem) {
 
 }  // namespace
 }  // namespace drover
+
+namespace drover {
+namespace {
+
+TEST(ParseBytesTest, ASizePastWhatFitsIsAnErrorNotAWrappedNumber) {
+  Result<int64_t> huge = ParseBytes("99999999999999999999999");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().message(),
+            "'99999999999999999999999' is too large a size; the most drover takes is 4EiB (write "
+            "e.g. 80GiB)");
+  EXPECT_FALSE(ParseBytes("99999999999GiB").ok());
+  EXPECT_FALSE(ParseBytes("1e300").ok());
+  Result<int64_t> ok = ParseBytes("4096TiB");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(*ok, int64_t{4096} << 40);
+}
+
+}  // namespace
+}  // namespace drover

@@ -159,6 +159,13 @@ Result<int64_t> ParseBytes(std::string_view text) {
     char* end = nullptr;
     double v = std::strtod(num.c_str(), &end);
     if (end != num.c_str() + num.size() || !(v >= 0) || std::isinf(v)) break;
+    // Checked before it is converted: past int64 the conversion would wrap to a negative size
+    // that passes every "fits" check.
+    constexpr double kMost = 4611686018427387904.0;  // 4 EiB
+    if (v * u.factor > kMost) {
+      return InvalidArgument(fmt::format(
+          "'{}' is too large a size; the most drover takes is 4EiB (write e.g. 80GiB)", text));
+    }
     return static_cast<int64_t>(std::llround(v * u.factor));
   }
   return InvalidArgument(fmt::format(

@@ -133,6 +133,7 @@ int RunSpec(Globals& g, const RunFlags& f) {
   opts.store_dir = StoreDir(g);
   opts.cpu_slots = f.cpus;
   opts.use_shim = false;  // see EngineOptions::use_shim
+  opts.commit_interval_ms = kCommitIntervalMs;  // engine.h
   opts.watch = setup->config.watch;
   opts.scheduler = setup->config.scheduler;
   opts.environment = setup->config.environment;

@@ -133,6 +133,7 @@ int Serve(Globals& g, const ServeFlags& f) {
   opts.watch = setup->config.watch;
   opts.scheduler = setup->config.scheduler;
   opts.environment = setup->config.environment;
+  opts.commit_interval_ms = kCommitIntervalMs;  // engine.h
   opts.alert_sink = setup->sinks.get();
   Engine engine(**store, launcher, *setup->probe, clock, opts);
   auto recovered = engine.Recover();

@@ -35,6 +35,10 @@ namespace drover {
 class EnvironmentCapture;
 class WorkingCopies;
 
+// What `drover run` and the daemon use for EngineOptions::commit_interval_ms: at most this much
+// of a burst of short runs is committed at once, and the API sees a change this much later.
+inline constexpr Millis kCommitIntervalMs = 10;
+
 struct EngineOptions {
   std::string store_dir;              // holds drover.db, snapshots/ and runs/
   int cpu_slots = 0;                  // CPU slots shared by all runs; <= 0: the number of CPUs
@@ -54,6 +58,10 @@ struct EngineOptions {
   // serve: the longest the loop waits without looking at posted commands (a fallback: Post()
   // wakes it at once through ProcessLauncher::Wake).
   Millis serve_poll_ms = 50;
+  // While runs end and start faster than this, their changes are committed together once per
+  // interval rather than once per loop iteration (0: every iteration). Commands are committed
+  // before they are answered whatever this is.
+  Millis commit_interval_ms = 0;
   // The daemon config file's sections (config/daemon_config.h): telemetry period, alert silence
   // window and detector thresholds (docs/metrics.md); the scheduler (docs/scheduling.md); the
   // environment record (docs/execution.md).
@@ -93,7 +101,7 @@ class EngineObserver {
   virtual void OnAlert(const Alert& alert) {}
   // A telemetry reading of every GPU (every watch.telemetry_period_ms).
   virtual void OnGpuSamples(const std::vector<GpuSample>& samples) {}
-  virtual void OnTick() {}  // once per loop iteration, for redrawing a live view
+  virtual void OnTick() {}  // after each commit of the loop (or idle pass), to redraw a live view
   // An interrupt is stopping `running` runs: SIGTERM now and SIGKILL after `grace_ms`, or SIGKILL
   // at once when `force` (a second interrupt).
   virtual void OnStopping(int running, bool force, Millis grace_ms) {}
@@ -261,6 +269,7 @@ class Engine {
   std::mutex commands_mu_;
   std::vector<PostedCommand> commands_;
   Millis next_tail_mono_ = 0;
+  Millis last_commit_mono_ = 0;
   Millis next_sample_mono_ = 0;
   std::vector<GpuSample> latest_samples_;
   std::map<int, watch::IdleGpuDetector> idle_detectors_;
@@ -275,7 +284,8 @@ class Engine {
   std::map<int, SampleBucket> sample_buckets_;
   EngineObserver* observer_ = nullptr;
   std::unique_ptr<EnvironmentCapture> env_capture_;  // started at the first submit
-  std::unique_ptr<WorkingCopies> working_copies_;    // probed at the first launch
+  std::unique_ptr<WorkingCopies> working_copies_;  // made at the first launch
+  bool copies_said_ = false;  // whether the log says how working copies are made
 };
 
 }  // namespace drover

@@ -176,13 +176,16 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
     if (!working_copies_) {
       working_copies_ = std::make_unique<WorkingCopies>(
           options_.overlay_working_copies
-              ? WorkingCopies::Probe(options_.store_dir + "/runs")
+              ? WorkingCopies::Deferred(options_.store_dir + "/runs")
               : WorkingCopies::CopyOnly("overlay_working_copies is off"));
+    }
+    DROVER_ASSIGN_OR_RETURN(WorkingCopy wc, working_copies_->Prepare(live.exp->snapshot, files));
+    if (!copies_said_ && working_copies_->probed()) {
+      copies_said_ = true;
       if (!working_copies_->overlay()) {
         spdlog::info("working copies are copied, not mounted: {}", working_copies_->why_not());
       }
     }
-    DROVER_ASSIGN_OR_RETURN(WorkingCopy wc, working_copies_->Prepare(live.exp->snapshot, files));
     overlay = wc.overlay;
     return Status::Ok();
   }();

@@ -80,6 +80,45 @@ objective: {metric: val_acc, mode: max}
   EXPECT_EQ(exp->status, "done");
 }
 
+TEST_F(EngineTest, ABurstOfShortRunsIsCommittedOncePerIntervalAndNothingIsLeftUncommitted) {
+  // 40 runs of 1 ms, one at a time: with a commit interval of 10 ms their changes land in a few
+  // commits (the observer hears after each) instead of one per loop iteration, and at the end
+  // every run and attempt is stored.
+  std::string values;
+  for (int i = 0; i < 40; ++i) values += (i ? ", " : "") + std::to_string(i);
+  Spec spec = ParseSpec("name: burst\ncommand: \"true {i}\"\nparams: {i: [" + values +
+                        "]}\nmax_parallel: 1\nresources: {gpus: 0, cpus: 1}\n");
+  struct Ticks : EngineObserver {
+    int ticks = 0;
+    void OnTick() override { ++ticks; }
+  };
+  auto run_burst = [&](Millis interval) {
+    FakeLauncher launcher(clock_, [](const LaunchSpec&) {
+      FakeProcess p;
+      p.duration_ms = 1;
+      return p;
+    });
+    FakeGpuProbe probe({});
+    EngineOptions o = BaseOptions();
+    o.commit_interval_ms = interval;
+    Engine engine(*store_, launcher, probe, clock_, o);
+    auto sub = engine.Submit(spec);
+    EXPECT_TRUE(sub.ok());
+    const Millis start = clock_.Monotonic();
+    Ticks ticks;
+    EXPECT_TRUE(engine.RunUntilDone(&ticks).ok());
+    EXPECT_EQ(launcher.launches.size(), 40u);
+    EXPECT_LE(clock_.Monotonic() - start, 50) << "the interval does not slow the runs down";
+    for (const drover::Run& r : sub->runs) {
+      EXPECT_EQ(store_->GetRun(r.id).value()->state, RunState::kSucceeded);
+      EXPECT_EQ(Attempts(r.id).size(), 1u);
+    }
+    return ticks.ticks;
+  };
+  EXPECT_GE(run_burst(0), 40);
+  EXPECT_LE(run_burst(10), 8) << "40 ms of runs, one commit per 10 ms";
+}
+
 TEST_F(EngineTest, TheDigitsComparisonOnTwoCpuSlotsRunsOneRunPerGpuAtATime) {
   // examples/digits/compare.yaml's shape on --fake-gpus 2x16GiB with 2 CPU slots (a 2-core
   // machine), and 6 runs of 5 GiB: no GPU ever holds two runs while the other idles.

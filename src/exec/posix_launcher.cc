@@ -128,7 +128,7 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
   }
   // An overlay's mount point is empty until the run mounts it: look in the snapshot instead.
   std::string resolved =
-      FindProgram(prog, ChildPath(spec.env), spec.overlay.empty() ? spec.cwd : spec.overlay.lower);
+      Resolve(prog, ChildPath(spec.env), spec.overlay.empty() ? spec.cwd : spec.overlay.lower);
   ChildPlan plan;
   if (!spec.overlay.empty()) {
     auto prepared = PrepareOverlay(spec.overlay, spec.cwd);
@@ -236,6 +236,32 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
                       "; check the command's program name and PATH");
   }
   return static_cast<int>(outcome.pid);
+}
+
+std::string PosixLauncher::Resolve(const std::string& prog, std::string_view path,
+                                   const std::string& cwd) {
+  if (prog.find('/') != std::string::npos) return FindProgram(prog, path, cwd);
+  bool absolute = !path.empty();
+  for (size_t start = 0; absolute && start <= path.size();) {
+    size_t end = path.find(':', start);
+    if (end == std::string_view::npos) end = path.size();
+    absolute = end > start && path[start] == '/';
+    start = end + 1;
+  }
+  if (!absolute) return FindProgram(prog, path, cwd);
+  std::string key;
+  key.reserve(prog.size() + 1 + path.size());
+  key.append(prog).push_back('\0');
+  key.append(path);
+  const int64_t now = MonotonicMs();
+  if (auto it = resolved_.find(key); it != resolved_.end() && now < it->second.until_ms) {
+    return it->second.program;
+  }
+  std::string found = FindProgram(prog, path, cwd);
+  if (found.empty()) return found;  // not cached: installing it should help at once
+  if (resolved_.size() >= 1024) resolved_.clear();
+  resolved_[std::move(key)] = Resolved{found, now + kResolvedMs};
+  return found;
 }
 
 void PosixLauncher::SignalGroup(int pgid, int sig) {

@@ -10,6 +10,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "exec/process_launcher.h"
@@ -66,10 +68,22 @@ class PosixLauncher : public ProcessLauncher {
   // Reports the ends the supervisor sent into `exits`; when it is gone, its runs are adopted.
   void TakeSupervised(std::vector<ProcessExit>* exits);
   void SupervisorLost();
+  // FindProgram through a short-lived cache: a sweep starts the same program thousands of times,
+  // and a long PATH costs a stat per entry per launch.
+  std::string Resolve(const std::string& prog, std::string_view path, const std::string& cwd);
 
   std::map<int, std::string> live_;  // pids started and not yet reaped -> exit_path ("": no shim)
   std::map<int, Adopted> adopted_;   // adopted shims not yet reported
   std::map<int, Supervised> supervised_;  // runs the supervisor watches, not yet reported
+  struct Resolved {
+    std::string program;
+    int64_t until_ms = 0;  // monotonic
+  };
+  // "<prog>\0<PATH>" -> where it was found, for PATHs of absolute folders only (a relative one
+  // depends on the run's cwd). Kept 1 s: a program installed earlier in PATH meanwhile is seen
+  // a second later, as with a shell's hash table but sooner.
+  std::unordered_map<std::string, Resolved> resolved_;
+  static constexpr int64_t kResolvedMs = 1'000;
   std::string shim_path_;            // what is spawned as the shim
   std::string shim_argv0_;           // its argv[0]: the binary's real path
   bool exec_shim_ = false;           // exec shim_path_ (SetShimBinary) instead of forking

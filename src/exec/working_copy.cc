@@ -91,6 +91,13 @@ WorkingCopies WorkingCopies::CopyOnly(std::string why) {
   return w;
 }
 
+WorkingCopies WorkingCopies::Deferred(std::string scratch_dir) {
+  WorkingCopies w;
+  w.why_not_ = "not probed yet";
+  w.scratch_dir_ = scratch_dir.empty() ? std::string(".") : std::move(scratch_dir);
+  return w;
+}
+
 WorkingCopies WorkingCopies::Probe(const std::string& scratch_dir) {
   const char* forced = getenv("DROVER_WORKING_COPY");
   if (forced != nullptr && std::string(forced) == "copy") {
@@ -224,7 +231,7 @@ RunFiles RunFiles::In(const std::string& store_dir, int64_t experiment_id, int64
   return f;
 }
 
-Result<WorkingCopy> WorkingCopies::Prepare(const Snapshot& snapshot, const RunFiles& files) const {
+Result<WorkingCopy> WorkingCopies::Prepare(const Snapshot& snapshot, const RunFiles& files) {
   WorkingCopy w;
   w.path = files.work;
   OverlayMount m{snapshot.path, files.changes, files.overlay_scratch};
@@ -239,6 +246,7 @@ Result<WorkingCopy> WorkingCopies::Prepare(const Snapshot& snapshot, const RunFi
   }
   if (stat(w.path.c_str(), &st) == 0) return w;  // an earlier attempt's copy
   const bool small = snapshot.files <= kCopyMaxFiles && snapshot.bytes <= kCopyMaxBytes;
+  if (!small && !probed()) *this = Probe(scratch_dir_);
   if (!overlay_ || small || !PrepareOverlay(m, w.path).ok()) {
     DROVER_RETURN_IF_ERROR(MaterializeSnapshot(snapshot, w.path));
     return w;

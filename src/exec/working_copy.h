@@ -15,7 +15,9 @@
 //
 // A snapshot of a few small files is copied instead (cheaper than a mount: short runs' launch
 // throughput), and so is every snapshot where overlays cannot be mounted (no user namespaces, a
-// file system overlayfs refuses): Probe() says which, once per engine.
+// file system overlayfs refuses): Probe() says which, once per engine, the first time a snapshot
+// too big to copy comes (an engine whose snapshots are all small never pays for the probe, a
+// fork and a mount).
 #include <string>
 
 #include "common/status.h"
@@ -63,19 +65,23 @@ class WorkingCopies {
   // Whether overlays can be mounted here, tried once in a child process on a scratch folder
   // under `scratch_dir` (created and removed). `why` says why not.
   static WorkingCopies Probe(const std::string& scratch_dir);
+  // Probe(scratch_dir) when the first snapshot too big to copy comes, not before.
+  static WorkingCopies Deferred(std::string scratch_dir);
   // Plain copies only (tests, DROVER_WORKING_COPY=copy).
   static WorkingCopies CopyOnly(std::string why);
 
-  bool overlay() const { return overlay_; }
+  bool probed() const { return scratch_dir_.empty(); }
+  bool overlay() const { return overlay_; }  // false until probed
   const std::string& why_not() const { return why_not_; }
 
   // The working copy of one run, made on its first attempt and reused by later ones (however
   // the first was made).
-  Result<WorkingCopy> Prepare(const Snapshot& snapshot, const RunFiles& files) const;
+  Result<WorkingCopy> Prepare(const Snapshot& snapshot, const RunFiles& files);
 
  private:
   bool overlay_ = false;
   std::string why_not_;
+  std::string scratch_dir_;  // set while the probe is still to come
 };
 
 // In a child between fork and exec (async-signal-safe: no allocation): enters a private mount

@@ -46,7 +46,7 @@ constexpr const char* kVandal =
     "truncate -s 3 lib/util.py\n";
 
 // Runs `script` with sh in the working copy of run `n`, waits, and returns its stdout.
-std::string RunIn(PosixLauncher& launcher, const WorkingCopies& copies, const Snapshot& snap,
+std::string RunIn(PosixLauncher& launcher, WorkingCopies& copies, const Snapshot& snap,
                   const fs::path& store, int n, const std::string& script, std::string* error) {
   RunFiles files = RunFiles::In(store.string(), 1, n);
   fs::create_directories(files.logs);
@@ -221,6 +221,33 @@ TEST_F(WorkingCopyTest, ASmallSnapshotIsCopiedNotMounted) {
   // The probe cleaned up after itself.
   for (const auto& e : fs::directory_iterator(dir_ / "runs")) {
     EXPECT_EQ(e.path().filename(), "1");
+  }
+}
+
+TEST_F(WorkingCopyTest, TheOverlayProbeWaitsForASnapshotTooBigToCopy) {
+  // An engine whose snapshots are all small never forks the probe (a fork and a mount per
+  // engine: a tenth of a second, most of what 1,000 short runs cost).
+  Write(dir_ / "small" / "run.sh", "echo hi\n");
+  for (int i = 0; i <= kCopyMaxFiles; ++i) {
+    Write(dir_ / "big" / ("f" + std::to_string(i) + ".txt"), std::to_string(i) + "\n");
+  }
+  auto small = TakeSnapshot((dir_ / "small").string(), (dir_ / "snapshots").string());
+  auto big = TakeSnapshot((dir_ / "big").string(), (dir_ / "snapshots").string());
+  ASSERT_TRUE(small.ok() && big.ok());
+  WorkingCopies copies = WorkingCopies::Deferred((dir_ / "runs").string());
+  EXPECT_FALSE(copies.probed());
+  ASSERT_TRUE(copies.Prepare(*small, RunFiles::In(dir_.string(), 1, 1)).ok());
+  EXPECT_FALSE(copies.probed());
+  EXPECT_FALSE(copies.overlay());
+  auto wc = copies.Prepare(*big, RunFiles::In(dir_.string(), 1, 2));
+  ASSERT_TRUE(wc.ok()) << wc.status().ToString();
+  EXPECT_TRUE(copies.probed());
+  // The same answer as probing up front, and the run's copy is made the way it says.
+  WorkingCopies eager = WorkingCopies::Probe((dir_ / "runs").string());
+  EXPECT_EQ(copies.overlay(), eager.overlay()) << copies.why_not() << " / " << eager.why_not();
+  EXPECT_EQ(wc->overlay.empty(), !copies.overlay());
+  if (wc->overlay.empty()) {
+    EXPECT_EQ(Read(dir_ / "runs" / "2" / "f3.txt"), "3\n");
   }
 }
 

@@ -45,6 +45,8 @@ class PosixLauncher : public ProcessLauncher {
   bool has_supervisor() const;
   int supervisor_pid() const;  // -1 without one
 
+  // How long a program's PATH look-up is kept (Resolve).
+  static constexpr int64_t kResolvedMs = 1'000;
   // Adopted shims send no SIGCHLD: while any is watched, Wait() looks at them this often.
   static constexpr int64_t kAdoptedPollMs = 100;
   // An adopted pid that is a zombie with no end in its exit file yet (its supervisor writes the
@@ -83,7 +85,6 @@ class PosixLauncher : public ProcessLauncher {
   // depends on the run's cwd). Kept 1 s: a program installed earlier in PATH meanwhile is seen
   // a second later, as with a shell's hash table but sooner.
   std::unordered_map<std::string, Resolved> resolved_;
-  static constexpr int64_t kResolvedMs = 1'000;
   std::string shim_path_;            // what is spawned as the shim
   std::string shim_argv0_;           // its argv[0]: the binary's real path
   bool exec_shim_ = false;           // exec shim_path_ (SetShimBinary) instead of forking

@@ -88,6 +88,33 @@ class PosixLauncherTest : public ::testing::Test {
   std::map<int, ProcessExit> others_;
 };
 
+TEST_F(PosixLauncherTest, AProgramFoundInPathIsRememberedForASecondAndAMissingOneNever) {
+  // A sweep starts one program thousands of times: its PATH look-up (a stat per entry) is kept
+  // for a second. A program installed meanwhile earlier in PATH is used from then on; one that
+  // was not found is looked for again at the next start.
+  fs::create_directories(dir_ + "/a");
+  fs::create_directories(dir_ + "/b");
+  auto install = [&](const std::string& folder) {
+    std::string path = dir_ + "/" + folder + "/which-one";
+    std::ofstream(path) << "#!/bin/sh\necho " << folder << "\n";
+    fs::permissions(path, fs::perms::owner_all);
+  };
+  LaunchSpec spec = Spec({"which-one"});
+  spec.env = {"PATH=" + dir_ + "/a:" + dir_ + "/b:/usr/bin:/bin"};
+  EXPECT_FALSE(launcher_.Start(spec).ok());  // in neither folder yet
+  install("b");
+  auto run = [&] {
+    int pid = StartOk(spec);
+    WaitFor(pid);
+    return ReadFile(spec.stdout_path);
+  };
+  EXPECT_EQ(run(), "b\n");  // found at once: a miss is not remembered
+  install("a");
+  EXPECT_EQ(run(), "b\n");  // the look-up of a moment ago
+  std::this_thread::sleep_for(milliseconds(PosixLauncher::kResolvedMs + 100));
+  EXPECT_EQ(run(), "a\n");
+}
+
 TEST_F(PosixLauncherTest, ReportsExitCode) {
   int pid = StartOk(Spec({"sh", "-c", "exit 3"}));
   ProcessExit e = WaitFor(pid);

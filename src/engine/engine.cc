@@ -255,6 +255,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
   next_sample_mono_ = clock_.Monotonic();
   auto keep_going = [&] {
     if (!error_.ok()) return false;
+    if (!starting_.empty()) return true;  // every start handed over is heard back and recorded
     if (!serve) return !live_.empty();
     if (!draining_) return true;
     // Draining: with --stop-runs wait until every stopped run has ended; otherwise leave now and
@@ -289,13 +290,15 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     now = clock_.At();
     // Exits first: a run that ended before the interrupt keeps its real outcome, and its group id
     // is never signalled after it was reaped.
+    // Starts before exits: a run that started and ended within one wait has its pid recorded.
+    for (const auto& started : w.started) HandleStarted(started, now);
     for (const auto& exit : w.exits) HandleExit(exit, now);
     OnInterrupt(w.interrupt_signal, now, serve);
     CheckDeadlines(now);
     SampleTelemetry(now);
     if (now.mono >= next_tail_mono_) {
       for (auto& [id, live] : live_) {
-        if (live->attempt) TailMetrics(*live, false, now);
+        if (live->attempt && !live->starting) TailMetrics(*live, false, now);
       }
       next_tail_mono_ = now.mono + options_.tail_interval_ms;
     }
@@ -304,7 +307,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
   if (error_.ok()) {
     // What was read so far is kept; a restarted engine resumes at the stored offsets.
     for (auto& [id, live] : live_) {
-      if (live->attempt) TailMetrics(*live, false, clock_.At());
+      if (live->attempt && !live->starting) TailMetrics(*live, false, clock_.At());
     }
     StoreSamples({}, /*flush_all=*/true);
     // Environments still being captured are waited for (each helper is bounded by its timeout):
@@ -323,7 +326,7 @@ void Engine::StopEverything() {
   // GPUs with no record of how they end.
   std::set<int> pids;
   for (auto& [id, live] : live_) {
-    if (!live->attempt) continue;
+    if (!live->attempt || live->starting) continue;  // a start not reported has no pid yet
     int pid = static_cast<int>(live->attempt->pid);
     launcher_.SignalGroup(pid, SIGKILL);
     pids.insert(pid);
@@ -525,7 +528,7 @@ std::vector<GpuView> Engine::GpuViews() const {
 
 void Engine::CheckDeadlines(Instant now) {
   for (auto& [id, live] : live_) {
-    if (!live->attempt) continue;
+    if (!live->attempt || live->starting) continue;  // its clocks start once it has started
     int pid = static_cast<int>(live->attempt->pid);
     if (live->deadline_mono > 0 && now.mono >= live->deadline_mono && !Stopping(*live)) {
       Stop(*live, StopReason::kTimeout, now, options_.kill_grace_ms);
@@ -555,6 +558,7 @@ Millis Engine::NextWakeup(Instant now) const {
     next = std::min(next, next_sample_mono_);
   }
   for (const auto& [id, live] : live_) {
+    if (live->starting) continue;  // its report wakes the wait
     if (live->attempt) {
       const bool stopping = Stopping(*live);
       if (live->deadline_mono > 0 && !stopping) next = std::min(next, live->deadline_mono);

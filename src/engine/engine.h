@@ -200,6 +200,10 @@ class Engine {
   void LearnRunTime(const std::string& key, int gpus, Millis run_ms);
   std::optional<Millis> Predict(const Live& live) const;
   void Launch(Live& live, const sched::StartAction& action, Instant now);
+  // Records an attempt that has started (launch ok, `a` with its pid) or failed to.
+  void RecordStart(Live& live, Attempt a, const Status& launch, Instant now);
+  // A start handed over with BeginStart has been reported.
+  void HandleStarted(const StartOutcome& started, Instant now);
   // At recovery, for a run the store has as not running: whether the last engine started its
   // next attempt and died before that was committed (the attempt's exit file has a start line).
   // Such a process was never recorded (nor its GPUs), so it is stopped, and the attempt is
@@ -253,6 +257,7 @@ class Engine {
   std::map<int64_t, std::unique_ptr<ExperimentEntry>> experiments_;
   std::map<int64_t, std::unique_ptr<Live>> live_;  // runs not yet final, by run id
   std::map<int, int64_t> pid_to_run_;
+  std::map<int64_t, int64_t> starting_;  // BeginStart ticket -> run id, until it is reported
   sched::PolicyConfig policy_;          // options_.scheduler.Policy()
   sched::DurationPredictor predictor_;  // run times of succeeded runs (srtf, priority)
   bool predictor_seeded_ = false;

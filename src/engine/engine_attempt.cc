@@ -51,6 +51,8 @@ bool Engine::Stop(Live& live, StopReason why, Instant now, Millis grace) {
   // Stored with the attempt, so a daemon restarted during the grace goes on stopping it for the
   // same reason (a preempted run that checkpoints and exits 0 has not finished).
   a.stopping = why;
+  // Still starting: it is stored with the reason, and signalled, once it has started.
+  if (live.starting) return true;
   Tx();
   if (Status st = store_.UpdateAttempt(a); !st.ok()) Fail(st);
   launcher_.SignalGroup(static_cast<int>(a.pid), SIGTERM);
@@ -202,26 +204,67 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
     // ended here, so the end is known even if this engine is gone by then.
     ls.exit_path = a.exit_path;
     ls.overlay = overlay;
-    auto pid = launcher_.Start(ls);
-    if (pid.ok()) {
-      a.pid = *pid;
-      a.pid_start = launcher_.StartTicks(*pid);
+    if (launcher_.StartsInBackground() && !ls.exit_path.empty()) {
+      // The supervisor starts it while this loop goes on; HandleStarted records it once it has
+      // a pid. Meanwhile it holds its resources as a running attempt would.
+      Result<int64_t> ticket = launcher_.BeginStart(ls);
+      if (ticket.ok()) {
+        live.attempt = std::move(a);
+        live.starting = true;
+        starting_[*ticket] = run.id;
+        return;
+      }
+      launch = ticket.status();
     } else {
-      launch = pid.status();
+      auto pid = launcher_.Start(ls);
+      if (pid.ok()) {
+        a.pid = *pid;
+        a.pid_start = launcher_.StartTicks(*pid);
+      } else {
+        launch = pid.status();
+      }
     }
   }
+  RecordStart(live, std::move(a), launch, now);
+}
+
+void Engine::HandleStarted(const StartOutcome& started, Instant now) {
+  auto sit = starting_.find(started.ticket);
+  if (sit == starting_.end()) return;
+  auto it = live_.find(sit->second);
+  starting_.erase(sit);
+  if (it == live_.end() || !it->second->starting) return;
+  Live& live = *it->second;
+  live.starting = false;
+  Attempt a = std::move(*live.attempt);
+  live.attempt.reset();
+  a.pid = started.pid;
+  a.pid_start = started.start_ticks;
+  // Its clocks (stall, timeout) start now, not when it was handed over.
+  live.last_output_mono = now.mono;
+  live.started_mono = now.mono;
+  const bool stop = a.stopping.has_value();
+  RecordStart(live, std::move(a), started.error, now);
+  // Stopped while it was starting (cancel, preemption, drain): now it has a group to signal.
+  if (stop && started.error.ok() && live.attempt) {
+    launcher_.SignalGroup(static_cast<int>(live.attempt->pid), SIGTERM);
+  }
+}
+
+void Engine::RecordStart(Live& live, Attempt a, const Status& launch, Instant now) {
+  Run& run = live.run;
   // Recorded once it has a pid (the run by SetState below), committed with the rest of this loop
-  // iteration: one transaction per iteration, however many runs start and end in it. An engine
-  // that dies after the start but before the commit leaves the exit file's start line (written
-  // before Start() returns), which the next engine finds (ForgetUnrecordedStart): the run is
-  // never started twice under one attempt.
+  // iteration (or interval): however many runs start and end in it. An engine that dies after
+  // the start but before the commit leaves the exit file's start line (written before the start
+  // is reported), which the next engine finds (ForgetUnrecordedStart): the run is never started
+  // twice under one attempt.
   Tx();
   if (Status st = store_.InsertAttempt(a); !st.ok()) Fail(st);
   live.attempt = a;
   if (!launch.ok()) {
     // Leave the reason where `drover logs --stderr` looks.
     std::error_code ec;
-    fs::create_directories(files.logs, ec);
+    fs::create_directories(fs::path(a.stderr_path).parent_path(), ec);
     if (FILE* f = std::fopen(a.stderr_path.c_str(), "a")) {
       std::fprintf(f, "drover: %s\n", launch.message().c_str());
       std::fclose(f);
@@ -232,7 +275,7 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
   }
   pid_to_run_[a.pid] = run.id;
   live.deadline_mono = live.exp->spec.timeout_ms > 0 ? now.mono + live.exp->spec.timeout_ms : 0;
-  live.kill_at_mono = 0;
+  if (!a.stopping) live.kill_at_mono = 0;  // else stopped while it was starting: the kill stands
   SetState(live, RunEvent::kStart,
            a.cuda_visible_devices.empty() ? "on CPU" : "on GPU " + a.cuda_visible_devices, now);
 }

@@ -47,6 +47,9 @@ struct Engine::Live {
   Run run;
   ExperimentEntry* exp = nullptr;
   std::optional<Attempt> attempt;  // the running attempt
+  // Its start was handed to the launcher (BeginStart) and has not been reported yet: the attempt
+  // holds its resources but has no pid and no row in the store.
+  bool starting = false;
   sched::StartAction placement;
   // Deadlines are monotonic (Instant::mono): a step of the wall clock moves none of them.
   Millis deadline_mono = 0;  // timeout of the running attempt (0 = none)

@@ -110,7 +110,8 @@ PosixLauncher::~PosixLauncher() {
   pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
 }
 
-Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
+Status PosixLauncher::PlanStart(const LaunchSpec& spec, ChildPlan* plan, int* out_fd,
+                                int* err_fd) {
   if (spec.argv.empty() || spec.argv[0].empty()) {
     return InvalidArgument("cannot start a run with an empty command");
   }
@@ -129,113 +130,171 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
   // An overlay's mount point is empty until the run mounts it: look in the snapshot instead.
   std::string resolved =
       Resolve(prog, ChildPath(spec.env), spec.overlay.empty() ? spec.cwd : spec.overlay.lower);
-  ChildPlan plan;
   if (!spec.overlay.empty()) {
     auto prepared = PrepareOverlay(spec.overlay, spec.cwd);
     if (!prepared.ok()) {
       return Status(Code::kIo, "cannot start '" + prog +
                                    "': its working copy: " + prepared.status().message());
     }
-    plan.overlay = std::move(*prepared);
-    plan.mount_overlay = true;
+    plan->overlay = std::move(*prepared);
+    plan->mount_overlay = true;
   }
   if (resolved.empty()) {
     return Status(Code::kNotFound, "cannot start '" + prog +
                                        "': No such file or directory; check the command's "
                                        "program name and PATH");
   }
-
-  int out_fd = -1, err_fd = -1;
-  DROVER_RETURN_IF_ERROR(OpenOutput(spec.stdout_path, &out_fd));
+  DROVER_RETURN_IF_ERROR(OpenOutput(spec.stdout_path, out_fd));
   if (!spec.stderr_path.empty() && spec.stderr_path == spec.stdout_path) {
-    err_fd = out_fd;  // one file description, so the two streams append rather than overwrite
-  } else if (Status s = OpenOutput(spec.stderr_path, &err_fd); !s.ok()) {
-    close(out_fd);
+    *err_fd = *out_fd;  // one file description, so the two streams append rather than overwrite
+  } else if (Status s = OpenOutput(spec.stderr_path, err_fd); !s.ok()) {
+    close(*out_fd);
     return s;
   }
-  auto close_outputs = [&] {
-    close(out_fd);
-    if (err_fd != out_fd) close(err_fd);
-  };
+  plan->exit_path = spec.exit_path;
+  plan->program = resolved;
+  plan->env = spec.env;
+  plan->cwd = spec.cwd;
+  return Status::Ok();
+}
 
-  const bool survives = !spec.exit_path.empty();  // the run outlives us; its end is recorded
-  plan.exit_path = spec.exit_path;
-  plan.program = resolved;
-  plan.env = spec.env;
-  plan.cwd = spec.cwd;
-  ForkOutcome outcome;
-  bool started = false;
-  if (survives && !exec_shim_ && has_supervisor()) {
-    // The supervisor starts the run itself (no shim) and records its end.
-    plan.exec_path = resolved;
-    plan.argv = spec.argv;
-    bool delivered = false;
-    Result<Supervisor::Started> r = supervisor_->Launch(plan, out_fd, err_fd, &delivered);
-    if (r.ok()) {
-      outcome = std::move(r->outcome);
-      started = true;
-      if (outcome.err == 0) supervised_[outcome.pid] = Supervised{spec.exit_path, r->start_ticks};
-    } else {
-      SupervisorLost();  // gone (and stopped): shims from now on
-      if (delivered) {
-        // It may have started the run before it went: its start line says. Then the run is
-        // watched as an adopted one; it is never started a second time under this attempt.
-        close_outputs();
-        Result<ShimStart> begun = ReadShimStart(spec.exit_path);
-        if (begun.ok() && StartTicks(static_cast<int>(begun->pid)) == begun->start_ticks) {
-          Adopt(static_cast<int>(begun->pid), begun->start_ticks, spec.exit_path);
-          return static_cast<int>(begun->pid);
-        }
-        return Status(Code::kIo, "cannot start '" + prog + "': " + r.status().message() +
-                                     " (it may have started the run: see its exit file " +
-                                     spec.exit_path + ")");
-      }
-    }
+Status PosixLauncher::StartError(const std::string& prog, int err, const std::string& failed_step,
+                                 bool overlay, bool shim) const {
+  if (!failed_step.empty() && failed_step != "exec") {
+    return Status(Code::kIo,
+                  "cannot start '" + prog + "': " + failed_step + ": " + std::strerror(err) +
+                      (overlay ? "; set DROVER_WORKING_COPY=copy to copy working copies instead "
+                                 "of mounting them"
+                               : std::string()));
   }
-  if (!started) {
-    // A shim leads the group and records the end: a fork of this process (ShimMain, no exec of
-    // drover per run: loading its libraries would cost more than a short run), or, with
-    // SetShimBinary, `<drover> __shim <exit_path> -- <argv...>` exec'd. An exit file left from
-    // before (a reused path) must not be taken for this run's.
-    if (survives) unlink(spec.exit_path.c_str());
-    plan.shim = survives && !exec_shim_;
-    plan.exec_path = survives ? shim_path_ : resolved;
-    if (survives && exec_shim_) {
-      plan.argv = {shim_argv0_, "__shim", spec.exit_path, "--"};
-      plan.argv.insert(plan.argv.end(), spec.argv.begin(), spec.argv.end());
-    } else {
-      plan.argv = spec.argv;
-    }
-    outcome = StartChild(plan, out_fd, err_fd);
-    if (outcome.err != 0 && outcome.pid > 0) {
-      // The child exited after reporting (or was killed): reap it, it is not a run.
-      int status = 0;
-      while (waitpid(outcome.pid, &status, 0) < 0 && errno == EINTR) {
-      }
-    }
-    if (outcome.err == 0) live_.emplace(outcome.pid, spec.exit_path);
-  }
-  close_outputs();
-  const int err = outcome.err;
-  const std::string& failed_step = outcome.failed_step;
-  if (err != 0 && !failed_step.empty() && failed_step != "exec") {
-    return Status(
-        Code::kIo,
-        "cannot start '" + prog + "': " + failed_step + ": " + std::strerror(err) +
-            (spec.overlay.empty() ? std::string()
-                                  : "; set DROVER_WORKING_COPY=copy to copy working copies "
-                                    "instead of mounting them"));
-  }
-  if (err != 0 && plan.shim) {
+  if (shim) {
     return Status(Code::kIo, "cannot start '" + prog + "': starting its supervisor '" +
                                  shim_argv0_ + " __shim' failed: " + std::strerror(err));
   }
-  if (err != 0) {
-    return Status(err == ENOENT ? Code::kNotFound : Code::kIo,
-                  "cannot start '" + prog + "': " + std::strerror(err) +
-                      "; check the command's program name and PATH");
+  return Status(err == ENOENT ? Code::kNotFound : Code::kIo,
+                "cannot start '" + prog + "': " + std::strerror(err) +
+                    "; check the command's program name and PATH");
+}
+
+bool PosixLauncher::StartsInBackground() const { return has_supervisor() && !exec_shim_; }
+
+Result<int64_t> PosixLauncher::BeginStart(const LaunchSpec& spec) {
+  const int64_t ticket = next_ticket_++;
+  auto now = [&](Result<int> started) -> Result<int64_t> {
+    // Started (or failed) here and now: reported by the next Wait() all the same.
+    StartOutcome o;
+    o.ticket = ticket;
+    if (started.ok()) {
+      o.pid = *started;
+      o.start_ticks = StartTicks(*started);
+    } else {
+      o.error = started.status();
+    }
+    ready_.push_back(std::move(o));
+    return ticket;
+  };
+  // A run that does not outlive us (no exit file) is not the supervisor's.
+  if (!StartsInBackground() || spec.exit_path.empty()) return now(Start(spec));
+  ChildPlan plan;
+  int out_fd = -1, err_fd = -1;
+  DROVER_RETURN_IF_ERROR(PlanStart(spec, &plan, &out_fd, &err_fd));
+  plan.exec_path = plan.program;
+  plan.argv = spec.argv;
+  bool delivered = false;
+  Status sent = supervisor_->Send(plan, out_fd, err_fd, &delivered);
+  close(out_fd);
+  if (err_fd != out_fd) close(err_fd);
+  if (sent.ok() || delivered) {
+    pending_.push_back(Pending{ticket, spec.exit_path, spec.argv[0], plan.mount_overlay,
+                               MonotonicMs()});
+  }
+  if (!sent.ok()) {
+    // Gone: what it may have started is taken from the exit file (SupervisorLost); a request it
+    // never had is started under a shim instead.
+    SupervisorLost();
+    if (!delivered) return now(Start(spec));
+  }
+  return ticket;
+}
+
+Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
+  if (StartsInBackground() && !spec.exit_path.empty()) {
+    // The supervisor's hand-over, waited for.
+    DROVER_ASSIGN_OR_RETURN(const int64_t ticket, BeginStart(spec));
+    for (;;) {
+      for (auto it = ready_.begin(); it != ready_.end(); ++it) {
+        if (it->ticket != ticket) continue;
+        StartOutcome o = std::move(*it);
+        ready_.erase(it);
+        if (!o.error.ok()) return o.error;
+        return o.pid;
+      }
+      if (!supervisor_) return Internal("a launch was lost with the supervisor");
+      // Ends that come first are kept for Wait().
+      if (!supervisor_->ReadMessage(Supervisor::kAnswerTimeoutMs)) {
+        SupervisorLost();  // settles every launch it had
+      } else {
+        MatchAnswers();
+      }
+    }
+  }
+  ChildPlan plan;
+  int out_fd = -1, err_fd = -1;
+  DROVER_RETURN_IF_ERROR(PlanStart(spec, &plan, &out_fd, &err_fd));
+  const std::string& prog = spec.argv[0];
+  // A shim leads the group and records the end: a fork of this process (ShimMain, no exec of
+  // drover per run: loading its libraries would cost more than a short run), or, with
+  // SetShimBinary, `<drover> __shim <exit_path> -- <argv...>` exec'd. An exit file left from
+  // before (a reused path) must not be taken for this run's.
+  const bool survives = !spec.exit_path.empty();  // the run outlives us; its end is recorded
+  if (survives) unlink(spec.exit_path.c_str());
+  plan.shim = survives && !exec_shim_;
+  plan.exec_path = survives ? shim_path_ : plan.program;
+  if (survives && exec_shim_) {
+    plan.argv = {shim_argv0_, "__shim", spec.exit_path, "--"};
+    plan.argv.insert(plan.argv.end(), spec.argv.begin(), spec.argv.end());
+  } else {
+    plan.argv = spec.argv;
+  }
+  ForkOutcome outcome = StartChild(plan, out_fd, err_fd);
+  if (outcome.err != 0 && outcome.pid > 0) {
+    // The child exited after reporting (or was killed): reap it, it is not a run.
+    int status = 0;
+    while (waitpid(outcome.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (outcome.err == 0) live_.emplace(outcome.pid, spec.exit_path);
+  close(out_fd);
+  if (err_fd != out_fd) close(err_fd);
+  if (outcome.err != 0) {
+    return StartError(prog, outcome.err, outcome.failed_step, plan.mount_overlay, plan.shim);
   }
   return static_cast<int>(outcome.pid);
+}
+
+void PosixLauncher::MatchAnswers() {
+  if (supervisor_ == nullptr) return;
+  std::vector<Supervisor::Started> answers;
+  supervisor_->TakeAnswers(&answers);
+  for (Supervisor::Started& a : answers) {
+    // Answers come in the order of the requests. One with no request is a broken supervisor.
+    if (pending_.empty()) {
+      supervisor_->Stop();
+      return;
+    }
+    Pending p = std::move(pending_.front());
+    pending_.pop_front();
+    StartOutcome o;
+    o.ticket = p.ticket;
+    if (a.outcome.err == 0) {
+      o.pid = a.outcome.pid;
+      o.start_ticks = a.start_ticks;
+      supervised_[a.outcome.pid] = Supervised{p.exit_path, a.start_ticks};
+    } else {
+      o.error = StartError(p.program, a.outcome.err, a.outcome.failed_step, p.overlay, false);
+    }
+    ready_.push_back(std::move(o));
+  }
 }
 
 std::string PosixLauncher::Resolve(const std::string& prog, std::string_view path,
@@ -401,18 +460,45 @@ void PosixLauncher::Wake() {
 void PosixLauncher::TakeSupervised(std::vector<ProcessExit>* exits) {
   if (supervisor_ == nullptr) return;
   std::vector<ProcessExit> ends;
-  const bool here = supervisor_->TakeEnds(&ends);
+  bool here = supervisor_->TakeEnds(&ends);
+  // Answers first: a run's answer comes before its end.
+  MatchAnswers();
   for (ProcessExit& e : ends) {
     if (supervised_.erase(e.pid) > 0) exits->push_back(e);
   }
-  if (!here) SupervisorLost();
+  if (here && !pending_.empty() &&
+      MonotonicMs() - pending_.front().sent_ms > Supervisor::kAnswerTimeoutMs) {
+    supervisor_->Stop();  // silent for 40 s during a launch: stuck
+    here = false;
+  }
+  if (!here || supervisor_->gone()) SupervisorLost();
 }
 
 void PosixLauncher::SupervisorLost() {
+  MatchAnswers();  // what it answered before it went
   // Its runs are no longer anyone's children we can hear from: watch them as adopted ones (their
   // end is read from the exit file the supervisor may have written, else they are lost).
   for (const auto& [pid, s] : supervised_) Adopt(pid, s.start_ticks, s.exit_path);
   supervised_.clear();
+  // A launch it had but did not answer may have begun: its start line says. Then the run is
+  // watched as an adopted one; it is never started a second time under this attempt.
+  for (Pending& p : pending_) {
+    StartOutcome o;
+    o.ticket = p.ticket;
+    Result<ShimStart> begun = ReadShimStart(p.exit_path);
+    if (begun.ok() && StartTicks(static_cast<int>(begun->pid)) == begun->start_ticks) {
+      Adopt(static_cast<int>(begun->pid), begun->start_ticks, p.exit_path);
+      o.pid = static_cast<int>(begun->pid);
+      o.start_ticks = begun->start_ticks;
+    } else {
+      o.error = Status(Code::kIo, "cannot start '" + p.program +
+                                      "': the supervisor went away during its launch (it may "
+                                      "have started the run: see its exit file " +
+                                      p.exit_path + ")");
+    }
+    ready_.push_back(std::move(o));
+  }
+  pending_.clear();
   supervisor_.reset();
 }
 
@@ -426,13 +512,26 @@ WaitResult PosixLauncher::Wait(int64_t timeout_ms) {
     CheckAdopted(&result.exits);
     TakeSupervised(&result.exits);
   };
+  auto done = [&] {
+    if (result.exits.empty() && ready_.empty()) return false;
+    for (StartOutcome& o : ready_) result.started.push_back(std::move(o));
+    ready_.clear();
+    return true;
+  };
   for (;;) {
     collect();
-    if (!result.exits.empty()) return result;
+    if (done()) return result;
     int64_t left = -1;
     if (deadline >= 0) {
       left = deadline - MonotonicMs();
       if (left <= 0) return result;
+    }
+    // A launch the supervisor has not answered: look again when its answer is overdue.
+    if (!pending_.empty()) {
+      int64_t overdue =
+          pending_.front().sent_ms + Supervisor::kAnswerTimeoutMs + 1 - MonotonicMs();
+      overdue = std::max<int64_t>(overdue, 1);
+      if (left < 0 || left > overdue) left = overdue;
     }
     // Adopted shims are not our children (no SIGCHLD): wake up to look at them.
     if (!adopted_.empty() && (left < 0 || left > kAdoptedPollMs)) left = kAdoptedPollMs;
@@ -455,6 +554,7 @@ WaitResult PosixLauncher::Wait(int64_t timeout_ms) {
         (void)!read(wake_fd_, &n, sizeof n);
         if (sig == 0) {
           collect();
+          done();
           return result;
         }
       }
@@ -471,6 +571,7 @@ WaitResult PosixLauncher::Wait(int64_t timeout_ms) {
     if (sig != 0) {
       result.interrupt_signal = sig;
       collect();
+      done();
       return result;
     }
     // SIGCHLD (possibly a stale one from a helper process, or one pending for several

@@ -7,6 +7,7 @@
 // that leads its group.
 #include <signal.h>
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "exec/child.h"
 #include "exec/process_launcher.h"
 
 namespace drover {
@@ -29,6 +31,10 @@ class PosixLauncher : public ProcessLauncher {
   explicit PosixLauncher(Mode mode = Mode::kStandalone);
   ~PosixLauncher() override;
   Result<int> Start(const LaunchSpec& spec) override;
+  // With a supervisor, runs that outlive us (an exit_path) are handed to it and their outcome
+  // read by Wait(); other starts happen at once and are reported the same way.
+  bool StartsInBackground() const override;
+  Result<int64_t> BeginStart(const LaunchSpec& spec) override;
   void SignalGroup(int pgid, int sig) override;
   WaitResult Wait(int64_t timeout_ms) override;
   int64_t StartTicks(int pid) override;
@@ -70,6 +76,14 @@ class PosixLauncher : public ProcessLauncher {
   // Reports the ends the supervisor sent into `exits`; when it is gone, its runs are adopted.
   void TakeSupervised(std::vector<ProcessExit>* exits);
   void SupervisorLost();
+  // What every start needs, checked and made: the program found, the working copy's mount
+  // prepared, the output files open (closed by the caller).
+  Status PlanStart(const LaunchSpec& spec, ChildPlan* plan, int* out_fd, int* err_fd);
+  // Why a start failed, from the errno and the step of the child's setup that failed.
+  Status StartError(const std::string& prog, int err, const std::string& failed_step,
+                    bool overlay, bool shim) const;
+  // Pairs the supervisor's answers with the launches handed to it, into ready_.
+  void MatchAnswers();
   // FindProgram through a short-lived cache: a sweep starts the same program thousands of times,
   // and a long PATH costs a stat per entry per launch.
   std::string Resolve(const std::string& prog, std::string_view path, const std::string& cwd);
@@ -89,6 +103,16 @@ class PosixLauncher : public ProcessLauncher {
   std::string shim_argv0_;           // its argv[0]: the binary's real path
   bool exec_shim_ = false;           // exec shim_path_ (SetShimBinary) instead of forking
   std::unique_ptr<Supervisor> supervisor_;  // null: none (or it is gone)
+  struct Pending {  // a launch handed to the supervisor, not answered yet
+    int64_t ticket = 0;
+    std::string exit_path;
+    std::string program;
+    bool overlay = false;
+    int64_t sent_ms = 0;  // monotonic
+  };
+  std::deque<Pending> pending_;        // oldest first: answers come in this order
+  std::vector<StartOutcome> ready_;    // starts Wait() has still to report
+  int64_t next_ticket_ = 1;
   int signal_fd_ = -1;  // the waited signals, read in Wait()
   int wake_fd_ = -1;    // an eventfd: Wake() from another thread
   sigset_t old_mask_;   // the calling thread's mask before the constructor, restored after

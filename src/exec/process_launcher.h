@@ -35,7 +35,18 @@ struct ProcessExit {
   std::string error;     // a shim could not start the program (exit_code 127): why
 };
 
+// How a start handed over with BeginStart went, reported by a later Wait().
+struct StartOutcome {
+  int64_t ticket = 0;       // what BeginStart returned
+  int pid = 0;              // == the process group id; 0 when it did not start
+  int64_t start_ticks = 0;  // StartTicks(pid) when it started
+  Status error;             // why it did not start (as Start() would have said)
+};
+
 struct WaitResult {
+  // Starts handed over with BeginStart that have now started or failed, in the order they were
+  // handed over; a process's start is reported before (or with, ahead of) its exit.
+  std::vector<StartOutcome> started;
   std::vector<ProcessExit> exits;
   int interrupt_signal =
       0;  // SIGINT/SIGTERM/SIGHUP received by drover itself while waiting, else 0
@@ -46,6 +57,15 @@ class ProcessLauncher {
   virtual ~ProcessLauncher() = default;
   // Starts the process as the leader of a new process group; returns its pid (== pgid).
   virtual Result<int> Start(const LaunchSpec& spec) = 0;
+  // Whether BeginStart hands a start to another process (the daemon's supervisor) and returns
+  // without waiting for it: the caller goes on with its own work while the process starts.
+  virtual bool StartsInBackground() const { return false; }
+  // Hands the start over and returns a ticket at once; a later Wait() reports how it went
+  // (WaitResult::started). An error here means it was not handed over: nothing started. Only
+  // where StartsInBackground().
+  virtual Result<int64_t> BeginStart(const LaunchSpec& spec) {
+    return Status(Code::kInternal, "this launcher starts processes only in the foreground");
+  }
   // Sends `sig` to the whole process group. Harmless if it has already ended.
   virtual void SignalGroup(int pgid, int sig) = 0;
   // Waits up to timeout_ms for a started process to end or for an interrupt; returns every exit

@@ -399,14 +399,31 @@ Result<std::unique_ptr<Supervisor>> Supervisor::Start() {
 
 Result<Supervisor::Started> Supervisor::Launch(const ChildPlan& plan, int out_fd, int err_fd,
                                                bool* delivered) {
-  *delivered = false;
-  if (fd_ < 0) return Status(Code::kIo, "the supervisor is gone");
-  std::string payload = Encode(plan);
-  if (payload.size() > kMaxRequestBytes) {
+  if (Encode(plan).size() > kMaxRequestBytes) {
+    *delivered = false;
     Started too_big;
     too_big.outcome.err = E2BIG;
     too_big.outcome.failed_step = "passing its command and environment (over 8 MiB)";
     return too_big;
+  }
+  DROVER_RETURN_IF_ERROR(Send(plan, out_fd, err_fd, delivered));
+  // Ends that arrive before the answer are kept for TakeEnds.
+  while (answers_.empty()) {
+    if (!ReadMessage(kAnswerTimeoutMs)) {
+      return Status(Code::kIo, "the supervisor gave no answer to a launch");
+    }
+  }
+  Started answer = std::move(answers_.front());
+  answers_.pop_front();
+  return answer;
+}
+
+Status Supervisor::Send(const ChildPlan& plan, int out_fd, int err_fd, bool* delivered) {
+  *delivered = false;
+  if (fd_ < 0) return Status(Code::kIo, "the supervisor is gone");
+  std::string payload = Encode(plan);
+  if (payload.size() > kMaxRequestBytes) {
+    return InvalidArgument("its command and environment take over 8 MiB");
   }
   uint32_t len = static_cast<uint32_t>(payload.size());
   int fds[2] = {out_fd, err_fd};
@@ -440,21 +457,15 @@ Result<Supervisor::Started> Supervisor::Launch(const ChildPlan& plan, int out_fd
     Lost();
     return Status(Code::kIo, "the supervisor went away during a launch");
   }
-  // Ends that arrive before the answer are kept for TakeEnds.
-  have_answer_ = false;
-  while (!have_answer_) {
-    if (!ReadMessage()) return Status(Code::kIo, "the supervisor gave no answer to a launch");
-  }
-  return answer_;
+  return Status::Ok();
 }
 
-bool Supervisor::ReadMessage() {
-  // The answer comes once the run has started or failed; a forked run gives up on its own setup
-  // after 30 s (child.h), so a supervisor silent for longer is stuck.
+bool Supervisor::ReadMessage(int timeout_ms) {
+  if (fd_ < 0) return false;
   pollfd p{fd_, POLLIN, 0};
   int r;
   do {
-    r = poll(&p, 1, 40'000);
+    r = poll(&p, 1, timeout_ms);
   } while (r < 0 && errno == EINTR);
   Message m;
   std::string text;
@@ -468,12 +479,12 @@ bool Supervisor::ReadMessage() {
     return false;
   }
   if (m.type == kAnswer) {
-    answer_ = Started{};
-    answer_.outcome.pid = m.pid;
-    answer_.outcome.err = m.err;
-    answer_.outcome.failed_step = std::move(text);
-    answer_.start_ticks = m.start_ticks;
-    have_answer_ = true;
+    Started answer;
+    answer.outcome.pid = m.pid;
+    answer.outcome.err = m.err;
+    answer.outcome.failed_step = std::move(text);
+    answer.start_ticks = m.start_ticks;
+    answers_.push_back(std::move(answer));
   } else {
     ProcessExit e;
     e.pid = m.pid;
@@ -489,11 +500,16 @@ bool Supervisor::TakeEnds(std::vector<ProcessExit>* ends) {
   while (fd_ >= 0) {
     pollfd p{fd_, POLLIN, 0};
     if (poll(&p, 1, 0) != 1) break;
-    if (!ReadMessage()) break;
+    if (!ReadMessage(kAnswerTimeoutMs)) break;  // the rest of a message that has begun
   }
   for (ProcessExit& e : ends_) ends->push_back(e);
   ends_.clear();
   return fd_ >= 0;
+}
+
+void Supervisor::TakeAnswers(std::vector<Started>* answers) {
+  for (Started& a : answers_) answers->push_back(std::move(a));
+  answers_.clear();
 }
 
 void Supervisor::Close() {

@@ -44,17 +44,30 @@ class Supervisor {
     ForkOutcome outcome;      // pid, or err and failed_step
     int64_t start_ticks = 0;  // of the run's pid, as written in its exit file
   };
-  // Starts `plan` (its exit_path is where the end is recorded). An error Status means the
+  // Hands `plan` over (its exit_path is where the end is recorded) without waiting for the
+  // answer: answers come in the order of the requests (TakeAnswers). An error Status means the
   // supervisor is gone (it is stopped if it was not): `delivered` then says whether it may have
   // had the request, and so may have started the run (its exit file's start line says).
+  Status Send(const ChildPlan& plan, int out_fd, int err_fd, bool* delivered);
+  // Send, then wait for that answer (with no other request in flight).
   Result<Started> Launch(const ChildPlan& plan, int out_fd, int err_fd, bool* delivered);
 
-  // Readable when an end has arrived.
+  // Readable when an answer or an end has arrived.
   int fd() const { return fd_; }
-  // Moves the ends that have arrived (read now, without blocking, or while a Launch waited for
-  // its answer) into `ends`. False when the supervisor is gone.
+  // Reads what has arrived (without blocking) and moves the ends read so far into `ends`. False
+  // when the supervisor is gone.
   bool TakeEnds(std::vector<ProcessExit>* ends);
+  // Moves the answers read so far into `answers`, oldest first.
+  void TakeAnswers(std::vector<Started>* answers);
+  // Reads one message, waiting up to `timeout_ms` for it. False when none came (the supervisor
+  // is then taken as stuck and stopped) or it is gone.
+  bool ReadMessage(int timeout_ms);
+  // How long an answer may take: a forked run gives up on its own setup after 30 s (child.h),
+  // so a supervisor silent for longer is stuck.
+  static constexpr int kAnswerTimeoutMs = 40'000;
   bool gone() const { return fd_ < 0; }
+  // Stops it: it broke the protocol or is stuck (its runs are then watched as adopted ones).
+  void Stop() { Lost(); }
   pid_t pid() const { return pid_; }
 
   // The encoding of a plan, exposed for tests.
@@ -67,15 +80,12 @@ class Supervisor {
 
  private:
   Supervisor(pid_t pid, int fd) : pid_(pid), fd_(fd) {}
-  // Reads one message (blocking until it is whole); false when the supervisor is gone.
-  bool ReadMessage();
   void Close();  // our end of the socket: the supervisor goes on with its runs
   void Lost();   // closed and stopped: it is not trusted any more
   pid_t pid_ = -1;
   int fd_ = -1;
   std::deque<ProcessExit> ends_;  // read, not yet taken
-  bool have_answer_ = false;
-  Started answer_;
+  std::deque<Started> answers_;   // read, not yet taken
 };
 
 }  // namespace drover

@@ -80,6 +80,82 @@ objective: {metric: val_acc, mode: max}
   EXPECT_EQ(exp->status, "done");
 }
 
+TEST_F(EngineTest, StartsHandedToTheBackgroundEndAsStartsInTheForegroundDo) {
+  // The daemon hands its starts to the supervisor and records them when they are reported: a
+  // success, a failure that is retried, a timeout and a program that cannot start end the same
+  // way, with the same attempts, as when each start is waited for.
+  auto outcomes = [&](bool background) {
+    // Configs of their own for each way (a config that failed before is not retried as often).
+    Spec spec = ParseSpec(std::string("name: mixed\ncommand: \"{kind} --seed ") +
+                          (background ? "2" : "1") +
+                          "\"\nparams: {kind: [ok, fail, slow, no-such-program]}\n"
+                          "retries: 1\nretry_backoff: 1s\ntimeout: 2s\n");
+    FakeLauncher launcher(clock_, [](const LaunchSpec& ls) {
+      FakeProcess p;
+      p.duration_ms = ls.argv[0] == "slow" ? 60'000 : 500;
+      p.exit_code = ls.argv[0] == "fail" ? 1 : 0;
+      return p;
+    });
+    launcher.background_starts = background;
+    FakeGpuProbe probe({});
+    Engine engine(*store_, launcher, probe, clock_, BaseOptions());
+    auto sub = engine.Submit(spec);
+    EXPECT_TRUE(sub.ok());
+    EXPECT_TRUE(engine.RunUntilDone(nullptr).ok());
+    std::vector<std::string> out;
+    for (const drover::Run& r : sub->runs) {
+      auto run = store_->GetRun(r.id).value();
+      std::string line = r.params.dump() + " " + std::string(ToString(run->state)) + ":";
+      for (const Attempt& a : Attempts(r.id)) {
+        line += " " + a.reason;
+        if (a.reason != "launch_error") {
+          EXPECT_GT(a.pid, 0) << line;
+          EXPECT_GT(a.pid_start, 0) << line;
+        }
+        if (a.reason == "timeout") EXPECT_GE(a.ended_ms - a.started_ms, 2000) << line;
+      }
+      out.push_back(line);
+    }
+    return out;
+  };
+  std::vector<std::string> foreground = outcomes(false);
+  std::vector<std::string> background = outcomes(true);
+  EXPECT_EQ(background, foreground);
+  ASSERT_EQ(foreground.size(), 4u);
+  EXPECT_EQ(foreground[0], R"({"kind":"ok"} succeeded: succeeded)");
+  EXPECT_EQ(foreground[1], R"({"kind":"fail"} failed: exit_code exit_code)");
+}
+
+TEST_F(EngineTest, ACtrlCWhileARunIsStartingStopsItOnceItHasStarted) {
+  // The interrupt comes before the start is reported: the run has no pid to signal yet. It is
+  // stopped as soon as it has one, and recorded as cancelled, never left running.
+  Spec spec = ParseSpec("name: one\ncommand: python train.py\n");
+  FakeLauncher* self = nullptr;
+  FakeLauncher launcher(clock_, [&](const LaunchSpec&) {
+    self->pending_interrupt = SIGINT;  // delivered by the next Wait, before the start's report
+    FakeProcess p;
+    p.duration_ms = 60'000;
+    return p;
+  });
+  self = &launcher;
+  launcher.background_starts = true;
+  FakeGpuProbe probe({});
+  Engine engine(*store_, launcher, probe, clock_, BaseOptions());
+  auto sub = engine.Submit(spec);
+  ASSERT_TRUE(sub.ok());
+  const Millis start = clock_.Monotonic();
+  ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
+  EXPECT_LT(clock_.Monotonic() - start, 10'000) << "stopped at once, not after its 60 s";
+  auto run = store_->GetRun(sub->runs[0].id).value();
+  EXPECT_EQ(run->state, RunState::kCancelled);
+  auto attempts = Attempts(run->id);
+  ASSERT_EQ(attempts.size(), 1u);
+  EXPECT_GT(attempts[0].pid, 0);
+  EXPECT_EQ(attempts[0].reason, "cancelled");
+  ASSERT_FALSE(launcher.signals.empty());
+  EXPECT_EQ(launcher.signals[0], std::make_pair(static_cast<int>(attempts[0].pid), SIGTERM));
+}
+
 TEST_F(EngineTest, ABurstOfShortRunsIsCommittedOncePerIntervalAndNothingIsLeftUncommitted) {
   // 40 runs of 1 ms, one at a time: with a commit interval of 10 ms their changes land in a few
   // commits (the observer hears after each) instead of one per loop iteration, and at the end

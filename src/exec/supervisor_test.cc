@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -97,8 +98,16 @@ TEST(SupervisorEncodingTest, RefusesCountsPastTheRequestAndBadFlags) {
 
 // Field 4 (the parent's pid) of /proc/<pid>/stat, -1 when there is no such process.
 int ParentOf(int pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Read with read(2): a process that ends meanwhile makes the read fail (ESRCH), which an
+  // ifstream would throw from.
+  std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[1024];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  std::string text(buf, static_cast<size_t>(n));
   size_t close = text.rfind(')');
   if (close == std::string::npos) return -1;
   std::istringstream rest(text.substr(close + 2));
@@ -364,6 +373,97 @@ TEST_F(SupervisorTest, AProgramThatCannotStartIsAClearError) {
   Result<int> ok = launcher.Start(Spec({"true"}, 2));
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(WaitFor(launcher, *ok).exit_code, 0);
+}
+
+TEST_F(SupervisorTest, StartsHandedOverAreReportedInOrderEachBeforeItsEnd) {
+  // The daemon does not wait for a start: it hands each to the supervisor (BeginStart) and reads
+  // how it went from Wait(), as it reads ends.
+  PosixLauncher launcher(PosixLauncher::Mode::kSupervised);
+  ASSERT_TRUE(launcher.StartsInBackground());
+  std::ofstream(dir_ + "/script") << "#!/bin/sh\nexit 0\n";
+  fs::permissions(dir_ + "/script", fs::perms::owner_read);  // cannot be executed
+  std::vector<int64_t> tickets;
+  for (int i = 1; i <= 12; ++i) {
+    LaunchSpec spec = i == 7 ? Spec({dir_ + "/script"}, i)
+                             : Spec({"sh", "-c", "exit $0", std::to_string(i % 4)}, i);
+    Result<int64_t> t = launcher.BeginStart(spec);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    tickets.push_back(*t);
+  }
+  std::vector<int64_t> reported;
+  std::map<int64_t, int> pid_of;        // ticket -> pid
+  std::map<int, ProcessExit> ended;     // pid -> end
+  std::string order_errors;
+  auto end = steady_clock::now() + milliseconds(10000);
+  while ((reported.size() < tickets.size() || ended.size() < 11) && steady_clock::now() < end) {
+    WaitResult w = launcher.Wait(1000);
+    for (const StartOutcome& o : w.started) {
+      reported.push_back(o.ticket);
+      if (o.error.ok()) pid_of[o.ticket] = o.pid;
+      if (o.ticket == tickets[6]) {
+        EXPECT_FALSE(o.error.ok());
+        EXPECT_NE(o.error.message().find("Permission denied"), std::string::npos)
+            << o.error.message();
+      } else {
+        EXPECT_TRUE(o.error.ok()) << o.error.ToString();
+        EXPECT_GT(o.start_ticks, 0);
+      }
+    }
+    for (const ProcessExit& e : w.exits) {
+      bool known = false;
+      for (const auto& [t, pid] : pid_of) known = known || pid == e.pid;
+      if (!known) order_errors += "end of " + std::to_string(e.pid) + " before its start; ";
+      ended[e.pid] = e;
+    }
+  }
+  EXPECT_EQ(reported, tickets);
+  EXPECT_EQ(order_errors, "");
+  ASSERT_EQ(ended.size(), 11u);
+  for (int i = 1; i <= 12; ++i) {
+    if (i == 7) continue;
+    EXPECT_EQ(ended[pid_of[tickets[i - 1]]].exit_code, i % 4) << "run " << i;
+  }
+}
+
+TEST_F(SupervisorTest, StartsInFlightWhenTheSupervisorDiesAreEachSettled) {
+  // Whatever it had begun is taken from the exit file's start line (and watched as adopted);
+  // what it had not is a launch error. None is left unreported, none started twice.
+  PosixLauncher launcher(PosixLauncher::Mode::kSupervised);
+  const int supervisor = launcher.supervisor_pid();
+  ASSERT_GT(supervisor, 0);
+  std::vector<int64_t> tickets;
+  for (int i = 1; i <= 6; ++i) {
+    Result<int64_t> t = launcher.BeginStart(Spec({"sh", "-c", "sleep 0.2"}, i));
+    ASSERT_TRUE(t.ok());
+    tickets.push_back(*t);
+  }
+  ASSERT_EQ(kill(supervisor, SIGKILL), 0);
+  std::vector<int64_t> reported;
+  std::set<int> started, ended;
+  auto end = steady_clock::now() + milliseconds(15000);
+  while (reported.size() < tickets.size() && steady_clock::now() < end) {
+    WaitResult w = launcher.Wait(1000);
+    for (const ProcessExit& e : w.exits) ended.insert(e.pid);
+    for (const StartOutcome& o : w.started) {
+      reported.push_back(o.ticket);
+      if (o.error.ok()) {
+        EXPECT_TRUE(started.insert(o.pid).second) << "pid " << o.pid << " reported twice";
+      } else {
+        EXPECT_NE(o.error.message().find("supervisor"), std::string::npos) << o.error.message();
+      }
+    }
+  }
+  EXPECT_EQ(reported, tickets);
+  EXPECT_FALSE(launcher.StartsInBackground());  // shims from now on
+  // Those that started end (reported lost or with their code), the group killed either way.
+  while (!std::includes(ended.begin(), ended.end(), started.begin(), started.end()) &&
+         steady_clock::now() < end) {
+    for (const ProcessExit& e : launcher.Wait(1000).exits) ended.insert(e.pid);
+  }
+  for (int pid : started) {
+    EXPECT_TRUE(ended.count(pid)) << "pid " << pid << " was not reported";
+    EXPECT_EQ(kill(-pid, 0), -1);
+  }
 }
 
 TEST_F(SupervisorTest, InterruptsStillEndTheWait) {

@@ -43,6 +43,25 @@ class FakeLauncher : public ProcessLauncher {
     return pid;
   }
 
+  // With background_starts, starts are handed over as the daemon's supervisor takes them: each
+  // is reported by the next Wait() (held back one more when that Wait delivers an interrupt, so a
+  // Ctrl-C can come while a run is starting).
+  bool StartsInBackground() const override { return background_starts; }
+  Result<int64_t> BeginStart(const LaunchSpec& spec) override {
+    const int64_t ticket = next_ticket_++;
+    StartOutcome o;
+    o.ticket = ticket;
+    Result<int> pid = Start(spec);
+    if (pid.ok()) {
+      o.pid = *pid;
+      o.start_ticks = 1;
+    } else {
+      o.error = pid.status();
+    }
+    handed_over_.push_back(std::move(o));
+    return ticket;
+  }
+
   void SignalGroup(int pgid, int sig) override {
     signals.push_back({pgid, sig});
     auto it = live_.find(pgid);
@@ -61,12 +80,25 @@ class FakeLauncher : public ProcessLauncher {
       pending_interrupt = 0;
       timeout_ms = 0;
     }
+    if (!handed_over_.empty()) {
+      if (r.interrupt_signal == 0) {
+        r.started = std::move(handed_over_);
+        handed_over_.clear();
+      }
+      timeout_ms = 0;
+    }
     Millis limit = clock_.Monotonic() + timeout_ms;
     Millis first = limit;
     for (const auto& [pid, l] : live_) first = std::min(first, l.end_ms);
     if (first > clock_.Monotonic()) clock_.Advance(first - clock_.Monotonic());
+    auto reported = [&](int pid) {  // a process's start is reported before its exit
+      for (const StartOutcome& o : handed_over_) {
+        if (o.pid == pid) return false;
+      }
+      return true;
+    };
     for (auto it = live_.begin(); it != live_.end();) {
-      if (it->second.end_ms <= clock_.Monotonic()) {
+      if (it->second.end_ms <= clock_.Monotonic() && reported(it->first)) {
         ProcessExit e;
         e.pid = it->first;
         if (it->second.signal != 0) {
@@ -124,6 +156,7 @@ class FakeLauncher : public ProcessLauncher {
   int pending_interrupt = 0;         // delivered by the next Wait, with the exits due by then
   int interrupt_with_next_exit = 0;  // a Ctrl-C that arrives in the same Wait as an exit
   std::function<void(FakeLauncher&)> on_wait;
+  bool background_starts = false;
 
  private:
   struct LiveProc {
@@ -133,6 +166,8 @@ class FakeLauncher : public ProcessLauncher {
   };
   FakeClock& clock_;
   Script script_;
+  std::vector<StartOutcome> handed_over_;  // not reported yet
+  int64_t next_ticket_ = 1;
   std::map<int, LiveProc> live_;
   int next_pid_ = 1000;
 };

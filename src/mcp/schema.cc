@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -27,11 +28,24 @@ std::string Member(const std::string& path, std::string_view key) {
   return fmt::format("{}.{}", path, key);
 }
 
-bool IsIntegral(const Json& v) {
+// Whether v is a whole number (3.0 is one in JSON Schema), whatever its size.
+bool IsWhole(const Json& v) {
   if (v.is_number_integer()) return true;
   if (!v.is_number_float()) return false;
   double d = v.get<double>();
-  return std::isfinite(d) && std::floor(d) == d;  // 3.0 is an integer in JSON Schema
+  return std::isfinite(d) && std::floor(d) == d;
+}
+
+// An "integer" here is one a tool can hold (a 64-bit signed integer: ids, counts, sizes): a
+// whole number past that (1e23, 2^64 - 1) would wrap when read, so it does not match.
+bool IsIntegral(const Json& v) {
+  if (!IsWhole(v)) return false;
+  if (v.is_number_unsigned()) {
+    return v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  }
+  if (v.is_number_integer()) return true;
+  const double d = v.get<double>();
+  return d >= -9223372036854775808.0 && d < 9223372036854775808.0;  // -2^63 <= d < 2^63
 }
 
 bool MatchesType(const Json& v, std::string_view type) {
@@ -92,7 +106,11 @@ Status CheckType(const Json& v, const Json& type, const std::string& path) {
     if (MatchesType(v, n)) return Status::Ok();
   }
   std::vector<std::string> nouns;
-  for (const auto& n : names) nouns.push_back(TypeNoun(n));
+  for (const auto& n : names) {
+    nouns.push_back(n == "integer" && IsWhole(v)
+                        ? "an integer from -2^63 to 2^63-1"  // whole, but too big to hold
+                        : TypeNoun(n));
+  }
   return Fail(path, fmt::format("expected {}, got {}", Join(nouns, " or "), Describe(v)));
 }
 

@@ -34,6 +34,22 @@ TEST(ValidateJsonTest, Types) {
   EXPECT_EQ(Error(4, R"(false)"), "arguments: no value is allowed here");
 }
 
+TEST(ValidateJsonTest, AnIntegerIsOneAToolCanHold) {
+  // `run_id: 1e23` is a whole number, but read as a 64-bit id it would wrap (to
+  // -9223372036854775808): refused, saying what fits, as is 2^64 - 1.
+  EXPECT_EQ(Error(Json::parse("1e23"), R"({"type": "integer"})")
+                .rfind("arguments: expected an integer from -2^63 to 2^63-1, got ", 0),
+            0u)
+      << Error(Json::parse("1e23"), R"({"type": "integer"})");
+  EXPECT_NE(Error(Json::parse("18446744073709551615"), R"({"type": "integer"})"), "");
+  EXPECT_NE(Error(Json::parse("9223372036854775808"), R"({"type": "integer"})"), "");
+  EXPECT_NE(Error(Json::parse("9.3e18"), R"({"type": "integer"})"), "");
+  EXPECT_EQ(Error(Json::parse("9223372036854775807"), R"({"type": "integer"})"), "");
+  EXPECT_EQ(Error(Json::parse("-9223372036854775808"), R"({"type": "integer"})"), "");
+  EXPECT_EQ(Error(Json::parse("-9.2e18"), R"({"type": "integer"})"), "");
+  EXPECT_EQ(Error(Json::parse("1e23"), R"({"type": "number"})"), "");  // a number, fine
+}
+
 TEST(ValidateJsonTest, LongValuesAreShortenedInMessages) {
   std::string message = Error(std::string(200, 'x'), R"({"type": "integer"})");
   EXPECT_LT(message.size(), 120u);

@@ -1,6 +1,7 @@
 // /api/v1/recipes and /api/v1/plan: what the web UI's new-experiment page offers (recipes and
 // values to tick) and the spec it would submit, from ticked values or an instruction. Nothing
 // here submits: the page posts the spec to /api/v1/experiments (docs/web.md).
+#include <cstdint>
 #include <filesystem>
 #include <set>
 #include <system_error>
@@ -84,10 +85,15 @@ Status Show(ServerContext& ctx, const httplib::Request& req, httplib::Response& 
 
 Result<std::optional<int>> OptionalInt(const Json& body, const char* name) {
   if (!body.contains(name) || body[name].is_null()) return std::optional<int>();
-  if (!body[name].is_number_integer()) {
-    return InvalidArgument(std::string("plan request.") + name + " must be an integer");
+  const Json& v = body[name];
+  // Read as 64 bits first: get<int>() of a bigger number would wrap into range.
+  if (!v.is_number_integer() ||
+      (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT32_MAX)) ||
+      (!v.is_number_unsigned() && (v.get<int64_t>() < INT32_MIN || v.get<int64_t>() > INT32_MAX))) {
+    return InvalidArgument(std::string("plan request.") + name +
+                           " must be an integer from -2147483648 to 2147483647");
   }
-  return std::optional<int>(body[name].get<int>());
+  return std::optional<int>(v.get<int>());
 }
 
 Status PlanRoute(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {

@@ -531,6 +531,14 @@ TEST_F(RecipesRoutesTest, PlansTickedValuesAndInstructions) {
   r = Post("/api/v1/plan", Json({{"recipe", project_.string()}, {"colour", 1}}).dump());
   EXPECT_EQ(r.status, 400);
   EXPECT_NE(r.raw.find("unknown field"), std::string::npos);
+  // A count past an int is refused, not wrapped into range (2^32 + 1 read as an int is 1).
+  for (const char* big : {"4294967297", "18446744073709551615", "-4294967297"}) {
+    r = Post("/api/v1/plan", "{\"recipe\": \"" + project_.string() + "\", \"gpus\": " + big + "}");
+    EXPECT_EQ(r.status, 400) << big;
+    EXPECT_NE(r.raw.find("gpus must be an integer from -2147483648 to 2147483647"),
+              std::string::npos)
+        << r.raw;
+  }
   // Nothing was submitted.
   EXPECT_TRUE(engine_.Locked([&] { return engine_.submits.empty(); }));
 }

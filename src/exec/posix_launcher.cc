@@ -204,6 +204,12 @@ Result<int64_t> PosixLauncher::BeginStart(const LaunchSpec& spec) {
   Status sent = supervisor_->Send(plan, out_fd, err_fd, &delivered);
   close(out_fd);
   if (err_fd != out_fd) close(err_fd);
+  if (!sent.ok() && !delivered && !supervisor_->gone()) {
+    // Refused before anything was sent (too big to pass): this run cannot start, the
+    // supervisor goes on with the others.
+    return Status(Code::kInvalidArgument, "cannot start '" + spec.argv[0] + "': " +
+                                              sent.message() + "; shorten its environment");
+  }
   if (sent.ok() || delivered) {
     pending_.push_back(Pending{ticket, spec.exit_path, spec.argv[0], plan.mount_overlay,
                                MonotonicMs()});

@@ -397,33 +397,13 @@ Result<std::unique_ptr<Supervisor>> Supervisor::Start() {
   return std::unique_ptr<Supervisor>(new Supervisor(pid, fds[0]));
 }
 
-Result<Supervisor::Started> Supervisor::Launch(const ChildPlan& plan, int out_fd, int err_fd,
-                                               bool* delivered) {
-  if (Encode(plan).size() > kMaxRequestBytes) {
-    *delivered = false;
-    Started too_big;
-    too_big.outcome.err = E2BIG;
-    too_big.outcome.failed_step = "passing its command and environment (over 8 MiB)";
-    return too_big;
-  }
-  DROVER_RETURN_IF_ERROR(Send(plan, out_fd, err_fd, delivered));
-  // Ends that arrive before the answer are kept for TakeEnds.
-  while (answers_.empty()) {
-    if (!ReadMessage(kAnswerTimeoutMs)) {
-      return Status(Code::kIo, "the supervisor gave no answer to a launch");
-    }
-  }
-  Started answer = std::move(answers_.front());
-  answers_.pop_front();
-  return answer;
-}
-
 Status Supervisor::Send(const ChildPlan& plan, int out_fd, int err_fd, bool* delivered) {
   *delivered = false;
   if (fd_ < 0) return Status(Code::kIo, "the supervisor is gone");
   std::string payload = Encode(plan);
   if (payload.size() > kMaxRequestBytes) {
-    return InvalidArgument("its command and environment take over 8 MiB");
+    return InvalidArgument("its command and environment take over 8 MiB (" +
+                           std::to_string(payload.size()) + " bytes)");
   }
   uint32_t len = static_cast<uint32_t>(payload.size());
   int fds[2] = {out_fd, err_fd};

@@ -48,9 +48,9 @@ class Supervisor {
   // answer: answers come in the order of the requests (TakeAnswers). An error Status means the
   // supervisor is gone (it is stopped if it was not): `delivered` then says whether it may have
   // had the request, and so may have started the run (its exit file's start line says).
+  // A request over kMaxRequestBytes is refused (InvalidArgument) before anything is sent: the
+  // supervisor goes on.
   Status Send(const ChildPlan& plan, int out_fd, int err_fd, bool* delivered);
-  // Send, then wait for that answer (with no other request in flight).
-  Result<Started> Launch(const ChildPlan& plan, int out_fd, int err_fd, bool* delivered);
 
   // Readable when an answer or an end has arrived.
   int fd() const { return fd_; }

@@ -425,6 +425,25 @@ TEST_F(SupervisorTest, StartsHandedOverAreReportedInOrderEachBeforeItsEnd) {
   }
 }
 
+TEST_F(SupervisorTest, ARunTooBigToPassIsRefusedAndTheSupervisorGoesOn) {
+  // A spec's env can be made as large as a user likes: over 8 MiB the start is refused with a
+  // clear error, and the supervisor is neither stopped nor replaced by shims.
+  PosixLauncher launcher(PosixLauncher::Mode::kSupervised);
+  const int supervisor = launcher.supervisor_pid();
+  LaunchSpec big = Spec({"true"}, 1);
+  big.env.push_back("HUGE=" + std::string(Supervisor::kMaxRequestBytes, 'x'));
+  Result<int64_t> refused = launcher.BeginStart(big);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("over 8 MiB"), std::string::npos)
+      << refused.status().message();
+  EXPECT_TRUE(launcher.StartsInBackground());
+  EXPECT_EQ(launcher.supervisor_pid(), supervisor);
+  Result<int> ok = launcher.Start(Spec({"sh", "-c", "exit 4"}, 2));
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(WaitFor(launcher, *ok).exit_code, 4);
+  EXPECT_EQ(kill(supervisor, 0), 0);
+}
+
 TEST_F(SupervisorTest, StartsInFlightWhenTheSupervisorDiesAreEachSettled) {
   // Whatever it had begun is taken from the exit file's start line (and watched as adopted);
   // what it had not is a launch error. None is left unreported, none started twice.

@@ -38,8 +38,11 @@ class StoreCatalog : public Catalog {
     return store_->ListAlerts(filter);
   }
   Result<std::vector<Attempt>> ListAttempts(int64_t run_id) override {
-    DROVER_ASSIGN_OR_RETURN(Run run, LoadRun(*store_, std::to_string(run_id)));
-    return store_->ListAttempts(run.id);
+    // The run is looked up only when it has no attempts (a report lists them for every run of an
+    // experiment, each known to exist).
+    DROVER_ASSIGN_OR_RETURN(auto attempts, store_->ListAttempts(run_id));
+    if (attempts.empty()) DROVER_RETURN_IF_ERROR(LoadRun(*store_, std::to_string(run_id)).status());
+    return attempts;
   }
   Result<std::vector<report::MetricSeries>> GetMetricSeries(int64_t run_id,
                                                             const SeriesQuery& q) override {

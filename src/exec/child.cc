@@ -234,9 +234,31 @@ bool ReadProcStat(int pid, char* state, int64_t* start_ticks) {
   return false;
 }
 
+int64_t BootTicks() {
+  static const long ns_per_tick = [] {
+    const long hz = sysconf(_SC_CLK_TCK);
+    return hz > 0 && 1'000'000'000L % hz == 0 ? 1'000'000'000L / hz : 0L;
+  }();
+  timespec ts;
+  if (ns_per_tick == 0 || clock_gettime(CLOCK_BOOTTIME, &ts) != 0) return -1;
+  return (int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec) / ns_per_tick;
+}
+
 ForkOutcome StartChild(const ChildPlan& plan, int out_fd, int err_fd) {
-  if (plan.shim || plan.mount_overlay) return ForkChild(plan, out_fd, err_fd);
-  return SpawnChild(plan, out_fd, err_fd);
+  const int64_t before = BootTicks();
+  ForkOutcome outcome = plan.shim || plan.mount_overlay ? ForkChild(plan, out_fd, err_fd)
+                                                        : SpawnChild(plan, out_fd, err_fd);
+  if (outcome.err != 0 || outcome.pid <= 0) return outcome;
+  const int64_t after = BootTicks();
+  if (before >= 0 && before == after) {
+    outcome.start_ticks = before;
+  } else {
+    // The start straddled a tick (about one start in thirty): ask the kernel.
+    char state = 0;
+    int64_t ticks = 0;
+    if (ReadProcStat(outcome.pid, &state, &ticks)) outcome.start_ticks = ticks;
+  }
+  return outcome;
 }
 
 }  // namespace drover

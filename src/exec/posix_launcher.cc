@@ -269,7 +269,7 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
     while (waitpid(outcome.pid, &status, 0) < 0 && errno == EINTR) {
     }
   }
-  if (outcome.err == 0) live_.emplace(outcome.pid, spec.exit_path);
+  if (outcome.err == 0) live_.emplace(outcome.pid, Child{spec.exit_path, outcome.start_ticks});
   close(out_fd);
   if (err_fd != out_fd) close(err_fd);
   if (outcome.err != 0) {
@@ -343,7 +343,10 @@ void PosixLauncher::SignalGroup(int pgid, int sig) {
 }
 
 int64_t PosixLauncher::StartTicks(int pid) {
-  // The supervisor read it when it started the run.
+  // Known since the start, ours or the supervisor's (a pid not reaped yet cannot be reused).
+  if (auto it = live_.find(pid); it != live_.end() && it->second.start_ticks > 0) {
+    return it->second.start_ticks;
+  }
   if (auto it = supervised_.find(pid); it != supervised_.end() && it->second.start_ticks > 0) {
     return it->second.start_ticks;
   }
@@ -408,7 +411,7 @@ void PosixLauncher::CheckAdopted(std::vector<ProcessExit>* exits) {
 void PosixLauncher::Reap(std::vector<ProcessExit>* exits) {
   for (auto it = live_.begin(); it != live_.end();) {
     const int pid = it->first;
-    const std::string& exit_path = it->second;
+    const std::string& exit_path = it->second.exit_path;
     siginfo_t info;
     std::memset(&info, 0, sizeof info);
     // Look without reaping first: while the leader is a zombie its pid cannot be reused, so

@@ -88,7 +88,11 @@ class PosixLauncher : public ProcessLauncher {
   // and a long PATH costs a stat per entry per launch.
   std::string Resolve(const std::string& prog, std::string_view path, const std::string& cwd);
 
-  std::map<int, std::string> live_;  // pids started and not yet reaped -> exit_path ("": no shim)
+  struct Child {
+    std::string exit_path;  // "": no shim
+    int64_t start_ticks = 0;
+  };
+  std::map<int, Child> live_;        // pids started and not yet reaped
   std::map<int, Adopted> adopted_;   // adopted shims not yet reported
   std::map<int, Supervised> supervised_;  // runs the supervisor watches, not yet reported
   struct Resolved {

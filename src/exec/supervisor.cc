@@ -258,9 +258,8 @@ void LaunchRun(const ChildPlan& plan, int out_fd, int err_fd, std::map<pid_t, Wa
   m.pid = outcome.pid;
   m.err = outcome.err;
   if (outcome.err == 0 && outcome.pid > 0) {
-    char state = 0;
-    int64_t ticks = 0;
-    if (ReadProcStat(outcome.pid, &state, &ticks)) m.start_ticks = ticks;
+    const int64_t ticks = outcome.start_ticks;
+    m.start_ticks = ticks;
     // The start line names the run's pid: an engine that dies before it records the pid finds
     // the run through it, and its absence proves the run never started.
     char line[64];

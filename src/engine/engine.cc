@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <thread>
 
@@ -148,8 +149,7 @@ void Engine::OnInterrupt(int signal, Instant now, bool serve) {
   }
   if (cancel_requested_) force_kill_ = true;  // a second Ctrl-C: no more grace
   cancel_requested_ = true;
-  int running = 0;
-  for (const auto& [id, live] : live_) running += live->attempt.has_value();
+  const int running = static_cast<int>(queue_.running().size());
   if (observer_ && running > 0) observer_->OnStopping(running, force_kill_, options_.kill_grace_ms);
   ApplyCancel(now);
 }
@@ -261,16 +261,16 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     // Draining: with --stop-runs wait until every stopped run has ended; otherwise leave now and
     // let the next engine adopt what still runs.
     if (!options_.stop_runs_on_drain) return false;
-    for (const auto& [id, live] : live_) {
-      if (live->attempt) return true;
-    }
-    return false;
+    return !queue_.running().empty();
   };
   while (keep_going()) {
     Instant now = clock_.At();
     RunCommands();
     if (cancel_requested_) ApplyCancel(now);
     if (!draining_) Schedule(now);
+    if (options_.check_index) {
+      if (Status st = CheckIndex(); !st.ok()) Fail(st);
+    }
     // One transaction for what the last wait brought (exits, output, deadlines) and what this
     // pass started, however many runs that is; while runs end faster than commit_interval_ms, one
     // for all the iterations of that interval (a commit per run would cost more than launching a
@@ -297,8 +297,12 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     CheckDeadlines(now);
     SampleTelemetry(now);
     if (now.mono >= next_tail_mono_) {
-      for (auto& [id, live] : live_) {
-        if (live->attempt && !live->starting) TailMetrics(*live, false, now);
+      const std::vector<int64_t> running(queue_.running().begin(), queue_.running().end());
+      for (int64_t id : running) {
+        auto it = live_.find(id);
+        if (it != live_.end() && it->second->attempt && !it->second->starting) {
+          TailMetrics(*it->second, false, now);
+        }
       }
       next_tail_mono_ = now.mono + options_.tail_interval_ms;
     }
@@ -337,6 +341,73 @@ void Engine::StopEverything() {
   }
 }
 
+namespace {
+
+// At most how many runs with these resources a pass can start (SIZE_MAX: no bound): what their
+// experiment's max_parallel, the free CPU slots and the GPUs leave room for. A bound above the
+// truth costs only time: it limits how many runs of a class Decide() is shown (Schedule).
+size_t StartsAtMost(const Resources& res, int max_parallel, int running,
+                    const sched::ClusterView& view) {
+  size_t n = SIZE_MAX;
+  if (max_parallel > 0) n = static_cast<size_t>(std::max(0, max_parallel - running));
+  if (res.cpus > 0 && view.cpu_slots_total > 0) {
+    const int free = std::max(0, view.cpu_slots_total - view.cpu_slots_used);
+    n = std::min(n, static_cast<size_t>(free / res.cpus));
+  }
+  if (res.gpus > 0) {
+    size_t room = 0;  // runs of one GPU each that the GPUs have room for
+    for (const sched::GpuState& g : view.gpus) {
+      if (res.gpu_memory <= 0) {
+        room += g.runs == 0 && !g.exclusive ? 1 : 0;
+      } else if (!g.exclusive && g.capacity > g.reserved) {
+        room += static_cast<size_t>((g.capacity - g.reserved) / res.gpu_memory);
+      }
+    }
+    n = std::min(n, room / static_cast<size_t>(res.gpus));
+  }
+  return n;
+}
+
+}  // namespace
+
+void Engine::Queue(const Live& live) {
+  WaitClass c;
+  c.experiment_id = live.run.experiment_id;
+  c.priority = live.run.priority;
+  c.created_ms = live.run.created_ms;
+  c.attained_gpu_ms = live.attained_gpu_ms;
+  queue_.Wait(live.run.id, c);
+  if (live.retry_at_mono > 0) queue_.Backoff(live.run.id, live.retry_at_mono);
+}
+
+Status Engine::CheckIndex() const {
+  size_t waiting = 0;
+  for (const auto& [id, live] : live_) {
+    const bool running = queue_.running().count(id) > 0;
+    const WaitClass* c = queue_.ClassOf(id);
+    if (live->attempt.has_value() != running || (c != nullptr) == live->attempt.has_value()) {
+      return Internal(fmt::format("run {}: {} an attempt but the index has it {}", id,
+                                  live->attempt ? "has" : "has no",
+                                  running ? "running" : (c ? "waiting" : "nowhere")));
+    }
+    if (c == nullptr) continue;
+    ++waiting;
+    if (c->experiment_id != live->run.experiment_id || c->priority != live->run.priority ||
+        c->created_ms != live->run.created_ms || c->attained_gpu_ms != live->attained_gpu_ms) {
+      return Internal(fmt::format("run {} waits in the index under another class", id));
+    }
+    auto cls = queue_.waiting().find(*c);
+    if (cls == queue_.waiting().end() || !cls->second.count(id)) {
+      return Internal(fmt::format("run {} is missing from its class", id));
+    }
+  }
+  if (waiting != queue_.waiting_count() || queue_.running().size() + waiting != live_.size()) {
+    return Internal(fmt::format("the index has {} running and {} waiting for {} runs",
+                                queue_.running().size(), queue_.waiting_count(), live_.size()));
+  }
+  return Status::Ok();
+}
+
 void Engine::Schedule(Instant now) {
   const sched::SchedulerConfig& config = options_.scheduler;
   std::vector<sched::PendingRun> queue;
@@ -361,57 +432,42 @@ void Engine::Schedule(Instant now) {
     if (it == predicted.end()) it = predicted.emplace(live.run.experiment_id, Predict(live)).first;
     return it->second;
   };
-  // Running runs per experiment first: a waiting run that cannot start in this pass whatever
-  // starts in it (its experiment runs max_parallel runs, every CPU slot is taken and it needs one,
-  // its backoff has not ended) is not handed to Decide(), which would skip it anyway, unless it
-  // could still count there: a whole-GPU run (it keeps idle GPUs whole), the run the last
-  // preemption was for, or any run when groups share the pool (a group waits while it has runs
-  // waiting). A long queue behind a full machine then costs a pass little.
-  for (const auto& [id, live] : live_) {
-    if (live->attempt) view.running[live->run.experiment_id] += 1;
-  }
-  queue.reserve(live_.size());
-  const bool cpu_full = view.cpu_slots_total > 0 && view.cpu_slots_used >= view.cpu_slots_total;
-  auto cannot_start = [&](const Live& live) {
+  // The running runs: what every policy reads (quotas and fair share count what groups hold,
+  // backfill waits for GPUs to free, preemptive policies pick what they may stop).
+  for (int64_t id : queue_.running()) {
+    const Live& live = *live_.at(id);
     const Run& r = live.run;
-    const Spec& spec = live.exp->spec;
-    if (!config.groups.empty() || r.id == preempt_for_) return false;
-    const bool backoff = live.retry_at_mono > now.mono;
-    if (r.resources.gpus > 0 && r.resources.gpu_memory == 0 && !backoff) return false;
-    if (backoff) return true;
-    if (cpu_full && r.resources.cpus > 0) return true;
-    if (spec.max_parallel <= 0) return false;
-    auto it = view.running.find(r.experiment_id);
-    return it != view.running.end() && it->second >= spec.max_parallel;
-  };
-  for (const auto& [id, live] : live_) {
-    const Run& r = live->run;
-    const Spec& spec = live->exp->spec;
-    view.max_parallel[r.experiment_id] = spec.max_parallel;
-    if (live->attempt) {
-      stop_in_flight = stop_in_flight || Stopping(*live);
-      // Every policy needs the running runs: quotas and fair share count what groups hold,
-      // backfill when GPUs free up, and preemptive policies what they may stop.
-      if (!live->placement.gpus.empty()) {
-        const Attempt& a = *live->attempt;
-        sched::RunningRun rr;
-        rr.run_id = r.id;
-        rr.priority = r.priority;
-        rr.seq = r.id;
-        rr.gpus = live->placement.gpus;
-        rr.exclusive = live->placement.exclusive;
-        rr.started_ms = a.started_ms;
-        Millis running_ms = std::max<Millis>(0, now.mono - live->started_mono);
-        rr.attained_gpu_ms =
-            live->attained_gpu_ms + static_cast<Millis>(a.gpus.size()) * running_ms;
-        rr.predicted_ms = predict(*live);
-        rr.preemptible = spec.preemptible;
-        rr.group = spec.group;
-        view.active.push_back(std::move(rr));
-      }
-      continue;
-    }
-    if (live->cancel_requested || cannot_start(*live)) continue;
+    view.running[r.experiment_id] += 1;
+    stop_in_flight = stop_in_flight || Stopping(live);
+    if (live.placement.gpus.empty()) continue;
+    const Attempt& a = *live.attempt;
+    sched::RunningRun rr;
+    rr.run_id = r.id;
+    rr.priority = r.priority;
+    rr.seq = r.id;
+    rr.gpus = live.placement.gpus;
+    rr.exclusive = live.placement.exclusive;
+    rr.started_ms = a.started_ms;
+    Millis running_ms = std::max<Millis>(0, now.mono - live.started_mono);
+    rr.attained_gpu_ms = live.attained_gpu_ms + static_cast<Millis>(a.gpus.size()) * running_ms;
+    rr.predicted_ms = predict(live);
+    rr.preemptible = live.exp->spec.preemptible;
+    rr.group = live.exp->spec.group;
+    view.active.push_back(std::move(rr));
+  }
+  for (const auto& [id, exp] : experiments_) {
+    if (exp->spec.max_parallel > 0) view.max_parallel[id] = exp->spec.max_parallel;
+  }
+  // The waiting runs, class by class (engine/run_queue.h). A class that cannot start in this pass
+  // whatever starts in it is not handed to Decide(), which would skip it anyway: its experiment
+  // runs max_parallel runs, or every CPU slot is taken and it needs one. Unless it could still
+  // count there: a whole-GPU run (it keeps idle GPUs whole), or any run when groups share the pool
+  // (a group waits while it has runs waiting). Of the others, a class hands over only as many
+  // runs as could start (StartsAtMost) and one more, in id order, skipping those in backoff: a
+  // pass then costs what can start, however long the queue.
+  const bool cpu_full = view.cpu_slots_total > 0 && view.cpu_slots_used >= view.cpu_slots_total;
+  auto pending = [&](const Live& live) {
+    const Run& r = live.run;
     sched::PendingRun p;
     p.run_id = r.id;
     p.experiment_id = r.experiment_id;
@@ -421,12 +477,44 @@ void Engine::Schedule(Instant now) {
     // The backoff waits on the monotonic clock; Decide() compares with wall time, so it gets the
     // same moment expressed in wall time now.
     p.not_before_ms =
-        live->retry_at_mono > now.mono ? now.wall + (live->retry_at_mono - now.mono) : 0;
+        live.retry_at_mono > now.mono ? now.wall + (live.retry_at_mono - now.mono) : 0;
     p.submitted_ms = r.created_ms;
-    p.attained_gpu_ms = live->attained_gpu_ms;
-    p.predicted_ms = predict(*live);
-    p.group = spec.group;
-    queue.push_back(std::move(p));
+    p.attained_gpu_ms = live.attained_gpu_ms;
+    p.predicted_ms = predict(live);
+    p.group = live.exp->spec.group;
+    return p;
+  };
+  bool first_handed = false;
+  for (const auto& [cls, ids] : queue_.waiting()) {
+    const ExperimentEntry& exp = *experiments_.at(cls.experiment_id);
+    const Resources& res = exp.spec.resources;
+    const int running = view.running.count(cls.experiment_id) ? view.running.at(cls.experiment_id)
+                                                              : 0;
+    const bool whole_gpus = res.gpus > 0 && res.gpu_memory == 0;
+    if (config.groups.empty() && !whole_gpus &&
+        ((cpu_full && res.cpus > 0) ||
+         (exp.spec.max_parallel > 0 && running >= exp.spec.max_parallel))) {
+      continue;
+    }
+    const size_t at_most = StartsAtMost(res, exp.spec.max_parallel, running, view);
+    size_t handed = 0;
+    for (int64_t id : ids) {
+      if (at_most != SIZE_MAX && handed > at_most) break;
+      const Live& live = *live_.at(id);
+      if (live.cancel_requested) continue;
+      // In backoff: it cannot start, unless groups share the pool (it still counts there).
+      if (live.retry_at_mono > now.mono && config.groups.empty() && id != preempt_for_) continue;
+      queue.push_back(pending(live));
+      first_handed = first_handed || id == preempt_for_;
+      ++handed;
+    }
+  }
+  // The run the last preemption was for is handed over whatever its class's turn.
+  if (preempt_for_ != 0 && !first_handed) {
+    auto it = live_.find(preempt_for_);
+    if (it != live_.end() && !it->second->attempt && !it->second->cancel_requested) {
+      queue.push_back(pending(*it->second));
+    }
   }
   if (queue.empty()) return;
   if (sizes_changed_ && policy_.kind == sched::PolicyKind::kGittins) {
@@ -527,7 +615,12 @@ std::vector<GpuView> Engine::GpuViews() const {
 }
 
 void Engine::CheckDeadlines(Instant now) {
-  for (auto& [id, live] : live_) {
+  // A copy: stopping a run may change the index.
+  const std::vector<int64_t> running(queue_.running().begin(), queue_.running().end());
+  for (int64_t id : running) {
+    auto it = live_.find(id);
+    if (it == live_.end()) continue;
+    Live* live = it->second.get();
     if (!live->attempt || live->starting) continue;  // its clocks start once it has started
     int pid = static_cast<int>(live->attempt->pid);
     if (live->deadline_mono > 0 && now.mono >= live->deadline_mono && !Stopping(*live)) {
@@ -557,18 +650,17 @@ Millis Engine::NextWakeup(Instant now) const {
   if (!devices_.empty() && options_.watch.telemetry_period_ms > 0) {
     next = std::min(next, next_sample_mono_);
   }
-  for (const auto& [id, live] : live_) {
-    if (live->starting) continue;  // its report wakes the wait
-    if (live->attempt) {
-      const bool stopping = Stopping(*live);
-      if (live->deadline_mono > 0 && !stopping) next = std::min(next, live->deadline_mono);
-      if (live->kill_at_mono > 0) next = std::min(next, live->kill_at_mono);
-      Millis stall = live->exp->spec.monitor.stall_ms;
-      if (stall > 0 && !stopping) next = std::min(next, live->last_output_mono + stall);
-    } else if (live->retry_at_mono > now.mono) {
-      next = std::min(next, live->retry_at_mono);
-    }
+  for (int64_t id : queue_.running()) {
+    const Live& live = *live_.at(id);
+    if (live.starting) continue;  // its report wakes the wait
+    const bool stopping = Stopping(live);
+    if (live.deadline_mono > 0 && !stopping) next = std::min(next, live.deadline_mono);
+    if (live.kill_at_mono > 0) next = std::min(next, live.kill_at_mono);
+    Millis stall = live.exp->spec.monitor.stall_ms;
+    if (stall > 0 && !stopping) next = std::min(next, live.last_output_mono + stall);
   }
+  // A waiting run's backoff ends: it may start then.
+  if (Millis retry = queue_.NextRetry(now.mono); retry > 0) next = std::min(next, retry);
   return std::max<Millis>(0, next - now.mono);
 }
 

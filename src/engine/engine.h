@@ -25,6 +25,7 @@
 #include "sched/scheduler.h"
 #include "store/store.h"
 #include "engine/environment_capture.h"
+#include "engine/run_queue.h"
 #include "sched/scheduler_config.h"
 #include "watch/config.h"
 #include "watch/run_watch.h"
@@ -62,6 +63,9 @@ struct EngineOptions {
   // interval rather than once per loop iteration (0: every iteration). Commands are committed
   // before they are answered whatever this is.
   Millis commit_interval_ms = 0;
+  // Tests: check the index of running and waiting runs against the runs at every pass of the
+  // loop and fail the loop when they disagree (CheckIndex; linear in the runs, so off by default).
+  bool check_index = false;
   // The daemon config file's sections (config/daemon_config.h): telemetry period, alert silence
   // window and detector thresholds (docs/metrics.md); the scheduler (docs/scheduling.md); the
   // environment record (docs/execution.md).
@@ -174,6 +178,9 @@ class Engine {
   const std::vector<sched::GpuState>& gpus() const { return book_.gpus(); }
   int cpu_slots() const { return options_.cpu_slots; }
   const std::string& store_dir() const { return options_.store_dir; }
+  // For tests: whether the index of running and waiting runs (engine/run_queue.h) agrees with the
+  // runs themselves; an error names the first run where it does not.
+  Status CheckIndex() const;
 
  private:
   struct Live;
@@ -225,6 +232,8 @@ class Engine {
   void SetState(Live& live, RunEvent event, const std::string& note, Instant now);
   void Release(Live& live);
   void Retire(int64_t run_id);
+  // Tells the index that the run waits now (in the class its fields make).
+  void Queue(const Live& live);
   std::vector<std::string> RunEnv(const Live& live, const Attempt& attempt,
                                   const std::string& checkpoint_dir) const;
   // Watching (engine_watch.cc).
@@ -256,6 +265,7 @@ class Engine {
   bool gpus_ready_ = false;
   std::map<int64_t, std::unique_ptr<ExperimentEntry>> experiments_;
   std::map<int64_t, std::unique_ptr<Live>> live_;  // runs not yet final, by run id
+  RunQueue queue_;  // live_ indexed: running ones, waiting ones by class
   std::map<int, int64_t> pid_to_run_;
   std::map<int64_t, int64_t> starting_;  // BeginStart ticket -> run id, until it is reported
   sched::PolicyConfig policy_;          // options_.scheduler.Policy()

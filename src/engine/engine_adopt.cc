@@ -60,6 +60,7 @@ Result<RecoverySummary> Engine::Recover() {
           l.preempted_ms += a.ended_ms - a.started_ms;
         }
       }
+      Queue(l);
       if (r.state != RunState::kRunning) {
         ++summary.queued;
         if (options_.use_shim && ForgetUnrecordedStart(l, now)) ++summary.unrecorded;
@@ -82,6 +83,7 @@ Result<RecoverySummary> Engine::Recover() {
         placement.gpu_memory = placement.exclusive ? g.capacity : r.resources.gpu_memory;
       }
       l.attempt = a;
+      queue_.Run(r.id);
       if (a.stopping) {
         // Being stopped when the last engine went: it still is, for the same reason (SIGKILL
         // after a new grace).

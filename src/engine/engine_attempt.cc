@@ -211,6 +211,7 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
       if (ticket.ok()) {
         live.attempt = std::move(a);
         live.starting = true;
+        queue_.Run(run.id);
         starting_[*ticket] = run.id;
         return;
       }
@@ -261,6 +262,7 @@ void Engine::RecordStart(Live& live, Attempt a, const Status& launch, Instant no
   Tx();
   if (Status st = store_.InsertAttempt(a); !st.ok()) Fail(st);
   live.attempt = a;
+  queue_.Run(run.id);
   if (!launch.ok()) {
     // Leave the reason where `drover logs --stderr` looks.
     std::error_code ec;
@@ -418,13 +420,18 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
   SetState(live, next, note, now);
   live.attempt.reset();
   live.deadline_mono = live.kill_at_mono = 0;
-  if (IsFinal(run.state)) Retire(run.id);
+  if (IsFinal(run.state)) {
+    Retire(run.id);
+  } else {
+    Queue(live);
+  }
 }
 
 void Engine::Retire(int64_t run_id) {
   auto it = live_.find(run_id);
   if (it == live_.end()) return;
   ExperimentEntry* exp = it->second->exp;
+  queue_.Drop(run_id);
   live_.erase(it);
   if (--exp->unfinished == 0) {
     Tx();
@@ -500,6 +507,7 @@ Status Engine::SetPriority(int64_t run_id, int priority) {
                     ToString(run->state)));
   }
   it->second->run.priority = priority;
+  if (!it->second->attempt) Queue(*it->second);  // in the class of its new priority
   Tx();
   Status st = store_.UpdateRun(it->second->run);
   if (!st.ok()) Fail(st);

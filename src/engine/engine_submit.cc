@@ -148,6 +148,7 @@ Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
     auto live = std::make_unique<Live>();
     live->run = r;
     live->exp = ep;
+    Queue(*live);
     live_[r.id] = std::move(live);
   }
   if (result.runs.empty()) {

@@ -195,6 +195,67 @@ TEST_F(EngineTest, ABurstOfShortRunsIsCommittedOncePerIntervalAndNothingIsLeftUn
   EXPECT_LE(run_burst(10), 8) << "40 ms of runs, one commit per 10 ms";
 }
 
+// A pass hands the scheduler only the first runs of each class of alike waiting runs
+// (engine/run_queue.h): a run made different afterwards must still be seen wherever it waits.
+TEST_F(EngineTest, ARunRaisedInPriorityDeepInALongQueueStartsNext) {
+  std::string values;
+  for (int i = 0; i < 300; ++i) values += (i ? ", " : "") + std::to_string(i);
+  Spec spec = ParseSpec("name: long\ncommand: \"true {i}\"\nparams: {i: [" + values +
+                        "]}\nmax_parallel: 1\nresources: {gpus: 0, cpus: 1}\n");
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) {
+    FakeProcess p;
+    p.duration_ms = 5;
+    return p;
+  });
+  FakeGpuProbe probe({});
+  auto engine = MakeEngine(launcher, probe);
+  auto sub = engine->Submit(spec);
+  ASSERT_TRUE(sub.ok());
+  const int64_t late = sub->runs[250].id;
+  ASSERT_TRUE(engine->SetPriority(late, 5).ok());
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  ASSERT_EQ(launcher.launches.size(), 300u);
+  EXPECT_EQ(EnvOf(launcher.launches[0], "DROVER_RUN_ID"), std::to_string(late));
+  EXPECT_EQ(EnvOf(launcher.launches[1], "DROVER_RUN_ID"), std::to_string(sub->runs[0].id));
+  // The rest in submit order.
+  for (size_t i = 2; i < 20; ++i) {
+    EXPECT_EQ(EnvOf(launcher.launches[i], "DROVER_RUN_ID"), std::to_string(sub->runs[i - 1].id));
+  }
+}
+
+TEST_F(EngineTest, RunsInBackoffAtTheHeadOfALongQueueDoNotHoldBackTheOthers) {
+  // The first 3 runs fail once and wait 10 s; the 200 behind them go on meanwhile, 2 at a time,
+  // and the 3 start again once their backoff has ended.
+  std::string values;
+  for (int i = 0; i < 203; ++i) values += (i ? ", " : "") + std::to_string(i);
+  Spec spec = ParseSpec("name: flaky\ncommand: \"true {i}\"\nparams: {i: [" + values +
+                        "]}\nretries: 1\nretry_backoff: 10s\nresources: {gpus: 0, cpus: 1}\n");
+  std::map<std::string, int> tries;
+  FakeLauncher launcher(clock_, [&](const LaunchSpec& ls) {
+    FakeProcess p;
+    p.duration_ms = 10;
+    const std::string i = ls.argv.back();
+    if (std::stoi(i) < 3 && tries[i]++ == 0) p.exit_code = 1;
+    return p;
+  });
+  FakeGpuProbe probe({});
+  EngineOptions o = BaseOptions();
+  o.cpu_slots = 2;
+  Engine engine(*store_, launcher, probe, clock_, o);
+  auto sub = engine.Submit(spec);
+  ASSERT_TRUE(sub.ok());
+  const Millis start = clock_.Monotonic();
+  ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
+  ASSERT_EQ(launcher.launches.size(), 206u);
+  // 200 runs of 10 ms two at a time take 1 s; the three retries come at 10 s.
+  EXPECT_GE(clock_.Monotonic() - start, 10'000);
+  EXPECT_LE(clock_.Monotonic() - start, 10'200);
+  for (size_t i = 3; i < 203; ++i) EXPECT_EQ(launcher.launches[i].argv.back(), std::to_string(i));
+  for (const drover::Run& r : sub->runs) {
+    EXPECT_EQ(store_->GetRun(r.id).value()->state, RunState::kSucceeded) << r.id;
+  }
+}
+
 TEST_F(EngineTest, TheDigitsComparisonOnTwoCpuSlotsRunsOneRunPerGpuAtATime) {
   // examples/digits/compare.yaml's shape on --fake-gpus 2x16GiB with 2 CPU slots (a 2-core
   // machine), and 6 runs of 5 GiB: no GPU ever holds two runs while the other idles.

@@ -165,9 +165,9 @@ void Engine::SampleTelemetry(Instant now) {
 
   // Which runs hold each GPU, and the GPU memory of each run's processes (by process group).
   std::map<int, std::vector<Live*>> holders;
-  for (auto& [id, live] : live_) {
-    if (!live->attempt) continue;
-    for (int g : live->placement.gpus) holders[g].push_back(live.get());
+  for (int64_t id : queue_.running()) {
+    Live* live = live_.at(id).get();
+    for (int g : live->placement.gpus) holders[g].push_back(live);
   }
   std::map<int64_t, int64_t> run_memory;
   for (const GpuSample& s : *samples) {

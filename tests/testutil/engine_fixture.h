@@ -35,7 +35,7 @@ class EngineFixture : public ::testing::Test {
   }
 
   // Options every engine test starts from: the store folder under root_, 8 CPU slots, a fixed
-  // environment, no package capture.
+  // environment, no package capture, the run index checked at every pass.
   EngineOptions BaseOptions() const {
     EngineOptions o;
     o.store_dir = (root_ / "store").string();
@@ -43,6 +43,7 @@ class EngineFixture : public ::testing::Test {
     o.kill_grace_ms = 5000;
     o.base_env = {"PATH=/usr/bin:/bin", "HOME=/root"};
     o.capture_environment = false;
+    o.check_index = true;
     return o;
   }
 

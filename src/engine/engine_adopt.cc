@@ -44,6 +44,7 @@ Result<RecoverySummary> Engine::Recover() {
       auto live = std::make_unique<Live>();
       live->run = r;
       live->exp = ep;
+      live->from_last_engine = true;
       if (r.not_before_ms > now.wall) live->retry_at_mono = now.mono + (r.not_before_ms - now.wall);
       ep->unfinished += 1;
       Live& l = *live;

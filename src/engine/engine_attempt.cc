@@ -131,11 +131,13 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
   Run& run = live.run;
   // An attempt number whose exit file already names a process was started by an engine that
   // did not get to record it (it died before its commit, whatever it recorded of the run since):
-  // that one is stopped and kept as interrupted, and this start takes the next number.
-  if (options_.use_shim) {
+  // that one is stopped and kept as interrupted, and this start takes the next number. Only a
+  // run taken over from the last engine can have one, and only before its first start here.
+  if (options_.use_shim && live.from_last_engine) {
     while (ForgetUnrecordedStart(live, now)) {
     }
   }
+  live.from_last_engine = false;
   Attempt a;
   a.run_id = run.id;
   a.number = run.attempts + 1;

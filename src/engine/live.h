@@ -50,6 +50,10 @@ struct Engine::Live {
   // Its start was handed to the launcher (BeginStart) and has not been reported yet: the attempt
   // holds its resources but has no pid and no row in the store.
   bool starting = false;
+  // Taken over from the store by Recover: the last engine may have started its next attempt
+  // without recording it (Launch looks for that attempt's exit file once, before its first start
+  // here; runs this engine submitted or started cannot have one).
+  bool from_last_engine = false;
   sched::StartAction placement;
   // Deadlines are monotonic (Instant::mono): a step of the wall clock moves none of them.
   Millis deadline_mono = 0;  // timeout of the running attempt (0 = none)

@@ -3,12 +3,24 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <map>
 
 #include "cli/client.h"
 #include "cli/follow.h"
 
 namespace drover::cli {
+
+Result<std::map<int64_t, std::vector<Attempt>>> Catalog::ListAttemptsOfRuns(
+    const std::vector<Run>& runs) {
+  std::map<int64_t, std::vector<Attempt>> out;
+  for (const Run& run : runs) {
+    if (run.attempts <= 0) continue;
+    DROVER_ASSIGN_OR_RETURN(out[run.id], ListAttempts(run.id));
+  }
+  return out;
+}
+
 namespace {
 
 class StoreCatalog : public Catalog {
@@ -43,6 +55,15 @@ class StoreCatalog : public Catalog {
     DROVER_ASSIGN_OR_RETURN(auto attempts, store_->ListAttempts(run_id));
     if (attempts.empty()) DROVER_RETURN_IF_ERROR(LoadRun(*store_, std::to_string(run_id)).status());
     return attempts;
+  }
+  Result<std::map<int64_t, std::vector<Attempt>>> ListAttemptsOfRuns(
+      const std::vector<Run>& runs) override {
+    const bool one_experiment =
+        !runs.empty() && std::all_of(runs.begin(), runs.end(), [&](const Run& r) {
+          return r.experiment_id == runs.front().experiment_id;
+        });
+    if (!one_experiment) return Catalog::ListAttemptsOfRuns(runs);
+    return store_->ListExperimentAttempts(runs.front().experiment_id);
   }
   Result<std::vector<report::MetricSeries>> GetMetricSeries(int64_t run_id,
                                                             const SeriesQuery& q) override {

@@ -29,6 +29,10 @@ class Catalog {
   virtual Result<std::vector<Alert>> ListAlerts(const AlertFilter& filter) = 0;
   // A run's attempts by number; NotFound for an unknown run.
   virtual Result<std::vector<Attempt>> ListAttempts(int64_t run_id) = 0;
+  // The attempts of each of these runs, by run id (a run with none: absent). Runs of one
+  // experiment take one look at a store; otherwise one look (or request) per run with attempts.
+  virtual Result<std::map<int64_t, std::vector<Attempt>>> ListAttemptsOfRuns(
+      const std::vector<Run>& runs);
   // A run's metric series, one per name (sorted by name), as GET /runs/{id}/metrics answers:
   // points in attempt-then-step order, downsampled to `query.points` per series (0: all).
   virtual Result<std::vector<report::MetricSeries>> GetMetricSeries(int64_t run_id,

@@ -74,10 +74,12 @@ int ReportCmd(Globals& g, const ReportFlags& f) {
 Status LoadCurves(Catalog& catalog, const std::vector<Run>& runs,
                   const std::vector<std::string>& metrics,
                   std::map<int64_t, report::RunDetails>* details) {
+  // Every run's attempts at once (one query on a store, not one per run).
+  DROVER_ASSIGN_OR_RETURN(auto attempts, catalog.ListAttemptsOfRuns(runs));
   for (const Run& run : runs) {
     report::RunDetails& d = (*details)[run.id];
     if (d.attempts.empty() && run.attempts > 0) {
-      DROVER_ASSIGN_OR_RETURN(d.attempts, catalog.ListAttempts(run.id));
+      if (auto it = attempts.find(run.id); it != attempts.end()) d.attempts = std::move(it->second);
       std::sort(d.attempts.begin(), d.attempts.end(),
                 [](const Attempt& a, const Attempt& b) { return a.number < b.number; });
     }

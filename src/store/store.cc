@@ -451,6 +451,25 @@ Result<std::vector<Attempt>> Store::ListAttempts(int64_t run_id) {
   return out;
 }
 
+Result<std::map<int64_t, std::vector<Attempt>>> Store::ListExperimentAttempts(
+    int64_t experiment_id) {
+  DROVER_ASSIGN_OR_RETURN(
+      Stmt st, impl_->Use("SELECT " DROVER_ATTEMPT_COLS " FROM attempts WHERE run_id IN "
+                          "(SELECT id FROM runs WHERE experiment_id = ?) "
+                          "ORDER BY run_id, number, id",
+                          "listing an experiment's attempts"));
+  st.Bind(experiment_id);
+  std::map<int64_t, std::vector<Attempt>> out;
+  for (;;) {
+    DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    Attempt a;
+    DROVER_RETURN_IF_ERROR(ReadAttempt(st, &a));
+    out[a.run_id].push_back(std::move(a));
+  }
+  return out;
+}
+
 // ---- metrics ----
 
 Status Store::InsertMetrics(const std::vector<MetricPoint>& points) {

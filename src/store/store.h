@@ -79,6 +79,8 @@ class Store {
   Status InsertAttempt(Attempt& a);  // sets a.id
   Status UpdateAttempt(const Attempt& a);
   Result<std::vector<Attempt>> ListAttempts(int64_t run_id);
+  // The attempts of every run of an experiment in one query, by run id, each run's by number.
+  Result<std::map<int64_t, std::vector<Attempt>>> ListExperimentAttempts(int64_t experiment_id);
 
   Status InsertMetrics(const std::vector<MetricPoint>& points);  // one prepared statement, reused
   // All points of a run (every attempt), ordered by attempt then step; name "" = every metric.

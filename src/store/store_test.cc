@@ -682,6 +682,29 @@ TEST_F(StoreTest, AttemptRoundTripUpdateAndOrder) {
   EXPECT_TRUE(store_->ListAttempts(run + 100)->empty());
 }
 
+TEST_F(StoreTest, AnExperimentsAttemptsComeInOneListByRunAndNumber) {
+  int64_t exp = AddExperiment();
+  int64_t a = AddRun(exp);
+  int64_t b = AddRun(exp);
+  int64_t idle = AddRun(exp);
+  int64_t elsewhere = AddRun(AddExperiment("other"));
+  for (auto [run, number] : {std::pair{b, 2}, {a, 1}, {b, 1}, {elsewhere, 1}}) {
+    Attempt at = MakeAttempt(run, number);
+    ASSERT_TRUE(store_->InsertAttempt(at).ok());
+  }
+  auto all = store_->ListExperimentAttempts(exp);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->size(), 2u);  // the run with no attempt is absent, the other experiment's too
+  ASSERT_EQ(all->at(a).size(), 1u);
+  ASSERT_EQ(all->at(b).size(), 2u);
+  EXPECT_EQ(all->at(b)[0].number, 1);
+  EXPECT_EQ(all->at(b)[1].number, 2);
+  EXPECT_FALSE(all->count(idle));
+  // The same as one look per run.
+  ExpectSame(all->at(b)[1], (*store_->ListAttempts(b))[1]);
+  EXPECT_TRUE(store_->ListExperimentAttempts(exp + 100)->empty());
+}
+
 // ---- metrics ----
 
 TEST_F(StoreTest, MetricsOrderedByAttemptStepAndInsertion) {

@@ -92,6 +92,9 @@ struct GpuView {
   std::vector<int64_t> runs;
 };
 
+struct RunFiles;
+struct WorkingCopy;
+
 class EngineObserver {
  public:
   virtual ~EngineObserver() = default;
@@ -207,6 +210,10 @@ class Engine {
   void LearnRunTime(const std::string& key, int gpus, Millis run_ms);
   std::optional<Millis> Predict(const Live& live) const;
   void Launch(Live& live, const sched::StartAction& action, Instant now);
+  // Where the run's files go (cached in the Live).
+  const RunFiles& FilesOf(Live& live);
+  // The run's log folder and working copy, made if missing.
+  Result<WorkingCopy> MakeWorkingCopy(Live& live);
   // Records an attempt that has started (launch ok, `a` with its pid) or failed to.
   void RecordStart(Live& live, Attempt a, const Status& launch, Instant now);
   // A start handed over with BeginStart has been reported.

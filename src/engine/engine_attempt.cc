@@ -126,6 +126,36 @@ std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt
   return out;
 }
 
+const RunFiles& Engine::FilesOf(Live& live) {
+  if (!live.files) live.files = RunFiles::In(options_.store_dir, live.run.experiment_id, live.run.id);
+  return *live.files;
+}
+
+Result<WorkingCopy> Engine::MakeWorkingCopy(Live& live) {
+  const RunFiles& files = FilesOf(live);
+  if (!live.exp->logs_ready) {
+    // One log folder per experiment, not per run (each folder is an inode).
+    std::error_code ec;
+    fs::create_directories(files.logs, ec);
+    if (ec) return Status(Code::kIo, "creating " + files.logs + ": " + ec.message());
+    live.exp->logs_ready = true;
+  }
+  // One working copy per run, from the immutable snapshot; retries reuse it.
+  if (!working_copies_) {
+    working_copies_ = std::make_unique<WorkingCopies>(
+        options_.overlay_working_copies ? WorkingCopies::Deferred(options_.store_dir + "/runs")
+                                        : WorkingCopies::CopyOnly("overlay_working_copies is off"));
+  }
+  DROVER_ASSIGN_OR_RETURN(WorkingCopy wc, working_copies_->Prepare(live.exp->snapshot, files));
+  if (!copies_said_ && working_copies_->probed()) {
+    copies_said_ = true;
+    if (!working_copies_->overlay()) {
+      spdlog::info("working copies are copied, not mounted: {}", working_copies_->why_not());
+    }
+  }
+  return wc;
+}
+
 void Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
   Tx();
   Run& run = live.run;
@@ -149,7 +179,7 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
   a.started_ms = now.wall;
   a.hostname = hostname_;
   a.drover_version = DROVER_VERSION;
-  const RunFiles files = RunFiles::In(options_.store_dir, run.experiment_id, run.id);
+  const RunFiles files = FilesOf(live);
   a.workdir = files.work;
   a.stdout_path = files.Stdout(a.number);
   a.stderr_path = files.Stderr(a.number);
@@ -169,27 +199,7 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
   OverlayMount overlay;
   Status prepared = [&]() -> Status {
     DROVER_ASSIGN_OR_RETURN(a.argv, RenderCommand(live.exp->spec, a.params));
-    if (!live.exp->logs_ready) {
-      // One log folder per experiment, not per run (each folder is an inode).
-      std::error_code ec;
-      fs::create_directories(files.logs, ec);
-      if (ec) return Status(Code::kIo, "creating " + files.logs + ": " + ec.message());
-      live.exp->logs_ready = true;
-    }
-    // One working copy per run, from the immutable snapshot; retries reuse it.
-    if (!working_copies_) {
-      working_copies_ = std::make_unique<WorkingCopies>(
-          options_.overlay_working_copies
-              ? WorkingCopies::Deferred(options_.store_dir + "/runs")
-              : WorkingCopies::CopyOnly("overlay_working_copies is off"));
-    }
-    DROVER_ASSIGN_OR_RETURN(WorkingCopy wc, working_copies_->Prepare(live.exp->snapshot, files));
-    if (!copies_said_ && working_copies_->probed()) {
-      copies_said_ = true;
-      if (!working_copies_->overlay()) {
-        spdlog::info("working copies are copied, not mounted: {}", working_copies_->why_not());
-      }
-    }
+    DROVER_ASSIGN_OR_RETURN(WorkingCopy wc, MakeWorkingCopy(live));
     overlay = wc.overlay;
     return Status::Ok();
   }();

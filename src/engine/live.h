@@ -12,6 +12,7 @@
 
 #include "common/strings.h"
 #include "engine/engine.h"
+#include "exec/working_copy.h"
 
 namespace drover {
 
@@ -54,6 +55,7 @@ struct Engine::Live {
   // without recording it (Launch looks for that attempt's exit file once, before its first start
   // here; runs this engine submitted or started cannot have one).
   bool from_last_engine = false;
+  std::optional<RunFiles> files;  // where its files go (RunFiles::In, looked up once)
   sched::StartAction placement;
   // Deadlines are monotonic (Instant::mono): a step of the wall clock moves none of them.
   Millis deadline_mono = 0;  // timeout of the running attempt (0 = none)

@@ -7,7 +7,7 @@
 #
 #   bench/launch_throughput.sh [-p P] [-n N] [-r ROUNDS] [--only run|daemon|tsp]
 #
-# P defaults to 2, N to 1000, ROUNDS to 3. Each round measures every side once, in an order
+# P defaults to 2, N to 1000, ROUNDS to 5. Each round measures every side once, in an order
 # rotated from round to round, and nothing is deleted until the end: on ext4 creating an inode
 # costs more while recently deleted ones are near (the allocator skips them one by one), so a
 # side measured right after another's cleanup would pay for it. The figure per side is its median
@@ -19,7 +19,7 @@ set -euo pipefail
 
 P=2
 N=1000
-ROUNDS=3
+ROUNDS=5
 ONLY=""
 usage() {
   echo "usage: $0 [-p PARALLELISM] [-n RUNS] [-r ROUNDS] [--only run|daemon|tsp]" >&2

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "server/connection_gate.h"
 #include "server/routes.h"
 
 namespace drover::server {
@@ -60,6 +61,9 @@ Status Events(ServerContext& ctx, const httplib::Request& req, httplib::Response
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
       "text/event-stream", [&ctx, state](size_t, httplib::DataSink& sink) -> bool {
+        // A stream lasts as long as its client reads it (a client that stops reading is dropped
+        // by the write timeout): no deadline on its connection.
+        ConnectionGate::Unbounded();
         try {
           std::string out;
           if (!state->started) {

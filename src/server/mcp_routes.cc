@@ -4,6 +4,7 @@
 // every later request (400 without it, 404 when unknown or ended); DELETE ends it; GET, which
 // would open a server-to-client stream, is 405 (drover sends no requests or notifications).
 // Host, Origin and the token are checked for /mcp as for every route (server.cc).
+#include "server/connection_gate.h"
 #include "server/routes.h"
 
 namespace drover::server {
@@ -36,6 +37,7 @@ bool ChangesSession(const Json& j) {
 }
 
 void Post(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  ConnectionGate::Unbounded();  // a tool may submit (a snapshot) or plan
   const mcp::McpServer* server = Enabled(ctx, res);
   if (!server) return;
   Json message = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);

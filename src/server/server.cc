@@ -1,9 +1,14 @@
 // HttpServer: construction, listening, stopping, and the checks every request passes before it
 // reaches a route (Host, Origin, token, body size) with errors mapped to JSON bodies.
+#include "server/connection_gate.h"
 #include "server/server.h"
 
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -143,15 +148,151 @@ bool Authorized(const std::string& token, int port, const httplib::Request& req,
   return false;
 }
 
+// A read or a write that makes no progress for this long ends the request.
+constexpr int kReadTimeoutMs = 5'000;
+constexpr int kWriteTimeoutMs = 5'000;
+
+// One connection as httplib's request processing reads and writes it: reads are buffered (the
+// header parser reads a byte at a time) and never go past what arrived; each read and write waits
+// at most the server's timeouts.
+class ConnectionStream : public httplib::Stream {
+ public:
+  ConnectionStream(int fd, int read_ms, int write_ms)
+      : fd_(fd), read_ms_(read_ms), write_ms_(write_ms) {}
+  bool is_readable() const override { return begin_ < end_ || Poll(POLLIN, read_ms_); }
+  bool is_writable() const override { return Poll(POLLOUT, write_ms_); }
+  ssize_t read(char* ptr, size_t size) override {
+    if (begin_ == end_) {
+      if (!Poll(POLLIN, read_ms_)) return -1;
+      ssize_t n;
+      do {
+        n = recv(fd_, buf_, sizeof buf_, 0);
+      } while (n < 0 && errno == EINTR);
+      if (n <= 0) return n;
+      begin_ = 0;
+      end_ = static_cast<size_t>(n);
+    }
+    const size_t n = std::min(size, end_ - begin_);
+    std::memcpy(ptr, buf_ + begin_, n);
+    begin_ += n;
+    return static_cast<ssize_t>(n);
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    size_t done = 0;
+    while (done < size) {
+      if (!Poll(POLLOUT, write_ms_)) return done > 0 ? static_cast<ssize_t>(done) : -1;
+      ssize_t n = send(fd_, ptr + done, size - done, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return done > 0 ? static_cast<ssize_t>(done) : -1;
+      done += static_cast<size_t>(n);
+    }
+    return static_cast<ssize_t>(done);
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    Address(getpeername, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    Address(getsockname, ip, port);
+  }
+  socket_t socket() const override { return fd_; }
+  bool buffered() const { return begin_ < end_; }
+
+ private:
+  bool Poll(short what, int ms) const {
+    pollfd p{fd_, what, 0};
+    int r;
+    do {
+      r = poll(&p, 1, ms);
+    } while (r < 0 && errno == EINTR);
+    return r > 0 && (p.revents & what);
+  }
+  template <typename F>
+  void Address(F get, std::string& ip, int& port) const {
+    sockaddr_storage a{};
+    socklen_t len = sizeof a;
+    ip.clear();
+    port = 0;
+    if (get(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) return;
+    char host[INET6_ADDRSTRLEN] = {0};
+    if (a.ss_family == AF_INET) {
+      auto* in = reinterpret_cast<sockaddr_in*>(&a);
+      inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+      port = ntohs(in->sin_port);
+    } else if (a.ss_family == AF_INET6) {
+      auto* in6 = reinterpret_cast<sockaddr_in6*>(&a);
+      inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+      port = ntohs(in6->sin6_port);
+    }
+    ip = host;
+  }
+  int fd_;
+  int read_ms_;
+  int write_ms_;
+  char buf_[4096];
+  size_t begin_ = 0;
+  size_t end_ = 0;
+};
+
+// httplib's server with its connections passed through a ConnectionGate: the accept loop hands
+// each new connection to the gate at once (InlineQueue runs the accept loop's task where it is),
+// the gate gives it a worker once a request's headers are in, and the worker serves that request
+// (httplib's own parsing, routing and writing) and hands a kept-alive connection back to the gate
+// for its next one: no worker waits on a client.
+class GatedServer : public httplib::Server {
+ public:
+  GatedServer(size_t workers, ConnectionLimits limits, int read_ms, int write_ms)
+      : read_ms_(read_ms),
+        write_ms_(write_ms),
+        gate_(workers, limits, [this](int fd) { ServeOne(fd); }) {
+    new_task_queue = [this] { return new InlineQueue(gate_); };
+  }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    gate_.Admit(sock);
+    return true;
+  }
+  void ServeOne(int fd) {
+    ConnectionStream strm(fd, read_ms_, write_ms_);
+    // Requests that came in one go (pipelined) are served here; the next one to come is waited
+    // for by the gate.
+    for (int i = 0; i < 100; ++i) {
+      bool closed = false;
+      const bool ok = process_request(strm, /*close_connection=*/false, closed, {});
+      if (!ok || closed || !is_running()) break;
+      if (!strm.buffered()) {
+        ConnectionGate::Unbounded();  // this worker is done with it
+        gate_.Admit(fd);
+        return;
+      }
+    }
+    shutdown(fd, SHUT_RDWR);
+    close(fd);
+  }
+
+  class InlineQueue : public httplib::TaskQueue {
+   public:
+    explicit InlineQueue(ConnectionGate& gate) : gate_(gate) {}
+    void enqueue(std::function<void()> fn) override { fn(); }
+    // The accept loop has ended: what waits is closed and running requests are waited for.
+    void shutdown() override { gate_.Shutdown(); }
+
+   private:
+    ConnectionGate& gate_;
+  };
+  int read_ms_;
+  int write_ms_;
+  ConnectionGate gate_;
+};
+
 }  // namespace
 
 
 HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
     : options_(std::move(options)),
       ctx_(std::make_unique<ServerContext>(options_, engine)),
-      http_(std::make_unique<httplib::Server>()) {
-  int threads = std::max(options_.threads, 9);
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+      http_(std::make_unique<GatedServer>(static_cast<size_t>(std::max(options_.threads, 9)),
+                                          options_.limits, kReadTimeoutMs, kWriteTimeoutMs)) {
   // httplib reads and discards a larger body, then answers 413 (FillErrorBody writes the JSON).
   http_->set_payload_max_length(protocol::kMaxBodyBytes);
   // An idle keep-alive connection holds a worker; Stop() waits for it to notice, so keep it short.
@@ -165,10 +306,9 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
-  http_->set_read_timeout(5, 0);
-  http_->set_write_timeout(5, 0);
 
   http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    ConnectionGate::HeadersRead();  // the body, if any, has limits.body_ms from here
     ChooseCompression(const_cast<httplib::Request&>(req));
     const std::string p = ":" + std::to_string(port_);
     std::string host = Lower(req.get_header_value("Host"));
@@ -203,6 +343,9 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
     return httplib::Server::HandlerResponse::Unhandled;
   });
 
+  // The response goes out within limits.response_ms.
+  http_->set_post_routing_handler(
+      [](const httplib::Request&, httplib::Response&) { ConnectionGate::HandlerDone(); });
   http_->set_error_handler(httplib::Server::HandlerWithResponse(FillErrorBody));
   http_->set_exception_handler([](const httplib::Request& req, httplib::Response& res,
                                   std::exception_ptr ep) {

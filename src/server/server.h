@@ -11,6 +11,7 @@
 
 #include "common/status.h"
 #include "mcp/server.h"
+#include "server/connection_gate.h"
 #include "server/engine_control.h"
 
 namespace httplib {
@@ -35,6 +36,9 @@ struct ServerOptions {
   // Folders (or drover.yaml files) whose recipes the web UI offers, besides the daemon's working
   // folder and the folders of submitted experiments (GET /api/v1/recipes).
   std::vector<std::string> recipe_dirs;
+  // How long a client may take to send a request and to take its response, and how many may
+  // wait (server/connection_gate.h).
+  ConnectionLimits limits;
 };
 
 class HttpServer {

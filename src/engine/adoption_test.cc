@@ -192,6 +192,49 @@ TEST_F(AdoptionTest, AStartTheLastEngineDidNotRecordIsStoppedAndRunsAgainAsANewA
   EXPECT_EQ(Attempts(id).size(), 2u);
 }
 
+TEST_F(AdoptionTest, AStartTheLastEngineDidNotRecordIsTakenOverWithTheGpusItWasGiven) {
+  // As above, but the process can be read: it is the run's attempt 1, on the GPU its
+  // environment names, and nothing runs twice.
+  Spec spec = ParseSpec("name: one\ncommand: ./train.sh\nresources: {gpus: 1}\n");
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{100, 0}; });
+  FakeGpuProbe probe({{0, "GPU-a", "Fake", 16LL << 30, 0}, {1, "GPU-b", "Fake", 16LL << 30, 0}});
+  int64_t id = 0, experiment = 0;
+  {
+    Engine engine(*store_, launcher, probe, clock_, ShimOptions());
+    auto sub = engine.Submit(spec);
+    ASSERT_TRUE(sub.ok());
+    id = sub->runs[0].id;
+    experiment = sub->experiment_id;
+  }
+  const RunFiles files = RunFiles::In(ShimOptions().store_dir, experiment, id);
+  fs::create_directories(files.logs);
+  std::ofstream(files.Exit(1)) << "7777 42\n";
+  launcher.foreign[7777] = {42, 5'000, 0, false, {{"CUDA_VISIBLE_DEVICES", "1"}}};
+  Engine engine(*store_, launcher, probe, clock_, ShimOptions());
+  auto summary = engine.Recover();
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->unrecorded_adopted, 1);
+  EXPECT_EQ(summary->unrecorded, 0);
+  EXPECT_TRUE(launcher.signals.empty()) << "the process was stopped";
+  EXPECT_EQ(RunOf(id).state, RunState::kRunning);
+  auto attempts = Attempts(id);
+  ASSERT_EQ(attempts.size(), 1u);
+  EXPECT_EQ(attempts[0].pid, 7777);
+  EXPECT_EQ(attempts[0].pid_start, 42);
+  EXPECT_EQ(attempts[0].gpus, std::vector<int>{1});
+  EXPECT_FALSE(attempts[0].ended);
+  // Its GPU is booked: the scheduler sees GPU 1 taken.
+  bool gpu1_taken = false;
+  for (const auto& g : engine.gpus()) gpu1_taken = gpu1_taken || (g.index == 1 && g.runs == 1);
+  EXPECT_TRUE(gpu1_taken);
+  ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
+  EXPECT_EQ(RunOf(id).state, RunState::kSucceeded);
+  EXPECT_TRUE(launcher.launches.empty()) << "it ran again";
+  attempts = Attempts(id);
+  ASSERT_EQ(attempts.size(), 1u);
+  EXPECT_EQ(attempts[0].reason, "succeeded");
+}
+
 TEST_F(AdoptionTest, AStartAfterAnEndThatWasNotRecordedIsStoppedWhenTheRunStartsAgain) {
   Spec spec = ParseSpec("name: one\ncommand: ./train.sh\nretries: 1\nresources: {gpus: 0}\n");
   FakeLauncher first(clock_, [](const LaunchSpec&) {

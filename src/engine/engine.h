@@ -84,6 +84,7 @@ struct RecoverySummary {
   int finished = 0;     // runs that ended while no engine watched: their end read from the shim
   int requeued = 0;     // runs whose end is unknown: marked interrupted and queued again
   int unrecorded = 0;   // starts the last engine did not get to record: stopped, queued again
+  int unrecorded_adopted = 0;  // ... taken over as running (or ended) attempts instead
 };
 
 // One GPU as the engine sees it: what it may hand out and which runs hold it.
@@ -223,6 +224,10 @@ class Engine {
   // Such a process was never recorded (nor its GPUs), so it is stopped, and the attempt is
   // recorded as interrupted: the next start is a new attempt with files of its own.
   bool ForgetUnrecordedStart(Live& live, Instant now);
+  // The same start taken over instead: recorded as the run's running attempt, with its GPUs
+  // read from the process's environment (or as ended, when it has). False when it cannot be (no
+  // start line, or a live process whose GPUs cannot be read): ForgetUnrecordedStart then.
+  bool RecordUnrecordedStart(Live& live, Instant now);
   void HandleExit(const ProcessExit& exit, Instant now);
   void EndAttempt(Live& live, AttemptOutcome outcome, const std::string& detail, Instant now);
   void ApplyCancel(Instant now);

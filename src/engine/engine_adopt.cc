@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +13,7 @@
 #include <set>
 
 #include "common/strings.h"
+#include "drover_version.h"
 #include "engine/engine.h"
 #include "engine/live.h"
 #include "exec/process_launcher.h"
@@ -62,7 +65,17 @@ Result<RecoverySummary> Engine::Recover() {
         }
       }
       Queue(l);
-      if (r.state != RunState::kRunning) {
+      // A start the last engine made and did not get to record (it is committed with its loop's
+      // interval): its exit file names the process. It is taken over as a running attempt (or
+      // as one that ended meanwhile, its end in the file), so the run is not started twice.
+      const bool adopted_start =
+          r.state != RunState::kRunning && options_.use_shim && RecordUnrecordedStart(l, now);
+      if (adopted_start) {
+        attempts.push_back(*l.attempt);
+        l.attempt.reset();
+        ++summary.unrecorded_adopted;
+      }
+      if (r.state != RunState::kRunning && !adopted_start) {
         ++summary.queued;
         if (options_.use_shim && ForgetUnrecordedStart(l, now)) ++summary.unrecorded;
         continue;
@@ -151,6 +164,55 @@ Result<RecoverySummary> Engine::Recover() {
   }
   DROVER_RETURN_IF_ERROR(Flush());
   return summary;
+}
+
+bool Engine::RecordUnrecordedStart(Live& live, Instant now) {
+  Run& r = live.run;
+  const RunFiles& files = FilesOf(live);
+  Attempt a;
+  a.number = r.attempts + 1;
+  a.exit_path = files.Exit(a.number);
+  auto start = ReadShimStart(a.exit_path);
+  if (!start.ok()) return false;
+  a.pid = start->pid;
+  a.pid_start = start->start_ticks;
+  const int pid = static_cast<int>(a.pid);
+  const bool alive = pid > 0 && launcher_.StartTicks(pid) == a.pid_start;
+  if (alive) {
+    // Its GPUs, as the last engine gave them: the process's own CUDA_VISIBLE_DEVICES. Without
+    // it the start cannot be booked, and ForgetUnrecordedStart stops it instead.
+    auto devices = launcher_.EnvOf(pid, "CUDA_VISIBLE_DEVICES");
+    if (!devices) return false;
+    a.cuda_visible_devices = *devices;
+    for (const std::string& g : Split(a.cuda_visible_devices, ',')) {
+      if (g.empty()) continue;
+      char* rest = nullptr;
+      const long index = std::strtol(g.c_str(), &rest, 10);
+      if (rest == g.c_str() || *rest != '\0') return false;  // not a list drover made
+      a.gpus.push_back(static_cast<int>(index));
+    }
+  }
+  a.run_id = r.id;
+  a.params = r.current_params;
+  a.workdir = files.work;
+  a.stdout_path = files.Stdout(a.number);
+  a.stderr_path = files.Stderr(a.number);
+  a.hostname = hostname_;
+  a.drover_version = DROVER_VERSION;
+  struct stat st;
+  a.started_ms = stat(a.exit_path.c_str(), &st) == 0
+                     ? int64_t{st.st_mtim.tv_sec} * 1000 + st.st_mtim.tv_nsec / 1'000'000
+                     : now.wall;
+  spdlog::info("run {}: attempt {} was started by the last engine, which stopped before recording "
+               "it; taken over ({})",
+               r.id, a.number, alive ? "still running" : "ended since");
+  Tx();
+  if (Status st2 = store_.InsertAttempt(a); !st2.ok()) Fail(st2);
+  r.attempts = a.number;
+  if (r.started_ms == 0) r.started_ms = a.started_ms;
+  live.attempt = a;  // for the notification; Recover books it as any running attempt
+  SetState(live, RunEvent::kStart, "taken over after a restart", now);
+  return true;
 }
 
 bool Engine::ForgetUnrecordedStart(Live& live, Instant now) {

@@ -356,6 +356,32 @@ int64_t PosixLauncher::StartTicks(int pid) {
   return ticks;
 }
 
+std::optional<std::string> PosixLauncher::EnvOf(int pid, const std::string& name) {
+  if (pid <= 0) return std::nullopt;
+  const std::string path = "/proc/" + std::to_string(pid) + "/environ";
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string env;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 || env.size() > (1 << 20)) break;  // an environment is at most a few MiB
+    env.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  const std::string prefix = name + "=";
+  for (size_t at = 0; at < env.size();) {
+    size_t end = env.find('\0', at);
+    if (end == std::string::npos) end = env.size();
+    if (env.compare(at, prefix.size(), prefix) == 0) {
+      return env.substr(at + prefix.size(), end - at - prefix.size());
+    }
+    at = end + 1;
+  }
+  return std::nullopt;
+}
+
 int PosixLauncher::GroupOf(int pid) {
   if (pid <= 0) return -1;
   pid_t g = getpgid(pid);

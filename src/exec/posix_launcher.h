@@ -38,6 +38,7 @@ class PosixLauncher : public ProcessLauncher {
   void SignalGroup(int pgid, int sig) override;
   WaitResult Wait(int64_t timeout_ms) override;
   int64_t StartTicks(int pid) override;
+  std::optional<std::string> EnvOf(int pid, const std::string& name) override;
   int GroupOf(int pid) override;
   void Adopt(int pid, int64_t start_ticks, const std::string& exit_path) override;
   void Wake() override;  // through an eventfd that Wait() polls

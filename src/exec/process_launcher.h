@@ -3,6 +3,7 @@
 // terminal does not reach it, and a timeout or cancel kills it with all its children). The engine
 // uses this interface; tests above the executor use a fake (tests/testutil/fake_launcher.h).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,12 @@ class ProcessLauncher {
   // when there is no such process. Stored with an attempt, it tells its shim from a later
   // process that reused the pid.
   virtual int64_t StartTicks(int pid) = 0;
+  // The value of `name` in the environment process `pid` was started with (nullopt: no such
+  // variable, or the process cannot be read). What a start the last engine did not record was
+  // given (CUDA_VISIBLE_DEVICES) is read back from it.
+  virtual std::optional<std::string> EnvOf(int pid, const std::string& name) {
+    return std::nullopt;
+  }
   // The process group of `pid` (any process, e.g. one the GPU driver lists), or -1 when unknown.
   // A run's processes are in the group of its attempt's pid, so this attributes GPU memory.
   virtual int GroupOf(int pid) { return -1; }

@@ -256,6 +256,17 @@ Result<SubmitRequest> SubmitRequestFromJson(const Json& j) {
   f.Get("base_dir", r.base_dir);
   f.Get("overrides", r.overrides);
   if (!f.ok()) return f.status();
+  if (!j.contains("base_dir")) {
+    return InvalidArgument(
+        "submit request.base_dir: missing: send the absolute folder the spec's relative paths "
+        "start at (drover submit sends the spec file's folder)");
+  }
+  // The daemon's own folder means nothing to the client: a relative base is not guessed.
+  if (r.base_dir.empty() || r.base_dir[0] != '/') {
+    return InvalidArgument("submit request.base_dir: '" + r.base_dir +
+                           "' is not an absolute path; send the folder the spec's relative paths "
+                           "start at, such as /home/me/project");
+  }
   return r;
 }
 

@@ -269,8 +269,12 @@ TEST(ApiCodec, RequestsAndResponsesRoundTrip) {
 }
 
 TEST(ApiCodec, SubmitRequestDefaults) {
-  auto r = SubmitRequestFromJson(Json{{"spec_yaml", "name: a"}});
+  auto r = SubmitRequestFromJson(Json{{"spec_yaml", "name: a"}, {"base_dir", "/srv/p"}});
   ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->base_dir, "/srv/p");
+  EXPECT_NE(SubmitRequestFromJson(Json{{"spec_yaml", "name: a"}}).status().message().find(
+                "base_dir: missing"),
+            std::string::npos);
   EXPECT_EQ(r->spec_name, "spec.yaml");
   EXPECT_TRUE(r->overrides.empty());
 }

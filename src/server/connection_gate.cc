@@ -1,5 +1,6 @@
 #include "server/connection_gate.h"
 
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -102,6 +103,19 @@ void ConnectionGate::Serve(int fd) {
   serve_(fd);  // closes fd, or admits it again for its next request
   t_slot.deadline_ms->store(0);
   t_slot.fd->store(-1);
+}
+
+bool ConnectionGate::RequestWaiting(int fd, int wait_ms) {
+  pollfd p{fd, POLLIN, 0};
+  int r;
+  do {
+    r = poll(&p, 1, wait_ms);
+  } while (r < 0 && errno == EINTR);
+  if (r <= 0 || !(p.revents & POLLIN)) return false;
+  char peek[kMaxHeaderBytes];
+  ssize_t got = recv(fd, peek, sizeof peek, MSG_PEEK | MSG_DONTWAIT);
+  return got > 0 && (static_cast<size_t>(got) == sizeof peek ||
+                     memmem(peek, static_cast<size_t>(got), "\r\n\r\n", 4) != nullptr);
 }
 
 void ConnectionGate::HeadersRead() {

@@ -56,6 +56,8 @@ class ConnectionGate {
   // the handler has returned (its response is next), or a handler runs or streams for long from
   // now on (no deadline until the request is done).
   static void HeadersRead();
+  // Whether a request's headers have all arrived on fd within wait_ms (peeked, not read).
+  static bool RequestWaiting(int fd, int wait_ms);
   static void HandlerDone();
   static void Unbounded();
 

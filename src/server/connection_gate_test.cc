@@ -150,6 +150,24 @@ TEST_F(ConnectionGateTest, ABodyThatTricklesIsCutAndTheServerGoesOn) {
   EXPECT_EQ(Get("/api/v1/gpus").status, 200);
 }
 
+TEST_F(ConnectionGateTest, APostWithNoBodyAndNoContentLengthIsAnsweredAtOnce) {
+  const int64_t id = AddExperiment("sweep").id;
+  StartServer();
+  // What `curl -X POST .../cancel` sends: no body, no Content-Length.
+  int fd = Connect(Port());
+  Send(fd, "POST /api/v1/experiments/" + std::to_string(id) + "/cancel HTTP/1.1\r\nHost: 127.0.0.1:" +
+               std::to_string(Port()) + "\r\nAuthorization: Bearer " + kToken +
+               "\r\nConnection: close\r\n\r\n");
+  const auto t0 = Clock::now();
+  const std::string said = ReadUntilClosed(fd, 5000);
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+  close(fd);
+  EXPECT_EQ(said.rfind("HTTP/1.1 200", 0), 0u) << said;
+  EXPECT_LT(took.count(), 1000);
+  EXPECT_EQ(engine_.Locked([&] { return engine_.cancelled_experiments; }),
+            std::vector<int64_t>{id});
+}
+
 TEST_F(ConnectionGateTest, AKeptAliveConnectionServesRequestAfterRequest) {
   StartServer();
   auto c = Client();

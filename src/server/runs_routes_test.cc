@@ -234,9 +234,19 @@ TEST_F(RunsRoutesTest, SubmitReturns201AndTheEnginesIds) {
 TEST_F(RunsRoutesTest, SubmitErrors) {
   engine_.submit_error = InvalidArgument("x.yaml:2:10: unknown field 'comand'");
   StartServer();
-  auto r = Post("/api/v1/experiments", R"({"spec_yaml": "name: x\ncomand: [true]\n"})");
+  auto r = Post("/api/v1/experiments",
+                R"({"spec_yaml": "name: x\ncomand: [true]\n", "base_dir": "/tmp"})");
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(r.body["error"]["message"], "x.yaml:2:10: unknown field 'comand'");
+  // Without base_dir (or with a relative one) relative paths have nothing to start at: a 400
+  // that names the field, not a 500 from the file system.
+  auto no_base = Post("/api/v1/experiments", R"({"spec_yaml": "name: x\ncommand: [true]\n"})");
+  EXPECT_EQ(no_base.status, 400);
+  EXPECT_NE(no_base.raw.find("base_dir: missing"), std::string::npos) << no_base.raw;
+  auto relative = Post("/api/v1/experiments",
+                       R"({"spec_yaml": "name: x\ncommand: [true]\n", "base_dir": "proj"})");
+  EXPECT_EQ(relative.status, 400);
+  EXPECT_NE(relative.raw.find("not an absolute path"), std::string::npos) << relative.raw;
   auto missing = Post("/api/v1/experiments", R"({"spec": "x"})");
   EXPECT_EQ(missing.status, 400);
   EXPECT_NE(missing.raw.find("unknown field"), std::string::npos) << missing.raw;

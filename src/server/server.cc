@@ -152,6 +152,10 @@ bool Authorized(const std::string& token, int port, const httplib::Request& req,
 // A read or a write that makes no progress for this long ends the request.
 constexpr int kReadTimeoutMs = 5'000;
 constexpr int kWriteTimeoutMs = 5'000;
+// How long a worker waits for a kept-alive client's next request before the gate takes over.
+constexpr int kKeepServingMs = 20;
+// Connections the kernel holds for accept() (capped by net.core.somaxconn).
+constexpr int kListenBacklog = 1024;
 
 // One connection as httplib's request processing reads and writes it: reads are buffered (the
 // header parser reads a byte at a time) and never go past what arrived; each read and write waits
@@ -247,6 +251,9 @@ class GatedServer : public httplib::Server {
         gate_(workers, limits, [this](int fd) { ServeOne(fd); }) {
     new_task_queue = [this] { return new InlineQueue(gate_); };
   }
+  // httplib listens with a backlog of 5: 50 clients connecting at once overflowed it and waited
+  // for SYN retransmissions (1, 3, 7 s). A second listen() on the bound socket raises it.
+  void RaiseBacklog() { ::listen(svr_sock_, kListenBacklog); }
 
  private:
   bool process_and_close_socket(socket_t sock) override {
@@ -259,20 +266,21 @@ class GatedServer : public httplib::Server {
   }
   void ServeOne(int fd) {
     ConnectionStream strm(fd, read_ms_, write_ms_);
-    // Requests that came in one go (pipelined) are served here; the next one to come is waited
-    // for by the gate.
-    for (int i = 0; i < 100; ++i) {
+    // The next request of a busy kept-alive client usually comes at once (or came with this one):
+    // it is served here. One that takes longer, or comes in pieces, waits at the gate, not on a
+    // worker; so does every client after 1,000 requests in a row, so none keeps a worker.
+    for (int served = 0; served < 1000; ++served) {
       bool closed = false;
       const bool ok = process_request(strm, /*close_connection=*/false, closed, {});
-      if (!ok || closed || !is_running()) break;
-      if (!strm.buffered()) {
-        ConnectionGate::Unbounded();  // this worker is done with it
-        gate_.Admit(fd);
+      if (!ok || closed || !is_running()) {
+        shutdown(fd, SHUT_RDWR);
+        close(fd);
         return;
       }
+      if (!strm.buffered() && !ConnectionGate::RequestWaiting(fd, kKeepServingMs)) break;
     }
-    shutdown(fd, SHUT_RDWR);
-    close(fd);
+    ConnectionGate::Unbounded();  // this worker is done with it
+    gate_.Admit(fd);
   }
 
   class InlineQueue : public httplib::TaskQueue {
@@ -345,6 +353,13 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
                     "chunked request bodies are not accepted; send Content-Length");
       return httplib::Server::HandlerResponse::Handled;
     }
+    // A POST with no body and no Content-Length (`curl -X POST`) would be read until the client
+    // gives up: it has no body.
+    if (!req.has_header("Content-Length") &&
+        (req.method == "POST" || req.method == "PUT" || req.method == "PATCH" ||
+         req.method == "DELETE")) {
+      const_cast<httplib::Request&>(req).headers.emplace("Content-Length", "0");
+    }
     return httplib::Server::HandlerResponse::Unhandled;
   });
 
@@ -408,6 +423,7 @@ Status HttpServer::Bind() {
     }
     port_ = options_.port;
   }
+  static_cast<GatedServer&>(*http_).RaiseBacklog();
   ctx_->port = port_;
   bound_ = true;
   return Status::Ok();

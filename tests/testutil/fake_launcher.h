@@ -129,8 +129,16 @@ class FakeLauncher : public ProcessLauncher {
     Millis remaining_ms = 1000;
     int exit_code = 0;
     bool ignores_sigterm = false;
+    std::map<std::string, std::string> env;  // what EnvOf reads (none: unreadable)
   };
   std::map<int, Foreign> foreign;
+  std::optional<std::string> EnvOf(int pid, const std::string& name) override {
+    auto it = foreign.find(pid);
+    if (it == foreign.end()) return std::nullopt;
+    auto v = it->second.env.find(name);
+    if (v == it->second.env.end()) return std::nullopt;
+    return v->second;
+  }
   int64_t StartTicks(int pid) override {
     if (live_.count(pid)) return 1;
     auto it = foreign.find(pid);

@@ -1,9 +1,9 @@
 // The web UI's files: compiled in (web_assets.h), or read from DROVER_WEB_DIR while working on
 // the UI.
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
+#include <filesystem>
 
+#include "common/files.h"
 #include "server/web_assets.h"
 
 namespace drover::server {
@@ -19,6 +19,11 @@ std::string ContentTypeFor(std::string_view path) {
   return "application/octet-stream";
 }
 
+namespace fs = std::filesystem;
+
+// A file of the UI read from DROVER_WEB_DIR is at most this big.
+constexpr size_t kMaxWebFileBytes = 16 << 20;
+
 std::optional<WebFile> FindWebFile(std::string_view path) {
   // Only plain relative names: no "..", no absolute paths, no hidden files.
   if (path.empty() || path.front() == '/' || path.find("..") != std::string_view::npos ||
@@ -29,11 +34,18 @@ std::optional<WebFile> FindWebFile(std::string_view path) {
     std::string base(dir);
     std::string file = base + "/" + std::string(path);
     if (path.starts_with("uPlot.")) file = base + "/node_modules/uplot/dist/" + std::string(path);
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return std::nullopt;
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return WebFile{ss.str(), ContentTypeFor(path)};
+    // These are served without a token (the sign-in page needs them): a symlink is followed
+    // only to a regular file inside the folder, never out of it (to a token, /etc/passwd).
+    std::error_code ec;
+    const fs::path root = fs::canonical(base, ec);
+    if (ec) return std::nullopt;
+    const fs::path real = fs::canonical(file, ec);
+    if (ec) return std::nullopt;
+    const fs::path inside = real.lexically_relative(root);
+    if (inside.empty() || *inside.begin() == "..") return std::nullopt;
+    auto bytes = ReadBoundedFile(real.string(), kMaxWebFileBytes, "web file", "");
+    if (!bytes.ok()) return std::nullopt;
+    return WebFile{std::move(*bytes), ContentTypeFor(path)};
   }
   for (size_t i = 0; i < kWebAssetCount; ++i) {
     if (kWebAssets[i].path == path) {

@@ -271,8 +271,16 @@ TEST_F(WebRoutesTest, StaticFilesArePublicButOnlyTheUisOwn) {
   ASSERT_TRUE(uplot);
   EXPECT_EQ(uplot->status, 200);
   EXPECT_EQ(uplot->body, "var uPlot=1");
+  // A symlink inside the folder is followed to a file inside it, never out of it (these are
+  // served without a token).
+  fs::create_symlink(dir_ / "secret.txt", web_ / "js" / "leak.js");
+  fs::create_symlink(web_ / "js" / "app.js", web_ / "js" / "alias.js");
+  auto alias = anon->Get("/static/js/alias.js");
+  ASSERT_TRUE(alias);
+  EXPECT_EQ(alias->status, 200);
+  EXPECT_EQ(alias->body, "console.log('hi')");
   for (const char* path : {"/static/../secret.txt", "/static/%2e%2e/secret.txt", "/static/nope.js",
-                           "/static/index.html", "/static/.hidden"}) {
+                           "/static/index.html", "/static/.hidden", "/static/js/leak.js"}) {
     auto r = anon->Get(path);
     ASSERT_TRUE(r) << path;
     EXPECT_EQ(r->status, 404) << path << " " << r->body;

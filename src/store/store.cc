@@ -196,6 +196,29 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path) {
     }
   }
 
+  if (!memory) {
+    // A database that is missing or empty beside the run folders of a store that had one was
+    // deleted or truncated: a new one would number its runs from 1 again and write over their
+    // logs and working copies.
+    const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+    std::error_code ec;
+    const bool empty_db = !std::filesystem::exists(path, ec) ||
+                          (std::filesystem::is_regular_file(path, ec) &&
+                           std::filesystem::file_size(path, ec) == 0);
+    auto has_entries = [&](const char* sub) {
+      std::error_code e;
+      std::filesystem::directory_iterator it(folder / sub, e);
+      return !e && it != std::filesystem::directory_iterator();
+    };
+    if (empty_db && (has_entries("runs") || has_entries("logs"))) {
+      return FailedPrecondition(fmt::format(
+          "{}: the database is {} but the folder holds runs (runs/, logs/): it was deleted or "
+          "truncated, and a new one would reuse their numbers and write over their files; "
+          "restore drover.db (and drover.db-wal) from a backup, or move the folder away to start "
+          "a new store",
+          context, std::filesystem::exists(path, ec) ? "empty" : "missing"));
+    }
+  }
   // NOMUTEX: a Store (and its statement cache) belongs to one thread; other threads open their
   // own Store on the same file, and WAL lets them read while this one writes.
   sqlite3* db = nullptr;

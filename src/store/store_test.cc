@@ -352,6 +352,31 @@ TEST(StoreOpen, EmptyFileBecomesAStore) {
   EXPECT_EQ(*store->SchemaVersion(), 6);
 }
 
+TEST(StoreOpen, AMissingOrEmptyDatabaseBesideRunFoldersIsRefused) {
+  TempDir dir;
+  const fs::path root = fs::path(dir / "store");
+  const fs::path db = root / "drover.db";
+  fs::create_directories(root / "logs" / "1");
+  std::ofstream(root / "logs" / "1" / "1-1.out") << "the old run's log\n";
+  // Truncated to 0 bytes, or deleted: refused, and the old run's files left as they were.
+  std::ofstream(db).close();
+  auto truncated = Store::Open(db.string());
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_EQ(truncated.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(truncated.status().message().find("is empty but the folder holds runs"),
+            std::string::npos)
+      << truncated.status().message();
+  EXPECT_EQ(fs::file_size(db), 0u);
+  fs::remove(db);
+  auto missing = Store::Open(db.string());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("is missing"), std::string::npos);
+  EXPECT_FALSE(fs::exists(db));
+  // Without run folders an empty folder becomes a store.
+  fs::remove_all(root / "logs");
+  EXPECT_TRUE(Store::Open(db.string()).ok());
+}
+
 TEST(StoreOpen, UnwritableFolderIsAnIoError) {
   TempDir dir;
   const std::string file = dir / "plain-file";

@@ -598,6 +598,33 @@ TEST(SpecParserTest, AGridIsCountedBeforeItIsExpanded) {
   EXPECT_FALSE(r.ok());
 }
 
+TEST(SpecParserTest, YamlAliasesCannotMultiplyWork) {
+  // Nested aliases (a "billion laughs": nine levels of ten, 10^9 values if expanded) and an alias
+  // of a node inside itself: values are scalars, so both are refused where they are, at once.
+  std::string bomb = "name: lol\ncommand: run {x}\nparams:\n  y: &l0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n";
+  for (int i = 1; i < 9; ++i) {
+    bomb += "  y" + std::to_string(i) + ": &l" + std::to_string(i) + " [";
+    for (int k = 0; k < 10; ++k) bomb += (k ? ", *l" : "*l") + std::to_string(i - 1);
+    bomb += "]\n";
+  }
+  bomb += "  x: [*l8]\n";
+  // (Where: the aliased node, which is where its anchor was written.)
+  EXPECT_NE(Error(bomb).find("compare.yaml:4:6: params.y1: a list value must be a string, number "
+                             "or true/false, got a list"),
+            std::string::npos)
+      << Error(bomb);
+  EXPECT_NE(Error("name: c\ncommand: run {x}\nparams:\n  x: &a [*a]\n").find("params.x"),
+            std::string::npos);
+  EXPECT_NE(Error("name: c\ncommand: run\nenv: &e {A: *e}\n").find("env.A must be a string"),
+            std::string::npos);
+  // An axis reused through an alias counts once per use: the grid's limit still holds.
+  std::string reused = "name: r\ncommand: run {a}\nparams:\n  a: &v [";
+  for (int k = 0; k < 100; ++k) reused += (k ? ", " : "") + std::to_string(k);
+  reused += "]\n  b: *v\n  c: *v\n";
+  EXPECT_NE(Error(reused).find("params expand to 1000000 runs"), std::string::npos)
+      << Error(reused);
+}
+
 TEST(SpecParserTest, ParseSpecFile) {
   const std::string dir = std::string(DROVER_SOURCE_DIR) + "/tests/data/specs";
   Result<Spec> r = ParseSpecFile(dir + "/compare.yaml");

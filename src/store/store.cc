@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <charconv>
 #include <cmath>
@@ -176,6 +177,33 @@ void BindAttemptFields(Stmt& st, const Attempt& a) {
 
 }  // namespace
 
+namespace {
+
+// Whether the store's folder (or its database file) cannot be written: a read-only mount, or
+// permissions. access() answers for the file system too (EROFS), where root's rights do not help.
+bool IsReadOnlyStore(const std::string& path) {
+  const std::string folder = std::filesystem::path(path).parent_path().string();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return false;  // a new store: made, or refused, below
+  return access(path.c_str(), W_OK) != 0 ||
+         access(folder.empty() ? "." : folder.c_str(), W_OK) != 0;
+}
+
+// A file path as the path of a file: URI (RFC 3986: what would end or escape it, encoded).
+std::string UriPath(const std::string& path) {
+  std::string out;
+  for (char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      out += fmt::format("%{:02x}", static_cast<unsigned char>(c));
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Store::Store(sqlite3* db) : impl_(std::make_unique<Impl>()) { impl_->db = db; }
 Store::~Store() = default;
 
@@ -219,14 +247,44 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path) {
           context, std::filesystem::exists(path, ec) ? "empty" : "missing"));
     }
   }
+  // A store on a read-only file system (an archive, a mount from another machine) can still be
+  // read: ls, show, compare and report work; anything that writes says why it cannot.
+  const bool read_only = !memory && IsReadOnlyStore(path);
   // NOMUTEX: a Store (and its statement cache) belongs to one thread; other threads open their
   // own Store on the same file, and WAL lets them read while this one writes.
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(
-      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  int rc = SQLITE_OK;
+  if (read_only) {
+    // mode=ro reads a WAL database whose -shm file exists; without one (the last writer closed
+    // cleanly, so there is no WAL either) only immutable=1 can, which takes no locks.
+    for (const char* mode : {"mode=ro", "immutable=1"}) {
+      if (db) sqlite3_close_v2(db);
+      db = nullptr;
+      rc = sqlite3_open_v2(("file:" + UriPath(path) + "?" + mode).c_str(), &db,
+                           SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
+      if (rc == SQLITE_OK) rc = sqlite3_exec(db, "SELECT count(*) FROM sqlite_schema", nullptr,
+                                             nullptr, nullptr);
+      if (rc == SQLITE_OK) break;
+    }
+  } else {
+    rc = sqlite3_open_v2(path.c_str(), &db,
+                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  }
   std::unique_ptr<Store> s(new Store(db));  // closes the handle on every error below
   s->impl_->path = path;
   if (rc != SQLITE_OK) return SqliteStatus(db, rc, context);
+  if (read_only) {
+    DROVER_ASSIGN_OR_RETURN(int version, store::ReadUserVersion(db, context));
+    DROVER_RETURN_IF_ERROR(store::CheckNotNewer(version, LatestSchemaVersion(), path));
+    if (version != LatestSchemaVersion()) {
+      return FailedPrecondition(fmt::format(
+          "{}: the store is read-only and was made by an older drover (schema {}, this one reads "
+          "{}); open it once where it can be written, so drover can upgrade it",
+          context, version, LatestSchemaVersion()));
+    }
+    DROVER_RETURN_IF_ERROR(store::Exec(db, "PRAGMA foreign_keys = ON", context));
+    return s;
+  }
 
   DROVER_RETURN_IF_ERROR(store::Exec(db, "PRAGMA busy_timeout = 5000", context));
   // The first read of the file: a file that is not a database fails here.

@@ -1,6 +1,7 @@
 // End to end with real processes: bad specs, literal argv words, timeouts and Ctrl-C with no
 // process left behind.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <filesystem>
@@ -87,6 +88,34 @@ TEST_F(CliTest, HostileInputIsRefusedOrShownNeverAnAbort) {
   Json j = Json::parse(logs.out);
   ASSERT_EQ(j["lines"].size(), 1u);
   EXPECT_EQ(j["lines"][0], "\xef\xbf\xbdok");
+}
+
+TEST_F(CliTest, AStoreOnAReadOnlyFileSystemCanBeRead) {
+  // The store mounted read-only (a bind mount in a user and mount namespace of its own, where
+  // root's rights do not help either): ls, show, compare and report read it; a run says why not.
+  if (std::system("unshare -rm true >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "no user namespaces here (unshare -rm), so no read-only mount to test on";
+  }
+  std::string spec = Write("ro.yaml", "name: ro\nworkdir: code\ncommand: \"echo {i}\"\n"
+                                      "params: {i: [1, 2]}\nresources: {gpus: 0}\n");
+  ASSERT_EQ(RunDrover({"run", spec, "--store", store_, "--quiet"}).exit_code, 0);
+  const std::string out = Write("ro.out", ""), err = Write("ro.err", "");
+  auto read_only = [&](const std::string& args) {
+    const std::string cmd = "unshare -rm sh -c 'mount --bind -o ro " + store_ + " " + store_ +
+                            " && exec " + testing::DroverBin() + " --store " + store_ + " " +
+                            args + "' >" + out + " 2>" + err;
+    const int status = std::system(cmd.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  EXPECT_EQ(read_only("ls"), 0) << testing::ReadFile(err);
+  EXPECT_NE(testing::ReadFile(out).find("succeeded"), std::string::npos);
+  EXPECT_EQ(read_only("show 2"), 0) << testing::ReadFile(err);
+  EXPECT_EQ(read_only("compare 1"), 0) << testing::ReadFile(err);
+  EXPECT_EQ(read_only("report 1 -o " + (dir_ / "ro.html").string()), 0) << testing::ReadFile(err);
+  EXPECT_TRUE(fs::exists(dir_ / "ro.html"));
+  EXPECT_NE(read_only("run " + spec), 0);
+  EXPECT_NE(testing::ReadFile(err).find("Read-only file system"), std::string::npos)
+      << testing::ReadFile(err);
 }
 
 TEST_F(CliTest, ValuesArePassedLiterallyWithoutAShell) {

@@ -56,7 +56,7 @@ ConnectionGate::~ConnectionGate() {
   if (wake_ >= 0) close(wake_);
 }
 
-void ConnectionGate::Admit(int fd) {
+void ConnectionGate::Admit(int fd, bool kept_alive) {
   std::lock_guard<std::mutex> lock(mu_);
   if (shut_) {
     close(fd);
@@ -67,9 +67,9 @@ void ConnectionGate::Admit(int fd) {
     Waiting oldest = waiting_.front();
     waiting_.pop_front();
     epoll_ctl(epoll_, EPOLL_CTL_DEL, oldest.fd, nullptr);
-    Drop(oldest, /*answer_408=*/true);
+    Drop(oldest, /*answer_408=*/!oldest.kept_alive);
   }
-  waiting_.push_back({fd, NowMs() + limits_.header_ms});
+  waiting_.push_back({fd, NowMs() + limits_.header_ms, kept_alive});
   epoll_event ev{};
   // Edge-triggered: the headers are peeked, not read, so the socket stays readable; an event
   // comes again when more bytes arrive (and at once if some are already there).
@@ -134,7 +134,7 @@ void ConnectionGate::Watch() {
     int timeout = 100;  // worker deadlines are looked at this often
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (shut_) return;
+      if (stop_watch_) return;
       if (!waiting_.empty()) {
         timeout = static_cast<int>(
             std::clamp<int64_t>(waiting_.front().deadline_ms - now, 0, timeout));
@@ -144,7 +144,7 @@ void ConnectionGate::Watch() {
     now = NowMs();
     std::vector<int> ready;
     std::lock_guard<std::mutex> lock(mu_);
-    if (shut_) return;
+    if (stop_watch_) return;
     for (int i = 0; i < n; ++i) {
       const int fd = events[i].data.fd;
       if (fd == wake_) continue;
@@ -153,17 +153,24 @@ void ConnectionGate::Watch() {
       if (it == waiting_.end()) continue;
       ssize_t got = recv(fd, peek.data(), peek.size(), MSG_PEEK | MSG_DONTWAIT);
       const bool complete =
-          got > 0 && (static_cast<size_t>(got) == peek.size() ||
-                      memmem(peek.data(), static_cast<size_t>(got), "\r\n\r\n", 4) != nullptr);
+          got > 0 && memmem(peek.data(), static_cast<size_t>(got), "\r\n\r\n", 4) != nullptr;
+      const bool too_big = !complete && got > 0 && static_cast<size_t>(got) == peek.size();
       const bool gone = got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR) ||
                         (!complete && (events[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)));
-      if (!complete && !gone) continue;  // more headers to come
+      if (!complete && !gone && !too_big) continue;  // more headers to come
       waiting_.erase(it);
       epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
-      if (complete) {
+      if (complete && !shut_) {
         ready.push_back(fd);
+      } else if (too_big) {
+        static const char kTooBig[] =
+            "HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n"
+            "Content-Length: 0\r\n\r\n";
+        (void)!send(fd, kTooBig, sizeof kTooBig - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+        close(fd);
+        dropped_waiting_.fetch_add(1);
       } else {
-        close(fd);  // hung up before sending a request: nothing to answer
+        close(fd);  // hung up before sending a request, or shutting down: nothing to answer
       }
     }
     // Headers not in on time: 408 and closed.
@@ -171,7 +178,7 @@ void ConnectionGate::Watch() {
       Waiting w = waiting_.front();
       waiting_.pop_front();
       epoll_ctl(epoll_, EPOLL_CTL_DEL, w.fd, nullptr);
-      Drop(w, /*answer_408=*/true);
+      Drop(w, /*answer_408=*/!w.kept_alive);
     }
     for (int fd : ready) workers_->enqueue([this, fd] { Serve(fd); });
     // A worker's connection past its deadline (a body, a response or a next request that does
@@ -193,13 +200,22 @@ void ConnectionGate::Shutdown() {
     std::lock_guard<std::mutex> lock(mu_);
     if (shut_) return;
     shut_ = true;
-    for (const Waiting& w : waiting_) close(w.fd);
+    for (const Waiting& w : waiting_) {
+      epoll_ctl(epoll_, EPOLL_CTL_DEL, w.fd, nullptr);
+      close(w.fd);
+    }
     waiting_.clear();
+  }
+  // Running requests finish (handlers watch the server's stopping flag) while Watch() still
+  // enforces their deadlines, so a client that trickles cannot hold the shutdown; then it ends.
+  workers_->shutdown();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_watch_ = true;
   }
   uint64_t one = 1;
   (void)!write(wake_, &one, sizeof one);
   if (watcher_.joinable()) watcher_.join();
-  workers_->shutdown();  // running requests finish (handlers watch the server's stopping flag)
 }
 
 }  // namespace drover::server

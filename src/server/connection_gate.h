@@ -38,7 +38,7 @@ struct ConnectionLimits {
 
 class ConnectionGate {
  public:
-  // A request's headers larger than this are handed on as they are (httplib refuses them).
+  // A request's headers larger than this are refused (431) at the gate.
   static constexpr size_t kMaxHeaderBytes = 16 * 1024;
 
   // `serve(fd)` processes and closes one connection on a worker (`workers` of them).
@@ -47,8 +47,10 @@ class ConnectionGate {
   ConnectionGate(const ConnectionGate&) = delete;
   ConnectionGate& operator=(const ConnectionGate&) = delete;
 
-  // A connection just accepted: watched until its headers are in, then served. Takes the fd.
-  void Admit(int fd);
+  // A connection just accepted (or, kept_alive, one whose last request was served): watched
+  // until a request's headers are in, then served. Takes the fd. A kept-alive connection that
+  // sends nothing more is closed without a word (a client may be about to reuse it).
+  void Admit(int fd, bool kept_alive = false);
   // Closes what waits, lets running requests finish, joins the threads. Idempotent.
   void Shutdown();
 
@@ -70,6 +72,7 @@ class ConnectionGate {
   struct Waiting {
     int fd = -1;
     int64_t deadline_ms = 0;
+    bool kept_alive = false;
   };
   struct Slot {  // one per worker: the connection it serves and when it must be done reading
     std::atomic<int> fd{-1};
@@ -86,7 +89,8 @@ class ConnectionGate {
   int wake_ = -1;  // an eventfd: Shutdown() ends Watch()
   std::mutex mu_;
   std::deque<Waiting> waiting_;  // oldest first
-  bool shut_ = false;
+  bool shut_ = false;        // nothing new is admitted or handed to a worker
+  bool stop_watch_ = false;  // the workers have drained: Watch() may end
   std::vector<std::unique_ptr<Slot>> slots_;
   std::atomic<size_t> next_slot_{0};
   std::unique_ptr<httplib::ThreadPool> workers_;

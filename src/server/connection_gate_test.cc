@@ -114,6 +114,21 @@ TEST_F(ConnectionGateTest, HeadersThatDoNotArriveInTimeAre408AndClosed) {
   EXPECT_EQ(Get("/api/v1/gpus").status, 200);
 }
 
+TEST_F(ConnectionGateTest, HeadersOverSixteenKibibytesAre431AtTheGate) {
+  // Many short header lines (httplib bounds a line, not their number): refused at the gate, not
+  // read on a worker.
+  StartServer();
+  int fd = Connect(Port());
+  ASSERT_GE(fd, 0);
+  std::string head = "GET /api/v1/gpus HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+  while (head.size() < ConnectionGate::kMaxHeaderBytes + 100) head += "X-Pad: 0123456789\r\n";
+  Send(fd, head);
+  const std::string said = ReadUntilClosed(fd, 5000);
+  close(fd);
+  EXPECT_EQ(said.rfind("HTTP/1.1 431", 0), 0u) << said.substr(0, 100);
+  EXPECT_EQ(Get("/api/v1/gpus").status, 200);
+}
+
 TEST_F(ConnectionGateTest, WhenTooManyWaitTheOldestGivesWay) {
   ServerOptions o;
   o.limits.max_waiting = 8;

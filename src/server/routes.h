@@ -16,6 +16,7 @@
 #include "mcp/sessions.h"
 #include "protocol/api.h"
 #include "server/engine_control.h"
+#include "server/connection_gate.h"
 #include "server/server.h"
 #include "store/store.h"
 
@@ -69,6 +70,9 @@ Result<Json> ParseJsonBody(const httplib::Request& req);
 using RouteFn = Status (*)(ServerContext&, const httplib::Request&, httplib::Response&);
 inline httplib::Server::Handler Route(ServerContext& ctx, RouteFn fn) {
   return [&ctx, fn](const httplib::Request& req, httplib::Response& res) {
+    // The body is in by now: the handler bounds its own time (the engine's replies, SQLite's busy
+    // timeout), and the response has its deadline once it returns.
+    ConnectionGate::Unbounded();
     Status st = fn(ctx, req, res);
     if (st.ok()) return;
     // A broken connection (I/O error, corrupt page, locked) is reopened by the next request.

@@ -201,6 +201,14 @@ class ConnectionStream : public httplib::Stream {
   }
   socket_t socket() const override { return fd_; }
   bool buffered() const { return begin_ < end_; }
+  // Whether what is buffered (and what waits in the socket) holds a request's whole headers.
+  bool BufferedHeadersComplete() const {
+    std::string head(buf_ + begin_, end_ - begin_);
+    char more[4096];
+    ssize_t n = recv(fd_, more, sizeof more, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) head.append(more, static_cast<size_t>(n));
+    return head.find("\r\n\r\n") != std::string::npos;
+  }
 
  private:
   bool Poll(short what, int ms) const {
@@ -267,20 +275,25 @@ class GatedServer : public httplib::Server {
   void ServeOne(int fd) {
     ConnectionStream strm(fd, read_ms_, write_ms_);
     // The next request of a busy kept-alive client usually comes at once (or came with this one):
-    // it is served here. One that takes longer, or comes in pieces, waits at the gate, not on a
-    // worker; so does every client after 1,000 requests in a row, so none keeps a worker.
-    for (int served = 0; served < 1000; ++served) {
+    // it is served here, once its headers are all in. One that takes longer, or comes in pieces,
+    // waits at the gate, not on a worker; so does every client after 1,000 requests in a row.
+    for (int served = 1;; ++served) {
       bool closed = false;
       const bool ok = process_request(strm, /*close_connection=*/false, closed, {});
-      if (!ok || closed || !is_running()) {
-        shutdown(fd, SHUT_RDWR);
-        close(fd);
-        return;
+      if (!ok || closed || !is_running()) break;
+      if (strm.buffered()) {
+        // Bytes of a next request came with this one: served only if its headers are all here
+        // (a client that sends a piece and then trickles must not hold the worker).
+        if (strm.BufferedHeadersComplete()) continue;
+        break;
       }
-      if (!strm.buffered() && !ConnectionGate::RequestWaiting(fd, kKeepServingMs)) break;
+      if (served < 1000 && ConnectionGate::RequestWaiting(fd, kKeepServingMs)) continue;
+      ConnectionGate::Unbounded();  // this worker is done with it
+      gate_.Admit(fd, /*kept_alive=*/true);
+      return;
     }
-    ConnectionGate::Unbounded();  // this worker is done with it
-    gate_.Admit(fd);
+    shutdown(fd, SHUT_RDWR);
+    close(fd);
   }
 
   class InlineQueue : public httplib::TaskQueue {

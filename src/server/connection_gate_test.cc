@@ -90,7 +90,8 @@ TEST_F(ConnectionGateTest, TwoHundredSlowClientsDoNotKeepAuthenticatedRequestsWa
   stop = true;
   trickle.join();
   for (int fd : slow) close(fd);
-  EXPECT_LT(worst, 1000) << "an authenticated request waited behind the slow clients";
+  // Before the gate they waited over 30 s; 2 s leaves room for a loaded CI machine.
+  EXPECT_LT(worst, 2000) << "an authenticated request waited behind the slow clients";
 }
 
 TEST_F(ConnectionGateTest, HeadersThatDoNotArriveInTimeAre408AndClosed) {

@@ -435,7 +435,9 @@ void Engine::Schedule(Instant now) {
   // The running runs: what every policy reads (quotas and fair share count what groups hold,
   // backfill waits for GPUs to free, preemptive policies pick what they may stop).
   for (int64_t id : queue_.running()) {
-    const Live& live = *live_.at(id);
+    auto found = live_.find(id);
+    if (found == live_.end()) continue;  // the index is checked in tests; never a throw here
+    const Live& live = *found->second;
     const Run& r = live.run;
     view.running[r.experiment_id] += 1;
     stop_in_flight = stop_in_flight || Stopping(live);
@@ -486,7 +488,9 @@ void Engine::Schedule(Instant now) {
   };
   bool first_handed = false;
   for (const auto& [cls, ids] : queue_.waiting()) {
-    const ExperimentEntry& exp = *experiments_.at(cls.experiment_id);
+    auto exp_it = experiments_.find(cls.experiment_id);
+    if (exp_it == experiments_.end()) continue;
+    const ExperimentEntry& exp = *exp_it->second;
     const Resources& res = exp.spec.resources;
     const int running = view.running.count(cls.experiment_id) ? view.running.at(cls.experiment_id)
                                                               : 0;
@@ -500,7 +504,9 @@ void Engine::Schedule(Instant now) {
     size_t handed = 0;
     for (int64_t id : ids) {
       if (at_most != SIZE_MAX && handed > at_most) break;
-      const Live& live = *live_.at(id);
+      auto found = live_.find(id);
+      if (found == live_.end()) continue;
+      const Live& live = *found->second;
       if (live.cancel_requested) continue;
       // In backoff: it cannot start, unless groups share the pool (it still counts there).
       if (live.retry_at_mono > now.mono && config.groups.empty() && id != preempt_for_) continue;
@@ -651,7 +657,9 @@ Millis Engine::NextWakeup(Instant now) const {
     next = std::min(next, next_sample_mono_);
   }
   for (int64_t id : queue_.running()) {
-    const Live& live = *live_.at(id);
+    auto found = live_.find(id);
+    if (found == live_.end()) continue;
+    const Live& live = *found->second;
     if (live.starting) continue;  // its report wakes the wait
     const bool stopping = Stopping(live);
     if (live.deadline_mono > 0 && !stopping) next = std::min(next, live.deadline_mono);

@@ -166,7 +166,9 @@ void Engine::SampleTelemetry(Instant now) {
   // Which runs hold each GPU, and the GPU memory of each run's processes (by process group).
   std::map<int, std::vector<Live*>> holders;
   for (int64_t id : queue_.running()) {
-    Live* live = live_.at(id).get();
+    auto found = live_.find(id);
+    if (found == live_.end()) continue;
+    Live* live = found->second.get();
     for (int g : live->placement.gpus) holders[g].push_back(live);
   }
   std::map<int64_t, int64_t> run_memory;

@@ -55,6 +55,13 @@ std::string ReadUntilClosed(int fd, int ms) {
   }
 }
 
+// ReadUntilClosed, and how long it took.
+std::pair<std::string, int64_t> TimedRead(int fd, int ms) {
+  const auto t0 = Clock::now();
+  std::string said = ReadUntilClosed(fd, ms);
+  return {said, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()};
+}
+
 class ConnectionGateTest : public ServerTest {};
 
 TEST_F(ConnectionGateTest, TwoHundredSlowClientsDoNotKeepAuthenticatedRequestsWaiting) {
@@ -101,13 +108,11 @@ TEST_F(ConnectionGateTest, HeadersThatDoNotArriveInTimeAre408AndClosed) {
   int fd = Connect(Port());
   ASSERT_GE(fd, 0);
   Send(fd, "GET /api/v1/gpus HTTP/1.1\r\nHost: 127.0.0.1\r\n");  // no blank line: never done
-  const auto t0 = Clock::now();
-  const std::string said = ReadUntilClosed(fd, 5000);
-  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+  const auto [said, took_ms] = TimedRead(fd, 5000);
   close(fd);
   EXPECT_EQ(said.rfind("HTTP/1.1 408", 0), 0u) << said;
-  EXPECT_GE(took.count(), 200);
-  EXPECT_LT(took.count(), 2000);
+  EXPECT_GE(took_ms, 200);
+  EXPECT_LT(took_ms, 2000);
   // An idle connection that never says anything goes the same way.
   fd = Connect(Port());
   EXPECT_EQ(ReadUntilClosed(fd, 5000).rfind("HTTP/1.1 408", 0), 0u);
@@ -156,12 +161,10 @@ TEST_F(ConnectionGateTest, ABodyThatTricklesIsCutAndTheServerGoesOn) {
   Send(fd, "POST /api/v1/experiments HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(Port()) +
                "\r\nAuthorization: Bearer " + kToken +
                "\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"a\":");
-  const auto t0 = Clock::now();
-  const std::string said = ReadUntilClosed(fd, 6000);
-  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+  const auto [said, took_ms] = TimedRead(fd, 6000);
   close(fd);
   EXPECT_NE(said, "<open>");
-  EXPECT_LT(took.count(), 3000) << "a 5 s read timeout, not the body deadline, ended it";
+  EXPECT_LT(took_ms, 3000) << "a 5 s read timeout, not the body deadline, ended it";
   EXPECT_TRUE(engine_.Locked([&] { return engine_.submits.empty(); }));
   EXPECT_EQ(Get("/api/v1/gpus").status, 200);
 }
@@ -174,12 +177,10 @@ TEST_F(ConnectionGateTest, APostWithNoBodyAndNoContentLengthIsAnsweredAtOnce) {
   Send(fd, "POST /api/v1/experiments/" + std::to_string(id) + "/cancel HTTP/1.1\r\nHost: 127.0.0.1:" +
                std::to_string(Port()) + "\r\nAuthorization: Bearer " + kToken +
                "\r\nConnection: close\r\n\r\n");
-  const auto t0 = Clock::now();
-  const std::string said = ReadUntilClosed(fd, 5000);
-  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+  const auto [said, took_ms] = TimedRead(fd, 5000);
   close(fd);
   EXPECT_EQ(said.rfind("HTTP/1.1 200", 0), 0u) << said;
-  EXPECT_LT(took.count(), 1000);
+  EXPECT_LT(took_ms, 1000);
   EXPECT_EQ(engine_.Locked([&] { return engine_.cancelled_experiments; }),
             std::vector<int64_t>{id});
 }

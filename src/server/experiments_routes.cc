@@ -1,6 +1,5 @@
 // /api/v1/experiments: list, one (with its runs), submit, cancel.
 #include "protocol/json_codec.h"
-#include "server/connection_gate.h"
 #include "server/routes.h"
 
 namespace drover::server {
@@ -41,7 +40,6 @@ Status Get(ServerContext& ctx, const httplib::Request& req, httplib::Response& r
 }
 
 Status Submit(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  ConnectionGate::Unbounded();  // the body is in; the snapshot may take a while (it is bounded)
   DROVER_ASSIGN_OR_RETURN(Json body, ParseJsonBody(req));
   DROVER_ASSIGN_OR_RETURN(protocol::SubmitRequest request, protocol::SubmitRequestFromJson(body));
   DROVER_ASSIGN_OR_RETURN(protocol::SubmitResponse reply, ctx.engine.Submit(request));

@@ -8,7 +8,6 @@
 #include <chrono>
 #include <thread>
 
-#include "server/connection_gate.h"
 #include "server/routes.h"
 
 namespace drover::server {
@@ -85,7 +84,6 @@ Status Logs(ServerContext& ctx, const httplib::Request& req, httplib::Response& 
 
   std::shared_ptr<void> slot;
   if (follow) {
-    ConnectionGate::Unbounded();  // it waits follow_timeout_ms itself
     slot = ctx.AcquireLongPoll();
     if (!slot) {
       return Unavailable("too many log follows and event streams are open (" +

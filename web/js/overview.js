@@ -199,7 +199,7 @@ export async function mount(root, { scope }) {
     fill(alertsEl, h("ul", { class: "alert-list" }, alerts.slice(0, 10).map(alertItem)));
   };
   const loadAlerts = async () => {
-    alerts = (await api("/alerts?limit=10", { signal })).alerts;
+    alerts = mergeAlerts((await api("/alerts?limit=10", { signal })).alerts, alerts).slice(0, 10);
     renderAlerts();
   };
 
@@ -219,7 +219,7 @@ export async function mount(root, { scope }) {
     loadExperiments().catch(ignoreAbort);
   }));
   scope.add(events.on("alert", (a) => {
-    alerts = [a, ...alerts.filter((x) => x.id !== a.id)].slice(0, 10);
+    alerts = mergeAlerts([a], alerts).slice(0, 10);
     renderAlerts();
   }));
   scope.add(events.on("gap", () => {
@@ -248,6 +248,16 @@ export async function mount(root, { scope }) {
 // A refresh that failed (the daemon restarting, the page being left) is retried by the next
 // event; the page keeps what it shows.
 function ignoreAbort() {}
+
+// The union of two alert lists by id, newest first; where both hold an alert, `fresh` wins. A page
+// reads its alerts once and then follows the event stream: an alert raised while that read was in
+// flight can arrive on the stream before the read's answer, which does not hold it yet.
+export function mergeAlerts(fresh, known) {
+  const byId = new Map();
+  for (const a of known) byId.set(a.id, a);
+  for (const a of fresh) byId.set(a.id, a);
+  return [...byId.values()].sort((x, y) => y.id - x.id);
+}
 
 export function alertItem(a) {
   return h("li", { class: `alert-item sev-${a.severity}`, dataset: { kind: a.kind, id: String(a.id) } },

@@ -4,7 +4,7 @@ import { h, fill, fmtNum, fmtValue, fmtBytes, fmtDuration, fmtTime, stateBadge, 
 import { api, post } from "./api.js";
 import { events } from "./events.js";
 import { LineChart, seriesByAttempt } from "./charts.js";
-import { alertItem } from "./overview.js";
+import { alertItem, mergeAlerts } from "./overview.js";
 
 const CURVE_POINTS = 1000;
 const TAIL_BYTES = 64 * 1024;
@@ -422,7 +422,7 @@ export async function mount(root, { scope, params, setTitle }) {
   let alerts = [];
   const renderAlerts = () => fill(alertsEl, alerts.length ? h("ul", { class: "alert-list" }, alerts.map(alertItem)) : h("p", { class: "empty" }, "No alerts about this run."));
   const loadAlerts = async () => {
-    alerts = (await api(`/alerts?run=${runId}&limit=50`, { signal })).alerts;
+    alerts = mergeAlerts((await api(`/alerts?run=${runId}&limit=50`, { signal })).alerts, alerts);
     renderAlerts();
   };
 
@@ -442,7 +442,7 @@ export async function mount(root, { scope, params, setTitle }) {
   }));
   scope.add(events.on("alert", (a) => {
     if (a.run_id !== runId) return;
-    alerts = [a, ...alerts.filter((x) => x.id !== a.id)];
+    alerts = mergeAlerts([a], alerts);
     renderAlerts();
   }));
   scope.add(events.on("gap", () => {

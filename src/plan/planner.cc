@@ -23,6 +23,7 @@ using plan::Token;
 constexpr size_t kNone = static_cast<size_t>(-1);
 constexpr int kUrgentPriority = 10;
 constexpr int kLowPriority = -10;
+constexpr int kMaxPriority = 1'000'000;  // the planner's bound on "priority N"
 constexpr size_t kMaxValues = 100;  // more values than this in one sweep is surely a slip
 
 // Kinds that, left unused, are reported as ignored; the rest are filler or glue.
@@ -127,8 +128,10 @@ class Planner {
   Status ReadRange(int p, size_t lo, size_t at, Setting& s);
   Status ReadBefore(size_t at);  // the values before it ("10 epochs", "3 seeds")
   Status ReadChoices();
-  void ReadPriority();
-  void ReadGpus();
+  Status Settle(std::optional<int>& setting, std::vector<size_t>& from, int value, size_t b,
+                size_t e, std::string_view what);
+  Status ReadPriority();
+  Status ReadGpus();
   void ReadMetric();
 
   std::string Quote(size_t b, size_t e) const {
@@ -475,29 +478,50 @@ Status Planner::ReadChoices() {
   return Status::Ok();
 }
 
-void Planner::ReadPriority() {
+// One priority (and below, one GPU count) per instruction: a second that differs ("urgent, low
+// priority", "on cpu with 2 GPUs") is a contradiction for the user to settle, never a silent pick.
+Status Planner::Settle(std::optional<int>& setting, std::vector<size_t>& from, int value,
+                       size_t b, size_t e, std::string_view what) {
+  if (setting && *setting != value) {
+    return InvalidArgument(fmt::format(
+        "the instruction sets {} twice: {} (from {}) and {} (from '{}'); keep one", what,
+        *setting, QuoteTokens(from), value, Quote(toks_[b].begin, toks_[e - 1].end)));
+  }
+  setting = value;
+  Use(b, e, &from);
+  return Status::Ok();
+}
+
+Status Planner::ReadPriority() {
   for (size_t i = 0; i < toks_.size(); ++i) {
-    if (toks_[i].used || priority_) continue;
+    if (toks_[i].used) continue;
     if (Is(i, Tok::kUrgent) || Is(i, Tok::kLow)) {
-      priority_ = Is(i, Tok::kUrgent) ? kUrgentPriority : kLowPriority;
-      Use(i, i + 1, &priority_from_);
+      DROVER_RETURN_IF_ERROR(Settle(priority_, priority_from_,
+                                    Is(i, Tok::kUrgent) ? kUrgentPriority : kLowPriority, i,
+                                    i + 1, "the priority"));
     } else if (Is(i, Tok::kPriority)) {
       size_t k = Skip(i + 1, {Tok::kAssign});
-      if (IsFree(k, Tok::kNumber) && toks_[k].integral && std::fabs(toks_[k].num) < 1e6) {
-        priority_ = static_cast<int>(toks_[k].num);
-        Use(i, k + 1, &priority_from_);
+      if (!IsFree(k, Tok::kNumber)) continue;
+      if (!toks_[k].integral || !(std::fabs(toks_[k].num) <= kMaxPriority)) {
+        return InvalidArgument(fmt::format(
+            "'{}': a priority is a whole number from {} to {} (higher runs first)",
+            Quote(toks_[i].begin, toks_[k].end), -kMaxPriority, kMaxPriority));
       }
+      DROVER_RETURN_IF_ERROR(Settle(priority_, priority_from_, static_cast<int>(toks_[k].num), i,
+                                    k + 1, "the priority"));
     }
   }
+  return Status::Ok();
 }
 
 // "2 GPUs", "gpus=2", "2张卡", "单卡", "on cpu".
-void Planner::ReadGpus() {
+Status Planner::ReadGpus() {
   for (size_t i = 0; i < toks_.size(); ++i) {
-    if (toks_[i].used || gpus_) continue;
+    if (toks_[i].used) continue;
     if (Is(i, Tok::kGpuCount) || Is(i, Tok::kCpu)) {
-      gpus_ = Is(i, Tok::kCpu) ? 0 : static_cast<int>(toks_[i].num);
-      Use(i, i + 1, &gpus_from_);
+      DROVER_RETURN_IF_ERROR(Settle(gpus_, gpus_from_,
+                                    Is(i, Tok::kCpu) ? 0 : static_cast<int>(toks_[i].num), i,
+                                    i + 1, "the GPUs per run"));
     } else if (Is(i, Tok::kGpu)) {
       size_t back = SkipBack(i - 1, {Tok::kMeasure});
       size_t fwd = Skip(i + 1, {Tok::kAssign});
@@ -506,17 +530,21 @@ void Planner::ReadGpus() {
                toks_[k].num <= 1024;
       };
       if (count_at(back)) {
-        gpus_ = static_cast<int>(toks_[back].num);
-        Use(back, i + 1, &gpus_from_);
+        DROVER_RETURN_IF_ERROR(Settle(gpus_, gpus_from_, static_cast<int>(toks_[back].num), back,
+                                      i + 1, "the GPUs per run"));
       } else if (count_at(fwd)) {
-        gpus_ = static_cast<int>(toks_[fwd].num);
-        Use(i, fwd + 1, &gpus_from_);
+        DROVER_RETURN_IF_ERROR(Settle(gpus_, gpus_from_, static_cast<int>(toks_[fwd].num), i,
+                                      fwd + 1, "the GPUs per run"));
+      } else if (gpus_ && *gpus_ > 0) {
+        Use(i, i + 1, &gpus_from_);  // "2 GPUs each ... on the GPU"
       } else {
-        gpus_ = std::max(1, r_.gpus);  // "on the GPU"
-        Use(i, i + 1, &gpus_from_);
+        // "on the GPU": the recipe's count (a contradiction after "on cpu")
+        DROVER_RETURN_IF_ERROR(Settle(gpus_, gpus_from_, std::max(1, r_.gpus), i, i + 1,
+                                      "the GPUs per run"));
       }
     }
   }
+  return Status::Ok();
 }
 
 // The first metric named is the objective, in the recipe's direction.
@@ -624,6 +652,40 @@ void EmitValue(YAML::Emitter& out, const Json& v) {
   }
 }
 
+// A planned value of a number parameter: finite ("1e999" is no learning rate) and inside the
+// recipe's range; without a declared min, not negative unless the default is.
+Status CheckValue(const Recipe& r, const RecipeParam& p, const Json& v, std::string_view giver) {
+  if (!v.is_number() || (p.type != "int" && p.type != "float")) return Status::Ok();
+  double d = v.get<double>();
+  if (!std::isfinite(d)) {
+    return InvalidArgument(fmt::format("{} {} = {}, which is not a finite number; give a value "
+                                       "such as {}",
+                                       giver, p.name, d, ValueText(p.default_value.is_null()
+                                                                       ? Json(1)
+                                                                       : p.default_value)));
+  }
+  auto range = [&] {
+    return fmt::format("{} to {}", p.min ? fmt::format("{}", *p.min) : "-inf",
+                       p.max ? fmt::format("{}", *p.max) : "inf");
+  };
+  if (p.min && d < *p.min) {
+    return InvalidArgument(fmt::format("{} {} = {}, below its min {} in {} (it takes {})", giver,
+                                       p.name, ValueText(v), *p.min, r.source, range()));
+  }
+  if (p.max && d > *p.max) {
+    return InvalidArgument(fmt::format("{} {} = {}, above its max {} in {} (it takes {})", giver,
+                                       p.name, ValueText(v), *p.max, r.source, range()));
+  }
+  bool negatives = p.min || (p.default_value.is_number() && p.default_value.get<double>() < 0);
+  if (d < 0 && !negatives) {
+    return InvalidArgument(fmt::format(
+        "{} {} = {}, a negative value; the recipe {} gives {} no min, so it takes 0 or more "
+        "(add 'min: {}' to it there if negative values are meant)",
+        giver, p.name, ValueText(v), r.source, p.name, ValueText(v)));
+  }
+  return Status::Ok();
+}
+
 // The spec of a recipe with these values per parameter (empty: the default), the objective,
 // GPUs per run and priority; `understood` and `ignored` are left to the caller.
 Result<Plan> BuildPlan(const Recipe& r, const std::vector<std::vector<Json>>& chosen,
@@ -633,7 +695,10 @@ Result<Plan> BuildPlan(const Recipe& r, const std::vector<std::vector<Json>>& ch
   Json params = Json::object();
   YAML::Emitter out;
   std::vector<Setting> settings(r.params.size());
-  for (size_t p = 0; p < r.params.size() && p < chosen.size(); ++p) settings[p].values = chosen[p];
+  for (size_t p = 0; p < r.params.size() && p < chosen.size(); ++p) {
+    for (const Json& v : chosen[p]) DROVER_RETURN_IF_ERROR(CheckValue(r, r.params[p], v, giver));
+    settings[p].values = chosen[p];
+  }
   const std::string name = PlanName(r, settings);
   out << YAML::BeginMap;
   out << YAML::Key << "name" << YAML::Value << name;
@@ -720,8 +785,8 @@ Result<Plan> Planner::Run() {
   has_after_.assign(toks_.size(), false);
   // Settings with their own keywords first, so their numbers are taken ("gpus=2, 5 epochs").
   DROVER_RETURN_IF_ERROR(ReadRepeats());
-  ReadPriority();
-  ReadGpus();
+  DROVER_RETURN_IF_ERROR(ReadPriority());
+  DROVER_RETURN_IF_ERROR(ReadGpus());
   // Right to left, so whether a later parameter took the values after it is known when an
   // earlier list decides where it stops ("lr 0.1 0.01 batch size 32" vs "bs 32 10 epochs").
   for (size_t i = toks_.size(); i-- > 0;) {

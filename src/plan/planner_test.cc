@@ -154,6 +154,44 @@ TEST(PlannerTest, NothingUsableSaysWhatTheRecipeKnows) {
   EXPECT_NE(r.status().message().find("val_acc (max"), std::string::npos);
 }
 
+TEST(PlannerTest, ValuesOutsideTheirRangeAreErrorsNeverNullsOrSilentPicks) {
+  Recipe recipe = LoadTestRecipe();
+  auto error = [&](const char* instruction) {
+    Result<Plan> r = PlanInstruction(recipe, instruction);
+    EXPECT_FALSE(r.ok()) << instruction << " planned " << (r.ok() ? r->spec_yaml : "");
+    return r.ok() ? std::string() : r.status().message();
+  };
+  // Past a double: once written as lr: "null".
+  EXPECT_NE(error("train mlp lr 1e999").find("lr = inf, which is not a finite number"),
+            std::string::npos);
+  EXPECT_NE(error("train mlp, lr 1e-3 to 1e999, 3 values").find("not a finite number"),
+            std::string::npos);
+  // The recipe's range.
+  EXPECT_EQ(error("train mlp batch size 0"),
+            "the instruction gives batch_size = 0, below its min 1 in " + kDataDir +
+                "/recipe.yaml (it takes 1 to 65536)");
+  EXPECT_NE(error("train mlp for -5 epochs").find("epochs = -5, below its min 1"),
+            std::string::npos);
+  EXPECT_NE(error("train mlp lr 50").find("lr = 50.0, above its max 10"), std::string::npos);
+  // No declared min: not negative.
+  EXPECT_NE(error("train mlp seed -3").find("seed = -3, a negative value; the recipe"),
+            std::string::npos);
+  // Contradictions name both.
+  EXPECT_EQ(error("train mlp, urgent, low priority"),
+            "the instruction sets the priority twice: 10 (from 'urgent') and -10 (from 'low priority'); "
+            "keep one");
+  EXPECT_NE(error("train mlp on cpu with 2 gpus each").find("sets the GPUs per run twice: 0"),
+            std::string::npos);
+  EXPECT_NE(error("train mlp priority 99999999999999999999")
+                .find("a priority is a whole number from -1000000 to 1000000"),
+            std::string::npos);
+  // Saying the same thing twice is no contradiction.
+  Result<Plan> twice = PlanInstruction(recipe, "train mlp urgent, asap");
+  ASSERT_TRUE(twice.ok()) << twice.status().message();
+  EXPECT_EQ(twice->spec["priority"], 10);
+  EXPECT_TRUE(twice->ignored.empty()) << Json(twice->ignored).dump();
+}
+
 TEST(PlannerTest, IsDeterministic) {
   Recipe recipe = LoadTestRecipe();
   const char* text = "compare mlp vs cnn, lr 1e-4 to 1e-2 (3 values), 3 seeds, urgent";
@@ -234,6 +272,17 @@ TEST(PlanSelectionTest, BadValuesNameTheParameterAndWhatItTakes) {
   r = PlanSelection(recipe, sel);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "model is one of mlp, cnn, resnet50, efficientnet; 'vgg' is not");
+  sel.params.clear();
+  sel.params["lr"] = {"1e999"};
+  r = PlanSelection(recipe, sel);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "lr takes numbers; '1e999' is not one");
+  sel.params["lr"] = {100};
+  r = PlanSelection(recipe, sel);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("the form gives lr = 100.0, above its max 10"),
+            std::string::npos)
+      << r.status().message();
   sel.params.clear();
   sel.objective = "speed";
   r = PlanSelection(recipe, sel);

@@ -28,7 +28,7 @@ using yaml::Field;
 using yaml::Find;
 
 const std::vector<std::string> kTopKeys = {"command", "gpus", "params", "metrics"};
-const std::vector<std::string> kParamKeys = {"type", "choices", "default", "aliases"};
+const std::vector<std::string> kParamKeys = {"type", "choices", "default", "aliases", "min", "max"};
 const std::vector<std::string> kMetricKeys = {"mode", "aliases"};
 const std::vector<std::string> kTypes = {"int", "float", "string", "choice"};
 
@@ -115,12 +115,16 @@ Result<RecipeParam> RecipeParser::Param(const Field& f) const {
   const Node* default_node = nullptr;
   const Node* choices_node = nullptr;
   const Field* type_field = nullptr;
+  const Field* min_field = nullptr;
+  const Field* max_field = nullptr;
   std::vector<Field> fields;
   if (f.value.IsMap()) {
     DROVER_ASSIGN_OR_RETURN(fields, ReadMap(f.value, f.path, &kParamKeys));
     if (const Field* d = Find(fields, "default")) default_node = &d->value;
     if (const Field* c = Find(fields, "choices")) choices_node = &c->value;
     type_field = Find(fields, "type");
+    min_field = Find(fields, "min");
+    max_field = Find(fields, "max");
     if (const Field* a = Find(fields, "aliases")) {
       DROVER_ASSIGN_OR_RETURN(p.aliases, Aliases(*a));
     }
@@ -194,6 +198,33 @@ Result<RecipeParam> RecipeParser::Param(const Field& f) const {
     }
     if (p.type == "string" && !p.default_value.is_string()) {
       p.default_value = at.Scalar();  // a string parameter keeps the text as written
+    }
+  }
+  for (const Field* bound : {min_field, max_field}) {
+    if (!bound) continue;
+    if (p.type != "int" && p.type != "float") {
+      return Err(bound->key, fmt::format("{}.{} bounds a number, but {} is a {} parameter; "
+                                         "remove it",
+                                         f.path, bound->name, p.name, p.type));
+    }
+    DROVER_ASSIGN_OR_RETURN(Json v, Scalar(bound->value, bound->path));
+    if (!v.is_number()) {
+      return Err(bound->at(), fmt::format("{} must be a number, got {}", bound->path,
+                                          Describe(bound->value)));
+    }
+    (bound == min_field ? p.min : p.max) = v.get<double>();
+  }
+  if (p.min && p.max && *p.min > *p.max) {
+    return Err(max_field->at(), fmt::format("{}.max {} is below its min {}", f.path,
+                                            max_field->value.Scalar(), min_field->value.Scalar()));
+  }
+  if (p.default_value.is_number()) {
+    double d = p.default_value.get<double>();
+    if ((p.min && d < *p.min) || (p.max && d > *p.max)) {
+      return Err(*default_node, fmt::format("{}.default {} is outside its range [{}, {}]", f.path,
+                                            p.default_value.dump(),
+                                            p.min ? fmt::format("{}", *p.min) : "-inf",
+                                            p.max ? fmt::format("{}", *p.max) : "inf"));
     }
   }
   return p;

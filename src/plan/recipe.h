@@ -9,10 +9,12 @@
 //     model: {choices: [mlp, cnn], aliases: [模型, arch]}
 //     lr: {type: float, default: 0.001, aliases: [learning rate, 学习率]}
 //     seed: 0                    # shorthand: a default (the type follows it)
+//     epochs: {type: int, default: 5, min: 1, max: 1000}   # planned values must lie in the range
 //   metrics:
 //     val_acc: {mode: max, aliases: [accuracy, 准确率]}
 //
 // Errors point at file:line:column and suggest the key that was meant, like the spec parser.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,11 @@ struct RecipeParam {
   // any other parameter must be named by the instruction.
   Json default_value;
   std::vector<std::string> aliases;  // as written; the planner normalises them
+  // The range a planned value of an int or float parameter must lie in (inclusive), from the
+  // recipe's `min:`/`max:`. Without `min:` a value may not be negative (a "-5 epochs" is a slip far
+  // more often than meant), unless the default is; without `max:` there is no upper bound.
+  std::optional<double> min;
+  std::optional<double> max;
 };
 
 struct RecipeMetric {

@@ -86,6 +86,24 @@ TEST(RecipeTest, ErrorsPointAtTheSpot) {
             "drover.yaml:3:16: params.x.aliases must be words or a list of words, got a mapping");
 }
 
+TEST(RecipeTest, NumberParametersMayDeclareARange) {
+  Result<Recipe> r = Parse("command: x {lr} {n}\nparams:\n  lr: {default: 0.1, min: 1e-6, max: 1}\n"
+                           "  n: {type: int, default: 2, min: 1}\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->params[0].min, 1e-6);
+  EXPECT_EQ(r->params[0].max, 1.0);
+  EXPECT_EQ(r->params[1].min, 1.0);
+  EXPECT_FALSE(r->params[1].max.has_value());
+  EXPECT_EQ(Error("command: x {lr}\nparams:\n  lr: {default: 0.1, min: 1, max: 0.5}\n"),
+            "drover.yaml:3:35: params.lr.max 0.5 is below its min 1");
+  EXPECT_EQ(Error("command: x {lr}\nparams:\n  lr: {default: 2, min: 0, max: 1}\n"),
+            "drover.yaml:3:17: params.lr.default 2 is outside its range [0, 1]");
+  EXPECT_EQ(Error("command: x {m}\nparams:\n  m: {choices: [a, b], min: 0}\n"),
+            "drover.yaml:3:24: params.m.min bounds a number, but m is a choice parameter; remove it");
+  EXPECT_EQ(Error("command: x {lr}\nparams:\n  lr: {default: 0.1, max: big}\n"),
+            "drover.yaml:3:27: params.lr.max must be a number, got 'big'");
+}
+
 TEST(RecipeTest, FindsTheRecipeAbove) {
   fs::path root = fs::temp_directory_path() / ("drover-recipe-" + std::to_string(::getpid()));
   fs::create_directories(root / "src" / "deep");

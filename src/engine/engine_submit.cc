@@ -60,7 +60,7 @@ Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_
     DROVER_ASSIGN_OR_RETURN(auto argv, RenderCommand(spec, params));
     p.argvs.push_back(std::move(argv));
   }
-  DROVER_ASSIGN_OR_RETURN(p.snapshot, TakeSnapshot(spec.workdir, store_dir + "/snapshots"));
+  DROVER_ASSIGN_OR_RETURN(p.snapshot, TakeSnapshot(spec.workdir, store_dir + "/snapshots", {.excluded = store_dir}));
   return p;
 }
 

@@ -84,6 +84,7 @@ std::string Mib(int64_t bytes) {
 // files would otherwise cost minutes and the memory of its listing).
 struct Listing {
   std::string root;
+  std::vector<std::string> excluded;  // folders relative to root, never captured
   int64_t max_bytes = 0;
   int64_t max_files = 0;
   int64_t bytes = 0;
@@ -143,6 +144,11 @@ bool HasSkippedComponent(const std::string& rel) {
 // skipped; sockets, fifos and devices too.
 Status AddPath(const fs::path& root, const std::string& rel, Listing* entries) {
   if (rel.empty() || HasSkippedComponent(rel)) return Status::Ok();
+  for (const std::string& ex : entries->excluded) {
+    if (rel == ex || (rel.size() > ex.size() && rel.starts_with(ex) && rel[ex.size()] == '/')) {
+      return Status::Ok();
+    }
+  }
   const std::string full = (root / rel).string();
   struct stat st;
   if (lstat(full.c_str(), &st) != 0) {
@@ -253,7 +259,7 @@ void RemoveStaleTemps(const fs::path& dir) {
 }  // namespace
 
 Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& snapshots_dir,
-                              int64_t max_bytes, int64_t max_files) {
+                              const SnapshotOptions& options) {
   std::error_code ec;
   fs::path root = fs::canonical(workdir, ec);
   if (ec || !fs::is_directory(root)) {
@@ -264,8 +270,20 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
   Snapshot snap;
   Listing listing;
   listing.root = root_s;
-  listing.max_bytes = max_bytes;
-  listing.max_files = max_files;
+  listing.max_bytes = options.max_bytes;
+  listing.max_files = options.max_files;
+  // The store's folders, where they lie inside the workdir: a store captured into itself grows
+  // with every submit, and its temp folders vanish while they are copied.
+  for (const std::string& folder : {snapshots_dir, options.excluded}) {
+    if (folder.empty()) continue;
+    std::error_code wc;
+    fs::path abs = fs::weakly_canonical(fs::absolute(folder, wc), wc);
+    if (wc) continue;
+    fs::path rel = abs.lexically_relative(root);
+    std::string r = rel.string();
+    if (r.empty() || r == "." || r.starts_with("..")) continue;  // outside the workdir
+    listing.excluded.push_back(r);
+  }
 
   // Is it a git work tree? (No git installed reads as "no".)
   auto inside = RunGit({"git", "-C", root_s, "rev-parse", "--is-inside-work-tree"});

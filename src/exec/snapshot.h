@@ -15,12 +15,20 @@ namespace drover {
 inline constexpr int64_t kDefaultSnapshotMaxBytes = 256LL * 1024 * 1024;
 inline constexpr int64_t kDefaultSnapshotMaxFiles = 100'000;
 
+struct SnapshotOptions {
+  int64_t max_bytes = kDefaultSnapshotMaxBytes;
+  int64_t max_files = kDefaultSnapshotMaxFiles;
+  // A folder never captured: the store, when it lies inside the workdir (`drover run spec.yaml
+  // --store runs-db` in the project folder). snapshots_dir is never captured either, and a folder
+  // named .drover (the default store) is skipped wherever it is.
+  std::string excluded;
+};
+
 // Captures `workdir` into `<snapshots_dir>/<hash>` (reused when it exists). A workdir over
 // either limit is refused as soon as the walk passes it. Git helpers are killed after 2 minutes.
 // Safe to call from any thread (it touches no store): the daemon calls it off the engine's loop.
 Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& snapshots_dir,
-                              int64_t max_bytes = kDefaultSnapshotMaxBytes,
-                              int64_t max_files = kDefaultSnapshotMaxFiles);
+                              const SnapshotOptions& options = {});
 
 // Copies a snapshot's files into `dest` (created), a writable working copy for one run.
 Status MaterializeSnapshot(const Snapshot& snapshot, const std::string& dest);

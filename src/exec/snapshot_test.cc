@@ -234,13 +234,32 @@ TEST_F(SnapshotTest, PlainFolderWithoutGitTakesEverything) {
   EXPECT_EQ(ListTree(s->path), (std::vector<std::string>{".gitignore", "model.ckpt", "train.py"}));
 }
 
+TEST_F(SnapshotTest, AStoreInsideTheWorkdirIsNeverCaptured) {
+  // `drover run spec.yaml --store st` in the project folder: the store (its database, logs and
+  // snapshots, and the throwaway git folder that lists a plain folder) lies inside the workdir.
+  WriteFile(work_ / "train.py", "code\n");
+  WriteFile(work_ / "st" / "drover.db", "the store\n");
+  WriteFile(work_ / "st" / "logs" / "1.out", "a log\n");
+  WriteFile(work_ / "stable.py", "not the store\n");
+  const fs::path snapshots = work_ / "st" / "snapshots";
+  Result<Snapshot> s =
+      TakeSnapshot(work_.string(), snapshots.string(), {.excluded = (work_ / "st").string()});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(ListTree(s->path), (std::vector<std::string>{"stable.py", "train.py"}));
+  // Taken again, the same: the first snapshot is not in the second.
+  Result<Snapshot> again =
+      TakeSnapshot(work_.string(), snapshots.string(), {.excluded = (work_ / "st").string()});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->hash, s->hash);
+}
+
 TEST_F(SnapshotTest, RefusesAWorkdirOverTheLimit) {
   WriteFile(work_ / "train.py", "code\n");
   WriteFile(work_ / "a.bin", std::string(3 << 20, 'a'));
   WriteFile(work_ / "b.bin", std::string(2 << 20, 'b'));
   WriteFile(work_ / "c.bin", std::string(1 << 20, 'c'));
   WriteFile(work_ / "d.bin", std::string(1 << 10, 'd'));
-  Result<Snapshot> s = TakeSnapshot(work_.string(), store_.string(), 4LL << 20);
+  Result<Snapshot> s = TakeSnapshot(work_.string(), store_.string(), {.max_bytes = 4LL << 20});
   ASSERT_FALSE(s.ok());
   // Refused once the walk passes the limit: which files it had seen depends on the folder's
   // order, but the message says where the limit is and what to do.
@@ -262,7 +281,7 @@ TEST_F(SnapshotTest, RefusesAWorkdirOfTooManyFilesBeforeWalkingItAll) {
       WriteFile(work_ / "data" / std::to_string(d) / std::to_string(f), "x");
     }
   }
-  Result<Snapshot> s = TakeSnapshot(work_.string(), store_.string(), 1LL << 30, 100);
+  Result<Snapshot> s = TakeSnapshot(work_.string(), store_.string(), {.max_bytes = 1LL << 30, .max_files = 100});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("holds more than 100 files"), std::string::npos)
       << s.status().message();

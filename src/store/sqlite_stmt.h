@@ -52,16 +52,35 @@ Status ParseJsonArray(const std::string& text, std::string_view what, std::vecto
   return Status::Ok();
 }
 
+// A value bound to a statement, kept to replay the statement (Store::Begin after a failed commit).
+struct Bound {
+  enum class Kind { kInt, kReal, kNull, kText } kind;
+  int64_t i = 0;
+  double d = 0;
+  std::string text;
+};
+// One write statement of the open transaction and its values, in binding order.
+struct JournalEntry {
+  sqlite3_stmt* stmt;
+  std::vector<Bound> values;
+};
+using Journal = std::vector<JournalEntry>;
+
 // A cached statement borrowed for one call. Bind() fills parameters left to right; on scope
 // exit the statement is reset and its bindings cleared, so the next user finds it clean.
 class Stmt {
  public:
-  Stmt(sqlite3_stmt* s, std::string_view context) : s_(s), context_(context) {}
+  // With `journal`, each write Step() first appends the statement and its values to it.
+  Stmt(sqlite3_stmt* s, std::string_view context, Journal* journal = nullptr)
+      : s_(s), context_(context), journal_(journal && !sqlite3_stmt_readonly(s) ? journal : nullptr) {}
   Stmt(Stmt&& o) noexcept
       : s_(std::exchange(o.s_, nullptr)),
         context_(o.context_),
         next_(o.next_),
-        bind_rc_(o.bind_rc_) {}
+        bind_rc_(o.bind_rc_),
+        journal_(o.journal_),
+        values_(std::move(o.values_)),
+        journaled_(o.journaled_) {}
   Stmt(const Stmt&) = delete;
   Stmt& operator=(const Stmt&) = delete;
   Stmt& operator=(Stmt&&) = delete;
@@ -82,6 +101,10 @@ class Stmt {
   Result<bool> Step() {
     sqlite3* db = sqlite3_db_handle(s_);
     if (bind_rc_ != SQLITE_OK) return SqliteStatus(db, bind_rc_, context_);
+    if (journal_ && !journaled_) {
+      journal_->push_back({s_, values_});
+      journaled_ = true;
+    }
     int rc = sqlite3_step(s_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
@@ -96,8 +119,11 @@ class Stmt {
   void Reset() {
     sqlite3_reset(s_);
     next_ = 0;
+    values_.clear();
+    journaled_ = false;
   }
 
+  sqlite3_stmt* raw() const { return s_; }
   int64_t Int(int col) const { return sqlite3_column_int64(s_, col); }
   // SQLite stores NaN as NULL: read it back as NaN.
   double Real(int col) const {
@@ -117,16 +143,20 @@ class Stmt {
   }
   template <std::integral T>
   void BindOne(T v) {
+    if (journal_) values_.push_back({Bound::Kind::kInt, static_cast<int64_t>(v)});
     Check(sqlite3_bind_int64(s_, ++next_, static_cast<sqlite3_int64>(v)));
   }
   void BindOne(double v) {
     if (std::isnan(v)) {
+      if (journal_) values_.push_back({Bound::Kind::kNull});
       Check(sqlite3_bind_null(s_, ++next_));
     } else {
+      if (journal_) values_.push_back({Bound::Kind::kReal, 0, v});
       Check(sqlite3_bind_double(s_, ++next_, v));
     }
   }
   void BindOne(std::string_view v) {
+    if (journal_) values_.push_back({Bound::Kind::kText, 0, 0, std::string(v)});
     Check(sqlite3_bind_text64(s_, ++next_, v.data(), v.size(), SQLITE_TRANSIENT, SQLITE_UTF8));
   }
   void BindOne(const std::string& v) { BindOne(std::string_view(v)); }
@@ -136,6 +166,9 @@ class Stmt {
   std::string_view context_;  // always a literal
   int next_ = 0;
   int bind_rc_ = SQLITE_OK;
+  Journal* journal_ = nullptr;
+  std::vector<Bound> values_;
+  bool journaled_ = false;
 };
 
 struct StringHash {
@@ -152,6 +185,9 @@ struct Store::Impl {
   std::string path;
   // Prepared statements by SQL text, prepared once and reused for the life of the connection.
   std::unordered_map<std::string, sqlite3_stmt*, store::StringHash, std::equal_to<>> cache;
+  bool journaling = false;  // between Begin() and Commit()
+  store::Journal journal;   // the open transaction's writes, or a failed commit's
+  bool pending = false;     // a commit failed for want of room: `journal` must still land
 
   ~Impl() {
     for (auto& [sql, stmt] : cache) sqlite3_finalize(stmt);
@@ -167,7 +203,7 @@ struct Store::Impl {
       if (rc != SQLITE_OK) return store::SqliteStatus(db, rc, context);
       it = cache.emplace(std::string(sql), stmt).first;
     }
-    return store::Stmt(it->second, context);
+    return store::Stmt(it->second, context, journaling ? &journal : nullptr);
   }
 
   Status ExpectChanged(std::string_view what, int64_t id) {

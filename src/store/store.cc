@@ -209,7 +209,9 @@ Store::~Store() = default;
 
 int Store::LatestSchemaVersion() { return store::LatestVersion(); }
 
-Result<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+Result<std::unique_ptr<Store>> Store::Open(const std::string& path,
+                                           const StoreOpenOptions& options) {
+  const char* vfs = options.vfs.empty() ? nullptr : options.vfs.c_str();
   if (path.empty()) return InvalidArgument("no store path given; point --store at a folder");
   const bool memory = path == ":memory:";
   const std::string context = fmt::format("cannot open store at {}", path);
@@ -261,14 +263,14 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path) {
       if (db) sqlite3_close_v2(db);
       db = nullptr;
       rc = sqlite3_open_v2(("file:" + UriPath(path) + "?" + mode).c_str(), &db,
-                           SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
+                           SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, vfs);
       if (rc == SQLITE_OK) rc = sqlite3_exec(db, "SELECT count(*) FROM sqlite_schema", nullptr,
                                              nullptr, nullptr);
       if (rc == SQLITE_OK) break;
     }
   } else {
     rc = sqlite3_open_v2(path.c_str(), &db,
-                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, vfs);
   }
   std::unique_ptr<Store> s(new Store(db));  // closes the handle on every error below
   s->impl_->path = path;
@@ -307,6 +309,9 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   if (!memory) DROVER_RETURN_IF_ERROR(store::Exec(db, "PRAGMA journal_mode = WAL", context));
   DROVER_RETURN_IF_ERROR(store::Exec(db, "PRAGMA synchronous = NORMAL", context));
   DROVER_RETURN_IF_ERROR(store::Exec(db, "PRAGMA foreign_keys = ON", context));
+  // A transaction's pages stay in memory until its commit: a full disk then fails the commit
+  // (which the store can replay, see Begin) rather than one write halfway through.
+  DROVER_RETURN_IF_ERROR(store::Exec(db, "PRAGMA cache_spill = OFF", context));
   DROVER_RETURN_IF_ERROR(store::Migrate(db, path));
   return s;
 }
@@ -315,22 +320,105 @@ Result<int> Store::SchemaVersion() {
   return store::ReadUserVersion(impl_->db, "reading the store's schema version");
 }
 
+namespace {
+
+// Errors after which a commit can succeed later, once there is room or the lock is free.
+bool Retryable(int rc) {
+  int primary = rc & 0xff;
+  return primary == SQLITE_FULL || primary == SQLITE_IOERR || primary == SQLITE_BUSY;
+}
+
+// Runs one journaled write again with its values.
+int Replay(const store::JournalEntry& e) {
+  sqlite3_reset(e.stmt);
+  sqlite3_clear_bindings(e.stmt);
+  int i = 0;
+  for (const store::Bound& v : e.values) {
+    int rc = SQLITE_OK;
+    switch (v.kind) {
+      case store::Bound::Kind::kInt: rc = sqlite3_bind_int64(e.stmt, ++i, v.i); break;
+      case store::Bound::Kind::kReal: rc = sqlite3_bind_double(e.stmt, ++i, v.d); break;
+      case store::Bound::Kind::kNull: rc = sqlite3_bind_null(e.stmt, ++i); break;
+      case store::Bound::Kind::kText:
+        rc = sqlite3_bind_text64(e.stmt, ++i, v.text.data(), v.text.size(), SQLITE_TRANSIENT,
+                                 SQLITE_UTF8);
+        break;
+    }
+    if (rc != SQLITE_OK) return rc;
+  }
+  int rc;
+  while ((rc = sqlite3_step(e.stmt)) == SQLITE_ROW) {
+  }
+  sqlite3_reset(e.stmt);
+  sqlite3_clear_bindings(e.stmt);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+}  // namespace
+
 Status Store::Begin() {
-  DROVER_ASSIGN_OR_RETURN(Stmt st, impl_->Use("BEGIN IMMEDIATE", "beginning a transaction"));
-  return st.Run();
+  Impl& m = *impl_;
+  DROVER_ASSIGN_OR_RETURN(Stmt st, m.Use("BEGIN IMMEDIATE", "beginning a transaction"));
+  DROVER_RETURN_IF_ERROR(st.Run());
+  m.journaling = true;
+  if (!m.pending) {
+    m.journal.clear();
+    return Status::Ok();
+  }
+  // The writes of the commit that failed, again, before anything new.
+  for (const store::JournalEntry& e : m.journal) {
+    if (int rc = Replay(e); rc != SQLITE_OK) {
+      Status failed = SqliteStatus(m.db, rc, "replaying the writes of a failed commit");
+      m.journaling = false;
+      if (sqlite3_get_autocommit(m.db) == 0) sqlite3_exec(m.db, "ROLLBACK", nullptr, nullptr, nullptr);
+      if (!Retryable(rc)) {
+        // The same writes on the same base cannot fail otherwise unless someone else wrote.
+        m.pending = false;
+        m.journal.clear();
+      }
+      return failed;
+    }
+  }
+  return Status::Ok();
 }
 
 Status Store::Commit() {
-  DROVER_ASSIGN_OR_RETURN(Stmt st, impl_->Use("COMMIT", "committing a transaction"));
-  return st.Run();
+  Impl& m = *impl_;
+  m.journaling = false;
+  DROVER_ASSIGN_OR_RETURN(Stmt st, m.Use("COMMIT", "committing a transaction"));
+  int rc = sqlite3_step(st.raw());
+  if (rc == SQLITE_DONE) {
+    m.journal.clear();
+    m.pending = false;
+    return Status::Ok();
+  }
+  Status failed = SqliteStatus(m.db, rc, "committing a transaction");
+  // SQLite rolls a transaction back itself after a failed commit for want of room (a busy
+  // commit stays open: roll it back too, so the replay starts from the same base).
+  if (sqlite3_get_autocommit(m.db) == 0) sqlite3_exec(m.db, "ROLLBACK", nullptr, nullptr, nullptr);
+  if (!Retryable(rc)) {
+    m.journal.clear();
+    m.pending = false;
+    return failed;
+  }
+  m.pending = true;
+  return Status(Code::kUnavailable,
+                failed.message() + "; nothing is lost: the changes are kept and committed when "
+                                   "there is room");
 }
 
 Status Store::Rollback() {
+  Impl& m = *impl_;
+  m.journaling = false;
+  m.journal.clear();
+  m.pending = false;
   // Nothing open (never begun, or SQLite already rolled back after an error): nothing to undo.
-  if (sqlite3_get_autocommit(impl_->db) != 0) return Status::Ok();
-  DROVER_ASSIGN_OR_RETURN(Stmt st, impl_->Use("ROLLBACK", "rolling back a transaction"));
+  if (sqlite3_get_autocommit(m.db) != 0) return Status::Ok();
+  DROVER_ASSIGN_OR_RETURN(Stmt st, m.Use("ROLLBACK", "rolling back a transaction"));
   return st.Run();
 }
+
+bool Store::CommitPending() const { return impl_->pending; }
 
 // ---- experiments ----
 

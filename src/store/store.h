@@ -48,19 +48,33 @@ struct StoreTotals {
   double wait_sum_s = 0;
 };
 
+struct StoreOpenOptions {
+  // A SQLite VFS by name; empty: the default. Tests pass store::FaultVfsName() (fault_vfs.h).
+  std::string vfs;
+};
+
 class Store {
  public:
   // Opens (creating and migrating as needed) the database at `path`; ":memory:" for tests.
   // Creates missing parent folders.
-  static Result<std::unique_ptr<Store>> Open(const std::string& path);
+  static Result<std::unique_ptr<Store>> Open(const std::string& path,
+                                             const StoreOpenOptions& options = {});
   ~Store();
 
   static int LatestSchemaVersion();
   Result<int> SchemaVersion();
 
+  // A transaction. The store keeps what each write statement between Begin() and Commit() did
+  // (the statement and its values, in order), so a commit that fails for want of room (SQLITE_FULL,
+  // SQLITE_IOERR, SQLITE_BUSY: SQLite has rolled the transaction back) loses nothing: Commit()
+  // returns Unavailable and CommitPending() is true until a later Begin() replays those writes
+  // (same order, same base, so the same row ids) and Commit() lands them. Rollback() drops them.
+  // Dirty pages never spill to disk before the commit (cache_spill off), so a full disk shows
+  // at the commit, not halfway through a transaction's writes.
   Status Begin();
   Status Commit();
   Status Rollback();
+  bool CommitPending() const;
 
   Status InsertExperiment(Experiment& e);  // sets e.id
   Status UpdateExperimentStatus(int64_t id, const std::string& status);

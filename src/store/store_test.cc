@@ -1,5 +1,6 @@
 #include "store/store.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <tuple>
@@ -14,6 +15,7 @@
 #include <sstream>
 
 #include "store/engine_lock.h"
+#include "store/fault_vfs.h"
 
 namespace drover {
 namespace {
@@ -271,6 +273,72 @@ TEST(StoreOpen, FileStoreCreatesFoldersUsesWalAndPersists) {
   ASSERT_TRUE(r.ok());
   ASSERT_TRUE(r->has_value());
   EXPECT_EQ((*r)->fingerprint, "fp-0");
+}
+
+// A commit that fails for want of room (the fault VFS fails the WAL's writes as a full disk
+// would) loses nothing: the store keeps the transaction's writes, says Unavailable, and the next
+// Begin() replays them, with the same row ids, so the engine's view and the file agree.
+TEST(StoreFaults, AFullDiskAtCommitKeepsTheWritesAndTheNextTransactionLandsThem) {
+  TempDir dir;
+  const std::string path = dir / "drover.db";
+  auto opened = Store::Open(path, {.vfs = store::FaultVfsName()});
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  std::unique_ptr<Store> store = std::move(opened).value();
+  Experiment e = MakeExperiment("full");
+  ASSERT_TRUE(store->InsertExperiment(e).ok());
+
+  for (int code : {SQLITE_FULL, SQLITE_IOERR_WRITE}) {
+    SCOPED_TRACE(code);
+    ASSERT_TRUE(store->Begin().ok());
+    drover::Run r = MakeRun(e.id, code);
+    ASSERT_TRUE(store->InsertRun(r).ok());
+    std::vector<MetricPoint> points;
+    for (int i = 0; i < 300; ++i) points.push_back({r.id, 0, i, "loss", 1.0 / (i + 1), i});
+    ASSERT_TRUE(store->InsertMetrics(points).ok());
+    const int64_t before = store::InjectedWriteFaults();
+    store::ArmWriteFaults({.code = code});
+    Status commit = store->Commit();
+    EXPECT_EQ(commit.code(), Code::kUnavailable) << commit.ToString();
+    EXPECT_NE(commit.message().find("nothing is lost"), std::string::npos) << commit.message();
+    EXPECT_TRUE(store->CommitPending());
+    EXPECT_GT(store::InjectedWriteFaults(), before);
+    // Not in the file: another connection sees no such run.
+    EXPECT_EQ(RawQueryText(path, fmt::format("SELECT count(*) FROM runs WHERE id = {}", r.id)), "0");
+    // Still full: the replay's commit fails too, and keeps it all again.
+    ASSERT_TRUE(store->Begin().ok());
+    EXPECT_EQ(store->Commit().code(), Code::kUnavailable);
+    store::DisarmWriteFaults();
+    // Room again: Begin replays, new writes join, one commit lands both.
+    ASSERT_TRUE(store->Begin().ok());
+    drover::Run later = MakeRun(e.id, code + 1);
+    ASSERT_TRUE(store->InsertRun(later).ok());
+    EXPECT_EQ(later.id, r.id + 1);  // the replayed insert took r's id again
+    ASSERT_TRUE(store->Commit().ok());
+    EXPECT_FALSE(store->CommitPending());
+    auto got = store->GetRun(r.id);
+    ASSERT_TRUE(got.ok() && got->has_value());
+    EXPECT_EQ((*got)->fingerprint, r.fingerprint);
+    auto metrics = store->GetMetrics(r.id);
+    ASSERT_TRUE(metrics.ok());
+    EXPECT_EQ(metrics->size(), 300u);  // each point once
+  }
+  // A rollback drops what a failed commit kept.
+  ASSERT_TRUE(store->Begin().ok());
+  drover::Run dropped = MakeRun(e.id, 99);
+  ASSERT_TRUE(store->InsertRun(dropped).ok());
+  store::ArmWriteFaults({.code = SQLITE_FULL});
+  EXPECT_EQ(store->Commit().code(), Code::kUnavailable);
+  store::DisarmWriteFaults();
+  ASSERT_TRUE(store->Rollback().ok());
+  EXPECT_FALSE(store->CommitPending());
+  ASSERT_TRUE(store->Begin().ok());
+  ASSERT_TRUE(store->Commit().ok());
+  auto none = store->GetRun(dropped.id);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  auto ok = store->IntegrityOk();
+  ASSERT_TRUE(ok.ok());
+  EXPECT_TRUE(*ok);
 }
 
 TEST(StoreOpen, TwoConnectionsOnOneFile) {

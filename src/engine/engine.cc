@@ -97,7 +97,15 @@ Status Engine::Flush() {
     return error_;
   }
   Status st = store_.Commit();
-  if (!st.ok()) Fail(st);
+  if (!st.ok()) {
+    if (store_.CommitPending()) {
+      // Nothing is lost: the store replays these writes at the next Begin. Observers and sinks
+      // hear of them once they land.
+      EnterStall(st, clock_.At());
+      return error_;
+    }
+    Fail(st);
+  }
   // Observers (the daemon's event stream, the live view) hear of a change once it is committed:
   // a client that reads the API when an event arrives finds what the event said.
   std::vector<std::function<void()>> notes;
@@ -230,6 +238,14 @@ void Engine::RunCommands() {
     batch.swap(commands_);
   }
   for (auto& c : batch) {
+    if (stall_ && !std::holds_alternative<cmd::ReadGpus>(c.command)) {
+      c.reply.set_value(Unavailable(fmt::format(
+          "drover cannot write to its store now ({}); running runs keep running and nothing is "
+          "lost, but {} waits until the store has room again (retrying every {} s): free space "
+          "on the disk that holds the store",
+          stall_->why.message(), NameOf(c.command), std::max<Millis>(1, stall_->backoff_ms / 1000))));
+      continue;
+    }
     // A command never takes the loop down with it: whatever it throws becomes its error reply.
     try {
       Result<CommandReply> reply = Dispatch(c.command);
@@ -246,6 +262,7 @@ void Engine::RunCommands() {
 
 Status Engine::Loop(EngineObserver* observer, bool serve) {
   observer_ = observer;
+  serve_ = serve;
   DROVER_RETURN_IF_ERROR(InitGpus());
   SeedPredictor();
   // A Ctrl-C while the experiment was being submitted (snapshot, package list) is pending: honour
@@ -265,7 +282,12 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
   };
   while (keep_going()) {
     Instant now = clock_.At();
+    if (stall_) {
+      StalledPass(now);
+      continue;
+    }
     RunCommands();
+    if (stall_) continue;  // a command's commit failed for want of room
     if (cancel_requested_) ApplyCancel(now);
     if (!draining_) Schedule(now);
     if (options_.check_index) {
@@ -283,6 +305,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
       if (!Flush().ok()) break;
       if (observer_) observer_->OnTick();
     }
+    if (stall_) continue;  // the commit failed for want of room: StalledPass waits from here
     Millis wait = NextWakeup(clock_.At());
     if (in_tx_) wait = std::min(wait, last_commit_mono_ + options_.commit_interval_ms - mono);
     if (serve) wait = std::min(wait, options_.serve_poll_ms);
@@ -323,6 +346,103 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
   RefuseCommands();
   if (!error_.ok()) StopEverything();
   return error_;
+}
+
+void Engine::EnterStall(const Status& why, Instant now) {
+  constexpr Millis kFirstRetryMs = 1000;
+  constexpr Millis kLongestRetryMs = 30'000;
+  const bool first = !stall_;
+  if (first) {
+    stall_.emplace();
+    stall_->since_wall = now.wall;
+    stall_->since_mono = now.mono;
+    stall_->backoff_ms = kFirstRetryMs;
+  } else {
+    stall_->backoff_ms = std::min(kLongestRetryMs, stall_->backoff_ms * 2);
+  }
+  stall_->why = why;
+  stall_->attempts += 1;
+  stall_->retry_mono = now.mono + stall_->backoff_ms;
+  if (first) {
+    spdlog::error("{}; no run starts until the store can commit (running runs keep running)",
+                  why.message());
+    // Sent now, not stored (the store cannot take it); stored once the store recovers.
+    Alert a;
+    a.kind = "store_unavailable";
+    a.severity = "error";
+    a.key = "store:unavailable";
+    a.message = fmt::format("drover cannot commit to its store: {}. Running runs keep running; no "
+                            "run starts until there is room.",
+                            why.message());
+    a.first_ms = a.last_ms = now.wall;
+    if (options_.alert_sink) options_.alert_sink->Notify(a);
+    if (observer_) observer_->OnAlert(a);
+  }
+  if (observer_) observer_->OnStoreStalled(why, stall_->backoff_ms);
+}
+
+void Engine::StalledPass(Instant now) {
+  RunCommands();  // reads are answered; writes are refused with the reason
+  if (now.mono >= stall_->retry_mono) {
+    // A transaction a write opened since the failure began with the replay already.
+    Status begun = in_tx_ ? Status::Ok() : store_.Begin();  // Begin replays what was kept
+    if (begun.ok()) {
+      in_tx_ = true;
+      (void)Flush();  // lands everything, or EnterStall again with a longer backoff
+    } else if (store_.CommitPending()) {
+      EnterStall(begun, now);
+    } else {
+      Fail(begun);
+    }
+    if (!error_.ok()) return;
+    if (!store_.CommitPending()) {
+      LeaveStall(clock_.At());
+      return;
+    }
+  }
+  Millis wait = std::max<Millis>(0, stall_->retry_mono - now.mono);
+  WaitResult w = launcher_.Wait(std::min(wait, options_.serve_poll_ms));
+  WaitResult& held = stall_->held;
+  for (auto& started : w.started) held.started.push_back(std::move(started));
+  for (auto& exit : w.exits) {
+    if (exit.ended_ms == 0) exit.ended_ms = clock_.Now();  // its end time, not the recovery's
+    held.exits.push_back(std::move(exit));
+  }
+  if (w.interrupt_signal != 0) {
+    if (held.interrupt_signal != 0) {
+      // A second interrupt while the store cannot commit: give up, as on any store error (the
+      // runs are stopped; the next engine finds them and requeues them).
+      Fail(stall_->why);
+      return;
+    }
+    held.interrupt_signal = w.interrupt_signal;
+  }
+}
+
+void Engine::LeaveStall(Instant now) {
+  Stall stall = std::move(*stall_);
+  stall_.reset();
+  const Millis stalled_ms = now.mono - stall.since_mono;
+  spdlog::info("the store commits again after {} ms; carrying on", stalled_ms);
+  Alert a;
+  a.kind = "store_unavailable";
+  a.severity = "error";
+  a.key = "store:unavailable";
+  a.message = fmt::format(
+      "drover could not commit to its store for {} ({}); nothing was lost, and no run started "
+      "meanwhile",
+      FormatDuration(stalled_ms), stall.why.message());
+  a.data = Json{{"stalled_ms", stalled_ms}, {"retries", stall.attempts}};
+  RaiseAlert(std::move(a), stall.since_wall);
+  // What the launcher reported meanwhile, in the order it came.
+  for (const auto& started : stall.held.started) HandleStarted(started, now);
+  for (const auto& exit : stall.held.exits) {
+    Instant at = now;  // recorded as ending when it ended, not when the store came back
+    if (exit.ended_ms > 0 && exit.ended_ms < now.wall) at.wall = exit.ended_ms;
+    HandleExit(exit, at);
+  }
+  OnInterrupt(stall.held.interrupt_signal, now, serve_);
+  if (observer_) observer_->OnStoreRecovered(stalled_ms);
 }
 
 void Engine::StopEverything() {

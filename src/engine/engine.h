@@ -113,6 +113,13 @@ class EngineObserver {
   // An interrupt is stopping `running` runs: SIGTERM now and SIGKILL after `grace_ms`, or SIGKILL
   // at once when `force` (a second interrupt).
   virtual void OnStopping(int running, bool force, Millis grace_ms) {}
+  // The store could not commit for want of room (a full disk, a failing one): nothing was lost
+  // (the store kept the writes) and running runs keep running; no run starts and nothing new is
+  // written until a retry in `retry_in_ms` lands it. Called at the first failure and at each
+  // failed retry.
+  virtual void OnStoreStalled(const Status& why, Millis retry_in_ms) {}
+  // The retry landed everything after `stalled_ms`; the engine carries on.
+  virtual void OnStoreRecovered(Millis stalled_ms) {}
 };
 
 // A submit's work that needs none of the engine's state: the grid, the commands and the code
@@ -193,6 +200,12 @@ class Engine {
   Status InitGpus();
   void Tx();
   Status Flush();
+  // Flush's commit failed for want of room and the store kept its writes (Store::CommitPending).
+  void EnterStall(const Status& why, Instant now);
+  // One pass of the loop while stalled: commands (reads only), the launcher's news held in
+  // memory, and the commit retried when its backoff is up.
+  void StalledPass(Instant now);
+  void LeaveStall(Instant now);
   // Calls the observer now, or after the open transaction commits (dropped if it rolls back).
   void Notify(std::function<void()> note);
   void Fail(Status st);
@@ -289,10 +302,22 @@ class Engine {
   Millis preempt_for_until_mono_ = 0;  // ... until then at most
   bool in_tx_ = false;
   Status error_;
+  // A commit that failed for want of room and is retried with backoff (EnterStall).
+  struct Stall {
+    Status why;
+    Millis since_wall = 0;
+    Millis since_mono = 0;
+    Millis backoff_ms = 0;
+    Millis retry_mono = 0;
+    int attempts = 0;
+    WaitResult held;  // what the launcher reported meanwhile, handled once the store recovers
+  };
+  std::optional<Stall> stall_;
   bool cancel_requested_ = false;
   bool force_kill_ = false;
   bool interrupted_ = false;
   bool draining_ = false;
+  bool serve_ = false;  // Serve (a daemon) rather than RunUntilDone
   std::mutex commands_mu_;
   std::vector<PostedCommand> commands_;
   Millis next_tail_mono_ = 0;

@@ -79,6 +79,31 @@ void ProgressView::OnStopping(int running, bool force, Millis grace_ms) {
   std::fflush(out_);
 }
 
+void ProgressView::OnStoreStalled(const Status& why, Millis retry_in_ms) {
+  std::string msg;
+  if (!stalled_) {
+    msg = fmt::format(
+        "drover: cannot write to the store: {}. Running runs keep running; no run starts until "
+        "there is room: free space on the store's disk (retrying in {})",
+        why.message(), FormatDuration(retry_in_ms));
+  } else {
+    msg = fmt::format("drover: the store still cannot commit; retrying in {}",
+                      FormatDuration(retry_in_ms));
+  }
+  stalled_ = true;
+  if (live_) drawn_lines_ = 0;
+  std::fprintf(out_, "%s\n", msg.c_str());
+  std::fflush(out_);
+}
+
+void ProgressView::OnStoreRecovered(Millis stalled_ms) {
+  stalled_ = false;
+  if (live_) drawn_lines_ = 0;
+  std::fprintf(out_, "drover: the store commits again after %s; nothing was lost, carrying on\n",
+               FormatDuration(stalled_ms).c_str());
+  std::fflush(out_);
+}
+
 void ProgressView::OnTick() {
   if (live_) Draw(false);
 }

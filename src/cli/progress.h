@@ -20,6 +20,8 @@ class ProgressView : public EngineObserver {
   void OnMetrics(const Run& run, const std::vector<MetricPoint>& points) override;
   void OnTick() override;
   void OnStopping(int running, bool force, Millis grace_ms) override;
+  void OnStoreStalled(const Status& why, Millis retry_in_ms) override;
+  void OnStoreRecovered(Millis stalled_ms) override;
   void Finish();  // final redraw; leaves the view on screen
 
  private:
@@ -42,6 +44,7 @@ class ProgressView : public EngineObserver {
   Millis start_ms_;
   Millis last_draw_ms_ = 0;
   int drawn_lines_ = 0;
+  bool stalled_ = false;  // the store could not commit at the last word from the engine
   std::vector<Millis> durations_;
 };
 

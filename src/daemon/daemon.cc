@@ -3,6 +3,8 @@
 #include <chrono>
 #include <future>
 
+#include <spdlog/spdlog.h>
+
 #include "protocol/json_codec.h"
 #include "report/series.h"
 #include "server/routes.h"
@@ -164,6 +166,17 @@ void Daemon::OnMetrics(const Run& run, const std::vector<MetricPoint>& points) {
 }
 
 void Daemon::OnAlert(const Alert& alert) { Publish(EventKind::kAlert, protocol::ToJson(alert)); }
+
+void Daemon::OnStoreStalled(const Status& why, Millis retry_in_ms) {
+  // The API keeps answering reads from what is committed; writes get 503 with the reason.
+  spdlog::error("{}; running runs keep running, no run starts, writes are refused; retrying in "
+                "{} ms",
+                why.message(), retry_in_ms);
+}
+
+void Daemon::OnStoreRecovered(Millis stalled_ms) {
+  spdlog::info("the store commits again after {} ms; nothing was lost", stalled_ms);
+}
 
 void Daemon::OnGpuSamples(const std::vector<GpuSample>& samples) {
   Json gpus = Json::array();

@@ -30,6 +30,8 @@ class Daemon : public server::EngineControl, public EngineObserver {
   void OnExperimentSubmitted(const Experiment& experiment, const std::vector<Run>& runs) override;
   void OnMetrics(const Run& run, const std::vector<MetricPoint>& points) override;
   void OnAlert(const Alert& alert) override;
+  void OnStoreStalled(const Status& why, Millis retry_in_ms) override;
+  void OnStoreRecovered(Millis stalled_ms) override;
   void OnGpuSamples(const std::vector<GpuSample>& samples) override;
 
   // Wakes every waiting reader (shutdown).

@@ -364,8 +364,6 @@ void Engine::EnterStall(const Status& why, Instant now) {
   stall_->attempts += 1;
   stall_->retry_mono = now.mono + stall_->backoff_ms;
   if (first) {
-    spdlog::error("{}; no run starts until the store can commit (running runs keep running)",
-                  why.message());
     // Sent now, not stored (the store cannot take it); stored once the store recovers.
     Alert a;
     a.kind = "store_unavailable";
@@ -423,7 +421,6 @@ void Engine::LeaveStall(Instant now) {
   Stall stall = std::move(*stall_);
   stall_.reset();
   const Millis stalled_ms = now.mono - stall.since_mono;
-  spdlog::info("the store commits again after {} ms; carrying on", stalled_ms);
   Alert a;
   a.kind = "store_unavailable";
   a.severity = "error";

@@ -118,6 +118,47 @@ TEST_F(CliTest, AStoreOnAReadOnlyFileSystemCanBeRead) {
       << testing::ReadFile(err);
 }
 
+TEST_F(CliTest, AFullDiskUnderTheStoreCostsNoRunAndNoPoint) {
+  // The store on a 3 MiB tmpfs of its own (a user and mount namespace), filled up while a run
+  // prints a metric line every 0.1 s, and freed 3 s later: a real ENOSPC, so SQLITE_FULL at the
+  // commit. drover run says so, keeps the run, and stores every line that reached the log once.
+  if (std::system("unshare -rm true >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "no user namespaces here (unshare -rm), so no small file system to fill";
+  }
+  Write("code/t.sh",
+        "i=0\nwhile [ $i -lt 60 ]; do echo \"{\\\"step\\\": $i, \\\"loss\\\": 0.$i}\" || true; "
+        "i=$((i+1)); sleep 0.1; done\n");
+  const std::string spec = Write("full.yaml", "name: full\nworkdir: code\ncommand: /bin/sh t.sh\n"
+                                              "resources: {gpus: 0}\n");
+  const std::string store = (dir_ / "small").string();
+  fs::create_directories(store);
+  const std::string out = (dir_ / "full.out").string();
+  const std::string script = Write(
+      "full.sh", "mount -t tmpfs -o size=3m tmpfs " + store + " || exit 90\n" +
+                     testing::DroverBin() + " run " + spec + " --store " + store + " >" + out +
+                     " 2>&1 &\npid=$!\nsleep 1.5\n"
+                     "dd if=/dev/zero of=" + store + "/filler bs=64k 2>/dev/null\n"
+                     "sleep 3\nrm " + store + "/filler\nwait $pid\ncode=$?\n"
+                     "sqlite3 " + store + "/drover.db 'SELECT count(*), count(DISTINCT step), "
+                     "(SELECT state FROM runs WHERE id = 1), (SELECT count(*) FROM alerts WHERE "
+                     "kind = \"store_unavailable\") FROM metrics' >>" + out + "\n"
+                     "echo lines $(wc -l < " + store + "/logs/1/1-1.out) >>" + out + "\n"
+                     "exit $code\n");
+  const int status = std::system(("unshare -rm sh " + script).c_str());
+  const std::string said = testing::ReadFile(out);
+  ASSERT_TRUE(WIFEXITED(status)) << said;
+  ASSERT_NE(WEXITSTATUS(status), 90) << "could not mount a tmpfs: " << said;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << said;
+  EXPECT_NE(said.find("drover: cannot write to the store: committing a transaction: database or "
+                      "disk is full"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("the store commits again after"), std::string::npos) << said;
+  EXPECT_NE(said.find("run 1 succeeded"), std::string::npos) << said;
+  // Every line in the log is one point, none twice; the stall is on record.
+  EXPECT_NE(said.find("60|60|succeeded|1\nlines 60"), std::string::npos) << said;
+}
+
 TEST_F(CliTest, ValuesArePassedLiterallyWithoutAShell) {
   std::string path = Write("lit.yaml",
                            "name: lit\nworkdir: code\ncommand: printf '%s|' {x}\n"

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "protocol/api.h"
+#include "protocol/json_codec.h"
 
 namespace {
 

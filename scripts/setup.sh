@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 packages=(
   # build
   g++ cmake ninja-build pkg-config git
+  # the debug preset: clang with AddressSanitizer, UndefinedBehaviorSanitizer and libFuzzer
+  clang libclang-rt-14-dev
   # libraries (docs/dependencies.md says why each)
   libyaml-cpp-dev nlohmann-json3-dev libsqlite3-dev libcli11-dev libspdlog-dev libfmt-dev
   libssl-dev libgtest-dev libgmock-dev libcpp-httplib-dev

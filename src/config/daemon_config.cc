@@ -28,6 +28,7 @@ Result<DaemonConfig> Parse(const std::string& text, const std::string& source) {
                                        "position",
                                        source, e.mark.line + 1, e.mark.column + 1, e.msg));
   }
+  DROVER_RETURN_IF_ERROR(yaml::CheckScalarsUtf8(root, source));
   DaemonConfig c;
   if (!root.IsDefined() || root.IsNull()) return c;  // an empty file: all defaults
   if (!root.IsMap()) {

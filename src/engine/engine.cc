@@ -418,7 +418,7 @@ void Engine::StalledPass(Instant now) {
 }
 
 void Engine::LeaveStall(Instant now) {
-  Stall stall = std::move(*stall_);
+  StoreStall stall = std::move(*stall_);
   stall_.reset();
   const Millis stalled_ms = now.mono - stall.since_mono;
   Alert a;

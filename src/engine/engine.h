@@ -139,6 +139,17 @@ struct SubmitResult {
   Snapshot snapshot;
 };
 
+// The engine's state while its store cannot commit for want of room (Engine::EnterStall).
+struct StoreStall {
+  Status why;
+  Millis since_wall = 0;
+  Millis since_mono = 0;
+  Millis backoff_ms = 0;
+  Millis retry_mono = 0;
+  int attempts = 0;
+  WaitResult held;  // what the launcher reported meanwhile, handled once the store recovers
+};
+
 class Engine {
  public:
   Engine(Store& store, ProcessLauncher& launcher, GpuProbe& gpus, Clock& clock,
@@ -303,16 +314,7 @@ class Engine {
   bool in_tx_ = false;
   Status error_;
   // A commit that failed for want of room and is retried with backoff (EnterStall).
-  struct Stall {
-    Status why;
-    Millis since_wall = 0;
-    Millis since_mono = 0;
-    Millis backoff_ms = 0;
-    Millis retry_mono = 0;
-    int attempts = 0;
-    WaitResult held;  // what the launcher reported meanwhile, handled once the store recovers
-  };
-  std::optional<Stall> stall_;
+  std::optional<StoreStall> stall_;
   bool cancel_requested_ = false;
   bool force_kill_ = false;
   bool interrupted_ = false;

@@ -275,8 +275,10 @@ TEST_F(EngineTest, TheDigitsComparisonOnTwoCpuSlotsRunsOneRunPerGpuAtATime) {
     int most_on_one = 0;
     launcher.on_wait = [&](FakeLauncher&) {
       std::map<std::string, int> on_gpu;
-      for (const auto& r : store_->ListRuns(RunFilter{}).value()) {
-        for (const auto& a : store_->ListAttempts(r.id).value()) {
+      const std::vector<drover::Run> runs = store_->ListRuns(RunFilter{}).value();
+      for (const auto& r : runs) {
+        const std::vector<Attempt> attempts = store_->ListAttempts(r.id).value();
+        for (const auto& a : attempts) {
           if (!a.ended) most_on_one = std::max(most_on_one, ++on_gpu[a.cuda_visible_devices]);
         }
       }

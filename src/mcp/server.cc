@@ -75,6 +75,9 @@ std::optional<Json> McpServer::HandleText(std::string_view text, McpSession& ses
     message = Json::parse(text);
   } catch (const Json::parse_error& e) {
     return RpcError(nullptr, kParseError, "parse error: " + ParseErrorText(e));
+  } catch (const Json::exception& e) {
+    // A number past a double ("1e7883034409") is out_of_range, not a parse_error.
+    return RpcError(nullptr, kParseError, std::string("parse error: ") + e.what());
   }
   return Handle(message, session);
 }

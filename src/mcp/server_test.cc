@@ -359,6 +359,12 @@ TEST_F(McpServerTest, MalformedJsonIsAParseErrorWithIdNull) {
   r = server_.HandleText("", session_);
   ASSERT_TRUE(r);
   ExpectError(*r, nullptr, kParseError);
+  // Found by fuzz_mcp: a number past a double is nlohmann's out_of_range, which escaped the
+  // parse_error handler and aborted drover mcp.
+  r = server_.HandleText(R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"n":1e7883034409}})",
+                         session_);
+  ASSERT_TRUE(r);
+  ExpectError(*r, nullptr, kParseError, "parse error");
   r = server_.HandleText(R"({"jsonrpc":"2.0","id":0,"method":"ping"})", session_);
   ASSERT_TRUE(r);
   EXPECT_EQ((*r)["id"], 0);

@@ -426,7 +426,9 @@ Status Planner::ReadBefore(size_t at) {
   if (k == kNone || !IsFree(k, Tok::kNumber)) return Status::Ok();
   if (p == seed_) {  // "3 seeds" is a count, "seed 3" a value
     if (!toks_[k].integral) return Status::Ok();
-    auto count = static_cast<int64_t>(toks_[k].num);
+    // Past kMaxValues SetCount refuses it; past int64 the cast itself would be undefined.
+    auto count = std::fabs(toks_[k].num) <= 1e15 ? static_cast<int64_t>(toks_[k].num)
+                                                 : std::numeric_limits<int64_t>::max();
     DROVER_RETURN_IF_ERROR(SetCount(p, count, k, at + 1, fmt::format("{} seeds", count)));
     return Status::Ok();
   }

@@ -263,6 +263,7 @@ Result<Recipe> RecipeParser::Parse(const std::string& yaml, const std::string& d
                                        "position",
                                        source(), e.mark.line + 1, e.mark.column + 1, e.msg));
   }
+  DROVER_RETURN_IF_ERROR(yaml::CheckScalarsUtf8(root, source()));
   if (root.IsNull()) {
     return InvalidArgument(fmt::format("{}:1:1: the recipe is empty; add command: and params:",
                                        source()));

@@ -531,9 +531,14 @@ Result<RunDetail> RunDetailFromJson(const Json& j) {
       snap.git = s.value("git", false);
       snap.git_commit = s.value("git_commit", "");
       snap.git_diff = s.value("git_diff", "");
-      snap.bytes = s.value("bytes", int64_t{0});
-      snap.files = s.value("files", int64_t{0});
-      snap.created_ms = s.value("created_ms", int64_t{0});
+      // Integers only: a float past int64 converted to one is undefined behaviour.
+      auto count = [&](const char* key) -> int64_t {
+        auto it = s.find(key);
+        return it != s.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+      };
+      snap.bytes = count("bytes");
+      snap.files = count("files");
+      snap.created_ms = count("created_ms");
       d.experiment.git_commit = snap.git_commit;
       d.experiment.git_diff = snap.git_diff;
       d.snapshot = snap;

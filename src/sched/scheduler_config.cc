@@ -50,9 +50,11 @@ Status ParseGroups(const yaml::Reader& r, const Field& f, SchedulerConfig& s) {
                  fmt::format("duplicate key 'scheduler.groups.{}'; keep only one of them", name));
     }
     std::string path = "scheduler.groups." + name;
-    const Node& at = it->second.IsNull() ? key : it->second;
+    // A copy: it->second belongs to a proxy that is gone at the end of this statement.
+    const Node value = it->second;
+    const Node& at = value.IsNull() ? key : value;
     DROVER_ASSIGN_OR_RETURN(std::vector<Field> fields,
-                            r.ReadMap(at, it->second, path, Rules(&kGroupKeys, "{weight: 2, quota: 4}")));
+                            r.ReadMap(at, value, path, Rules(&kGroupKeys, "{weight: 2, quota: 4}")));
     GroupShare share;
     if (const Field* x = Find(fields, "weight")) {
       DROVER_ASSIGN_OR_RETURN(share.weight,

@@ -113,6 +113,12 @@ Result<Json> ParseJsonBody(const httplib::Request& req) {
     size_t at = what.find("] ");
     if (at != std::string::npos) what = what.substr(at + 2);
     return InvalidArgument("malformed JSON body: " + what);
+  } catch (const Json::exception& e) {
+    // A number past a double (a 5000-digit integer, 1e400) is out_of_range, not a parse_error.
+    std::string what = e.what();
+    size_t at = what.find("] ");
+    if (at != std::string::npos) what = what.substr(at + 2);
+    return InvalidArgument("malformed JSON body: " + what + "; numbers must fit a double");
   }
 }
 

@@ -238,6 +238,11 @@ TEST_F(RunsRoutesTest, SubmitErrors) {
                 R"({"spec_yaml": "name: x\ncomand: [true]\n", "base_dir": "/tmp"})");
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(r.body["error"]["message"], "x.yaml:2:10: unknown field 'comand'");
+  // A 5000-digit integer: nlohmann's out_of_range, once a 500 from the handler.
+  auto huge = Post("/api/v1/experiments",
+                   R"({"spec_yaml": "x", "base_dir": "/tmp", "n": )" + std::string(5000, '9') + "}");
+  EXPECT_EQ(huge.status, 400) << huge.raw;
+  EXPECT_NE(huge.raw.find("numbers must fit a double"), std::string::npos) << huge.raw;
   // Without base_dir (or with a relative one) relative paths have nothing to start at: a 400
   // that names the field, not a 500 from the file system.
   auto no_base = Post("/api/v1/experiments", R"({"spec_yaml": "name: x\ncommand: [true]\n"})");

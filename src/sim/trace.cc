@@ -121,7 +121,9 @@ Result<Trace> ReadPhillyTrace(const std::string& path, std::optional<int64_t> fr
     DROVER_ASSIGN_OR_RETURN(j.duration_s, csv.Number("duration"));
     DROVER_ASSIGN_OR_RETURN(double gpus, csv.Number("num_gpus"));
     if (j.duration_s < 0) return csv.Error("duration", "negative");
-    if (gpus < 1 || gpus != std::floor(gpus)) return csv.Error("num_gpus", "not a whole number >= 1");
+    if (!(gpus >= 1 && gpus <= 1e6) || gpus != std::floor(gpus)) {
+      return csv.Error("num_gpus", "not a whole number from 1 to 1000000");
+    }
     j.gpus = static_cast<int>(gpus);
     DROVER_ASSIGN_OR_RETURN(j.group, csv.Text("cluster"));
     rows.emplace_back(*submit, std::move(j));

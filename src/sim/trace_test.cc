@@ -66,6 +66,13 @@ TEST(Trace, MalformedRowsNameFileLineAndColumn) {
   t = ReadPhillyTrace(path);
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find(":2: column num_gpus: not a whole number"), std::string::npos);
+  // Found by fuzz_trace: 6.2e12 GPUs was cast to an int (undefined behaviour).
+  path = WriteTemp("drover-philly-many-gpus.csv",
+                   "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-02 00:00:00,5.0,6214e9,5.0,a\n");
+  t = ReadPhillyTrace(path);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("not a whole number from 1 to 1000000"), std::string::npos)
+      << t.status().message();
   // The openb pod list is not a Philly table.
   path = WriteTemp("drover-not-philly.csv", "name,cpu_milli\nx,1\n");
   t = ReadPhillyTrace(path);

@@ -249,6 +249,7 @@ Status SpecParser::ApplyOverride(Node& root, const std::string& text) {
     return fail(fmt::format("the value is not valid YAML ({}); quote it, e.g. --set '{}=\"...\"'",
                             e.msg, key));
   }
+  if (Status st = yaml::CheckScalarsUtf8(v, "--set " + key); !st.ok()) return st;
   Track(v, text);
 
   Node parent;
@@ -686,6 +687,7 @@ Result<Spec> SpecParser::Parse(const std::string& yaml, const std::vector<std::s
                     "position",
                     display_, e.mark.line + 1, e.mark.column + 1, e.msg));
   }
+  DROVER_RETURN_IF_ERROR(yaml::CheckScalarsUtf8(root, display_));
   if (root.IsNull()) {
     return ErrAtStart("the spec is empty; add at least name: and command:");
   }

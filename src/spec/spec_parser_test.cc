@@ -563,6 +563,25 @@ TEST(SpecParserTest, TextThatIsNotUtf8IsRefusedWhereItIs) {
             "UTF-8");
 }
 
+TEST(SpecParserTest, ControlBytesAndEscapesThatMakeNonUtf8AreRefused) {
+  // Found by fuzz_spec: a NUL before "N" read as the escape \N, which yaml-cpp turns into the
+  // lone byte 0x85; the fingerprint's JSON then threw (an internal error, exit 3).
+  Result<Spec> r =
+      Parse(std::string("name: x\ncommand: echo {lr}\nparams:\n  lr: [0.1, \x01\x00NULL]\n", 55));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "compare.yaml:4:13: byte 0x01 is a control character, which YAML text may not hold; "
+            "remove it from the spec (write it as an escape such as \"\\t\" inside double "
+            "quotes)");
+  r = Parse("name: x\ncommand: echo {lr}\nparams:\n  lr: [\"a\\Nb\"]\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("compare.yaml:4:8: this value reads as byte 0x85"),
+            std::string::npos)
+      << r.status().message();
+  // Tabs and escapes that make UTF-8 are fine.
+  EXPECT_TRUE(Parse("name: x\ncommand: echo {lr}\nparams:\n  lr: [\"a\\u0085b\", \"\\t\"]\n").ok());
+}
+
 TEST(SpecParserTest, AGridIsCountedBeforeItIsExpanded) {
   // Ten axes of ten values: 10^10 runs. Refused at once, from the count, with the count.
   std::string yaml = "name: huge\ncommand: run {a0}\nparams:\n";

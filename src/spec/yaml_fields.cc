@@ -119,7 +119,21 @@ Scalar Resolve(const YAML::Node& n) {
 }
 
 Status CheckUtf8(std::string_view text, const std::string& source, std::string_view what) {
-  const size_t bad = FirstInvalidUtf8(text);
+  size_t bad = FirstInvalidUtf8(text);
+  // Control bytes other than tab and line ends are not YAML text either; yaml-cpp reads a NUL
+  // as the start of an escape ("\0N" became a lone byte 0x85).
+  for (size_t i = 0; i < text.size() && i < bad; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
+      const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + i, '\n'));
+      const size_t start = i == 0 ? std::string_view::npos : text.rfind('\n', i - 1);
+      const size_t column = start == std::string_view::npos ? i + 1 : i - start;
+      return InvalidArgument(fmt::format(
+          "{}:{}:{}: byte 0x{:02x} is a control character, which YAML text may not hold; remove "
+          "it from {} (write it as an escape such as \"\\t\" inside double quotes)",
+          source, line, column, c, what));
+    }
+  }
   if (bad == std::string_view::npos) return Status::Ok();
   const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + bad, '\n'));
   const size_t start = bad == 0 ? std::string_view::npos : text.rfind('\n', bad - 1);
@@ -127,6 +141,36 @@ Status CheckUtf8(std::string_view text, const std::string& source, std::string_v
   return InvalidArgument(fmt::format("{}:{}:{}: byte 0x{:02x} is not UTF-8 text; save {} as UTF-8",
                                      source, line, column, static_cast<unsigned char>(text[bad]),
                                      what));
+}
+
+Status CheckScalarsUtf8(const YAML::Node& root, const std::string& source) {
+  // Aliases make a tree of shared nodes: a budget keeps a crafted one from costing more than a
+  // big real file would (the parsers refuse alias bombs themselves, with a better message).
+  int64_t budget = 4'000'000;
+  std::vector<YAML::Node> stack = {root};
+  while (!stack.empty()) {
+    YAML::Node n = stack.back();
+    stack.pop_back();
+    if (--budget < 0) return Status::Ok();
+    if (n.IsScalar()) {
+      // yaml-cpp turns the escape "\N" into the lone byte 0x85 rather than U+0085's UTF-8.
+      if (size_t bad = FirstInvalidUtf8(n.Scalar()); bad != std::string::npos) {
+        YAML::Mark m = n.Mark();
+        return InvalidArgument(fmt::format(
+            "{}:{}:{}: this value reads as byte 0x{:02x}, which is not UTF-8 text (the YAML "
+            "escape \\N does this); write the character itself, or \\u0085",
+            source, m.line + 1, m.column + 1, static_cast<unsigned char>(n.Scalar()[bad])));
+      }
+    } else if (n.IsMap()) {
+      for (auto it = n.begin(); it != n.end(); ++it) {
+        stack.push_back(it->first);
+        stack.push_back(it->second);
+      }
+    } else if (n.IsSequence()) {
+      for (auto it = n.begin(); it != n.end(); ++it) stack.push_back(*it);
+    }
+  }
+  return Status::Ok();
 }
 
 std::string Reader::Where(const YAML::Node& n) const {

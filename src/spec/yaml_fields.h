@@ -62,6 +62,8 @@ Scalar Resolve(const YAML::Node& n);
 // Whether `text` is UTF-8; if not, an error at the file:line:column of the first bad byte that
 // says to save `what` ("the spec", "the recipe") as UTF-8.
 Status CheckUtf8(std::string_view text, const std::string& source, std::string_view what);
+// Every scalar of a parsed document is UTF-8 (an escape can make one that is not).
+Status CheckScalarsUtf8(const YAML::Node& root, const std::string& source);
 
 // How a mapping's keys are checked (Reader::ReadMap).
 struct MapRules {

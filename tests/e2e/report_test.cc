@@ -282,7 +282,8 @@ TEST_F(ReportTest, ThroughTheDaemonsApi) {
   ASSERT_TRUE(store.ok());
   std::vector<std::string> recorded, shown;
   for (int64_t id = 7; id <= 12; ++id) {
-    for (const auto& a : (*store)->ListAttempts(id).value()) {
+    const std::vector<Attempt> attempts = (*store)->ListAttempts(id).value();
+    for (const auto& a : attempts) {
       if (a.ended && a.reason != "succeeded") {
         recorded.push_back(fmt::format("{}/{} {}", id, a.number, a.reason));
       }

@@ -47,6 +47,14 @@ std::string JoinValues(const std::vector<Json>& values) {
 }
 
 // A float rounded to 10 significant digits, so 10^-3 computed as a power reads 0.001.
+// A count read from the instruction as an integer, saturated: a cast of a double past int64 (or
+// of NaN) is undefined behaviour, and whoever takes the count refuses a saturated one as too big.
+int64_t CountOf(double v) {
+  if (!(std::fabs(v) <= 1e15)) return v < 0 ? std::numeric_limits<int64_t>::min()
+                                            : std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(v);
+}
+
 double Round10(double v) { return std::strtod(fmt::format("{:.10g}", v).c_str(), nullptr); }
 
 bool IsPowerOfTwo(double v) {
@@ -218,11 +226,11 @@ Status Planner::ReadRepeats() {
       size_t b = i;
       int64_t count = 0;
       if (toks_[i].num > 0) {
-        count = static_cast<int64_t>(toks_[i].num);
+        count = CountOf(toks_[i].num);
       } else {
         size_t k = SkipBack(i - 1, {Tok::kMeasure});
         if (k == kNone || !IsFree(k, Tok::kNumber) || !toks_[k].integral) continue;
-        count = static_cast<int64_t>(toks_[k].num);
+        count = CountOf(toks_[k].num);
         b = k;
       }
       size_t r = SkipBack(b - 1, {Tok::kFiller, Tok::kEach});
@@ -233,7 +241,7 @@ Status Planner::ReadRepeats() {
       if (!IsFree(k, Tok::kNumber) || !toks_[k].integral) continue;
       size_t e = k + 1;
       if (IsFree(e, Tok::kTimes) && toks_[e].num == 0) ++e;
-      auto count = static_cast<int64_t>(toks_[k].num);
+      auto count = CountOf(toks_[k].num);
       DROVER_RETURN_IF_ERROR(SetCount(seed_, count, i, e, fmt::format("{} repeats", count)));
     }
   }
@@ -338,7 +346,7 @@ Status Planner::ReadRange(int p, size_t lo, size_t at, Setting& s) {
       size_t v = Skip(k + 1, {Tok::kMeasure, Tok::kLog, Tok::kLinear, Tok::kFiller});
       if (!Is(v, Tok::kValues) && !Is(v, Tok::kStep)) break;
       if (!toks_[k].integral) break;
-      count = static_cast<int64_t>(toks_[k].num);
+      count = CountOf(toks_[k].num);
       for (size_t m = k + 1; m < v; ++m) {
         if (toks_[m].kind == Tok::kLog) log = true;
         if (toks_[m].kind == Tok::kLinear) linear = true;
@@ -427,8 +435,7 @@ Status Planner::ReadBefore(size_t at) {
   if (p == seed_) {  // "3 seeds" is a count, "seed 3" a value
     if (!toks_[k].integral) return Status::Ok();
     // Past kMaxValues SetCount refuses it; past int64 the cast itself would be undefined.
-    auto count = std::fabs(toks_[k].num) <= 1e15 ? static_cast<int64_t>(toks_[k].num)
-                                                 : std::numeric_limits<int64_t>::max();
+    auto count = CountOf(toks_[k].num);
     DROVER_RETURN_IF_ERROR(SetCount(p, count, k, at + 1, fmt::format("{} seeds", count)));
     return Status::Ok();
   }

@@ -188,6 +188,9 @@ TEST(PlannerTest, ValuesOutsideTheirRangeAreErrorsNeverNullsOrSilentPicks) {
   // Found by fuzz_recipe_plan: a count past int64 was cast (undefined behaviour).
   EXPECT_NE(error("train mlp, 666666666666666666666666666666666666666666 seeds").find("the number of repeats must be 1 to 100"),
             std::string::npos);
+  EXPECT_NE(error("train mlp, repeat 888888888888888888888888888888 times")
+                .find("the number of repeats must be 1 to 100"),
+            std::string::npos);
   // Saying the same thing twice is no contradiction.
   Result<Plan> twice = PlanInstruction(recipe, "train mlp urgent, asap");
   ASSERT_TRUE(twice.ok()) << twice.status().message();

@@ -67,6 +67,13 @@ class CsvReader {
     return v;
   }
 
+  // A number that is to become an integer: at least 0 and at most `max`, so the cast is defined.
+  Result<double> Amount(const std::string& name, double max) const {
+    DROVER_ASSIGN_OR_RETURN(double v, Number(name));
+    if (!(v >= 0 && v <= max)) return Error(name, fmt::format("{} is not from 0 to {}", v, max));
+    return v;
+  }
+
   Status Error(const std::string& name, const std::string& what) const {
     return InvalidArgument(fmt::format("{}:{}: column {}: {}", path_, line_, name, what));
   }
@@ -152,9 +159,10 @@ Result<Trace> ReadOpenbPods(const std::string& path) {
     j.id = id;
     DROVER_ASSIGN_OR_RETURN(double gpus, csv.Number("num_gpu"));
     if (gpus <= 0) continue;  // CPU-only pods take no GPU
+    if (gpus > 1e6) return csv.Error("num_gpu", "more than 1000000");
     DROVER_ASSIGN_OR_RETURN(double milli, csv.Number("gpu_milli"));
-    DROVER_ASSIGN_OR_RETURN(double cpu, csv.Number("cpu_milli"));
-    DROVER_ASSIGN_OR_RETURN(double mem, csv.Number("memory_mib"));
+    DROVER_ASSIGN_OR_RETURN(double cpu, csv.Amount("cpu_milli", 1e15));
+    DROVER_ASSIGN_OR_RETURN(double mem, csv.Amount("memory_mib", 1e15));
     DROVER_ASSIGN_OR_RETURN(double created, csv.Number("creation_time"));
     DROVER_ASSIGN_OR_RETURN(double deleted, csv.Number("deletion_time"));
     if (milli <= 0 || milli > 1000) return csv.Error("gpu_milli", "not in 1..1000");
@@ -179,9 +187,9 @@ Result<std::vector<TraceNode>> ReadOpenbNodes(const std::string& path) {
   while (csv.Next()) {
     TraceNode n;
     DROVER_ASSIGN_OR_RETURN(n.name, csv.Text("sn"));
-    DROVER_ASSIGN_OR_RETURN(double cpu, csv.Number("cpu_milli"));
-    DROVER_ASSIGN_OR_RETURN(double mem, csv.Number("memory_mib"));
-    DROVER_ASSIGN_OR_RETURN(double gpus, csv.Number("gpu"));
+    DROVER_ASSIGN_OR_RETURN(double cpu, csv.Amount("cpu_milli", 1e15));
+    DROVER_ASSIGN_OR_RETURN(double mem, csv.Amount("memory_mib", 1e15));
+    DROVER_ASSIGN_OR_RETURN(double gpus, csv.Amount("gpu", 1e6));
     if (gpus < 0 || gpus != std::floor(gpus)) return csv.Error("gpu", "not a whole number");
     n.cpu_milli = static_cast<int64_t>(cpu);
     n.memory_mib = static_cast<int64_t>(mem);

@@ -73,6 +73,15 @@ TEST(Trace, MalformedRowsNameFileLineAndColumn) {
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("not a whole number from 1 to 1000000"), std::string::npos)
       << t.status().message();
+  // Found by fuzz_trace: memory of 1.6e79 MiB was cast to int64 (undefined behaviour).
+  path = WriteTemp("drover-openb-huge.csv",
+                   "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+                   "deletion_time,scheduled_time\np,1000,1639e76,1,1000,,LS,Running,0,10,0\n");
+  auto pods = ReadOpenbPods(path);
+  ASSERT_FALSE(pods.ok());
+  EXPECT_NE(pods.status().message().find("column memory_mib: 1.639e+79 is not from 0 to"),
+            std::string::npos)
+      << pods.status().message();
   // The openb pod list is not a Philly table.
   path = WriteTemp("drover-not-philly.csv", "name,cpu_milli\nx,1\n");
   t = ReadPhillyTrace(path);

@@ -7,10 +7,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake --preset debug >/dev/null
 # The unit tests and the harnesses (the end-to-end tests run under the main build).
-modules=(common model spec plan sched gpu store sim exec protocol mcp report watch engine config server
-         daemon cli)
-fuzzers=(spec recipe_plan protocol mcp metric_lines trace config)
-targets=(drover "${modules[@]/%/_test}" "${fuzzers[@]/#/fuzz_}")
+targets=(drover)
+for dir in src/*/; do  # a module's unit tests, where it has any (cmake/modules.cmake)
+  m=$(basename "$dir")
+  compgen -G "src/$m/*_test.cc" >/dev/null && targets+=("${m}_test")
+done
+for harness in fuzz/*_fuzz.cc; do
+  h=$(basename "$harness" _fuzz.cc)
+  targets+=("fuzz_$h")
+done
 cmake --build --preset debug --target "${targets[@]}"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --preset debug -L unit

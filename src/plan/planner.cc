@@ -58,7 +58,8 @@ int64_t CountOf(double v) {
 double Round10(double v) { return std::strtod(fmt::format("{:.10g}", v).c_str(), nullptr); }
 
 bool IsPowerOfTwo(double v) {
-  if (v < 1 || v != std::floor(v)) return false;
+  // Past 2^63 the cast would be undefined; no batch size is that big.
+  if (!(v >= 1 && v <= 9.2e18) || v != std::floor(v)) return false;
   auto u = static_cast<uint64_t>(v);
   return (u & (u - 1)) == 0;
 }

@@ -191,6 +191,8 @@ TEST(PlannerTest, ValuesOutsideTheirRangeAreErrorsNeverNullsOrSilentPicks) {
   EXPECT_NE(error("train mlp, repeat 888888888888888888888888888888 times")
                 .find("the number of repeats must be 1 to 100"),
             std::string::npos);
+  // Found by fuzz_recipe_plan: a range end past 2^64 was cast to check for a power of two.
+  EXPECT_FALSE(PlanInstruction(recipe, "train mlp, batch size 16 to 1e72").ok());
   // Saying the same thing twice is no contradiction.
   Result<Plan> twice = PlanInstruction(recipe, "train mlp urgent, asap");
   ASSERT_TRUE(twice.ok()) << twice.status().message();

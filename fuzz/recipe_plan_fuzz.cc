@@ -1,7 +1,7 @@
 // The recipe parser and the planner. An input "RECIPE\n%%\nINSTRUCTION" plans the instruction
 // against that recipe; without "%%" the whole input is an instruction for the test recipe
-// (tests/data/planner/recipe.yaml). A plan the planner returns must be a spec that parses: what
-// `drover plan` shows is what would run.
+// (tests/data/planner/recipe.yaml). A plan the planner returns must be a spec that parses (or one
+// over max_runs, which the parser refuses with the count): what `drover plan` shows would run.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -45,7 +45,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Result<Plan> plan = PlanInstruction(recipe, instruction);
   if (!plan.ok()) return 0;
   Result<int> runs = PlannedRuns(*plan, recipe);
-  if (!runs.ok()) {
+  // Too many runs is what a submit would say too, and `drover plan` shows it: not a defect.
+  if (!runs.ok() && runs.status().message().find("over the limit of") == std::string::npos) {
     std::fprintf(stderr, "a plan that does not parse: %s\n%s\n", runs.status().message().c_str(),
                  plan->spec_yaml.c_str());
     std::abort();

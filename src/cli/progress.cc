@@ -104,6 +104,31 @@ void ProgressView::OnStoreRecovered(Millis stalled_ms) {
   std::fflush(out_);
 }
 
+void ProgressView::OnStartsHeld(int64_t run_id, const Status& why, Millis retry_in_ms) {
+  std::string msg;
+  if (!held_) {
+    msg = fmt::format(
+        "drover: cannot prepare run {} to start: {}. Running runs keep running; queued runs wait, "
+        "charged nothing: free space on the store's disk (retrying in {})",
+        run_id, why.message(), FormatDuration(retry_in_ms));
+  } else {
+    msg = fmt::format("drover: run {} still cannot be prepared; retrying in {}", run_id,
+                      FormatDuration(retry_in_ms));
+  }
+  held_ = true;
+  if (live_) drawn_lines_ = 0;
+  std::fprintf(out_, "%s\n", msg.c_str());
+  std::fflush(out_);
+}
+
+void ProgressView::OnStartsResumed(Millis held_ms) {
+  held_ = false;
+  if (live_) drawn_lines_ = 0;
+  std::fprintf(out_, "drover: runs start again after %s; none was charged an attempt\n",
+               FormatDuration(held_ms).c_str());
+  std::fflush(out_);
+}
+
 void ProgressView::OnTick() {
   if (live_) Draw(false);
 }

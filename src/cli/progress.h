@@ -22,6 +22,8 @@ class ProgressView : public EngineObserver {
   void OnStopping(int running, bool force, Millis grace_ms) override;
   void OnStoreStalled(const Status& why, Millis retry_in_ms) override;
   void OnStoreRecovered(Millis stalled_ms) override;
+  void OnStartsHeld(int64_t run_id, const Status& why, Millis retry_in_ms) override;
+  void OnStartsResumed(Millis held_ms) override;
   void Finish();  // final redraw; leaves the view on screen
 
  private:
@@ -45,6 +47,7 @@ class ProgressView : public EngineObserver {
   Millis last_draw_ms_ = 0;
   int drawn_lines_ = 0;
   bool stalled_ = false;  // the store could not commit at the last word from the engine
+  bool held_ = false;     // no run could be prepared to start at the last word from the engine
   std::vector<Millis> durations_;
 };
 

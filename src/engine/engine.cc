@@ -231,6 +231,14 @@ void Engine::RefuseCommands() {
   }
 }
 
+Status Engine::StallRefusal(std::string_view what) const {
+  return Unavailable(fmt::format(
+      "drover cannot write to its store now ({}); running runs keep running and nothing is "
+      "lost, but {} waits until the store has room again (retrying every {} s): free space "
+      "on the disk that holds the store",
+      stall_->why.message(), what, std::max<Millis>(1, stall_->backoff_ms / 1000)));
+}
+
 void Engine::RunCommands() {
   std::vector<PostedCommand> batch;
   {
@@ -239,11 +247,7 @@ void Engine::RunCommands() {
   }
   for (auto& c : batch) {
     if (stall_ && !std::holds_alternative<cmd::ReadGpus>(c.command)) {
-      c.reply.set_value(Unavailable(fmt::format(
-          "drover cannot write to its store now ({}); running runs keep running and nothing is "
-          "lost, but {} waits until the store has room again (retrying every {} s): free space "
-          "on the disk that holds the store",
-          stall_->why.message(), NameOf(c.command), std::max<Millis>(1, stall_->backoff_ms / 1000))));
+      c.reply.set_value(StallRefusal(NameOf(c.command)));
       continue;
     }
     // A command never takes the loop down with it: whatever it throws becomes its error reply.
@@ -289,7 +293,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     RunCommands();
     if (stall_) continue;  // a command's commit failed for want of room
     if (cancel_requested_) ApplyCancel(now);
-    if (!draining_) Schedule(now);
+    if (!draining_ && (!start_hold_ || now.mono >= start_hold_->retry_mono)) Schedule(now);
     if (options_.check_index) {
       if (Status st = CheckIndex(); !st.ok()) Fail(st);
     }
@@ -399,6 +403,7 @@ void Engine::StalledPass(Instant now) {
     }
   }
   Millis wait = std::max<Millis>(0, stall_->retry_mono - now.mono);
+  wait = std::min(wait, NextWakeup(now));
   WaitResult w = launcher_.Wait(std::min(wait, options_.serve_poll_ms));
   WaitResult& held = stall_->held;
   for (auto& started : w.started) held.started.push_back(std::move(started));
@@ -415,6 +420,17 @@ void Engine::StalledPass(Instant now) {
     }
     held.interrupt_signal = w.interrupt_signal;
   }
+  // A timeout or a run that prints nothing is stopped while the store is full too (the stop is
+  // journaled with the rest and lands at recovery): a full disk never lets a run overstay. Its
+  // output is not read meanwhile, but whether it grew is known from the log's size.
+  const Instant at = clock_.At();
+  for (int64_t id : queue_.running()) {
+    auto it = live_.find(id);
+    if (it != live_.end() && it->second->attempt && !it->second->starting) {
+      NoteOutput(*it->second, at);
+    }
+  }
+  CheckDeadlines(at);
 }
 
 void Engine::LeaveStall(Instant now) {
@@ -653,7 +669,8 @@ void Engine::Schedule(Instant now) {
   sched::Decision decision = sched::Decide(queue, view, now.wall, policy_);
   for (const auto& action : decision.starts) {
     auto it = live_.find(action.run_id);
-    if (it != live_.end()) Launch(*it->second, action, now);
+    // Not prepared for the machine's sake: neither it nor the rest of this pass starts.
+    if (it != live_.end() && !Launch(*it->second, action, now)) return;
     if (action.run_id == preempt_for_) preempt_for_ = 0;
   }
   // While a run is being stopped its GPUs are about to be free, and Decide() cannot tell them
@@ -668,6 +685,13 @@ void Engine::Schedule(Instant now) {
   // Held for it until its victims are gone (at most the grace and a minute more).
   preempt_for_ = decision.preempt_for;
   preempt_for_until_mono_ = now.mono + options_.scheduler.grace_ms + 60'000;
+}
+
+bool Engine::EndHeld(const Live& live) const {
+  if (!stall_ || !live.attempt) return false;
+  const auto& exits = stall_->held.exits;
+  return std::any_of(exits.begin(), exits.end(),
+                     [&](const ProcessExit& e) { return e.pid == live.attempt->pid; });
 }
 
 bool Engine::Stopping(const Live& live) const {
@@ -746,6 +770,7 @@ void Engine::CheckDeadlines(Instant now) {
     Live* live = it->second.get();
     if (!live->attempt || live->starting) continue;  // its clocks start once it has started
     int pid = static_cast<int>(live->attempt->pid);
+    if (EndHeld(*live)) continue;  // ended during a stall: nothing left to stop or kill
     if (live->deadline_mono > 0 && now.mono >= live->deadline_mono && !Stopping(*live)) {
       Stop(*live, StopReason::kTimeout, now, options_.kill_grace_ms);
     }
@@ -778,6 +803,7 @@ Millis Engine::NextWakeup(Instant now) const {
     if (found == live_.end()) continue;
     const Live& live = *found->second;
     if (live.starting) continue;  // its report wakes the wait
+    if (EndHeld(live)) continue;  // ended during a stall: handled at recovery
     const bool stopping = Stopping(live);
     if (live.deadline_mono > 0 && !stopping) next = std::min(next, live.deadline_mono);
     if (live.kill_at_mono > 0) next = std::min(next, live.kill_at_mono);
@@ -786,6 +812,7 @@ Millis Engine::NextWakeup(Instant now) const {
   }
   // A waiting run's backoff ends: it may start then.
   if (Millis retry = queue_.NextRetry(now.mono); retry > 0) next = std::min(next, retry);
+  if (start_hold_) next = std::min(next, start_hold_->retry_mono);
   return std::max<Millis>(0, next - now.mono);
 }
 

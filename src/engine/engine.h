@@ -120,6 +120,12 @@ class EngineObserver {
   virtual void OnStoreStalled(const Status& why, Millis retry_in_ms) {}
   // The retry landed everything after `stalled_ms`; the engine carries on.
   virtual void OnStoreRecovered(Millis stalled_ms) {}
+  // A run could not be prepared to start (its working copy or log folder: a full or failing
+  // disk): it stays queued, charged nothing, and no run starts before a retry in `retry_in_ms`.
+  // Called at the first failure and at each failed retry.
+  virtual void OnStartsHeld(int64_t run_id, const Status& why, Millis retry_in_ms) {}
+  // A working copy could be made again after `held_ms`: runs start again.
+  virtual void OnStartsResumed(Millis held_ms) {}
 };
 
 // A submit's work that needs none of the engine's state: the grid, the commands and the code
@@ -148,6 +154,17 @@ struct StoreStall {
   Millis retry_mono = 0;
   int attempts = 0;
   WaitResult held;  // what the launcher reported meanwhile, handled once the store recovers
+};
+
+// The engine's state while no run can be prepared to start (its working copy or log folder
+// cannot be made: a full or failing disk under the store's runs folder): Engine::HoldStarts.
+struct StartHold {
+  Status why;
+  Millis since_wall = 0;
+  Millis since_mono = 0;
+  Millis backoff_ms = 0;
+  Millis retry_mono = 0;
+  int tries = 0;
 };
 
 class Engine {
@@ -213,6 +230,8 @@ class Engine {
   Status Flush();
   // Flush's commit failed for want of room and the store kept its writes (Store::CommitPending).
   void EnterStall(const Status& why, Instant now);
+  // The reply to a write asked for during a stall: why, and what to do.
+  Status StallRefusal(std::string_view what) const;
   // One pass of the loop while stalled: commands (reads only), the launcher's news held in
   // memory, and the commit retried when its backoff is up.
   void StalledPass(Instant now);
@@ -234,7 +253,10 @@ class Engine {
   // Records a succeeded run's time for the predictor and the Gittins index.
   void LearnRunTime(const std::string& key, int gpus, Millis run_ms);
   std::optional<Millis> Predict(const Live& live) const;
-  void Launch(Live& live, const sched::StartAction& action, Instant now);
+  // False when the run could not be prepared for the machine's sake (HoldStarts): it stays queued.
+  bool Launch(Live& live, const sched::StartAction& action, Instant now);
+  void HoldStarts(const Live& live, const Status& why, Instant now);
+  void ReleaseStarts(Instant now);
   // Where the run's files go (cached in the Live).
   const RunFiles& FilesOf(Live& live);
   // The run's log folder and working copy, made if missing.
@@ -262,7 +284,13 @@ class Engine {
   void Reserve(Live& live, const sched::StartAction& action);
   void OnInterrupt(int signal, Instant now, bool serve);
   void StopEverything();
+  // Timeouts, kills after the grace, and runs that print nothing for their monitor's stall_ms.
+  // Runs whose exit is held during a store stall (EndHeld) are past signalling: their pid may be
+  // another process's by now.
   void CheckDeadlines(Instant now);
+  bool EndHeld(const Live& live) const;
+  // Notes whether the run's logs grew since last seen (its clock for monitor.stall_ms).
+  void NoteOutput(Live& live, Instant now);
   void TailMetrics(Live& live, bool final, Instant now);
   Millis NextWakeup(Instant now) const;
   void SetState(Live& live, RunEvent event, const std::string& note, Instant now);
@@ -315,6 +343,8 @@ class Engine {
   Status error_;
   // A commit that failed for want of room and is retried with backoff (EnterStall).
   std::optional<StoreStall> stall_;
+  // No run starts before retry_mono: the last one could not be prepared (Launch).
+  std::optional<StartHold> start_hold_;
   bool cancel_requested_ = false;
   bool force_kill_ = false;
   bool interrupted_ = false;

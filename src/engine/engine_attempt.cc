@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <set>
 
+#include "common/file_faults.h"
 #include "common/strings.h"
 #include "drover_version.h"
 #include "engine/engine.h"
@@ -136,8 +137,9 @@ Result<WorkingCopy> Engine::MakeWorkingCopy(Live& live) {
   if (!live.exp->logs_ready) {
     // One log folder per experiment, not per run (each folder is an inode).
     std::error_code ec;
-    fs::create_directories(files.logs, ec);
-    if (ec) return Status(Code::kIo, "creating " + files.logs + ": " + ec.message());
+    if (FileFault(files.logs)) ec = std::error_code(errno, std::generic_category());
+    else fs::create_directories(files.logs, ec);
+    if (ec) return Status(Code::kIo, "cannot create '" + files.logs + "': " + ec.message());
     live.exp->logs_ready = true;
   }
   // One working copy per run, from the immutable snapshot; retries reuse it.
@@ -156,7 +158,16 @@ Result<WorkingCopy> Engine::MakeWorkingCopy(Live& live) {
   return wc;
 }
 
-void Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
+bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
+  // The working copy first, before anything is recorded or reserved: a disk that is full or
+  // failing is the machine's fault, not the run's, so it costs no attempt. The run stays queued
+  // and no run starts until a working copy can be made again (HoldStarts).
+  Result<WorkingCopy> wc = MakeWorkingCopy(live);
+  if (!wc.ok() && wc.status().code() == Code::kIo) {
+    HoldStarts(live, wc.status(), now);
+    return false;
+  }
+  if (wc.ok() && start_hold_) ReleaseStarts(now);
   Tx();
   Run& run = live.run;
   // An attempt number whose exit file already names a process was started by an engine that
@@ -199,8 +210,8 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
   OverlayMount overlay;
   Status prepared = [&]() -> Status {
     DROVER_ASSIGN_OR_RETURN(a.argv, RenderCommand(live.exp->spec, a.params));
-    DROVER_ASSIGN_OR_RETURN(WorkingCopy wc, MakeWorkingCopy(live));
-    overlay = wc.overlay;
+    DROVER_RETURN_IF_ERROR(wc.status());  // a missing snapshot: this run's, recorded as such
+    overlay = wc->overlay;
     return Status::Ok();
   }();
 
@@ -225,7 +236,7 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
         live.starting = true;
         queue_.Run(run.id);
         starting_[*ticket] = run.id;
-        return;
+        return true;
       }
       launch = ticket.status();
     } else {
@@ -239,6 +250,56 @@ void Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
     }
   }
   RecordStart(live, std::move(a), launch, now);
+  return true;
+}
+
+void Engine::HoldStarts(const Live& live, const Status& why, Instant now) {
+  constexpr Millis kFirstRetryMs = 1000;
+  constexpr Millis kLongestRetryMs = 30'000;
+  const bool first = !start_hold_;
+  if (first) {
+    start_hold_.emplace();
+    start_hold_->since_wall = now.wall;
+    start_hold_->since_mono = now.mono;
+    start_hold_->backoff_ms = kFirstRetryMs;
+  } else {
+    start_hold_->backoff_ms = std::min(kLongestRetryMs, start_hold_->backoff_ms * 2);
+  }
+  start_hold_->why = why;
+  start_hold_->tries += 1;
+  start_hold_->retry_mono = now.mono + start_hold_->backoff_ms;
+  spdlog::warn("run {}: {}; no run starts until a working copy can be made (next try in {})",
+               live.run.id, why.message(), FormatDuration(start_hold_->backoff_ms));
+  if (observer_) observer_->OnStartsHeld(live.run.id, why, start_hold_->backoff_ms);
+  if (!first) return;
+  Alert a;
+  a.kind = "starts_held";
+  a.severity = "error";
+  a.key = "engine:starts_held";
+  a.message = fmt::format(
+      "drover cannot prepare run {} to start: {}. Running runs keep running; queued runs wait, "
+      "charged nothing, until there is room (free space on the disk that holds the store's runs "
+      "folder, or fix what the error names).",
+      live.run.id, why.message());
+  a.data = Json{{"run_id", live.run.id}};
+  RaiseAlert(std::move(a), now.wall);
+}
+
+void Engine::ReleaseStarts(Instant now) {
+  StartHold hold = std::move(*start_hold_);
+  start_hold_.reset();
+  const Millis held_ms = now.mono - hold.since_mono;
+  spdlog::info("runs start again: a working copy could be made after {}", FormatDuration(held_ms));
+  Alert a;
+  a.kind = "starts_held";
+  a.severity = "error";
+  a.key = "engine:starts_held";
+  a.message = fmt::format(
+      "no run could start for {} ({}); they start again now, and none was charged an attempt",
+      FormatDuration(held_ms), hold.why.message());
+  a.data = Json{{"held_ms", held_ms}, {"tries", hold.tries}};
+  RaiseAlert(std::move(a), hold.since_wall);
+  if (observer_) observer_->OnStartsResumed(held_ms);
 }
 
 void Engine::HandleStarted(const StartOutcome& started, Instant now) {
@@ -279,7 +340,7 @@ void Engine::RecordStart(Live& live, Attempt a, const Status& launch, Instant no
     // Leave the reason where `drover logs --stderr` looks.
     std::error_code ec;
     fs::create_directories(fs::path(a.stderr_path).parent_path(), ec);
-    if (FILE* f = std::fopen(a.stderr_path.c_str(), "a")) {
+    if (FILE* f = FileFault(a.stderr_path) ? nullptr : std::fopen(a.stderr_path.c_str(), "a")) {
       std::fprintf(f, "drover: %s\n", launch.message().c_str());
       std::fclose(f);
     }

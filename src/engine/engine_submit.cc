@@ -108,6 +108,9 @@ Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
   result.snapshot = snap;
   // Its own transaction, even inside the loop's: a submit that fails leaves nothing behind.
   if (in_tx_) DROVER_RETURN_IF_ERROR(Flush());
+  // That commit found the disk full: what it held is kept for the retry, and a submit on top of
+  // it would land (or be rolled back) with it. Refused, with the reason, and nothing recorded.
+  if (stall_) return StallRefusal("submit");
   DROVER_RETURN_IF_ERROR(store_.Begin());
   auto commit = [&]() -> Status {
     DROVER_RETURN_IF_ERROR(store_.PutSnapshot(snap));
@@ -134,7 +137,14 @@ Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
     return store_.Commit();
   }();
   if (!commit.ok()) {
+    // Only this submit's writes are in it (the loop's were committed above): dropped, not kept
+    // for a retry, since the caller is told it failed.
     (void)store_.Rollback();
+    if (commit.code() == Code::kUnavailable) {
+      return Status(Code::kUnavailable,
+                    commit.message() + ". The experiment was not recorded: submit it again once "
+                                       "the disk that holds the store has room");
+    }
     return commit;
   }
   result.experiment_id = e.id;

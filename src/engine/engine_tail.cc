@@ -30,6 +30,21 @@ bool Watched(const Spec& spec, const std::string& name) {
 
 }  // namespace
 
+void Engine::NoteOutput(Live& live, Instant now) {
+  if (live.exp->spec.monitor.stall_ms <= 0) return;
+  const Attempt& a = *live.attempt;
+  // Any output counts as progress, stderr too (tqdm bars, warnings).
+  std::error_code ec;
+  int64_t bytes = static_cast<int64_t>(fs::file_size(a.stdout_path, ec));
+  if (ec) bytes = 0;
+  int64_t err_bytes = static_cast<int64_t>(fs::file_size(a.stderr_path, ec));
+  if (!ec) bytes += err_bytes;
+  if (bytes != live.output_bytes) {
+    live.output_bytes = bytes;
+    live.last_output_mono = now.mono;
+  }
+}
+
 void Engine::TailMetrics(Live& live, bool final, Instant now) {
   Attempt& a = *live.attempt;
   std::vector<MetricPoint> points;
@@ -68,18 +83,7 @@ void Engine::TailMetrics(Live& live, bool final, Instant now) {
     spdlog::warn("run {}: {}", a.run_id, offset.status().message());
     return;
   }
-  if (live.exp->spec.monitor.stall_ms > 0) {
-    // Any output counts as progress, stderr too (tqdm bars, warnings).
-    std::error_code ec;
-    int64_t bytes = static_cast<int64_t>(fs::file_size(a.stdout_path, ec));
-    if (ec) bytes = 0;
-    int64_t err_bytes = static_cast<int64_t>(fs::file_size(a.stderr_path, ec));
-    if (!ec) bytes += err_bytes;
-    if (bytes != live.output_bytes) {
-      live.output_bytes = bytes;
-      live.last_output_mono = now.mono;
-    }
-  }
+  NoteOutput(live, now);
   if (*offset == a.stdout_offset) return;
   a.stdout_offset = *offset;
   Tx();

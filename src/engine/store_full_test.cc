@@ -145,5 +145,110 @@ TEST_F(StoreFullTest, TheEngineHoldsOnWhileTheDiskIsFullAndLosesNothing) {
   EXPECT_TRUE(*ok);
 }
 
+TEST_F(StoreFullTest, ARunIsStoppedAtItsTimeoutWhileTheStoreIsFull) {
+  // Two runs of 60 s: one with a 5 s timeout, one that prints all along under a 4 s stall monitor.
+  // The disk fills at 2 s and frees at 30 s: the first is stopped at 5 s, not at 30 s, and the
+  // second, which printed throughout, is not taken for stalled when the store comes back.
+  Spec timed = ParseSpec("name: timed\ncommand: ./train\ntimeout: 5s\nretries: 0\n");
+  Spec printer = ParseSpec("name: printer\ncommand: ./print\nmonitor: {stall: 4s}\n");
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) {
+    FakeProcess p;
+    p.duration_ms = 60'000;
+    return p;
+  });
+  FakeGpuProbe probe({});
+  Recorder observer;
+  auto engine = std::make_unique<Engine>(*store_, launcher, probe, clock_, BaseOptions());
+  auto a = engine->Submit(timed);
+  auto b = engine->Submit(printer);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const Millis t0 = clock_.Monotonic();
+  bool armed = false, disarmed = false;
+  Millis term_at = 0;
+  launcher.on_wait = [&](FakeLauncher& l) {
+    const Millis t = clock_.Monotonic() - t0;
+    for (const LaunchSpec& ls : l.launches) {
+      if (ls.argv[0] == "./print") std::ofstream(ls.stdout_path, std::ios::app) << "tick\n";
+    }
+    if (term_at == 0 && !l.signals.empty()) term_at = t;
+    if (!armed && t >= 2000) {
+      armed = true;
+      store::ArmWriteFaults({.code = SQLITE_FULL});
+    }
+    if (armed && !disarmed && t >= 30'000) {
+      disarmed = true;
+      store::DisarmWriteFaults();
+    }
+  };
+  Status done = engine->RunUntilDone(&observer);
+  ASSERT_TRUE(done.ok()) << done.ToString();
+  ASSERT_TRUE(disarmed);
+  ASSERT_EQ(observer.recovered.size(), 1u);
+  // Signalled at its deadline, while the store was still full.
+  EXPECT_GE(term_at, 5000);
+  EXPECT_LT(term_at, 6000);
+  auto timed_attempts = store_->ListAttempts(a->runs[0].id).value();
+  ASSERT_EQ(timed_attempts.size(), 1u);
+  EXPECT_EQ(timed_attempts[0].reason, "timeout");
+  EXPECT_LT(timed_attempts[0].ended_ms - timed_attempts[0].started_ms, 6000);
+  EXPECT_EQ(store_->GetRun(a->runs[0].id).value()->state, RunState::kFailed);
+  auto printed = store_->ListAttempts(b->runs[0].id).value();
+  ASSERT_EQ(printed.size(), 1u);
+  EXPECT_EQ(printed[0].reason, ToString(AttemptOutcome::kSucceeded)) << "a run that printed all along was stopped";
+  EXPECT_EQ(printed[0].ended_ms - printed[0].started_ms, 60'000);
+}
+
+TEST_F(StoreFullTest, ASubmitOnTopOfAStalledCommitIsRefusedAndLandsNothing) {
+  // The loop's transaction is kept open between commits (a long commit interval); the disk is
+  // full when a submit arrives, so the commit before the submit's own fails. The submit is
+  // refused with the reason, and once there is room the loop's writes land and the submit does
+  // not (its caller was told it failed).
+  Spec spec = ParseSpec("name: running\ncommand: ./train\n");
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) {
+    FakeProcess p;
+    p.duration_ms = 10'000;
+    p.stdout_text = "{\"step\": 0, \"loss\": 1.0}\n";
+    return p;
+  });
+  FakeGpuProbe probe({});
+  Recorder observer;
+  EngineOptions options = BaseOptions();
+  options.commit_interval_ms = 60'000;
+  auto engine = std::make_unique<Engine>(*store_, launcher, probe, clock_, options);
+  auto sub = engine->Submit(spec);
+  ASSERT_TRUE(sub.ok());
+  auto prepared = PrepareSubmit(ParseSpec("name: late\ncommand: ./late\n"), options.store_dir);
+  ASSERT_TRUE(prepared.ok()) << prepared.status().message();
+  std::optional<std::future<Result<CommandReply>>> reply;
+  const Millis t0 = clock_.Monotonic();
+  bool disarmed = false;
+  launcher.on_wait = [&](FakeLauncher&) {
+    const Millis t = clock_.Monotonic() - t0;
+    if (!reply && t >= 1000) {
+      store::ArmWriteFaults({.code = SQLITE_FULL});
+      reply = engine->Post(cmd::Commit{std::make_shared<PreparedSubmit>(*prepared)});
+    }
+    if (reply && !disarmed && t >= 8000) {
+      disarmed = true;
+      store::DisarmWriteFaults();
+    }
+  };
+  Status done = engine->RunUntilDone(&observer);
+  ASSERT_TRUE(done.ok()) << done.ToString();
+  ASSERT_TRUE(reply.has_value());
+  Result<CommandReply> r = reply->get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+  EXPECT_NE(r.status().message().find("submit waits until the store has room"), std::string::npos)
+      << r.status().message();
+  auto experiments = store_->ListExperiments().value();
+  ASSERT_EQ(experiments.size(), 1u);
+  EXPECT_EQ(experiments[0].name, "running");
+  // What the loop held when the submit came landed: the run's start, its point, its end.
+  auto run = store_->GetRun(sub->runs[0].id).value();
+  EXPECT_EQ(run->state, RunState::kSucceeded);
+  EXPECT_EQ(store_->GetMetrics(sub->runs[0].id, "loss").value().size(), 1u);
+}
+
 }  // namespace
 }  // namespace drover

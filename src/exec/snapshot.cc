@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/file_faults.h"
 #include "common/hash.h"
 #include "common/subprocess.h"
 
@@ -208,7 +209,7 @@ Status CopyAndHash(const std::string& src, const std::string& dst, bool exec, st
   int in = open(src.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (in < 0) return ErrnoStatus("cannot read '" + src + "'");
   const mode_t mode = exec ? 0755 : 0644;
-  int out = open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  int out = FileFault(dst) ? -1 : open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (out < 0) {
     Status s = ErrnoStatus("cannot write '" + dst + "'");
     close(in);
@@ -228,7 +229,7 @@ Status CopyAndHash(const std::string& src, const std::string& dst, bool exec, st
     sha.Update(std::string_view(buf, static_cast<size_t>(n)));
     *bytes += n;
     for (ssize_t done = 0; done < n;) {
-      ssize_t w = write(out, buf + done, static_cast<size_t>(n - done));
+      ssize_t w = FileFault(dst) ? -1 : write(out, buf + done, static_cast<size_t>(n - done));
       if (w < 0) {
         if (errno == EINTR) continue;
         status = ErrnoStatus("cannot write '" + dst + "'");
@@ -345,7 +346,7 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
   if (ec) return Status(Code::kIo, "cannot create '" + snapshots_dir + "': " + ec.message());
   RemoveStaleTemps(snapshots_dir);
   std::string tmp = (fs::path(snapshots_dir) / ".tmp-XXXXXX").string();
-  if (mkdtemp(tmp.data()) == nullptr) {
+  if (FileFault(tmp) || mkdtemp(tmp.data()) == nullptr) {
     return ErrnoStatus("cannot create a temp folder in '" + snapshots_dir + "'");
   }
   chmod(tmp.c_str(), 0755);  // mkdtemp makes it 0700
@@ -366,7 +367,9 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
     const std::string dst = tmp + "/" + e.rel;
     const size_t slash = e.rel.rfind('/');
     if (slash != std::string::npos) {
-      fs::create_directories(tmp + "/" + e.rel.substr(0, slash), ec);
+      const std::string folder = tmp + "/" + e.rel.substr(0, slash);
+      if (FileFault(folder)) ec = std::error_code(errno, std::generic_category());
+      else fs::create_directories(folder, ec);
       if (ec)
         return fail(Status(Code::kIo, "cannot create a folder in '" + tmp + "': " + ec.message()));
     }
@@ -377,7 +380,7 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
       ssize_t n = readlink(src.c_str(), target.data(), target.size());
       if (n < 0) return fail(ErrnoStatus("cannot read link '" + src + "'"));
       target.resize(static_cast<size_t>(n));
-      if (symlink(target.c_str(), dst.c_str()) != 0) {
+      if (FileFault(dst) || symlink(target.c_str(), dst.c_str()) != 0) {
         return fail(ErrnoStatus("cannot write '" + dst + "'"));
       }
       content_hash = Sha256Hex(target);
@@ -413,25 +416,45 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
 
 Status MaterializeSnapshot(const Snapshot& snapshot, const std::string& dest) {
   std::error_code ec;
-  // One mkdir where the parent exists (the usual case: runs/ of the store), the whole path
-  // otherwise: a launch costs as few system calls as it can.
-  if (mkdir(dest.c_str(), 0777) != 0 && errno != EEXIST) {
-    fs::create_directories(dest, ec);
-    if (ec) return Status(Code::kIo, "cannot create working copy '" + dest + "': " + ec.message());
-  }
   if (snapshot.path.empty() || !fs::is_directory(snapshot.path, ec)) {
     return NotFound("snapshot " + snapshot.hash + " is missing at '" + snapshot.path +
                     "'; the store's snapshots folder was changed by hand");
   }
-  if (snapshot.files == 0) return Status::Ok();  // an empty workdir: nothing to copy
+  // An empty workdir: the folder is the copy. One mkdir where the parent exists (the usual case:
+  // runs/ of the store), the whole path otherwise: a launch costs as few system calls as it can.
+  auto make = [&](const std::string& dir) -> Status {
+    if (FileFault(dir)) return ErrnoStatus("cannot create working copy '" + dir + "'");
+    if (mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
+      fs::create_directories(dir, ec);
+      if (ec) return Status(Code::kIo, "cannot create working copy '" + dir + "': " + ec.message());
+    }
+    return Status::Ok();
+  };
+  if (snapshot.files == 0) return make(dest);
+  // Copied beside its place and renamed into it, so a copy cut short (a full disk, a crash) is
+  // never taken for a whole one by the next attempt, which reuses a working copy it finds.
+  const std::string partial = dest + ".partial";
+  fs::remove_all(partial, ec);
+  DROVER_RETURN_IF_ERROR(make(partial));
+  auto fail = [&](Status s) {
+    std::error_code ignored;
+    fs::remove_all(partial, ignored);
+    return s;
+  };
   // Files keep their permission bits (the exec bit) and links stay links.
-  fs::copy(snapshot.path, dest,
+  if (FileFault(partial)) {
+    return fail(ErrnoStatus("cannot copy snapshot " + snapshot.hash + " to '" + dest + "'"));
+  }
+  fs::copy(snapshot.path, partial,
            fs::copy_options::recursive | fs::copy_options::copy_symlinks |
                fs::copy_options::overwrite_existing,
            ec);
   if (ec) {
-    return Status(Code::kIo,
-                  "cannot copy snapshot " + snapshot.hash + " to '" + dest + "': " + ec.message());
+    return fail(Status(Code::kIo, "cannot copy snapshot " + snapshot.hash + " to '" + dest +
+                                      "': " + ec.message()));
+  }
+  if (rename(partial.c_str(), dest.c_str()) != 0) {
+    return fail(ErrnoStatus("cannot move working copy into '" + dest + "'"));
   }
   return Status::Ok();
 }

@@ -6,10 +6,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "common/file_faults.h"
 #include "common/hash.h"
 
 namespace drover {
@@ -323,6 +326,32 @@ TEST_F(SnapshotTest, MaterializeKeepsExecBitsAndSymlinks) {
   fs::path dest2 = dir_ / "runs" / "2" / "work";
   ASSERT_TRUE(MaterializeSnapshot(s, dest2.string()).ok());
   EXPECT_EQ(ReadFile(dest2 / "lib" / "data.txt"), "data\n");
+}
+
+TEST_F(SnapshotTest, AWorkingCopyCutShortIsNeverTakenForAWholeOne) {
+  // The copy is made beside its place and renamed into it: a disk that fills up during the copy
+  // (or a crash) leaves no folder under the working copy's name, which the next attempt would
+  // reuse as it is, and a half copy left by a crash is made again.
+  WriteFile(work_ / "train.py", "print('v1')\n");
+  WriteFile(work_ / "lib" / "data.txt", "data\n");
+  Snapshot s = Take(work_);
+  fs::path dest = dir_ / "runs" / "1";
+  fs::create_directories(dir_ / "runs" / "1.partial");
+  WriteFile(dir_ / "runs" / "1.partial" / "train.py", "half");
+  for (int err : {ENOSPC, EIO}) {
+    ArmFileFaults({.error = err, .under = dest.string(), .after = 1});
+    Status st = MaterializeSnapshot(s, dest.string());
+    DisarmFileFaults();
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.code(), Code::kIo);
+    EXPECT_NE(st.message().find(std::strerror(err)), std::string::npos) << st.message();
+    EXPECT_FALSE(fs::exists(dest));
+    EXPECT_FALSE(fs::exists(dir_ / "runs" / "1.partial"));
+  }
+  ASSERT_TRUE(MaterializeSnapshot(s, dest.string()).ok());
+  EXPECT_EQ(ListTree(dest), (std::vector<std::string>{"lib/data.txt", "train.py"}));
+  EXPECT_EQ(ReadFile(dest / "train.py"), "print('v1')\n");
+  EXPECT_FALSE(fs::exists(dir_ / "runs" / "1.partial"));
 }
 
 TEST_F(SnapshotTest, MaterializeMissingSnapshotIsAnError) {

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/file_faults.h"
 #include "exec/snapshot.h"
 
 namespace drover {
@@ -32,7 +33,7 @@ bool WriteAll(const char* path, const std::string& text) {
 }
 
 Status MakeDir(const std::string& path) {
-  if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+  if (FileFault(path) || (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)) {
     return ErrnoStatus("cannot create '" + path + "'");
   }
   return Status::Ok();
@@ -256,7 +257,8 @@ Result<WorkingCopy> WorkingCopies::Prepare(const Snapshot& snapshot, const RunFi
     return NotFound("snapshot " + snapshot.hash + " is missing at '" + snapshot.path +
                     "'; the store's snapshots folder was changed by hand");
   }
-  fs::create_directories(fs::path(m.upper).parent_path(), ec);
+  if (FileFault(m.upper)) ec = std::error_code(errno, std::generic_category());
+  else fs::create_directories(fs::path(m.upper).parent_path(), ec);
   if (ec)
     return Status(Code::kIo, "cannot create '" + fs::path(m.upper).parent_path().string() +
                                  "': " + ec.message());

@@ -159,6 +159,53 @@ TEST_F(CliTest, AFullDiskUnderTheStoreCostsNoRunAndNoPoint) {
   EXPECT_NE(said.find("60|60|succeeded|1\nlines 60"), std::string::npos) << said;
 }
 
+TEST_F(CliTest, AFullDiskBeforeARunStartsChargesItNothing) {
+  // The store on a 4 MiB tmpfs of its own; the code holds a 900 KiB file, so each working copy
+  // takes 900 KiB. Once run 1 runs, the disk is filled to 300 KiB short of full: the store still
+  // commits (small writes), but run 2's working copy cannot be made (a real ENOSPC). It waits,
+  // charged nothing, and starts once the filler is gone.
+  if (std::system("unshare -rm true >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "no user namespaces here (unshare -rm), so no small file system to fill";
+  }
+  Write("code/data.bin", std::string(900 * 1024, 'x'));
+  Write("code/t.sh", "sleep 2\n");
+  const std::string spec = Write("hold.yaml", "name: hold\nworkdir: code\n"
+                                              "command: /bin/sh t.sh {i}\nparams: {i: [1, 2]}\n"
+                                              "max_parallel: 1\nresources: {gpus: 0}\n");
+  const std::string store = (dir_ / "small").string();
+  fs::create_directories(store);
+  const std::string out = (dir_ / "hold.out").string();
+  const std::string script = Write(
+      "hold.sh", "mount -t tmpfs -o size=4m tmpfs " + store + " || exit 90\n" +
+                     testing::DroverBin() + " run " + spec + " --store " + store + " >" + out +
+                     " 2>&1 &\npid=$!\n"
+                     "i=0; while [ ! -f " + store + "/runs/1/data.bin ] && [ $i -lt 100 ]; do "
+                     "sleep 0.05; i=$((i+1)); done\n"
+                     "avail=$(df --output=avail -k " + store + " | tail -1)\n"
+                     "dd if=/dev/zero of=" + store + "/filler bs=1k count=$((avail - 300)) "
+                     "2>/dev/null\nsleep 5\nrm " + store + "/filler\nwait $pid\ncode=$?\n"
+                     "sqlite3 " + store + "/drover.db 'SELECT group_concat(attempts), "
+                     "group_concat(state), (SELECT count(*) FROM alerts WHERE kind = "
+                     "\"starts_held\") FROM runs' >>" + out + "\n"
+                     "ls " + store + "/runs >>" + out + "\nexit $code\n");
+  const int status = std::system(("unshare -rm sh " + script).c_str());
+  const std::string said = testing::ReadFile(out);
+  ASSERT_TRUE(WIFEXITED(status)) << said;
+  ASSERT_NE(WEXITSTATUS(status), 90) << "could not mount a tmpfs: " << said;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << said;
+  EXPECT_NE(said.find("drover: cannot prepare run 2 to start: cannot copy snapshot"),
+            std::string::npos)
+      << said;
+  // The system's words: std::filesystem::copy reports a full tmpfs as an I/O error here.
+  EXPECT_TRUE(said.find("No space left on device") != std::string::npos ||
+              said.find("Input/output error") != std::string::npos)
+      << said;
+  EXPECT_NE(said.find("drover: runs start again after"), std::string::npos) << said;
+  // One attempt each, both succeeded, the hold on record, no half copy left.
+  EXPECT_NE(said.find("1,1|succeeded,succeeded|1\n"), std::string::npos) << said;
+  EXPECT_EQ(said.find(".partial"), std::string::npos) << said;
+}
+
 TEST_F(CliTest, ValuesArePassedLiterallyWithoutAShell) {
   std::string path = Write("lit.yaml",
                            "name: lit\nworkdir: code\ncommand: printf '%s|' {x}\n"

@@ -352,21 +352,25 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
   return error_;
 }
 
-void Engine::EnterStall(const Status& why, Instant now) {
+void Retrying::Failed(const Status& status, Instant now) {
   constexpr Millis kFirstRetryMs = 1000;
   constexpr Millis kLongestRetryMs = 30'000;
-  const bool first = !stall_;
-  if (first) {
-    stall_.emplace();
-    stall_->since_wall = now.wall;
-    stall_->since_mono = now.mono;
-    stall_->backoff_ms = kFirstRetryMs;
+  if (tries == 0) {
+    since_wall = now.wall;
+    since_mono = now.mono;
+    backoff_ms = kFirstRetryMs;
   } else {
-    stall_->backoff_ms = std::min(kLongestRetryMs, stall_->backoff_ms * 2);
+    backoff_ms = std::min(kLongestRetryMs, backoff_ms * 2);
   }
-  stall_->why = why;
-  stall_->attempts += 1;
-  stall_->retry_mono = now.mono + stall_->backoff_ms;
+  why = status;
+  tries += 1;
+  retry_mono = now.mono + backoff_ms;
+}
+
+void Engine::EnterStall(const Status& why, Instant now) {
+  const bool first = !stall_;
+  if (first) stall_.emplace();
+  stall_->Failed(why, now);
   if (first) {
     // Sent now, not stored (the store cannot take it); stored once the store recovers.
     Alert a;
@@ -445,7 +449,7 @@ void Engine::LeaveStall(Instant now) {
       "drover could not commit to its store for {} ({}); nothing was lost, and no run started "
       "meanwhile",
       FormatDuration(stalled_ms), stall.why.message());
-  a.data = Json{{"stalled_ms", stalled_ms}, {"retries", stall.attempts}};
+  a.data = Json{{"stalled_ms", stalled_ms}, {"retries", stall.tries}};
   RaiseAlert(std::move(a), stall.since_wall);
   // What the launcher reported meanwhile, in the order it came.
   for (const auto& started : stall.held.started) HandleStarted(started, now);

@@ -145,27 +145,27 @@ struct SubmitResult {
   Snapshot snapshot;
 };
 
-// The engine's state while its store cannot commit for want of room (Engine::EnterStall).
-struct StoreStall {
-  Status why;
-  Millis since_wall = 0;
-  Millis since_mono = 0;
-  Millis backoff_ms = 0;
-  Millis retry_mono = 0;
-  int attempts = 0;
-  WaitResult held;  // what the launcher reported meanwhile, handled once the store recovers
-};
-
-// The engine's state while no run can be prepared to start (its working copy or log folder
-// cannot be made: a full or failing disk under the store's runs folder): Engine::HoldStarts.
-struct StartHold {
+// Something the engine waits out and retries: since when, why at the last try, and when it tries
+// again (after 1 s, doubling to 30 s). Both waits below share it.
+struct Retrying {
   Status why;
   Millis since_wall = 0;
   Millis since_mono = 0;
   Millis backoff_ms = 0;
   Millis retry_mono = 0;
   int tries = 0;
+  // The first failure (tries == 0) or a failed retry: the next try is scheduled.
+  void Failed(const Status& status, Instant now);
 };
+
+// The engine's state while its store cannot commit for want of room (Engine::EnterStall).
+struct StoreStall : Retrying {
+  WaitResult held;  // what the launcher reported meanwhile, handled once the store recovers
+};
+
+// The engine's state while no run can be prepared to start (its working copy or log folder
+// cannot be made: a full or failing disk under the store's runs folder): Engine::HoldStarts.
+struct StartHold : Retrying {};
 
 class Engine {
  public:

@@ -254,20 +254,9 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
 }
 
 void Engine::HoldStarts(const Live& live, const Status& why, Instant now) {
-  constexpr Millis kFirstRetryMs = 1000;
-  constexpr Millis kLongestRetryMs = 30'000;
   const bool first = !start_hold_;
-  if (first) {
-    start_hold_.emplace();
-    start_hold_->since_wall = now.wall;
-    start_hold_->since_mono = now.mono;
-    start_hold_->backoff_ms = kFirstRetryMs;
-  } else {
-    start_hold_->backoff_ms = std::min(kLongestRetryMs, start_hold_->backoff_ms * 2);
-  }
-  start_hold_->why = why;
-  start_hold_->tries += 1;
-  start_hold_->retry_mono = now.mono + start_hold_->backoff_ms;
+  if (first) start_hold_.emplace();
+  start_hold_->Failed(why, now);
   spdlog::warn("run {}: {}; no run starts until a working copy can be made (next try in {})",
                live.run.id, why.message(), FormatDuration(start_hold_->backoff_ms));
   if (observer_) observer_->OnStartsHeld(live.run.id, why, start_hold_->backoff_ms);

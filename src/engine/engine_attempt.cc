@@ -148,7 +148,11 @@ Result<WorkingCopy> Engine::MakeWorkingCopy(Live& live) {
         options_.overlay_working_copies ? WorkingCopies::Deferred(options_.store_dir + "/runs")
                                         : WorkingCopies::CopyOnly("overlay_working_copies is off"));
   }
-  DROVER_ASSIGN_OR_RETURN(WorkingCopy wc, working_copies_->Prepare(live.exp->snapshot, files));
+  // A run this engine queued and never started has no working copy yet; one taken over from the
+  // last engine may have (it can have died between making it and recording the start).
+  const bool fresh = live.run.attempts == 0 && !live.from_last_engine;
+  DROVER_ASSIGN_OR_RETURN(WorkingCopy wc,
+                          working_copies_->Prepare(live.exp->snapshot, files, fresh));
   if (!copies_said_ && working_copies_->probed()) {
     copies_said_ = true;
     if (!working_copies_->overlay()) {

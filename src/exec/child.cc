@@ -2,8 +2,9 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "exec/shim.h"
 
@@ -32,42 +34,112 @@ std::vector<char*> Pointers(const std::vector<std::string>& v) {
 
 namespace {
 
+// What a spawned child needs, prepared by its parent: the child shares the parent's memory until
+// it execs (CLONE_VM | CLONE_VFORK), reads this and writes back only `err` and `step`.
+struct SpawnTask {
+  const char* exec_path;
+  char* const* argv;
+  char* const* envp;
+  const char* cwd;  // nullptr = stay
+  int out_fd;
+  int err_fd;
+  int max_fd;  // for closing descriptors where close_range(2) is missing
+  int err = 0;
+  const char* step = nullptr;
+};
+
+// The spawned child, on its own stack. glibc's posix_spawn does the same steps but first asks the
+// kernel for the disposition of every signal (64 rt_sigaction calls and more, a tenth of a short
+// run's start on a VM); drover itself catches only signals that are reset here, and nothing can
+// signal the child before it execs (it leads a new group, and its pid is known to no one yet),
+// so only these six are reset. No sanitizer instrumentation: it runs on a stack the sanitizers
+// do not know, with the parent suspended.
+__attribute__((no_sanitize("address", "undefined"))) int SpawnEntry(void* arg) {
+  auto* t = static_cast<SpawnTask*>(arg);
+  auto fail = [t](const char* step) {
+    t->err = errno != 0 ? errno : EIO;
+    t->step = step;
+    _exit(127);
+  };
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP, SIGQUIT}) sigaction(sig, &dfl, nullptr);
+  // Its own process group (it leads a new one), so Ctrl-C at the terminal reaches drover, not the
+  // runs directly, and cancel/timeout can kill the whole group.
+  if (setpgid(0, 0) != 0) fail("setpgid");
+  int devnull = open("/dev/null", O_RDONLY);
+  if (devnull < 0) fail("opening /dev/null");
+  if (devnull != 0 && dup2(devnull, 0) < 0) fail("dup2 of stdin");
+  // The output files are opened by the caller (O_CLOEXEC, at 3 or above); dup2 clears CLOEXEC.
+  if (dup2(t->out_fd, 1) < 0 || dup2(t->err_fd, 2) < 0) fail("dup2 of stdout and stderr");
+  // Nothing else of ours leaks into the run (store, sockets, other runs' files).
+  if (close_range(3, ~0U, 0) != 0) {
+    for (int fd = 3; fd < t->max_fd; ++fd) close(fd);
+  }
+  if (t->cwd != nullptr && chdir(t->cwd) != 0) fail("entering the working directory");
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  execve(t->exec_path, t->argv, t->envp);
+  fail("exec");
+  return 127;
+}
+
+// A descriptor at 3 or above for the child's stdout or stderr (a caller whose own stdio is
+// closed can get 0 to 2 from open).
+int AboveStdio(int fd, int* owned) {
+  if (fd >= 3) return fd;
+  int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  if (moved < 0) return fd;
+  *owned = moved;
+  return moved;
+}
+
 ForkOutcome SpawnChild(const ChildPlan& plan, int out_fd, int err_fd) {
   ForkOutcome outcome;
   std::vector<char*> argv = Pointers(plan.argv);
   std::vector<char*> envp = Pointers(plan.env);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  // The output files are opened by the caller (O_CLOEXEC), so a bad path is reported as such
-  // instead of as an anonymous spawn error; dup2 clears CLOEXEC.
-  posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
-  posix_spawn_file_actions_adddup2(&actions, err_fd, 2);
-  // Nothing else of ours leaks into the run (store, sockets, other runs' pipes).
-  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
-  if (!plan.cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, plan.cwd.c_str());
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  // Its own process group (pgroup 0: it leads a new one), so Ctrl-C at the terminal reaches
-  // drover, not the runs directly, and cancel/timeout can kill the whole group. The child must
-  // not inherit our blocked mask, nor any disposition we set for these signals.
-  sigset_t empty, defaults;
-  sigemptyset(&empty);
-  sigemptyset(&defaults);
-  for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP, SIGQUIT}) sigaddset(&defaults, sig);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setsigmask(&attr, &empty);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  // glibc reports failures of the child's setup (chdir, dup2) and of exec through the return
-  // value (it spawns with CLONE_VFORK and passes the errno back), so no error is lost.
-  pid_t pid = 0;
-  outcome.err =
-      posix_spawn(&pid, plan.exec_path.c_str(), &actions, &attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (outcome.err == 0) outcome.pid = pid;
+  int owned_out = -1, owned_err = -1;
+  SpawnTask task{plan.exec_path.c_str(),
+                 argv.data(),
+                 envp.data(),
+                 plan.cwd.empty() ? nullptr : plan.cwd.c_str(),
+                 AboveStdio(out_fd, &owned_out),
+                 AboveStdio(err_fd, &owned_err),
+                 static_cast<int>(std::min<long>(sysconf(_SC_OPEN_MAX), 1 << 16))};
+  // The child's stack, one per thread that spawns, kept: the child is done with it once clone
+  // returns (it has exec'd or exited).
+  constexpr size_t kStack = 64 * 1024;
+  thread_local std::unique_ptr<char[]> stack;
+  if (!stack) stack.reset(new char[kStack]);
+  char* top = stack.get() + kStack;
+  top -= reinterpret_cast<uintptr_t>(top) % 64;
+  // No signal handler of ours may run in the child while it shares our memory: every signal is
+  // blocked from before the clone until the child has reset its dispositions and exec'd.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  const pid_t pid = clone(SpawnEntry, top, CLONE_VM | CLONE_VFORK | SIGCHLD, &task);
+  const int clone_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (owned_out >= 0) close(owned_out);
+  if (owned_err >= 0) close(owned_err);
+  if (pid < 0) {
+    outcome.err = clone_errno;
+    outcome.failed_step = "clone";
+    return outcome;
+  }
+  if (task.err != 0) {
+    // It exited before exec: reaped here, as posix_spawn does, so the caller has no pid to wait
+    // for. An exec that failed is reported by its errno alone (the caller says what it means).
+    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    outcome.err = task.err;
+    if (std::strcmp(task.step, "exec") != 0) outcome.failed_step = task.step;
+    return outcome;
+  }
+  outcome.pid = pid;
   return outcome;
 }
 

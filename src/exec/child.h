@@ -1,8 +1,8 @@
 #pragma once
 // Starting a run's process from a ChildPlan of plain values, so the same plan is carried out by
 // the engine's launcher or by the supervisor (exec/supervisor.h), the small helper process the
-// daemon starts its runs from. A plain run is a posix_spawn (a vfork: no copy of the caller's
-// memory); the shim (exec/shim.h), which lives as long as the run and so cannot be a vfork, and a
+// daemon starts its runs from. A plain run is spawned with clone(CLONE_VM | CLONE_VFORK) (no copy
+// of the caller's memory, and fewer steps than posix_spawn: see SpawnEntry); the shim (exec/shim.h), which lives as long as the run and so cannot be a vfork, and a
 // run whose working copy is an overlay mounted in its own mount namespace between fork and exec,
 // are forked.
 #include <sys/types.h>

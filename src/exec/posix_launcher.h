@@ -1,5 +1,5 @@
 #pragma once
-// The real launcher: posix_spawn into a new process group, output to files,
+// The real launcher: spawned (exec/child.h) into a new process group, output to files,
 // SIGCHLD/SIGINT/SIGTERM/SIGHUP taken synchronously through a signalfd (the constructor blocks
 // them in the calling thread; create it in main() before other threads start, and keep one per
 // process). With LaunchSpec::exit_path set, the run outlives the engine and its end is recorded in

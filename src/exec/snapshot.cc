@@ -454,6 +454,9 @@ Status MaterializeSnapshot(const Snapshot& snapshot, const std::string& dest) {
                                       "': " + ec.message()));
   }
   if (rename(partial.c_str(), dest.c_str()) != 0) {
+    // A whole copy is already there (renamed in by an attempt the caller did not know of): that
+    // one is the working copy, as it would have been found had the caller looked first.
+    if (errno == ENOTEMPTY || errno == EEXIST) return fail(Status::Ok());
     return fail(ErrnoStatus("cannot move working copy into '" + dest + "'"));
   }
   return Status::Ok();

@@ -4,7 +4,7 @@
 //
 // It does for every run what a shim (exec/shim.h) does for one, without a process per run: the
 // daemon forks it once, first thing, while the daemon is still small and has one thread, and
-// asks it to start each run; it posix_spawns the run (a vfork: nothing of its memory is copied)
+// asks it to start each run; it spawns the run (StartChild: a vfork, nothing of its memory is copied)
 // as the leader of the run's own group, writes the exit file's start line ("<pid> <start
 // ticks>"), and when the run's leader ends it kills the rest of the group, tells the daemon,
 // appends the end line (the shim's format, so ReadExitFile and adoption read it unchanged) and

@@ -232,12 +232,13 @@ RunFiles RunFiles::In(const std::string& store_dir, int64_t experiment_id, int64
   return f;
 }
 
-Result<WorkingCopy> WorkingCopies::Prepare(const Snapshot& snapshot, const RunFiles& files) {
+Result<WorkingCopy> WorkingCopies::Prepare(const Snapshot& snapshot, const RunFiles& files,
+                                           bool fresh) {
   WorkingCopy w;
   w.path = files.work;
   OverlayMount m{snapshot.path, files.changes, files.overlay_scratch};
   struct stat st;
-  if (stat(m.upper.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+  if (!fresh && stat(m.upper.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     // An earlier attempt's overlay: its changes are kept for this one (and its mount point and
     // scratch folder made again if a crash came between them).
     DROVER_RETURN_IF_ERROR(MakeDir(m.work));
@@ -245,7 +246,7 @@ Result<WorkingCopy> WorkingCopies::Prepare(const Snapshot& snapshot, const RunFi
     w.overlay = m;
     return w;
   }
-  if (stat(w.path.c_str(), &st) == 0) return w;  // an earlier attempt's copy
+  if (!fresh && stat(w.path.c_str(), &st) == 0) return w;  // an earlier attempt's copy
   const bool small = snapshot.files <= kCopyMaxFiles && snapshot.bytes <= kCopyMaxBytes;
   if (!small && !probed()) *this = Probe(scratch_dir_);
   if (!overlay_ || small || !PrepareOverlay(m, w.path).ok()) {

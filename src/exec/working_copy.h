@@ -75,8 +75,9 @@ class WorkingCopies {
   const std::string& why_not() const { return why_not_; }
 
   // The working copy of one run, made on its first attempt and reused by later ones (however
-  // the first was made).
-  Result<WorkingCopy> Prepare(const Snapshot& snapshot, const RunFiles& files);
+  // the first was made). `fresh`: no attempt of this run can have made one (its first start, in
+  // the engine that queued it), so nothing is looked for first.
+  Result<WorkingCopy> Prepare(const Snapshot& snapshot, const RunFiles& files, bool fresh = false);
 
  private:
   bool overlay_ = false;

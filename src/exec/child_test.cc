@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <string>
 #include <vector>
 
 namespace drover {
@@ -67,6 +69,64 @@ TEST(ChildTest, AFailedStartHasNoStartTime) {
   EXPECT_EQ(o.err, ENOENT);
   EXPECT_EQ(o.start_ticks, 0);
   if (o.pid > 0) Reap(o.pid);
+}
+
+// A step that fails before exec is named, with its errno, and leaves no process behind.
+TEST(ChildTest, AChildThatCannotEnterItsFolderSaysSoAndLeavesNoProcess) {
+  int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(devnull, 0);
+  ChildPlan plan = Plan({"/bin/true"});
+  plan.cwd = "/nonexistent/folder";
+  ForkOutcome o = StartChild(plan, devnull, devnull);
+  close(devnull);
+  EXPECT_EQ(o.err, ENOENT);
+  EXPECT_EQ(o.failed_step, "entering the working directory");
+  EXPECT_EQ(o.pid, 0);
+  siginfo_t info{};
+  const int r = waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT);
+  EXPECT_TRUE((r < 0 && errno == ECHILD) || (r == 0 && info.si_pid == 0))
+      << "a child was left to reap: " << info.si_pid;
+}
+
+std::string Slurp(const std::string& path) {
+  std::string s;
+  if (FILE* f = std::fopen(path.c_str(), "r")) {
+    char buf[256];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+    std::fclose(f);
+  }
+  return s;
+}
+
+// A caller whose own stdio is closed gets 0 to 2 from open: the child's streams must still land
+// in the files they were given, here even crossed (stdout's file on 2, stderr's on 1).
+TEST(ChildTest, OutputFilesOnTheCallersStdioDescriptorsReachTheRightStreams) {
+  char dir[] = "/tmp/drover-child-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string out = std::string(dir) + "/out", err = std::string(dir) + "/err";
+  const int saved_out = dup(1), saved_err = dup(2);
+  ASSERT_GE(saved_out, 0);
+  ASSERT_GE(saved_err, 0);
+  int out_fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int err_fd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  dup2(out_fd, 2);
+  dup2(err_fd, 1);
+  close(out_fd);
+  close(err_fd);
+  ForkOutcome o = StartChild(Plan({"/bin/sh", "-c", "echo to-stdout; echo to-stderr >&2"}), 2, 1);
+  dup2(saved_out, 1);
+  dup2(saved_err, 2);
+  close(saved_out);
+  close(saved_err);
+  ASSERT_EQ(o.err, 0) << o.failed_step;
+  int status = 0;
+  ASSERT_EQ(waitpid(o.pid, &status, 0), o.pid);
+  EXPECT_EQ(Slurp(out), "to-stdout\n");
+  EXPECT_EQ(Slurp(err), "to-stderr\n");
+  std::remove(out.c_str());
+  std::remove(err.c_str());
+  rmdir(dir);
 }
 
 }  // namespace

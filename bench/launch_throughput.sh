@@ -7,7 +7,8 @@
 #
 #   bench/launch_throughput.sh [-p P] [-n N] [-r ROUNDS] [--only run|daemon|tsp]
 #
-# P defaults to 2, N to 1000, ROUNDS to 5. Each round measures every side once, in an order
+# P defaults to 2, N to 1000, ROUNDS to 5. --keep leaves the folder (named on stderr) instead of
+# deleting it at the end, so that the next invocation does not measure this one's cleanup. Each round measures every side once, in an order
 # rotated from round to round, and nothing is deleted until the end: on ext4 creating an inode
 # costs more while recently deleted ones are near (the allocator skips them one by one), so a
 # side measured right after another's cleanup would pay for it. The figure per side is its median
@@ -21,8 +22,9 @@ P=2
 N=1000
 ROUNDS=5
 ONLY=""
+KEEP=0
 usage() {
-  echo "usage: $0 [-p PARALLELISM] [-n RUNS] [-r ROUNDS] [--only run|daemon|tsp]" >&2
+  echo "usage: $0 [-p PARALLELISM] [-n RUNS] [-r ROUNDS] [--only run|daemon|tsp] [--keep]" >&2
   exit 2
 }
 while [[ $# -gt 0 ]]; do
@@ -31,6 +33,7 @@ while [[ $# -gt 0 ]]; do
     -n) N="${2:?-n needs a number}"; shift 2 ;;
     -r) ROUNDS="${2:?-r needs a number}"; shift 2 ;;
     --only) ONLY="${2:?--only needs run, daemon or tsp}"; shift 2 ;;
+    --keep) KEEP=1; shift ;;
     -h|--help) usage ;;
     *) usage ;;
   esac
@@ -67,7 +70,11 @@ DAEMON_PID=""
 cleanup() {
   [[ -z "$TSP_SOCKET" ]] || TS_SOCKET="$TSP_SOCKET" tsp -K >/dev/null 2>&1 || true
   [[ -z "$DAEMON_PID" ]] || kill "$DAEMON_PID" 2>/dev/null || true
-  rm -rf "$ROOT"
+  if ((KEEP)); then
+    echo "kept $ROOT" >&2
+  else
+    rm -rf "$ROOT"
+  fi
 }
 trap cleanup EXIT
 

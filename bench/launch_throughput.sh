@@ -5,11 +5,11 @@
 # script. Folders are on the machine's real disk: under the project's build folder (not /tmp,
 # which may be tmpfs), or under $BENCH_DIR.
 #
-#   bench/launch_throughput.sh [-p P] [-n N] [-r ROUNDS] [--only run|daemon|tsp]
+#   bench/launch_throughput.sh [-p P] [-n N] [-r ROUNDS] [--only run|daemon|tsp] [--keep]
 #
 # P defaults to 2, N to 1000, ROUNDS to 5. --keep leaves the folder (named on stderr) instead of
-# deleting it at the end, so that the next invocation does not measure this one's cleanup. Each round measures every side once, in an order
-# rotated from round to round, and nothing is deleted until the end: on ext4 creating an inode
+# deleting it at the end, so that the next invocation does not measure this one's cleanup. Each
+# round measures every side once, in an order rotated from round to round, and nothing is deleted until the end: on ext4 creating an inode
 # costs more while recently deleted ones are near (the allocator skips them one by one), so a
 # side measured right after another's cleanup would pay for it. The figure per side is its median
 # over the rounds. The drover binary is $DROVER_BIN, else ./build/drover.

@@ -9,9 +9,10 @@
 #
 # P defaults to 2, N to 1000, ROUNDS to 5. --keep leaves the folder (named on stderr) instead of
 # deleting it at the end, so that the next invocation does not measure this one's cleanup. Each
-# round measures every side once, in an order rotated from round to round, and nothing is deleted until the end: on ext4 creating an inode
-# costs more while recently deleted ones are near (the allocator skips them one by one), so a
-# side measured right after another's cleanup would pay for it. The figure per side is its median
+# round measures every side once, in an order rotated from round to round, and nothing is
+# deleted until the end: on ext4 creating an inode costs more while recently deleted ones are
+# near (the allocator skips them one by one), so a side measured right after another's cleanup
+# would pay for it. The figure per side is its median
 # over the rounds. The drover binary is $DROVER_BIN, else ./build/drover.
 # Prints one summary line with the ratios against task-spooler beside the targets (drover run 2x,
 # the daemon 1.5x); exits non-zero when a run failed or drover did not record every run and

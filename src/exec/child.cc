@@ -43,7 +43,6 @@ struct SpawnTask {
   const char* cwd;  // nullptr = stay
   int out_fd;
   int err_fd;
-  int max_fd;  // for closing descriptors where close_range(2) is missing
   int err = 0;
   const char* step = nullptr;
 };
@@ -64,7 +63,7 @@ __attribute__((no_sanitize("address", "undefined"))) int SpawnEntry(void* arg) {
   struct sigaction dfl;
   std::memset(&dfl, 0, sizeof dfl);
   dfl.sa_handler = SIG_DFL;
-  for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP, SIGQUIT}) sigaction(sig, &dfl, nullptr);
+  for (int sig : kChildDefaultSignals) sigaction(sig, &dfl, nullptr);
   // Its own process group (it leads a new one), so Ctrl-C at the terminal reaches drover, not the
   // runs directly, and cancel/timeout can kill the whole group.
   if (setpgid(0, 0) != 0) fail("setpgid");
@@ -74,8 +73,9 @@ __attribute__((no_sanitize("address", "undefined"))) int SpawnEntry(void* arg) {
   // The output files are opened by the caller (O_CLOEXEC, at 3 or above); dup2 clears CLOEXEC.
   if (dup2(t->out_fd, 1) < 0 || dup2(t->err_fd, 2) < 0) fail("dup2 of stdout and stderr");
   // Nothing else of ours leaks into the run (store, sockets, other runs' files).
-  if (close_range(3, ~0U, 0) != 0) {
-    for (int fd = 3; fd < t->max_fd; ++fd) close(fd);
+  if (close_range(3, ~0U, 0) != 0) {  // missing (Linux < 5.9, some seccomp profiles)
+    const long max_fd = std::min<long>(sysconf(_SC_OPEN_MAX), 1 << 16);
+    for (int fd = 3; fd < max_fd; ++fd) close(fd);
   }
   if (t->cwd != nullptr && chdir(t->cwd) != 0) fail("entering the working directory");
   sigset_t none;
@@ -106,8 +106,7 @@ ForkOutcome SpawnChild(const ChildPlan& plan, int out_fd, int err_fd) {
                  envp.data(),
                  plan.cwd.empty() ? nullptr : plan.cwd.c_str(),
                  AboveStdio(out_fd, &owned_out),
-                 AboveStdio(err_fd, &owned_err),
-                 static_cast<int>(std::min<long>(sysconf(_SC_OPEN_MAX), 1 << 16))};
+                 AboveStdio(err_fd, &owned_err)};
   // The child's stack, one per thread that spawns, kept: the child is done with it once clone
   // returns (it has exec'd or exited).
   constexpr size_t kStack = 64 * 1024;
@@ -215,7 +214,7 @@ ForkOutcome ForkChild(const ChildPlan& plan, int out_fd, int err_fd) {
     close_from_3(true);
     sigset_t none;
     sigemptyset(&none);
-    for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP, SIGQUIT}) signal(sig, SIG_DFL);
+    for (int sig : kChildDefaultSignals) signal(sig, SIG_DFL);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     execve(exec_path, argv.data(), envp.data());
     fail(errno, "exec");

@@ -5,6 +5,7 @@
 // of the caller's memory, and fewer steps than posix_spawn: see SpawnEntry); the shim (exec/shim.h), which lives as long as the run and so cannot be a vfork, and a
 // run whose working copy is an overlay mounted in its own mount namespace between fork and exec,
 // are forked.
+#include <signal.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -47,6 +48,11 @@ struct ForkOutcome {
 // hangs (a mount on a dead network file system) is killed after 30 s. Allocates before the fork
 // only; the child allocates nothing.
 ForkOutcome StartChild(const ChildPlan& plan, int out_fd, int err_fd);
+
+// The signals drover catches, ignores or blocks: a child's disposition of each is reset to the
+// default before it execs (every other signal is at its default in drover already, and exec
+// resets any caught one).
+inline constexpr int kChildDefaultSignals[] = {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP, SIGQUIT};
 
 // Clocks for the launcher, the shim and the supervisor (libc only, no allocation: they also run
 // in forked children), in milliseconds.

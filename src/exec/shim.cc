@@ -178,7 +178,7 @@ void ShimMain(const ShimTask& task) {
   posix_spawnattr_init(&attr);
   sigset_t defaults;
   sigemptyset(&defaults);
-  for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP, SIGQUIT}) sigaddset(&defaults, sig);
+  for (int sig : kChildDefaultSignals) sigaddset(&defaults, sig);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   posix_spawnattr_setsigmask(&attr, &empty);
   posix_spawnattr_setsigdefault(&attr, &defaults);

@@ -3,12 +3,14 @@
 // was never stored, and a run being cancelled; the next engine adopts, reads, requeues and goes
 // on stopping each as it should, without sleeping or starting a process.
 #include <gtest/gtest.h>
+#include <sys/xattr.h>
 
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 
 #include "engine/engine.h"
+#include "exec/process_launcher.h"
 #include "exec/working_copy.h"
 #include "testutil/engine_fixture.h"
 #include "testutil/fake_launcher.h"
@@ -73,14 +75,19 @@ TEST_F(AdoptionTest, TheNextEngineAdoptsReadsRequeuesAndGoesOnStopping) {
   EXPECT_EQ(a[4].stopping, StopReason::kCancel);
   EXPECT_EQ(RunOf(ids[4]).state, RunState::kRunning);
 
-  // What the next engine finds: run 1's shim lives; run 2 ended meanwhile (its exit file says
-  // exit 0); run 3's shim is gone without a word; run 4's pid never reached the store, but its
-  // shim's start line names it, alive; run 5 lives and is still being cancelled.
+  // What the next engine finds: run 1's shim lives; run 2 ended meanwhile (its exit record, on
+  // its stdout log's attribute as the supervisor keeps it, says exit 0); run 3's shim is gone
+  // without a word; run 4's pid never reached the store, but its shim's start line (in an exit
+  // file) names it, alive; run 5 lives and is still being cancelled.
   FakeLauncher next(clock_, [](const LaunchSpec&) { return FakeProcess{100, 0}; });
   next.set_next_pid(5000);
   next.foreign[static_cast<int>(a[0].pid)] = {1, 2000, 0};
-  std::ofstream(a[1].exit_path) << a[1].pid << " 1\n{\"exit_code\": 0, \"signal\": 0, "
-                                << "\"ended_ms\": " << clock_.Now() << "}\n";
+  const std::string record = std::to_string(a[1].pid) + " 1\n{\"exit_code\":0,\"signal\":0," +
+                             "\"ended_ms\":" + std::to_string(clock_.Now()) + "}\n";
+  std::ofstream(a[1].stdout_path).flush();
+  if (setxattr(a[1].stdout_path.c_str(), kExitAttribute, record.data(), record.size(), 0) != 0) {
+    std::ofstream(a[1].exit_path) << record;  // a file system without user attributes
+  }
   const int64_t pid4 = a[3].pid;
   a[3].pid = 0;
   ASSERT_TRUE(store_->UpdateAttempt(a[3]).ok());

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +21,28 @@
 #include "exec/working_copy.h"
 
 namespace drover {
+
+namespace {
+
+// Where an attempt of a run that outlives the engine has its start and end recorded.
+ExitRecordAt RecordOf(const Attempt& a) { return {a.exit_path, a.stdout_path}; }
+
+// When an attempt the last engine did not record was started: its exit file was written then;
+// a record on the log's attribute has no file, and the log was made just before the start.
+int64_t StartedMs(const Attempt& a, int64_t fallback_ms) {
+  struct stat st;
+  if (stat(a.exit_path.c_str(), &st) == 0) {
+    return int64_t{st.st_mtim.tv_sec} * 1000 + st.st_mtim.tv_nsec / 1'000'000;
+  }
+  struct statx sx;
+  if (statx(AT_FDCWD, a.stdout_path.c_str(), 0, STATX_BTIME, &sx) == 0 &&
+      (sx.stx_mask & STATX_BTIME)) {
+    return int64_t{sx.stx_btime.tv_sec} * 1000 + sx.stx_btime.tv_nsec / 1'000'000;
+  }
+  return fallback_ms;
+}
+
+}  // namespace
 
 Result<RecoverySummary> Engine::Recover() {
   DROVER_RETURN_IF_ERROR(InitGpus());
@@ -116,7 +139,7 @@ Result<RecoverySummary> Engine::Recover() {
       if (a.pid == 0 && !a.exit_path.empty()) {
         // The engine died between recording the attempt and learning its pid: the shim's pid
         // file names it. Without one, the shim never got to start the run.
-        if (auto start = ReadShimStart(a.exit_path); start.ok()) {
+        if (auto start = ReadRecordedStart(RecordOf(a)); start.ok()) {
           l.attempt->pid = start->pid;
           l.attempt->pid_start = start->start_ticks;
           Tx();
@@ -133,15 +156,15 @@ Result<RecoverySummary> Engine::Recover() {
         alive = false;
       }
       if (alive) {
-        launcher_.Adopt(pid, known.pid_start, known.exit_path);
+        launcher_.Adopt(pid, known.pid_start, RecordOf(known));
         pid_to_run_[pid] = r.id;
         ++summary.adopted;
         continue;
       }
       ProcessExit exit;
       exit.pid = pid;
-      auto recorded = a.exit_path.empty() ? Result<ProcessExit>(NotFound("no exit file"))
-                                          : ReadExitFile(a.exit_path);
+      auto recorded = a.exit_path.empty() ? Result<ProcessExit>(NotFound("no exit record"))
+                                          : ReadExitRecord(RecordOf(a));
       if (recorded.ok()) {
         exit.exit_code = recorded->exit_code;
         exit.signal = recorded->signal;
@@ -172,7 +195,8 @@ bool Engine::RecordUnrecordedStart(Live& live, Instant now) {
   Attempt a;
   a.number = r.attempts + 1;
   a.exit_path = files.Exit(a.number);
-  auto start = ReadShimStart(a.exit_path);
+  a.stdout_path = files.Stdout(a.number);
+  auto start = ReadRecordedStart(RecordOf(a));
   if (!start.ok()) return false;
   a.pid = start->pid;
   a.pid_start = start->start_ticks;
@@ -199,10 +223,7 @@ bool Engine::RecordUnrecordedStart(Live& live, Instant now) {
   a.stderr_path = files.Stderr(a.number);
   a.hostname = hostname_;
   a.drover_version = DROVER_VERSION;
-  struct stat st;
-  a.started_ms = stat(a.exit_path.c_str(), &st) == 0
-                     ? int64_t{st.st_mtim.tv_sec} * 1000 + st.st_mtim.tv_nsec / 1'000'000
-                     : now.wall;
+  a.started_ms = StartedMs(a, now.wall);
   spdlog::info("run {}: attempt {} was started by the last engine, which stopped before recording "
                "it; taken over ({})",
                r.id, a.number, alive ? "still running" : "ended since");
@@ -221,9 +242,11 @@ bool Engine::ForgetUnrecordedStart(Live& live, Instant now) {
   Attempt a;
   a.number = r.attempts + 1;
   a.exit_path = files.Exit(a.number);
+  a.stdout_path = files.Stdout(a.number);
   // Launches are committed with the rest of their loop iteration, after the process exists: the
-  // exit file (its start line is written before the launcher returns) is what records them first.
-  auto start = ReadShimStart(a.exit_path);
+  // exit record (its start line is written before the launcher returns) is what records them
+  // first.
+  auto start = ReadRecordedStart(RecordOf(a));
   if (!start.ok()) return false;
   a.run_id = r.id;
   a.params = r.current_params;

@@ -128,7 +128,11 @@ std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt
 }
 
 const RunFiles& Engine::FilesOf(Live& live) {
-  if (!live.files) live.files = RunFiles::In(options_.store_dir, live.run.experiment_id, live.run.id);
+  if (!live.files) {
+    // A run this engine queued and never started has the new layout (no stat per launch).
+    const bool begun = live.run.attempts > 0 || live.from_last_engine;
+    live.files = RunFiles::In(options_.store_dir, live.run.experiment_id, live.run.id, begun);
+  }
   return *live.files;
 }
 

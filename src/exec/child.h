@@ -22,6 +22,9 @@ struct ChildPlan {
   // with `argv` and `env`.
   bool shim = false;
   std::string exit_path;
+  // The attempt's stdout log, on whose attribute the supervisor keeps the exit record
+  // (ExitRecordAt); a shim writes exit_path.
+  std::string exit_log;
   std::string program;    // the resolved run program (the shim's), "" = not found
   std::string exec_path;  // what is exec'd without a shim
   std::vector<std::string> argv;

@@ -7,6 +7,7 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -152,6 +153,7 @@ Status PosixLauncher::PlanStart(const LaunchSpec& spec, ChildPlan* plan, int* ou
     return s;
   }
   plan->exit_path = spec.exit_path;
+  plan->exit_log = spec.stdout_path;
   plan->program = resolved;
   plan->env = spec.env;
   plan->cwd = spec.cwd;
@@ -211,7 +213,8 @@ Result<int64_t> PosixLauncher::BeginStart(const LaunchSpec& spec) {
                                               sent.message() + "; shorten its environment");
   }
   if (sent.ok() || delivered) {
-    pending_.push_back(Pending{ticket, spec.exit_path, spec.argv[0], plan.mount_overlay,
+    pending_.push_back(Pending{ticket, {spec.exit_path, spec.stdout_path}, spec.argv[0],
+                               plan.mount_overlay,
                                MonotonicMs()});
   }
   if (!sent.ok()) {
@@ -295,7 +298,7 @@ void PosixLauncher::MatchAnswers() {
     if (a.outcome.err == 0) {
       o.pid = a.outcome.pid;
       o.start_ticks = a.start_ticks;
-      supervised_[a.outcome.pid] = Supervised{p.exit_path, a.start_ticks};
+      supervised_[a.outcome.pid] = Supervised{p.record, a.start_ticks};
     } else {
       o.error = StartError(p.program, a.outcome.err, a.outcome.failed_step, p.overlay, false);
     }
@@ -388,8 +391,8 @@ int PosixLauncher::GroupOf(int pid) {
   return g < 0 ? -1 : static_cast<int>(g);
 }
 
-void PosixLauncher::Adopt(int pid, int64_t start_ticks, const std::string& exit_path) {
-  adopted_[pid] = Adopted{start_ticks, exit_path};
+void PosixLauncher::Adopt(int pid, int64_t start_ticks, const ExitRecordAt& record) {
+  adopted_[pid] = Adopted{start_ticks, record};
 }
 
 void PosixLauncher::CheckAdopted(std::vector<ProcessExit>* exits) {
@@ -407,7 +410,7 @@ void PosixLauncher::CheckAdopted(std::vector<ProcessExit>* exits) {
       continue;
     }
     ProcessExit exit;
-    Result<ProcessExit> recorded = ReadExitFile(it->second.exit_path);
+    Result<ProcessExit> recorded = ReadExitRecord(it->second.record);
     if (same && !recorded.ok()) {
       // A zombie whose end is not written yet: a supervisor writes the end before it reaps the
       // run. Wait for it a while (the pid cannot be reused while the zombie holds it).
@@ -513,23 +516,24 @@ void PosixLauncher::SupervisorLost() {
   MatchAnswers();  // what it answered before it went
   // Its runs are no longer anyone's children we can hear from: watch them as adopted ones (their
   // end is read from the exit file the supervisor may have written, else they are lost).
-  for (const auto& [pid, s] : supervised_) Adopt(pid, s.start_ticks, s.exit_path);
+  for (const auto& [pid, s] : supervised_) Adopt(pid, s.start_ticks, s.record);
   supervised_.clear();
   // A launch it had but did not answer may have begun: its start line says. Then the run is
   // watched as an adopted one; it is never started a second time under this attempt.
   for (Pending& p : pending_) {
     StartOutcome o;
     o.ticket = p.ticket;
-    Result<ShimStart> begun = ReadShimStart(p.exit_path);
+    Result<ShimStart> begun = ReadRecordedStart(p.record);
     if (begun.ok() && StartTicks(static_cast<int>(begun->pid)) == begun->start_ticks) {
-      Adopt(static_cast<int>(begun->pid), begun->start_ticks, p.exit_path);
+      Adopt(static_cast<int>(begun->pid), begun->start_ticks, p.record);
       o.pid = static_cast<int>(begun->pid);
       o.start_ticks = begun->start_ticks;
     } else {
       o.error = Status(Code::kIo, "cannot start '" + p.program +
                                       "': the supervisor went away during its launch (it may "
-                                      "have started the run: see its exit file " +
-                                      p.exit_path + ")");
+                                      "have started the run: see its exit record, " +
+                                      p.record.file + " or the attribute " + kExitAttribute +
+                                      " of " + p.record.log + ")");
     }
     ready_.push_back(std::move(o));
   }
@@ -644,19 +648,52 @@ Result<std::string> ReadSmallFile(const std::string& path) {
 
 }  // namespace
 
-Result<ProcessExit> ReadExitFile(const std::string& path) {
-  DROVER_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path));
-  // The end is the complete JSON line after the shim's start line; without one the run has not
-  // ended (or its group was killed before it did).
+namespace {
+
+// The exit record's text, wherever it is; NotFound when there is none (the run never started).
+// The log's attribute, when it holds one, is the record, unless it has no end yet and the file
+// holds the same start with an end (the supervisor could set the start there but not the end).
+// A file whose start is another one is not this attempt's (it was left from before).
+Result<std::string> ReadRecordText(const ExitRecordAt& at) {
+  std::string attr;
+  if (!at.log.empty()) {
+    char buf[4096];
+    ssize_t n = getxattr(at.log.c_str(), kExitAttribute, buf, sizeof buf);
+    if (n >= 0) {
+      attr.assign(buf, static_cast<size_t>(n));
+    } else if (errno != ENODATA && errno != ENOTSUP && errno != ENOENT) {
+      return ErrnoStatus("cannot read the exit record on '" + at.log + "'");
+    }
+  }
+  const size_t start_end = attr.find('\n');
+  if (attr.empty() || start_end == std::string::npos) return ReadSmallFile(at.file);
+  if (attr.find('{', start_end) != std::string::npos) return attr;
+  Result<std::string> file = ReadSmallFile(at.file);
+  if (file.ok() && file->compare(0, start_end + 1, attr, 0, start_end + 1) == 0) return file;
+  return attr;
+}
+
+// Where a record was read from, for messages.
+std::string Where(const ExitRecordAt& at) {
+  return at.log.empty() ? "exit file '" + at.file + "'"
+                        : "exit record of '" + at.log + "'";
+}
+
+}  // namespace
+
+Result<ProcessExit> ReadExitRecord(const ExitRecordAt& at) {
+  DROVER_ASSIGN_OR_RETURN(std::string text, ReadRecordText(at));
+  // The end is the complete JSON line after the start line; without one the run has not ended
+  // (or its group was killed before it did).
   size_t brace = text.find('{');
   if (brace == std::string::npos || text.find('\n', brace) == std::string::npos) {
-    return NotFound("exit file '" + path + "' records no end");
+    return NotFound(Where(at) + " records no end");
   }
   std::string line = text.substr(brace, text.find('\n', brace) - brace);
   nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   auto bad = [&]() {
     return Status(Code::kInternal,
-                  "exit file '" + path + "' is not a shim's exit record: " + text.substr(0, 200));
+                  Where(at) + " is not a shim's exit record: " + text.substr(0, 200));
   };
   if (!j.is_object() || !j.contains("exit_code") || !j["exit_code"].is_number_integer() ||
       !j.contains("signal") || !j["signal"].is_number_integer()) {
@@ -672,12 +709,12 @@ Result<ProcessExit> ReadExitFile(const std::string& path) {
   return e;
 }
 
-Result<ShimStart> ReadShimStart(const std::string& path) {
-  DROVER_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path));
+Result<ShimStart> ReadRecordedStart(const ExitRecordAt& at) {
+  DROVER_ASSIGN_OR_RETURN(std::string text, ReadRecordText(at));
   size_t end = text.find('\n');
   // No line yet, or only the end (the shim could not write its start line).
   if (end == std::string::npos || text[0] == '{') {
-    return NotFound("exit file '" + path + "' has no start line");
+    return NotFound(Where(at) + " has no start line");
   }
   ShimStart s;
   char* rest = nullptr;
@@ -685,10 +722,14 @@ Result<ShimStart> ReadShimStart(const std::string& path) {
   s.pid = std::strtoll(first.c_str(), &rest, 10);
   s.start_ticks = rest ? std::strtoll(rest, nullptr, 10) : 0;
   if (s.pid <= 1 || s.start_ticks <= 0) {
-    return Status(Code::kInternal, "exit file '" + path + "' starts with '" + first.substr(0, 80) +
+    return Status(Code::kInternal, Where(at) + " starts with '" + first.substr(0, 80) +
                                        "', not a shim's pid and start time");
   }
   return s;
 }
+
+Result<ProcessExit> ReadExitFile(const std::string& path) { return ReadExitRecord({path, ""}); }
+
+Result<ShimStart> ReadShimStart(const std::string& path) { return ReadRecordedStart({path, ""}); }
 
 }  // namespace drover

@@ -40,7 +40,7 @@ class PosixLauncher : public ProcessLauncher {
   int64_t StartTicks(int pid) override;
   std::optional<std::string> EnvOf(int pid, const std::string& name) override;
   int GroupOf(int pid) override;
-  void Adopt(int pid, int64_t start_ticks, const std::string& exit_path) override;
+  void Adopt(int pid, int64_t start_ticks, const ExitRecordAt& record) override;
   void Wake() override;  // through an eventfd that Wait() polls
 
   // By default the shim is a fork() of this process (ShimMain, no exec: cheap per run). With this,
@@ -63,11 +63,11 @@ class PosixLauncher : public ProcessLauncher {
  private:
   struct Adopted {
     int64_t start_ticks = 0;
-    std::string exit_path;
+    ExitRecordAt record;
     int64_t zombie_since_ms = 0;  // monotonic; 0: not seen as a zombie
   };
   struct Supervised {
-    std::string exit_path;
+    ExitRecordAt record;
     int64_t start_ticks = 0;
   };
   // Reaps every ended pid of live_ (killing the rest of its group first) into `exits`.
@@ -110,7 +110,7 @@ class PosixLauncher : public ProcessLauncher {
   std::unique_ptr<Supervisor> supervisor_;  // null: none (or it is gone)
   struct Pending {  // a launch handed to the supervisor, not answered yet
     int64_t ticket = 0;
-    std::string exit_path;
+    ExitRecordAt record;
     std::string program;
     bool overlay = false;
     int64_t sent_ms = 0;  // monotonic

@@ -18,9 +18,10 @@ struct LaunchSpec {
   std::string cwd;
   std::string stdout_path;  // created/truncated; the child's stdout
   std::string stderr_path;  // created/truncated; the child's stderr
-  // When set, the run is started under a shim (`drover __shim`, src/exec/shim.h) that leads the
-  // group, outlives the engine and records how the run ended in this file (any old file is
-  // removed at start). Empty: the run itself leads the group, as without a shim.
+  // When set, the run outlives the engine: it is started by the supervisor (exec/supervisor.h)
+  // or under a shim (`drover __shim`, exec/shim.h), which records its start and how it ended
+  // (the exit record, ExitRecordAt{exit_path, stdout_path}; any old one is replaced at start).
+  // Empty: the run itself leads the group and nothing outside the engine records it.
   std::string exit_path;
   // When set, `cwd` is the mount point of this overlay (the run's working copy,
   // exec/working_copy.h), mounted in a private mount namespace of the run before it starts.
@@ -36,6 +37,20 @@ struct ProcessExit {
   std::string error;     // a shim could not start the program (exit_code 127): why
 };
 
+// The attribute of an attempt's stdout log that holds its exit record when the supervisor wrote
+// it there: the same text as an exit file ("<pid> <start ticks>\n", then the end's JSON line).
+inline constexpr char kExitAttribute[] = "user.drover.exit";
+
+// Where the exit record of a run that outlives the engine is (docs/execution.md, "The exit
+// record"): a shim writes the file of its own; the supervisor sets the attribute
+// kExitAttribute of the attempt's stdout log, which costs no inode, and writes the file only
+// where the log's file system takes no user attributes. The file, when there is one, is the
+// record.
+struct ExitRecordAt {
+  std::string file;  // <run>-<attempt>.exit (LaunchSpec::exit_path)
+  std::string log;   // the attempt's stdout log (LaunchSpec::stdout_path); "": the file only
+  bool empty() const { return file.empty(); }
+};
 // How a start handed over with BeginStart went, reported by a later Wait().
 struct StartOutcome {
   int64_t ticket = 0;       // what BeginStart returned
@@ -86,10 +101,10 @@ class ProcessLauncher {
   // A run's processes are in the group of its attempt's pid, so this attributes GPU memory.
   virtual int GroupOf(int pid) { return -1; }
   // Takes over a shim that is not our child (started by an engine that died): Wait() reports its
-  // end like that of a process we started, from its exit file, or with `lost` set when it left
+  // end like that of a process we started, from its exit record, or with `lost` set when it left
   // none; a pid whose start time is not `start_ticks` is reported gone at once. SignalGroup works
   // on its group while the shim lives.
-  virtual void Adopt(int pid, int64_t start_ticks, const std::string& exit_path) = 0;
+  virtual void Adopt(int pid, int64_t start_ticks, const ExitRecordAt& record) = 0;
   // Makes a Wait() in progress return at once (or the next one, if none is in progress), with
   // whatever it has collected: another thread has work for the waiting one (a posted command).
   // Safe from any thread. The default does nothing (Wait returns at its timeout).
@@ -108,5 +123,9 @@ struct ShimStart {
   int64_t start_ticks = 0;
 };
 Result<ShimStart> ReadShimStart(const std::string& path);
+
+// ReadExitFile and ReadShimStart over the record wherever it is.
+Result<ProcessExit> ReadExitRecord(const ExitRecordAt& at);
+Result<ShimStart> ReadRecordedStart(const ExitRecordAt& at);
 
 }  // namespace drover

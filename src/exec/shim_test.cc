@@ -404,7 +404,7 @@ TEST_P(ShimTest, AdoptedShimIsReportedWhenItsRunEnds) {
       StartInDyingEngine(Spec({"sh", "-c", "while [ ! -e go ]; do sleep 0.01; done; exit 5"}));
   ASSERT_GT(pid, 0);
   EXPECT_EQ(launcher_.StartTicks(pid), ticks);
-  launcher_.Adopt(pid, ticks, exit_path_);
+  launcher_.Adopt(pid, ticks, {exit_path_});
   EXPECT_TRUE(launcher_.Wait(300).exits.empty());  // still running
   std::ofstream(dir_ + "/go") << "";
   ProcessExit e = WaitFor(pid);
@@ -420,7 +420,7 @@ TEST_P(ShimTest, AdoptedGroupCanBeSignalled) {
   auto [pid, ticks] = StartInDyingEngine(Spec({"sleep", "100"}));
   ASSERT_GT(pid, 0);
   WaitUntilRunning(pid);
-  launcher_.Adopt(pid, ticks, exit_path_);
+  launcher_.Adopt(pid, ticks, {exit_path_});
   launcher_.SignalGroup(pid, SIGTERM);
   ProcessExit e = WaitFor(pid);
   EXPECT_EQ(e.signal, SIGTERM);
@@ -432,7 +432,7 @@ TEST_P(ShimTest, AdoptedShimKilledBeforeTheEndIsLost) {
   auto [pid, ticks] = StartInDyingEngine(Spec({"sleep", "100"}));
   ASSERT_GT(pid, 0);
   WaitUntilRunning(pid);
-  launcher_.Adopt(pid, ticks, exit_path_);
+  launcher_.Adopt(pid, ticks, {exit_path_});
   launcher_.SignalGroup(pid, SIGKILL);
   ProcessExit e = WaitFor(pid);
   EXPECT_TRUE(e.lost);
@@ -446,7 +446,7 @@ TEST_P(ShimTest, AdoptingADeadPidReportsItsExitFile) {
   int status = 0;
   ASSERT_EQ(waitpid(dead, &status, 0), dead);
   std::ofstream(exit_path_) << "{\"exit_code\": 2, \"signal\": 0, \"ended_ms\": 1234}\n";
-  launcher_.Adopt(dead, 12345, exit_path_);
+  launcher_.Adopt(dead, 12345, {exit_path_});
   WaitResult r = launcher_.Wait(0);
   ASSERT_EQ(r.exits.size(), 1u);
   EXPECT_EQ(r.exits[0].pid, dead);
@@ -460,7 +460,7 @@ TEST_P(ShimTest, AdoptingADeadPidWithoutAFileReportsItLost) {
   if (dead == 0) _exit(0);
   int status = 0;
   ASSERT_EQ(waitpid(dead, &status, 0), dead);
-  launcher_.Adopt(dead, 12345, dir_ + "/never-written.exit");
+  launcher_.Adopt(dead, 12345, {dir_ + "/never-written.exit"});
   WaitResult r = launcher_.Wait(0);
   ASSERT_EQ(r.exits.size(), 1u);
   EXPECT_EQ(r.exits[0].pid, dead);
@@ -486,7 +486,7 @@ TEST_P(ShimTest, ReusedPidIsGoneAtOnceAndLeftAlone) {
   }
   int64_t ticks = launcher_.StartTicks(other);
   ASSERT_GT(ticks, 0);
-  launcher_.Adopt(other, ticks + 1, exit_path_);
+  launcher_.Adopt(other, ticks + 1, {exit_path_});
   launcher_.SignalGroup(other, SIGKILL);
   WaitResult r = launcher_.Wait(0);
   ASSERT_EQ(r.exits.size(), 1u);

@@ -416,7 +416,8 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
 
 Status MaterializeSnapshot(const Snapshot& snapshot, const std::string& dest) {
   std::error_code ec;
-  if (snapshot.path.empty() || !fs::is_directory(snapshot.path, ec)) {
+  // An empty snapshot has nothing to copy: not looked for (a stat per launch).
+  if (snapshot.files > 0 && (snapshot.path.empty() || !fs::is_directory(snapshot.path, ec))) {
     return NotFound("snapshot " + snapshot.hash + " is missing at '" + snapshot.path +
                     "'; the store's snapshots folder was changed by hand");
   }

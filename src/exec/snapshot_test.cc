@@ -358,9 +358,16 @@ TEST_F(SnapshotTest, MaterializeMissingSnapshotIsAnError) {
   Snapshot s;
   s.hash = "abc";
   s.path = (dir_ / "gone").string();
+  s.files = 1;
   Status st = MaterializeSnapshot(s, (dir_ / "dest").string());
   EXPECT_FALSE(st.ok());
   EXPECT_EQ(st.code(), Code::kNotFound);
+  // An empty snapshot has nothing to copy: its working copy is an empty folder, whatever is
+  // left of the snapshot's own.
+  s.files = 0;
+  ASSERT_TRUE(MaterializeSnapshot(s, (dir_ / "empty").string()).ok());
+  EXPECT_TRUE(fs::is_directory(dir_ / "empty"));
+  EXPECT_TRUE(fs::is_empty(dir_ / "empty"));
 }
 
 }  // namespace

@@ -4,9 +4,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/file_faults.h"
 #include "exec/posix_launcher.h"
 
 namespace drover {
@@ -127,15 +130,35 @@ std::set<std::string> OpenFiles(int pid) {
   return targets;
 }
 
-// The end the supervisor writes to an exit file: it tells the daemon first and writes the line
-// right after, so a test that has just been told looks for a moment.
-Result<ProcessExit> RecordedEnd(const std::string& exit_path) {
-  Result<ProcessExit> r = ReadExitFile(exit_path);
+// Where the supervisor records a run of `spec`.
+ExitRecordAt RecordOf(const LaunchSpec& spec) { return {spec.exit_path, spec.stdout_path}; }
+
+// The end the supervisor records: it tells the daemon first and writes the record right after,
+// so a test that has just been told looks for a moment.
+Result<ProcessExit> RecordedEnd(const LaunchSpec& spec) {
+  Result<ProcessExit> r = ReadExitRecord(RecordOf(spec));
   for (int i = 0; i < 200 && !r.ok(); ++i) {
     std::this_thread::sleep_for(milliseconds(10));
-    r = ReadExitFile(exit_path);
+    r = ReadExitRecord(RecordOf(spec));
   }
   return r;
+}
+
+// Whether files in `dir` take user attributes (tmpfs before Linux 6.6 does not): where not, the
+// supervisor's records are files, which the other tests cover.
+bool TakesAttributes(const std::string& dir) {
+  const std::string probe = dir + "/.attribute-probe";
+  std::ofstream(probe).put('x');
+  const bool ok = setxattr(probe.c_str(), "user.drover.probe", "1", 1, 0) == 0;
+  unlink(probe.c_str());
+  return ok;
+}
+
+// The raw value of the exit record's attribute on `log`, "" when there is none.
+std::string RecordAttribute(const std::string& log) {
+  char buf[512];
+  ssize_t n = getxattr(log.c_str(), kExitAttribute, buf, sizeof buf);
+  return n < 0 ? "" : std::string(buf, static_cast<size_t>(n));
 }
 
 class SupervisorTest : public ::testing::Test {
@@ -220,15 +243,21 @@ TEST_F(SupervisorTest, StartsWatchesAndRecordsRuns) {
     std::ifstream err(dir_ + "/" + std::to_string(k) + ".err");
     std::getline(err, line);
     EXPECT_EQ(line, "err " + std::to_string(k % 3));
-    // The exit file has the shim's format: the start line names the run, the end follows.
-    const std::string exit_path = dir_ + "/" + std::to_string(k) + ".exit";
-    Result<ShimStart> start = ReadShimStart(exit_path);
+    // The exit record has the shim's format (the start line names the run, the end follows)
+    // and is kept on the stdout log's attribute: no file of its own.
+    const LaunchSpec spec = Spec({"sh"}, k);
+    Result<ProcessExit> recorded = RecordedEnd(spec);
+    ASSERT_TRUE(recorded.ok()) << recorded.status().ToString();
+    EXPECT_EQ(recorded->exit_code, k % 3);
+    Result<ShimStart> start = ReadRecordedStart(RecordOf(spec));
     ASSERT_TRUE(start.ok()) << start.status().ToString();
     EXPECT_EQ(start->pid, pid);
     EXPECT_GT(start->start_ticks, 0);
-    Result<ProcessExit> recorded = RecordedEnd(exit_path);
-    ASSERT_TRUE(recorded.ok()) << recorded.status().ToString();
-    EXPECT_EQ(recorded->exit_code, k % 3);
+    if (!TakesAttributes(dir_)) continue;
+    EXPECT_FALSE(fs::exists(spec.exit_path));
+    EXPECT_EQ(RecordAttribute(spec.stdout_path),
+              fmt::format("{} {}\n{{\"exit_code\":{},\"signal\":0,\"ended_ms\":{}}}\n", pid,
+                          start->start_ticks, k % 3, recorded->ended_ms));
   }
   // It is still there for the next runs.
   EXPECT_TRUE(launcher.has_supervisor());
@@ -243,16 +272,67 @@ TEST_F(SupervisorTest, StartTicksAreTheRunsOwn) {
   ASSERT_TRUE(pid.ok()) << pid.status().ToString();
   PosixLauncher plain;
   EXPECT_EQ(launcher.StartTicks(*pid), plain.StartTicks(*pid));
-  Result<ShimStart> start = ReadShimStart(spec.exit_path);
+  Result<ShimStart> start = ReadRecordedStart(RecordOf(spec));
   ASSERT_TRUE(start.ok());
   EXPECT_EQ(start->start_ticks, launcher.StartTicks(*pid));
   launcher.SignalGroup(*pid, SIGTERM);
   ProcessExit e = WaitFor(launcher, *pid);
   EXPECT_EQ(e.signal, SIGTERM);
-  Result<ProcessExit> recorded = RecordedEnd(spec.exit_path);
+  Result<ProcessExit> recorded = RecordedEnd(spec);
   ASSERT_TRUE(recorded.ok());
   EXPECT_EQ(recorded->signal, SIGTERM);
   EXPECT_EQ(recorded->exit_code, -1);
+}
+
+// Where the log's file system takes no user attributes (or refuses one), the record is an exit
+// file of its own, read the same way; a log that refuses the end after it took the start gets
+// the whole record in the file, which is then the record.
+TEST_F(SupervisorTest, WhereTheLogTakesNoAttributeTheRecordIsAFileOfItsOwn) {
+  if (!TakesAttributes(dir_)) GTEST_SKIP() << dir_ << " takes no user attributes";
+  // Armed before the supervisor is forked, so that it holds in the supervisor.
+  ArmFileFaults({.error = ENOTSUP, .under = dir_ + "/1.out"});
+  {
+    PosixLauncher launcher(PosixLauncher::Mode::kSupervised);
+    DisarmFileFaults();
+    ASSERT_TRUE(launcher.has_supervisor());
+    const LaunchSpec refused = Spec({"sh", "-c", "exit 4"}, 1);
+    const LaunchSpec taken = Spec({"sh", "-c", "exit 5"}, 2);
+    Result<int> a = launcher.Start(refused);
+    Result<int> b = launcher.Start(taken);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(WaitFor(launcher, *a).exit_code, 4);
+    EXPECT_EQ(WaitFor(launcher, *b).exit_code, 5);
+    Result<ProcessExit> first = RecordedEnd(refused);
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    EXPECT_EQ(first->exit_code, 4);
+    EXPECT_TRUE(fs::exists(refused.exit_path));
+    EXPECT_EQ(RecordAttribute(refused.stdout_path), "");
+    EXPECT_EQ(ReadExitFile(refused.exit_path)->exit_code, 4);  // the file alone says it all
+    EXPECT_EQ(ReadRecordedStart(RecordOf(refused))->pid, *a);
+    Result<ProcessExit> second = RecordedEnd(taken);
+    ASSERT_TRUE(second.ok()) << second.status().ToString();
+    EXPECT_EQ(second->exit_code, 5);
+    EXPECT_FALSE(fs::exists(taken.exit_path));
+  }
+  // The start on the attribute, the end refused there (a full disk where the attribute needs a
+  // block of its own): the file gets start and end.
+  ArmFileFaults({.error = ENOSPC, .under = dir_ + "/3.out", .after = 1});
+  PosixLauncher launcher(PosixLauncher::Mode::kSupervised);
+  DisarmFileFaults();
+  const LaunchSpec spec = Spec({"sh", "-c", "sleep 0.2; exit 6"}, 3);
+  Result<int> pid = launcher.Start(spec);
+  ASSERT_TRUE(pid.ok());
+  Result<ShimStart> begun = ReadRecordedStart(RecordOf(spec));
+  ASSERT_TRUE(begun.ok()) << begun.status().ToString();
+  EXPECT_EQ(begun->pid, *pid);
+  EXPECT_FALSE(fs::exists(spec.exit_path));
+  EXPECT_EQ(WaitFor(launcher, *pid).exit_code, 6);
+  Result<ProcessExit> recorded = RecordedEnd(spec);
+  ASSERT_TRUE(recorded.ok()) << recorded.status().ToString();
+  EXPECT_EQ(recorded->exit_code, 6);
+  Result<ShimStart> in_file = ReadShimStart(spec.exit_path);
+  ASSERT_TRUE(in_file.ok());
+  EXPECT_EQ(in_file->pid, *pid);
 }
 
 TEST_F(SupervisorTest, KillsWhatIsLeftOfTheGroupWhenTheLeaderEnds) {
@@ -323,7 +403,7 @@ TEST_F(SupervisorTest, RunsOutliveTheLauncherAndAreAdoptedFromTheirExitFiles) {
   EXPECT_EQ(kill(supervisor, 0), 0);
   EXPECT_EQ(kill(pid, 0), 0);
   PosixLauncher next;
-  next.Adopt(pid, ticks, spec.exit_path);
+  next.Adopt(pid, ticks, RecordOf(spec));
   ProcessExit e = WaitFor(next, pid);
   EXPECT_FALSE(e.lost);
   EXPECT_EQ(e.exit_code, 3);

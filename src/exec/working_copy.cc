@@ -207,12 +207,13 @@ WorkingCopies WorkingCopies::Probe(const std::string& scratch_dir) {
   return CopyOnly(message);
 }
 
-RunFiles RunFiles::In(const std::string& store_dir, int64_t experiment_id, int64_t run_id) {
+RunFiles RunFiles::In(const std::string& store_dir, int64_t experiment_id, int64_t run_id,
+                      bool begun) {
   const std::string id = std::to_string(run_id);
   RunFiles f;
   const std::string old_dir = store_dir + "/runs/" + id;
   struct stat st;
-  if (stat((old_dir + "/work").c_str(), &st) == 0 &&
+  if (begun && stat((old_dir + "/work").c_str(), &st) == 0 &&
       stat((old_dir + "/attempt-1.out").c_str(), &st) == 0) {
     // Begun by an older drover: its folder held its logs, working copy and checkpoints.
     f.work = old_dir + "/work";

@@ -38,8 +38,10 @@ struct OverlayMount {
 // launching short runs costs on a real disk (bench/README.md, "Launch throughput").
 struct RunFiles {
   // The layout of new runs; a run begun by an older drover (runs/<id>/work/ beside its logs)
-  // keeps its old folders.
-  static RunFiles In(const std::string& store_dir, int64_t experiment_id, int64_t run_id);
+  // keeps its old folders. `begun`: the run may have been started before (by an older drover);
+  // false for a run never started, whose layout is the new one without a look at the disk.
+  static RunFiles In(const std::string& store_dir, int64_t experiment_id, int64_t run_id,
+                     bool begun = true);
   std::string work;             // runs/<id>/: the run's cwd, its working copy
   std::string changes;          // changes/<id>/: what an overlay run wrote
   std::string overlay_scratch;  // changes/.<id>/: overlayfs' own

@@ -144,8 +144,8 @@ class FakeLauncher : public ProcessLauncher {
     auto it = foreign.find(pid);
     return it == foreign.end() ? 0 : it->second.ticks;
   }
-  void Adopt(int pid, int64_t start_ticks, const std::string& exit_path) override {
-    adopted.push_back({pid, exit_path});
+  void Adopt(int pid, int64_t start_ticks, const ExitRecordAt& record) override {
+    adopted.push_back({pid, record.file});
     auto it = foreign.find(pid);
     if (it == foreign.end() || it->second.ticks != start_ticks) return;
     FakeProcess p;

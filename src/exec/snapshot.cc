@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <system_error>
 #include <vector>
 
@@ -292,18 +293,28 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
   snap.git = inside.ok() && inside->exit_code == 0 && TrimNewline(inside->out) == "true";
 
   if (snap.git) {
+    // The commit and the diff are asked for while the files are listed: three helpers at once
+    // rather than one after another (a submit and `drover run` wait for all of them). Paths in
+    // the diff are relative to the repository's top, so `git apply` at the top of a checkout of
+    // git_commit restores the tracked changes (untracked files are in the files); without a
+    // commit there is no diff.
+    auto head = std::async(std::launch::async, [&] {
+      return RunGit({"git", "-C", root_s, "rev-parse", "--verify", "-q", "HEAD"});
+    });
+    auto diff = std::async(std::launch::async, [&] {
+      return RunGit({"git", "-C", root_s, "diff", "HEAD", "--binary", "--no-color",
+                     "--no-ext-diff", "--", "."});
+    });
     // Tracked plus untracked-but-not-ignored, relative to the workdir: the committed tree plus
     // the uncommitted changes, as `git status` sees them.
-    DROVER_RETURN_IF_ERROR(AddListed(
-        root, {"git", "-C", root_s, "ls-files", "-z", "-co", "--exclude-standard"}, &listing));
-    auto head = RunGit({"git", "-C", root_s, "rev-parse", "--verify", "-q", "HEAD"});
-    if (head.ok() && head->exit_code == 0) {
-      snap.git_commit = TrimNewline(head->out);
-      // Paths in the diff are relative to the repository's top, so `git apply` at the top of a
-      // checkout of git_commit restores the tracked changes (untracked files are in the files).
-      auto diff = RunGit({"git", "-C", root_s, "diff", "HEAD", "--binary", "--no-color",
-                          "--no-ext-diff", "--", "."});
-      if (diff.ok() && diff->exit_code == 0) snap.git_diff = std::move(diff->out);
+    Status listed = AddListed(
+        root, {"git", "-C", root_s, "ls-files", "-z", "-co", "--exclude-standard"}, &listing);
+    Result<Captured> commit = head.get();
+    Result<Captured> changes = diff.get();
+    DROVER_RETURN_IF_ERROR(listed);
+    if (commit.ok() && commit->exit_code == 0) {
+      snap.git_commit = TrimNewline(commit->out);
+      if (changes.ok() && changes->exit_code == 0) snap.git_diff = std::move(changes->out);
     }
   } else if (have_git) {
     // Not a repository: list the files through a throwaway empty repository whose work tree is

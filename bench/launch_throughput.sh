@@ -53,8 +53,12 @@ if [[ " ${SIDES[*]} " != " tsp " && ! -x "$DROVER_BIN" ]]; then
 fi
 BIN="$(cd "$(dirname "$DROVER_BIN")" && pwd)/$(basename "$DROVER_BIN")"
 if [[ " ${SIDES[*]} " == *" tsp "* ]] && ! command -v tsp >/dev/null; then
-  echo "tsp not found: apt-get install task-spooler" >&2
-  exit 2
+  echo "tsp not found; installing task-spooler with apt-get" >&2
+  SUDO=""
+  [[ "$(id -u)" == 0 ]] || SUDO="sudo"
+  $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y task-spooler >&2 ||
+    { $SUDO apt-get update >&2 && $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y task-spooler >&2; } ||
+    { echo "could not install task-spooler (apt-get install task-spooler)" >&2; exit 2; }
 fi
 HERE="$(cd "$(dirname "$0")/.." && pwd)"
 BASE="${BENCH_DIR:-$HERE/build/bench-tmp}"

@@ -83,7 +83,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-now() { date +%s.%N; }
+# Waits $1 microseconds without starting a process (a read with a timeout on a pipe nobody writes
+# to; printf -v and $EPOCHREALTIME are builtins too): the daemon side's waits must not take CPU
+# from the two the daemon needs.
+exec {PAUSE_FD}<> <(:)
+pause_us() {
+  local secs
+  printf -v secs '%d.%06d' $(($1 / 1000000)) $(($1 % 1000000))
+  read -r -t "$secs" -u "$PAUSE_FD" || true
+}
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 rate() { awk -v n="$N" -v s="$1" 'BEGIN { printf "%.1f", (s > 0 ? n / s : 0) }'; }
 
@@ -134,52 +142,69 @@ check_store() {
 side_run() {
   local dir="$1" t0 t1
   write_spec "$dir"
-  t0="$(now)"
+  t0=$EPOCHREALTIME
   if ! "$BIN" --store "$dir/store" run "$dir/bench.yaml" --cpus "$P" --quiet; then
     echo "drover run failed (see above)" >&2
     FAILED=1
   fi
-  t1="$(now)"
+  t1=$EPOCHREALTIME
   TOOK="$(elapsed "$t0" "$t1")"
   check_store "drover run" "$dir/store"
 }
 
 side_daemon() {
-  local dir="$1" store="$1/store" t0 t1 i done_runs=0
+  local dir="$1" store="$1/store" t0 t1 i done_runs=0 json
   write_spec "$dir"
-  t0="$(now)"
+  t0=$EPOCHREALTIME
   "$BIN" --store "$store" serve --listen 127.0.0.1:0 --cpus "$P" >"$dir/serve.log" 2>&1 &
   DAEMON_PID=$!
-  for ((i = 0; i < 400; i++)); do
-    [[ -s "$store/daemon.json" ]] && grep -q "\"pid\":$DAEMON_PID" "$store/daemon.json" && break
-    sleep 0.01
+  # Ready once daemon.json names this daemon. Looked for and waited with bash builtins only: a
+  # process per look (grep, sleep) would take CPU from the two the daemon needs.
+  for ((i = 0; i < 4000; i++)); do
+    json=""
+    [[ ! -s "$store/daemon.json" ]] || IFS= read -r -d '' json <"$store/daemon.json" || true
+    [[ "$json" == *"\"pid\":$DAEMON_PID"* ]] && break
+    pause_us 2000
   done
   if ! "$BIN" --store "$store" submit "$dir/bench.yaml" >/dev/null 2>&1; then
     echo "drover submit failed (see $dir/serve.log)" >&2
     FAILED=1
   fi
-  # Until every run is stored as ended: the daemon's own record, read as any script would. Each
-  # look is a sqlite3 process, a few ms of CPU taken from a machine the daemon needs, so looks are
-  # spaced by the pace between the last two (the next at half the time the rest should take at
-  # that pace, between 10 and 200 ms): a dozen looks in all, the last within 10 ms of the end, as
-  # tsp's side waits (blocked on its last job, then a look every 10 ms).
-  local pause last_t="" last_d=0 t
+  # Until every run is stored as ended: the daemon's own record, read as any script would, through
+  # one sqlite3 process kept open (a process per look, with the date, awk and sleep around it,
+  # took about a tenth of the CPU the daemon needs). Looks are spaced by the pace between the last
+  # two (the next at half the time the rest should take at that pace, between 5 and 200 ms): a
+  # dozen or so in all, the last within 5 ms of the end, as tsp's side waits (blocked on its last
+  # job, then a look every 10 ms).
+  if command -v sqlite3 >/dev/null; then
+    coproc LOOK { exec sqlite3 "$store/drover.db" 2>/dev/null; }
+  else
+    coproc LOOK { exec /usr/bin/python3 -c 'import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+for sql in sys.stdin:
+    print(db.execute(sql).fetchone()[0], flush=True)' "$store/drover.db" 2>/dev/null; }
+  fi
+  local last_t=0 last_d=0 t w
   for ((i = 0; i < 30000; i++)); do
-    done_runs="$(query "$store/drover.db" "select count(*) from runs where state in ('succeeded', 'failed', 'cancelled')" 2>/dev/null || echo 0)"
+    done_runs=0
+    echo "select count(*) from runs where state in ('succeeded', 'failed', 'cancelled');" \
+      >&"${LOOK[1]}" && IFS= read -r -t 10 done_runs <&"${LOOK[0]}" || done_runs=0
     [[ "$done_runs" == "$N" ]] && break
-    t="$(now)"
-    pause="$(awk -v n="$N" -v d="${done_runs:-0}" -v ld="$last_d" -v lt="${last_t:-0}" -v t="$t" 'BEGIN {
-      w = 0.02
-      if (lt > 0 && d > ld && t > lt) w = 0.5 * (n - d) * (t - lt) / (d - ld)
-      if (w < 0.01) w = 0.01
-      if (w > 0.2) w = 0.2
-      printf "%.3f", w }')"
-    last_t="$t"
-    last_d="${done_runs:-0}"
-    sleep "$pause"
+    t="${EPOCHREALTIME/./}"
+    w=20000
+    if ((last_t > 0 && done_runs > last_d && t > last_t)); then
+      w=$(((N - done_runs) * (t - last_t) / (done_runs - last_d) / 2))
+    fi
+    ((w < 5000)) && w=5000
+    ((w > 200000)) && w=200000
+    last_t=$t
+    last_d=$done_runs
+    pause_us "$w"
   done
-  t1="$(now)"
+  t1=$EPOCHREALTIME
   TOOK="$(elapsed "$t0" "$t1")"
+  kill "$LOOK_PID" 2>/dev/null || true
+  wait "$LOOK_PID" 2>/dev/null || true
   kill "$DAEMON_PID" 2>/dev/null || true
   wait "$DAEMON_PID" 2>/dev/null || true
   DAEMON_PID=""
@@ -193,7 +218,7 @@ side_tsp() {
   # so the listing can be checked at the end.
   TSP_SOCKET="$dir/socket"
   export TS_SOCKET="$TSP_SOCKET" TMPDIR="$dir/out" TS_MAXFINISHED=$((N + 1000))
-  t0="$(now)"
+  t0=$EPOCHREALTIME
   tsp -S "$P"  # the first call starts the server
   for ((i = 0; i < N; i++)); do
     last="$(tsp true "$i")"
@@ -205,7 +230,7 @@ side_tsp() {
                       END { exit !busy }'; do
     sleep 0.01
   done
-  t1="$(now)"
+  t1=$EPOCHREALTIME
   TOOK="$(elapsed "$t0" "$t1")"
   ok="$(tsp -l | awk 'NR > 1 && $2 == "finished" && $4 == "0"' | wc -l)"
   STORED="$ok finished with exit 0"

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <string_view>
 
@@ -138,11 +139,19 @@ Result<std::vector<GpuDevice>> ParseFakeGpus(const std::string& text) {
         return FakeGpuError(text, fmt::format("'{}' has no size after 'x'", item));
       }
     }
+    // A size without a unit would be bytes: `2x16` meant 16 GiB, not two GPUs of 16 bytes.
+    if (!size_text.empty() && std::isdigit(static_cast<unsigned char>(size_text.back()))) {
+      return FakeGpuError(text, fmt::format("size '{}' has no unit (write {}GiB, {}GB or {}MiB)",
+                                            size_text, size_text, size_text, size_text));
+    }
     auto bytes = ParseBytes(size_text);
     if (!bytes.ok()) {
       return FakeGpuError(text, fmt::format("'{}' is not a memory size", size_text));
     }
     if (*bytes <= 0) return FakeGpuError(text, fmt::format("size '{}' is zero", size_text));
+    if (*bytes < (int64_t{1} << 20)) {
+      return FakeGpuError(text, fmt::format("size '{}' is under 1 MiB", size_text));
+    }
     if (devices.size() + count > static_cast<size_t>(kMaxFakeGpus)) {
       return FakeGpuError(text, fmt::format("more than {} GPUs in total", kMaxFakeGpus));
     }

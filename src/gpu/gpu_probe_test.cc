@@ -40,6 +40,14 @@ TEST(ParseFakeGpusTest, MixedGroupsContinueIndices) {
   EXPECT_EQ((*gpus)[2].uuid, "GPU-fake-2");
 }
 
+TEST(ParseFakeGpusTest, ASizeWithoutAUnitSaysWhichUnitsThereAre) {
+  auto gpus = ParseFakeGpus("2x16");
+  ASSERT_FALSE(gpus.ok());
+  EXPECT_NE(gpus.status().message().find("size '16' has no unit (write 16GiB, 16GB or 16MiB)"),
+            std::string::npos)
+      << gpus.status().message();
+}
+
 TEST(ParseFakeGpusTest, MaximumCount) {
   auto gpus = ParseFakeGpus("64x1GiB");
   ASSERT_TRUE(gpus.ok()) << gpus.status().message();
@@ -48,7 +56,8 @@ TEST(ParseFakeGpusTest, MaximumCount) {
 
 TEST(ParseFakeGpusTest, ErrorsNameTheInputAndTheForm) {
   for (const char* bad : {"", "2x", "x16GiB", "0x16GiB", "65x16GiB", "-1x16GiB", "twox16GiB",
-                          "2x16Gib", "16GiB,", "2x0GiB", "60x1GiB,5x1GiB", "2y16GiB"}) {
+                          "2x16Gib", "16GiB,", "2x0GiB", "60x1GiB,5x1GiB", "2y16GiB", "2x16",
+                          "16", "2x16.5", "1x512KiB"}) {
     auto gpus = ParseFakeGpus(bad);
     ASSERT_FALSE(gpus.ok()) << "accepted '" << bad << "'";
     EXPECT_EQ(gpus.status().code(), Code::kInvalidArgument) << bad;

@@ -2,7 +2,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <thread>
 
 #include "cli/catalog.h"
 #include "cli/client.h"
@@ -60,7 +62,23 @@ void WriteReportAtEnd(Globals& g, int64_t experiment_id, const RunFlags& f) {
   }
 }
 
-int DryRun(const Spec& spec, const RunFlags& f) {
+int DryRun(Globals& g, const Spec& spec, const RunFlags& f, const std::string& fake) {
+  if (!FindDaemon(g)) {
+    // Whether the runs could ever start here, as the submit would check it: a run that needs
+    // more than the machine has is refused now, not after the dry run said it was fine. (A daemon
+    // serving the store checks against its own pool when the spec is submitted.)
+    auto setup = PrepareEngine(g, fake, f.engine);
+    if (!setup.ok()) return ReportError(setup.status());
+    auto devices = setup->probe->Devices();
+    if (!devices.ok()) return ReportError(devices.status().WithContext("listing GPUs"));
+    const int64_t reserve = setup->config.scheduler.gpu_reserve;
+    const int cpus = f.cpus > 0 ? f.cpus
+                                : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    if (Status fits = CheckFitsPool(spec.resources, PoolOf(*devices, reserve), reserve, cpus);
+        !fits.ok()) {
+      return ReportError(fits);
+    }
+  }
   auto grid = ExpandGrid(spec);
   Json out = Json::array();
   std::vector<std::vector<std::string>> rows;
@@ -93,7 +111,7 @@ int RunSpec(Globals& g, const RunFlags& f) {
     auto parsed = ParseFakeGpus(fake);
     if (!parsed.ok()) return ReportError(parsed.status());
   }
-  if (f.dry_run) return DryRun(*spec, f);
+  if (f.dry_run) return DryRun(g, *spec, f, fake);
 
   if (auto daemon = FindDaemon(g)) {
     // A daemon owns this store: it runs the experiment; this process only follows it.
@@ -230,7 +248,8 @@ Command RegisterRun(CLI::App& root, Globals& g) {
   app->add_option("--cpus", flags->cpus, "CPU slots shared by all runs (default: the CPU count)")
       ->check(CLI::PositiveNumber);
   app->add_flag("--dry-run", flags->dry_run,
-                "List the expanded runs and their commands; run nothing");
+                "List the expanded runs and their commands, and check that they fit this "
+                "machine's GPUs and CPU slots; run nothing");
   app->add_flag("--json", flags->json, "Print the final results as JSON");
   app->add_flag("-q,--quiet", flags->quiet, "Print nothing but errors");
   app->add_flag("--cancel-on-exit", flags->cancel_on_exit,

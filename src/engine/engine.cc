@@ -56,22 +56,25 @@ Engine::Engine(Store& store, ProcessLauncher& launcher, GpuProbe& gpus, Clock& c
 
 Engine::~Engine() { RefuseCommands(); }
 
+std::vector<sched::GpuState> PoolOf(const std::vector<GpuDevice>& devices, int64_t gpu_reserve) {
+  std::vector<sched::GpuState> gpus;
+  for (const auto& d : devices) {
+    sched::GpuState g;
+    g.index = d.index;
+    // Memory already in use before drover starts anything belongs to someone else, and the
+    // reserve stays free for the driver and monitoring (scheduler.gpu_reserve).
+    g.capacity = std::max<int64_t>(0, d.memory_total - d.memory_used - gpu_reserve);
+    gpus.push_back(g);
+  }
+  return gpus;
+}
+
 Status Engine::InitGpus() {
   if (gpus_ready_) return Status::Ok();
   auto devices = probe_.Devices();
   if (!devices.ok()) return devices.status().WithContext("listing GPUs");
   devices_ = *devices;
-  std::vector<sched::GpuState> gpus;
-  for (const auto& d : *devices) {
-    sched::GpuState g;
-    g.index = d.index;
-    // Memory already in use before drover starts anything belongs to someone else, and the
-    // reserve stays free for the driver and monitoring (scheduler.gpu_reserve).
-    g.capacity =
-        std::max<int64_t>(0, d.memory_total - d.memory_used - options_.scheduler.gpu_reserve);
-    gpus.push_back(g);
-  }
-  book_ = sched::GpuBook(std::move(gpus));
+  book_ = sched::GpuBook(PoolOf(*devices, options_.scheduler.gpu_reserve));
   gpus_ready_ = true;
   return Status::Ok();
 }

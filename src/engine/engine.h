@@ -87,6 +87,15 @@ struct RecoverySummary {
   int unrecorded_adopted = 0;  // ... taken over as running (or ended) attempts instead
 };
 
+// What the engine may hand out of each GPU: its memory less what was in use before drover
+// started anything (someone else's) and less the reserve kept for the driver and monitoring.
+std::vector<sched::GpuState> PoolOf(const std::vector<GpuDevice>& devices, int64_t gpu_reserve);
+// Whether runs with these resources could ever start on `pool` (PoolOf) with `cpu_slots`; the
+// error says what to change, and names the reserve when it alone is in the way. What a submit
+// checks, and `drover run --dry-run` before anything is submitted.
+Status CheckFitsPool(const Resources& resources, const std::vector<sched::GpuState>& pool,
+                     int64_t gpu_reserve, int cpu_slots);
+
 // One GPU as the engine sees it: what it may hand out and which runs hold it.
 struct GpuView {
   sched::GpuState state;

@@ -30,25 +30,26 @@ bool IsPython(const std::string& program) {
 
 }  // namespace
 
+Status CheckFitsPool(const Resources& resources, const std::vector<sched::GpuState>& pool,
+                     int64_t gpu_reserve, int cpu_slots) {
+  Status fits = sched::CheckFits(resources, pool, cpu_slots);
+  if (fits.ok() || gpu_reserve <= 0) return fits;
+  std::vector<sched::GpuState> whole = pool;
+  for (auto& g : whole) g.capacity += gpu_reserve;
+  if (!sched::CheckFits(resources, whole, cpu_slots).ok()) return fits;
+  // It would fit but for the reserve: say so, or "the largest GPU has 15 GiB" puzzles the owner
+  // of a 16 GiB GPU.
+  return Status(fits.code(),
+                fits.message() + fmt::format(" (drover keeps {} of each GPU free for the driver "
+                                             "and monitoring: scheduler.gpu_reserve in the "
+                                             "config)",
+                                             FormatBytes(gpu_reserve)));
+}
+
 Status Engine::CheckSubmit(const Spec& spec) {
   DROVER_RETURN_IF_ERROR(InitGpus());
-  if (Status fits = sched::CheckFits(spec.resources, book_.gpus(), options_.cpu_slots);
-      !fits.ok()) {
-    const int64_t reserve = options_.scheduler.gpu_reserve;
-    std::vector<sched::GpuState> whole = book_.gpus();
-    for (auto& g : whole) g.capacity += reserve;
-    if (reserve > 0 && sched::CheckFits(spec.resources, whole, options_.cpu_slots).ok()) {
-      // It would fit but for the reserve: say so, or "the largest GPU has 15 GiB" puzzles the
-      // owner of a 16 GiB GPU.
-      return Status(fits.code(),
-                    fits.message() + fmt::format(" (drover keeps {} of each GPU free for the "
-                                                 "driver and monitoring: scheduler.gpu_reserve "
-                                                 "in the config)",
-                                                 FormatBytes(reserve)));
-    }
-    return fits;
-  }
-  return Status::Ok();
+  return CheckFitsPool(spec.resources, book_.gpus(), options_.scheduler.gpu_reserve,
+                       options_.cpu_slots);
 }
 
 Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_dir) {

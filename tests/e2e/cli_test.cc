@@ -233,6 +233,32 @@ TEST_F(CliTest, DryRunAndSetOverrides) {
   EXPECT_NE(bad.err.find("--set 'nope'"), std::string::npos) << bad.err;
 }
 
+// A dry run says whether the runs could ever start here, as the submit would, and submits
+// nothing either way.
+TEST_F(CliTest, DryRunChecksThatRunsFit) {
+  std::string nine = Write("nine.yaml", "name: nine\nworkdir: code\ncommand: \"true\"\n"
+                                        "resources: {gpus: 9}\n");
+  auto r = RunDrover({"run", nine, "--dry-run", "--fake-gpus", "2x16GiB", "--store", store_});
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.err.find("each run needs 9 GPUs but this machine has 2; lower resources.gpus"),
+            std::string::npos)
+      << r.err;
+  std::string big = Write("big.yaml", "name: big\nworkdir: code\ncommand: \"true\"\n"
+                                      "resources: {gpus: 1, gpu_memory: 15.5GiB}\n");
+  r = RunDrover({"run", big, "--dry-run", "--fake-gpus", "2x16GiB", "--store", store_});
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.err.find("scheduler.gpu_reserve"), std::string::npos) << r.err;
+  r = RunDrover({"run", big, "--dry-run", "--fake-gpus", "2x24GiB", "--store", store_});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("big: 1 run"), std::string::npos) << r.out;
+  std::string cpus = Write("cpus.yaml", "name: cpus\nworkdir: code\ncommand: \"true\"\n"
+                                        "resources: {gpus: 0, cpus: 4}\n");
+  r = RunDrover({"run", cpus, "--dry-run", "--cpus", "2", "--store", store_});
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.err.find("each run needs 4 CPU slots but drover has 2"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(store_ + "/drover.db"));
+}
+
 TEST_F(CliTest, TimeoutKillsTheWholeGroup) {
   std::string marker = "drover-timeout-" + std::to_string(getpid());
   std::string path = Write("t.yaml",

@@ -20,14 +20,7 @@ const std::vector<std::string> kTopKeys = {"telemetry", "alerts", "detectors", "
 
 Result<DaemonConfig> Parse(const std::string& text, const std::string& source) {
   yaml::Reader r(source);
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    return InvalidArgument(fmt::format("{}:{}:{}: YAML syntax error: {}; fix the YAML at this "
-                                       "position",
-                                       source, e.mark.line + 1, e.mark.column + 1, e.msg));
-  }
+  DROVER_ASSIGN_OR_RETURN(YAML::Node root, yaml::Load(text, source));
   DROVER_RETURN_IF_ERROR(yaml::CheckScalarsUtf8(root, source));
   DaemonConfig c;
   if (!root.IsDefined() || root.IsNull()) return c;  // an empty file: all defaults

@@ -255,14 +255,7 @@ Result<RecipeMetric> RecipeParser::Metric(const Field& f) const {
 }
 
 Result<Recipe> RecipeParser::Parse(const std::string& yaml, const std::string& dir) {
-  Node root;
-  try {
-    root = YAML::Load(yaml);
-  } catch (const YAML::ParserException& e) {
-    return InvalidArgument(fmt::format("{}:{}:{}: YAML syntax error: {}; fix the YAML at this "
-                                       "position",
-                                       source(), e.mark.line + 1, e.mark.column + 1, e.msg));
-  }
+  DROVER_ASSIGN_OR_RETURN(Node root, yaml::Load(yaml, source()));
   DROVER_RETURN_IF_ERROR(yaml::CheckScalarsUtf8(root, source()));
   if (root.IsNull()) {
     return InvalidArgument(fmt::format("{}:1:1: the recipe is empty; add command: and params:",

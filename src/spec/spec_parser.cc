@@ -678,15 +678,7 @@ Result<Spec> SpecParser::Parse(const std::string& yaml, const std::vector<std::s
           static_cast<unsigned char>(o[bad]), bad));
     }
   }
-  Node root;
-  try {
-    root = YAML::Load(yaml);
-  } catch (const YAML::ParserException& e) {
-    return InvalidArgument(
-        fmt::format("{}:{}:{}: YAML syntax error: {}; fix the YAML at this "
-                    "position",
-                    display_, e.mark.line + 1, e.mark.column + 1, e.msg));
-  }
+  DROVER_ASSIGN_OR_RETURN(Node root, yaml::Load(yaml, display_));
   DROVER_RETURN_IF_ERROR(yaml::CheckScalarsUtf8(root, display_));
   if (root.IsNull()) {
     return ErrAtStart("the spec is empty; add at least name: and command:");

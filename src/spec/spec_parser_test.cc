@@ -184,6 +184,19 @@ TEST(SpecParserTest, SyntaxErrorNamesThePosition) {
             "position");
 }
 
+TEST(SpecParserTest, ATabInTheIndentationIsNamed) {
+  // yaml-cpp alone says "illegal map value" or similar, with no word about the tab.
+  const std::string e = Error("name: x\ncommand: run\nresources:\n\tgpus: 1\n");
+  EXPECT_NE(e.find("compare.yaml:"), std::string::npos) << e;
+  EXPECT_NE(e.find("YAML syntax error"), std::string::npos) << e;
+  EXPECT_NE(e.find("(line 4 indents with a tab: YAML indents with spaces only; replace the tab "
+                   "with spaces)"),
+            std::string::npos)
+      << e;
+  // A tab inside a value is no indentation: not named.
+  EXPECT_EQ(Error("name: x\n  command: \"a\tb\"\n").find("tab"), std::string::npos);
+}
+
 TEST(SpecParserTest, TopLevelMustBeAMapping) {
   EXPECT_EQ(Error("- name: x\n- command: y\n"),
             "compare.yaml:1:1: the spec must be a mapping of keys (name:, command:, ...), got a "

@@ -143,6 +143,33 @@ Status CheckUtf8(std::string_view text, const std::string& source, std::string_v
                                      what));
 }
 
+Result<YAML::Node> Load(const std::string& text, const std::string& source) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    std::string hint;
+    // The first line whose indentation holds a tab.
+    size_t line = 1;
+    for (size_t at = 0; at < text.size();) {
+      size_t end = text.find('\n', at);
+      if (end == std::string::npos) end = text.size();
+      const size_t indent_end = text.find_first_not_of(" \t", at);
+      const size_t tab = text.find('\t', at);
+      if (tab < end && tab < indent_end) {
+        hint = fmt::format(" (line {} indents with a tab: YAML indents with spaces only; replace "
+                           "the tab with spaces)",
+                           line);
+        break;
+      }
+      at = end + 1;
+      ++line;
+    }
+    return InvalidArgument(fmt::format("{}:{}:{}: YAML syntax error: {}{}; fix the YAML at this "
+                                       "position",
+                                       source, e.mark.line + 1, e.mark.column + 1, e.msg, hint));
+  }
+}
+
 Status CheckScalarsUtf8(const YAML::Node& root, const std::string& source) {
   // Aliases make a tree of shared nodes: a budget keeps a crafted one from costing more than a
   // big real file would (the parsers refuse alias bombs themselves, with a better message).

@@ -65,6 +65,11 @@ Status CheckUtf8(std::string_view text, const std::string& source, std::string_v
 // Every scalar of a parsed document is UTF-8 (an escape can make one that is not).
 Status CheckScalarsUtf8(const YAML::Node& root, const std::string& source);
 
+// YAML::Load of a file's text, with a syntax error as "<source>:line:col: YAML syntax error: ...;
+// fix the YAML at this position" and, where the text indents with a tab (YAML indents with spaces
+// only, and yaml-cpp says only "illegal map value" or the like), the line of the first such tab.
+Result<YAML::Node> Load(const std::string& text, const std::string& source);
+
 // How a mapping's keys are checked (Reader::ReadMap).
 struct MapRules {
   const std::vector<std::string>* valid = nullptr;  // null: any key

@@ -260,10 +260,29 @@ std::optional<MetricLine> ParseMetricLineWithJson(std::string_view line, int64_t
       break;
     }
   }
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (it.key() == step_key || !numeric(it.value())) continue;
-    m.values.emplace_back(it.key(), it.value().get<double>());
-  }
+  // Nested objects are flattened with dots ({"val": {"acc": 0.9}} is val.acc), as TensorBoard's
+  // tags and W&B's keys name them, down to kMaxMetricDepth levels; a run's own alert line is
+  // not metrics.
+  std::function<void(const nlohmann::json&, const std::string&, int)> add =
+      [&](const nlohmann::json& obj, const std::string& prefix, int depth) {
+        for (auto it = obj.begin(); it != obj.end(); ++it) {
+          if (prefix.empty() && (it.key() == step_key || it.key() == "drover_alert")) continue;
+          const nlohmann::json& v = it.value();
+          if (v.is_object()) {
+            if (depth < kMaxMetricDepth) add(v, prefix + it.key() + ".", depth + 1);
+            continue;
+          }
+          if (marked && v.is_string() && depth > 0) {
+            const auto& s = v.get_ref<const std::string&>();
+            if (s == kNanMark) m.values.emplace_back(prefix + it.key(), std::nan(""));
+            if (s == kInfMark) m.values.emplace_back(prefix + it.key(), HUGE_VAL);
+            if (s == kNegInfMark) m.values.emplace_back(prefix + it.key(), -HUGE_VAL);
+            continue;
+          }
+          if (numeric(v)) m.values.emplace_back(prefix + it.key(), v.get<double>());
+        }
+      };
+  add(j, "", 0);
   if (m.values.empty()) return std::nullopt;
   return m;
 }

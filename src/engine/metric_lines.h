@@ -16,14 +16,18 @@
 
 namespace drover {
 
+inline constexpr int kMaxMetricDepth = 4;
+
 struct MetricLine {
   int64_t step = 0;
   std::vector<std::pair<std::string, double>> values;
 };
 
 // The step is the line's "step" field, else its "epoch" field, else `fallback_step`; that field
-// is not itself a metric. Booleans, strings and nested values are ignored. A line that is not a
-// JSON object, or has no numeric field, gives nothing.
+// is not itself a metric. Nested objects are flattened with dots ({"val": {"acc": 0.9}} gives
+// val.acc) down to kMaxMetricDepth levels below the top; booleans, strings and lists are ignored,
+// and so is a drover_alert field (ParseAlertLine). A line that is not a JSON object, or has no
+// numeric field, gives nothing.
 // Flat objects of numbers (drover.log's lines) are read by a small scanner; anything else by the
 // full JSON parser, with the same result.
 std::optional<MetricLine> ParseMetricLine(std::string_view line, int64_t fallback_step);

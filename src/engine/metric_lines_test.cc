@@ -53,6 +53,26 @@ TEST(MetricLines, KeepsNaNAndInfinityAsPythonPrintsThem) {
   EXPECT_EQ(v["lo"], -std::numeric_limits<double>::infinity());
 }
 
+TEST(MetricLines, NestedObjectsAreFlattenedWithDots) {
+  // print(json.dumps({"step": 3, "val": {"acc": 0.9, "loss": float("nan")}, ...}))
+  auto m = ParseMetricLine(
+      R"({"step": 3, "val": {"acc": 0.9, "loss": NaN, "per_class": {"cat": 0.5}, "n": [1, 2]},)"
+      R"( "train": {"loss": 0.25, "phase": "warmup"}, "a": {"b": {"c": {"d": {"e": 1, "f": {"g": 2}}}}}})",
+      0);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->step, 3);
+  std::map<std::string, double> v(m->values.begin(), m->values.end());
+  EXPECT_EQ(v.size(), 5u) << testing::PrintToString(m->values);
+  EXPECT_EQ(v["val.acc"], 0.9);
+  EXPECT_TRUE(std::isnan(v["val.loss"]));
+  EXPECT_EQ(v["val.per_class.cat"], 0.5);
+  EXPECT_EQ(v["train.loss"], 0.25);
+  EXPECT_EQ(v["a.b.c.d.e"], 1);  // four levels below the top; a fifth is not read
+  EXPECT_EQ(v.count("a.b.c.d.f.g"), 0u);
+  // Objects with nothing numeric give nothing.
+  EXPECT_FALSE(ParseMetricLine(R"({"cfg": {"name": "x", "on": true}})", 0));
+}
+
 TEST(MetricLines, IgnoresWhatIsNotAMetricObject) {
   EXPECT_FALSE(ParseMetricLine("epoch 3 loss 0.5", 0));
   EXPECT_FALSE(ParseMetricLine("[1, 2]", 0));
@@ -119,6 +139,7 @@ TEST(MetricLines, TheFastScannerAgreesWithTheJsonParser) {
       R"({"step": 1, "note": "a \"quoted\" , } value", "loss": 2})",
       R"({"step": 1, "loss": 0.5, "loss": 0.7})",      // duplicate: the last wins
       R"({"step": 1, "nested": {"a": 1}, "loss": 1})",  // nested: full parser
+      R"({"step": 1, "v": {"a": NaN, "b": {"c": 2}}})",
       R"({"step": 1, "list": [1, 2], "loss": 1})",
       R"({"st\u0065p": 4, "loss": 1})",                 // escaped key
       R"({"step": 01, "loss": 1})",                     // not JSON

@@ -93,7 +93,8 @@ int DryRun(Globals& g, const Spec& spec, const RunFlags& f, const std::string& f
   if (f.json) {
     std::printf("%s\n", Json({{"name", spec.name}, {"runs", out}}).dump(2).c_str());
   } else {
-    std::printf("%s: %zu runs (dry run: nothing was submitted)\n", spec.name.c_str(), grid.size());
+    std::printf("%s: %s (dry run: nothing was submitted)\n", spec.name.c_str(),
+                Count(static_cast<int64_t>(grid.size()), "run").c_str());
     std::fputs(RenderTable({"#", "params", "command"}, rows).c_str(), stdout);
   }
   return kExitOk;

@@ -6,6 +6,7 @@
 
 #include "cli/client.h"
 #include "cli/common.h"
+#include "common/strings.h"
 #include "cli/follow.h"
 #include "protocol/api.h"
 #include "spec/spec_parser.h"
@@ -48,8 +49,9 @@ int Submit(Globals& g, const SubmitFlags& f) {
     std::printf("%s\n", protocol::ToJson(*r).dump(2).c_str());
   } else {
     std::printf("%lld\n", static_cast<long long>(r->experiment_id));
-    std::fprintf(stderr, "queued experiment %lld with %zu runs; follow it with drover ls -e %lld\n",
-                 static_cast<long long>(r->experiment_id), r->run_ids.size(),
+    std::fprintf(stderr, "queued experiment %lld with %s; follow it with drover ls -e %lld\n",
+                 static_cast<long long>(r->experiment_id),
+                 Count(static_cast<int64_t>(r->run_ids.size()), "run").c_str(),
                  static_cast<long long>(r->experiment_id));
   }
   return kExitOk;

@@ -29,6 +29,14 @@ TEST(Strings, ParsesAndFormatsSizes) {
   EXPECT_FALSE(ParseBytes("-1GiB").ok());
 }
 
+TEST(Strings, CountsWithTheRightNoun) {
+  EXPECT_EQ(Count(1, "run"), "1 run");
+  EXPECT_EQ(Count(0, "run"), "0 runs");
+  EXPECT_EQ(Count(2, "run"), "2 runs");
+  EXPECT_EQ(Count(1, "retry", "retries"), "1 retry");
+  EXPECT_EQ(Count(3, "retry", "retries"), "3 retries");
+}
+
 TEST(Strings, ParsesDurations) {
   EXPECT_EQ(*ParseDurationMs("90s"), 90'000);
   EXPECT_EQ(*ParseDurationMs("1h30m"), 5'400'000);

@@ -172,6 +172,13 @@ Result<int64_t> ParseBytes(std::string_view text) {
       "'{}' is not a size; write a number with a unit, such as 6GiB, 512MiB or 8GB", text));
 }
 
+std::string Count(int64_t n, std::string_view singular, std::string_view plural) {
+  std::string out = std::to_string(n) + " ";
+  if (n == 1) return out.append(singular);
+  if (!plural.empty()) return out.append(plural);
+  return out.append(singular).append("s");
+}
+
 std::string FormatBytes(int64_t bytes) {
   static const Unit kUnits[] = {{"TiB", 1024.0 * 1024 * 1024 * 1024},
                                 {"GiB", 1024.0 * 1024 * 1024},

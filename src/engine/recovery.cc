@@ -103,7 +103,8 @@ Recovery DecideRecovery(const Spec& spec, const Json& params, int retries_used,
 
   if (retries_used >= spec.retries) {
     return Fail(spec.retries == 0 ? "no retries configured"
-                                  : fmt::format("all {} retries used", spec.retries));
+                 : spec.retries == 1  ? std::string("its 1 retry used")
+                                      : fmt::format("all {} retries used", spec.retries));
   }
   r.event = RunEvent::kRetry;
   r.counts_as_retry = true;

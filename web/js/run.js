@@ -141,7 +141,7 @@ export async function mount(root, { scope, params, setTitle }) {
       ["experiment", h("a", { href: `#/experiments/${run.experiment.id}` }, `${run.experiment.name} #${run.experiment.id}`)],
       ["index", String(run.index)],
       ["priority", String(run.priority)],
-      ["attempts", `${run.attempts}${run.retries_used ? ` (${run.retries_used} retries)` : ""}`],
+      ["attempts", `${run.attempts}${run.retries_used ? ` (${run.retries_used} ${run.retries_used === 1 ? "retry" : "retries"})` : ""}`],
       ["created", fmtTime(run.created_ms)],
       ["started", fmtTime(run.started_ms)],
       ["ended", fmtTime(run.ended_ms)],

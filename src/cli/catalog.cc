@@ -105,11 +105,20 @@ class ApiCatalog : public Catalog {
  public:
   explicit ApiCatalog(DaemonInfo info) : api_(std::move(info)) {}
   Result<std::vector<Experiment>> ListExperiments(int limit) override {
-    DROVER_ASSIGN_OR_RETURN(Json j, api_.Get(fmt::format("/experiments?limit={}", limit)));
+    // The API answers at most kPage at a time; limit 0 (all) pages through them.
+    constexpr int kPage = 1000;
     std::vector<Experiment> out;
-    for (const auto& e : j.at("experiments")) {
-      DROVER_ASSIGN_OR_RETURN(Experiment exp, protocol::ExperimentFromJson(e));
-      out.push_back(std::move(exp));
+    for (;;) {
+      const int want = limit > 0 ? std::min(kPage, limit - static_cast<int>(out.size())) : kPage;
+      DROVER_ASSIGN_OR_RETURN(
+          Json j, api_.Get(fmt::format("/experiments?limit={}&offset={}", want, out.size())));
+      const Json& page = j.at("experiments");
+      for (const auto& e : page) {
+        DROVER_ASSIGN_OR_RETURN(Experiment exp, protocol::ExperimentFromJson(e));
+        out.push_back(std::move(exp));
+      }
+      if (static_cast<int>(page.size()) < want) break;
+      if (limit > 0 && static_cast<int>(out.size()) >= limit) break;
     }
     return out;
   }

@@ -7,8 +7,10 @@ namespace {
 
 Status List(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(auto limit, QueryInt(req, "limit", 1, 1000));
+  DROVER_ASSIGN_OR_RETURN(auto offset, QueryInt(req, "offset", 0, 1'000'000'000));
   DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
-  DROVER_ASSIGN_OR_RETURN(auto list, store->ListExperiments(static_cast<int>(limit.value_or(50))));
+  DROVER_ASSIGN_OR_RETURN(auto list, store->ListExperiments(static_cast<int>(limit.value_or(50)),
+                                                            offset.value_or(0)));
   Json out = Json::array();
   for (const auto& e : list) out.push_back(protocol::ToJson(e));
   SendJson(res, 200, {{"experiments", out}});

@@ -189,6 +189,11 @@ TEST_F(RunsRoutesTest, ExperimentsListAndDetail) {
   EXPECT_EQ(list.body["experiments"][0]["name"], "beta");  // newest first
   EXPECT_TRUE(protocol::ExperimentFromJson(list.body["experiments"][0]).ok());
   EXPECT_EQ(Get("/api/v1/experiments?limit=1").body["experiments"].size(), 1u);
+  auto second = Get("/api/v1/experiments?limit=1&offset=1");
+  ASSERT_EQ(second.body["experiments"].size(), 1u) << second.raw;
+  EXPECT_EQ(second.body["experiments"][0]["name"], "alpha");
+  EXPECT_EQ(Get("/api/v1/experiments?offset=2").body["experiments"].size(), 0u);
+  EXPECT_EQ(Get("/api/v1/experiments?offset=-1").status, 400);
   EXPECT_EQ(Get("/api/v1/experiments?limit=x").status, 400);
 
   for (std::string which : {"alpha", "1"}) {

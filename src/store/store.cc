@@ -475,11 +475,12 @@ Result<std::optional<Experiment>> Store::FindExperiment(const std::string& id_or
   return std::optional<Experiment>(std::move(e));
 }
 
-Result<std::vector<Experiment>> Store::ListExperiments(int limit) {
-  DROVER_ASSIGN_OR_RETURN(Stmt st, impl_->Use("SELECT " DROVER_EXPERIMENT_COLS
-                                              " FROM experiments ORDER BY id DESC LIMIT ?",
-                                              "listing experiments"));
-  st.Bind(limit > 0 ? limit : -1);
+Result<std::vector<Experiment>> Store::ListExperiments(int limit, int64_t offset) {
+  DROVER_ASSIGN_OR_RETURN(Stmt st,
+                          impl_->Use("SELECT " DROVER_EXPERIMENT_COLS
+                                     " FROM experiments ORDER BY id DESC LIMIT ? OFFSET ?",
+                                     "listing experiments"));
+  st.Bind(limit > 0 ? limit : -1, std::max<int64_t>(0, offset));
   std::vector<Experiment> out;
   for (;;) {
     DROVER_ASSIGN_OR_RETURN(bool row, st.Step());

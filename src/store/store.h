@@ -81,7 +81,8 @@ class Store {
   Result<std::optional<Experiment>> GetExperiment(int64_t id);
   // By numeric id, or the newest experiment with that name.
   Result<std::optional<Experiment>> FindExperiment(const std::string& id_or_name);
-  Result<std::vector<Experiment>> ListExperiments(int limit = 0);
+  // Newest first; limit 0: all; `offset` skips that many of the newest.
+  Result<std::vector<Experiment>> ListExperiments(int limit = 0, int64_t offset = 0);
 
   Status InsertRun(Run& r);  // sets r.id
   Status UpdateRun(const Run& r);

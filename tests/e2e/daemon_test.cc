@@ -148,6 +148,12 @@ TEST_F(DaemonTest, SubmitFollowCancelAndLogsFromTheCli) {
   auto ls = RunDrover({"ls", "--store", store_});
   ASSERT_EQ(ls.exit_code, 0) << ls.err;
   EXPECT_NE(ls.out.find("quick (1)"), std::string::npos) << ls.out;
+  // Every experiment as JSON (no limit: the client pages through the API, which takes at most
+  // 1,000 at a time; it used to ask for limit=0 and get a 400).
+  auto exps = RunDrover({"ls", "--experiments", "--json", "--store", store_});
+  ASSERT_EQ(exps.exit_code, 0) << exps.err;
+  ASSERT_EQ(Json::parse(exps.out).size(), 1u) << exps.out;
+  EXPECT_EQ(Json::parse(exps.out)[0]["name"], "quick");
   auto human = RunDrover({"show", "2", "--store", store_});
   EXPECT_NE(human.out.find("run 2  succeeded"), std::string::npos) << human.out;
   EXPECT_EQ(RunDrover({"show", "99", "--store", store_}).exit_code, 2);

@@ -72,6 +72,7 @@ Command RegisterReport(CLI::App& root, Globals& g);
 Command RegisterServe(CLI::App& root, Globals& g);
 Command RegisterSubmit(CLI::App& root, Globals& g);
 Command RegisterCancel(CLI::App& root, Globals& g);
+Command RegisterPriority(CLI::App& root, Globals& g);
 Command RegisterTop(CLI::App& root, Globals& g);
 Command RegisterAlerts(CLI::App& root, Globals& g);
 Command RegisterSim(CLI::App& root, Globals& g);

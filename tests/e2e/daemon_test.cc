@@ -181,6 +181,23 @@ TEST_F(DaemonTest, SubmitFollowCancelAndLogsFromTheCli) {
   EXPECT_NE(top.out.find("2 running, 1 queued"), std::string::npos) << top.out;
   EXPECT_NE(top.out.find("Fake GPU"), std::string::npos) << top.out;
 
+  // Priorities order the daemon's queue: one run by id, then every queued run of the experiment
+  // (the running ones are left as they are).
+  auto prio = RunDrover({"priority", "7", "5", "--store", store_});
+  ASSERT_EQ(prio.exit_code, 0) << prio.err;
+  EXPECT_EQ(prio.out, "run 5: priority 7\n");
+  prio = RunDrover({"priority", "3", "--experiment", exp_id, "--store", store_});
+  ASSERT_EQ(prio.exit_code, 0) << prio.err;
+  EXPECT_EQ(prio.out, "run 5: priority 3\n");
+  {
+    auto view = Store::Open(store_ + "/drover.db");
+    ASSERT_TRUE(view.ok());
+    EXPECT_EQ((*view)->GetRun(5).value()->priority, 3);
+    EXPECT_EQ((*view)->GetRun(3).value()->priority, 0);
+  }
+  EXPECT_EQ(RunDrover({"priority", "1", "--store", store_}).exit_code, 2);
+  EXPECT_EQ(RunDrover({"priority", "1", "999", "--store", store_}).exit_code, 2);
+
   auto cancel = RunDrover({"cancel", "--experiment", exp_id, "--store", store_});
   ASSERT_EQ(cancel.exit_code, 0) << cancel.err;
   // The follower ends by itself once the run is cancelled.

@@ -18,9 +18,15 @@ Result<protocol::SubmitResponse> SubmitToDaemon(ApiClient& api, const std::strin
   DROVER_ASSIGN_OR_RETURN(std::string text, ReadSpecFile(spec_path));
   protocol::SubmitRequest req;
   req.spec_yaml = std::move(text);
-  req.spec_name = spec_path;
   std::error_code ec;
-  req.base_dir = std::filesystem::absolute(spec_path, ec).parent_path().lexically_normal().string();
+  if (spec_path == kSpecFromStdin) {
+    req.spec_name = "<stdin>";
+    req.base_dir = std::filesystem::current_path(ec).string();
+  } else {
+    req.spec_name = spec_path;
+    req.base_dir =
+        std::filesystem::absolute(spec_path, ec).parent_path().lexically_normal().string();
+  }
   req.overrides = sets;
   DROVER_ASSIGN_OR_RETURN(Json j, api.Post("/experiments", protocol::ToJson(req)));
   return protocol::SubmitResponseFromJson(j);

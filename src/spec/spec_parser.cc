@@ -2,6 +2,7 @@
 #include "spec/spec_parser.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "common/files.h"
@@ -815,10 +817,39 @@ Result<Spec> SpecParser::Parse(const std::string& yaml, const std::vector<std::s
 }  // namespace
 
 Result<std::string> ReadSpecFile(const std::string& path) {
-  return ReadBoundedFile(path, kMaxSpecBytes, "spec file", "give the YAML file");
+  if (path != kSpecFromStdin) {
+    return ReadBoundedFile(path, kMaxSpecBytes, "spec file", "give the YAML file");
+  }
+  // `-`: the spec is piped in (a generated spec, a heredoc), read to its end within the limit,
+  // once: a later call (drover run parses it, then hands it to a daemon) gets the same text.
+  static std::optional<std::string> read_once;
+  if (read_once) return *read_once;
+  std::string text;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus("cannot read the spec from standard input");
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kMaxSpecBytes) {
+      return InvalidArgument(fmt::format(
+          "the spec on standard input is over {}; a spec is a short YAML file (put data in "
+          "files the run reads)",
+          FormatBytes(static_cast<int64_t>(kMaxSpecBytes))));
+    }
+  }
+  read_once = text;
+  return text;
 }
 
 Result<Spec> ParseSpecFile(const std::string& path, const std::vector<std::string>& overrides) {
+  if (path == kSpecFromStdin) {
+    // Relative paths in it (workdir) are taken from the current folder.
+    DROVER_ASSIGN_OR_RETURN(std::string text, ReadSpecFile(path));
+    std::error_code ec;
+    return ParseSpecString(text, "<stdin>", fs::current_path(ec).string(), overrides);
+  }
   std::error_code ec;
   fs::path abs = fs::absolute(path, ec).lexically_normal();
   DROVER_ASSIGN_OR_RETURN(std::string text, ReadSpecFile(abs.string()));

@@ -17,6 +17,9 @@ Result<Spec> ParseSpecFile(const std::string& path, const std::vector<std::strin
 // The largest spec file read (a grid of 100,000 values is about a megabyte).
 inline constexpr size_t kMaxSpecBytes = 16 << 20;
 // A spec file's text: a regular file of at most kMaxSpecBytes (common/files.h).
+// `-` for the path: the spec is read from standard input (display name <stdin>, relative paths
+// from the current folder).
+inline constexpr char kSpecFromStdin[] = "-";
 Result<std::string> ReadSpecFile(const std::string& path);
 // `display_name` is used in error messages; relative workdirs resolve against `base_dir`.
 Result<Spec> ParseSpecString(const std::string& yaml, const std::string& display_name,

@@ -259,6 +259,23 @@ TEST_F(CliTest, DryRunChecksThatRunsFit) {
   EXPECT_FALSE(fs::exists(store_ + "/drover.db"));
 }
 
+// `-` reads the spec from standard input: a generated spec needs no file.
+TEST_F(CliTest, ASpecPipedIn) {
+  auto r = testing::RunDroverWithInput(
+      {"run", "-", "--dry-run", "--json"},
+      "name: piped\ncommand: echo {a}\nparams: {a: [1, 2]}\nresources: {gpus: 0}\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Json::parse(r.out)["runs"].size(), 2u);
+  r = testing::RunDroverWithInput({"run", "-", "--store", store_, "--quiet"},
+                                  "name: piped\nworkdir: code\ncommand: \"true\"\n"
+                                  "resources: {gpus: 0}\n",
+                                  dir_.string());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = testing::RunDroverWithInput({"run", "-", "--dry-run"}, "name: x\n\tcommand: y\n");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("<stdin>:2:"), std::string::npos) << r.err;
+}
+
 TEST_F(CliTest, TimeoutKillsTheWholeGroup) {
   std::string marker = "drover-timeout-" + std::to_string(getpid());
   std::string path = Write("t.yaml",

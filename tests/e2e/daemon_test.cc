@@ -217,6 +217,15 @@ TEST_F(DaemonTest, SubmitFollowCancelAndLogsFromTheCli) {
   f.experiment_id = std::stoll(exp_id);
   std::vector<drover::Run> cancelled = (*store)->ListRuns(f).value();
   for (const auto& r : cancelled) EXPECT_EQ(r.state, RunState::kCancelled) << r.id;
+  // A spec piped in: `drover submit -`, its workdir taken from the current folder.
+  auto piped = testing::RunDroverWithInput(
+      {"submit", "-", "--store", store_},
+      "name: piped\ncommand: \"echo {x}\"\nparams: {x: [7]}\nresources: {gpus: 0}\n",
+      (dir_ / "code").string());
+  ASSERT_EQ(piped.exit_code, 0) << piped.err;
+  EXPECT_NE(piped.err.find("queued experiment 3 with 1 run;"), std::string::npos) << piped.err;
+  auto empty = testing::RunDroverWithInput({"submit", "-", "--store", store_}, "");
+  EXPECT_EQ(empty.exit_code, 2) << empty.err;
   EXPECT_EQ(StopDaemon(SIGTERM), 0) << ReadFile((dir_ / "serve.err").string());
 }
 

@@ -35,9 +35,11 @@ inline std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// Starts drover with `args` in the background; output goes to the two files.
+// Starts drover with `args` in the background; output goes to the two files, stdin comes from
+// `in_path`.
 inline pid_t SpawnDrover(const std::vector<std::string>& args, const std::string& out_path,
-                         const std::string& err_path, const std::string& cwd = "") {
+                         const std::string& err_path, const std::string& cwd = "",
+                         const std::string& in_path = "/dev/null") {
   std::vector<std::string> argv = {DroverBin()};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<char*> cargv;
@@ -45,7 +47,7 @@ inline pid_t SpawnDrover(const std::vector<std::string>& args, const std::string
   cargv.push_back(nullptr);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 0, in_path.c_str(), O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
@@ -73,6 +75,23 @@ inline CliResult RunDrover(const std::vector<std::string>& args, const std::stri
   r.err = ReadFile(err);
   std::filesystem::remove(out);
   std::filesystem::remove(err);
+  return r;
+}
+
+// RunDrover with `input` on its standard input.
+inline CliResult RunDroverWithInput(const std::vector<std::string>& args, const std::string& input,
+                                    const std::string& cwd = "") {
+  static int n = 0;
+  auto base = std::filesystem::temp_directory_path() /
+              ("drover-cli-in-" + std::to_string(getpid()) + "-" + std::to_string(n++));
+  std::string in = base.string() + ".in", out = base.string() + ".out",
+              err = base.string() + ".err";
+  std::ofstream(in) << input;
+  CliResult r;
+  r.exit_code = WaitExit(SpawnDrover(args, out, err, cwd, in));
+  r.out = ReadFile(out);
+  r.err = ReadFile(err);
+  for (const auto& p : {in, out, err}) std::filesystem::remove(p);
   return r;
 }
 

@@ -57,8 +57,6 @@ std::string FormatTime(Millis ms);       // local "2026-11-30 12:00:01"
 std::string RenderTable(const std::vector<std::string>& header,
                         const std::vector<std::vector<std::string>>& rows);
 
-// Runs a spec file as `drover run FILE` does (through the daemon when one serves the store).
-int RunSpecFile(Globals& g, const std::string& spec_path, bool json);
 
 Command RegisterRun(CLI::App& root, Globals& g);
 Command RegisterPlan(CLI::App& root, Globals& g);

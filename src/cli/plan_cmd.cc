@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "cli/common.h"
+#include "cli/run_flags.h"
 #include "common/strings.h"
 #include "plan/planner.h"
 #include "spec/expand.h"
@@ -23,6 +24,7 @@ struct PlanFlags {
   bool json = false;
   bool yes = false;    // ask only
   bool force = false;  // ask only: --yes even when words were ignored
+  RunFlags run;        // ask only: how the plan runs, as `drover run` takes it
 };
 
 struct Planned {
@@ -88,7 +90,7 @@ int AskCmd(Globals& g, const PlanFlags& f) {
         "the plan ignored '{}'; rephrase, or add --force to submit it as shown",
         Join(p->plan.ignored, "', '"))));
   }
-  if (!f.yes) {
+  if (!f.yes && !f.run.dry_run) {
     if (!::isatty(STDIN_FILENO)) {
       return ReportError(InvalidArgument(
           "drover ask needs a confirmation and stdin is not a terminal; add --yes to submit "
@@ -117,7 +119,10 @@ int AskCmd(Globals& g, const PlanFlags& f) {
     out << "# drover ask: " << f.instruction << "\n" << p->plan.spec_yaml;
     if (!out) return ReportError(Status(Code::kIo, "writing " + path));
   }
-  return RunSpecFile(g, path, f.json);
+  RunFlags run = f.run;
+  run.spec_path = path;
+  run.json = f.json;
+  return RunSpec(g, run);
 }
 
 }  // namespace
@@ -144,6 +149,8 @@ Command RegisterAsk(CLI::App& root, Globals& g) {
   app->add_flag("-y,--yes", f->yes, "Submit without asking (refused when words were ignored)");
   app->add_flag("--force", f->force, "With --yes: submit even when words were ignored");
   app->add_flag("--json", f->json, "Print the plan and the results as JSON");
+  // Then it runs as `drover run` would: the same options.
+  AddRunOptions(app, &f->run, /*json=*/false);
   return {app, [&g, f] { return AskCmd(g, *f); }};
 }
 

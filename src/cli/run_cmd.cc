@@ -14,6 +14,7 @@
 #include "cli/follow.h"
 #include "cli/progress.h"
 #include "cli/report_cmd.h"
+#include "cli/run_flags.h"
 #include "common/strings.h"
 #include "engine/engine.h"
 #include "exec/posix_launcher.h"
@@ -25,18 +26,6 @@
 
 namespace drover::cli {
 namespace {
-
-struct RunFlags {
-  std::string spec_path;
-  std::vector<std::string> sets;
-  std::string fake_gpus;
-  bool dry_run = false;
-  bool json = false;
-  bool quiet = false;
-  bool cancel_on_exit = false;
-  int cpus = 0;
-  EngineFlags engine;
-};
 
 std::string PoolSummary(const std::vector<sched::GpuState>& gpus, const std::string& kind) {
   if (gpus.empty()) return "no GPUs";
@@ -99,6 +88,8 @@ int DryRun(Globals& g, const Spec& spec, const RunFlags& f, const std::string& f
   }
   return kExitOk;
 }
+
+}  // namespace
 
 int RunSpec(Globals& g, const RunFlags& f) {
   auto spec = ParseSpecFile(f.spec_path, f.sets);
@@ -225,21 +216,7 @@ int RunSpec(Globals& g, const RunFlags& f) {
   return code;
 }
 
-}  // namespace
-
-int RunSpecFile(Globals& g, const std::string& spec_path, bool json) {
-  RunFlags f;
-  f.spec_path = spec_path;
-  f.json = json;
-  return RunSpec(g, f);
-}
-
-Command RegisterRun(CLI::App& root, Globals& g) {
-  auto flags = std::make_shared<RunFlags>();
-  CLI::App* app = root.add_subcommand(
-      "run", "Run an experiment spec to the end: expand, schedule, run, record, compare");
-  app->add_option("spec", flags->spec_path, "The experiment spec (YAML); see docs/spec.md")
-      ->required();
+void AddRunOptions(CLI::App* app, RunFlags* flags, bool json) {
   app->add_option("--set", flags->sets,
                   "Override a spec value: key=value (retries=2, resources.gpus=0, lr=0.1, "
                   "batch_size=[32,64]); repeatable");
@@ -251,11 +228,21 @@ Command RegisterRun(CLI::App& root, Globals& g) {
   app->add_flag("--dry-run", flags->dry_run,
                 "List the expanded runs and their commands, and check that they fit this "
                 "machine's GPUs and CPU slots; run nothing");
-  app->add_flag("--json", flags->json, "Print the final results as JSON");
+  if (json) app->add_flag("--json", flags->json, "Print the final results as JSON");
   app->add_flag("-q,--quiet", flags->quiet, "Print nothing but errors");
   app->add_flag("--cancel-on-exit", flags->cancel_on_exit,
                 "With a daemon: Ctrl-C cancels the experiment instead of detaching");
   AddEngineFlags(app, flags->engine);
+}
+
+Command RegisterRun(CLI::App& root, Globals& g) {
+  auto flags = std::make_shared<RunFlags>();
+  CLI::App* app = root.add_subcommand(
+      "run", "Run an experiment spec to the end: expand, schedule, run, record, compare");
+  app->add_option("spec", flags->spec_path,
+                  "The experiment spec (YAML; - reads it from standard input); see docs/spec.md")
+      ->required();
+  AddRunOptions(app, flags.get());
   return {app, [&g, flags] { return RunSpec(g, *flags); }};
 }
 

@@ -63,6 +63,20 @@ TEST_F(PlanTest, AskPlansConfirmsAndRuns) {
   auto runs = (*store)->ListRuns(RunFilter{}).value();
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_EQ(runs[1].final_metrics["acc"], 0.5);
+
+  // It takes the options of drover run: a dry run asks nothing and submits nothing; --set and
+  // --fake-gpus apply to the planned spec.
+  auto dry = RunDrover({"ask", "--recipe", recipe, "--store", store_, "--dry-run", "--set",
+                        "lr=[0.7, 0.8, 0.9]", "--fake-gpus", "1x16GiB", "学习率0.1和0.5"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  EXPECT_NE(dry.out.find("3 runs (dry run: nothing was submitted)"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("emit.py 0.9"), std::string::npos) << dry.out;
+  auto more = RunDrover({"ask", "--yes", "--recipe", recipe, "--store", store_, "--set",
+                         "lr=0.25", "--cpus", "1", "--quiet", "学习率0.1"});
+  ASSERT_EQ(more.exit_code, 0) << more.err;
+  runs = (*store)->ListRuns(RunFilter{}).value();
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[2].final_metrics["acc"], 0.25);
 }
 
 }  // namespace

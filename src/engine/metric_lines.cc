@@ -266,8 +266,9 @@ std::optional<MetricLine> ParseMetricLineWithJson(std::string_view line, int64_t
   std::function<void(const nlohmann::json&, const std::string&, int)> add =
       [&](const nlohmann::json& obj, const std::string& prefix, int depth) {
         for (auto it = obj.begin(); it != obj.end(); ++it) {
-          if (prefix.empty() && (it.key() == step_key || it.key() == "drover_alert")) continue;
+          if (prefix.empty() && it.key() == step_key) continue;
           const nlohmann::json& v = it.value();
+          if (prefix.empty() && it.key() == "drover_alert" && v.is_object()) continue;
           if (v.is_object()) {
             if (depth < kMaxMetricDepth) add(v, prefix + it.key() + ".", depth + 1);
             continue;

@@ -26,7 +26,7 @@ struct MetricLine {
 // The step is the line's "step" field, else its "epoch" field, else `fallback_step`; that field
 // is not itself a metric. Nested objects are flattened with dots ({"val": {"acc": 0.9}} gives
 // val.acc) down to kMaxMetricDepth levels below the top; booleans, strings and lists are ignored,
-// and so is a drover_alert field (ParseAlertLine). A line that is not a JSON object, or has no
+// and so is a drover_alert object (ParseAlertLine). A line that is not a JSON object, or has no
 // numeric field, gives nothing.
 // Flat objects of numbers (drover.log's lines) are read by a small scanner; anything else by the
 // full JSON parser, with the same result.

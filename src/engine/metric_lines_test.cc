@@ -140,6 +140,8 @@ TEST(MetricLines, TheFastScannerAgreesWithTheJsonParser) {
       R"({"step": 1, "loss": 0.5, "loss": 0.7})",      // duplicate: the last wins
       R"({"step": 1, "nested": {"a": 1}, "loss": 1})",  // nested: full parser
       R"({"step": 1, "v": {"a": NaN, "b": {"c": 2}}})",
+      R"({"drover_alert": 5, "loss": 1})",              // a number under that name is a metric
+      R"({"drover_alert": {"message": "x", "n": 1}, "loss": 1})",
       R"({"step": 1, "list": [1, 2], "loss": 1})",
       R"({"st\u0065p": 4, "loss": 1})",                 // escaped key
       R"({"step": 01, "loss": 1})",                     // not JSON

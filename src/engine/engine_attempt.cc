@@ -105,6 +105,9 @@ std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt
   own["DROVER_ATTEMPT"] = std::to_string(attempt.number);
   own["DROVER_PARAMS"] = attempt.params.dump();
   own["DROVER_STORE"] = options_.store_dir;
+  // Where the spec came from: what the snapshot left out (a data set kept out by .gitignore) is
+  // found there; the working copy is a copy, elsewhere.
+  if (!exp.spec.project_dir.empty()) own["DROVER_PROJECT_DIR"] = exp.spec.project_dir;
   // One folder per run, kept across attempts, so a retried run can resume from a checkpoint.
   own["DROVER_CHECKPOINT_DIR"] = checkpoint_dir;
   // The shell's idea of the current folder must match the working copy, not where drover ran.

@@ -8,6 +8,7 @@ Json SpecToJson(const Spec& s) {
   j["command"] = s.command;
   j["shell"] = s.shell;
   j["workdir"] = s.workdir;
+  if (!s.project_dir.empty()) j["project_dir"] = s.project_dir;
   j["params"] = Json::parse(s.params.dump());
   j["resources"] = {{"gpus", s.resources.gpus},
                     {"gpu_memory", s.resources.gpu_memory},
@@ -40,6 +41,7 @@ Result<Spec> SpecFromJson(const Json& j) {
     s.command = j.at("command").get<std::vector<std::string>>();
     s.shell = j.value("shell", false);
     s.workdir = j.value("workdir", "");
+    s.project_dir = j.value("project_dir", "");
     s.params = OrderedJson::parse(j.value("params", Json::object()).dump());
     const Json& r = j.at("resources");
     s.resources.gpus = r.value("gpus", 0);

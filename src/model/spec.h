@@ -69,6 +69,9 @@ struct Spec {
   OomPolicy oom;
   MonitorPolicy monitor;
 
+  // The folder the spec came from (its relative paths start there): $DROVER_PROJECT_DIR in every
+  // run, so a run finds what the snapshot left out (data kept out by .gitignore) where it is.
+  std::string project_dir;
   std::string source_path;  // the file it came from ("" for a string)
   std::string source_text;  // the YAML as given, after --set overrides (stored with the experiment)
 };

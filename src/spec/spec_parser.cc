@@ -433,6 +433,7 @@ Status SpecParser::ParseCommand(const Field& f, const std::vector<Field>& params
 }
 
 Status SpecParser::ParseWorkdir(const Field* f, Spec& spec) const {
+  spec.project_dir = base_dir_.empty() ? std::string() : Normalize(base_dir_);
   if (!f) {
     spec.workdir = Normalize(base_dir_);
     if (!fs::is_directory(spec.workdir)) {

@@ -276,6 +276,26 @@ TEST_F(CliTest, ASpecPipedIn) {
   EXPECT_NE(r.err.find("<stdin>:2:"), std::string::npos) << r.err;
 }
 
+// A run finds the folder its spec came from in $DROVER_PROJECT_DIR: data the snapshot left out
+// (ignored by .gitignore) is read from there, not from the working copy.
+TEST_F(CliTest, ARunKnowsTheProjectFolder) {
+  fs::create_directories(dir_ / "proj" / "data");
+  std::ofstream(dir_ / "proj" / "data" / "big.bin") << "data\n";
+  std::ofstream(dir_ / "proj" / ".gitignore") << "data/\n";
+  std::string spec = Write("proj/p.yaml",
+                           "name: p\nshell: true\nresources: {gpus: 0}\n"
+                           "command: \"echo $DROVER_PROJECT_DIR; cat $DROVER_PROJECT_DIR/data/big.bin;"
+                           " test -e data/big.bin || echo not-in-the-copy\"\n");
+  auto r = RunDrover({"run", spec, "--store", store_, "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  auto attempts = (*store)->ListAttempts(1).value();
+  ASSERT_EQ(attempts.size(), 1u);
+  EXPECT_EQ(testing::ReadFile(attempts[0].stdout_path),
+            fs::canonical(dir_ / "proj").string() + "\ndata\nnot-in-the-copy\n");
+}
+
 TEST_F(CliTest, TimeoutKillsTheWholeGroup) {
   std::string marker = "drover-timeout-" + std::to_string(getpid());
   std::string path = Write("t.yaml",

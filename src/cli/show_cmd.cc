@@ -26,7 +26,23 @@ int Show(Globals& g, const ShowFlags& f) {
   const std::vector<Attempt>* attempts = &detail->attempts;
   const Experiment& e = detail->experiment;
   const std::optional<Snapshot>& snapshot = detail->snapshot;
-  const std::vector<Environment>& env_list = detail->environments;
+  // The environment of this run's interpreter (recorded once per experiment and interpreter):
+  // the latest attempt's program, else the spec's command.
+  std::vector<Environment> env_list;
+  {
+    const bool shell = e.spec.is_object() && e.spec.value("shell", false);
+    std::vector<std::string> argv;
+    if (!attempts->empty()) {
+      argv = attempts->back().argv;
+    } else if (e.spec.is_object() && e.spec.contains("command") && e.spec["command"].is_array()) {
+      for (const auto& w : e.spec["command"]) argv.push_back(w.is_string() ? w.get<std::string>() : "");
+    }
+    const std::string interpreter = InterpreterOf(argv, shell);
+    for (const Environment& env : detail->environments) {
+      if (env.interpreter == interpreter) env_list.push_back(env);
+    }
+    detail->environments = env_list;
+  }
 
   if (f.json) {
     std::printf("%s\n", protocol::ToJson(*detail).dump(2).c_str());

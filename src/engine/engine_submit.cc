@@ -21,15 +21,6 @@ namespace drover {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-bool IsPython(const std::string& program) {
-  std::string base = fs::path(program).filename().string();
-  return StartsWith(base, "python");
-}
-
-}  // namespace
-
 Status CheckFitsPool(const Resources& resources, const std::vector<sched::GpuState>& pool,
                      int64_t gpu_reserve, int cpu_slots) {
   Status fits = sched::CheckFits(resources, pool, cpu_slots);
@@ -175,9 +166,7 @@ void Engine::CaptureEnvironment(int64_t experiment_id,
   std::set<std::string> interpreters;
   for (const auto& argv : argvs) {
     if (argv.empty()) continue;
-    std::string program = argv[0];
-    if (spec.shell) program = "";  // the script's interpreter is not known
-    interpreters.insert(IsPython(program) ? program : "");
+    interpreters.insert(InterpreterOf(argv, spec.shell));
   }
   if (!env_capture_) {
     env_capture_ = std::make_unique<EnvironmentCapture>(

@@ -171,6 +171,12 @@ struct Alert {
   int64_t count = 1;                 // times raised in this silence window
 };
 
+// The interpreter a command's environment is recorded under: its program when that is a Python
+// interpreter (python, python3, /usr/bin/python3.11, ...), else "" (the interpreter of a shell
+// command, or of any other program, is not known). The submit records one environment per
+// experiment and interpreter; `drover show RUN` shows the run's.
+std::string InterpreterOf(const std::vector<std::string>& argv, bool shell);
+
 // Per experiment and interpreter: the package list, captured once.
 struct Environment {
   int64_t experiment_id = 0;

@@ -1,6 +1,16 @@
 #include "model/spec.h"
 
+#include "model/run.h"
+
 namespace drover {
+
+std::string InterpreterOf(const std::vector<std::string>& argv, bool shell) {
+  if (shell || argv.empty()) return "";
+  const std::string& program = argv[0];
+  const size_t slash = program.rfind('/');
+  const std::string base = slash == std::string::npos ? program : program.substr(slash + 1);
+  return base.rfind("python", 0) == 0 ? program : "";
+}
 
 Json SpecToJson(const Spec& s) {
   Json j;

@@ -296,6 +296,30 @@ TEST_F(CliTest, ARunKnowsTheProjectFolder) {
             fs::canonical(dir_ / "proj").string() + "\ndata\nnot-in-the-copy\n");
 }
 
+// drover show RUN shows the environment of the run's own interpreter, not every one the
+// experiment recorded.
+TEST_F(CliTest, ShowGivesTheRunsOwnEnvironment) {
+  std::string spec = Write("envs.yaml", "name: envs\nworkdir: code\nresources: {gpus: 0}\n"
+                                        "command: \"{prog} -c exit\"\n"
+                                        "params: {prog: [/usr/bin/python3, /bin/sh]}\n");
+  auto r = RunDrover({"run", spec, "--store", store_, "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto py = RunDrover({"show", "1", "--json", "--store", store_});
+  ASSERT_EQ(py.exit_code, 0) << py.err;
+  Json envs = Json::parse(py.out)["environments"];
+  ASSERT_EQ(envs.size(), 1u) << envs.dump();
+  EXPECT_EQ(envs[0]["interpreter"], "/usr/bin/python3");
+  auto sh = RunDrover({"show", "2", "--json", "--store", store_});
+  ASSERT_EQ(sh.exit_code, 0) << sh.err;
+  envs = Json::parse(sh.out)["environments"];
+  ASSERT_EQ(envs.size(), 1u) << envs.dump();
+  EXPECT_EQ(envs[0]["interpreter"], "");
+  auto text = RunDrover({"show", "2", "--store", store_});
+  EXPECT_EQ(text.out.find("interpreter"), std::string::npos) << text.out;
+  EXPECT_NE(RunDrover({"show", "1", "--store", store_}).out.find("interpreter  /usr/bin/python3"),
+            std::string::npos);
+}
+
 TEST_F(CliTest, TimeoutKillsTheWholeGroup) {
   std::string marker = "drover-timeout-" + std::to_string(getpid());
   std::string path = Write("t.yaml",

@@ -356,7 +356,8 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
       "alerts", "Alerts",
       "What drover's watchers found, newest first: diverged or stalled runs, loss spikes, "
       "plateaus, GPU memory leaks, idle GPUs, fragmentation, configs that keep failing.",
-      Obj({{"run_id", Int("Only about this run")}, {"experiment", Int("Only this experiment id")},
+      Obj({{"run_id", Int("Only about this run")},
+           {"experiment", Str("Only this experiment (id or name)")},
            {"kind", Str("Only this kind, e.g. loss_spike")}, {"limit", Int("At most (default 50)")}}),
       Obj({{"alerts", ListOf(AnyObject())}}, {"alerts"}),
       [info](const Json& args) -> Result<Json> {
@@ -365,7 +366,12 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
         ApiClient* a = &client;
         std::string path = fmt::format("/alerts?limit={}", args.value("limit", 50));
         if (args.contains("run_id")) path += fmt::format("&run={}", args["run_id"].get<int64_t>());
-        if (args.contains("experiment")) path += fmt::format("&experiment={}", args["experiment"].get<int64_t>());
+        if (args.contains("experiment")) {
+          // An id or a name, as the other tools take it.
+          auto exp = FetchExperiment(*a, args["experiment"].get<std::string>());
+          if (!exp.ok()) return exp.status();
+          path += fmt::format("&experiment={}", exp->id);
+        }
         if (args.contains("kind")) path += "&kind=" + Q(args["kind"]);
         DROVER_ASSIGN_OR_RETURN(Json j, a->Get(path));
         return Json{{"alerts", j["alerts"]}};

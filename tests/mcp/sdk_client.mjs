@@ -93,6 +93,13 @@ try {
   expect(cmp.structuredContent.runs[0].run_id === cmp.structuredContent.best_run &&
          values[0] === Math.max(...values), `the best run is not the highest val_acc: ${values}`);
 
+  // alerts takes the experiment by id or by name, as compare does.
+  const byName = await call("alerts", { experiment: plan.structuredContent.spec.name });
+  expect(!byName.isError && Array.isArray(byName.structuredContent.alerts),
+         `alerts by experiment name failed: ${JSON.stringify(byName.content)}`);
+  const unknown = await call("alerts", { experiment: "no-such-experiment" });
+  expect(unknown.isError, "alerts for an unknown experiment should be an error");
+
   // Cancel: a run that would sleep for five minutes.
   const slow = await call("submit", {
     spec_yaml: "name: slow\ncommand: sleep 300\nresources: {gpus: 1}\n",

@@ -223,6 +223,31 @@ std::optional<MetricLine> ParseMetricLine(std::string_view line, int64_t fallbac
   return ParseMetricLineWithJson(t, fallback_step);
 }
 
+// Adds the numbers of `obj` to `m`, nested objects flattened with dots ({"val": {"acc": 0.9}} is
+// val.acc, as TensorBoard's tags and W&B's keys name them) down to kMaxMetricDepth levels. At the
+// top, the step field and a run's own alert object are not metrics. `marked`: NaN and infinities
+// stand as marker strings (MarkNonFinite); the top level's were replaced already.
+static void Flatten(const nlohmann::json& obj, const std::string& prefix, int depth, bool marked,
+                    const std::string& step_key, MetricLine* m) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    const nlohmann::json& v = it.value();
+    if (depth == 0 && (it.key() == step_key || (it.key() == "drover_alert" && v.is_object()))) {
+      continue;
+    }
+    std::string name = prefix + it.key();
+    if (v.is_object()) {
+      if (depth < kMaxMetricDepth) Flatten(v, name + ".", depth + 1, marked, step_key, m);
+    } else if (v.is_number() && !v.is_boolean()) {
+      m->values.emplace_back(std::move(name), v.get<double>());
+    } else if (marked && depth > 0 && v.is_string()) {
+      const auto& s = v.get_ref<const std::string&>();
+      if (s == kNanMark) m->values.emplace_back(std::move(name), std::nan(""));
+      else if (s == kInfMark) m->values.emplace_back(std::move(name), HUGE_VAL);
+      else if (s == kNegInfMark) m->values.emplace_back(std::move(name), -HUGE_VAL);
+    }
+  }
+}
+
 std::optional<MetricLine> ParseMetricLineWithJson(std::string_view line, int64_t fallback_step) {
   std::string_view t = Trim(line);
   if (t.size() < 2 || t.front() != '{' || t.back() != '}') return std::nullopt;
@@ -260,30 +285,7 @@ std::optional<MetricLine> ParseMetricLineWithJson(std::string_view line, int64_t
       break;
     }
   }
-  // Nested objects are flattened with dots ({"val": {"acc": 0.9}} is val.acc), as TensorBoard's
-  // tags and W&B's keys name them, down to kMaxMetricDepth levels; a run's own alert line is
-  // not metrics.
-  std::function<void(const nlohmann::json&, const std::string&, int)> add =
-      [&](const nlohmann::json& obj, const std::string& prefix, int depth) {
-        for (auto it = obj.begin(); it != obj.end(); ++it) {
-          if (prefix.empty() && it.key() == step_key) continue;
-          const nlohmann::json& v = it.value();
-          if (prefix.empty() && it.key() == "drover_alert" && v.is_object()) continue;
-          if (v.is_object()) {
-            if (depth < kMaxMetricDepth) add(v, prefix + it.key() + ".", depth + 1);
-            continue;
-          }
-          if (marked && v.is_string() && depth > 0) {
-            const auto& s = v.get_ref<const std::string&>();
-            if (s == kNanMark) m.values.emplace_back(prefix + it.key(), std::nan(""));
-            if (s == kInfMark) m.values.emplace_back(prefix + it.key(), HUGE_VAL);
-            if (s == kNegInfMark) m.values.emplace_back(prefix + it.key(), -HUGE_VAL);
-            continue;
-          }
-          if (numeric(v)) m.values.emplace_back(prefix + it.key(), v.get<double>());
-        }
-      };
-  add(j, "", 0);
+  Flatten(j, "", 0, marked, step_key, &m);
   if (m.values.empty()) return std::nullopt;
   return m;
 }

@@ -78,7 +78,7 @@ void Engine::TailMetrics(Live& live, bool final, Instant now) {
       }
       points.push_back(std::move(p));
     }
-  });
+  }, kEngineLineLimits);
   if (!offset.ok()) {
     spdlog::warn("run {}: {}", a.run_id, offset.status().message());
     return;

@@ -112,7 +112,9 @@ TEST_F(EngineTest, StartsHandedToTheBackgroundEndAsStartsInTheForegroundDo) {
           EXPECT_GT(a.pid, 0) << line;
           EXPECT_GT(a.pid_start, 0) << line;
         }
-        if (a.reason == "timeout") EXPECT_GE(a.ended_ms - a.started_ms, 2000) << line;
+        if (a.reason == "timeout") {
+          EXPECT_GE(a.ended_ms - a.started_ms, 2000) << line;
+        }
       }
       out.push_back(line);
     }

@@ -9,6 +9,8 @@
 #include <cctype>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "common/strings.h"
@@ -291,38 +293,72 @@ std::optional<MetricLine> ParseMetricLineWithJson(std::string_view line, int64_t
 }
 
 Result<int64_t> ReadNewLines(const std::string& path, int64_t offset, bool final,
-                             const std::function<void(std::string_view)>& on_line) {
+                             const std::function<void(std::string_view)>& on_line,
+                             const LineLimits& limits) {
+  // Nothing new (most looks, and the end of a run that printed nothing): one stat, no open.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return offset;
+    return ErrnoStatus("reading " + path);
+  }
+  if (st.st_size <= offset) return offset;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return offset;
     return ErrnoStatus("reading " + path);
   }
-  std::string buf;
-  char chunk[65536];
-  while (true) {
-    ssize_t n = ::pread(fd, chunk, sizeof chunk, offset + static_cast<int64_t>(buf.size()));
+  const size_t max_line =
+      limits.max_line > 0 ? static_cast<size_t>(limits.max_line) : std::string::npos;
+  std::string carry;      // the start of a line whose newline is not read yet
+  bool skipping = false;  // inside an over-long line: dropped up to its newline
+  int64_t pos = offset;   // read up to here
+  int64_t done = offset;  // after the last line handed over (or skipped)
+  std::vector<char> chunk(64 * 1024);
+  while (final || limits.max_read <= 0 || pos - offset < limits.max_read) {
+    ssize_t n = ::pread(fd, chunk.data(), chunk.size(), pos);
     if (n < 0) {
       if (errno == EINTR) continue;
-      Status st = ErrnoStatus("reading " + path);
+      Status err = ErrnoStatus("reading " + path);
       ::close(fd);
-      return st;
+      return err;
     }
     if (n == 0) break;
-    buf.append(chunk, static_cast<size_t>(n));
+    const std::string_view got(chunk.data(), static_cast<size_t>(n));
+    const int64_t base = pos;
+    pos += n;
+    size_t start = 0;
+    for (size_t nl = got.find('\n'); nl != std::string_view::npos; nl = got.find('\n', start)) {
+      std::string_view piece = got.substr(start, nl - start);
+      if (skipping) {
+        skipping = false;
+      } else if (carry.empty()) {
+        on_line(piece);
+      } else {
+        carry.append(piece);
+        on_line(carry);
+        carry.clear();
+      }
+      start = nl + 1;
+      done = base + static_cast<int64_t>(start);
+    }
+    if (skipping) {
+      done = pos;  // still inside it: what was read of it is never read again
+    } else if (start < got.size()) {
+      if (carry.size() + (got.size() - start) > max_line) {
+        carry.clear();
+        skipping = true;
+        done = pos;
+      } else {
+        carry.append(got.substr(start));
+      }
+    }
   }
   ::close(fd);
-  size_t start = 0;
-  while (true) {
-    size_t nl = buf.find('\n', start);
-    if (nl == std::string::npos) break;
-    on_line(std::string_view(buf).substr(start, nl - start));
-    start = nl + 1;
+  if (final && !carry.empty()) {
+    on_line(carry);
+    done = pos;
   }
-  if (final && start < buf.size()) {
-    on_line(std::string_view(buf).substr(start));
-    start = buf.size();
-  }
-  return offset + static_cast<int64_t>(start);
+  return done;
 }
 
 std::string ReadTail(const std::string& path, int64_t max_bytes) {

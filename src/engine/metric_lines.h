@@ -46,11 +46,26 @@ struct AlertLine {
 };
 std::optional<AlertLine> ParseAlertLine(std::string_view line);
 
+// Bounds on one ReadNewLines call. Memory stays within a chunk and max_line whatever the file
+// holds (a run can print gigabytes between two looks).
+struct LineLimits {
+  // A line longer than this is not handed over (no metric or alert line is that long): it is
+  // skipped up to its newline. 0: no limit.
+  int64_t max_line = 0;
+  // Stop after about this many bytes (at a line's end) unless `final`; the next call goes on
+  // from there. 0: no limit.
+  int64_t max_read = 0;
+};
+// What the engine reads of a running attempt's output per look.
+inline constexpr LineLimits kEngineLineLimits{1 << 20, 16 << 20};
+
 // Calls `on_line` for each complete line in `path` after byte `offset` and returns the offset
-// after the last complete line. With `final` (the process has ended) a last line without a
-// newline counts too. A missing file reads as empty.
+// after the last complete line (or the skipped part of an over-long one). With `final` (the
+// process has ended) a last line without a newline counts too. A missing file reads as empty;
+// a file no longer than `offset` is not opened.
 Result<int64_t> ReadNewLines(const std::string& path, int64_t offset, bool final,
-                             const std::function<void(std::string_view)>& on_line);
+                             const std::function<void(std::string_view)>& on_line,
+                             const LineLimits& limits = {});
 
 // The last `max_bytes` of a file ("" when missing), for classifying how a run ended.
 std::string ReadTail(const std::string& path, int64_t max_bytes);

@@ -105,6 +105,66 @@ TEST(MetricLines, ReadsOnlyCompleteLinesUntilFinal) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(MetricLines, ReadingIsBoundedWhateverTheFileHolds) {
+  auto dir = std::filesystem::temp_directory_path() / ("drover-mlb-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "out").string();
+  // A line that spans several 64 KiB chunks and is within the limit; one over the limit; then a
+  // metric line; then many short lines (3 MiB in all).
+  const std::string spanning(200 * 1024, 's');
+  const std::string over(3 << 20, 'x');
+  {
+    std::ofstream out(path);
+    out << spanning << "\n" << over << "\n" << R"({"loss": 0.5})" << "\n";
+    for (int i = 0; i < 300'000; ++i) out << "line " << i << "\n";
+  }
+  const int64_t size = static_cast<int64_t>(std::filesystem::file_size(path));
+  std::vector<std::string> seen;
+  size_t longest = 0;
+  auto collect = [&](std::string_view l) {
+    longest = std::max(longest, l.size());
+    if (seen.size() < 3) seen.emplace_back(l);
+  };
+  const LineLimits limits{1 << 20, 4 << 20};
+  // The first look stops after about 4 MiB, at a line's end, and has skipped the long line.
+  Result<int64_t> off = ReadNewLines(path, 0, false, collect, limits);
+  ASSERT_TRUE(off.ok());
+  EXPECT_GT(*off, static_cast<int64_t>(spanning.size() + over.size()));
+  EXPECT_LT(*off, size);
+  EXPECT_LE(*off, (4 << 20) + 64 * 1024);
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0], spanning);
+  EXPECT_EQ(seen[1], R"({"loss": 0.5})");
+  EXPECT_EQ(seen[2], "line 0");
+  EXPECT_LE(longest, spanning.size());
+  // Later looks go on from there to the end, a line at a time, none twice.
+  int64_t lines_after = 0;
+  std::string last;
+  while (*off < size) {
+    off = ReadNewLines(path, *off, false, [&](std::string_view l) {
+      ++lines_after;
+      last = std::string(l);
+    }, limits);
+    ASSERT_TRUE(off.ok());
+  }
+  EXPECT_EQ(*off, size);
+  EXPECT_EQ(last, "line 299999");
+  // A file no longer than the offset is not read at all.
+  EXPECT_EQ(*ReadNewLines(path, size, true, collect, limits), size);
+  // An over-long last line without a newline is skipped, not handed over, even when final.
+  {
+    std::ofstream out(path, std::ios::app);
+    out << over;
+  }
+  seen.clear();
+  longest = 0;
+  off = ReadNewLines(path, size, true, collect, limits);
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(*off, size + static_cast<int64_t>(over.size()));
+  EXPECT_TRUE(seen.empty());
+  std::filesystem::remove_all(dir);
+}
+
 TEST(AlertLines, ThePythonClientsAlertIsRead) {
   auto a = ParseAlertLine(
       R"({"drover_alert": {"message": "val set empty", "level": "error", "key": "val", "t": 1.5,)"

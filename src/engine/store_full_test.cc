@@ -76,8 +76,8 @@ TEST_F(StoreFullTest, TheEngineHoldsOnWhileTheDiskIsFullAndLosesNothing) {
     // must be stored once there is room, and none of it twice.
     if (l.running_now > 0 && !l.launches.empty()) {
       const std::string& out = l.launches.back().stdout_path;
-      int& n = written[out];
-      std::ofstream(out, std::ios::app) << "{\"step\": " << ++n << ", \"loss\": " << 1.0 / (n + 1)
+      const int n = ++written[out];
+      std::ofstream(out, std::ios::app) << "{\"step\": " << n << ", \"loss\": " << 1.0 / (n + 1)
                                          << "}\n";
     }
     if (!armed && t >= kFullAt) {

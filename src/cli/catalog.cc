@@ -25,7 +25,14 @@ namespace {
 
 class StoreCatalog : public Catalog {
  public:
-  explicit StoreCatalog(std::unique_ptr<Store> store) : store_(std::move(store)) {}
+  explicit StoreCatalog(std::unique_ptr<Store> store)
+      : owned_(std::move(store)), store_(owned_.get()) {}
+  explicit StoreCatalog(Store& store) : store_(&store) {}
+  Result<std::map<int64_t, CurveSummary>> MetricSummaries(int64_t experiment_id,
+                                                          const std::string& metric,
+                                                          int last_k) override {
+    return store_->MetricSummaries(experiment_id, metric, last_k);
+  }
   Result<std::vector<Experiment>> ListExperiments(int limit) override {
     return store_->ListExperiments(limit);
   }
@@ -98,12 +105,18 @@ class StoreCatalog : public Catalog {
   }
 
  private:
-  std::unique_ptr<Store> store_;
+  std::unique_ptr<Store> owned_;
+  Store* store_;
 };
 
 class ApiCatalog : public Catalog {
  public:
   explicit ApiCatalog(DaemonInfo info) : api_(std::move(info)) {}
+  Result<std::map<int64_t, CurveSummary>> MetricSummaries(int64_t experiment_id,
+                                                          const std::string& metric,
+                                                          int last_k) override {
+    return FetchCurveSummaries(api_, experiment_id, metric, last_k);
+  }
   Result<std::vector<Experiment>> ListExperiments(int limit) override {
     // The API answers at most kPage at a time; limit 0 (all) pages through them.
     constexpr int kPage = 1000;
@@ -200,6 +213,14 @@ class ApiCatalog : public Catalog {
 };
 
 }  // namespace
+
+std::unique_ptr<Catalog> CatalogOf(Store& store) {
+  return std::unique_ptr<Catalog>(new StoreCatalog(store));
+}
+
+std::unique_ptr<Catalog> CatalogOf(const DaemonInfo& daemon) {
+  return std::unique_ptr<Catalog>(new ApiCatalog(daemon));
+}
 
 Result<std::unique_ptr<Catalog>> OpenCatalog(const Globals& g) {
   if (auto daemon = FindDaemon(g)) return std::unique_ptr<Catalog>(new ApiCatalog(*daemon));

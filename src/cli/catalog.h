@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/client.h"
 #include "cli/common.h"
 #include "protocol/api.h"
 #include "report/series.h"
@@ -37,9 +38,17 @@ class Catalog {
   // points in attempt-then-step order, downsampled to `query.points` per series (0: all).
   virtual Result<std::vector<report::MetricSeries>> GetMetricSeries(int64_t run_id,
                                                                     const SeriesQuery& query) = 0;
+  // Each run's curve of `metric` summed up (Store::MetricSummaries, GET .../summaries), what
+  // ranking the runs needs (report/comparison.h).
+  virtual Result<std::map<int64_t, CurveSummary>> MetricSummaries(int64_t experiment_id,
+                                                                  const std::string& metric,
+                                                                  int last_k) = 0;
 };
 
 // The daemon's catalog when one serves the store, else the store's (which must exist).
 Result<std::unique_ptr<Catalog>> OpenCatalog(const Globals& g);
+// A catalog over a store this process has open (not owned), or over a daemon's API.
+std::unique_ptr<Catalog> CatalogOf(Store& store);
+std::unique_ptr<Catalog> CatalogOf(const DaemonInfo& daemon);
 
 }  // namespace drover::cli

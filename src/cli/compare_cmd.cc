@@ -13,6 +13,7 @@ struct CompareFlags {
   std::string experiment;
   std::string metric;
   std::string mode;
+  std::string summary;
   std::string plot;
   bool json = false;
 };
@@ -44,7 +45,9 @@ int CompareCmd(Globals& g, const CompareFlags& f) {
   filter.experiment_id = exp->id;
   auto runs = (*catalog)->ListRuns(filter);
   if (!runs.ok()) return ReportError(runs.status());
-  Comparison c = Compare(*exp, *runs, f.metric, f.mode);
+  auto ranked = CompareRuns(**catalog, *exp, *runs, {f.metric, f.mode, f.summary});
+  if (!ranked.ok()) return ReportError(ranked.status());
+  const Comparison& c = *ranked;
   if (!f.metric.empty() &&
       std::find(c.metrics.begin() + 1, c.metrics.end(), f.metric) == c.metrics.end()) {
     bool any = false;
@@ -86,6 +89,9 @@ Command RegisterCompare(CLI::App& root, Globals& g) {
   app->add_option("-m,--metric", f->metric, "Sort by this metric instead of the objective");
   app->add_option("--mode", f->mode, "min or max (default: the objective's, else by name)")
       ->check(CLI::IsMember({"min", "max"}));
+  app->add_option("--summary", f->summary,
+                  "How a run's curve becomes its score: last, best or mean_last:K (default: the "
+                  "objective's summary, else last)");
   app->add_option("--plot", f->plot,
                   "Also write the curves of every run for the metric as SVG to this file");
   app->add_flag("--json", f->json, "Print JSON");

@@ -16,7 +16,9 @@ std::string RenderComparison(const Comparison& c) {
   header.push_back("state");
   header.push_back("attempts");
   for (const auto& m : c.metrics) {
-    header.push_back(m == c.metric ? fmt::format("{} ({})", m, c.maximize ? "max" : "min") : m);
+    header.push_back(m == c.metric ? fmt::format("{} ({}, {})", m, c.maximize ? "max" : "min",
+                                                 ScoreSummaryText(c.rule.summary, c.rule.last_k))
+                                   : m);
   }
   header.push_back("time");
   std::vector<std::vector<std::string>> rows;
@@ -37,6 +39,11 @@ std::string RenderComparison(const Comparison& c) {
     row.push_back(state);
     row.push_back(std::to_string(r.attempts));
     for (const auto& m : c.metrics) {
+      if (m == c.metric) {  // the score the runs are ranked by
+        auto score = report::SortValue(c, r);
+        row.push_back(score ? report::FormatScore(*score) : "-");
+        continue;
+      }
       row.push_back(r.final_metrics.contains(m) ? FormatValue(r.final_metrics[m]) : "-");
     }
     row.push_back(r.started_ms > 0 && r.ended_ms > 0 ? FormatDuration(r.ended_ms - r.started_ms)
@@ -45,23 +52,37 @@ std::string RenderComparison(const Comparison& c) {
   }
   std::string out = RenderTable(header, rows);
   if (c.best_run != 0) {
-    out += fmt::format("* best: run {} by {} ({})\n", c.best_run, c.metric,
-                       c.maximize ? "higher is better" : "lower is better");
+    out += fmt::format("* best: run {} by {}\n", c.best_run, c.rule.Describe());
   } else if (!c.metric.empty()) {
     bool any_ok = std::any_of(c.runs.begin(), c.runs.end(),
                               [](const Run& r) { return r.state == RunState::kSucceeded; });
-    out += any_ok ? fmt::format("no succeeded run reported {}\n", c.metric)
+    out += any_ok ? fmt::format("no succeeded run has a finite {}\n", c.metric)
                   : std::string("no run succeeded\n");
   }
-  if (c.guessed && !c.metric.empty()) {
-    out += fmt::format("(sorted by {}: the spec has no objective; --metric and --mode choose)\n",
-                       c.metric);
-  }
+  // How the rule was guessed, or why there is none (when some metric was reported).
+  if (!c.rule.Note().empty() && !c.metrics.empty()) out += "(" + c.rule.Note() + ")\n";
   return out;
 }
 
-int PrintResults(const Experiment& exp, const std::vector<Run>& runs, bool json, bool quiet) {
-  Comparison c = Compare(exp, runs, "", "");
+Result<Comparison> CompareRuns(Catalog& catalog, const Experiment& exp, std::vector<Run> runs,
+                               const report::RankOptions& options) {
+  DROVER_ASSIGN_OR_RETURN(report::RankRule rule,
+                          report::RuleFor(exp, report::ReportedMetrics(runs), options));
+  std::map<int64_t, CurveSummary> curves;
+  if (!rule.metric.empty()) {
+    DROVER_ASSIGN_OR_RETURN(curves, catalog.MetricSummaries(exp.id, rule.metric, rule.last_k));
+  }
+  return report::Rank(std::move(runs), rule, curves);
+}
+
+int PrintResults(Catalog& catalog, const Experiment& exp, const std::vector<Run>& runs, bool json,
+                 bool quiet) {
+  Result<Comparison> ranked = CompareRuns(catalog, exp, runs, {});
+  if (!ranked.ok()) {
+    ReportError(ranked.status());
+    return kExitRunsFailed;
+  }
+  const Comparison& c = *ranked;
   if (json) {
     std::printf("%s\n", ComparisonJson(exp, c).dump(2).c_str());
   } else if (!quiet) {
@@ -75,10 +96,17 @@ int PrintResults(const Experiment& exp, const std::vector<Run>& runs, bool json,
 
 Json ComparisonJson(const Experiment& exp, const Comparison& c) {
   Json runs = Json::array();
-  for (const Run& r : c.runs) runs.push_back(protocol::ToJson(r));
+  for (const Run& r : c.runs) {
+    Json j = protocol::ToJson(r);
+    auto score = report::SortValue(c, r);
+    j["score"] = score ? report::ScoreJson(*score) : Json();
+    runs.push_back(std::move(j));
+  }
   return {{"experiment", {{"id", exp.id}, {"name", exp.name}, {"status", exp.status}}},
           {"metric", c.metric},
           {"mode", c.maximize ? "max" : "min"},
+          {"summary", ScoreSummaryText(c.rule.summary, c.rule.last_k)},
+          {"ranking", report::RankRuleJson(c.rule)},
           {"best_run", c.best_run == 0 ? Json() : Json(c.best_run)},
           {"varying_params", c.varying},
           {"runs", runs}};

@@ -6,19 +6,24 @@
 #include <vector>
 
 #include "model/run.h"
+#include "cli/catalog.h"
 #include "report/comparison.h"
 
 namespace drover::cli {
 
-// The ranking itself lives in report/ (the HTML report shares it); these names keep the CLI's
-// callers unchanged.
-using report::Compare;
+// The ranking itself lives in report/ (the HTML report, the web UI and MCP share it).
 using report::Comparison;
+
+// The runs ranked as every view ranks them: the rule (options over the spec's objective), then
+// its metric's curves from the catalog (the store's or the daemon's).
+Result<Comparison> CompareRuns(Catalog& catalog, const Experiment& exp, std::vector<Run> runs,
+                               const report::RankOptions& options);
 
 std::string RenderComparison(const Comparison& c);
 // How `drover run` ends, embedded or following a daemon: the table (or JSON) of the experiment's
 // runs by its objective; returns 0 when every run succeeded, else 1.
-int PrintResults(const Experiment& exp, const std::vector<Run>& runs, bool json, bool quiet);
+int PrintResults(Catalog& catalog, const Experiment& exp, const std::vector<Run>& runs, bool json,
+                 bool quiet);
 Json ComparisonJson(const Experiment& exp, const Comparison& c);
 
 }  // namespace drover::cli

@@ -9,6 +9,9 @@
 #include <cstdlib>
 #include <thread>
 
+#include <httplib.h>
+
+#include "cli/catalog.h"
 #include "cli/comparison.h"
 #include "cli/progress.h"
 #include "protocol/api.h"
@@ -59,6 +62,16 @@ Result<std::vector<Run>> FetchRuns(ApiClient& api, int64_t experiment_id) {
   RunFilter f;
   f.experiment_id = experiment_id;
   return FetchRuns(api, f);
+}
+
+Result<std::map<int64_t, CurveSummary>> FetchCurveSummaries(ApiClient& api, int64_t experiment_id,
+                                                            const std::string& metric,
+                                                            int last_k) {
+  DROVER_ASSIGN_OR_RETURN(
+      Json j, api.Get(fmt::format("/experiments/{}/summaries?metric={}&last={}", experiment_id,
+                                  httplib::detail::encode_query_param(metric),
+                                  std::max(1, last_k))));
+  return protocol::CurveSummariesFromJson(j);
 }
 
 int FollowExperiment(ApiClient& api, int64_t experiment_id, const FollowOptions& o) {
@@ -137,7 +150,7 @@ int FollowExperiment(ApiClient& api, int64_t experiment_id, const FollowOptions&
   }
   std::vector<Run> final_runs;
   for (auto& [id, r] : last) final_runs.push_back(r);
-  int code = PrintResults(*exp, final_runs, o.json, o.quiet);
+  int code = PrintResults(*CatalogOf(api.info()), *exp, final_runs, o.json, o.quiet);
   return cancel_sent ? kExitInterrupted : code;
 }
 

@@ -25,5 +25,9 @@ Result<Experiment> FetchExperiment(ApiClient& api, const std::string& id_or_name
 Result<std::vector<Run>> FetchRuns(ApiClient& api, int64_t experiment_id);
 // GET /runs with the filter, page by page (the server answers at most 1,000 a page).
 Result<std::vector<Run>> FetchRuns(ApiClient& api, const RunFilter& filter);
+// Each run's curve of `metric` summed up (GET /experiments/{id}/summaries).
+Result<std::map<int64_t, CurveSummary>> FetchCurveSummaries(ApiClient& api, int64_t experiment_id,
+                                                            const std::string& metric,
+                                                            int last_k);
 
 }  // namespace drover::cli

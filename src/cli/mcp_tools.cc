@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/catalog.h"
 #include "cli/comparison.h"
 #include "cli/follow.h"
 #include "plan/planner.h"
@@ -205,16 +206,20 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
 
   r.Add(Tool{
       "compare", "Compare an experiment's runs",
-      "The runs of one experiment side by side, best first by a metric (default: the spec's "
-      "objective): parameters, state, that metric's final value. Use it to pick the config to "
-      "build on.",
+      "The runs of one experiment side by side, best first by their score: each run's curve of "
+      "a metric (default: the spec's objective) summed up as the objective says (last value, "
+      "best value, or mean of the last K), as `drover compare`, the report and the web UI rank "
+      "them. NaN and infinite scores are given as \"NaN\", \"Infinity\" and never win. Use it "
+      "to pick the config to build on.",
       Obj({{"experiment", Str("Experiment id or name")},
            {"metric", Str("Rank by this metric (default: the objective)")},
-           {"mode", {{"type", "string"}, {"enum", {"max", "min"}}}}},
+           {"mode", {{"type", "string"}, {"enum", {"max", "min"}}}},
+           {"summary", Str("last, best or mean_last:K (default: the objective's, else last)")}},
           {"experiment"}),
       Obj({{"metric", {{"type", "string"}}}, {"mode", {{"type", "string"}}},
+           {"summary", {{"type", "string"}}}, {"ranking", AnyObject()},
            {"runs", ListOf(AnyObject())}, {"best_run", {{"type", {"integer", "null"}}}}},
-          {"metric", "mode", "runs", "best_run"}),
+          {"metric", "mode", "summary", "runs", "best_run"}),
       [info](const Json& args) -> Result<Json> {
         // A client per call: calls come from several HTTP threads at once under /mcp.
         ApiClient client(info);
@@ -222,24 +227,32 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
         auto exp = FetchExperiment(*a, args["experiment"].get<std::string>());
         if (!exp.ok()) return Explain(exp.status(), "list_runs or submit's experiment_id name one");
         DROVER_ASSIGN_OR_RETURN(auto runs, FetchRuns(*a, exp->id));  // every run, paged
-        // The same ranking as `drover compare`: the objective, else the metric given, with
-        // loss- and error-like names ascending unless `mode` says otherwise.
-        Comparison c = Compare(*exp, std::move(runs), args.value("metric", std::string()),
-                               args.value("mode", std::string()));
+        // The same ranking as `drover compare`, the report and the web UI.
+        report::RankOptions options{args.value("metric", std::string()),
+                                    args.value("mode", std::string()),
+                                    args.value("summary", std::string())};
+        DROVER_ASSIGN_OR_RETURN(Comparison c,
+                                CompareRuns(*CatalogOf(info), *exp, std::move(runs), options));
         if (c.metric.empty()) {
-          return InvalidArgument("no run of this experiment reported a metric yet; wait first");
+          return InvalidArgument(c.metrics.empty()
+                                     ? "no run of this experiment reported a metric yet; wait first"
+                                     : c.rule.Note());
         }
-        std::string metric = c.metric, mode = c.maximize ? "max" : "min";
         Json rows = Json::array();
         for (const Run& run : c.runs) {
+          auto score = report::SortValue(c, run);
           rows.push_back({{"run_id", run.id},
                           {"state", std::string(ToString(run.state))},
                           {"params", run.params},
-                          {"value", run.final_metrics.contains(metric) ? run.final_metrics[metric]
-                                                                       : Json(nullptr)}});
+                          {"score", score ? report::ScoreJson(*score) : Json(nullptr)}});
         }
         Json best = c.best_run > 0 ? Json(c.best_run) : Json(nullptr);
-        return Json{{"metric", metric}, {"mode", mode}, {"runs", rows}, {"best_run", best}};
+        return Json{{"metric", c.metric},
+                    {"mode", c.maximize ? "max" : "min"},
+                    {"summary", ScoreSummaryText(c.rule.summary, c.rule.last_k)},
+                    {"ranking", report::RankRuleJson(c.rule)},
+                    {"runs", rows},
+                    {"best_run", best}};
       },
       Json{{"readOnlyHint", true}}});
 

@@ -1,6 +1,8 @@
 // drover report EXP: one self-contained HTML file about an experiment (docs/web.md, "Reports").
 #include "cli/report_cmd.h"
 
+#include "cli/comparison.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -27,6 +29,7 @@ struct ReportFlags {
   std::string output;
   std::string metric;
   std::string mode;
+  std::string summary;
 };
 
 int ReportCmd(Globals& g, const ReportFlags& f) {
@@ -48,15 +51,16 @@ int ReportCmd(Globals& g, const ReportFlags& f) {
   if (!catalog.ok()) return ReportError(catalog.status());
   auto exp = (*catalog)->FindExperiment(f.experiment);
   if (!exp.ok()) return ReportError(exp.status());
-  auto data = LoadReportData(**catalog, *exp, f.metric, f.mode);
+  auto data = LoadReportData(**catalog, *exp, {f.metric, f.mode, f.summary});
   if (!data.ok()) return ReportError(data.status());
   if (!f.metric.empty()) {
     bool any = std::any_of(data->runs.begin(), data->runs.end(),
                            [&](const Run& r) { return r.final_metrics.contains(f.metric); });
     if (!any) {
-      report::Comparison c = report::Compare(*exp, data->runs, "", "");
       std::string known;
-      for (const auto& m : c.metrics) known += (known.empty() ? "" : ", ") + m;
+      for (const auto& m : report::ReportedMetrics(data->runs)) {
+        known += (known.empty() ? "" : ", ") + m;
+      }
       return ReportError(
           InvalidArgument(fmt::format("no run of experiment {} reported '{}'; metrics reported: {}",
                                       exp->name, f.metric, known.empty() ? "none" : known)));
@@ -113,19 +117,18 @@ Status LoadCurves(Catalog& catalog, const std::vector<Run>& runs,
 }
 
 Result<report::ReportData> LoadReportData(Catalog& catalog, const Experiment& exp,
-                                          const std::string& metric, const std::string& mode) {
+                                          const report::RankOptions& options) {
   report::ReportData d;
   d.experiment = exp;
-  d.metric = metric;
-  d.mode = mode;
   d.drover_version = DROVER_VERSION;
   RealClock clock;
   d.generated_ms = clock.Now();
   RunFilter filter;
   filter.experiment_id = exp.id;
   DROVER_ASSIGN_OR_RETURN(d.runs, catalog.ListRuns(filter));
-  report::Comparison c = report::Compare(exp, d.runs, metric, mode);
-  DROVER_RETURN_IF_ERROR(LoadCurves(catalog, d.runs, report::CurveMetrics(c), &d.details));
+  DROVER_ASSIGN_OR_RETURN(d.ranking, CompareRuns(catalog, exp, d.runs, options));
+  DROVER_RETURN_IF_ERROR(
+      LoadCurves(catalog, d.runs, report::CurveMetrics(d.ranking), &d.details));
   AlertFilter af;
   af.experiment_id = exp.id;
   DROVER_ASSIGN_OR_RETURN(d.alerts, catalog.ListAlerts(af));
@@ -173,7 +176,7 @@ Status WriteTextFile(const std::string& path, const std::string& text, bool make
 
 Result<std::string> WriteExperimentReport(const Globals& g, Catalog& catalog, const Experiment& exp,
                                           const std::string& path) {
-  DROVER_ASSIGN_OR_RETURN(report::ReportData data, LoadReportData(catalog, exp, "", ""));
+  DROVER_ASSIGN_OR_RETURN(report::ReportData data, LoadReportData(catalog, exp, {}));
   std::string out = path.empty() ? DefaultReportPath(g, exp) : path;
   DROVER_RETURN_IF_ERROR(WriteTextFile(out, report::RenderReportHtml(data), path.empty()));
   return out;
@@ -191,6 +194,9 @@ Command RegisterReport(CLI::App& root, Globals& g) {
                   "The file to write (default <store>/reports/<name>-<id>.html)");
   app->add_option("-m,--metric", f->metric,
                   "Rank and plot by this metric instead of the objective");
+  app->add_option("--summary", f->summary,
+                  "How a run's curve becomes its score: last, best or mean_last:K (default: the "
+                  "objective's summary, else last)");
   app->add_option("--mode", f->mode, "min or max (default: the objective's, else by name)")
       ->check(CLI::IsMember({"min", "max"}));
   return {app, [&g, f] { return ReportCmd(g, *f); }};

@@ -17,9 +17,10 @@ Status LoadCurves(Catalog& catalog, const std::vector<Run>& runs,
                   const std::vector<std::string>& metrics,
                   std::map<int64_t, report::RunDetails>* details);
 
-// Everything the report of `exp` shows. `metric` / `mode` override its objective, as for compare.
+// Everything the report of `exp` shows, its runs ranked as compare ranks them (`options` over
+// the objective).
 Result<report::ReportData> LoadReportData(Catalog& catalog, const Experiment& exp,
-                                          const std::string& metric, const std::string& mode);
+                                          const report::RankOptions& options);
 
 // <store>/reports/<experiment-name>-<id>.html (the name made safe for a file name).
 std::string DefaultReportPath(const Globals& g, const Experiment& exp);

@@ -197,7 +197,7 @@ int RunSpec(Globals& g, const RunFlags& f) {
   if (!exp.ok() || !runs.ok() || !exp->has_value()) {
     return ReportError(!exp.ok() ? exp.status() : runs.status());
   }
-  int code = PrintResults(**exp, *runs, f.json, f.quiet);
+  int code = PrintResults(*CatalogOf(**store), **exp, *runs, f.json, f.quiet);
   if (human) {
     AlertFilter af;
     af.experiment_id = submitted->experiment_id;

@@ -1,6 +1,7 @@
 #pragma once
 // Experiments, runs, attempts, metric points and events: the records the store keeps.
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -110,6 +111,18 @@ struct Attempt {
   std::string exit_path;  // where the shim records how the run ended
   // While it is being stopped (not ended): why. Stored in the reason column until it ends.
   std::optional<StopReason> stopping;
+};
+
+// One run's curve of one metric in its latest attempt (the attempt whose values the run shows),
+// as the store sums it up (Store::MetricSummaries): what every way of ranking runs needs.
+struct CurveSummary {
+  int64_t points = 0;
+  double last = std::numeric_limits<double>::quiet_NaN();  // as reported: NaN and infinities too
+  // Over the finite values (NaN when there is none).
+  double lowest = std::numeric_limits<double>::quiet_NaN();
+  double highest = std::numeric_limits<double>::quiet_NaN();
+  // The mean of the last K values (K as asked of the store): NaN when any of them is NaN.
+  double mean_last = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct MetricPoint {

@@ -33,7 +33,8 @@ Json SpecToJson(const Spec& s) {
   j["env"] = s.env;
   if (s.objective) {
     j["objective"] = {{"metric", s.objective->metric},
-                      {"mode", s.objective->maximize ? "max" : "min"}};
+                      {"mode", s.objective->maximize ? "max" : "min"},
+                      {"summary", ScoreSummaryText(s.objective->summary, s.objective->last_k)}};
   }
   if (s.oom.enabled()) {
     j["oom"] = {{"param", s.oom.param}, {"min", s.oom.min}, {"accumulate", s.oom.accumulate}};
@@ -69,6 +70,11 @@ Result<Spec> SpecFromJson(const Json& j) {
       Objective o;
       o.metric = j["objective"].at("metric").get<std::string>();
       o.maximize = j["objective"].value("mode", "max") == "max";
+      // Specs stored before objective.summary existed ranked by the last value.
+      if (auto rule = ParseScoreSummary(j["objective"].value("summary", "last")); rule.ok()) {
+        o.summary = rule->summary;
+        o.last_k = rule->last_k;
+      }
       s.objective = o;
     }
     if (j.contains("oom")) {
@@ -86,6 +92,39 @@ Result<Spec> SpecFromJson(const Json& j) {
   } catch (const Json::exception& e) {
     return InvalidArgument(std::string("stored spec is not readable: ") + e.what());
   }
+}
+
+Result<SummaryRule> ParseScoreSummary(std::string_view text) {
+  const std::string_view mean = "mean_last:";
+  if (text == "last") return SummaryRule{ScoreSummary::kLast, 0};
+  if (text == "best") return SummaryRule{ScoreSummary::kBest, 0};
+  if (text.substr(0, mean.size()) == mean) {
+    std::string_view k = text.substr(mean.size());
+    int n = 0;
+    bool digits = !k.empty() && k.size() <= 4;
+    for (char c : k) {
+      digits = digits && c >= '0' && c <= '9';
+      if (digits) n = n * 10 + (c - '0');
+    }
+    if (digits && n >= 1 && n <= kMaxLastK) return SummaryRule{ScoreSummary::kMeanLast, n};
+    return InvalidArgument("mean_last:K wants a whole number K from 1 to " +
+                           std::to_string(kMaxLastK) + ", got '" + std::string(text) + "'");
+  }
+  return InvalidArgument("the summary must be last (the last value), best (the highest for max, "
+                         "the lowest for min) or mean_last:K (the mean of the last K values), "
+                         "got '" + std::string(text) + "'");
+}
+
+std::string ScoreSummaryText(ScoreSummary summary, int last_k) {
+  switch (summary) {
+    case ScoreSummary::kBest:
+      return "best";
+    case ScoreSummary::kMeanLast:
+      return "mean_last:" + std::to_string(last_k);
+    case ScoreSummary::kLast:
+      break;
+  }
+  return "last";
 }
 
 }  // namespace drover

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -21,10 +22,27 @@ struct Resources {
   int cpus = 1;            // CPU slots per run
 };
 
+// How a run's curve of the objective becomes the one number it is ranked by (objective.summary,
+// docs/spec.md): its last value, its best (the highest for max, the lowest for min), or the mean
+// of its last K values.
+enum class ScoreSummary { kLast, kBest, kMeanLast };
+
 struct Objective {
   std::string metric;
   bool maximize = true;  // objective.mode: max (default) or min
+  ScoreSummary summary = ScoreSummary::kLast;
+  int last_k = 0;  // kMeanLast: the mean of this many last values (1 to kMaxLastK)
 };
+inline constexpr int kMaxLastK = 1000;
+
+// "last", "best" or "mean_last:K"; InvalidArgument naming what is valid.
+struct SummaryRule {
+  ScoreSummary summary = ScoreSummary::kLast;
+  int last_k = 0;
+};
+Result<SummaryRule> ParseScoreSummary(std::string_view text);
+// The text ParseScoreSummary reads: "last", "best", "mean_last:5".
+std::string ScoreSummaryText(ScoreSummary summary, int last_k);
 
 struct OomPolicy {
   std::string param;       // the parameter halved after a CUDA OOM; empty = no OOM recovery

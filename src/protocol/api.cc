@@ -496,6 +496,63 @@ Result<MetricPoint> MetricPointFromJson(const Json& j) {
   return p;
 }
 
+Json NumberJson(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
+  return v;
+}
+
+Result<double> NumberFromJson(const Json& j) {
+  if (j.is_number()) return j.get<double>();
+  if (j.is_string()) {
+    const std::string& s = j.get_ref<const std::string&>();
+    if (s == "NaN") return std::numeric_limits<double>::quiet_NaN();
+    if (s == "Infinity") return std::numeric_limits<double>::infinity();
+    if (s == "-Infinity") return -std::numeric_limits<double>::infinity();
+  }
+  return InvalidArgument("expected a number, \"NaN\", \"Infinity\" or \"-Infinity\", got " +
+                         j.dump().substr(0, 40));
+}
+
+Json CurveSummariesJson(const std::map<int64_t, CurveSummary>& curves) {
+  Json runs = Json::array();
+  for (const auto& [id, c] : curves) {
+    runs.push_back({{"run_id", id},
+                    {"points", c.points},
+                    {"last", NumberJson(c.last)},
+                    {"lowest", NumberJson(c.lowest)},
+                    {"highest", NumberJson(c.highest)},
+                    {"mean_last", NumberJson(c.mean_last)}});
+  }
+  return {{"runs", std::move(runs)}};
+}
+
+Result<std::map<int64_t, CurveSummary>> CurveSummariesFromJson(const Json& j) {
+  if (!j.is_object() || !j.contains("runs") || !j["runs"].is_array()) {
+    return InvalidArgument("curve summaries: expected an object with a runs list");
+  }
+  std::map<int64_t, CurveSummary> out;
+  for (const Json& r : j["runs"]) {
+    if (!r.is_object() || !r.contains("run_id") || !r["run_id"].is_number_integer()) {
+      return InvalidArgument("curve summaries: each run needs an integer run_id");
+    }
+    CurveSummary c;
+    c.points = r.value("points", int64_t{0});
+    for (auto [key, field] : {std::pair<const char*, double*>{"last", &c.last},
+                              {"lowest", &c.lowest},
+                              {"highest", &c.highest},
+                              {"mean_last", &c.mean_last}}) {
+      if (!r.contains(key)) continue;
+      Result<double> v = NumberFromJson(r[key]);
+      if (!v.ok()) return InvalidArgument(std::string("curve summaries: ") + key + ": " +
+                                          v.status().message());
+      *field = *v;
+    }
+    out[r["run_id"].get<int64_t>()] = c;
+  }
+  return out;
+}
+
 Json ToJson(const RunDetail& d) {
   Json j = ToJson(d.run);
   j["experiment"] = {{"id", d.experiment.id}, {"name", d.experiment.name}};

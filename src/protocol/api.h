@@ -2,6 +2,7 @@
 // The HTTP API's request and response types and their JSON: one module shared by the daemon
 // (src/server/), the CLI client and later the MCP layer, so the shapes never drift apart.
 // docs/http-api.md documents every route with an example.
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -80,5 +81,18 @@ Result<Experiment> ExperimentFromJson(const Json& j);
 Result<Run> RunFromJson(const Json& j);
 Result<Attempt> AttemptFromJson(const Json& j);
 Result<MetricPoint> MetricPointFromJson(const Json& j);
+
+// A number that may be NaN or infinite, as JSON (which has no such numbers) carries it: a number,
+// or the text "NaN", "Infinity", "-Infinity" (what JavaScript's Number() and Python's float()
+// read back).
+Json NumberJson(double v);
+// NumberJson's text back; InvalidArgument for anything else.
+Result<double> NumberFromJson(const Json& j);
+
+// GET /experiments/{id}/summaries?metric=NAME&last=K: each run's curve of one metric summed up
+// (Store::MetricSummaries), {"runs": [{"run_id", "points", "last", "lowest", "highest",
+// "mean_last"}]}.
+Json CurveSummariesJson(const std::map<int64_t, CurveSummary>& curves);
+Result<std::map<int64_t, CurveSummary>> CurveSummariesFromJson(const Json& j);
 
 }  // namespace drover::protocol

@@ -3,48 +3,215 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
+
+#include "protocol/api.h"
 
 namespace drover::report {
 
-Comparison Compare(const Experiment& exp, std::vector<Run> runs, const std::string& metric,
-                   const std::string& mode) {
-  Comparison c;
+namespace {
+
+// Names that mean the same thing in most training scripts, the held-out ones first: what ranks
+// runs whose spec has no objective (a labelled guess every view shares).
+struct WellKnown {
+  const char* name;
+  bool maximize;
+};
+constexpr WellKnown kWellKnown[] = {
+    {"val_acc", true},        {"val_accuracy", true},   {"valid_acc", true},
+    {"eval_accuracy", true},  {"test_acc", true},       {"test_accuracy", true},
+    {"val_loss", false},      {"valid_loss", false},    {"validation_loss", false},
+    {"eval_loss", false},     {"test_loss", false},     {"accuracy", true},
+    {"acc", true},            {"loss", false},
+};
+
+// The mode a metric's name suggests when none is given: loss- and error-like names go down.
+bool MaximizeByName(const std::string& metric) {
+  for (const WellKnown& w : kWellKnown) {
+    if (metric == w.name) return w.maximize;
+  }
+  return metric.find("loss") == std::string::npos && metric.find("err") == std::string::npos;
+}
+
+}  // namespace
+
+std::string SummaryWords(const RankRule& rule) {
+  switch (rule.summary) {
+    case ScoreSummary::kBest:
+      return "best value";
+    case ScoreSummary::kMeanLast:
+      return fmt::format("mean of the last {} values", rule.last_k);
+    case ScoreSummary::kLast:
+      break;
+  }
+  return "last value";
+}
+
+std::string RankRule::Describe() const {
+  if (metric.empty()) return "nothing";
+  return fmt::format("{} ({}, {})", metric, maximize ? "max" : "min", SummaryWords(*this));
+}
+
+std::string RankRule::Note() const {
+  switch (from) {
+    case From::kObjective:
+    case From::kOptions:
+      return "";
+    case From::kWellKnownName:
+      return fmt::format("ranked by {}: the spec has no objective (set objective: {{metric, mode, "
+                         "summary}}, or choose with --metric, --mode and --summary)",
+                         Describe());
+    case From::kNone:
+      break;
+  }
+  return "not ranked: the spec has no objective and no metric has a well-known name (val_acc, "
+         "val_loss, accuracy, loss...); set objective: {metric: NAME, mode: max|min} in the spec, "
+         "or pass --metric";
+}
+
+Json RankRuleJson(const RankRule& rule) {
+  Json j = {{"metric", rule.metric.empty() ? Json() : Json(rule.metric)}};
+  if (!rule.metric.empty()) {
+    j["mode"] = rule.maximize ? "max" : "min";
+    j["summary"] = ScoreSummaryText(rule.summary, rule.last_k);
+    j["describe"] = rule.Describe();
+  }
+  if (!rule.Note().empty()) j["note"] = rule.Note();
+  return j;
+}
+
+std::set<std::string> ReportedMetrics(const std::vector<Run>& runs) {
   std::set<std::string> names;
   for (const Run& r : runs) {
-    for (auto it = r.final_metrics.begin(); it != r.final_metrics.end(); ++it)
+    if (!r.final_metrics.is_object()) continue;
+    for (auto it = r.final_metrics.begin(); it != r.final_metrics.end(); ++it) {
       names.insert(it.key());
+    }
   }
-  const Json& objective = exp.spec.contains("objective") ? exp.spec["objective"] : Json();
-  c.metric = metric;
-  if (c.metric.empty() && objective.is_object()) c.metric = objective.value("metric", "");
-  if (c.metric.empty() && !names.empty()) {
-    c.metric = *names.begin();
-    c.guessed = true;
+  return names;
+}
+
+Result<RankRule> RuleFor(const Experiment& exp, const std::set<std::string>& reported,
+                         const RankOptions& options) {
+  RankRule rule;
+  if (!options.mode.empty() && options.mode != "min" && options.mode != "max") {
+    return InvalidArgument("the mode must be min or max, got '" + options.mode + "'");
   }
-  if (mode == "min" || mode == "max") {
-    c.maximize = mode == "max";
-  } else if (objective.is_object() && objective.value("metric", "") == c.metric) {
-    c.maximize = objective.value("mode", "max") == "max";
+  std::optional<SummaryRule> asked;
+  if (!options.summary.empty()) {
+    DROVER_ASSIGN_OR_RETURN(SummaryRule s, ParseScoreSummary(options.summary));
+    asked = s;
+  }
+  std::optional<Objective> objective;
+  if (exp.spec.is_object() && exp.spec.contains("objective") &&
+      exp.spec["objective"].is_object()) {
+    const Json& o = exp.spec["objective"];
+    const Json* metric = o.contains("metric") ? &o["metric"] : nullptr;
+    if (metric != nullptr && metric->is_string() && !metric->get<std::string>().empty()) {
+      Objective obj;
+      obj.metric = metric->get<std::string>();
+      obj.maximize = !(o.contains("mode") && o["mode"] == "min");
+      // A spec stored before objective.summary existed ranks by the last value.
+      const Json summary = o.contains("summary") ? o["summary"] : Json("last");
+      if (auto s = ParseScoreSummary(summary.is_string() ? summary.get<std::string>() : "");
+          s.ok()) {
+        obj.summary = s->summary;
+        obj.last_k = s->last_k;
+      }
+      objective = obj;
+    }
+  }
+  if (!options.metric.empty()) {
+    rule.metric = options.metric;
+    rule.from = RankRule::From::kOptions;
+    if (objective && objective->metric == options.metric) {
+      rule.maximize = objective->maximize;
+      rule.summary = objective->summary;
+      rule.last_k = objective->last_k;
+    } else {
+      rule.maximize = MaximizeByName(options.metric);
+    }
+  } else if (objective) {
+    rule.metric = objective->metric;
+    rule.maximize = objective->maximize;
+    rule.summary = objective->summary;
+    rule.last_k = objective->last_k;
+    rule.from = RankRule::From::kObjective;
   } else {
-    c.maximize =
-        c.metric.find("loss") == std::string::npos && c.metric.find("err") == std::string::npos;
+    for (const WellKnown& w : kWellKnown) {
+      if (!reported.count(w.name)) continue;
+      rule.metric = w.name;
+      rule.maximize = w.maximize;
+      rule.from = RankRule::From::kWellKnownName;
+      break;
+    }
   }
+  if (rule.metric.empty()) return rule;
+  if (!options.mode.empty()) {
+    rule.maximize = options.mode == "max";
+    if (rule.from == RankRule::From::kObjective) rule.from = RankRule::From::kOptions;
+  }
+  if (asked) {
+    rule.summary = asked->summary;
+    rule.last_k = asked->last_k;
+    if (rule.from == RankRule::From::kObjective) rule.from = RankRule::From::kOptions;
+  }
+  return rule;
+}
+
+std::optional<double> ScoreOf(const RankRule& rule, const CurveSummary& curve) {
+  if (curve.points <= 0) return std::nullopt;
+  switch (rule.summary) {
+    case ScoreSummary::kBest: {
+      const double best = rule.maximize ? curve.highest : curve.lowest;
+      return std::isnan(best) ? curve.last : best;
+    }
+    case ScoreSummary::kMeanLast:
+      return curve.mean_last;
+    case ScoreSummary::kLast:
+      break;
+  }
+  return curve.last;
+}
+
+bool RanksBefore(const RankRule& rule, double a, double b) {
+  const bool fa = std::isfinite(a), fb = std::isfinite(b);
+  if (fa != fb) return fa;
+  if (!fa) return false;  // NaN and infinities rank as equals, after every finite score
+  return rule.maximize ? a > b : a < b;
+}
+
+Comparison Rank(std::vector<Run> runs, const RankRule& rule, const CurveSummaries& curves) {
+  Comparison c;
+  c.rule = rule;
+  c.metric = rule.metric;
+  c.maximize = rule.maximize;
+  c.guessed = rule.from == RankRule::From::kWellKnownName;
+  const std::set<std::string> names = ReportedMetrics(runs);
   c.varying = VaryingParams(runs);
   if (!c.metric.empty()) c.metrics.push_back(c.metric);
   for (const auto& n : names) {
     if (n != c.metric) c.metrics.push_back(n);
+  }
+  if (!c.metric.empty()) {
+    for (const auto& [id, curve] : curves) {
+      if (auto score = ScoreOf(rule, curve)) c.scores[id] = *score;
+    }
   }
   std::stable_sort(runs.begin(), runs.end(), [&](const Run& a, const Run& b) {
     auto va = SortValue(c, a), vb = SortValue(c, b);
     bool sa = a.state == RunState::kSucceeded, sb = b.state == RunState::kSucceeded;
     if (sa != sb) return sa;  // succeeded runs first
     if (va.has_value() != vb.has_value()) return va.has_value();
-    if (va && vb && *va != *vb) return c.maximize ? *va > *vb : *va < *vb;
+    if (va && vb && (RanksBefore(rule, *va, *vb) || RanksBefore(rule, *vb, *va))) {
+      return RanksBefore(rule, *va, *vb);
+    }
     return a.id < b.id;
   });
   for (const Run& r : runs) {
-    if (r.state == RunState::kSucceeded && SortValue(c, r)) {
+    auto v = SortValue(c, r);
+    if (r.state == RunState::kSucceeded && v && std::isfinite(*v)) {
       c.best_run = r.id;
       break;
     }
@@ -54,11 +221,18 @@ Comparison Compare(const Experiment& exp, std::vector<Run> runs, const std::stri
 }
 
 std::optional<double> SortValue(const Comparison& c, const Run& r) {
-  if (c.metric.empty()) return std::nullopt;
-  auto it = r.final_metrics.find(c.metric);
-  if (it == r.final_metrics.end() || !it->is_number()) return std::nullopt;
-  return it->get<double>();
+  auto it = c.scores.find(r.id);
+  if (it == c.scores.end()) return std::nullopt;
+  return it->second;
 }
+
+std::string FormatScore(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return fmt::format("{:.4g}", v);
+}
+
+Json ScoreJson(double v) { return protocol::NumberJson(v); }
 
 std::vector<std::string> VaryingParams(const std::vector<Run>& runs) {
   std::vector<std::string> keys;

@@ -256,9 +256,11 @@ void Header(std::string& out, const ReportData& d, const Comparison& c) {
   }
   out += fmt::format("<dt>code</dt><dd>{}</dd>\n", code);
   if (!c.metric.empty()) {
-    out += fmt::format("<dt>ranked by</dt><dd><code>{}</code>, {} is better{}</dd>\n", E(c.metric),
-                       c.maximize ? "higher" : "lower",
+    out += fmt::format("<dt>ranked by</dt><dd><code>{}</code>, {} is better, each run by its {}{}</dd>\n",
+                       E(c.metric), c.maximize ? "higher" : "lower", E(SummaryWords(c.rule)),
                        c.guessed ? " (the spec has no objective)" : "");
+  } else if (!c.rule.Note().empty()) {
+    out += fmt::format("<dt>ranked by</dt><dd>{}</dd>\n", E(c.rule.Note()));
   }
   if (c.best_run != 0) {
     auto it = std::find_if(c.runs.begin(), c.runs.end(),
@@ -267,7 +269,7 @@ void Header(std::string& out, const ReportData& d, const Comparison& c) {
     auto v = it == c.runs.end() ? std::nullopt : SortValue(c, *it);
     out += fmt::format(
         "<dt>best</dt><dd><a href=\"#run-{}\">run {}</a>{}{}</dd>\n", c.best_run, c.best_run,
-        v ? fmt::format(": {} = <strong>{}</strong>", E(c.metric), E(FormatValue(Json(*v))))
+        v ? fmt::format(": {} = <strong>{}</strong>", E(c.metric), E(FormatScore(*v)))
           : std::string(),
         params.empty() ? "" : fmt::format(" <span class=\"muted\">({})</span>", E(params)));
   }
@@ -290,8 +292,10 @@ void ResultsTable(std::string& out, const Comparison& c) {
   out += "<th>state</th><th>attempts</th>";
   for (const auto& m : c.metrics) {
     out += m == c.metric
-               ? fmt::format("<th title=\"{} is better\">{} ({})</th>",
-                             c.maximize ? "higher" : "lower", E(m), c.maximize ? "max" : "min")
+               ? fmt::format("<th title=\"each run's {}; {} is better\">{} ({}, {})</th>",
+                             E(SummaryWords(c.rule)), c.maximize ? "higher" : "lower", E(m),
+                             c.maximize ? "max" : "min",
+                             E(ScoreSummaryText(c.rule.summary, c.rule.last_k)))
                : fmt::format("<th>{}</th>", E(m));
   }
   out += "<th>time</th></tr></thead>\n<tbody>\n";
@@ -324,6 +328,15 @@ void ResultsTable(std::string& out, const Comparison& c) {
     out += fmt::format("<td data-v=\"{}\">{}</td>", E(label), StateBadge(state, label));
     out += fmt::format("<td class=\"num\">{}</td>", r.attempts);
     for (const auto& m : c.metrics) {
+      if (m == c.metric) {
+        // The ranking metric's column holds the score it ranks by (NaN and infinities as such).
+        auto score = SortValue(c, r);
+        out += score ? fmt::format("<td class=\"num strong\" data-v=\"{}\">{}</td>",
+                                   std::isfinite(*score) ? fmt::format("{}", *score) : "",
+                                   E(FormatScore(*score)))
+                     : "<td class=\"num\" data-v=\"\">-</td>";
+        continue;
+      }
       if (!r.final_metrics.contains(m)) {
         out += "<td class=\"num\" data-v=\"\">-</td>";
         continue;
@@ -396,14 +409,14 @@ void Params(std::string& out, const ReportData& d, const Comparison& c) {
     std::vector<ScatterPoint> points;
     for (const Run& r : by_id) {
       auto value = SortValue(c, r);
-      if (!value || !r.current_params.contains(p)) continue;
+      if (!value || !std::isfinite(*value) || !r.current_params.contains(p)) continue;
       const Json& v = r.current_params[p];
       ScatterPoint sp;
       sp.y = *value;
       if (numeric) sp.x = v.get<double>();
       sp.category = FormatValue(v);
       sp.label = fmt::format("run {} ({}): {}={}, {}={}", r.id, ToString(r.state), p,
-                             FormatValue(v), c.metric, FormatValue(Json(*value)));
+                             FormatValue(v), c.metric, FormatScore(*value));
       sp.highlight = r.id == c.best_run;
       if (sp.highlight) sp.note = fmt::format("best: run {}", r.id);
       points.push_back(std::move(sp));
@@ -529,7 +542,7 @@ std::string CurvesSvg(const Experiment& exp, const Comparison& c,
 }
 
 std::string RenderReportHtml(const ReportData& d) {
-  Comparison c = Compare(d.experiment, d.runs, d.metric, d.mode);
+  const Comparison& c = d.ranking;
   std::string out;
   out.reserve(64 * 1024);
   out +=

@@ -28,8 +28,7 @@ struct ReportData {
   std::vector<Run> runs;
   std::map<int64_t, RunDetails> details;  // by run id; a run without an entry has no curves
   std::vector<Alert> alerts;              // the experiment's; explain diverged and stalled runs
-  std::string metric;                     // overrides of the objective, as for Compare()
-  std::string mode;
+  Comparison ranking;                     // the runs ranked (report/comparison.h, Rank)
   Millis generated_ms = 0;
   std::string drover_version;
 };

@@ -4,6 +4,7 @@
 
 #include <limits>
 
+#include "testutil/ranking.h"
 #include "testutil/xml_check.h"
 
 namespace drover::report {
@@ -112,6 +113,7 @@ ReportData Digits() {
   a.experiment_id = 7;
   a.message = "run 4: loss became NaN at step 2";
   d.alerts = {a};
+  d.ranking = testing::RankByLastValues(d.experiment, d.runs);
   return d;
 }
 
@@ -175,7 +177,7 @@ TEST(Report, TableRanksRunsLikeCompare) {
   }
   EXPECT_EQ(order, (std::vector<std::string>{"2", "3", "1", "4", "5"}));
   std::vector<std::string> compare;
-  for (const auto& r : Compare(d.experiment, d.runs, "", "").runs) {
+  for (const auto& r : testing::RankByLastValues(d.experiment, d.runs).runs) {
     compare.push_back(std::to_string(r.id));
   }
   EXPECT_EQ(order, compare);
@@ -186,7 +188,7 @@ TEST(Report, TableRanksRunsLikeCompare) {
   for (const auto* th : rows[0]->FindAll("th")) head.push_back(th->AllText());
   // The parameters that vary as the grid expanded them (grad_accum changed only after the OOM).
   EXPECT_EQ(head, (std::vector<std::string>{"rank", "run", "batch_size", "model", "state",
-                                            "attempts", "val_acc (max)", "loss", "time"}));
+                                            "attempts", "val_acc (max, last)", "loss", "time"}));
   EXPECT_TRUE(rows[1]->HasClass("best"));
   EXPECT_FALSE(rows[2]->HasClass("best"));
   std::vector<std::string> best;
@@ -336,7 +338,7 @@ TEST(Report, CurveMetricsAreTheObjectiveAndTheLoss) {
 
 TEST(Report, StandaloneCurvesForComparePlot) {
   ReportData d = Digits();
-  Comparison c = Compare(d.experiment, d.runs, "", "");
+  Comparison c = testing::RankByLastValues(d.experiment, d.runs);
   std::string svg = CurvesSvg(d.experiment, c, d.details, "val_acc", true);
   auto doc = testing::ParseXml(svg);
   ASSERT_EQ(doc.error, "");

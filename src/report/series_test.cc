@@ -6,7 +6,6 @@
 #include <limits>
 #include <random>
 
-#include "report/comparison.h"
 
 namespace drover::report {
 namespace {
@@ -157,55 +156,6 @@ TEST(DownsampleMinMax, KeepsEndsSpikesAndTheLimit) {
   EXPECT_EQ(DownsampleMinMax(Points(v), 0).size(), 1000u);
   EXPECT_EQ(DownsampleMinMax(Points({1, 2, 3}), 2).size(), 2u);
   EXPECT_EQ(DownsampleMinMax(Points({1, 2, 3}), 10).size(), 3u);
-}
-
-Run MakeRun(int64_t id, RunState state, Json params, Json metrics) {
-  Run r;
-  r.id = id;
-  r.state = state;
-  r.params = params;
-  r.current_params = params;
-  r.final_metrics = metrics;
-  return r;
-}
-
-TEST(Compare, RanksSucceededRunsByTheObjectiveThenTheRestById) {
-  Experiment exp;
-  exp.spec = {{"objective", {{"metric", "val_acc"}, {"mode", "max"}}}};
-  std::vector<drover::Run> runs = {
-      MakeRun(1, RunState::kSucceeded, {{"lr", 0.1}}, {{"val_acc", 0.9}, {"loss", 0.3}}),
-      MakeRun(2, RunState::kFailed, {{"lr", 0.2}}, {{"val_acc", 0.99}}),
-      MakeRun(3, RunState::kSucceeded, {{"lr", 0.3}}, {{"val_acc", 0.95}}),
-      MakeRun(4, RunState::kSucceeded, {{"lr", 0.4}}, {{"loss", 0.1}}),
-      MakeRun(5, RunState::kCancelled, {{"lr", 0.5}}, Json::object()),
-  };
-  Comparison c = Compare(exp, runs, "", "");
-  std::vector<int64_t> order;
-  for (const auto& r : c.runs) order.push_back(r.id);
-  EXPECT_EQ(order, (std::vector<int64_t>{3, 1, 4, 2, 5}));
-  EXPECT_EQ(c.best_run, 3);  // a failed run's better value does not win
-  EXPECT_EQ(c.metrics, (std::vector<std::string>{"val_acc", "loss"}));
-  EXPECT_EQ(c.varying, (std::vector<std::string>{"lr"}));
-  EXPECT_FALSE(c.guessed);
-
-  // Without an objective: the first name, and "loss" sorts ascending.
-  exp.spec = Json::object();
-  c = Compare(exp, runs, "loss", "");
-  EXPECT_FALSE(c.maximize);
-  EXPECT_EQ(c.best_run, 4);
-  c = Compare(exp, runs, "", "");
-  EXPECT_TRUE(c.guessed);
-  EXPECT_EQ(c.metric, "loss");
-  c = Compare(exp, runs, "loss", "max");
-  EXPECT_EQ(c.best_run, 1);
-}
-
-TEST(Compare, FormatsValuesAsTheTableShowsThem) {
-  EXPECT_EQ(FormatValue(Json(0.96113)), "0.9611");
-  EXPECT_EQ(FormatValue(Json(1.0)), "1.0");
-  EXPECT_EQ(FormatValue(Json(64)), "64");
-  EXPECT_EQ(FormatValue(Json("a\tb")), "a\\tb");
-  EXPECT_EQ(FormatValue(Json()), "nan");
 }
 
 }  // namespace

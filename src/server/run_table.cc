@@ -20,13 +20,13 @@ std::string ValueText(const Json& v) { return v.is_string() ? v.get<std::string>
 // One run with what the table derives from it.
 struct Row {
   const Run* run;
-  std::optional<double> best;
+  std::optional<double> score;
   int64_t duration_ms;
 };
 
 // A sortable value: missing, a number, or text; missing sorts last in either order.
 struct Key {
-  int kind = 0;  // 0 number, 1 text, 2 missing
+  int kind = 0;  // 0 number, 1 text, 2 missing, 3 a NaN or infinite score
   double number = 0;
   std::string text;
 };
@@ -41,30 +41,22 @@ Key KeyOf(const Json* v) {
   return {1, 0, Lower(ValueText(*v))};
 }
 
-Key NumberKey(std::optional<double> d) {
-  if (!d || std::isnan(*d)) return {2, 0, ""};
+// A score sorts by the rule's order whichever way the column is sorted; NaN and infinities after
+// every finite score, before runs without one.
+Key ScoreKey(const report::RankRule& rule, std::optional<double> d) {
+  if (!d) return {2, 0, ""};
+  if (!std::isfinite(*d)) return {3, 0, ""};
   return {0, *d, ""};
 }
 
 }  // namespace
 
-std::optional<TableObjective> ObjectiveOf(const Experiment& e, const std::vector<Run>& runs) {
-  if (e.spec.contains("objective") && e.spec["objective"].is_object() &&
-      e.spec["objective"].contains("metric")) {
-    const Json& o = e.spec["objective"];
-    return TableObjective{o["metric"].get<std::string>(),
-                          !o.contains("mode") || o["mode"] != "min"};
-  }
-  for (const Run& r : runs) {
-    if (r.final_metrics.contains("loss")) return TableObjective{"loss", false};
-  }
-  return std::nullopt;
-}
+namespace {
+
+}  // namespace
 
 Result<Json> RunTable(const Experiment& e, const std::vector<Run>& runs,
-                      const std::optional<TableObjective>& objective,
-                      const std::map<int64_t, std::pair<double, double>>& ranges,
-                      const TableQuery& query, Millis now) {
+                      const report::Comparison& ranking, const TableQuery& query, Millis now) {
   // Columns: the spec's parameters (then any others runs have) and metrics, by name.
   std::vector<std::string> params;
   std::set<std::string> seen_params, metrics;
@@ -84,38 +76,28 @@ Result<Json> RunTable(const Experiment& e, const std::vector<Run>& runs,
     }
   }
 
-  std::string sort = query.sort.empty() ? "id" : query.sort;
+  std::string sort = query.sort.empty() ? "id" : query.sort == "best" ? "score" : query.sort;
   std::string sort_name;
   if (sort.starts_with("param:") || sort.starts_with("metric:")) {
     sort_name = sort.substr(sort.find(':') + 1);
     sort = sort.substr(0, sort.find(':'));
   }
-  static const std::vector<std::string> kSorts = {"id",   "state", "duration", "attempts",
-                                                  "best", "param", "metric"};
+  static const std::vector<std::string> kSorts = {"id",    "state", "duration", "attempts",
+                                                  "score", "param", "metric"};
   if (std::find(kSorts.begin(), kSorts.end(), sort) == kSorts.end() ||
       ((sort == "param" || sort == "metric") && sort_name.empty())) {
-    return InvalidArgument("sort must be id, state, duration, attempts, best, param:NAME or "
+    return InvalidArgument("sort must be id, state, duration, attempts, score, param:NAME or "
                            "metric:NAME; got '" + query.sort + "'");
   }
 
   std::vector<Row> rows;
   rows.reserve(runs.size());
-  std::optional<int64_t> best_run;
-  std::optional<double> best_value;
   std::vector<std::string> terms;
   for (const std::string& t : Split(Lower(query.q), ' ')) {
     if (!Trim(t).empty()) terms.push_back(std::string(Trim(t)));
   }
   for (const Run& r : runs) {
-    std::optional<double> best;
-    if (objective) {
-      auto it = ranges.find(r.id);
-      if (it != ranges.end()) best = objective->maximize ? it->second.second : it->second.first;
-    }
-    if (best && (!best_value || (objective->maximize ? *best > *best_value : *best < *best_value))) {
-      best_value = best;
-      best_run = r.id;
-    }
+    const std::optional<double> score = report::SortValue(ranking, r);
     if (query.state && r.state != *query.state) continue;
     if (!terms.empty()) {
       std::string text = "#" + std::to_string(r.id) + " " + std::string(ToString(r.state)) + " " +
@@ -130,7 +112,7 @@ Result<Json> RunTable(const Experiment& e, const std::vector<Run>& runs,
     }
     int64_t duration = 0;
     if (r.started_ms > 0) duration = (r.ended_ms > 0 ? r.ended_ms : now) - r.started_ms;
-    rows.push_back({&r, best, std::max<int64_t>(0, duration)});
+    rows.push_back({&r, score, std::max<int64_t>(0, duration)});
   }
 
   auto key = [&](const Row& row) -> Key {
@@ -141,7 +123,7 @@ Result<Json> RunTable(const Experiment& e, const std::vector<Run>& runs,
       return r.started_ms > 0 ? Key{0, static_cast<double>(row.duration_ms), ""} : Key{2, 0, ""};
     }
     if (sort == "attempts") return {0, static_cast<double>(r.attempts), ""};
-    if (sort == "best") return NumberKey(row.best);
+    if (sort == "score") return ScoreKey(ranking.rule, row.score);
     const Json& obj = sort == "param" ? r.params : r.final_metrics;
     if (!obj.is_object() || !obj.contains(sort_name)) return {2, 0, ""};
     return KeyOf(&obj[sort_name]);
@@ -153,6 +135,7 @@ Result<Json> RunTable(const Experiment& e, const std::vector<Run>& runs,
     const Key& x = a.first;
     const Key& y = b.first;
     if (x.kind == 2 || y.kind == 2) return x.kind != 2 && y.kind == 2;  // missing last
+    if (x.kind == 3 || y.kind == 3) return x.kind != 3 && y.kind == 3;  // then NaN, inf
     if (x.kind != y.kind) return query.desc ? x.kind > y.kind : x.kind < y.kind;
     bool less = x.kind == 0 ? x.number < y.number : x.text < y.text;
     bool greater = x.kind == 0 ? x.number > y.number : x.text > y.text;
@@ -172,7 +155,7 @@ Result<Json> RunTable(const Experiment& e, const std::vector<Run>& runs,
                     {"priority", r.priority},
                     {"params", r.params},
                     {"metrics", r.final_metrics},
-                    {"best", row.best ? Json(*row.best) : Json(nullptr)},
+                    {"score", row.score ? report::ScoreJson(*row.score) : Json(nullptr)},
                     {"attempts", r.attempts},
                     {"duration_ms", row.duration_ms},
                     {"started_ms", r.started_ms},
@@ -188,9 +171,7 @@ Result<Json> RunTable(const Experiment& e, const std::vector<Run>& runs,
 
   Json out = {{"experiment",
                {{"id", e.id}, {"name", e.name}, {"status", e.status}, {"created_ms", e.created_ms}}},
-              {"objective", objective ? Json({{"metric", objective->metric},
-                                              {"mode", objective->maximize ? "max" : "min"}})
-                                      : Json(nullptr)},
+              {"objective", report::RankRuleJson(ranking.rule)},
               {"params", params},
               {"metrics", Json(std::vector<std::string>(metrics.begin(), metrics.end()))},
               {"counts", counts},
@@ -198,13 +179,14 @@ Result<Json> RunTable(const Experiment& e, const std::vector<Run>& runs,
               {"matched", rows.size()},
               {"offset", query.offset},
               {"limit", query.limit},
-              {"best_run_id", best_run ? Json(*best_run) : Json(nullptr)},
+              {"best_run_id", ranking.best_run > 0 ? Json(ranking.best_run) : Json(nullptr)},
               {"rows", std::move(page)}};
   if (query.scatter) {
     Json srows = Json::array();
     for (const auto& [k, i] : keyed) {
       const Row& row = rows[i];
-      Json one = Json::array({row.run->id, row.best ? Json(*row.best) : Json(nullptr)});
+      Json one = Json::array(
+          {row.run->id, row.score ? report::ScoreJson(*row.score) : Json(nullptr)});
       for (const std::string& p : params) {
         one.push_back(row.run->params.is_object() && row.run->params.contains(p)
                           ? row.run->params[p]

@@ -12,11 +12,13 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "model/run.h"
+#include "report/comparison.h"
 
 namespace drover::server {
 
 struct TableQuery {
-  std::string sort = "id";  // id | state | duration | attempts | best | param:NAME | metric:NAME
+  // id | state | duration | attempts | score | param:NAME | metric:NAME ("best": score)
+  std::string sort = "id";
   bool desc = false;
   std::string q;                   // whitespace-separated terms, each must occur in the row
   std::optional<RunState> state;   // only runs in this state
@@ -25,17 +27,10 @@ struct TableQuery {
   bool scatter = false;            // add every matched run's params and objective
 };
 
-// The metric runs are ranked by: the spec's objective, else loss (min) when any run reported it.
-struct TableObjective {
-  std::string metric;
-  bool maximize = true;
-};
-std::optional<TableObjective> ObjectiveOf(const Experiment& e, const std::vector<Run>& runs);
-
-// InvalidArgument for an unknown sort key (naming the keys it knows).
+// The runs ranked as every view ranks them (report/comparison.h): each row's score is the
+// comparison's, and its best run is the table's. InvalidArgument for an unknown sort key (naming
+// the keys it knows).
 Result<Json> RunTable(const Experiment& e, const std::vector<Run>& runs,
-                      const std::optional<TableObjective>& objective,
-                      const std::map<int64_t, std::pair<double, double>>& objective_ranges,
-                      const TableQuery& query, Millis now);
+                      const report::Comparison& ranking, const TableQuery& query, Millis now);
 
 }  // namespace drover::server

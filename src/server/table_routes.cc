@@ -1,11 +1,39 @@
 // /api/v1/experiments/{id_or_name}/table: the web UI's runs table, sorted, filtered and paged
-// on the server (run_table.h; docs/web.md).
+// on the server (run_table.h; docs/web.md); /summaries: each run's curve of one metric summed up,
+// from which a client ranks the runs as the table does (report/comparison.h).
 #include "common/clock.h"
+#include "protocol/api.h"
+#include "report/comparison.h"
 #include "server/routes.h"
 #include "server/run_table.h"
 
 namespace drover::server {
 namespace {
+
+// The runs ranked as every view ranks them: the rule, then its metric's curves from the store.
+Result<report::Comparison> RankRuns(Store& store, const Experiment& e, const std::vector<Run>& runs,
+                                    const report::RankOptions& options) {
+  DROVER_ASSIGN_OR_RETURN(report::RankRule rule,
+                          report::RuleFor(e, report::ReportedMetrics(runs), options));
+  report::CurveSummaries curves;
+  if (!rule.metric.empty()) {
+    DROVER_ASSIGN_OR_RETURN(curves, store.MetricSummaries(e.id, rule.metric, rule.last_k));
+  }
+  return report::Rank(runs, rule, curves);
+}
+
+Status Summaries(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const std::string metric = req.has_param("metric") ? req.get_param_value("metric") : "";
+  if (metric.empty() || metric.size() > 1024) {
+    return InvalidArgument("query parameter 'metric' must name a metric (1 to 1024 characters)");
+  }
+  DROVER_ASSIGN_OR_RETURN(auto last, QueryInt(req, "last", 1, kMaxLastK));
+  DROVER_ASSIGN_OR_RETURN(Experiment e, LoadExperiment(ctx, req.matches[1].str()));
+  DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
+  DROVER_ASSIGN_OR_RETURN(auto curves, store->MetricSummaries(e.id, metric, last.value_or(1)));
+  SendJson(res, 200, protocol::CurveSummariesJson(curves));
+  return Status::Ok();
+}
 
 Status Table(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   TableQuery q;
@@ -36,12 +64,12 @@ Status Table(ServerContext& ctx, const httplib::Request& req, httplib::Response&
   RunFilter filter;
   filter.experiment_id = e.id;
   DROVER_ASSIGN_OR_RETURN(std::vector<Run> runs, store->ListRuns(filter));
-  std::optional<TableObjective> objective = ObjectiveOf(e, runs);
-  std::map<int64_t, std::pair<double, double>> ranges;
-  if (objective) {
-    DROVER_ASSIGN_OR_RETURN(ranges, store->MetricRanges(e.id, objective->metric));
-  }
-  DROVER_ASSIGN_OR_RETURN(Json table, RunTable(e, runs, objective, ranges, q, RealClock().Now()));
+  report::RankOptions rank;
+  if (req.has_param("metric")) rank.metric = req.get_param_value("metric");
+  if (req.has_param("mode")) rank.mode = req.get_param_value("mode");
+  if (req.has_param("summary")) rank.summary = req.get_param_value("summary");
+  DROVER_ASSIGN_OR_RETURN(report::Comparison ranking, RankRuns(*store, e, runs, rank));
+  DROVER_ASSIGN_OR_RETURN(Json table, RunTable(e, runs, ranking, q, RealClock().Now()));
   SendJson(res, 200, table);
   return Status::Ok();
 }
@@ -50,6 +78,8 @@ Status Table(ServerContext& ctx, const httplib::Request& req, httplib::Response&
 
 void RegisterTableRoutes(httplib::Server& http, ServerContext& ctx) {
   http.Get(std::string(protocol::kApiPrefix) + "/experiments/([^/]+)/table", Route(ctx, Table));
+  http.Get(std::string(protocol::kApiPrefix) + "/experiments/([^/]+)/summaries",
+           Route(ctx, Summaries));
 }
 
 }  // namespace drover::server

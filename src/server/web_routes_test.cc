@@ -325,7 +325,7 @@ class RunTableTest : public ServerTest {
     e.name = "sweep";
     e.spec = {{"name", "sweep"},
               {"params", {{"lr", {0.1, 0.01}}, {"model", {"mlp", "cnn"}}}},
-              {"objective", {{"metric", "acc"}, {"mode", "max"}}}};
+              {"objective", {{"metric", "acc"}, {"mode", "max"}, {"summary", "best"}}}};
     e.created_ms = 1'700'000'000'000;
     ASSERT_TRUE(store_->InsertExperiment(e).ok());
     exp_ = e;
@@ -347,10 +347,14 @@ class RunTableTest : public ServerTest {
       ASSERT_TRUE(store_->InsertRun(r).ok());
       ids_.push_back(r.id);
       if (i < 4) {
+        Attempt a;
+        a.run_id = r.id;
+        a.number = 1;
+        ASSERT_TRUE(store_->InsertAttempt(a).ok());
         ASSERT_TRUE(store_
-                        ->InsertMetrics({{r.id, 0, 1, "acc", best[i] - 0.2, 1},
-                                         {r.id, 0, 2, "acc", best[i], 2},
-                                         {r.id, 0, 3, "acc", best[i] - 0.1, 3}})
+                        ->InsertMetrics({{r.id, a.id, 1, "acc", best[i] - 0.2, 1},
+                                         {r.id, a.id, 2, "acc", best[i], 2},
+                                         {r.id, a.id, 3, "acc", best[i] - 0.1, 3}})
                         .ok());
       }
     }
@@ -364,17 +368,26 @@ class RunTableTest : public ServerTest {
   std::vector<int64_t> ids_;
 };
 
-TEST_F(RunTableTest, SortsByBestFiltersAndPages) {
+TEST_F(RunTableTest, SortsByScoreFiltersAndPages) {
   Fill();
   StartServer();
-  Reply r = Get("/api/v1/experiments/sweep/table?sort=best&order=desc&limit=2");
+  Reply r = Get("/api/v1/experiments/sweep/table?sort=score&order=desc&limit=2");
   ASSERT_EQ(r.status, 200) << r.raw;
-  EXPECT_EQ(r.body["objective"], Json({{"metric", "acc"}, {"mode", "max"}}));
+  EXPECT_EQ(r.body["objective"], Json({{"metric", "acc"},
+                                       {"mode", "max"},
+                                       {"summary", "best"},
+                                       {"describe", "acc (max, best value)"}}));
   EXPECT_EQ(r.body["total"], 5);
   EXPECT_EQ(r.body["matched"], 5);
   EXPECT_EQ(RowIds(r.body), (std::vector<int64_t>{ids_[3], ids_[1]}));
-  EXPECT_EQ(r.body["best_run_id"], ids_[3]);
-  EXPECT_DOUBLE_EQ(r.body["rows"][0]["best"].get<double>(), 0.95);
+  // The best run is the best succeeded one, as in every view (the running run scores higher).
+  EXPECT_EQ(r.body["best_run_id"], ids_[1]);
+  EXPECT_DOUBLE_EQ(r.body["rows"][0]["score"].get<double>(), 0.95);
+  // Ranked by the last value instead, on request.
+  r = Get("/api/v1/experiments/sweep/table?sort=score&order=desc&limit=2&summary=last");
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_DOUBLE_EQ(r.body["rows"][0]["score"].get<double>(), 0.85);
+  EXPECT_EQ(Get("/api/v1/experiments/sweep/table?summary=peak").status, 400);
   EXPECT_EQ(r.body["params"], Json({"lr", "model"}));
   EXPECT_EQ(r.body["metrics"], Json({"acc", "loss"}));
   EXPECT_EQ(r.body["counts"]["succeeded"], 2);
@@ -384,7 +397,7 @@ TEST_F(RunTableTest, SortsByBestFiltersAndPages) {
   r = Get("/api/v1/experiments/sweep/table?sort=best&order=asc&offset=3");
   ASSERT_EQ(r.status, 200) << r.raw;
   EXPECT_EQ(RowIds(r.body), (std::vector<int64_t>{ids_[3], ids_[4]}));
-  EXPECT_TRUE(r.body["rows"][1]["best"].is_null());
+  EXPECT_TRUE(r.body["rows"][1]["score"].is_null());
 
   r = Get("/api/v1/experiments/" + std::to_string(exp_.id) + "/table?q=cnn%20LR%3D0.01");
   ASSERT_EQ(r.status, 200) << r.raw;
@@ -435,24 +448,46 @@ TEST_F(RunTableTest, BadQueriesSayWhatIsAccepted) {
   EXPECT_EQ(Get("/api/v1/experiments/nope/table").status, 404);
 }
 
-TEST(RunTable, WithoutObjectiveLossRanksAscending) {
+TEST(RunTable, ScoresAndTheBestRunAreTheRankingsOwn) {
   Experiment e;
   e.id = 1;
-  std::vector<drover::Run> runs(2);
-  runs[0].id = 1;
+  std::vector<drover::Run> runs(3);
+  for (int i = 0; i < 3; ++i) {
+    runs[i].id = i + 1;
+    runs[i].state = RunState::kSucceeded;
+  }
   runs[0].final_metrics = {{"loss", 0.3}};
-  runs[1].id = 2;
   runs[1].final_metrics = {{"loss", 0.2}};
-  auto objective = ObjectiveOf(e, runs);
-  ASSERT_TRUE(objective.has_value());
-  EXPECT_EQ(objective->metric, "loss");
-  EXPECT_FALSE(objective->maximize);
-  auto t = RunTable(e, runs, objective, {{1, {0.1, 0.5}}, {2, {0.15, 0.4}}}, TableQuery{}, 0);
+  runs[2].final_metrics = {{"loss", nullptr}};
+  Result<report::RankRule> rule = report::RuleFor(e, report::ReportedMetrics(runs), {});
+  ASSERT_TRUE(rule.ok());
+  EXPECT_EQ(rule->metric, "loss");
+  CurveSummary one, two, three;
+  one.points = two.points = three.points = 2;
+  one.last = 0.3;
+  two.last = 0.2;
+  three.last = -std::numeric_limits<double>::infinity();
+  report::Comparison c = report::Rank(runs, *rule, {{1, one}, {2, two}, {3, three}});
+  TableQuery q;
+  q.sort = "score";
+  auto t = RunTable(e, runs, c, q, 0);
   ASSERT_TRUE(t.ok());
-  EXPECT_EQ((*t)["best_run_id"], 1);  // 0.1 is the lowest loss ever reported
-  runs[0].final_metrics = Json::object();
-  runs[1].final_metrics = Json::object();
-  EXPECT_FALSE(ObjectiveOf(e, runs).has_value());
+  EXPECT_EQ((*t)["best_run_id"], 2);
+  EXPECT_EQ((*t)["objective"]["metric"], "loss");
+  EXPECT_EQ((*t)["objective"]["summary"], "last");
+  EXPECT_NE((*t)["objective"]["note"].get<std::string>().find("no objective"), std::string::npos);
+  const Json& rows = (*t)["rows"];
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0]["id"], 2);
+  EXPECT_EQ(rows[1]["id"], 1);
+  EXPECT_EQ(rows[2]["id"], 3);  // -inf never wins, in either order
+  EXPECT_EQ(rows[2]["score"], "-Infinity");
+  q.desc = true;
+  t = RunTable(e, runs, c, q, 0);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ((*t)["rows"][2]["id"], 3);
+  q.sort = "best";  // the old name of the column still sorts it
+  EXPECT_TRUE(RunTable(e, runs, c, q, 0).ok());
 }
 
 // --- recipes and plans

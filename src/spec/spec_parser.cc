@@ -37,7 +37,7 @@ const std::vector<std::string> kTopKeys = {
 // The highest max_runs a spec may set: each run is a row in the store and in memory.
 constexpr int64_t kMaxRunsLimit = 10'000'000;
 const std::vector<std::string> kResourceKeys = {"gpus", "gpu_memory", "cpus"};
-const std::vector<std::string> kObjectiveKeys = {"metric", "mode"};
+const std::vector<std::string> kObjectiveKeys = {"metric", "mode", "summary"};
 const std::vector<std::string> kOomKeys = {"param", "min", "accumulate"};
 const std::vector<std::string> kMonitorKeys = {"watch", "on_nan", "stall"};
 // Top-level keys that are mappings with a fixed set of keys, for --set paths and for pointing a
@@ -556,6 +556,13 @@ Status SpecParser::ParseObjective(const Field& f, Spec& spec) const {
                                          Describe(mode->value)));
     }
     obj.maximize = m == "max";
+  }
+  if (const Field* summary = Find(fields, "summary")) {
+    Result<SummaryRule> rule = ParseScoreSummary(
+        summary->value.IsScalar() ? summary->value.Scalar() : Describe(summary->value));
+    if (!rule.ok()) return Err(summary->at(), "objective.summary: " + rule.status().message());
+    obj.summary = rule->summary;
+    obj.last_k = rule->last_k;
   }
   spec.objective = obj;
   return Status::Ok();

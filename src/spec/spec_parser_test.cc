@@ -222,7 +222,7 @@ TEST(SpecParserTest, UnknownKeysSuggestTheClosest) {
             "compare.yaml:4:3: unknown key 'gpu' under resources; did you mean 'gpus'?");
   EXPECT_EQ(Error("name: x\ncommand: run\nobjective: {metric: acc, direction: max}\n"),
             "compare.yaml:3:26: unknown key 'direction' under objective; valid keys are metric, "
-            "mode");
+            "mode, summary");
   EXPECT_EQ(Error("name: x\ncommand: run\nparams: {bs: 8}\noom: {parm: bs}\n"),
             "compare.yaml:4:7: unknown key 'parm' under oom; did you mean 'param'?");
   EXPECT_EQ(Error("name: x\ncommand: run\nlearning_rate: 0.1\n"),
@@ -408,6 +408,26 @@ TEST(SpecParserTest, Objective) {
   EXPECT_EQ(Error("name: x\ncommand: run\nobjective: {metric: acc, mode: highest}\n"),
             "compare.yaml:3:32: objective.mode must be min or max, got 'highest'; write max when "
             "higher is better");
+  // How a curve becomes a score: the last value unless the spec says otherwise.
+  EXPECT_EQ(r->objective->summary, ScoreSummary::kLast);
+  r = Parse("name: x\ncommand: run\nobjective: {metric: acc, summary: mean_last:5}\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->objective->summary, ScoreSummary::kMeanLast);
+  EXPECT_EQ(r->objective->last_k, 5);
+  EXPECT_EQ(SpecToJson(*r)["objective"]["summary"], "mean_last:5");
+  Result<Spec> back = SpecFromJson(SpecToJson(*r));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->objective->last_k, 5);
+  r = Parse("name: x\ncommand: run\nobjective: {metric: acc, summary: best}\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->objective->summary, ScoreSummary::kBest);
+  EXPECT_EQ(Error("name: x\ncommand: run\nobjective: {metric: acc, summary: peak}\n"),
+            "compare.yaml:3:35: objective.summary: the summary must be last (the last value), "
+            "best (the highest for max, the lowest for min) or mean_last:K (the mean of the last "
+            "K values), got 'peak'");
+  EXPECT_EQ(Error("name: x\ncommand: run\nobjective: {metric: acc, summary: mean_last:0}\n"),
+            "compare.yaml:3:35: objective.summary: mean_last:K wants a whole number K from 1 to "
+            "1000, got 'mean_last:0'");
 }
 
 TEST(SpecParserTest, OomPolicyNeedsAnIntegerParam) {

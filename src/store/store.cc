@@ -752,6 +752,47 @@ Result<std::vector<std::string>> Store::MetricNames(int64_t run_id) {
   return out;
 }
 
+Result<std::map<int64_t, CurveSummary>> Store::MetricSummaries(int64_t experiment_id,
+                                                               const std::string& name,
+                                                               int last_k) {
+  // The latest attempt of each run (whose values the run shows: its final metrics start afresh
+  // with each attempt), its points of `name` from the last step back. SQLite stores NaN as NULL;
+  // infinities are kept, and left out of the lowest and highest with the NaNs.
+  DROVER_ASSIGN_OR_RETURN(
+      Stmt st,
+      impl_->Use(
+          "WITH latest AS (SELECT a.run_id, MAX(a.id) AS attempt_id FROM attempts a "
+          "  JOIN runs r ON r.id = a.run_id WHERE r.experiment_id = ? GROUP BY a.run_id), "
+          "pts AS (SELECT m.run_id, m.value, ROW_NUMBER() OVER (PARTITION BY m.run_id "
+          "  ORDER BY m.step DESC, m.rowid DESC) AS back FROM latest l JOIN metrics m "
+          "  ON m.run_id = l.run_id AND m.name = ? AND m.attempt_id = l.attempt_id) "
+          "SELECT run_id, COUNT(*), "
+          "  MIN(CASE WHEN value BETWEEN -1.7976931348623157e308 AND 1.7976931348623157e308 "
+          "      THEN value END), "
+          "  MAX(CASE WHEN value BETWEEN -1.7976931348623157e308 AND 1.7976931348623157e308 "
+          "      THEN value END), "
+          "  MAX(CASE WHEN back = 1 THEN value END), "
+          "  AVG(CASE WHEN back <= ? THEN value END), "
+          "  SUM(CASE WHEN back <= ? AND value IS NULL THEN 1 ELSE 0 END) "
+          "FROM pts GROUP BY run_id",
+          "summing up metric curves"));
+  const int k = std::max(1, last_k);
+  st.Bind(experiment_id, name, k, k);
+  std::map<int64_t, CurveSummary> out;
+  for (;;) {
+    DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    CurveSummary c;  // Real() reads SQL NULL (a NaN, or no value at all) as NaN
+    c.points = st.Int(1);
+    c.lowest = st.Real(2);
+    c.highest = st.Real(3);
+    c.last = st.Real(4);
+    c.mean_last = st.Int(6) > 0 ? std::numeric_limits<double>::quiet_NaN() : st.Real(5);
+    out[st.Int(0)] = c;
+  }
+  return out;
+}
+
 Result<std::map<int64_t, std::pair<double, double>>> Store::MetricRanges(int64_t experiment_id,
                                                                          const std::string& name) {
   // SQLite stores NaN as NULL, which MIN and MAX skip; +-Inf are left out explicitly.

@@ -113,6 +113,11 @@ class Store {
   Status ScanMetrics(const SeriesQuery& q, const std::function<void(const MetricPoint&)>& fn);
   // The names of a run's metrics, sorted.
   Result<std::vector<std::string>> MetricNames(int64_t run_id);
+  // For each run of an experiment whose latest attempt reported `name`: that curve summed up
+  // (model/run.h, CurveSummary), the mean over its last `last_k` values (1 when 0), for ranking
+  // runs without reading every point (report/comparison.h).
+  Result<std::map<int64_t, CurveSummary>> MetricSummaries(int64_t experiment_id,
+                                                          const std::string& name, int last_k);
   // For each run of an experiment that reported `name`: its lowest and highest value (NaN and
   // Inf left out), for ranking runs by their best without reading every point.
   Result<std::map<int64_t, std::pair<double, double>>> MetricRanges(int64_t experiment_id,

@@ -840,29 +840,56 @@ TEST_F(StoreTest, MetricsOrderedByAttemptStepAndInsertion) {
   EXPECT_TRUE(store_->InsertMetrics({}).ok());
 }
 
-TEST_F(StoreTest, MetricRangesPerRunOfOneExperiment) {
+TEST_F(StoreTest, MetricSummariesOfEachRunsLatestAttempt) {
   int64_t exp = AddExperiment();
   int64_t a = AddRun(exp, RunState::kQueued, 0);
   int64_t b = AddRun(exp, RunState::kQueued, 1);
-  int64_t silent = AddRun(exp, RunState::kQueued, 2);
+  int64_t nan_only = AddRun(exp, RunState::kQueued, 2);
+  int64_t none = AddRun(exp, RunState::kQueued, 3);
   int64_t elsewhere = AddRun(AddExperiment("other"));
+  auto attempt = [&](int64_t run, int number) {
+    Attempt at = MakeAttempt(run, number);
+    EXPECT_TRUE(store_->InsertAttempt(at).ok());
+    return at.id;
+  };
+  const int64_t a1 = attempt(a, 1), a2 = attempt(a, 2), b1 = attempt(b, 1);
+  const int64_t n1 = attempt(nan_only, 1), e1 = attempt(elsewhere, 1);
+  attempt(none, 1);
   const double inf = std::numeric_limits<double>::infinity();
   ASSERT_TRUE(store_
-                  ->InsertMetrics({{a, 1, 1, "acc", 0.5, 1},
-                                   {a, 1, 2, "acc", 0.9, 2},
-                                   {a, 1, 3, "acc", std::nan(""), 3},
-                                   {a, 1, 4, "acc", inf, 4},
-                                   {a, 1, 1, "loss", 7, 1},
-                                   {b, 2, 1, "acc", 0.7, 1},
-                                   {silent, 3, 1, "acc", std::nan(""), 1},
-                                   {elsewhere, 4, 1, "acc", 0.99, 1}})
+                  ->InsertMetrics({// run a's first attempt peaked at 0.99: not its curve now
+                                   {a, a1, 1, "acc", 0.99, 1},
+                                   {a, a2, 1, "acc", 0.5, 1},
+                                   {a, a2, 2, "acc", 0.9, 2},
+                                   {a, a2, 3, "acc", inf, 3},
+                                   {a, a2, 4, "acc", 0.6, 4},
+                                   {a, a2, 1, "loss", 7, 1},
+                                   {b, b1, 1, "acc", 0.7, 1},
+                                   {b, b1, 2, "acc", std::nan(""), 2},
+                                   {nan_only, n1, 1, "acc", std::nan(""), 1},
+                                   {elsewhere, e1, 1, "acc", 0.1, 1}})
                   .ok());
-  auto ranges = store_->MetricRanges(exp, "acc");
-  ASSERT_TRUE(ranges.ok()) << ranges.status().ToString();
-  ASSERT_EQ(ranges->size(), 2u);  // the NaN-only run and the other experiment's are absent
-  EXPECT_EQ(ranges->at(a), std::make_pair(0.5, 0.9));
-  EXPECT_EQ(ranges->at(b), std::make_pair(0.7, 0.7));
-  EXPECT_TRUE(store_->MetricRanges(exp, "missing")->empty());
+  auto curves = store_->MetricSummaries(exp, "acc", 2);
+  ASSERT_TRUE(curves.ok()) << curves.status().ToString();
+  ASSERT_EQ(curves->size(), 3u);  // no run without points, none of another experiment
+  const CurveSummary& ca = curves->at(a);
+  EXPECT_EQ(ca.points, 4);
+  EXPECT_EQ(ca.last, 0.6);
+  EXPECT_EQ(ca.lowest, 0.5);
+  EXPECT_EQ(ca.highest, 0.9);  // infinities and NaN are left out of the extremes
+  EXPECT_EQ(ca.mean_last, inf);  // the last two values: inf and 0.6
+  const CurveSummary& cb = curves->at(b);
+  EXPECT_TRUE(std::isnan(cb.last));  // the last value was NaN: kept as such
+  EXPECT_TRUE(std::isnan(cb.mean_last));
+  EXPECT_EQ(cb.highest, 0.7);
+  const CurveSummary& cn = curves->at(nan_only);
+  EXPECT_EQ(cn.points, 1);
+  EXPECT_TRUE(std::isnan(cn.highest));
+  // The mean of the last value alone is that value.
+  curves = store_->MetricSummaries(exp, "acc", 1);
+  ASSERT_TRUE(curves.ok());
+  EXPECT_EQ(curves->at(a).mean_last, 0.6);
+  EXPECT_TRUE(store_->MetricSummaries(exp, "missing", 1)->empty());
 }
 
 TEST_F(StoreTest, ScanMetricsStreamsOneSeriesInAttemptStepOrder) {

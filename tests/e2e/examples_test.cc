@@ -89,7 +89,7 @@ TEST_F(ExamplesTest, CompareOnTwoFakeGpus) {
   auto table =
       RunDrover({"compare", "digits-compare", "--metric", "val_loss", "--store", store_dir_});
   ASSERT_EQ(table.exit_code, 0) << table.err;
-  EXPECT_NE(table.out.find("val_loss (min)"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("val_loss (min, last)"), std::string::npos) << table.out;
 
   int64_t first = runs[0].id;
   auto show = RunDrover({"show", std::to_string(first), "--json", "--store", store_dir_});

@@ -92,7 +92,7 @@ TEST_F(McpTest, AScriptedAgentSubmitsWaitsAndCompares) {
   EXPECT_TRUE(wait["done"].get<bool>()) << replies[3].dump();
   const Json& cmp = replies[4]["result"]["structuredContent"];
   EXPECT_EQ(cmp["best_run"], 2) << replies[4].dump();
-  EXPECT_EQ(cmp["runs"][0]["value"], 0.9);
+  EXPECT_EQ(cmp["runs"][0]["score"], 0.9);
   EXPECT_NE(replies[5]["result"]["structuredContent"].dump().find("0.9"), std::string::npos);
   EXPECT_NE(replies[6]["result"]["structuredContent"]["text"].get<std::string>().find("0.9"),
             std::string::npos)

@@ -234,7 +234,7 @@ TEST_F(ReportTest, BadInputSaysWhatToDo) {
   auto metric = RunDrover({"report", "rep", "--metric", "acc", "--store", store_});
   EXPECT_EQ(metric.exit_code, 2);
   EXPECT_NE(
-      metric.err.find("no run of experiment rep reported 'acc'; metrics reported: val_acc, loss"),
+      metric.err.find("no run of experiment rep reported 'acc'; metrics reported: loss, val_acc"),
       std::string::npos)
       << metric.err;
   auto plot_folder = RunDrover({"compare", "rep", "--plot", dir_.string(), "--store", store_});

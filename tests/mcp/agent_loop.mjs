@@ -51,7 +51,7 @@ try {
   const cmp = await tool("compare", { experiment: String(first.experiment_id) });
   if (!cmp.best_run) fail("no best run");
   const best = cmp.runs.find((r) => r.run_id === cmp.best_run);
-  if (best.value !== Math.max(...cmp.runs.map((r) => r.value))) fail("compare's best is not the best");
+  if (best.score !== Math.max(...cmp.runs.filter((r) => typeof r.score === "number").map((r) => r.score))) fail("compare's best is not the best");
   say("agent", { picked: best });
 
   // 3. Follow up around it: the same model, its learning rate halved and doubled.

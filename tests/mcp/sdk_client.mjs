@@ -89,7 +89,7 @@ try {
   const cmp = await call("compare", { experiment: String(sub.structuredContent.experiment_id) });
   expect(cmp.structuredContent.metric === "val_acc", "compare should rank by val_acc");
   expect(runIds.includes(cmp.structuredContent.best_run), "compare should name a best run");
-  const values = cmp.structuredContent.runs.map((r) => r.value);
+  const values = cmp.structuredContent.runs.map((r) => r.score);
   expect(cmp.structuredContent.runs[0].run_id === cmp.structuredContent.best_run &&
          values[0] === Math.max(...values), `the best run is not the highest val_acc: ${values}`);
 

@@ -244,18 +244,18 @@ async function main() {
   expect(curve.metric === "val_acc", `the curves should show the objective, val_acc, not ${curve.metric}`);
   log(`curves drawn: metric ${curve.metric}, points per run ${curve.points}`);
   expect((await page.evaluate(() => performance.getEntriesByName("drover:chart-rendered").length)) >= 1, "no drover:chart-rendered mark");
-  const table = await api(`/experiments/${expId}/table?sort=best&order=desc`);
-  expect(table.best_run_id && table.rows[0].id === table.best_run_id, `best run: ${JSON.stringify(table.rows.map((r) => [r.id, r.best]))}`);
+  const table = await api(`/experiments/${expId}/table?sort=score&order=desc`);
+  expect(table.best_run_id && table.rows[0].id === table.best_run_id, `best run: ${JSON.stringify(table.rows.map((r) => [r.id, r.score]))}`);
   await page.waitForSelector(`#runs-table tr.best[data-run="${table.best_run_id}"] .star`);
   await waitFor("the scatter to mark the best run", () =>
     page.evaluate((best) => {
       const s = document.querySelector(".scatter");
       return s && s.dataset.points === "2" && s.dataset.best === String(best);
     }, table.best_run_id));
-  await page.click("#runs-table th[data-sort=best] button");
-  await waitFor("rows sorted by best, descending", async () => {
+  await page.click("#runs-table th[data-sort=score] button");
+  await waitFor("rows sorted by score, descending", async () => {
     const ids = await page.$$eval("#runs-table tbody tr[data-run]", (rows) => rows.map((r) => Number(r.dataset.run)));
-    return ids.join(",") === table.rows.map((r) => r.id).join(",") && page.url().includes("sort=best");
+    return ids.join(",") === table.rows.map((r) => r.id).join(",") && page.url().includes("sort=score");
   });
   await page.fill("#runs-filter", `batch_size=${other[0]}`);
   await waitFor("the filter to leave one row", async () => (await page.locator("#runs-table tbody tr[data-run]").count()) === 1);

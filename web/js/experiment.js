@@ -14,7 +14,8 @@ export async function mount(root, { scope, params, query, setTitle }) {
   const signal = scope.signal;
   const idOrName = params[0];
   const st = {
-    sort: query.get("sort") || "id",
+    // "best" is what the score column was called before: links saved then still sort by it.
+    sort: query.get("sort") === "best" ? "score" : query.get("sort") || "id",
     order: query.get("order") || "asc",
     q: query.get("q") || "",
     state: query.get("state") || "",
@@ -103,7 +104,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
     const obj = table.objective;
     fill(meta,
       h("span", null, `${fmtNum(table.total)} runs: `), countsText(table.counts),
-      h("span", null, ` · objective ${obj ? `${obj.metric} (${obj.mode})` : "none"}`),
+      h("span", { title: obj?.note || "" }, ` · ranked by ${obj?.metric ? obj.describe : "nothing"}${obj?.note ? " (no objective in the spec)" : ""}`),
       table.best_run_id ? h("span", null, " · best ", h("a", { href: `#/runs/${table.best_run_id}` }, `#${table.best_run_id}`)) : null,
       h("span", null, ` · created ${fmtTime(e.created_ms)}`),
       exp && exp.git_commit ? h("span", { class: "mono" }, ` · ${exp.git_commit.slice(0, 10)}${exp.git_dirty ? "*" : ""}`) : null);
@@ -131,13 +132,13 @@ export async function mount(root, { scope, params, query, setTitle }) {
       ...table.params.map((p) => ({ key: `param:${p}`, label: p, param: p })),
       ...table.metrics.map((m) => ({ key: `metric:${m}`, label: m, metric: m, num: true, title: `${m}: the last value reported` })),
     ];
-    if (obj) cols.push({ key: "best", label: `best ${obj.metric}`, num: true, title: `the best ${obj.metric} the run reported (${obj.mode})` });
+    if (obj?.metric) cols.push({ key: "score", label: `${obj.metric} (${obj.summary})`, num: true, title: `the score each run is ranked by: its ${obj.describe}` });
     cols.push({ key: "duration", label: "duration", num: true }, { key: "attempts", label: "attempts", num: true });
     return cols;
   };
 
   const defaultOrder = (key) => {
-    if (key === "best") return table.objective?.mode === "min" ? "asc" : "desc";
+    if (key === "score") return table.objective?.mode === "min" ? "asc" : "desc";
     return "asc";
   };
 
@@ -177,7 +178,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
           if (c.key === "state") return h("td", null, stateBadge(r.state, r.reason), r.reason && r.state !== "succeeded" ? h("span", { class: "reason" }, r.reason) : null);
           if (c.param) return h("td", { class: "param" }, fmtValue(r.params?.[c.param]));
           if (c.metric) return h("td", { class: "num" }, fmtNum(r.metrics?.[c.metric]));
-          if (c.key === "best") return h("td", { class: "num strong" }, fmtNum(r.best));
+          if (c.key === "score") return h("td", { class: "num strong" }, fmtNum(r.score));
           if (c.key === "duration") return h("td", { class: "num" }, r.duration_ms ? fmtDuration(r.duration_ms) : "—");
           if (c.key === "attempts") return h("td", { class: "num" }, r.attempts || "—");
           return h("td");
@@ -378,9 +379,10 @@ export async function mount(root, { scope, params, query, setTitle }) {
     if (!scatterData) return;
     const i = scatterData.params.indexOf(st.x);
     const obj = t.objective;
-    scatterNote.textContent = obj ? `${fmtNum(scatterData.rows.length)} runs` : "";
+    scatterNote.textContent = obj?.metric ? `${fmtNum(scatterData.rows.length)} runs` : "";
     scatter.set({
-      points: scatterData.rows.map((r) => ({
+      // NaN and infinite scores ("NaN", "Infinity") are in the table, not on the chart.
+      points: scatterData.rows.filter((r) => typeof r[1] === "number").map((r) => ({
         id: r[0],
         y: r[1],
         x: i >= 0 ? r[2 + i] : null,
@@ -388,7 +390,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
       })),
       bestId: t.best_run_id,
       xName: st.x,
-      yName: obj ? `${obj.metric} (best, ${obj.mode})` : "objective",
+      yName: obj?.metric ? `${obj.metric} (${obj.summary}, ${obj.mode})` : "objective",
     });
   };
   xSel.addEventListener("change", () => {
@@ -441,7 +443,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
       if (d.downsampled_from) scheduleCurves();
       else applyPoints(d.run_id, d.points);
     }
-    if (onPage && table.objective && d.points.some((p) => p.name === table.objective.metric)) refreshScatter();
+    if (onPage && table.objective?.metric && d.points.some((p) => p.name === table.objective.metric)) refreshScatter();
   }));
   scope.add(events.on("gap", () => {
     refreshTable();

@@ -354,11 +354,48 @@ async function main() {
   await shot(page, "experiment-dark");
   await page.emulateMedia({ colorScheme: "light" });
 
+  // ---- one ranking everywhere: the page marks the run `drover compare` names
+  await rankingCheck(page);
+
   // ---- drover report: the same digits experiment as one HTML file, opened from disk
   await reportCheck(expId);
 
   expect(consoleProblems.length === 0, `console errors or warnings:\n${consoleProblems.join("\n")}`);
   log("no console errors or warnings, no page errors");
+}
+
+// Two runs whose val_acc peaks and last values disagree ("peak" peaks highest, "steady" ends
+// highest), in an experiment ranked by `summary: best` and one ranked by `summary: last`: the
+// experiment page stars the run `drover compare` names, and the score column says the summary.
+async function rankingCheck(page) {
+  const dir = path.join(work, "peaks");
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(path.join(dir, "curve.sh"),
+    "case $1 in\n  peak) vals='0.5 0.99 0.90' ;;\n  steady) vals='0.5 0.95 0.94' ;;\nesac\n" +
+    "i=0\nfor v in $vals; do i=$((i + 1)); echo \"{\\\"step\\\": $i, \\\"val_acc\\\": $v}\"; done\n");
+  for (const [summary, winner] of [["best", "peak"], ["last", "steady"]]) {
+    const name = `peaks-${summary}`;
+    const spec = path.join(dir, `${name}.yaml`);
+    writeFileSync(spec, `name: ${name}\nworkdir: .\ncommand: sh curve.sh {curve}\nparams: {curve: [peak, steady]}\n` +
+      `objective: {metric: val_acc, mode: max, summary: ${summary}}\n`);
+    const sub = spawnSync(drover, ["--store", store, "submit", spec], { encoding: "utf8", cwd: dir, timeout: 60000 });
+    expect(sub.status === 0, `drover submit ${name} failed (${sub.status}):\n${sub.stdout}\n${sub.stderr}`);
+    const exp = (await api("/experiments?limit=100")).experiments.find((e) => e.name === name);
+    expect(exp, `${name} is not listed`);
+    await waitFor(`${name}'s runs to succeed`, async () => (await api(`/experiments/${exp.id}/table`)).counts.succeeded === 2, 30000, 200);
+    const cmp = spawnSync(drover, ["--store", store, "compare", name, "--json"], { encoding: "utf8", timeout: 60000 });
+    expect(cmp.status === 0, `drover compare ${name} failed:\n${cmp.stderr}`);
+    const best = JSON.parse(cmp.stdout).best_run;
+    const table = await api(`/experiments/${exp.id}/table`);
+    const row = table.rows.find((r) => r.id === best);
+    expect(row && row.params.curve === winner, `${name}: compare's best run ${best} is not the ${winner} run: ${JSON.stringify(table.rows)}`);
+    await page.goto(`${base}/#/experiments/${exp.id}`);
+    await page.waitForSelector(`#runs-table tr.best[data-run="${best}"] .star`);
+    const head = await page.$eval("#runs-table th[data-sort=score]", (th) => th.textContent);
+    expect(head.includes(`val_acc (${summary})`), `${name}: the score column is "${head}"`);
+    await shot(page, `ranking-${summary}`);
+    log(`${name}: the page stars run ${best} (${winner}), as drover compare does`);
+  }
 }
 
 async function reportCheck(expId) {

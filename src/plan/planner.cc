@@ -763,8 +763,12 @@ Result<Plan> BuildPlan(const Recipe& r, const std::vector<std::vector<Json>>& ch
 Result<Plan> Planner::Build() {
   std::vector<std::vector<Json>> chosen;
   for (const Setting& s : params_) chosen.push_back(s.values);
-  DROVER_ASSIGN_OR_RETURN(Plan plan,
-                          BuildPlan(r_, chosen, metric_, gpus_, priority_, "the instruction gives"));
+  // The runs are always ranked by something the recipe says: the metric the instruction names,
+  // else the recipe's first metric, each in the recipe's direction.
+  const std::optional<int> objective =
+      metric_ ? metric_ : r_.metrics.empty() ? std::nullopt : std::optional<int>(0);
+  DROVER_ASSIGN_OR_RETURN(
+      Plan plan, BuildPlan(r_, chosen, objective, gpus_, priority_, "the instruction gives"));
 
   for (size_t p = 0; p < r_.params.size(); ++p) {
     const Setting& s = params_[p];
@@ -777,6 +781,13 @@ Result<Plan> Planner::Build() {
     const RecipeMetric& m = r_.metrics[*metric_];
     plan.understood.push_back(fmt::format("objective: {} {} (from {})", m.name,
                                           m.maximize ? "max" : "min", QuoteTokens(metric_from_)));
+  } else if (objective) {
+    const RecipeMetric& m = r_.metrics[*objective];
+    plan.understood.push_back(fmt::format(
+        "objective: {} {} (the recipe's first metric; name another, such as \"by {}\", to rank "
+        "by it)",
+        m.name, m.maximize ? "max" : "min",
+        r_.metrics.size() > 1 ? r_.metrics[1].name : m.name));
   }
   if (gpus_) {
     plan.understood.push_back(

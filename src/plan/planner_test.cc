@@ -53,7 +53,12 @@ std::string Check(const Recipe& recipe, const Json& c) {
     if (got != want) wrong.push_back(p.name + " " + got.dump() + " != " + want.dump());
     runs *= got.size();
   }
-  Json objective = expect.contains("objective") ? expect["objective"] : Json();
+  // A case that names no objective gets the recipe's first metric, in its direction.
+  Json objective = expect.contains("objective") ? expect["objective"]
+                   : recipe.metrics.empty()
+                       ? Json()
+                       : Json({{"metric", recipe.metrics[0].name},
+                               {"mode", recipe.metrics[0].maximize ? "max" : "min"}});
   Json got_objective = plan.spec.contains("objective") ? plan.spec["objective"] : Json();
   if (got_objective != objective) {
     wrong.push_back("objective " + got_objective.dump() + " != " + objective.dump());

@@ -462,14 +462,26 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
   Run& run = live.run;
   run.reason = a.reason;
   Recovery rec = DecideRecovery(live.exp->spec, a.params, run.retries_used, outcome);
-  // The same config failing again and again is not helped by another try: alert (also when the
-  // retries are spent anyway) and stop retrying.
-  bool may_retry = rec.event == RunEvent::kRetry;
-  if ((may_retry || rec.event == RunEvent::kFail) && !live.cancel_requested &&
-      RepeatedFailure(live, outcome, now.wall) && may_retry) {
+  // The same config failing again and again: alert (also when the retries are spent anyway).
+  // Its retries stop early only where the spec left `retries` to a default, and only for this
+  // run's own failures in a row: retries the spec wrote are honoured, and a resubmitted copy of
+  // the config gets its attempts whatever its history (docs/spec.md, `retries`).
+  const bool may_retry = rec.event == RunEvent::kRetry;
+  const Streak streak_kind = StreakOf(outcome);
+  live.failures_in_a_row = streak_kind == Streak::kFailure ? live.failures_in_a_row + 1
+                           : streak_kind == Streak::kBreaks ? 0
+                                                            : live.failures_in_a_row;
+  if ((may_retry || rec.event == RunEvent::kFail) && !live.cancel_requested) {
+    RepeatedFailure(live, outcome, now.wall);
+  }
+  const int streak = options_.watch.detectors.failure_streak;
+  if (may_retry && !live.cancel_requested && !live.exp->spec.retries_given && streak > 0 &&
+      live.failures_in_a_row >= streak) {
     rec.event = RunEvent::kFail;
-    rec.note = fmt::format("not retried: the same config failed {} times in a row",
-                           options_.watch.detectors.failure_streak);
+    rec.note = fmt::format(
+        "not retried: it failed {} times in a row (the spec sets no retries: write retries: N "
+        "to have N retries honoured)",
+        live.failures_in_a_row);
   }
   std::string note = detail;
   auto add_note = [&](const std::string& n) {

@@ -10,37 +10,9 @@
 #include "engine/engine.h"
 #include "engine/live.h"
 #include "engine/metric_lines.h"
+#include "engine/recovery.h"
 
 namespace drover {
-
-namespace {
-
-// Outcomes that say the config itself is broken. An OOM is answered by a smaller batch, an
-// interruption, a preemption or a cancel says nothing about the config: they neither count nor
-// break a streak. A success ends one.
-enum class Streak { kFailure, kNeutral, kBreaks };
-Streak StreakOf(std::optional<AttemptOutcome> outcome) {
-  if (!outcome) return Streak::kNeutral;  // not ended yet
-  switch (*outcome) {
-    case AttemptOutcome::kExitCode:
-    case AttemptOutcome::kSignal:
-    case AttemptOutcome::kTimeout:
-    case AttemptOutcome::kStalled:
-    case AttemptOutcome::kLaunchError:
-    case AttemptOutcome::kDiverged:
-      return Streak::kFailure;
-    case AttemptOutcome::kCudaOom:
-    case AttemptOutcome::kInterrupted:
-    case AttemptOutcome::kPreempted:
-    case AttemptOutcome::kCancelled:
-      return Streak::kNeutral;
-    case AttemptOutcome::kSucceeded:
-      return Streak::kBreaks;
-  }
-  return Streak::kBreaks;
-}
-
-}  // namespace
 
 void Engine::RaiseAlert(Alert alert, Millis now) {
   Tx();
@@ -134,8 +106,8 @@ bool Engine::RepeatedFailure(Live& live, AttemptOutcome outcome, Millis now) {
   // Keyed by the config, not the run: a resubmitted copy that fails again is the same problem.
   a.key = "config:" + live.run.fingerprint + ":repeated_failure";
   a.message = fmt::format(
-      "run {} failed {} times in a row with the same config (last: {}); not retrying it — fix "
-      "the cause (drover logs {} --stderr) and submit again",
+      "run {}'s config failed {} times in a row, over its runs and submissions (last: {}); fix "
+      "the cause (drover logs {} --stderr) before submitting it again",
       live.run.id, failures, ToString(outcome), live.run.id);
   a.experiment_id = live.run.experiment_id;
   a.run_id = live.run.id;

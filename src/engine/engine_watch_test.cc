@@ -151,7 +151,7 @@ TEST_F(EngineWatchTest, TelemetryIsStoredOneAveragedRowPerGpuPerPeriod) {
   EXPECT_EQ(engine->latest_samples().size(), 1u);
 }
 
-TEST_F(EngineWatchTest, ThreeFailuresOfOneConfigAlertOnceAndStopRetrying) {
+TEST_F(EngineWatchTest, ThreeFailuresOfOneConfigAlertOnceAndTheSpecsRetriesAreHonoured) {
   FakeGpuProbe probe({});
   FakeLauncher launcher(clock_, [](const LaunchSpec&) {
     FakeProcess p{100, 1};
@@ -160,29 +160,62 @@ TEST_F(EngineWatchTest, ThreeFailuresOfOneConfigAlertOnceAndStopRetrying) {
   });
   auto engine = MakeEngine(launcher, probe);
   Spec spec = ParseSpec("name: broken\ncommand: python train.py\nretries: 5\nretry_backoff: 1s\n");
+  ASSERT_TRUE(spec.retries_given);
   auto sub = engine->Submit(spec);
   ASSERT_TRUE(sub.ok());
   ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
   int64_t run_id = sub->runs[0].id;
   auto run = store_->GetRun(run_id).value();
   EXPECT_EQ(run->state, RunState::kFailed);
-  EXPECT_EQ(store_->ListAttempts(run_id)->size(), 3u);  // not a fourth, though 5 retries remain
+  EXPECT_EQ(store_->ListAttempts(run_id)->size(), 6u);  // the 5 retries the spec asked for
   auto alerts = AlertsOf("repeated_failure");
   ASSERT_EQ(alerts.size(), 1u);
   EXPECT_EQ(alerts[0].severity, "error");
   EXPECT_EQ(alerts[0].run_id, run_id);
   EXPECT_NE(alerts[0].message.find("3 times in a row"), std::string::npos) << alerts[0].message;
+  EXPECT_EQ(alerts[0].count, 4);  // the 3rd to the 6th failure, one alert
 
-  // The same config submitted again fails a fourth time in a row: it is not retried at all, and
-  // the alert is counted on the first one (silence window), not sent again.
+  // The same config submitted again gets all its attempts whatever its history; the alert is
+  // counted on the first one (silence window), not sent again.
   auto again = engine->Submit(spec);
   ASSERT_TRUE(again.ok());
   ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
-  EXPECT_EQ(store_->ListAttempts(again->runs[0].id)->size(), 1u);
+  EXPECT_EQ(store_->ListAttempts(again->runs[0].id)->size(), 6u);
   alerts = AlertsOf("repeated_failure");
   ASSERT_EQ(alerts.size(), 1u);
-  EXPECT_EQ(alerts[0].count, 2);
+  EXPECT_EQ(alerts[0].count, 10);
   EXPECT_EQ(sink_.alerts.size(), 1u);
+}
+
+TEST_F(EngineWatchTest, RetriesTheSpecLeftToADefaultStopAfterThreeOwnFailuresInARow) {
+  FakeGpuProbe probe({});
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) {
+    FakeProcess p{100, 1};
+    p.stderr_text = "ValueError: bad config\n";
+    return p;
+  });
+  auto engine = MakeEngine(launcher, probe);
+  Spec spec = ParseSpec("name: broken\ncommand: python train.py\nretry_backoff: 1s\n");
+  EXPECT_FALSE(spec.retries_given);
+  spec.retries = 5;  // as a default from elsewhere would give them
+  auto sub = engine->Submit(spec);
+  ASSERT_TRUE(sub.ok());
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  const int64_t run_id = sub->runs[0].id;
+  EXPECT_EQ(store_->ListAttempts(run_id)->size(), 3u);
+  auto events = store_->ListEvents(0).value();
+  bool said = false;
+  for (const Event& e : events) {
+    if (e.run_id == run_id && e.data.value("state", "") == "failed") {
+      said = e.data.value("note", "").find("write retries: N") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(said) << "the failed run's note says why it was not retried";
+  // Resubmitted: its own failures count, not the config's history.
+  auto again = engine->Submit(spec);
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  EXPECT_EQ(store_->ListAttempts(again->runs[0].id)->size(), 3u);
 }
 
 TEST_F(EngineWatchTest, AnOomBetweenFailuresNeitherCountsNorBreaksTheStreak) {
@@ -195,9 +228,11 @@ TEST_F(EngineWatchTest, AnOomBetweenFailuresNeitherCountsNorBreaksTheStreak) {
     return p;
   });
   auto engine = MakeEngine(launcher, probe);
-  auto sub = engine->Submit(ParseSpec(
+  Spec spec = ParseSpec(
       "name: b\ncommand: python train.py {bs}\nparams: {bs: [64]}\nretries: 5\nretry_backoff: 1s\n"
-      "oom: {param: bs}\n"));
+      "oom: {param: bs}\n");
+  spec.retries_given = false;  // retries from a default: the streak stops them
+  auto sub = engine->Submit(spec);
   ASSERT_TRUE(sub.ok());
   ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
   EXPECT_EQ(store_->ListAttempts(sub->runs[0].id)->size(), 4u);

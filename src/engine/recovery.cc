@@ -42,6 +42,28 @@ Recovery Fail(std::string note) {
 
 }  // namespace
 
+Streak StreakOf(std::optional<AttemptOutcome> outcome) {
+  if (!outcome) return Streak::kNeutral;  // not ended yet
+  switch (*outcome) {
+    case AttemptOutcome::kExitCode:
+    case AttemptOutcome::kSignal:
+    case AttemptOutcome::kTimeout:
+    case AttemptOutcome::kStalled:
+    case AttemptOutcome::kLaunchError:
+    case AttemptOutcome::kDiverged:
+      return Streak::kFailure;
+    case AttemptOutcome::kCudaOom:
+    case AttemptOutcome::kInterrupted:
+    case AttemptOutcome::kPreempted:
+    case AttemptOutcome::kCancelled:
+      return Streak::kNeutral;
+    case AttemptOutcome::kSucceeded:
+      return Streak::kBreaks;
+  }
+  return Streak::kBreaks;
+}
+
+
 Recovery DecideRecovery(const Spec& spec, const Json& params, int retries_used,
                         AttemptOutcome outcome) {
   Recovery r;

@@ -1,6 +1,7 @@
 #pragma once
 // What an attempt's end means and what happens next: pure functions, unit-tested without
 // processes.
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -34,6 +35,14 @@ struct Recovery {
 
 // `params` are the parameters the ended attempt ran with; `retries_used` how many of
 // spec.retries are spent.
+// Outcomes that say the config itself is broken (an exit code, a signal, a timeout, a stall, a
+// divergence, a launch error) count towards a streak of failures. An OOM is answered by a
+// smaller batch; an interruption, a preemption or a cancel says nothing about the config: they
+// neither count nor break a streak. A success ends one. Shared by the repeated-failure alert and
+// the run's own failures in a row.
+enum class Streak { kFailure, kNeutral, kBreaks };
+Streak StreakOf(std::optional<AttemptOutcome> outcome);
+
 Recovery DecideRecovery(const Spec& spec, const Json& params, int retries_used,
                         AttemptOutcome outcome);
 

@@ -28,6 +28,7 @@ Json SpecToJson(const Spec& s) {
   j["preemptible"] = s.preemptible;
   j["max_parallel"] = s.max_parallel;
   j["retries"] = s.retries;
+  if (s.retries_given) j["retries_given"] = true;
   j["retry_backoff_ms"] = s.retry_backoff_ms;
   j["timeout_ms"] = s.timeout_ms;
   j["env"] = s.env;
@@ -63,6 +64,7 @@ Result<Spec> SpecFromJson(const Json& j) {
     s.preemptible = j.value("preemptible", true);
     s.max_parallel = j.value("max_parallel", 0);
     s.retries = j.value("retries", 0);
+    s.retries_given = j.value("retries_given", false);
     s.retry_backoff_ms = j.value("retry_backoff_ms", int64_t{1000});
     s.timeout_ms = j.value("timeout_ms", int64_t{0});
     s.env = j.value("env", std::map<std::string, std::string>{});

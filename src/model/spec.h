@@ -80,6 +80,9 @@ struct Spec {
   // expanded: a typo such as ten axes of ten values must not make 10^10 runs.
   int64_t max_runs = 100'000;
   int retries = 0;       // extra attempts after a failure (CUDA OOM retries are counted apart)
+  // The spec wrote `retries`: honoured as written, never cut short by the repeated-failure rule
+  // (docs/spec.md). Stored with the spec as "retries_given".
+  bool retries_given = false;
   int64_t retry_backoff_ms = 1000;  // first backoff; doubles each retry, capped at 5 minutes
   int64_t timeout_ms = 0;           // 0 = none; per attempt
   std::map<std::string, std::string> env;

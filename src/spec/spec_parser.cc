@@ -786,6 +786,7 @@ Result<Spec> SpecParser::Parse(const std::string& yaml, const std::vector<std::s
   if (const Field* f = Find(top, "retries")) {
     DROVER_ASSIGN_OR_RETURN(spec.retries, Int(*f, 0, kIntMax, "a non-negative integer",
                                               "write how many times to retry, such as 2"));
+    spec.retries_given = true;
   }
   if (const Field* f = Find(top, "max_runs")) {
     DROVER_ASSIGN_OR_RETURN(spec.max_runs,

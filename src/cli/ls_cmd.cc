@@ -97,6 +97,23 @@ int List(Globals& g, LsFlags f) {
   for (const auto& r : *runs) by_exp[r.experiment_id].push_back(r);
   std::map<int64_t, std::vector<std::string>> varying;
   for (const auto& [id, group] : by_exp) varying[id] = VaryingParams(group);
+  // A failed run's state says why, in its own words: the last line of its last attempt's error.
+  std::vector<Run> failed;
+  for (const auto& r : *runs) {
+    if (r.state == RunState::kFailed) failed.push_back(r);
+  }
+  std::map<int64_t, std::string> why;
+  if (!failed.empty()) {
+    auto attempts = (*store)->ListAttemptsOfRuns(failed);
+    if (attempts.ok()) {
+      for (const auto& [id, list] : *attempts) {
+        if (list.empty() || list.back().error.empty()) continue;
+        std::string last = LastLines(list.back().error, 1, 200);
+        if (last.size() > 60) last = last.substr(0, 57) + "...";
+        why[id] = last;
+      }
+    }
+  }
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : *runs) {
     if (!names.count(r.experiment_id)) {
@@ -110,7 +127,9 @@ int List(Globals& g, LsFlags f) {
     }
     rows.push_back({std::to_string(r.id),
                     fmt::format("{} ({})", names[r.experiment_id], r.experiment_id),
-                    std::string(ToString(r.state)), std::to_string(r.attempts),
+                    why.count(r.id) ? fmt::format("{}: {}", ToString(r.state), why[r.id])
+                                    : std::string(ToString(r.state)),
+                    std::to_string(r.attempts),
                     ParamsSummary(r.current_params, varying[r.experiment_id]), metrics,
                     FormatTime(r.created_ms)});
   }

@@ -172,7 +172,8 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
   r.Add(Tool{
       "get_run", "One run in full",
       "Everything about a run: state, parameters, every attempt with its failure reason (cuda_oom "
-      "with the smaller batch it retried at, diverged, stalled, timeout, exit code), final "
+      "with the smaller batch it retried at, diverged, stalled, timeout, exit code) and, for one "
+      "that exited with an error, its `error`: the end of its stderr (the exception); final "
       "metrics, the code snapshot id and commit, the environment.",
       Obj({{"run_id", Int("The run")}}, {"run_id"}), AnyObject(),
       [info](const Json& args) -> Result<Json> {

@@ -109,6 +109,14 @@ int Show(Globals& g, const ShowFlags& f) {
   }
   out += RenderTable(
       {"#", "outcome", "exit", "CUDA_VISIBLE_DEVICES", "started", "took", "changed params"}, rows);
+  // Why the last attempt failed, in its own words (the end of its stderr).
+  if (!attempts->empty() && attempts->back().ended && !attempts->back().error.empty()) {
+    out += fmt::format("\nattempt {} ended with ({}, the end of its stderr):\n",
+                       attempts->back().number, attempts->back().reason);
+    for (const auto& line : Split(attempts->back().error, '\n')) {
+      out += "  " + std::string(line) + "\n";
+    }
+  }
   if (!attempts->empty()) {
     const Attempt& last = attempts->back();
     std::vector<std::string> quoted;

@@ -37,6 +37,22 @@ TEST(Strings, CountsWithTheRightNoun) {
   EXPECT_EQ(Count(3, "retry", "retries"), "3 retries");
 }
 
+TEST(Strings, LastLinesKeepTheEndOfAFailure) {
+  const std::string trace =
+      "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+      "    main()\n\n\nRuntimeError: simulated crash at epoch 3\r\n\n";
+  EXPECT_EQ(LastLines(trace, 2, 1000), "    main()\nRuntimeError: simulated crash at epoch 3");
+  EXPECT_EQ(LastLines(trace, 8, 1000),
+            "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+            "    main()\nRuntimeError: simulated crash at epoch 3");
+  EXPECT_EQ(LastLines("", 8, 100), "");
+  EXPECT_EQ(LastLines("\n \n", 8, 100), "");
+  // Cut at the front, never inside a character.
+  EXPECT_EQ(LastLines("abcdef", 1, 3), "...def");
+  EXPECT_EQ(LastLines("x\u00e9\u00e9", 1, 3), "...\u00e9");  // 2-byte characters
+  EXPECT_LE(LastLines(std::string(10000, 'y'), 8, 2048).size(), 2048u + 3);
+}
+
 TEST(Strings, ParsesDurations) {
   EXPECT_EQ(*ParseDurationMs("90s"), 90'000);
   EXPECT_EQ(*ParseDurationMs("1h30m"), 5'400'000);

@@ -354,4 +354,28 @@ size_t FirstInvalidUtf8(std::string_view text) {
   return std::string_view::npos;
 }
 
+std::string LastLines(std::string_view text, int lines, size_t bytes) {
+  std::vector<std::string_view> kept;
+  auto all = Split(text, '\n');
+  for (auto it = all.rbegin(); it != all.rend() && static_cast<int>(kept.size()) < lines; ++it) {
+    std::string_view l = *it;
+    while (!l.empty() && (l.back() == '\r' || l.back() == ' ')) l.remove_suffix(1);
+    if (Trim(l).empty()) continue;
+    kept.push_back(l);
+  }
+  std::string out;
+  for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+    if (!out.empty()) out += '\n';
+    out += *it;
+  }
+  if (out.size() > bytes) {
+    size_t cut = out.size() - bytes;
+    // Not in the middle of a UTF-8 character.
+    while (cut < out.size() && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) ++cut;
+    out = "..." + out.substr(cut);
+  }
+  return out;
+}
+
+
 }  // namespace drover

@@ -43,4 +43,9 @@ std::string FormatDuration(int64_t ms);  // "1h02m", "3m05s", "4.2s"
 // "1 run", "2 runs", "0 runs"; `plural` when adding an s is wrong ("1 retry", "2 retries").
 std::string Count(int64_t n, std::string_view singular, std::string_view plural = "");
 
+// The last `lines` non-empty lines of `text` (trailing blanks and CRs dropped), at most `bytes`:
+// cut at the front, never inside a UTF-8 character, marked with "...". What a failed run said
+// last (its exception) kept with its attempt.
+std::string LastLines(std::string_view text, int lines, size_t bytes);
+
 }  // namespace drover

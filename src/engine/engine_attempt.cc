@@ -413,6 +413,12 @@ void Engine::HandleExit(const ProcessExit& exit, Instant now) {
                            : a.stopping
                                ? OutcomeOf(*a.stopping, exit.exit_code == 0 && exit.signal == 0)
                                : ClassifyExit(ExitFacts{exit.exit_code, exit.signal, tail});
+  // Why it failed in its own words, kept with the attempt (the log may be gone by the time
+  // someone asks): the last lines of stderr.
+  if (outcome == AttemptOutcome::kExitCode || outcome == AttemptOutcome::kSignal ||
+      outcome == AttemptOutcome::kCudaOom) {
+    a.error = LastLines(tail, kAttemptErrorLines, kAttemptErrorBytes);
+  }
   std::string detail;
   if (outcome == AttemptOutcome::kExitCode) detail = fmt::format("exit code {}", exit.exit_code);
   if (outcome == AttemptOutcome::kExitCode || outcome == AttemptOutcome::kSignal) {

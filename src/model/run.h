@@ -109,12 +109,18 @@ struct Attempt {
   std::string workdir;    // where it ran (a working copy of the snapshot)
   int64_t pid_start = 0;  // start time of pid (/proc ticks): pid + this names the run's shim
   std::string exit_path;  // where the shim records how the run ended
+  // Why it failed in its own words: the last lines of its stderr when it exited with an error or
+  // was killed by a signal (the exception, at most kAttemptErrorBytes); "" otherwise.
+  std::string error;
   // While it is being stopped (not ended): why. Stored in the reason column until it ends.
   std::optional<StopReason> stopping;
 };
 
 // One run's curve of one metric in its latest attempt (the attempt whose values the run shows),
 // as the store sums it up (Store::MetricSummaries): what every way of ranking runs needs.
+inline constexpr size_t kAttemptErrorBytes = 2048;
+inline constexpr int kAttemptErrorLines = 8;
+
 struct CurveSummary {
   int64_t points = 0;
   double last = std::numeric_limits<double>::quiet_NaN();  // as reported: NaN and infinities too

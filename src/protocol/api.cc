@@ -471,6 +471,7 @@ Result<Attempt> AttemptFromJson(const Json& j) {
   f.Get("workdir", a.workdir);
   f.Get("pid_start", a.pid_start);
   f.Get("exit_path", a.exit_path);
+  f.Get("error", a.error);
   f.Get("started_ms", a.started_ms);
   f.Get("ended_ms", a.ended_ms);
   f.Get("stdout_path", a.stdout_path);

@@ -52,6 +52,7 @@ Json ToJson(const Attempt& a) {
           {"workdir", a.workdir},
           {"pid_start", a.pid_start},
           {"exit_path", a.exit_path},
+          {"error", a.error},
           {"started_ms", a.started_ms},
           {"ended_ms", a.ended_ms},
           {"stdout_path", a.stdout_path},

@@ -198,13 +198,12 @@ std::string FailureDetail(const ReportData& d, const Run& run, const Attempt& a,
     const Alert* al = FindAlert(d.alerts, run.id, "diverged");
     what = al ? al->message : "a watched metric became NaN or infinite; stopped, not retried";
   } else if (r == "stalled") {
-    const Alert* al = FindAlert(d.alerts, run.id, "stalled");
+    // Not the run's stalled alert: it is one per run and names the latest attempt it stopped.
     Millis stall = d.experiment.spec.contains("monitor")
                        ? d.experiment.spec["monitor"].value("stall_ms", int64_t{0})
                        : 0;
-    what = al          ? al->message
-           : stall > 0 ? fmt::format("no output for {} (monitor.stall)", FormatDuration(stall))
-                       : std::string("no output for monitor.stall");
+    what = stall > 0 ? fmt::format("no output for {} (monitor.stall)", FormatDuration(stall))
+                     : std::string("no output for monitor.stall");
   } else if (r == "launch_error") {
     what = "could not be started (command or workdir missing?)";
   } else if (r == "interrupted") {
@@ -215,6 +214,10 @@ std::string FailureDetail(const ReportData& d, const Run& run, const Attempt& a,
     what = "cancelled";
   } else {
     what = r;
+  }
+  // What the run said last (its exception), kept with the attempt.
+  if (!a.error.empty() && (r == "exit_code" || r == "signal")) {
+    what += ": " + LastLines(a.error, 1, 300);
   }
   if (next) {
     std::string changed = Changed(a.params, next->params);

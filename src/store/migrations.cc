@@ -167,6 +167,12 @@ CREATE INDEX metrics_by_run_name_attempt_step ON metrics(run_id, name, attempt_i
 DROP INDEX metrics_by_run_name_step;
 )sql";
 
+// Version 7: why an attempt failed, in its own words: the last lines of its stderr (the
+// exception), kept with the attempt so every view can show it after the logs are gone.
+constexpr const char* kV7 = R"sql(
+ALTER TABLE attempts ADD COLUMN error TEXT NOT NULL DEFAULT '';
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
@@ -177,6 +183,7 @@ const std::vector<Migration>& Migrations() {
       {4, "attempts record the shim's start time and exit file", kV4},
       {5, "alerts and GPU telemetry samples", kV5},
       {6, "metrics indexed by run, name, attempt and step", kV6},
+      {7, "attempts keep the last lines of a failure's stderr", kV7},
   };
   return kAll;
 }

@@ -164,12 +164,14 @@ TEST_F(ReportTest, RunWritesTheReportAndReportAndComparePlotWriteItAgain) {
                 "grad_accum=2",
                 "4/1 cuda_oom: CUDA out of memory at batch_size=128; retried with batch_size=64 "
                 "grad_accum=2",
-                "5/1 exit_code: exited with code 3; retried as attempt 2",
-                "5/2 exit_code: exited with code 3",
+                "5/1 exit_code: exited with code 3: Segmentation fault (core dumped); retried as "
+                "attempt 2",
+                "5/2 exit_code: exited with code 3: Segmentation fault (core dumped)",
                 "6/1 cuda_oom: CUDA out of memory at batch_size=128; retried with batch_size=64 "
                 "grad_accum=2",
-                "6/2 exit_code: exited with code 3; retried as attempt 3",
-                "6/3 exit_code: exited with code 3"}));
+                "6/2 exit_code: exited with code 3: Segmentation fault (core dumped); retried as "
+                "attempt 3",
+                "6/3 exit_code: exited with code 3: Segmentation fault (core dumped)"}));
 
   // drover report: the same page, to the file asked for (by name or id).
   std::string out = (dir_ / "again.html").string();

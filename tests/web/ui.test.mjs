@@ -357,6 +357,9 @@ async function main() {
   // ---- one ranking everywhere: the page marks the run `drover compare` names
   await rankingCheck(page);
 
+  // ---- a failed run's page says why, and its log opens on stderr
+  await failureCheck(page);
+
   // ---- drover report: the same digits experiment as one HTML file, opened from disk
   await reportCheck(expId);
 
@@ -396,6 +399,34 @@ async function rankingCheck(page) {
     await shot(page, `ranking-${summary}`);
     log(`${name}: the page stars run ${best} (${winner}), as drover compare does`);
   }
+}
+
+async function failureCheck(page) {
+  const dir = path.join(work, "crash");
+  mkdirSync(dir, { recursive: true });
+  const spec = path.join(dir, "crash.yaml");
+  writeFileSync(spec, "name: crash\nworkdir: .\nshell: true\n" +
+    "command: \"echo 'Traceback (most recent call last):' >&2; echo 'RuntimeError: simulated crash at epoch 3' >&2; exit 1\"\n");
+  const sub = spawnSync(drover, ["--store", store, "submit", spec], { encoding: "utf8", cwd: dir, timeout: 60000 });
+  expect(sub.status === 0, `drover submit crash failed (${sub.status}):\n${sub.stdout}\n${sub.stderr}`);
+  const exp = (await api("/experiments?limit=100")).experiments.find((e) => e.name === "crash");
+  expect(exp, "crash is not listed");
+  const table = await waitFor("the crash run to fail", async () => {
+    const t = await api(`/experiments/${exp.id}/table`);
+    return t.counts.failed === 1 ? t : null;
+  }, 30000, 200);
+  const runId = table.rows[0].id;
+  await page.goto(`${base}/#/runs/${runId}`);
+  await page.waitForSelector("#run-error pre");
+  const error = await page.$eval("#run-error pre", (el) => el.textContent);
+  expect(error.includes("RuntimeError: simulated crash at epoch 3"), `the run page's error: ${error}`);
+  const stream = await page.$eval("select[aria-label=stream]", (el) => el.value);
+  expect(stream === "stderr", `a failed run's log should open on stderr, not ${stream}`);
+  await waitFor("stderr in the log", async () => (await page.$eval("#run-log", (el) => el.textContent)).includes("simulated crash"));
+  const line = await page.$eval("#attempts-table .error-line", (el) => el.textContent);
+  expect(line === "RuntimeError: simulated crash at epoch 3", `the attempts table says ${line}`);
+  await shot(page, "run-failed");
+  log("the failed run's page shows its exception and opens its log on stderr");
 }
 
 async function reportCheck(expId) {

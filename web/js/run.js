@@ -45,10 +45,13 @@ export async function mount(root, { scope, params, setTitle }) {
   const attemptsEl = h("div", { class: "panel-body" });
   const reproEl = h("div", { class: "panel-body" });
   const alertsEl = h("div", { class: "panel-body", id: "run-alerts" });
+  // Why the latest attempt failed, in its own words (the end of its stderr), kept with it.
+  const errorEl = h("section", { class: "panel", id: "run-error", hidden: true });
 
   root.append(
     h("div", { class: "page-head" }, h("div", null, crumbs, h("div", { class: "title-row" }, title, badges), paramsEl), actions),
     h("section", { class: "panel" }, infoEl),
+    errorEl,
     h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", null, "Curves"), chartsNote), chartsEl),
     h("section", { class: "panel" },
       h("div", { class: "panel-head" }, h("h2", null, "Log"),
@@ -154,6 +157,13 @@ export async function mount(root, { scope, params, setTitle }) {
       info.push(["last metrics", Object.entries(run.metrics).map(([k, v]) => `${k} ${fmtNum(v)}`).join(" · ")]);
     }
     fill(infoEl, info.map(([k, v]) => h("div", { class: "info-item" }, h("dt", null, k), h("dd", null, v))));
+    const failed = last?.ended && last.error;
+    errorEl.hidden = !failed;
+    if (failed) {
+      fill(errorEl,
+        h("div", { class: "panel-head" }, h("h2", null, `Why attempt ${last.number} failed`), h("span", { class: "muted" }, "the end of its stderr")),
+        h("pre", { class: "log error-tail" }, last.error));
+    }
   };
 
   const renderAttempts = () => {
@@ -174,7 +184,8 @@ export async function mount(root, { scope, params, setTitle }) {
           outcome = [h("span", { class: `badge ${a.reason === "cancelled" ? "state-cancelled" : "state-failed"}` }, a.reason),
             a.reason !== "cancelled" ? h("span", { class: "reason" }, REASONS[a.reason] || "") : null,
             a.exit_code > 0 ? h("span", { class: "muted small" }, ` exit ${a.exit_code}`) : null,
-            a.signal > 0 ? h("span", { class: "muted small" }, ` signal ${a.signal}`) : null];
+            a.signal > 0 ? h("span", { class: "muted small" }, ` signal ${a.signal}`) : null,
+            a.error ? h("div", { class: "error-line mono small", title: a.error }, a.error.split("\n").at(-1)) : null];
         }
         if (diff.length) outcome.push(h("div", { class: "retry-note" }, `retried with ${diff.map((k) => `${k}=${fmtValue(next.params[k])}`).join(", ")}`));
         return h("tr", null,
@@ -468,6 +479,8 @@ export async function mount(root, { scope, params, setTitle }) {
     }
     throw e;
   }
+  // A failed run's log opens on stderr, where it said why.
+  if (run.state === "failed" && run.attempt_list?.at(-1)?.error) streamSel.value = "stderr";
   restartLog();
   api(`/experiments/${run.experiment.id}`, { signal })
     .then((e) => {

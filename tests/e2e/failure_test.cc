@@ -11,6 +11,7 @@
 
 #include "testutil/cli_fixture.h"
 #include "testutil/cli_runner.h"
+#include "testutil/mcp_stdio.h"
 
 namespace drover {
 namespace {
@@ -22,13 +23,7 @@ using testing::RunDrover;
 class FailureTest : public testing::CliFixture {
  protected:
   void TearDown() override {
-    Json info = Json::parse(ReadFile(store_ + "/daemon.json"), nullptr, false);
-    if (info.is_object() && info.value("pid", 0) > 0) {
-      kill(info["pid"].get<int>(), SIGTERM);
-      for (int i = 0; i < 100 && kill(info["pid"].get<int>(), 0) == 0; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-    }
+    testing::StopDaemonOf(store_);  // the one `drover mcp` started
     CliFixture::TearDown();
   }
 };
@@ -78,22 +73,7 @@ TEST_F(FailureTest, TheExceptionIsKeptAndShownEverywhere) {
             std::string::npos);
 
   // MCP's get_run, through the daemon `drover mcp` starts for the store.
-  std::string in =
-      Json({{"jsonrpc", "2.0"},
-            {"id", 0},
-            {"method", "initialize"},
-            {"params",
-             {{"protocolVersion", "2025-06-18"},
-              {"capabilities", Json::object()},
-              {"clientInfo", {{"name", "e2e"}, {"version", "1"}}}}}})
-          .dump() +
-      "\n" + Json({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}).dump() + "\n" +
-      Json({{"jsonrpc", "2.0"},
-            {"id", 1},
-            {"method", "tools/call"},
-            {"params", {{"name", "get_run"}, {"arguments", {{"run_id", 1}}}}}})
-          .dump() +
-      "\n";
+  std::string in = testing::McpStdin({{"get_run", {{"run_id", 1}}}});
   auto mcp = testing::RunDroverWithInput({"mcp", "--store", store_}, in);
   ASSERT_EQ(mcp.exit_code, 0) << mcp.err;
   EXPECT_NE(mcp.out.find("RuntimeError: simulated crash at epoch 3"), std::string::npos)

@@ -11,6 +11,7 @@
 
 #include "testutil/cli_fixture.h"
 #include "testutil/cli_runner.h"
+#include "testutil/mcp_stdio.h"
 
 namespace drover {
 namespace {
@@ -21,11 +22,7 @@ class McpTest : public testing::CliFixture {
  protected:
   void TearDown() override {
     // drover mcp started a daemon that outlives it, by design: stop it.
-    Json info = Json::parse(testing::ReadFile(store_ + "/daemon.json"), nullptr, false);
-    if (info.is_object() && info.value("pid", 0) > 0) {
-      kill(info["pid"].get<int>(), SIGTERM);
-      for (int i = 0; i < 100 && kill(info["pid"].get<int>(), 0) == 0; ++i) usleep(50'000);
-    }
+    testing::StopDaemonOf(store_);
     CliFixture::TearDown();
   }
 };

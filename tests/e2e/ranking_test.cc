@@ -14,6 +14,7 @@
 
 #include "testutil/cli_fixture.h"
 #include "testutil/cli_runner.h"
+#include "testutil/mcp_stdio.h"
 
 namespace drover {
 namespace {
@@ -25,13 +26,7 @@ using testing::RunDrover;
 class RankingTest : public testing::CliFixture {
  protected:
   void TearDown() override {
-    Json info = Json::parse(ReadFile(store_ + "/daemon.json"), nullptr, false);
-    if (info.is_object() && info.value("pid", 0) > 0) {
-      kill(info["pid"].get<int>(), SIGTERM);
-      for (int i = 0; i < 100 && kill(info["pid"].get<int>(), 0) == 0; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-    }
+    testing::StopDaemonOf(store_);  // the one `drover mcp` started
     CliFixture::TearDown();
   }
 
@@ -154,27 +149,11 @@ TEST_F(RankingTest, EveryViewNamesTheSameBestRunForBestAndForLast) {
   http.set_read_timeout(30, 0);
   httplib::Headers auth = {{"Authorization", "Bearer " + token}};
 
-  std::string mcp_in =
-      Json({{"jsonrpc", "2.0"},
-            {"id", 0},
-            {"method", "initialize"},
-            {"params",
-             {{"protocolVersion", "2025-06-18"},
-              {"capabilities", Json::object()},
-              {"clientInfo", {{"name", "e2e"}, {"version", "1"}}}}}})
-          .dump() +
-      "\n" + Json({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}).dump() + "\n";
-  for (size_t i = 0; i < cases.size(); ++i) {
-    mcp_in += Json({{"jsonrpc", "2.0"},
-                    {"id", i + 1},
-                    {"method", "tools/call"},
-                    {"params",
-                     {{"name", "compare"},
-                      {"arguments",
-                       {{"experiment", cases[i].experiment}, {"summary", cases[i].summary}}}}}})
-                  .dump() +
-              "\n";
+  std::vector<std::pair<std::string, Json>> calls;
+  for (const Case& c : cases) {
+    calls.push_back({"compare", {{"experiment", c.experiment}, {"summary", c.summary}}});
   }
+  std::string mcp_in = testing::McpStdin(calls);
   auto mcp = testing::RunDroverWithInput({"mcp", "--store", store_}, mcp_in);
   ASSERT_EQ(mcp.exit_code, 0) << mcp.err;
   std::map<int, Json> replies;

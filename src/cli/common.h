@@ -73,6 +73,7 @@ Command RegisterCancel(CLI::App& root, Globals& g);
 Command RegisterPriority(CLI::App& root, Globals& g);
 Command RegisterTop(CLI::App& root, Globals& g);
 Command RegisterAlerts(CLI::App& root, Globals& g);
+Command RegisterDaemon(CLI::App& root, Globals& g);
 Command RegisterSim(CLI::App& root, Globals& g);
 
 }  // namespace drover::cli

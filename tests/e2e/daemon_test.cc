@@ -126,6 +126,38 @@ class DaemonTest : public ::testing::Test {
   std::string token_;
 };
 
+TEST_F(DaemonTest, DaemonStopEndsItAndItsRunsAreAdoptedByTheNext) {
+  auto none = RunDrover({"daemon", "stop", "--store", store_});
+  EXPECT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_NE(none.out.find("nothing to stop"), std::string::npos) << none.out;
+  StartDaemon();
+  std::string slow = Write("slow.yaml",
+                           "name: slow\nworkdir: code\nshell: true\n"
+                           "command: \"sleep 2; echo done\"\n");
+  auto sub = RunDrover({"submit", slow, "--store", store_});
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  for (int i = 0; i < 200; ++i) {
+    auto runs = (*store)->ListRuns(RunFilter{});
+    if (runs.ok() && !runs->empty() && (*runs)[0].state == RunState::kRunning) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  const pid_t old = pid_;
+  auto stop = RunDrover({"daemon", "stop", "--store", store_});
+  ASSERT_EQ(stop.exit_code, 0) << stop.out << stop.err;
+  EXPECT_NE(stop.out.find("stopped the drover daemon (pid " + std::to_string(old) + ")"),
+            std::string::npos)
+      << stop.out;
+  EXPECT_NE(stop.out.find("1 running run it had keep running"), std::string::npos) << stop.out;
+  EXPECT_EQ(testing::WaitExit(old), 0);  // it exited cleanly
+  pid_ = -1;
+  // The next daemon adopts the run, which succeeds.
+  StartDaemon();
+  EXPECT_TRUE(WaitAllFinal(**store, 1));
+  EXPECT_EQ((*store)->ListRuns(RunFilter{})->at(0).state, RunState::kSucceeded);
+}
+
 TEST_F(DaemonTest, SubmitFollowCancelAndLogsFromTheCli) {
   StartDaemon();
   std::string quick = Write("quick.yaml",

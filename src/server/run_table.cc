@@ -162,6 +162,29 @@ Result<Json> RunTable(const Experiment& e, const std::vector<Run>& runs,
                     {"ended_ms", r.ended_ms}});
   }
 
+  // Parameters with one value in every run (2 or more runs): a column of the same value says
+  // nothing, so views hide them by default and say what they are once.
+  Json constant = Json::object();
+  if (runs.size() >= 2) {
+    for (const std::string& p : params) {
+      const Json* first = nullptr;
+      bool same = true;
+      for (const Run& r : runs) {
+        const Json* v = r.params.is_object() && r.params.contains(p) ? &r.params[p] : nullptr;
+        if (v == nullptr) {
+          same = false;
+          break;
+        }
+        if (first == nullptr) first = v;
+        if (*v != *first) {
+          same = false;
+          break;
+        }
+      }
+      if (same && first != nullptr) constant[p] = *first;
+    }
+  }
+
   std::map<std::string, int64_t> counts;
   for (RunState s : {RunState::kQueued, RunState::kRunning, RunState::kRetrying,
                      RunState::kSucceeded, RunState::kFailed, RunState::kCancelled}) {
@@ -173,6 +196,7 @@ Result<Json> RunTable(const Experiment& e, const std::vector<Run>& runs,
                {{"id", e.id}, {"name", e.name}, {"status", e.status}, {"created_ms", e.created_ms}}},
               {"objective", report::RankRuleJson(ranking.rule)},
               {"params", params},
+              {"constant", std::move(constant)},
               {"metrics", Json(std::vector<std::string>(metrics.begin(), metrics.end()))},
               {"counts", counts},
               {"total", runs.size()},

@@ -389,6 +389,7 @@ TEST_F(RunTableTest, SortsByScoreFiltersAndPages) {
   EXPECT_DOUBLE_EQ(r.body["rows"][0]["score"].get<double>(), 0.85);
   EXPECT_EQ(Get("/api/v1/experiments/sweep/table?summary=peak").status, 400);
   EXPECT_EQ(r.body["params"], Json({"lr", "model"}));
+  EXPECT_EQ(r.body["constant"], Json::object());  // both vary
   EXPECT_EQ(r.body["metrics"], Json({"acc", "loss"}));
   EXPECT_EQ(r.body["counts"]["succeeded"], 2);
   EXPECT_FALSE(r.body.contains("scatter"));
@@ -488,6 +489,27 @@ TEST(RunTable, ScoresAndTheBestRunAreTheRankingsOwn) {
   EXPECT_EQ((*t)["rows"][2]["id"], 3);
   q.sort = "best";  // the old name of the column still sorts it
   EXPECT_TRUE(RunTable(e, runs, c, q, 0).ok());
+}
+
+TEST(RunTable, ParamsWithOneValueInEveryRunAreNamedConstant) {
+  Experiment e;
+  e.id = 1;
+  std::vector<drover::Run> runs(3);
+  for (int i = 0; i < 3; ++i) {
+    runs[i].id = i + 1;
+    runs[i].params = {{"python", "/usr/bin/python3"}, {"lr", 0.1 * (i + 1)}, {"epochs", 5}};
+  }
+  runs[2].params.erase("epochs");  // missing in one run: it varies
+  report::Comparison c = report::Rank(runs, report::RankRule{}, {});
+  auto t = RunTable(e, runs, c, TableQuery{}, 0);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ((*t)["constant"], Json({{"python", "/usr/bin/python3"}}));
+  EXPECT_EQ((*t)["params"].size(), 3u);  // every column is still there for the asking
+  // One run: nothing to compare, nothing hidden.
+  runs.resize(1);
+  t = RunTable(e, runs, report::Rank(runs, report::RankRule{}, {}), TableQuery{}, 0);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ((*t)["constant"], Json::object());
 }
 
 // --- recipes and plans

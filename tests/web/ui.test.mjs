@@ -257,6 +257,15 @@ async function main() {
     const ids = await page.$$eval("#runs-table tbody tr[data-run]", (rows) => rows.map((r) => Number(r.dataset.run)));
     return ids.join(",") === table.rows.map((r) => r.id).join(",") && page.url().includes("sort=score");
   });
+  // Parameters with one value in every run (lr, epochs, seed here) are hidden and named once.
+  const hidden = Object.keys(table.constant || {});
+  expect(hidden.length > 0 && !hidden.includes("batch_size"), `constant params: ${JSON.stringify(table.constant)}`);
+  expect((await page.locator(`#runs-table th[data-sort="param:${hidden[0]}"]`).count()) === 0, `${hidden[0]} has the same value in every run but has a column`);
+  await page.waitForSelector("#constant-params");
+  await page.click("#toggle-constant");
+  await page.waitForSelector(`#runs-table th[data-sort="param:${hidden[0]}"]`);
+  await page.click("#toggle-constant");
+  await waitFor("the constant column hidden again", async () => (await page.locator(`#runs-table th[data-sort="param:${hidden[0]}"]`).count()) === 0);
   await page.fill("#runs-filter", `batch_size=${other[0]}`);
   await waitFor("the filter to leave one row", async () => (await page.locator("#runs-table tbody tr[data-run]").count()) === 1);
   await page.fill("#runs-filter", "");

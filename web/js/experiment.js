@@ -23,6 +23,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
     limit: [25, 50, 100, 200].includes(Number(query.get("limit"))) ? Number(query.get("limit")) : 50,
     metric: query.get("metric") || "",
     x: query.get("x") || "",
+    allParams: query.get("params") === "all",
   };
   const selected = new Set((query.get("sel") || "").split(",").map(Number).filter((n) => n > 0));
   let autoSelect = selected.size === 0;
@@ -84,6 +85,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
       limit: st.limit === 50 ? null : st.limit,
       metric: metricAuto ? null : st.metric,
       x: st.x,
+      params: st.allParams ? "all" : null,
       sel: autoSelect ? null : [...selected].join(","),
     });
 
@@ -129,7 +131,8 @@ export async function mount(root, { scope, params, query, setTitle }) {
     const cols = [
       { key: "id", label: "#", num: true },
       { key: "state", label: "state" },
-      ...table.params.map((p) => ({ key: `param:${p}`, label: p, param: p })),
+      // Parameters with one value in every run are hidden unless asked for (selInfo says which).
+      ...table.params.filter((p) => st.allParams || !(p in (table.constant || {}))).map((p) => ({ key: `param:${p}`, label: p, param: p })),
       ...table.metrics.map((m) => ({ key: `metric:${m}`, label: m, metric: m, num: true, title: `${m}: the last value reported` })),
     ];
     if (obj?.metric) cols.push({ key: "score", label: `${obj.metric} (${obj.summary})`, num: true, title: `the score each run is ranked by: its ${obj.describe}` });
@@ -199,8 +202,19 @@ export async function mount(root, { scope, params, query, setTitle }) {
   };
 
   const renderSelInfo = () => {
+    const constant = Object.entries(table.constant || {});
+    const toggle = () => {
+      st.allParams = !st.allParams;
+      saveQuery();
+      renderTable();
+    };
+    const constNote = constant.length
+      ? h("span", { class: "muted const-note", id: "constant-params", title: constant.map(([k, v]) => `${k}=${fmtValue(v)}`).join("\n") },
+        ` · ${constant.length} ${constant.length === 1 ? "parameter has" : "parameters have"} one value in every run (${constant.slice(0, 3).map(([k, v]) => `${k}=${fmtValue(v)}`).join(", ")}${constant.length > 3 ? ", …" : ""}): `,
+        h("button", { type: "button", class: "link-btn", id: "toggle-constant", onclick: toggle }, st.allParams ? "hide" : "show"))
+      : null;
     fill(selInfo,
-      selected.size ? h("span", null, `${selected.size} selected`, autoSelect ? h("span", { class: "muted" }, " (first runs of the page)") : null, " · ", h("button", { type: "button", class: "link-btn", onclick: () => { autoSelect = false; selected.clear(); selectionChanged(); } }, "clear")) : h("span", { class: "muted" }, "Tick runs to overlay their curves or compare them"));
+      selected.size ? h("span", null, `${selected.size} selected`, autoSelect ? h("span", { class: "muted" }, " (first runs of the page)") : null, " · ", h("button", { type: "button", class: "link-btn", onclick: () => { autoSelect = false; selected.clear(); selectionChanged(); } }, "clear")) : h("span", { class: "muted" }, "Tick runs to overlay their curves or compare them"), constNote);
   };
 
   const sortBy = (key) => {

@@ -7,8 +7,77 @@
 #include "cli/common.h"
 #include "common/strings.h"
 #include "protocol/json_codec.h"
+#include "report/groups.h"
 
 namespace drover::cli {
+
+namespace {
+
+std::string ConfigText(const Json& params, const std::vector<std::string>& varying) {
+  std::string out;
+  for (const std::string& p : varying) {
+    if (report::IsSeedParam(p) || !params.contains(p)) continue;
+    out += (out.empty() ? "" : " ") + p + "=" + FormatValue(params[p]);
+  }
+  return out.empty() ? "(all)" : out;
+}
+
+// Seeds pooled: each config's mean, spread and count, and whether the top two can be told apart.
+std::string RenderGroups(const Comparison& c) {
+  const report::Grouping g = report::GroupBySeed(c);
+  if (g.groups.empty() || c.metric.empty()) return "";
+  std::vector<std::vector<std::string>> rows;
+  for (size_t i = 0; i < g.groups.size(); ++i) {
+    const report::RunGroup& r = g.groups[i];
+    rows.push_back({i == 0 && r.n > 0 ? "*" : "", ConfigText(r.params, c.varying),
+                    std::to_string(r.n) + "/" + std::to_string(r.runs.size()),
+                    r.n > 0 ? fmt::format("{:.4g} \u00b1 {:.2g}", r.mean, r.stddev) : "-",
+                    r.n > 0 ? report::FormatScore(r.min) : "-",
+                    r.n > 0 ? report::FormatScore(r.max) : "-"});
+  }
+  std::string out = fmt::format("\nby config, {} pooled (each run's score: {}):\n",
+                                Join(g.seeds, ", "), c.rule.Describe());
+  out += RenderTable({"", "config", "n", "mean \u00b1 std", "min", "max"}, rows);
+  if (g.top_two) {
+    const report::Welch& w = *g.top_two;
+    out += w.p < 0.05
+               ? fmt::format("the top two configs differ: Welch's t-test p = {:.2g} (t = {:.3g}, "
+                             "df = {:.3g})\n",
+                             w.p, w.t, w.df)
+               : fmt::format("the top two configs overlap: Welch's t-test p = {:.2g} (t = {:.3g}, "
+                             "df = {:.3g}); more seeds would tell them apart\n",
+                             w.p, w.t, w.df);
+  } else if (g.groups.size() >= 2) {
+    out += "the top two configs cannot be compared: each needs 2 or more succeeded seeds\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+Json GroupsJson(const Comparison& c) {
+  const report::Grouping g = report::GroupBySeed(c);
+  if (g.groups.empty() || c.metric.empty()) return nullptr;
+  Json configs = Json::array();
+  for (const report::RunGroup& r : g.groups) {
+    configs.push_back({{"params", r.params},
+                       {"runs", r.runs},
+                       {"n", r.n},
+                       {"mean", r.n > 0 ? Json(r.mean) : Json()},
+                       {"std", r.n > 0 ? Json(r.stddev) : Json()},
+                       {"min", r.n > 0 ? Json(r.min) : Json()},
+                       {"max", r.n > 0 ? Json(r.max) : Json()}});
+  }
+  Json out = {{"seeds", g.seeds}, {"configs", std::move(configs)}, {"top_two", nullptr}};
+  if (g.top_two) {
+    out["top_two"] = {{"test", "welch"},
+                      {"t", report::ScoreJson(g.top_two->t)},
+                      {"df", g.top_two->df},
+                      {"p", g.top_two->p},
+                      {"overlap", g.top_two->p >= 0.05}};
+  }
+  return out;
+}
 
 std::string RenderComparison(const Comparison& c) {
   std::vector<std::string> header = {"", "run"};
@@ -59,6 +128,7 @@ std::string RenderComparison(const Comparison& c) {
     out += any_ok ? fmt::format("no succeeded run has a finite {}\n", c.metric)
                   : std::string("no run succeeded\n");
   }
+  out += RenderGroups(c);
   // How the rule was guessed, or why there is none (when some metric was reported).
   if (!c.rule.Note().empty() && !c.metrics.empty()) out += "(" + c.rule.Note() + ")\n";
   return out;
@@ -107,6 +177,7 @@ Json ComparisonJson(const Experiment& exp, const Comparison& c) {
           {"mode", c.maximize ? "max" : "min"},
           {"summary", ScoreSummaryText(c.rule.summary, c.rule.last_k)},
           {"ranking", report::RankRuleJson(c.rule)},
+          {"groups", GroupsJson(c)},
           {"best_run", c.best_run == 0 ? Json() : Json(c.best_run)},
           {"varying_params", c.varying},
           {"runs", runs}};

@@ -219,6 +219,7 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
           {"experiment"}),
       Obj({{"metric", {{"type", "string"}}}, {"mode", {{"type", "string"}}},
            {"summary", {{"type", "string"}}}, {"ranking", AnyObject()},
+           {"groups", {{"type", {"object", "null"}}}},
            {"runs", ListOf(AnyObject())}, {"best_run", {{"type", {"integer", "null"}}}}},
           {"metric", "mode", "summary", "runs", "best_run"}),
       [info](const Json& args) -> Result<Json> {
@@ -252,6 +253,7 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
                     {"mode", c.maximize ? "max" : "min"},
                     {"summary", ScoreSummaryText(c.rule.summary, c.rule.last_k)},
                     {"ranking", report::RankRuleJson(c.rule)},
+                    {"groups", GroupsJson(c)},
                     {"runs", rows},
                     {"best_run", best}};
       },

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "common/strings.h"
+#include "report/groups.h"
 
 namespace drover::report {
 namespace {
@@ -282,6 +283,44 @@ void Header(std::string& out, const ReportData& d, const Comparison& c) {
       "<a href=\"#spec\">Spec</a></nav>\n</header>\n";
 }
 
+// Seeds pooled: each config's mean, spread and count, and whether the top two differ.
+void Groups(std::string& out, const Comparison& c) {
+  const Grouping g = GroupBySeed(c);
+  if (g.groups.empty() || c.metric.empty()) return;
+  out += fmt::format(
+      "<h3>By config, {} pooled</h3>\n<div class=\"table-wrap\"><table id=\"groups\">\n"
+      "<thead><tr><th>config</th><th>n</th><th>mean</th><th>std</th><th>min</th><th>max</th>"
+      "<th>runs</th></tr></thead>\n<tbody>\n",
+      E(Join(g.seeds, ", ")));
+  for (size_t i = 0; i < g.groups.size(); ++i) {
+    const RunGroup& r = g.groups[i];
+    std::string config;
+    for (const auto& [k, v] : r.params.items()) {
+      if (std::find(c.varying.begin(), c.varying.end(), k) == c.varying.end()) continue;
+      config += (config.empty() ? "" : " ") + k + "=" + FormatValue(v);
+    }
+    std::string runs;
+    for (int64_t id : r.runs) runs += fmt::format("{}<a href=\"#run-{}\">{}</a>", runs.empty() ? "" : " ", id, id);
+    out += fmt::format(
+        "<tr{}><td>{}</td><td class=\"num\">{}/{}</td><td class=\"num strong\">{}</td>"
+        "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
+        "<td>{}</td></tr>\n",
+        i == 0 && r.n > 0 ? " class=\"best\"" : "", E(config.empty() ? "(all)" : config), r.n,
+        r.runs.size(), r.n > 0 ? E(FormatScore(r.mean)) : "-",
+        r.n > 0 ? E(fmt::format("{:.2g}", r.stddev)) : "-", r.n > 0 ? E(FormatScore(r.min)) : "-",
+        r.n > 0 ? E(FormatScore(r.max)) : "-", runs);
+  }
+  out += "</tbody></table></div>\n";
+  if (g.top_two) {
+    out += fmt::format(
+        "<p class=\"muted\" id=\"groups-test\">{}: Welch's t-test p = {:.2g} (t = {:.3g}, df "
+        "= {:.3g}).</p>\n",
+        g.top_two->p < 0.05 ? "The top two configs differ"
+                            : "The top two configs overlap; more seeds would tell them apart",
+        g.top_two->p, g.top_two->t, g.top_two->df);
+  }
+}
+
 void ResultsTable(std::string& out, const Comparison& c) {
   out += "<section id=\"results\">\n<h2>Results</h2>\n";
   if (c.runs.empty()) {
@@ -357,6 +396,7 @@ void ResultsTable(std::string& out, const Comparison& c) {
     out += "</tr>\n";
   }
   out += "</tbody></table></div>\n";
+  Groups(out, c);
   if (c.best_run == 0 && !c.metric.empty()) {
     bool any_ok = std::any_of(c.runs.begin(), c.runs.end(),
                               [](const Run& r) { return r.state == RunState::kSucceeded; });

@@ -192,6 +192,49 @@ TEST_F(RankingTest, EveryViewNamesTheSameBestRunForBestAndForLast) {
             400);
 }
 
+TEST_F(RankingTest, TwoConfigsTimesThreeSeedsGiveTwoGroupsWithMeanSpreadAndCount) {
+  // cnn scores 0.95 +- 0.01 over its seeds, mlp 0.92 +- 0.01: the top two differ.
+  Write("code/seeded.sh",
+        "case $1 in mlp) b=92 ;; cnn) b=95 ;; esac\n"
+        "case $2 in 0) d=0 ;; 1) d=1 ;; 2) d=-1 ;; esac\n"
+        "echo \"{\\\"val_acc\\\": 0.$((b + d))}\"\n");
+  std::string spec = Write("seeds.yaml",
+                           "name: seeds\nworkdir: code\ncommand: sh seeded.sh {model} {seed}\n"
+                           "params: {model: [mlp, cnn], seed: [0, 1, 2]}\n"
+                           "objective: {metric: val_acc, mode: max}\n");
+  auto run = RunDrover({"run", spec, "--store", store_, "--quiet"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  auto cmp = RunDrover({"compare", "seeds", "--store", store_, "--json"});
+  ASSERT_EQ(cmp.exit_code, 0) << cmp.err;
+  Json j = Json::parse(cmp.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << cmp.out;
+  const Json& g = j["groups"];
+  EXPECT_EQ(g["seeds"], Json({"seed"}));
+  ASSERT_EQ(g["configs"].size(), 2u) << g.dump();
+  EXPECT_EQ(g["configs"][0]["params"], Json({{"model", "cnn"}}));
+  EXPECT_EQ(g["configs"][0]["n"], 3);
+  EXPECT_NEAR(g["configs"][0]["mean"].get<double>(), 0.95, 1e-9);
+  EXPECT_NEAR(g["configs"][0]["std"].get<double>(), 0.01, 1e-9);
+  EXPECT_EQ(g["configs"][1]["params"], Json({{"model", "mlp"}}));
+  EXPECT_NEAR(g["configs"][1]["mean"].get<double>(), 0.92, 1e-9);
+  EXPECT_NEAR(g["top_two"]["p"].get<double>(), 0.0213, 5e-4);  // t = 3.67 on 4 df
+  EXPECT_FALSE(g["top_two"]["overlap"].get<bool>());
+  auto text = RunDrover({"compare", "seeds", "--store", store_});
+  EXPECT_NE(text.out.find("0.95 \u00b1 0.01"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("the top two configs differ: Welch's t-test p = 0.021"),
+            std::string::npos)
+      << text.out;
+  // The report shows the same groups.
+  std::string path = (dir_ / "seeds.html").string();
+  ASSERT_EQ(RunDrover({"report", "seeds", "--store", store_, "-o", path}).exit_code, 0);
+  std::string html = ReadFile(path);
+  EXPECT_NE(html.find("<h3>By config, seed pooled</h3>"), std::string::npos);
+  EXPECT_NE(html.find("<td>model=cnn</td><td class=\"num\">3/3</td><td class=\"num strong\">"
+                      "0.95</td>"),
+            std::string::npos);
+  EXPECT_NE(html.find("The top two configs differ: Welch's t-test p = 0.021"), std::string::npos);
+}
+
 TEST_F(RankingTest, WithoutAnObjectiveTheGuessIsSaidAndSharedAndABadSummaryIsRefused) {
   Write("code/m.sh", "echo \"{\\\"grad_norm\\\": $1, \\\"loss\\\": $2}\"\n");
   std::string spec = Write("guess.yaml",

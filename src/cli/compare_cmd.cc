@@ -10,7 +10,7 @@ namespace drover::cli {
 namespace {
 
 struct CompareFlags {
-  std::string experiment;
+  std::vector<std::string> experiments;
   std::string metric;
   std::string mode;
   std::string summary;
@@ -39,15 +39,28 @@ Status WritePlot(Catalog& catalog, const Experiment& exp, const Comparison& c,
 int CompareCmd(Globals& g, const CompareFlags& f) {
   auto catalog = OpenCatalog(g);
   if (!catalog.ok()) return ReportError(catalog.status());
-  auto exp = (*catalog)->FindExperiment(f.experiment);
-  if (!exp.ok()) return ReportError(exp.status());
-  RunFilter filter;
-  filter.experiment_id = exp->id;
-  auto runs = (*catalog)->ListRuns(filter);
-  if (!runs.ok()) return ReportError(runs.status());
-  auto ranked = CompareRuns(**catalog, *exp, *runs, {f.metric, f.mode, f.summary});
+  // One experiment, or several ranked together by one rule (their runs side by side).
+  std::vector<Experiment> exps;
+  std::vector<Run> all;
+  for (const std::string& name : f.experiments) {
+    auto exp = (*catalog)->FindExperiment(name);
+    if (!exp.ok()) return ReportError(exp.status());
+    if (std::any_of(exps.begin(), exps.end(), [&](const Experiment& e) { return e.id == exp->id; })) {
+      continue;  // named twice
+    }
+    RunFilter filter;
+    filter.experiment_id = exp->id;
+    auto runs = (*catalog)->ListRuns(filter);
+    if (!runs.ok()) return ReportError(runs.status());
+    all.insert(all.end(), runs->begin(), runs->end());
+    exps.push_back(*exp);
+  }
+  const Experiment& first = exps.front();
+  auto ranked = CompareAcross(**catalog, exps, all, {f.metric, f.mode, f.summary});
   if (!ranked.ok()) return ReportError(ranked.status());
   const Comparison& c = *ranked;
+  const std::vector<Run>* runs = &all;
+  const Experiment* exp = &first;
   if (!f.metric.empty() &&
       std::find(c.metrics.begin() + 1, c.metrics.end(), f.metric) == c.metrics.end()) {
     bool any = false;
@@ -68,10 +81,19 @@ int CompareCmd(Globals& g, const CompareFlags& f) {
     if (!st.ok()) return ReportError(st);
   }
   if (f.json) {
-    std::printf("%s\n", ComparisonJson(*exp, c).dump(2).c_str());
+    Json j = ComparisonJson(*exp, c);
+    if (exps.size() > 1) {
+      j["experiments"] = Json::array();
+      for (const Experiment& e : exps) {
+        j["experiments"].push_back({{"id", e.id}, {"name", e.name}, {"status", e.status}});
+      }
+    }
+    std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("experiment %lld (%s), %s\n", static_cast<long long>(exp->id), exp->name.c_str(),
-                exp->status.c_str());
+    for (const Experiment& e : exps) {
+      std::printf("experiment %lld (%s), %s\n", static_cast<long long>(e.id), e.name.c_str(),
+                  e.status.c_str());
+    }
     std::fputs(RenderComparison(c).c_str(), stdout);
     if (!f.plot.empty()) std::printf("curves of %s: %s\n", c.metric.c_str(), f.plot.c_str());
   }
@@ -84,7 +106,8 @@ Command RegisterCompare(CLI::App& root, Globals& g) {
   auto f = std::make_shared<CompareFlags>();
   CLI::App* app = root.add_subcommand(
       "compare", "Compare the runs of an experiment, sorted by its objective; the best is marked");
-  app->add_option("experiment", f->experiment, "Experiment id or name (the newest of that name)")
+  app->add_option("experiments", f->experiments,
+                  "Experiment id or name (the newest of that name); several are ranked together")
       ->required();
   app->add_option("-m,--metric", f->metric, "Sort by this metric instead of the objective");
   app->add_option("--mode", f->mode, "min or max (default: the objective's, else by name)")

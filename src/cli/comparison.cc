@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
+#include <set>
 
 #include "cli/common.h"
 #include "common/strings.h"
@@ -13,8 +15,9 @@ namespace drover::cli {
 
 namespace {
 
-std::string ConfigText(const Json& params, const std::vector<std::string>& varying) {
-  std::string out;
+std::string ConfigText(const Json& params, const std::vector<std::string>& varying,
+                       int64_t experiment_id = 0) {
+  std::string out = experiment_id > 0 ? fmt::format("exp {}", experiment_id) : "";
   for (const std::string& p : varying) {
     if (report::IsSeedParam(p) || !params.contains(p)) continue;
     out += (out.empty() ? "" : " ") + p + "=" + FormatValue(params[p]);
@@ -29,7 +32,7 @@ std::string RenderGroups(const Comparison& c) {
   std::vector<std::vector<std::string>> rows;
   for (size_t i = 0; i < g.groups.size(); ++i) {
     const report::RunGroup& r = g.groups[i];
-    rows.push_back({i == 0 && r.n > 0 ? "*" : "", ConfigText(r.params, c.varying),
+    rows.push_back({i == 0 && r.n > 0 ? "*" : "", ConfigText(r.params, c.varying, r.experiment_id),
                     std::to_string(r.n) + "/" + std::to_string(r.runs.size()),
                     r.n > 0 ? fmt::format("{:.4g} \u00b1 {:.2g}", r.mean, r.stddev) : "-",
                     r.n > 0 ? report::FormatScore(r.min) : "-",
@@ -60,7 +63,8 @@ Json GroupsJson(const Comparison& c) {
   if (g.groups.empty() || c.metric.empty()) return nullptr;
   Json configs = Json::array();
   for (const report::RunGroup& r : g.groups) {
-    configs.push_back({{"params", r.params},
+    configs.push_back({{"experiment_id", r.experiment_id > 0 ? Json(r.experiment_id) : Json()},
+                       {"params", r.params},
                        {"runs", r.runs},
                        {"n", r.n},
                        {"mean", r.n > 0 ? Json(r.mean) : Json()},
@@ -80,7 +84,12 @@ Json GroupsJson(const Comparison& c) {
 }
 
 std::string RenderComparison(const Comparison& c) {
+  // Runs of several experiments (compare EXP1 EXP2): say which each is from.
+  const bool several = std::any_of(c.runs.begin(), c.runs.end(), [&](const Run& r) {
+    return r.experiment_id != c.runs.front().experiment_id;
+  });
   std::vector<std::string> header = {"", "run"};
+  if (several) header.push_back("experiment");
   for (const auto& p : c.varying) header.push_back(p);
   header.push_back("state");
   header.push_back("attempts");
@@ -93,6 +102,7 @@ std::string RenderComparison(const Comparison& c) {
   std::vector<std::vector<std::string>> rows;
   for (const Run& r : c.runs) {
     std::vector<std::string> row = {r.id == c.best_run ? "*" : "", std::to_string(r.id)};
+    if (several) row.push_back(std::to_string(r.experiment_id));
     for (const auto& p : c.varying) {
       std::string v = r.current_params.contains(p) ? FormatValue(r.current_params[p]) : "";
       if (r.params.contains(p) && r.current_params.contains(p) &&
@@ -143,6 +153,32 @@ Result<Comparison> CompareRuns(Catalog& catalog, const Experiment& exp, std::vec
     DROVER_ASSIGN_OR_RETURN(curves, catalog.MetricSummaries(exp.id, rule.metric, rule.last_k));
   }
   return report::Rank(std::move(runs), rule, curves);
+}
+
+Result<Comparison> CompareAcross(Catalog& catalog, const std::vector<Experiment>& exps,
+                                 std::vector<Run> runs, const report::RankOptions& options) {
+  if (exps.size() == 1) return CompareRuns(catalog, exps[0], std::move(runs), options);
+  const std::set<std::string> reported = report::ReportedMetrics(runs);
+  std::optional<report::RankRule> rule;
+  for (const Experiment& e : exps) {
+    DROVER_ASSIGN_OR_RETURN(report::RankRule r, report::RuleFor(e, reported, options));
+    if (rule && (r.metric != rule->metric || r.maximize != rule->maximize ||
+                 r.summary != rule->summary || r.last_k != rule->last_k)) {
+      return InvalidArgument(fmt::format(
+          "experiments {} and {} rank their runs differently ({} and {}); pass --metric, --mode "
+          "and --summary to rank them all one way",
+          exps.front().name, e.name, rule->Describe(), r.Describe()));
+    }
+    rule = r;
+  }
+  std::map<int64_t, CurveSummary> curves;
+  if (!rule->metric.empty()) {
+    for (const Experiment& e : exps) {
+      DROVER_ASSIGN_OR_RETURN(auto some, catalog.MetricSummaries(e.id, rule->metric, rule->last_k));
+      curves.insert(some.begin(), some.end());
+    }
+  }
+  return report::Rank(std::move(runs), *rule, curves);
 }
 
 int PrintResults(Catalog& catalog, const Experiment& exp, const std::vector<Run>& runs, bool json,

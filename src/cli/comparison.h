@@ -18,6 +18,10 @@ using report::Comparison;
 // its metric's curves from the catalog (the store's or the daemon's).
 Result<Comparison> CompareRuns(Catalog& catalog, const Experiment& exp, std::vector<Run> runs,
                                const report::RankOptions& options);
+// The runs of several experiments ranked together by one rule: every experiment's rule must be the
+// same (the same objective, or the options' metric and mode), else InvalidArgument says so.
+Result<Comparison> CompareAcross(Catalog& catalog, const std::vector<Experiment>& exps,
+                                 std::vector<Run> runs, const report::RankOptions& options);
 
 std::string RenderComparison(const Comparison& c);
 // How `drover run` ends, embedded or following a daemon: the table (or JSON) of the experiment's

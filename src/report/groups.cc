@@ -91,14 +91,20 @@ Grouping GroupBySeed(const Comparison& c) {
   std::map<size_t, std::vector<double>> scores;
   std::vector<Run> by_id = c.runs;
   std::sort(by_id.begin(), by_id.end(), [](const Run& a, const Run& b) { return a.id < b.id; });
+  // Runs of several experiments (a cross-experiment compare): the same params in two experiments
+  // are two configs (the code or the data may differ).
+  const bool several = std::any_of(by_id.begin(), by_id.end(), [&](const Run& r) {
+    return r.experiment_id != by_id.front().experiment_id;
+  });
   for (const Run& r : by_id) {
     Json config = r.params.is_object() ? r.params : Json::object();
     for (const std::string& s : g.seeds) config.erase(s);
-    const std::string key = config.dump();
+    const std::string key = (several ? std::to_string(r.experiment_id) + ":" : "") + config.dump();
     auto [it, added] = index.emplace(key, g.groups.size());
     if (added) {
       g.groups.emplace_back();
       g.groups.back().params = config;
+      if (several) g.groups.back().experiment_id = r.experiment_id;
     }
     RunGroup& group = g.groups[it->second];
     group.runs.push_back(r.id);

@@ -16,6 +16,7 @@ namespace drover::report {
 bool IsSeedParam(const std::string& name);
 
 struct RunGroup {
+  int64_t experiment_id = 0;     // set when the runs come from several experiments
   Json params = Json::object();  // the config: the runs' params without their seeds
   std::vector<int64_t> runs;     // every run of the config, by id
   int n = 0;                     // succeeded runs with a finite score

@@ -186,6 +186,26 @@ TEST_F(RankingTest, EveryViewNamesTheSameBestRunForBestAndForLast) {
   ASSERT_EQ(summaries->status, 200) << summaries->body;
   EXPECT_NE(summaries->body.find("\"last\":\"NaN\""), std::string::npos) << summaries->body;
   EXPECT_NE(summaries->body.find("\"last\":\"Infinity\""), std::string::npos) << summaries->body;
+  // Two experiments compared together, through the daemon: one rule for both, or an error.
+  auto across = RunDrover({"compare", "peaks-best", "peaks-last", "--store", store_, "--json"});
+  EXPECT_EQ(across.exit_code, 2) << across.out;
+  EXPECT_NE(across.err.find("rank their runs differently (val_acc (max, best value) and val_acc "
+                            "(max, last value))"),
+            std::string::npos)
+      << across.err;
+  across = RunDrover(
+      {"compare", "peaks-best", "peaks-last", "--store", store_, "--json", "--summary", "last"});
+  ASSERT_EQ(across.exit_code, 0) << across.err;
+  Json both = Json::parse(across.out, nullptr, false);
+  ASSERT_TRUE(both.is_object()) << across.out;
+  EXPECT_EQ(both["runs"].size(), 8u);
+  EXPECT_EQ(both["experiments"].size(), 2u);
+  EXPECT_EQ(both["best_run"], 2);  // 0.94 in both steady runs: the first
+  auto both_text = RunDrover({"compare", "peaks-best", "peaks-last", "--store", store_,
+                              "--summary", "best"});
+  EXPECT_NE(both_text.out.find("experiment 2 (peaks-last)"), std::string::npos) << both_text.out;
+  EXPECT_NE(both_text.out.find("* best: run 3 by val_acc (max, best value)"), std::string::npos)
+      << both_text.out;
   EXPECT_EQ(http.Get("/api/v1/experiments/peaks-last/summaries", auth)->status, 400);
   EXPECT_EQ(http.Get("/api/v1/experiments/peaks-last/summaries?metric=val_acc&last=0", auth)
                 ->status,

@@ -114,7 +114,7 @@ PlateauDetector::PlateauDetector(std::string metric, bool maximize, const Detect
 std::optional<Finding> PlateauDetector::Add(int64_t step, double value) {
   if (!std::isfinite(value)) return std::nullopt;
   if (!best_) {
-    best_ = value;
+    first_ = best_ = value;
     best_step_ = step;
     since_best_ = 0;
     return std::nullopt;
@@ -125,11 +125,25 @@ std::optional<Finding> PlateauDetector::Add(int64_t step, double value) {
     best_ = value;
     best_step_ = step;
     since_best_ = 0;
+    recent_.clear();
+    recent_sum_ = 0;
     fired_ = false;
     return std::nullopt;
   }
   ++since_best_;
+  recent_.push_back(value);
+  recent_sum_ += value;
+  if (static_cast<int>(recent_.size()) > std::max(1, config_.plateau_window)) {
+    recent_sum_ -= recent_.front();
+    recent_.pop_front();
+  }
   if (fired_ || since_best_ < config_.plateau_window) return std::nullopt;
+  // Converged (it made progress and stays near its best): not a plateau worth a word. Looked at
+  // again with each later point, so a run that drifts away from its best is still reported.
+  const double progress = std::fabs(*first_ - *best_);
+  const bool moved = progress > kMinProgress * std::max(std::fabs(*first_), 1e-12);
+  const double gap = std::fabs(recent_sum_ / static_cast<double>(recent_.size()) - *best_);
+  if (moved && gap <= kFarFraction * progress) return std::nullopt;
   fired_ = true;
   Finding f;
   f.kind = "plateau";

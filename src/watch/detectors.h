@@ -68,7 +68,11 @@ class SpikeDetector {
   std::vector<double> sorted_;  // the same, sorted: O(1) median, O(log n) MAD
 };
 
-// No improvement of a metric for `plateau_window` points. `maximize` for accuracy-like metrics.
+// No improvement of a metric for `plateau_window` points, while the run is still far from its
+// best: a run that made progress and now stays near its best value has converged, which is no
+// finding. Far means the last `plateau_window` points average more than kFarFraction of the progress
+// (first value to best) away from the best, or the run has barely moved from its first value
+// (less than kMinProgress of it): stuck from the start. `maximize` for accuracy-like metrics.
 // Fires once per plateau; a later improvement re-arms it.
 class PlateauDetector {
  public:
@@ -79,10 +83,17 @@ class PlateauDetector {
   std::string metric_;
   bool maximize_;
   DetectorConfig config_;
+  std::optional<double> first_;
   std::optional<double> best_;
   int64_t best_step_ = 0;
   int since_best_ = 0;
+  std::deque<double> recent_;  // the last `plateau_window` points since the best
+  double recent_sum_ = 0;
   bool fired_ = false;
+
+ public:
+  static constexpr double kFarFraction = 0.1;
+  static constexpr double kMinProgress = 0.01;
 };
 
 // Steady growth of a run's GPU memory (bytes at time t): from the CUDA allocator's numbers the

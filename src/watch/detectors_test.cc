@@ -229,11 +229,35 @@ TEST(PlateauDetectorTest, ReArmsAfterImprovement) {
   EXPECT_EQ(fired, 1);
   EXPECT_FALSE(d.Add(6, 0.8));  // improvement: re-armed
   fired = 0;
-  for (int step = 7; step <= 10; ++step) fired += d.Add(step, 0.8).has_value();
+  // Stuck well above the best (0.9 against 0.8: half the progress from 1.0 away).
+  for (int step = 7; step <= 10; ++step) fired += d.Add(step, 0.9).has_value();
   EXPECT_EQ(fired, 0);
-  std::optional<Finding> f = d.Add(11, 0.8);
+  std::optional<Finding> f = d.Add(11, 0.9);
   ASSERT_TRUE(f);
   EXPECT_EQ(f->message, "loss has not improved for 5 points (best 0.8 at step 6)");
+}
+
+TEST(PlateauDetectorTest, ARunThatConvergedIsNoPlateauOneStuckFromTheStartIs) {
+  DetectorConfig config;
+  config.plateau_window = 50;
+  // The loss falls from 2.0 to 0.1 and stays there, within 0.002: converged.
+  PlateauDetector converged("loss", false, config);
+  int step = 0;
+  for (; step < 100; ++step) {
+    EXPECT_FALSE(converged.Add(step, 0.1 + 1.9 * std::exp(-0.1 * step))) << step;
+  }
+  for (; step < 400; ++step) {
+    EXPECT_FALSE(converged.Add(step, 0.1001 + 0.002 * ((step * 7919) % 100) / 100.0)) << step;
+  }
+  // Then it drifts back up, far from its best: that is reported.
+  bool fired = false;
+  for (; step < 500 && !fired; ++step) fired = converged.Add(step, 0.8).has_value();
+  EXPECT_TRUE(fired);
+  // A loss that never moves from where it started (a learning rate too low) is reported.
+  PlateauDetector stuck("loss", false, config);
+  fired = false;
+  for (int s = 0; s <= 50 && !fired; ++s) fired = stuck.Add(s, 2.3 + 0.0001 * (s % 3)).has_value();
+  EXPECT_TRUE(fired);
 }
 
 TEST(PlateauDetectorTest, TinyImprovementsDoNotCount) {

@@ -97,6 +97,16 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
           {"spec", "spec_yaml", "understood", "ignored", "base_dir"}),
       [options](const Json& args) -> Result<Json> {
         std::string path = args.value("recipe", std::string());
+        // The daemon's own recipes (serve --recipe) first, then the one nearest its folder.
+        for (const std::string& dir : options.recipe_dirs) {
+          if (!path.empty()) break;
+          std::error_code ec;
+          if (std::filesystem::is_regular_file(dir, ec)) {
+            path = dir;  // --recipe named the drover.yaml itself
+          } else if (auto found = FindRecipe(dir); found.ok()) {
+            path = *found;
+          }
+        }
         if (path.empty()) {
           auto found = FindRecipe(options.project_dir);
           if (!found.ok()) return Explain(found.status(), "pass `recipe` with the path of one");

@@ -162,6 +162,7 @@ int Serve(Globals& g, const ServeFlags& f) {
   self.token = *token;
   McpToolOptions mcp_options;
   mcp_options.project_dir = std::filesystem::current_path().string();
+  mcp_options.recipe_dirs = so.recipe_dirs;
   mcp::ToolRegistry mcp_tools = MakeDroverTools(self, mcp_options);
   mcp::McpServer mcp_server({"drover", DROVER_VERSION, "drover: GPU experiments"}, mcp_tools,
                             McpInstructions());

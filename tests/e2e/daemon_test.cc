@@ -741,7 +741,13 @@ TEST_F(DaemonTest, IdleGpuAlertsOnceAndMetricsPassPromtool) {
 // notification accepted with 202, GET refused with 405, the session ended by DELETE; and the
 // same checks as the API (token, Host).
 TEST_F(DaemonTest, McpOverStreamableHttp) {
-  StartDaemon();
+  // The daemon offers a recipe of its own (serve --recipe): /mcp's plan uses it.
+  fs::create_directories(dir_ / "proj");
+  Write("proj/drover.yaml",
+        "command: /usr/bin/python3 train.py --model {model}\n"
+        "params:\n  model: {choices: [mlp, cnn]}\n"
+        "metrics:\n  val_acc: {mode: max}\n");
+  StartDaemon({"--recipe", (dir_ / "proj").string()});
   auto http = Http();
   auto post = [&](const Json& body, const std::string& session) {
     httplib::Headers h = Auth();
@@ -782,6 +788,17 @@ TEST_F(DaemonTest, McpOverStreamableHttp) {
   Json g = Json::parse(gpus->body);
   EXPECT_EQ(g["id"], "g");
   EXPECT_EQ(g["result"]["structuredContent"]["gpus"].size(), 2u) << gpus->body;
+  auto plan = post({{"jsonrpc", "2.0"},
+                    {"id", "p"},
+                    {"method", "tools/call"},
+                    {"params",
+                     {{"name", "plan"}, {"arguments", {{"instruction", "compare mlp and cnn"}}}}}},
+                   session);
+  ASSERT_TRUE(plan);
+  Json planned = Json::parse(plan->body)["result"]["structuredContent"];
+  EXPECT_EQ(planned["base_dir"], fs::weakly_canonical(dir_ / "proj").string()) << plan->body;
+  EXPECT_EQ(planned["runs"], 2) << plan->body;
+  EXPECT_EQ(planned["spec"]["objective"]["metric"], "val_acc") << plan->body;
   auto bad = post({{"jsonrpc", "2.0"},
                    {"id", 2},
                    {"method", "tools/call"},

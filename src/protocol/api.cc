@@ -538,7 +538,12 @@ Result<std::map<int64_t, CurveSummary>> CurveSummariesFromJson(const Json& j) {
       return InvalidArgument("curve summaries: each run needs an integer run_id");
     }
     CurveSummary c;
-    c.points = r.value("points", int64_t{0});
+    if (r.contains("points")) {
+      if (!r["points"].is_number_integer()) {
+        return InvalidArgument("curve summaries: points must be an integer");
+      }
+      c.points = r["points"].get<int64_t>();
+    }
     for (auto [key, field] : {std::pair<const char*, double*>{"last", &c.last},
                               {"lowest", &c.lowest},
                               {"highest", &c.highest},

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "protocol/json_codec.h"
 
@@ -235,6 +236,34 @@ TEST(ApiCodec, MetricPointRoundTripIncludingNaN) {
   back = MetricPointFromJson(Wire(ToJson(p)));  // NaN travels as null
   ASSERT_TRUE(back.ok());
   EXPECT_TRUE(std::isnan(back->value));
+}
+
+TEST(ApiCodec, CurveSummariesRoundTripWithNaNAndInfinitiesAndRefuseBadShapes) {
+  CurveSummary c;
+  c.points = 3;
+  c.last = std::nan("");
+  c.lowest = 0.25;
+  c.highest = std::numeric_limits<double>::infinity();
+  c.mean_last = -std::numeric_limits<double>::infinity();
+  Json j = Wire(CurveSummariesJson({{7, c}}));
+  EXPECT_EQ(j["runs"][0]["last"], "NaN");
+  EXPECT_EQ(j["runs"][0]["highest"], "Infinity");
+  auto back = CurveSummariesFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  const CurveSummary& b = back->at(7);
+  EXPECT_EQ(b.points, 3);
+  EXPECT_TRUE(std::isnan(b.last));
+  EXPECT_EQ(b.lowest, 0.25);
+  EXPECT_EQ(b.highest, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(b.mean_last, -std::numeric_limits<double>::infinity());
+  // Whatever a peer sends, an error and never an exception.
+  for (const char* bad :
+       {R"([])", R"({"runs": 3})", R"({"runs": [3]})", R"({"runs": [{"run_id": "x"}]})",
+        R"({"runs": [{"run_id": 1, "points": "many"}]})",
+        R"({"runs": [{"run_id": 1, "last": "infinite"}]})",
+        R"({"runs": [{"run_id": 1, "last": [1]}]})"}) {
+    EXPECT_FALSE(CurveSummariesFromJson(Json::parse(bad)).ok()) << bad;
+  }
 }
 
 TEST(ApiCodec, RequestsAndResponsesRoundTrip) {

@@ -151,13 +151,16 @@ TEST_F(EngineWatchTest, TelemetryIsStoredOneAveragedRowPerGpuPerPeriod) {
   EXPECT_EQ(engine->latest_samples().size(), 1u);
 }
 
+// Every attempt exits 1 after 100 ms, saying its config is bad.
+FakeProcess ExitsWithABadConfig(const LaunchSpec&) {
+  FakeProcess p{100, 1};
+  p.stderr_text = "ValueError: bad config\n";
+  return p;
+}
+
 TEST_F(EngineWatchTest, ThreeFailuresOfOneConfigAlertOnceAndTheSpecsRetriesAreHonoured) {
   FakeGpuProbe probe({});
-  FakeLauncher launcher(clock_, [](const LaunchSpec&) {
-    FakeProcess p{100, 1};
-    p.stderr_text = "ValueError: bad config\n";
-    return p;
-  });
+  FakeLauncher launcher(clock_, ExitsWithABadConfig);
   auto engine = MakeEngine(launcher, probe);
   Spec spec = ParseSpec("name: broken\ncommand: python train.py\nretries: 5\nretry_backoff: 1s\n");
   ASSERT_TRUE(spec.retries_given);
@@ -189,11 +192,7 @@ TEST_F(EngineWatchTest, ThreeFailuresOfOneConfigAlertOnceAndTheSpecsRetriesAreHo
 
 TEST_F(EngineWatchTest, RetriesTheSpecLeftToADefaultStopAfterThreeOwnFailuresInARow) {
   FakeGpuProbe probe({});
-  FakeLauncher launcher(clock_, [](const LaunchSpec&) {
-    FakeProcess p{100, 1};
-    p.stderr_text = "ValueError: bad config\n";
-    return p;
-  });
+  FakeLauncher launcher(clock_, ExitsWithABadConfig);
   auto engine = MakeEngine(launcher, probe);
   Spec spec = ParseSpec("name: broken\ncommand: python train.py\nretry_backoff: 1s\n");
   EXPECT_FALSE(spec.retries_given);

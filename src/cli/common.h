@@ -70,6 +70,7 @@ Command RegisterReport(CLI::App& root, Globals& g);
 Command RegisterServe(CLI::App& root, Globals& g);
 Command RegisterSubmit(CLI::App& root, Globals& g);
 Command RegisterCancel(CLI::App& root, Globals& g);
+Command RegisterRetry(CLI::App& root, Globals& g);
 Command RegisterPriority(CLI::App& root, Globals& g);
 Command RegisterTop(CLI::App& root, Globals& g);
 Command RegisterAlerts(CLI::App& root, Globals& g);

@@ -379,6 +379,33 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
       Json{{"destructiveHint", true}}});
 
   r.Add(Tool{
+      "retry", "Retry runs",
+      "Run finished runs of an experiment again, as new attempts of the same runs with their "
+      "checkpoint folders (a script that checkpoints into $DROVER_CHECKPOINT_DIR resumes): the "
+      "failed ones, the cancelled ones (an interrupted sweep), or runs by id. Returns the run ids "
+      "queued again; wait follows them.",
+      Obj({{"experiment", Str("Experiment id or name")},
+           {"failed", {{"type", "boolean"}, {"description", "Retry the failed runs"}}},
+           {"cancelled", {{"type", "boolean"}, {"description", "Retry the cancelled runs"}}},
+           {"run_ids", ListOf({{"type", "integer"}, {"minimum", 1}})}},
+          {"experiment"}),
+      Obj({{"experiment_id", {{"type", "integer"}}},
+           {"run_ids", ListOf({{"type", "integer"}})}},
+          {"experiment_id", "run_ids"}),
+      [info](const Json& args) -> Result<Json> {
+        ApiClient client(info);
+        Json body = Json::object();
+        if (args.contains("failed")) body["failed"] = args["failed"];
+        if (args.contains("cancelled")) body["cancelled"] = args["cancelled"];
+        if (args.contains("run_ids")) body["runs"] = args["run_ids"];
+        auto r = client.Post("/experiments/" + Q(args["experiment"]) + "/retry", body);
+        if (!r.ok()) return Explain(r.status(), "list_runs shows the runs and their states");
+        auto reply = protocol::RetryResponseFromJson(*r);
+        if (!reply.ok()) return reply.status();
+        return protocol::ToJson(*reply);
+      }});
+
+  r.Add(Tool{
       "alerts", "Alerts",
       "What drover's watchers found, newest first: diverged or stalled runs, loss spikes, "
       "plateaus, GPU memory leaks, idle GPUs, fragmentation, configs that keep failing.",

@@ -91,44 +91,62 @@ int DryRun(Globals& g, const Spec& spec, const RunFlags& f, const std::string& f
 
 }  // namespace
 
-int RunSpec(Globals& g, const RunFlags& f) {
-  auto spec = ParseSpecFile(f.spec_path, f.sets);
-  if (!spec.ok()) return ReportError(spec.status());
+namespace {
+
+// The experiment a `drover run --resume` continues: the newest of the spec's name, which must
+// have been submitted with the same spec (after --set). nullopt when there is none.
+Result<std::optional<Experiment>> ExperimentToResume(Globals& g, const Spec& spec) {
+  DROVER_ASSIGN_OR_RETURN(auto catalog, OpenCatalog(g));
+  auto found = catalog->FindExperiment(spec.name);
+  if (!found.ok()) {
+    if (found.status().code() == Code::kNotFound) return std::optional<Experiment>();
+    return found.status();
+  }
+  if (found->spec != SpecToJson(spec)) {
+    return FailedPrecondition(fmt::format(
+        "the spec has changed since experiment {} ({}) was submitted, so it cannot be resumed "
+        "as it was: run it without --resume for a new experiment, or rerun that experiment's "
+        "unfinished runs as submitted with drover retry {}",
+        found->id, found->name, found->id));
+  }
+  return std::optional<Experiment>(*found);
+}
+
+int InterruptedNote(int64_t experiment_id, const RunFlags& f) {
+  std::fprintf(stderr,
+               "drover: interrupted; every run was stopped and recorded as cancelled. Continue "
+               "with: drover run --resume %s (or drover retry %lld)\n",
+               f.spec_path == "-" ? "SPEC" : ShellQuote(f.spec_path).c_str(),
+               static_cast<long long>(experiment_id));
+  return kExitInterrupted;
+}
+
+}  // namespace
+
+int FollowInDaemon(Globals& g, const DaemonInfo& daemon, int64_t experiment_id,
+                   const std::string& what, const RunFlags& f) {
+  if (!f.fake_gpus.empty() || f.cpus > 0 || !f.engine.policy.empty()) {
+    std::fprintf(stderr,
+                 "drover: note: the daemon's own --fake-gpus/--cpus/--policy apply, not these\n");
+  }
+  if (!f.json && !f.quiet) {
+    std::printf("experiment %lld (%s), in the daemon (pid %d); Ctrl-C detaches%s\n",
+                static_cast<long long>(experiment_id), what.c_str(), daemon.pid,
+                f.cancel_on_exit ? " and cancels" : "");
+    std::fflush(stdout);
+  }
+  ApiClient api(daemon);
+  int code = FollowExperiment(api, experiment_id, {f.cancel_on_exit, f.json, f.quiet});
+  // Detached or cancelled at Ctrl-C: the experiment is not over, so there is nothing to report.
+  if (code != kExitInterrupted) WriteReportAtEnd(g, experiment_id, f);
+  return code;
+}
+
+int RunInForeground(Globals& g, const RunFlags& f, const QueueStep& queue) {
   std::string fake = f.fake_gpus;
   if (fake.empty()) {
     if (const char* env = std::getenv("DROVER_FAKE_GPUS")) fake = env;
   }
-  if (!fake.empty()) {
-    // Checked before a dry run too: a typo in the flag should not wait for the real run.
-    auto parsed = ParseFakeGpus(fake);
-    if (!parsed.ok()) return ReportError(parsed.status());
-  }
-  if (f.dry_run) return DryRun(g, *spec, f, fake);
-
-  if (auto daemon = FindDaemon(g)) {
-    // A daemon owns this store: it runs the experiment; this process only follows it.
-    if (!fake.empty() || f.cpus > 0 || !f.engine.policy.empty()) {
-      std::fprintf(stderr,
-                   "drover: note: the daemon's own --fake-gpus/--cpus/--policy apply, not these\n");
-    }
-    ApiClient api(*daemon);
-    CatchInterruptsForFollow();
-    auto sub = SubmitToDaemon(api, f.spec_path, f.sets);
-    if (!sub.ok()) return ReportError(sub.status());
-    if (!f.json && !f.quiet) {
-      std::printf(
-          "experiment %lld (%s): %zu run%s, queued in the daemon (pid %d); Ctrl-C "
-          "detaches%s\n",
-          static_cast<long long>(sub->experiment_id), spec->name.c_str(), sub->run_ids.size(),
-          sub->run_ids.size() == 1 ? "" : "s", daemon->pid, f.cancel_on_exit ? " and cancels" : "");
-      std::fflush(stdout);
-    }
-    int code = FollowExperiment(api, sub->experiment_id, {f.cancel_on_exit, f.json, f.quiet});
-    // Detached or cancelled at Ctrl-C: the experiment is not over, so there is nothing to report.
-    if (code != kExitInterrupted) WriteReportAtEnd(g, sub->experiment_id, f);
-    return code;
-  }
-
   PosixLauncher launcher;  // blocks SIGINT/SIGTERM/SIGCHLD: the engine takes them in its loop
   if (Status st = CheckStoreDir(g); !st.ok()) return ReportError(st);
   auto setup = PrepareEngine(g, fake, f.engine);
@@ -153,8 +171,8 @@ int RunSpec(Globals& g, const RunFlags& f) {
   // their end is unknown), so nothing submitted to this store is lost.
   auto recovered = engine.Recover();
   if (!recovered.ok()) return ReportError(recovered.status());
-  auto submitted = engine.Submit(*spec);
-  if (!submitted.ok()) return ReportError(submitted.status());
+  auto queued = queue(engine, **store);
+  if (!queued.ok()) return ReportError(queued.status());
   if (recovered->experiments > 0 && !f.quiet && !f.json) {
     std::printf(
         "resuming %d earlier experiment(s) left unfinished: %d queued, %d requeued, %d "
@@ -165,23 +183,15 @@ int RunSpec(Globals& g, const RunFlags& f) {
 
   bool human = !f.json && !f.quiet;
   if (human) {
-    const Snapshot& s = submitted->snapshot;
-    std::string code = s.git ? fmt::format("git {}{}, ", s.git_commit.substr(0, 12),
-                                           s.git_diff.empty() ? "" : " + uncommitted changes")
-                             : "";
-    std::printf("experiment %lld (%s): %zu run%s, code snapshot %s (%s%lld files)\n",
-                static_cast<long long>(submitted->experiment_id), spec->name.c_str(),
-                submitted->runs.size(), submitted->runs.size() == 1 ? "" : "s",
-                s.hash.substr(0, 12).c_str(), code.c_str(), static_cast<long long>(s.files));
+    std::printf("%s\n", queued->headline.c_str());
     std::printf("on %s, %d CPU slots\n", PoolSummary(engine.gpus(), setup->probe->Kind()).c_str(),
                 engine.cpu_slots());
     std::fflush(stdout);
   }
-  std::string metric = spec->objective ? spec->objective->metric : "";
-  std::vector<std::string> varying = VaryingParams(submitted->runs);
+  std::vector<std::string> varying = VaryingParams(queued->runs);
   bool live = human && ::isatty(STDOUT_FILENO) && std::getenv("TERM") != nullptr &&
               std::string(std::getenv("TERM")) != "dumb";
-  ProgressView view(stdout, live, clock, spec->name, submitted->runs, varying, metric);
+  ProgressView view(stdout, live, clock, queued->name, queued->runs, varying, queued->metric);
   Status st = engine.RunUntilDone(human ? &view : nullptr);
   if (human) view.Finish();
   // Webhooks still being sent (the last run's alert, say) get their chance before exit.
@@ -190,9 +200,10 @@ int RunSpec(Globals& g, const RunFlags& f) {
   }
   if (!st.ok()) return ReportError(st);
 
-  auto exp = (*store)->GetExperiment(submitted->experiment_id);
+  const int64_t experiment_id = queued->experiment_id;
+  auto exp = (*store)->GetExperiment(experiment_id);
   RunFilter filter;
-  filter.experiment_id = submitted->experiment_id;
+  filter.experiment_id = experiment_id;
   auto runs = (*store)->ListRuns(filter);
   if (!exp.ok() || !runs.ok() || !exp->has_value()) {
     return ReportError(!exp.ok() ? exp.status() : runs.status());
@@ -200,39 +211,146 @@ int RunSpec(Globals& g, const RunFlags& f) {
   int code = PrintResults(*CatalogOf(**store), **exp, *runs, f.json, f.quiet);
   if (human) {
     AlertFilter af;
-    af.experiment_id = submitted->experiment_id;
+    af.experiment_id = experiment_id;
     auto alerts = (*store)->ListAlerts(af);
     if (alerts.ok() && !alerts->empty()) {
       std::printf("%zu alert%s raised: drover alerts -e %lld\n", alerts->size(),
-                  alerts->size() == 1 ? "" : "s",
-                  static_cast<long long>(submitted->experiment_id));
+                  alerts->size() == 1 ? "" : "s", static_cast<long long>(experiment_id));
     }
   }
-  if (engine.interrupted()) {
-    std::fprintf(stderr, "drover: interrupted; every run was stopped and recorded as cancelled\n");
-    return kExitInterrupted;
-  }
-  WriteReportAtEnd(g, submitted->experiment_id, f);
+  if (engine.interrupted()) return InterruptedNote(experiment_id, f);
+  WriteReportAtEnd(g, experiment_id, f);
   return code;
+}
+
+int RunSpec(Globals& g, const RunFlags& f) {
+  auto spec = ParseSpecFile(f.spec_path, f.sets);
+  if (!spec.ok()) return ReportError(spec.status());
+  std::string fake = f.fake_gpus;
+  if (fake.empty()) {
+    if (const char* env = std::getenv("DROVER_FAKE_GPUS")) fake = env;
+  }
+  if (!fake.empty()) {
+    // Checked before a dry run too: a typo in the flag should not wait for the real run.
+    auto parsed = ParseFakeGpus(fake);
+    if (!parsed.ok()) return ReportError(parsed.status());
+  }
+  if (f.dry_run) return DryRun(g, *spec, f, fake);
+
+  std::optional<Experiment> resume;
+  if (f.resume) {
+    auto found = ExperimentToResume(g, *spec);
+    if (!found.ok()) return ReportError(found.status());
+    resume = *found;
+    if (!resume) {
+      std::fprintf(stderr, "drover: nothing to resume: no experiment named %s in %s; starting it\n",
+                   spec->name.c_str(), StoreDir(g).c_str());
+    }
+  }
+  // Its cancelled runs (Ctrl-C) go back to the queue; its failed ones stay failed (drover retry
+  // --failed reruns them), which the user is told.
+  cmd::Retry cancelled;
+  if (resume) {
+    cancelled.experiment_id = resume->id;
+    cancelled.cancelled = true;
+  }
+  auto note_failed = [&](const std::vector<Run>& all) {
+    int failed = 0;
+    for (const Run& r : all) failed += r.state == RunState::kFailed;
+    if (failed > 0 && !f.quiet) {
+      std::fprintf(stderr, "drover: note: %s not rerun: drover retry %lld --failed reruns %s\n",
+                   Count(failed, "failed run").c_str(), static_cast<long long>(resume->id),
+                   failed == 1 ? "it" : "them");
+    }
+  };
+
+  if (auto daemon = FindDaemon(g)) {
+    // A daemon owns this store: it runs the experiment; this process only follows it.
+    ApiClient api(*daemon);
+    CatchInterruptsForFollow();
+    int64_t experiment_id = 0;
+    std::string what;
+    if (resume) {
+      protocol::RetryRequest req;
+      req.cancelled = true;
+      auto r = api.Post(fmt::format("/experiments/{}/retry", resume->id), protocol::ToJson(req));
+      if (!r.ok()) return ReportError(r.status());
+      auto reply = protocol::RetryResponseFromJson(*r);
+      if (!reply.ok()) return ReportError(reply.status());
+      auto runs = FetchRuns(api, resume->id);
+      if (runs.ok()) note_failed(*runs);
+      experiment_id = resume->id;
+      what = fmt::format("{}: resumed, {} queued again", spec->name,
+                         Count(static_cast<int64_t>(reply->run_ids.size()), "run"));
+    } else {
+      auto sub = SubmitToDaemon(api, f.spec_path, f.sets);
+      if (!sub.ok()) return ReportError(sub.status());
+      experiment_id = sub->experiment_id;
+      what = fmt::format("{}: {}, queued", spec->name,
+                         Count(static_cast<int64_t>(sub->run_ids.size()), "run"));
+    }
+    return FollowInDaemon(g, *daemon, experiment_id, what, f);
+  }
+
+  const std::string metric = spec->objective ? spec->objective->metric : "";
+  return RunInForeground(g, f, [&](Engine& engine, Store& store) -> Result<QueuedRuns> {
+    QueuedRuns q;
+    q.name = spec->name;
+    q.metric = metric;
+    if (resume) {
+      DROVER_ASSIGN_OR_RETURN(q.runs, engine.Retry(cancelled));
+      RunFilter filter;
+      filter.experiment_id = resume->id;
+      DROVER_ASSIGN_OR_RETURN(auto all, store.ListRuns(filter));
+      note_failed(all);
+      q.experiment_id = resume->id;
+      q.headline = fmt::format("experiment {} ({}): resumed, {} queued again", resume->id,
+                               spec->name, Count(static_cast<int64_t>(q.runs.size()), "run"));
+      return q;
+    }
+    DROVER_ASSIGN_OR_RETURN(SubmitResult submitted, engine.Submit(*spec));
+    const Snapshot& s = submitted.snapshot;
+    std::string code = s.git ? fmt::format("git {}{}, ", s.git_commit.substr(0, 12),
+                                           s.git_diff.empty() ? "" : " + uncommitted changes")
+                             : "";
+    q.experiment_id = submitted.experiment_id;
+    q.runs = submitted.runs;
+    q.headline = fmt::format("experiment {} ({}): {}, code snapshot {} ({}{} files)",
+                             submitted.experiment_id, spec->name,
+                             Count(static_cast<int64_t>(submitted.runs.size()), "run"),
+                             s.hash.substr(0, 12), code, s.files);
+    return q;
+  });
 }
 
 void AddRunOptions(CLI::App* app, RunFlags* flags, bool json) {
   app->add_option("--set", flags->sets,
                   "Override a spec value: key=value (retries=2, resources.gpus=0, lr=0.1, "
                   "batch_size=[32,64]); repeatable");
+  app->add_flag("--dry-run", flags->dry_run,
+                "List the expanded runs and their commands, and check that they fit this "
+                "machine's GPUs and CPU slots; run nothing");
+  AddEngineRunOptions(app, flags, json);
+}
+
+void AddEngineRunOptions(CLI::App* app, RunFlags* flags, bool json) {
   app->add_option("--fake-gpus", flags->fake_gpus,
                   "Schedule onto declared GPUs instead of real ones, e.g. 2x16GiB "
                   "(or $DROVER_FAKE_GPUS)");
   app->add_option("--cpus", flags->cpus, "CPU slots shared by all runs (default: the CPU count)")
       ->check(CLI::PositiveNumber);
-  app->add_flag("--dry-run", flags->dry_run,
-                "List the expanded runs and their commands, and check that they fit this "
-                "machine's GPUs and CPU slots; run nothing");
   if (json) app->add_flag("--json", flags->json, "Print the final results as JSON");
   app->add_flag("-q,--quiet", flags->quiet, "Print nothing but errors");
   app->add_flag("--cancel-on-exit", flags->cancel_on_exit,
                 "With a daemon: Ctrl-C cancels the experiment instead of detaching");
   AddEngineFlags(app, flags->engine);
+}
+
+void AddResumeOption(CLI::App* app, RunFlags* flags) {
+  app->add_flag("--resume", flags->resume,
+                "Continue the newest experiment of this spec's name instead of starting a new "
+                "one: its cancelled runs (Ctrl-C) run again as new attempts of the same runs, "
+                "with their checkpoint folders; finished runs are not rerun");
 }
 
 Command RegisterRun(CLI::App& root, Globals& g) {
@@ -243,6 +361,7 @@ Command RegisterRun(CLI::App& root, Globals& g) {
                   "The experiment spec (YAML; - reads it from standard input); see docs/spec.md")
       ->required();
   AddRunOptions(app, flags.get());
+  AddResumeOption(app, flags.get());
   return {app, [&g, flags] { return RunSpec(g, *flags); }};
 }
 

@@ -1,11 +1,19 @@
 #pragma once
 // The options of `drover run`, which `drover ask` takes too: it plans a spec, then runs it as
 // `drover run` would, with the same overrides, GPUs, CPU slots and engine options.
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "cli/client.h"
 #include "cli/common.h"
 #include "cli/engine_setup.h"
+#include "model/run.h"
+
+namespace drover {
+class Engine;
+class Store;
+}  // namespace drover
 
 namespace drover::cli {
 
@@ -17,6 +25,7 @@ struct RunFlags {
   bool json = false;
   bool quiet = false;
   bool cancel_on_exit = false;
+  bool resume = false;  // drover run --resume (not drover ask)
   int cpus = 0;
   EngineFlags engine;
 };
@@ -24,9 +33,32 @@ struct RunFlags {
 // Every option of `drover run` but its spec argument; --json only with `json` (drover ask has
 // its own).
 void AddRunOptions(CLI::App* app, RunFlags* flags, bool json = true);
+// Those of the options that concern the engine and the output, not the spec (drover retry).
+void AddEngineRunOptions(CLI::App* app, RunFlags* flags, bool json = true);
+// --resume (drover run alone).
+void AddResumeOption(CLI::App* app, RunFlags* flags);
 
 // Runs the spec at f.spec_path as `drover run` does (through the daemon when one serves the
 // store).
 int RunSpec(Globals& g, const RunFlags& f);
+
+// What a foreground engine is to run, once it has taken over the store's unfinished runs: an
+// experiment's runs it has just queued (a submit, a resume, a retry), and how to present them.
+struct QueuedRuns {
+  int64_t experiment_id = 0;
+  std::string name;      // the experiment's
+  std::string metric;    // its objective's metric, for the progress view ("": none)
+  std::string headline;  // the first line printed ("experiment 3 (digits): 4 runs, ...")
+  std::vector<Run> runs;
+};
+using QueueStep = std::function<Result<QueuedRuns>(Engine& engine, Store& store)>;
+// `drover run` without a daemon: an engine in this process takes over the store, `queue` queues
+// the runs, and it runs until every run is finished (Ctrl-C cancels them), then prints the
+// experiment's results and writes its report.
+int RunInForeground(Globals& g, const RunFlags& f, const QueueStep& queue);
+// With a daemon: follows the experiment until its runs are finished (Ctrl-C detaches, or cancels
+// with --cancel-on-exit), then writes its report. `what` says what was queued.
+int FollowInDaemon(Globals& g, const DaemonInfo& daemon, int64_t experiment_id,
+                   const std::string& what, const RunFlags& f);
 
 }  // namespace drover::cli

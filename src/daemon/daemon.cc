@@ -68,6 +68,15 @@ Status Daemon::SetPriority(int64_t run_id, int priority) {
   return Call(cmd::SetPriority{run_id, priority}).status();
 }
 
+Result<std::vector<int64_t>> Daemon::Retry(int64_t experiment_id,
+                                           const protocol::RetryRequest& which) {
+  DROVER_ASSIGN_OR_RETURN(CommandReply reply,
+                          Call(cmd::Retry{experiment_id, which.failed, which.cancelled, which.runs}));
+  std::vector<int64_t> ids;
+  for (const Run& r : std::get<std::vector<Run>>(reply)) ids.push_back(r.id);
+  return ids;
+}
+
 std::vector<protocol::GpuStatus> Daemon::StatusOf(const GpuReading& reading) {
   std::vector<protocol::GpuStatus> out;
   for (const auto& v : reading.views) {

@@ -11,6 +11,7 @@
 
 #include "common/status.h"
 #include "model/gpu.h"
+#include "model/run.h"
 #include "model/spec.h"
 
 namespace drover {
@@ -36,11 +37,19 @@ struct SetPriority {
   int64_t run_id = 0;
   int priority = 0;
 };
+// Queue finished runs of an experiment again as new attempts of the same runs (Engine::Retry):
+// the failed ones, the cancelled ones and those named. At least one must be asked for.
+struct Retry {
+  int64_t experiment_id = 0;
+  bool failed = false;
+  bool cancelled = false;
+  std::vector<int64_t> run_ids;  // named runs, in any finished state
+};
 struct ReadGpus {};  // the pool as the engine holds it, with the latest telemetry
 }  // namespace cmd
 
 using Command = std::variant<cmd::CheckSubmit, cmd::Commit, cmd::CancelRun, cmd::CancelExperiment,
-                             cmd::SetPriority, cmd::ReadGpus>;
+                             cmd::SetPriority, cmd::Retry, cmd::ReadGpus>;
 // "check_submit", "commit", "cancel_run", ...: for logs.
 std::string_view NameOf(const Command& c);
 
@@ -52,8 +61,10 @@ struct GpuReading {
 };
 
 // A command's answer: nothing (CheckSubmit, the cancels, SetPriority), the submitted experiment
-// (Commit) or the pool (ReadGpus); an error says why the command was refused.
-using CommandReply = std::variant<std::monostate, std::shared_ptr<SubmitResult>, GpuReading>;
+// (Commit), the runs queued again (Retry) or the pool (ReadGpus); an error says why the command
+// was refused.
+using CommandReply =
+    std::variant<std::monostate, std::shared_ptr<SubmitResult>, std::vector<Run>, GpuReading>;
 
 struct PostedCommand {
   Command command;

@@ -176,6 +176,7 @@ std::string_view NameOf(const Command& c) {
     std::string_view operator()(const cmd::CancelRun&) const { return "cancel_run"; }
     std::string_view operator()(const cmd::CancelExperiment&) const { return "cancel_experiment"; }
     std::string_view operator()(const cmd::SetPriority&) const { return "set_priority"; }
+    std::string_view operator()(const cmd::Retry&) const { return "retry"; }
     std::string_view operator()(const cmd::ReadGpus&) const { return "read_gpus"; }
   };
   return std::visit(Name{}, c);
@@ -213,6 +214,10 @@ Result<CommandReply> Engine::Dispatch(Command& command) {
     }
     Result<CommandReply> operator()(cmd::SetPriority& c) {
       return done(e.SetPriority(c.run_id, c.priority));
+    }
+    Result<CommandReply> operator()(cmd::Retry& c) {
+      DROVER_ASSIGN_OR_RETURN(std::vector<Run> runs, e.Retry(c));
+      return CommandReply{std::move(runs)};
     }
     Result<CommandReply> operator()(cmd::ReadGpus&) {
       return CommandReply{GpuReading{e.GpuViews(), e.devices_, e.latest_samples_}};

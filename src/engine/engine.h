@@ -212,6 +212,13 @@ class Engine {
   // Carries out one command (on the loop's thread: Serve calls it for each posted one).
   Result<CommandReply> Dispatch(Command& command);
 
+  // Queues finished runs of an experiment again (drover retry, drover run --resume): each goes
+  // back to queued and its next start is a new attempt of the same run, with the same checkpoint
+  // folder ($DROVER_CHECKPOINT_DIR), so a script that checkpoints resumes. Its retry budget and
+  // failure streak start afresh: an explicit retry is never blocked by them. Returns the runs
+  // queued again (none when nothing matched); runs named that are not finished are an error.
+  Result<std::vector<Run>> Retry(const cmd::Retry& which);
+
   // Commands, on the loop's thread only.
   Status CancelRun(int64_t run_id);
   Status CancelExperiment(int64_t experiment_id);
@@ -235,6 +242,10 @@ class Engine {
   struct ExperimentEntry;
 
   Status InitGpus();
+  // The engine's entry for a stored experiment, made (spec, snapshot) when it has none yet.
+  Result<ExperimentEntry*> EntryFor(const Experiment& e);
+  // What a run's ended attempts count for (its GPU time; the work of its preempted attempts).
+  static void CountEarlierAttempts(Live& live, const std::vector<Attempt>& attempts);
   void Tx();
   Status Flush();
   // Flush's commit failed for want of room and the store kept its writes (Store::CommitPending).

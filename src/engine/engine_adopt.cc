@@ -44,6 +44,30 @@ int64_t StartedMs(const Attempt& a, int64_t fallback_ms) {
 
 }  // namespace
 
+Result<Engine::ExperimentEntry*> Engine::EntryFor(const Experiment& e) {
+  if (auto it = experiments_.find(e.id); it != experiments_.end()) return it->second.get();
+  auto entry = std::make_unique<ExperimentEntry>();
+  entry->experiment = e;
+  DROVER_ASSIGN_OR_RETURN(entry->spec, SpecFromJson(e.spec));
+  entry->predictor_key = PredictorKey(entry->spec.name, entry->spec.params);
+  DROVER_ASSIGN_OR_RETURN(auto snap, store_.GetSnapshot(e.snapshot_hash));
+  if (snap) entry->snapshot = *snap;
+  ExperimentEntry* ep = entry.get();
+  experiments_[e.id] = std::move(entry);
+  return ep;
+}
+
+void Engine::CountEarlierAttempts(Live& live, const std::vector<Attempt>& attempts) {
+  // The GPU time its earlier attempts had still counts (las, default).
+  for (const Attempt& a : attempts) {
+    if (!a.ended || a.ended_ms < a.started_ms) continue;
+    live.attained_gpu_ms += (a.ended_ms - a.started_ms) * static_cast<Millis>(a.gpus.size());
+    if (ParseAttemptOutcome(a.reason) == AttemptOutcome::kPreempted) {
+      live.preempted_ms += a.ended_ms - a.started_ms;
+    }
+  }
+}
+
 Result<RecoverySummary> Engine::Recover() {
   DROVER_RETURN_IF_ERROR(InitGpus());
   RecoverySummary summary;
@@ -55,14 +79,7 @@ Result<RecoverySummary> Engine::Recover() {
     RunFilter filter;
     filter.experiment_id = e->id;
     DROVER_ASSIGN_OR_RETURN(auto runs, store_.ListRuns(filter));
-    auto entry = std::make_unique<ExperimentEntry>();
-    entry->experiment = *e;
-    DROVER_ASSIGN_OR_RETURN(entry->spec, SpecFromJson(e->spec));
-    entry->predictor_key = PredictorKey(entry->spec.name, entry->spec.params);
-    DROVER_ASSIGN_OR_RETURN(auto snap, store_.GetSnapshot(e->snapshot_hash));
-    if (snap) entry->snapshot = *snap;
-    ExperimentEntry* ep = entry.get();
-    experiments_[e->id] = std::move(entry);
+    DROVER_ASSIGN_OR_RETURN(ExperimentEntry * ep, EntryFor(*e));
     ++summary.experiments;
     std::vector<std::pair<int64_t, ProcessExit>> ended;
     for (const Run& r : runs) {
@@ -79,14 +96,7 @@ Result<RecoverySummary> Engine::Recover() {
       if (r.attempts > 0 || r.state == RunState::kRunning) {
         DROVER_ASSIGN_OR_RETURN(attempts, store_.ListAttempts(r.id));
       }
-      // The GPU time its earlier attempts had still counts (las, default).
-      for (const Attempt& a : attempts) {
-        if (!a.ended || a.ended_ms < a.started_ms) continue;
-        l.attained_gpu_ms += (a.ended_ms - a.started_ms) * static_cast<Millis>(a.gpus.size());
-        if (ParseAttemptOutcome(a.reason) == AttemptOutcome::kPreempted) {
-          l.preempted_ms += a.ended_ms - a.started_ms;
-        }
-      }
+      CountEarlierAttempts(l, attempts);
       Queue(l);
       // A start the last engine made and did not get to record (it is committed with its loop's
       // interval): its exit file names the process. It is taken over as a running attempt (or

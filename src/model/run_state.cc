@@ -143,6 +143,8 @@ std::string_view ToString(RunEvent e) {
       return "fail";
     case RunEvent::kCancel:
       return "cancel";
+    case RunEvent::kRequeue:
+      return "requeue";
   }
   return "?";
 }
@@ -164,6 +166,9 @@ Result<RunState> Transition(RunState from, RunEvent event) {
       break;
     case RunEvent::kCancel:
       if (!IsFinal(from)) return S::kCancelled;
+      break;
+    case RunEvent::kRequeue:
+      if (IsFinal(from)) return S::kQueued;
       break;
   }
   return FailedPrecondition(

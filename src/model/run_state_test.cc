@@ -39,6 +39,21 @@ TEST(RunState, FinalStatesAreFinal) {
   }
 }
 
+TEST(RunState, OnlyFinishedRunsAreRequeued) {
+  // drover retry / run --resume: a finished run goes back to the queue for a new attempt.
+  for (RunState s : {RunState::kSucceeded, RunState::kFailed, RunState::kCancelled}) {
+    auto r = Transition(s, RunEvent::kRequeue);
+    ASSERT_TRUE(r.ok()) << ToString(s);
+    EXPECT_EQ(*r, RunState::kQueued);
+  }
+  for (RunState s : {RunState::kQueued, RunState::kRunning, RunState::kRetrying}) {
+    auto r = Transition(s, RunEvent::kRequeue);
+    ASSERT_FALSE(r.ok()) << ToString(s);
+    EXPECT_EQ(r.status().message(),
+              "a run that is " + std::string(ToString(s)) + " cannot requeue");
+  }
+}
+
 TEST(RunState, IllegalTransitionSaysWhy) {
   auto r = Transition(RunState::kQueued, RunEvent::kSucceed);
   ASSERT_FALSE(r.ok());

@@ -1,5 +1,7 @@
 #include "protocol/api.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
 #include <set>
@@ -288,6 +290,43 @@ Result<PriorityRequest> PriorityRequestFromJson(const Json& j) {
   FieldReader f(j, "priority request");
   f.RejectUnknown({"priority"});
   f.Get("priority", r.priority, true);
+  if (!f.ok()) return f.status();
+  return r;
+}
+
+Json ToJson(const RetryRequest& r) {
+  return {{"failed", r.failed}, {"cancelled", r.cancelled}, {"runs", r.runs}};
+}
+
+Result<RetryRequest> RetryRequestFromJson(const Json& j) {
+  RetryRequest r;
+  FieldReader f(j, "retry request");
+  f.RejectUnknown({"failed", "cancelled", "runs"});
+  f.Get("failed", r.failed);
+  f.Get("cancelled", r.cancelled);
+  f.GetInts("runs", r.runs);
+  if (!f.ok()) return f.status();
+  if (r.runs.size() > RetryRequest::kMaxRuns) {
+    return InvalidArgument(fmt::format("retry request: runs: at most {} ids at once, got {}",
+                                       RetryRequest::kMaxRuns, r.runs.size()));
+  }
+  if (!r.failed && !r.cancelled && r.runs.empty()) {
+    return InvalidArgument(
+        "retry request: say which runs to retry: \"failed\": true, \"cancelled\": true or "
+        "\"runs\": [ids]");
+  }
+  return r;
+}
+
+Json ToJson(const RetryResponse& r) {
+  return {{"experiment_id", r.experiment_id}, {"run_ids", r.run_ids}};
+}
+
+Result<RetryResponse> RetryResponseFromJson(const Json& j) {
+  RetryResponse r;
+  FieldReader f(j, "retry response");
+  f.Get("experiment_id", r.experiment_id, true);
+  f.GetInts("run_ids", r.run_ids, true);
   if (!f.ok()) return f.status();
   return r;
 }

@@ -46,6 +46,26 @@ struct PriorityRequest {
 };
 Result<PriorityRequest> PriorityRequestFromJson(const Json& j);
 
+// POST /api/v1/experiments/{id}/retry: which finished runs go back to the queue as new attempts
+// of the same runs (drover retry, drover run --resume). At least one of the three.
+struct RetryRequest {
+  bool failed = false;
+  bool cancelled = false;
+  std::vector<int64_t> runs;  // run ids, in any finished state
+  // At most this many ids in one request.
+  static constexpr size_t kMaxRuns = 100'000;
+};
+Json ToJson(const RetryRequest& r);
+Result<RetryRequest> RetryRequestFromJson(const Json& j);
+
+// Its answer: the runs queued again (none when nothing matched).
+struct RetryResponse {
+  int64_t experiment_id = 0;
+  std::vector<int64_t> run_ids;
+};
+Json ToJson(const RetryResponse& r);
+Result<RetryResponse> RetryResponseFromJson(const Json& j);
+
 // Live state of one GPU (GET /api/v1/gpus).
 struct GpuStatus {
   int index = 0;

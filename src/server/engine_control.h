@@ -27,6 +27,9 @@ class EngineControl {
   virtual Status CancelRun(int64_t run_id) = 0;
   virtual Status CancelExperiment(int64_t experiment_id) = 0;
   virtual Status SetPriority(int64_t run_id, int priority) = 0;
+  // Queues finished runs of the experiment again; returns the ids queued.
+  virtual Result<std::vector<int64_t>> Retry(int64_t experiment_id,
+                                             const protocol::RetryRequest& which) = 0;
   virtual std::vector<protocol::GpuStatus> Gpus() = 0;
   // Events after `after_seq`, waiting up to timeout_ms for at least one. Events older than the
   // buffer are gone; the first returned then has a seq > after_seq + 1.

@@ -1,4 +1,4 @@
-// /api/v1/experiments: list, one (with its runs), submit, cancel.
+// /api/v1/experiments: list, one (with its runs), submit, cancel, retry.
 #include "protocol/json_codec.h"
 #include "server/routes.h"
 
@@ -58,6 +58,18 @@ Status Cancel(ServerContext& ctx, const httplib::Request& req, httplib::Response
   return Status::Ok();
 }
 
+// Finished runs back to the queue as new attempts of the same runs (drover retry).
+Status Retry(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  DROVER_ASSIGN_OR_RETURN(Experiment e, LoadExperiment(ctx, req.matches[1].str()));
+  DROVER_ASSIGN_OR_RETURN(Json body, ParseJsonBody(req));
+  DROVER_ASSIGN_OR_RETURN(protocol::RetryRequest which, protocol::RetryRequestFromJson(body));
+  protocol::RetryResponse reply;
+  reply.experiment_id = e.id;
+  DROVER_ASSIGN_OR_RETURN(reply.run_ids, ctx.engine.Retry(e.id, which));
+  SendJson(res, 200, protocol::ToJson(reply));
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterExperimentsRoutes(httplib::Server& http, ServerContext& ctx) {
@@ -66,6 +78,7 @@ void RegisterExperimentsRoutes(httplib::Server& http, ServerContext& ctx) {
   http.Post(base, Route(ctx, Submit));
   http.Get(base + "/([^/]+)", Route(ctx, Get));
   http.Post(base + "/([^/]+)/cancel", Route(ctx, Cancel));
+  http.Post(base + "/([^/]+)/retry", Route(ctx, Retry));
 }
 
 }  // namespace drover::server

@@ -275,6 +275,36 @@ TEST_F(RunsRoutesTest, CancelExperimentByIdOrName) {
   EXPECT_EQ(Post("/api/v1/experiments/zzz/cancel", "").status, 404);
 }
 
+TEST_F(RunsRoutesTest, RetryReachesTheEngineWithWhatToRetry) {
+  Fill();
+  StartServer();
+  auto r = Post("/api/v1/experiments/alpha/retry", R"({"runs": [1, 2]})");
+  EXPECT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body, Json::parse(R"({"experiment_id": 1, "run_ids": [1, 2]})"));
+  auto decoded = protocol::RetryResponseFromJson(r.body);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(decoded->run_ids, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(Post("/api/v1/experiments/2/retry", R"({"failed": true, "cancelled": true})").status,
+            200);
+  auto calls = engine_.Locked([&] { return engine_.retried; });
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].first, 1);
+  EXPECT_FALSE(calls[0].second.failed);
+  EXPECT_EQ(calls[1].first, 2);
+  EXPECT_TRUE(calls[1].second.failed);
+  EXPECT_TRUE(calls[1].second.cancelled);
+  // Nothing asked for, a misspelt field, a wrong type, an unknown experiment: refused, with why.
+  auto empty = Post("/api/v1/experiments/1/retry", "{}");
+  EXPECT_EQ(empty.status, 400);
+  EXPECT_NE(empty.raw.find("say which runs to retry"), std::string::npos) << empty.raw;
+  auto typo = Post("/api/v1/experiments/1/retry", R"({"failled": true})");
+  EXPECT_EQ(typo.status, 400);
+  EXPECT_NE(typo.raw.find("unknown field"), std::string::npos) << typo.raw;
+  EXPECT_EQ(Post("/api/v1/experiments/1/retry", R"({"runs": ["a"]})").status, 400);
+  EXPECT_EQ(Post("/api/v1/experiments/zzz/retry", R"({"failed": true})").status, 404);
+  EXPECT_EQ(engine_.Locked([&] { return engine_.retried.size(); }), 2u);
+}
+
 TEST_F(RunsRoutesTest, Gpus) {
   engine_.gpus = {{.index = 0,
                    .name = "fake",

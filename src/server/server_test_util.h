@@ -42,6 +42,12 @@ class FakeEngineControl : public EngineControl {
     priorities.emplace_back(run_id, priority);
     return Status::Ok();
   }
+  Result<std::vector<int64_t>> Retry(int64_t experiment_id,
+                                     const protocol::RetryRequest& which) override {
+    std::lock_guard<std::mutex> l(mu_);
+    retried.emplace_back(experiment_id, which);
+    return which.runs;
+  }
   std::vector<protocol::GpuStatus> Gpus() override {
     std::lock_guard<std::mutex> l(mu_);
     if (throw_in_gpus) throw std::runtime_error("boom");
@@ -93,6 +99,7 @@ class FakeEngineControl : public EngineControl {
   std::vector<int64_t> cancelled_runs;
   std::vector<int64_t> cancelled_experiments;
   std::vector<std::pair<int64_t, int>> priorities;
+  std::vector<std::pair<int64_t, protocol::RetryRequest>> retried;
   int wait_calls = 0;
   // What it answers (set before the server runs).
   protocol::SubmitResponse submit_reply;

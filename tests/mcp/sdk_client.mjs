@@ -50,7 +50,7 @@ try {
   const { tools } = await client.listTools();
   note("tools", tools.map((t) => t.name));
   for (const name of ["gpu_status", "plan", "submit", "list_runs", "get_run", "get_metrics",
-                      "compare", "wait", "logs", "cancel", "alerts"]) {
+                      "compare", "wait", "logs", "cancel", "retry", "alerts"]) {
     expect(tools.some((t) => t.name === name), `tool ${name} is missing`);
   }
 
@@ -110,6 +110,17 @@ try {
   expect(!cancelled.isError, `cancel failed: ${JSON.stringify(cancelled.content)}`);
   const after = await call("wait", { run_ids: [slowId], timeout_s: 30 });
   expect(after.structuredContent.runs[0].state === "cancelled", "the slow run was not cancelled");
+  // Retry: the cancelled run is queued again as the same run (then cancelled once more).
+  const retried = await call("retry", { experiment: "slow", cancelled: true });
+  expect(!retried.isError && retried.structuredContent.run_ids.length === 1 &&
+         retried.structuredContent.run_ids[0] === slowId,
+         `retry did not queue the cancelled run again: ${JSON.stringify(retried.content)}`);
+  const nothingAsked = await call("retry", { experiment: "slow" });
+  expect(nothingAsked.isError && nothingAsked.content[0].text.includes("say which runs"),
+         `retry with nothing asked should say what to pass: ${JSON.stringify(nothingAsked.content)}`);
+  await call("cancel", { run_ids: [slowId] });
+  const again = await call("wait", { run_ids: [slowId], timeout_s: 30 });
+  expect(again.structuredContent.runs[0].state === "cancelled", "the retried run was not cancelled");
 
   // A bad argument is a tool result with isError, and says what is wrong.
   const bad = await call("get_run", { run_id: "abc" });

@@ -1,0 +1,80 @@
+// Retry: finished runs of an experiment go back to the queue as new attempts of the same runs
+// (drover retry, drover run --resume, POST /experiments/{id}/retry, MCP retry).
+#include <fmt/format.h>
+
+#include <set>
+
+#include "common/strings.h"
+#include "engine/engine.h"
+#include "engine/live.h"
+
+namespace drover {
+
+Result<std::vector<Run>> Engine::Retry(const cmd::Retry& which) {
+  if (!which.failed && !which.cancelled && which.run_ids.empty()) {
+    return InvalidArgument("say which runs to retry: the failed ones, the cancelled ones or runs by id");
+  }
+  if (stall_) return StallRefusal("retry");
+  DROVER_ASSIGN_OR_RETURN(auto exp, store_.GetExperiment(which.experiment_id));
+  if (!exp) return NotFound(fmt::format("no experiment {}", which.experiment_id));
+  RunFilter filter;
+  filter.experiment_id = exp->id;
+  DROVER_ASSIGN_OR_RETURN(auto runs, store_.ListRuns(filter));
+
+  std::set<int64_t> named(which.run_ids.begin(), which.run_ids.end());
+  std::vector<Run> chosen;
+  for (const Run& r : runs) {
+    const bool asked = named.erase(r.id) > 0;
+    if (asked && !IsFinal(r.state)) {
+      return FailedPrecondition(fmt::format(
+          "run {} is {}: only finished runs can be retried (drover cancel {} first to restart it)",
+          r.id, ToString(r.state), r.id));
+    }
+    if (asked || (which.failed && r.state == RunState::kFailed) ||
+        (which.cancelled && r.state == RunState::kCancelled)) {
+      chosen.push_back(r);
+    }
+  }
+  if (!named.empty()) {
+    return InvalidArgument(fmt::format("run {} is not in experiment {} ({})", *named.begin(),
+                                       exp->id, exp->name));
+  }
+  if (chosen.empty()) return chosen;
+
+  // Its own commit, as a submit: the loop's writes so far land first.
+  if (in_tx_) DROVER_RETURN_IF_ERROR(Flush());
+  DROVER_ASSIGN_OR_RETURN(ExperimentEntry * ep, EntryFor(*exp));
+  Instant now = clock_.At();
+  if (exp->status != "active") {
+    Tx();
+    ep->experiment.status = "active";
+    if (Status st = store_.UpdateExperimentStatus(exp->id, "active"); !st.ok()) Fail(st);
+  }
+  std::vector<Run> queued;
+  for (Run& r : chosen) {
+    DROVER_ASSIGN_OR_RETURN(auto attempts, store_.ListAttempts(r.id));
+    auto live = std::make_unique<Live>();
+    Live& l = *live;
+    l.exp = ep;
+    l.run = r;
+    // A fresh start: no backoff, the retry budget the spec gives, no failure streak (Live's
+    // failures_in_a_row starts at 0). The attempts so far stay: the next is number attempts + 1,
+    // in the same run folder and checkpoint folder.
+    l.run.retries_used = 0;
+    l.run.not_before_ms = 0;
+    l.run.ended_ms = 0;
+    const std::string was = std::string(ToString(r.state));
+    l.run.reason.clear();
+    CountEarlierAttempts(l, attempts);
+    ep->unfinished += 1;
+    live_[r.id] = std::move(live);
+    SetState(l, RunEvent::kRequeue,
+             fmt::format("retried (it had {}): attempt {} is next", was, r.attempts + 1), now);
+    Queue(l);
+    queued.push_back(l.run);
+  }
+  DROVER_RETURN_IF_ERROR(Flush());
+  return queued;
+}
+
+}  // namespace drover

@@ -26,7 +26,7 @@ int Main(int argc, char** argv) {
       RegisterRun(app, g),   RegisterSubmit(app, g),  RegisterLs(app, g),
       RegisterShow(app, g),  RegisterLogs(app, g),    RegisterCompare(app, g),
       RegisterReport(app, g),
-      RegisterCancel(app, g), RegisterRetry(app, g), RegisterPriority(app, g), RegisterTop(app, g), RegisterAlerts(app, g), RegisterPlan(app, g), RegisterAsk(app, g),
+      RegisterCancel(app, g), RegisterRetry(app, g), RegisterRm(app, g), RegisterGc(app, g), RegisterPriority(app, g), RegisterTop(app, g), RegisterAlerts(app, g), RegisterPlan(app, g), RegisterAsk(app, g),
       RegisterMcp(app, g),   RegisterServe(app, g), RegisterSim(app, g), RegisterDaemon(app, g)};
   // An unknown command gets a suggestion instead of CLI11's "a subcommand is required".
   std::vector<std::string> names;

@@ -77,4 +77,10 @@ Result<Json> ApiClient::Post(const std::string& path, const Json& body) {
                 "POST " + path, info_);
 }
 
+Result<Json> ApiClient::Delete(const std::string& path) {
+  http_->set_read_timeout(300, 0);  // a removal moves its files aside first
+  return Decode(http_->Delete((std::string(protocol::kApiPrefix) + path).c_str()),
+                "DELETE " + path, info_);
+}
+
 }  // namespace drover::cli

@@ -36,6 +36,7 @@ class ApiClient {
   // `path` is below /api/v1 ("/runs?state=running"). Errors carry the server's message.
   Result<Json> Get(const std::string& path, int timeout_s = 30);
   Result<Json> Post(const std::string& path, const Json& body);
+  Result<Json> Delete(const std::string& path);
   const DaemonInfo& info() const { return info_; }
 
  private:

@@ -71,6 +71,8 @@ Command RegisterServe(CLI::App& root, Globals& g);
 Command RegisterSubmit(CLI::App& root, Globals& g);
 Command RegisterCancel(CLI::App& root, Globals& g);
 Command RegisterRetry(CLI::App& root, Globals& g);
+Command RegisterRm(CLI::App& root, Globals& g);
+Command RegisterGc(CLI::App& root, Globals& g);
 Command RegisterPriority(CLI::App& root, Globals& g);
 Command RegisterTop(CLI::App& root, Globals& g);
 Command RegisterAlerts(CLI::App& root, Globals& g);

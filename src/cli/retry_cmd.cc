@@ -78,20 +78,20 @@ int Retry(Globals& g, RetryFlags& f) {
     if (!r.ok()) return ReportError(r.status());
     auto reply = protocol::RetryResponseFromJson(*r);
     if (!reply.ok()) return ReportError(reply.status());
-    const std::string what = fmt::format("{}: {} queued again ({})", exp->name,
+    const std::string what = fmt::format("{} queued again ({})",
                                          Count(static_cast<int64_t>(reply->run_ids.size()), "run"),
                                          IdList(reply->run_ids));
     if (f.detach) {
       if (f.run.json) {
         std::printf("%s\n", protocol::ToJson(*reply).dump(2).c_str());
       } else if (!f.run.quiet) {
-        std::printf("experiment %lld (%s); follow it with drover ls -e %lld\n",
-                    static_cast<long long>(exp->id), what.c_str(),
+        std::printf("experiment %lld (%s): %s; follow it with drover ls -e %lld\n",
+                    static_cast<long long>(exp->id), exp->name.c_str(), what.c_str(),
                     static_cast<long long>(exp->id));
       }
       return kExitOk;
     }
-    return FollowInDaemon(g, *daemon, exp->id, what, f.run);
+    return FollowInDaemon(g, *daemon, exp->id, exp->name, what, f.run);
   }
   if (f.detach) {
     return ReportError(FailedPrecondition(fmt::format(

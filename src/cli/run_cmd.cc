@@ -124,14 +124,14 @@ int InterruptedNote(int64_t experiment_id, const RunFlags& f) {
 }  // namespace
 
 int FollowInDaemon(Globals& g, const DaemonInfo& daemon, int64_t experiment_id,
-                   const std::string& what, const RunFlags& f) {
+                   const std::string& name, const std::string& what, const RunFlags& f) {
   if (!f.fake_gpus.empty() || f.cpus > 0 || !f.engine.policy.empty()) {
     std::fprintf(stderr,
                  "drover: note: the daemon's own --fake-gpus/--cpus/--policy apply, not these\n");
   }
   if (!f.json && !f.quiet) {
-    std::printf("experiment %lld (%s), in the daemon (pid %d); Ctrl-C detaches%s\n",
-                static_cast<long long>(experiment_id), what.c_str(), daemon.pid,
+    std::printf("experiment %lld (%s): %s in the daemon (pid %d); Ctrl-C detaches%s\n",
+                static_cast<long long>(experiment_id), name.c_str(), what.c_str(), daemon.pid,
                 f.cancel_on_exit ? " and cancels" : "");
     std::fflush(stdout);
   }
@@ -280,16 +280,15 @@ int RunSpec(Globals& g, const RunFlags& f) {
       auto runs = FetchRuns(api, resume->id);
       if (runs.ok()) note_failed(*runs);
       experiment_id = resume->id;
-      what = fmt::format("{}: resumed, {} queued again", spec->name,
+      what = fmt::format("resumed, {} queued again",
                          Count(static_cast<int64_t>(reply->run_ids.size()), "run"));
     } else {
       auto sub = SubmitToDaemon(api, f.spec_path, f.sets);
       if (!sub.ok()) return ReportError(sub.status());
       experiment_id = sub->experiment_id;
-      what = fmt::format("{}: {}, queued", spec->name,
-                         Count(static_cast<int64_t>(sub->run_ids.size()), "run"));
+      what = fmt::format("{}, queued", Count(static_cast<int64_t>(sub->run_ids.size()), "run"));
     }
-    return FollowInDaemon(g, *daemon, experiment_id, what, f);
+    return FollowInDaemon(g, *daemon, experiment_id, spec->name, what, f);
   }
 
   const std::string metric = spec->objective ? spec->objective->metric : "";

@@ -57,8 +57,8 @@ using QueueStep = std::function<Result<QueuedRuns>(Engine& engine, Store& store)
 // experiment's results and writes its report.
 int RunInForeground(Globals& g, const RunFlags& f, const QueueStep& queue);
 // With a daemon: follows the experiment until its runs are finished (Ctrl-C detaches, or cancels
-// with --cancel-on-exit), then writes its report. `what` says what was queued.
+// with --cancel-on-exit), then writes its report. `what` says what was queued ("2 runs, queued").
 int FollowInDaemon(Globals& g, const DaemonInfo& daemon, int64_t experiment_id,
-                   const std::string& what, const RunFlags& f);
+                   const std::string& name, const std::string& what, const RunFlags& f);
 
 }  // namespace drover::cli

@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "engine/cleanup.h"
 #include "protocol/json_codec.h"
 #include "report/series.h"
 #include "server/routes.h"
@@ -75,6 +76,30 @@ Result<std::vector<int64_t>> Daemon::Retry(int64_t experiment_id,
   std::vector<int64_t> ids;
   for (const Run& r : std::get<std::vector<Run>>(reply)) ids.push_back(r.id);
   return ids;
+}
+
+namespace {
+// The loop moved the files into the trash; this HTTP worker deletes them, off the loop.
+Result<Cleanup> EmptiedAfter(Result<CommandReply> reply, const std::string& store_dir) {
+  if (!reply.ok()) return reply.status();
+  Cleanup done = std::get<Cleanup>(*reply);
+  if (done.applied) {
+    if (Status st = EmptyTrash(store_dir); !st.ok()) spdlog::warn("{}", st.message());
+  }
+  return done;
+}
+}  // namespace
+
+Result<Cleanup> Daemon::RemoveExperiments(const std::vector<int64_t>& ids, bool dry_run) {
+  return EmptiedAfter(Call(cmd::Remove{ids, dry_run}), engine_.store_dir());
+}
+
+Result<Cleanup> Daemon::CollectGarbage(const protocol::GcRequest& request) {
+  cmd::CollectGarbage c;
+  c.options.older_than_ms = request.older_than_ms;
+  c.options.checkpoints = request.checkpoints;
+  c.dry_run = request.dry_run;
+  return EmptiedAfter(Call(std::move(c)), engine_.store_dir());
 }
 
 std::vector<protocol::GpuStatus> Daemon::StatusOf(const GpuReading& reading) {

@@ -23,6 +23,8 @@ class Daemon : public server::EngineControl, public EngineObserver {
   Status SetPriority(int64_t run_id, int priority) override;
   Result<std::vector<int64_t>> Retry(int64_t experiment_id,
                                      const protocol::RetryRequest& which) override;
+  Result<Cleanup> RemoveExperiments(const std::vector<int64_t>& ids, bool dry_run) override;
+  Result<Cleanup> CollectGarbage(const protocol::GcRequest& request) override;
   std::vector<protocol::GpuStatus> Gpus() override;
   std::vector<server::StreamEvent> WaitEvents(int64_t after_seq, int64_t timeout_ms) override;
   int64_t LastEventSeq() override;

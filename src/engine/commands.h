@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/cleanup.h"
+#include "model/cleanup.h"
 #include "model/gpu.h"
 #include "model/run.h"
 #include "model/spec.h"
@@ -45,11 +47,23 @@ struct Retry {
   bool cancelled = false;
   std::vector<int64_t> run_ids;  // named runs, in any finished state
 };
+// Delete experiments with everything recorded about them (drover rm); none may have unfinished
+// runs. dry_run: only say what would go.
+struct Remove {
+  std::vector<int64_t> experiment_ids;
+  bool dry_run = false;
+};
+// Collect the store's garbage (drover gc): engine/cleanup.h says what.
+struct CollectGarbage {
+  GcOptions options;
+  bool dry_run = false;
+};
 struct ReadGpus {};  // the pool as the engine holds it, with the latest telemetry
 }  // namespace cmd
 
 using Command = std::variant<cmd::CheckSubmit, cmd::Commit, cmd::CancelRun, cmd::CancelExperiment,
-                             cmd::SetPriority, cmd::Retry, cmd::ReadGpus>;
+                             cmd::SetPriority, cmd::Retry, cmd::Remove, cmd::CollectGarbage,
+                             cmd::ReadGpus>;
 // "check_submit", "commit", "cancel_run", ...: for logs.
 std::string_view NameOf(const Command& c);
 
@@ -61,10 +75,12 @@ struct GpuReading {
 };
 
 // A command's answer: nothing (CheckSubmit, the cancels, SetPriority), the submitted experiment
-// (Commit), the runs queued again (Retry) or the pool (ReadGpus); an error says why the command
+// (Commit), the runs queued again (Retry), what was (or would be) deleted (Remove,
+// CollectGarbage) or the pool (ReadGpus); an error says why the command
 // was refused.
 using CommandReply =
-    std::variant<std::monostate, std::shared_ptr<SubmitResult>, std::vector<Run>, GpuReading>;
+    std::variant<std::monostate, std::shared_ptr<SubmitResult>, std::vector<Run>, Cleanup,
+                 GpuReading>;
 
 struct PostedCommand {
   Command command;

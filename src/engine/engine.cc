@@ -177,6 +177,8 @@ std::string_view NameOf(const Command& c) {
     std::string_view operator()(const cmd::CancelExperiment&) const { return "cancel_experiment"; }
     std::string_view operator()(const cmd::SetPriority&) const { return "set_priority"; }
     std::string_view operator()(const cmd::Retry&) const { return "retry"; }
+    std::string_view operator()(const cmd::Remove&) const { return "remove"; }
+    std::string_view operator()(const cmd::CollectGarbage&) const { return "collect_garbage"; }
     std::string_view operator()(const cmd::ReadGpus&) const { return "read_gpus"; }
   };
   return std::visit(Name{}, c);
@@ -214,6 +216,14 @@ Result<CommandReply> Engine::Dispatch(Command& command) {
     }
     Result<CommandReply> operator()(cmd::SetPriority& c) {
       return done(e.SetPriority(c.run_id, c.priority));
+    }
+    Result<CommandReply> operator()(cmd::Remove& c) {
+      DROVER_ASSIGN_OR_RETURN(Cleanup done, e.Remove(c));
+      return CommandReply{std::move(done)};
+    }
+    Result<CommandReply> operator()(cmd::CollectGarbage& c) {
+      DROVER_ASSIGN_OR_RETURN(Cleanup done, e.CollectGarbage(c));
+      return CommandReply{std::move(done)};
     }
     Result<CommandReply> operator()(cmd::Retry& c) {
       DROVER_ASSIGN_OR_RETURN(std::vector<Run> runs, e.Retry(c));

@@ -219,6 +219,12 @@ class Engine {
   // queued again (none when nothing matched); runs named that are not finished are an error.
   Result<std::vector<Run>> Retry(const cmd::Retry& which);
 
+  // drover rm: deletes experiments with their records and files (moved to the trash: EmptyTrash
+  // deletes them); refused while one has unfinished runs.
+  Result<Cleanup> Remove(const cmd::Remove& which);
+  // drover gc, sparing every run the engine is running or has queued.
+  Result<Cleanup> CollectGarbage(const cmd::CollectGarbage& how);
+
   // Commands, on the loop's thread only.
   Status CancelRun(int64_t run_id);
   Status CancelExperiment(int64_t experiment_id);

@@ -7,6 +7,7 @@
 #include <set>
 #include <string_view>
 
+#include "common/strings.h"
 #include "protocol/json_codec.h"
 
 namespace drover::protocol {
@@ -328,6 +329,58 @@ Result<RetryResponse> RetryResponseFromJson(const Json& j) {
   f.Get("experiment_id", r.experiment_id, true);
   f.GetInts("run_ids", r.run_ids, true);
   if (!f.ok()) return f.status();
+  return r;
+}
+
+Json ToJson(const Cleanup& c) {
+  Json files = Json::array();
+  for (const auto& f : c.files) files.push_back({{"path", f.path}, {"why", f.why}, {"bytes", f.bytes}});
+  return {{"experiments", c.experiments}, {"runs", c.runs},         {"snapshots", c.snapshots},
+          {"files", files},               {"bytes", c.Bytes()},     {"applied", c.applied}};
+}
+
+Result<Cleanup> CleanupFromJson(const Json& j) {
+  Cleanup c;
+  FieldReader f(j, "cleanup");
+  f.GetInts("experiments", c.experiments, true);
+  f.Get("runs", c.runs, true);
+  f.Get("snapshots", c.snapshots, true);
+  f.Get("applied", c.applied, true);
+  const Json* files = f.Find("files", true);
+  if (!f.ok()) return f.status();
+  if (!files->is_array()) return InvalidArgument("cleanup.files: expected a list");
+  for (const Json& item : *files) {
+    DiskItem d;
+    FieldReader fi(item, "cleanup.files[]");
+    fi.Get("path", d.path, true);
+    fi.Get("why", d.why);
+    fi.Get("bytes", d.bytes);
+    if (!fi.ok()) return fi.status();
+    c.files.push_back(std::move(d));
+  }
+  return c;
+}
+
+Json ToJson(const GcRequest& r) {
+  return {{"older_than", FormatDuration(r.older_than_ms)},
+          {"checkpoints", r.checkpoints},
+          {"dry_run", r.dry_run}};
+}
+
+Result<GcRequest> GcRequestFromJson(const Json& j) {
+  GcRequest r;
+  FieldReader f(j, "gc request");
+  f.RejectUnknown({"older_than", "checkpoints", "dry_run"});
+  std::string older;
+  f.Get("older_than", older);
+  f.Get("checkpoints", r.checkpoints);
+  f.Get("dry_run", r.dry_run);
+  if (!f.ok()) return f.status();
+  if (!older.empty()) {
+    auto ms = ParseDurationMs(older);
+    if (!ms.ok()) return ms.status().WithContext("gc request.older_than");
+    r.older_than_ms = *ms;
+  }
   return r;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "model/cleanup.h"
 #include "model/gpu.h"
 #include "model/run.h"
 
@@ -65,6 +66,20 @@ struct RetryResponse {
 };
 Json ToJson(const RetryResponse& r);
 Result<RetryResponse> RetryResponseFromJson(const Json& j);
+
+// DELETE /api/v1/experiments/{id} (drover rm) and POST /api/v1/store/gc (drover gc) answer with
+// what was deleted, or with dry_run what would be.
+Json ToJson(const Cleanup& c);
+Result<Cleanup> CleanupFromJson(const Json& j);
+
+// POST /api/v1/store/gc
+struct GcRequest {
+  int64_t older_than_ms = 7LL * 24 * 3600 * 1000;  // "older_than": a duration such as "7d"
+  bool checkpoints = false;
+  bool dry_run = false;
+};
+Json ToJson(const GcRequest& r);
+Result<GcRequest> GcRequestFromJson(const Json& j);
 
 // Live state of one GPU (GET /api/v1/gpus).
 struct GpuStatus {

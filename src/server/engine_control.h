@@ -30,6 +30,10 @@ class EngineControl {
   // Queues finished runs of the experiment again; returns the ids queued.
   virtual Result<std::vector<int64_t>> Retry(int64_t experiment_id,
                                              const protocol::RetryRequest& which) = 0;
+  // drover rm: deletes experiments with their records and files (dry_run: only says what).
+  virtual Result<Cleanup> RemoveExperiments(const std::vector<int64_t>& ids, bool dry_run) = 0;
+  // drover gc.
+  virtual Result<Cleanup> CollectGarbage(const protocol::GcRequest& request) = 0;
   virtual std::vector<protocol::GpuStatus> Gpus() = 0;
   // Events after `after_seq`, waiting up to timeout_ms for at least one. Events older than the
   // buffer are gone; the first returned then has a seq > after_seq + 1.

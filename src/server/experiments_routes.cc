@@ -1,4 +1,4 @@
-// /api/v1/experiments: list, one (with its runs), submit, cancel, retry.
+// /api/v1/experiments: list, one (with its runs), submit, cancel, retry, delete.
 #include "protocol/json_codec.h"
 #include "server/routes.h"
 
@@ -70,6 +70,15 @@ Status Retry(ServerContext& ctx, const httplib::Request& req, httplib::Response&
   return Status::Ok();
 }
 
+// drover rm: the experiment and everything recorded about it (?dry_run=true: what would go).
+Status Remove(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  DROVER_ASSIGN_OR_RETURN(Experiment e, LoadExperiment(ctx, req.matches[1].str()));
+  DROVER_ASSIGN_OR_RETURN(bool dry_run, QueryBool(req, "dry_run"));
+  DROVER_ASSIGN_OR_RETURN(Cleanup done, ctx.engine.RemoveExperiments({e.id}, dry_run));
+  SendJson(res, 200, protocol::ToJson(done));
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterExperimentsRoutes(httplib::Server& http, ServerContext& ctx) {
@@ -79,6 +88,7 @@ void RegisterExperimentsRoutes(httplib::Server& http, ServerContext& ctx) {
   http.Get(base + "/([^/]+)", Route(ctx, Get));
   http.Post(base + "/([^/]+)/cancel", Route(ctx, Cancel));
   http.Post(base + "/([^/]+)/retry", Route(ctx, Retry));
+  http.Delete(base + "/([^/]+)", Route(ctx, Remove));
 }
 
 }  // namespace drover::server

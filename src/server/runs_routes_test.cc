@@ -305,6 +305,40 @@ TEST_F(RunsRoutesTest, RetryReachesTheEngineWithWhatToRetry) {
   EXPECT_EQ(engine_.Locked([&] { return engine_.retried.size(); }), 2u);
 }
 
+TEST_F(RunsRoutesTest, DeleteAnExperimentAndCollectGarbageReachTheEngine) {
+  Fill();
+  StartServer();
+  auto dry = Delete("/api/v1/experiments/beta?dry_run=true");
+  ASSERT_EQ(dry.status, 200) << dry.raw;
+  EXPECT_EQ(dry.body["experiments"], Json::array({2}));
+  EXPECT_EQ(dry.body["applied"], false);
+  auto done = Delete("/api/v1/experiments/1");
+  ASSERT_EQ(done.status, 200) << done.raw;
+  auto decoded = protocol::CleanupFromJson(done.body);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_TRUE(decoded->applied);
+  EXPECT_EQ(Delete("/api/v1/experiments/zzz").status, 404);
+  EXPECT_EQ(Delete("/api/v1/experiments/1?dry_run=maybe").status, 400);
+  auto removed = engine_.Locked([&] { return engine_.removed; });
+  ASSERT_EQ(removed.size(), 2u);
+  EXPECT_EQ(removed[0], (std::pair<std::vector<int64_t>, bool>{{2}, true}));
+  EXPECT_EQ(removed[1], (std::pair<std::vector<int64_t>, bool>{{1}, false}));
+
+  auto gc = Post("/api/v1/store/gc", R"({"older_than": "3d", "checkpoints": true, "dry_run": true})");
+  ASSERT_EQ(gc.status, 200) << gc.raw;
+  EXPECT_EQ(gc.body["bytes"], 10);
+  EXPECT_EQ(gc.body["files"][0]["path"], "/store/runs/1");
+  auto calls = engine_.Locked([&] { return engine_.collected; });
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].older_than_ms, 3LL * 24 * 3600 * 1000);
+  EXPECT_TRUE(calls[0].checkpoints);
+  EXPECT_TRUE(calls[0].dry_run);
+  auto bad = Post("/api/v1/store/gc", R"({"older_than": "soon"})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.raw.find("gc request.older_than"), std::string::npos) << bad.raw;
+  EXPECT_EQ(Post("/api/v1/store/gc", R"({"dryrun": true})").status, 400);
+}
+
 TEST_F(RunsRoutesTest, Gpus) {
   engine_.gpus = {{.index = 0,
                    .name = "fake",

@@ -394,6 +394,7 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
   });
 
   RegisterExperimentsRoutes(*http_, *ctx_);
+  RegisterStoreRoutes(*http_, *ctx_);
   RegisterRunsRoutes(*http_, *ctx_);
   RegisterMetricsRoutes(*http_, *ctx_);
   RegisterLogsRoutes(*http_, *ctx_);

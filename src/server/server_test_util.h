@@ -48,6 +48,22 @@ class FakeEngineControl : public EngineControl {
     retried.emplace_back(experiment_id, which);
     return which.runs;
   }
+  Result<Cleanup> RemoveExperiments(const std::vector<int64_t>& ids, bool dry_run) override {
+    std::lock_guard<std::mutex> l(mu_);
+    removed.emplace_back(ids, dry_run);
+    Cleanup c;
+    c.experiments = ids;
+    c.applied = !dry_run;
+    return c;
+  }
+  Result<Cleanup> CollectGarbage(const protocol::GcRequest& request) override {
+    std::lock_guard<std::mutex> l(mu_);
+    collected.push_back(request);
+    Cleanup c;
+    c.files.push_back({"/store/runs/1", "working copy", 10});
+    c.applied = !request.dry_run;
+    return c;
+  }
   std::vector<protocol::GpuStatus> Gpus() override {
     std::lock_guard<std::mutex> l(mu_);
     if (throw_in_gpus) throw std::runtime_error("boom");
@@ -100,6 +116,8 @@ class FakeEngineControl : public EngineControl {
   std::vector<int64_t> cancelled_experiments;
   std::vector<std::pair<int64_t, int>> priorities;
   std::vector<std::pair<int64_t, protocol::RetryRequest>> retried;
+  std::vector<std::pair<std::vector<int64_t>, bool>> removed;
+  std::vector<protocol::GcRequest> collected;
   int wait_calls = 0;
   // What it answers (set before the server runs).
   protocol::SubmitResponse submit_reply;
@@ -184,6 +202,10 @@ class ServerTest : public ::testing::Test {
   Reply Post(const std::string& path, const std::string& body, httplib::Headers extra = {}) {
     auto c = Client();
     return Wrap(c->Post(path.c_str(), extra, body, "application/json"));
+  }
+  Reply Delete(const std::string& path) {
+    auto c = Client();
+    return Wrap(c->Delete(path.c_str()));
   }
   static Reply Wrap(const httplib::Result& r) {
     Reply out;

@@ -443,6 +443,47 @@ Status Store::UpdateExperimentStatus(int64_t id, const std::string& status) {
   return impl_->ExpectChanged("experiment", id);
 }
 
+Status Store::DeleteExperiment(int64_t id) {
+  // Children first; each statement walks an index by run or experiment except the event log's,
+  // which has none by experiment.
+  static constexpr const char* kDeletes[] = {
+      "DELETE FROM metrics WHERE run_id IN (SELECT id FROM runs WHERE experiment_id = ?)",
+      "DELETE FROM attempts WHERE run_id IN (SELECT id FROM runs WHERE experiment_id = ?)",
+      "DELETE FROM alerts WHERE experiment_id = ?",
+      "DELETE FROM events WHERE experiment_id = ?",
+      "DELETE FROM environments WHERE experiment_id = ?",
+      "DELETE FROM runs WHERE experiment_id = ?",
+      "DELETE FROM experiments WHERE id = ?",
+  };
+  for (const char* sql : kDeletes) {
+    DROVER_ASSIGN_OR_RETURN(Stmt st, impl_->Use(sql, "deleting an experiment"));
+    st.Bind(id);
+    DROVER_RETURN_IF_ERROR(st.Run());
+  }
+  return impl_->ExpectChanged("experiment", id);
+}
+
+Result<std::vector<std::string>> Store::UnreferencedSnapshots() {
+  DROVER_ASSIGN_OR_RETURN(
+      Stmt st, impl_->Use("SELECT hash FROM snapshots WHERE hash NOT IN (SELECT snapshot_hash "
+                          "FROM experiments) ORDER BY hash",
+                          "listing unreferenced snapshots"));
+  std::vector<std::string> out;
+  for (;;) {
+    DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(st.Text(0));
+  }
+  return out;
+}
+
+Status Store::DeleteSnapshot(const std::string& hash) {
+  DROVER_ASSIGN_OR_RETURN(Stmt st,
+                          impl_->Use("DELETE FROM snapshots WHERE hash = ?", "deleting a snapshot"));
+  st.Bind(hash);
+  return st.Run();
+}
+
 Result<std::optional<Experiment>> Store::GetExperiment(int64_t id) {
   DROVER_ASSIGN_OR_RETURN(
       Stmt st, impl_->Use("SELECT " DROVER_EXPERIMENT_COLS " FROM experiments WHERE id = ?",

@@ -84,6 +84,13 @@ class Store {
   // Newest first; limit 0: all; `offset` skips that many of the newest.
   Result<std::vector<Experiment>> ListExperiments(int limit = 0, int64_t offset = 0);
 
+  // Deletes the experiment and everything recorded about it: its runs, their attempts, metric
+  // points, alerts and events, and its environments (drover rm). Inside the caller's transaction.
+  Status DeleteExperiment(int64_t id);
+  // Snapshots no experiment refers to (after drover rm), by hash.
+  Result<std::vector<std::string>> UnreferencedSnapshots();
+  Status DeleteSnapshot(const std::string& hash);
+
   Status InsertRun(Run& r);  // sets r.id
   Status UpdateRun(const Run& r);
   Result<std::optional<Run>> GetRun(int64_t id);

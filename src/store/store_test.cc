@@ -1135,3 +1135,61 @@ TEST(EngineLockTest, OneHolderPerStoreAndItSaysWho) {
 
 }  // namespace
 }  // namespace drover
+
+namespace drover {
+namespace {
+
+TEST_F(StoreTest, DeleteExperimentTakesEverythingOfItsAndNothingElse) {
+  const int64_t keep = AddExperiment("keep");
+  const int64_t gone = AddExperiment("gone");
+  const int64_t kept_run = AddRun(keep);
+  const int64_t gone_run = AddRun(gone);
+  for (int64_t run : {kept_run, gone_run}) {
+    Attempt a = MakeAttempt(run, 1);
+    ASSERT_TRUE(store_->InsertAttempt(a).ok());
+    ASSERT_TRUE(store_->InsertMetrics({{run, a.id, 1, "loss", 0.5, 10}}).ok());
+    Alert al;
+    al.kind = "idle_gpu";
+    al.key = "k" + std::to_string(run);
+    al.run_id = run;
+    al.experiment_id = run == kept_run ? keep : gone;
+    ASSERT_TRUE(store_->InsertAlert(al).ok());
+    Event ev;
+    ev.kind = "run_state";
+    ev.experiment_id = al.experiment_id;
+    ev.run_id = run;
+    ASSERT_TRUE(store_->InsertEvent(ev).ok());
+  }
+  ASSERT_TRUE(store_->PutEnvironment({gone, "/usr/bin/python3", "torch==2", "box", ""}).ok());
+  Snapshot other;
+  other.hash = "sha256:feed";
+  other.path = "/nowhere";
+  ASSERT_TRUE(store_->PutSnapshot(other).ok());
+  Snapshot used;
+  used.hash = "sha256:0123abcd";  // MakeExperiment's
+  ASSERT_TRUE(store_->PutSnapshot(used).ok());
+
+  ASSERT_TRUE(store_->DeleteExperiment(gone).ok());
+  EXPECT_FALSE(store_->GetExperiment(gone).value().has_value());
+  EXPECT_FALSE(store_->GetRun(gone_run).value().has_value());
+  EXPECT_TRUE(store_->ListAttempts(gone_run).value().empty());
+  EXPECT_TRUE(store_->GetMetrics(gone_run).value().empty());
+  EXPECT_TRUE(store_->ListEnvironments(gone).value().empty());
+  AlertFilter af;
+  for (const Alert& a : store_->ListAlerts(af).value()) EXPECT_NE(a.experiment_id, gone);
+  for (const Event& e : store_->ListEvents(0).value()) EXPECT_NE(e.experiment_id, gone);
+  // The other experiment is whole.
+  EXPECT_TRUE(store_->GetRun(kept_run).value().has_value());
+  EXPECT_EQ(store_->ListAttempts(kept_run).value().size(), 1u);
+  EXPECT_EQ(store_->GetMetrics(kept_run).value().size(), 1u);
+  EXPECT_EQ(store_->ListAlerts(af).value().size(), 1u);
+  // Only the snapshot no experiment refers to is unreferenced.
+  EXPECT_EQ(store_->UnreferencedSnapshots().value(), std::vector<std::string>{"sha256:feed"});
+  ASSERT_TRUE(store_->DeleteSnapshot("sha256:feed").ok());
+  EXPECT_FALSE(store_->GetSnapshot("sha256:feed").value().has_value());
+  // A second delete of the same experiment says there is none.
+  EXPECT_EQ(store_->DeleteExperiment(gone).code(), Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace drover

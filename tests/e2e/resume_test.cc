@@ -169,14 +169,7 @@ TEST_F(ResumeTest, RetryFailedRerunsOnlyTheFailedRunsInTheForegroundAndThroughAD
 
   // Through a daemon: a second experiment fails the same way; retry --failed reaches the daemon
   // (POST /experiments/{id}/retry) and follows the run to its end.
-  pid_t daemon = testing::SpawnDrover({"serve", "--listen", "127.0.0.1:0", "--store", store_},
-                                      (dir_ / "serve.out").string(),
-                                      (dir_ / "serve.err").string());
-  for (int i = 0; i < 400; ++i) {
-    Json j = Json::parse(ReadFile(store_ + "/daemon.json"), nullptr, false);
-    if (j.is_object() && j.value("pid", 0) == daemon) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
+  pid_t daemon = testing::StartDaemon(store_, dir_.string());
   std::string spec2 = Write("flaky2.yaml",
                             "name: flaky2\nworkdir: code\ncommand: ./train.sh 2 {mode}\n"
                             "params: {mode: [fail-once, ok]}\nretries: 0\n");

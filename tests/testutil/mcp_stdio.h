@@ -41,6 +41,21 @@ inline std::string McpStdin(const std::vector<std::pair<std::string, nlohmann::j
 }
 
 // SIGTERM to the daemon named in <store>/daemon.json, waited for up to 5 s.
+// Starts `drover serve` on a free loopback port for `store` (its output in `dir`/serve.out|err)
+// and returns its pid once its daemon.json names it (it then answers).
+inline pid_t StartDaemon(const std::string& store, const std::string& dir,
+                         std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"serve", "--listen", "127.0.0.1:0", "--store", store};
+  args.insert(args.end(), extra.begin(), extra.end());
+  pid_t pid = SpawnDrover(args, dir + "/serve.out", dir + "/serve.err");
+  for (int i = 0; i < 400; ++i) {
+    nlohmann::json j = nlohmann::json::parse(ReadFile(store + "/daemon.json"), nullptr, false);
+    if (j.is_object() && j.value("pid", 0) == pid) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return pid;
+}
+
 inline void StopDaemonOf(const std::string& store) {
   nlohmann::json info = nlohmann::json::parse(ReadFile(store + "/daemon.json"), nullptr, false);
   if (!info.is_object() || info.value("pid", 0) <= 0) return;

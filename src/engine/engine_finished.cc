@@ -1,5 +1,6 @@
-// Retry: finished runs of an experiment go back to the queue as new attempts of the same runs
-// (drover retry, drover run --resume, POST /experiments/{id}/retry, MCP retry).
+// Commands on finished experiments: Retry (finished runs go back to the queue as new attempts of
+// the same runs: drover retry, drover run --resume, POST /experiments/{id}/retry, MCP retry), and
+// Remove and CollectGarbage (drover rm, drover gc: engine/cleanup.h).
 #include <fmt/format.h>
 
 #include <set>
@@ -75,6 +76,37 @@ Result<std::vector<Run>> Engine::Retry(const cmd::Retry& which) {
   }
   DROVER_RETURN_IF_ERROR(Flush());
   return queued;
+}
+
+Result<Cleanup> Engine::Remove(const cmd::Remove& which) {
+  for (int64_t id : which.experiment_ids) {
+    auto it = experiments_.find(id);
+    if (it != experiments_.end() && it->second->unfinished > 0) {
+      return FailedPrecondition(fmt::format(
+          "experiment {} ({}) has {} unfinished: cancel {} first (drover cancel -e {})", id,
+          it->second->experiment.name, Count(it->second->unfinished, "run"),
+          it->second->unfinished == 1 ? "it" : "them", id));
+    }
+  }
+  DROVER_ASSIGN_OR_RETURN(Cleanup plan, PlanRemoval(store_, options_.store_dir, which.experiment_ids));
+  if (which.dry_run) return plan;
+  if (in_tx_) DROVER_RETURN_IF_ERROR(Flush());
+  if (stall_) return StallRefusal("remove");
+  DROVER_RETURN_IF_ERROR(ApplyCleanup(store_, options_.store_dir, plan));
+  for (int64_t id : which.experiment_ids) experiments_.erase(id);
+  return plan;
+}
+
+Result<Cleanup> Engine::CollectGarbage(const cmd::CollectGarbage& how) {
+  std::set<int64_t> busy;
+  for (const auto& [id, live] : live_) busy.insert(id);
+  DROVER_ASSIGN_OR_RETURN(Cleanup plan,
+                          PlanGc(store_, options_.store_dir, how.options, clock_.Now(), busy));
+  if (how.dry_run) return plan;
+  if (in_tx_) DROVER_RETURN_IF_ERROR(Flush());
+  if (stall_) return StallRefusal("gc");
+  DROVER_RETURN_IF_ERROR(ApplyCleanup(store_, options_.store_dir, plan));
+  return plan;
 }
 
 }  // namespace drover

@@ -13,6 +13,7 @@
 #include "plan/lexer.h"
 #include "spec/expand.h"
 #include "spec/spec_parser.h"
+#include "spec/yaml_fields.h"
 
 namespace drover {
 namespace {
@@ -696,6 +697,35 @@ Status CheckValue(const Recipe& r, const RecipeParam& p, const Json& v, std::str
   return Status::Ok();
 }
 
+// A YAML value as JSON, scalars typed as YAML 1.2's core schema reads them.
+Json NodeToJson(const YAML::Node& n) {
+  if (n.IsMap()) {
+    Json o = Json::object();
+    for (const auto& kv : n) o[kv.first.Scalar()] = NodeToJson(kv.second);
+    return o;
+  }
+  if (n.IsSequence()) {
+    Json a = Json::array();
+    for (const auto& x : n) a.push_back(NodeToJson(x));
+    return a;
+  }
+  if (!n.IsScalar()) return nullptr;
+  const yaml::Scalar s = yaml::Resolve(n);
+  switch (s.kind) {
+    case yaml::ScalarKind::kNull:
+      return nullptr;
+    case yaml::ScalarKind::kBool:
+      return s.b;
+    case yaml::ScalarKind::kInt:
+      return s.i;
+    case yaml::ScalarKind::kFloat:
+      return s.d;
+    case yaml::ScalarKind::kString:
+      break;
+  }
+  return n.Scalar();
+}
+
 // The spec of a recipe with these values per parameter (empty: the default), the objective,
 // GPUs per run and priority; `understood` and `ignored` are left to the caller.
 Result<Plan> BuildPlan(const Recipe& r, const std::vector<std::vector<Json>>& chosen,
@@ -741,12 +771,37 @@ Result<Plan> BuildPlan(const Recipe& r, const std::vector<std::vector<Json>>& ch
   }
   out << YAML::EndMap;
   int gpus = gpus_set.value_or(r.gpus);
-  int priority = priority_set.value_or(0);
-  out << YAML::Key << "resources" << YAML::Value << YAML::BeginMap << YAML::Key << "gpus"
-      << YAML::Value << gpus << YAML::EndMap;
+  // The recipe's defaults of spec keys (recipe.h); the instruction's GPUs and priority win.
+  Json resources = Json::object();
+  Json defaults = Json::object();
+  for (const auto& [key, text] : r.spec_defaults) {
+    Json value = NodeToJson(YAML::Load(text));
+    if (key == "resources") {
+      resources = value;
+    } else {
+      defaults[key] = value;
+    }
+  }
+  resources["gpus"] = gpus;
+  int priority = priority_set.value_or(
+      defaults.contains("priority") && defaults["priority"].is_number_integer()
+          ? defaults["priority"].get<int>()
+          : 0);
+  defaults.erase("priority");
+  out << YAML::Key << "resources" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  for (auto it = resources.begin(); it != resources.end(); ++it) {
+    out << YAML::Key << it.key() << YAML::Value;
+    EmitValue(out, it.value());
+  }
+  out << YAML::EndMap;
   out << YAML::Key << "priority" << YAML::Value << priority;
-  plan.spec = {{"name", name},     {"command", r.command},       {"workdir", r.dir},
-               {"params", params}, {"resources", {{"gpus", gpus}}}, {"priority", priority}};
+  for (const auto& [key, text] : r.spec_defaults) {
+    if (key == "resources" || key == "priority") continue;
+    out << YAML::Key << key << YAML::Value << YAML::Load(text);
+  }
+  plan.spec = {{"name", name},     {"command", r.command},  {"workdir", r.dir},
+               {"params", params}, {"resources", resources}, {"priority", priority}};
+  for (auto it = defaults.begin(); it != defaults.end(); ++it) plan.spec[it.key()] = it.value();
   if (metric) {
     const RecipeMetric& m = r.metrics[*metric];
     std::string mode = m.maximize ? "max" : "min";

@@ -327,5 +327,57 @@ TEST(SuggestedValuesTest, AroundTheDefault) {
   EXPECT_EQ(Json(by_name("seed")), Json({0, 1, 2, 3}));
 }
 
+TEST(PlannerTest, TheRecipesSpecKeysAreDefaultsOfEveryPlannedSpec) {
+  Result<Recipe> recipe = ParseRecipe(
+      "command: python3 t.py --lr {lr} --bs {bs}\nparams:\n  lr: 0.1\n  bs: 64\ngpus: 1\n"
+      "timeout: 2h\nretries: 3\nretry_backoff: 30s\nenv: {OMP_NUM_THREADS: \"4\", TAG: x}\n"
+      "resources: {gpu_memory: 6GiB, cpus: 2}\npriority: 5\nmonitor: {stall: 10m}\n"
+      "oom: {param: bs}\nmax_parallel: 2\n",
+      "drover.yaml", "/tmp");
+  ASSERT_TRUE(recipe.ok()) << recipe.status().message();
+  Result<Plan> plan = PlanInstruction(*recipe, "lr 0.1 and 0.01");
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  Result<Spec> spec = ParsePlan(*plan);
+  ASSERT_TRUE(spec.ok()) << spec.status().message() << "\n" << plan->spec_yaml;
+  EXPECT_EQ(spec->timeout_ms, 2 * 3600 * 1000);
+  EXPECT_EQ(spec->retries, 3);
+  EXPECT_TRUE(spec->retries_given);
+  EXPECT_EQ(spec->retry_backoff_ms, 30'000);
+  EXPECT_EQ(spec->env.at("OMP_NUM_THREADS"), "4");
+  EXPECT_EQ(spec->env.at("TAG"), "x");
+  EXPECT_EQ(spec->resources.gpus, 1);
+  EXPECT_EQ(spec->resources.gpu_memory, 6LL << 30);
+  EXPECT_EQ(spec->resources.cpus, 2);
+  EXPECT_EQ(spec->priority, 5);
+  EXPECT_EQ(spec->max_parallel, 2);
+  EXPECT_EQ(spec->monitor.stall_ms, 10 * 60 * 1000);
+  // The same in the plan's JSON (what MCP's plan returns and submit takes back).
+  EXPECT_EQ(plan->spec["retries"], 3);
+  EXPECT_EQ(plan->spec["timeout"], "2h");
+  EXPECT_EQ(plan->spec["resources"]["gpu_memory"], "6GiB");
+  EXPECT_EQ(plan->spec["resources"]["gpus"], 1);
+  // What the instruction says wins over the recipe.
+  Result<Plan> urgent = PlanInstruction(*recipe, "lr 0.1 on 2 gpus, priority 9");
+  ASSERT_TRUE(urgent.ok()) << urgent.status().message();
+  EXPECT_EQ(urgent->spec["resources"]["gpus"], 2);
+  EXPECT_EQ(urgent->spec["priority"], 9);
+}
+
+TEST(PlannerTest, ARecipesBadSpecKeyIsAnErrorAtItsPlace) {
+  for (auto [yaml, want] : std::vector<std::pair<std::string, std::string>>{
+           {"command: x\nretries: three\n",
+            "drover.yaml:2:10: retries must be a non-negative integer, got 'three'"},
+           {"command: x\ntimeout: {a: 1}\n", "drover.yaml:2:10: timeout must be a duration"},
+           {"command: x\ngpus: 1\nresources: {gpus: 2}\n",
+            "drover.yaml:3:12: resources.gpus and gpus both say how many GPUs a run gets"},
+           {"command: x\nretires: 2\n", "drover.yaml:2:1: unknown key 'retires'"},
+           {"command: x\nname: other\n", "drover.yaml:2:1: unknown key 'name'"}}) {
+    Result<Recipe> recipe = ParseRecipe(yaml, "drover.yaml", "/tmp");
+    ASSERT_FALSE(recipe.ok()) << yaml;
+    EXPECT_NE(recipe.status().message().find(want), std::string::npos)
+        << yaml << " -> " << recipe.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace drover

@@ -15,6 +15,7 @@
 
 #include "common/strings.h"
 #include "spec/expand.h"
+#include "spec/spec_parser.h"
 #include "spec/yaml_fields.h"
 
 namespace drover {
@@ -27,7 +28,15 @@ using yaml::Describe;
 using yaml::Field;
 using yaml::Find;
 
-const std::vector<std::string> kTopKeys = {"command", "gpus", "params", "metrics"};
+// Spec keys a recipe may set for every planned spec (the planner writes the others).
+const std::vector<std::string> kSpecDefaultKeys = {
+    "shell",   "resources",     "priority", "group", "preemptible", "max_parallel", "max_runs",
+    "retries", "retry_backoff", "timeout",  "env",   "oom",         "monitor"};
+const std::vector<std::string> kTopKeys = [] {
+  std::vector<std::string> keys = {"command", "gpus", "params", "metrics"};
+  keys.insert(keys.end(), kSpecDefaultKeys.begin(), kSpecDefaultKeys.end());
+  return keys;
+}();
 const std::vector<std::string> kParamKeys = {"type", "choices", "default", "aliases", "min", "max"};
 const std::vector<std::string> kMetricKeys = {"mode", "aliases"};
 const std::vector<std::string> kTypes = {"int", "float", "string", "choice"};
@@ -293,6 +302,7 @@ Result<Recipe> RecipeParser::Parse(const std::string& yaml, const std::string& d
     r.gpus = v.get<int>();
   }
 
+
   if (const Field* params = Find(top, "params")) {
     if (!params->value.IsMap()) {
       return Err(params->at(), fmt::format("params must be a mapping of parameter names, got {}",
@@ -328,6 +338,50 @@ Result<Recipe> RecipeParser::Parse(const std::string& yaml, const std::string& d
                fmt::format("command uses {{{}}} but params has no '{}'; {}", u, u,
                            close ? fmt::format("did you mean '{{{}}}'?", *close)
                                  : fmt::format("add it under params:")));
+  }
+  // Spec keys: each checked by the spec parser (in a spec with the recipe's parameters, which
+  // oom.param names), its error placed at the key in the recipe.
+  std::string probe_params;
+  if (!r.params.empty()) {
+    probe_params = "params: {";
+    for (size_t i = 0; i < r.params.size(); ++i) {
+      probe_params += (i ? ", " : "") + r.params[i].name + ": 1";
+    }
+    probe_params += "}\n";
+  }
+  for (const Field& f : top) {
+    if (!Contains(kSpecDefaultKeys, f.name)) continue;
+    YAML::Emitter e;
+    e << YAML::Flow << f.value;
+    const std::string text = e.c_str();
+    std::string probe_text = text;
+    if (f.name == "resources" && f.value.IsMap() && !f.value["gpus"]) {
+      // Checked with the GPUs a planned run gets (gpu_memory needs some).
+      YAML::Node with_gpus = YAML::Clone(f.value);
+      with_gpus["gpus"] = r.gpus;
+      YAML::Emitter eg;
+      eg << YAML::Flow << with_gpus;
+      probe_text = eg.c_str();
+    }
+    const std::string probe = "name: recipe-check\ncommand: \"true\"\n" + probe_params +
+                              f.name + ": " + probe_text + "\n";
+    auto checked = ParseSpecString(probe, "\x01", dir);
+    if (!checked.ok()) {
+      std::string msg = checked.status().message();
+      // "\x01:line:col: message": the message alone, at the key's place in the recipe.
+      if (msg.rfind("\x01:", 0) == 0) {
+        size_t colon = msg.find(": ");
+        msg = colon == std::string::npos ? msg : msg.substr(colon + 2);
+      }
+      return Err(f.at(), msg);
+    }
+    if (f.name == "resources" && f.value.IsMap() && f.value["gpus"]) {
+      if (Find(top, "gpus")) {
+        return Err(f.at(), "resources.gpus and gpus both say how many GPUs a run gets; keep one");
+      }
+      r.gpus = static_cast<int>(checked->resources.gpus);
+    }
+    r.spec_defaults.emplace_back(f.name, text);
   }
   return r;
 }

@@ -12,6 +12,9 @@
 //     epochs: {type: int, default: 5, min: 1, max: 1000}   # planned values must lie in the range
 //   metrics:
 //     val_acc: {mode: max, aliases: [accuracy, 准确率]}
+//   timeout: 2h                  # optional: any spec key but name, workdir, command, params and
+//   retries: 2                   # objective is a default of every planned spec
+//   resources: {gpu_memory: 8GiB}
 //
 // Errors point at file:line:column and suggest the key that was meant, like the spec parser.
 #include <optional>
@@ -49,6 +52,9 @@ struct Recipe {
   std::vector<RecipeParam> params;    // in file order (the grid order of planned specs)
   std::vector<RecipeMetric> metrics;  // in file order
   int gpus = 1;        // GPUs per run when the instruction does not say
+  // Spec keys the recipe sets for every planned spec (timeout, retries, env, resources, ...), in
+  // file order: each key with its value as YAML text, checked as the spec parser checks it.
+  std::vector<std::pair<std::string, std::string>> spec_defaults;
   std::string source;  // the file, for messages
   std::string dir;     // the project folder: the workdir of planned specs
 };

@@ -58,31 +58,6 @@ std::string RenderGroups(const Comparison& c) {
 
 }  // namespace
 
-Json GroupsJson(const Comparison& c) {
-  const report::Grouping g = report::GroupBySeed(c);
-  if (g.groups.empty() || c.metric.empty()) return nullptr;
-  Json configs = Json::array();
-  for (const report::RunGroup& r : g.groups) {
-    configs.push_back({{"experiment_id", r.experiment_id > 0 ? Json(r.experiment_id) : Json()},
-                       {"params", r.params},
-                       {"runs", r.runs},
-                       {"n", r.n},
-                       {"mean", r.n > 0 ? Json(r.mean) : Json()},
-                       {"std", r.n > 0 ? Json(r.stddev) : Json()},
-                       {"min", r.n > 0 ? Json(r.min) : Json()},
-                       {"max", r.n > 0 ? Json(r.max) : Json()}});
-  }
-  Json out = {{"seeds", g.seeds}, {"configs", std::move(configs)}, {"top_two", nullptr}};
-  if (g.top_two) {
-    out["top_two"] = {{"test", "welch"},
-                      {"t", report::ScoreJson(g.top_two->t)},
-                      {"df", g.top_two->df},
-                      {"p", g.top_two->p},
-                      {"overlap", g.top_two->p >= 0.05}};
-  }
-  return out;
-}
-
 std::string RenderComparison(const Comparison& c) {
   // Runs of several experiments (compare EXP1 EXP2): say which each is from.
   const bool several = std::any_of(c.runs.begin(), c.runs.end(), [&](const Run& r) {
@@ -213,7 +188,7 @@ Json ComparisonJson(const Experiment& exp, const Comparison& c) {
           {"mode", c.maximize ? "max" : "min"},
           {"summary", ScoreSummaryText(c.rule.summary, c.rule.last_k)},
           {"ranking", report::RankRuleJson(c.rule)},
-          {"groups", GroupsJson(c)},
+          {"groups", report::GroupsJson(c)},
           {"best_run", c.best_run == 0 ? Json() : Json(c.best_run)},
           {"varying_params", c.varying},
           {"runs", runs}};

@@ -29,7 +29,5 @@ std::string RenderComparison(const Comparison& c);
 int PrintResults(Catalog& catalog, const Experiment& exp, const std::vector<Run>& runs, bool json,
                  bool quiet);
 Json ComparisonJson(const Experiment& exp, const Comparison& c);
-// Seeds pooled (report/groups.h) as compare --json gives them; null without a varying seed.
-Json GroupsJson(const Comparison& c);
 
 }  // namespace drover::cli

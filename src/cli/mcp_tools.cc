@@ -15,6 +15,7 @@
 #include "cli/comparison.h"
 #include "cli/follow.h"
 #include "plan/planner.h"
+#include "report/groups.h"
 
 namespace drover::cli {
 namespace {
@@ -263,7 +264,7 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
                     {"mode", c.maximize ? "max" : "min"},
                     {"summary", ScoreSummaryText(c.rule.summary, c.rule.last_k)},
                     {"ranking", report::RankRuleJson(c.rule)},
-                    {"groups", GroupsJson(c)},
+                    {"groups", report::GroupsJson(c)},
                     {"runs", rows},
                     {"best_run", best}};
       },

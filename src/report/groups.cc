@@ -140,4 +140,29 @@ Grouping GroupBySeed(const Comparison& c) {
   return g;
 }
 
+Json GroupsJson(const Comparison& c) {
+  const Grouping g = GroupBySeed(c);
+  if (g.groups.empty() || c.metric.empty()) return nullptr;
+  Json configs = Json::array();
+  for (const RunGroup& r : g.groups) {
+    configs.push_back({{"experiment_id", r.experiment_id > 0 ? Json(r.experiment_id) : Json()},
+                       {"params", r.params},
+                       {"runs", r.runs},
+                       {"n", r.n},
+                       {"mean", r.n > 0 ? Json(r.mean) : Json()},
+                       {"std", r.n > 0 ? Json(r.stddev) : Json()},
+                       {"min", r.n > 0 ? Json(r.min) : Json()},
+                       {"max", r.n > 0 ? Json(r.max) : Json()}});
+  }
+  Json out = {{"seeds", g.seeds}, {"configs", std::move(configs)}, {"top_two", nullptr}};
+  if (g.top_two) {
+    out["top_two"] = {{"test", "welch"},
+                      {"t", ScoreJson(g.top_two->t)},
+                      {"df", g.top_two->df},
+                      {"p", g.top_two->p},
+                      {"overlap", g.top_two->p >= 0.05}};
+  }
+  return out;
+}
+
 }  // namespace drover::report

@@ -42,6 +42,10 @@ struct Grouping {
 // Groups the comparison's runs when a seed parameter varies between them (else no groups).
 Grouping GroupBySeed(const Comparison& c);
 
+// The grouping as `drover compare --json`, MCP compare and the web table send it: null without
+// groups, else {seeds, configs: [{experiment_id, params, runs, n, mean, std, min, max}], top_two}.
+Json GroupsJson(const Comparison& c);
+
 // Welch's unequal-variances t-test of two samples (each 2 or more values); nullopt otherwise.
 std::optional<Welch> WelchTest(double mean_a, double sd_a, int n_a, double mean_b, double sd_b,
                                int n_b);

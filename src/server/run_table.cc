@@ -6,6 +6,7 @@
 
 #include "common/strings.h"
 #include "protocol/json_codec.h"
+#include "report/groups.h"
 
 namespace drover::server {
 namespace {
@@ -204,6 +205,8 @@ Result<Json> RunTable(const Experiment& e, const std::vector<Run>& runs,
               {"offset", query.offset},
               {"limit", query.limit},
               {"best_run_id", ranking.best_run > 0 ? Json(ranking.best_run) : Json(nullptr)},
+              // Runs that differ only in their seed, as `drover compare --json` groups them.
+              {"groups", report::GroupsJson(ranking)},
               {"rows", std::move(page)}};
   if (query.scatter) {
     Json srows = Json::array();

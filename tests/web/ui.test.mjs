@@ -365,6 +365,11 @@ async function main() {
 
   // ---- one ranking everywhere: the page marks the run `drover compare` names
   await rankingCheck(page);
+  // ---- two experiments compared on one page (added by name)
+  await crossCompareCheck(page);
+
+  // ---- seeds and noise: 2 configs x 3 seeds make 2 groups; curves as bands, log scale, EMA
+  await seedsCheck(page);
 
   // ---- a failed run's page says why, and its log opens on stderr
   await failureCheck(page);
@@ -408,6 +413,84 @@ async function rankingCheck(page) {
     await shot(page, `ranking-${summary}`);
     log(`${name}: the page stars run ${best} (${winner}), as drover compare does`);
   }
+}
+
+// Two configs tried with three seeds each: the experiment page's seed groups agree with
+// `drover compare --json` (mean, spread, count, runs, the Welch verdict), the curves draw one
+// mean line per config with its ± sd band, and log scale and smoothing change how they are drawn.
+async function seedsCheck(page) {
+  const dir = path.join(work, "seeds");
+  mkdirSync(dir, { recursive: true });
+  // val_acc = base(config) + seed/100 at each of 3 steps, rising.
+  writeFileSync(path.join(dir, "curve.sh"),
+    "case $1 in\n  wide) base=80 ;;\n  narrow) base=70 ;;\nesac\n" +
+    "for i in 1 2 3; do echo \"{\\\"step\\\": $i, \\\"val_acc\\\": 0.$((base + i + $2))}\"; done\n");
+  const spec = path.join(dir, "seeds.yaml");
+  writeFileSync(spec, "name: seeds\nworkdir: .\ncommand: sh curve.sh {width} {seed}\n" +
+    "params: {width: [wide, narrow], seed: [0, 1, 2]}\nobjective: {metric: val_acc, mode: max}\n");
+  const sub = spawnSync(drover, ["--store", store, "submit", spec], { encoding: "utf8", cwd: dir, timeout: 60000 });
+  expect(sub.status === 0, `drover submit seeds failed (${sub.status}):\n${sub.stdout}\n${sub.stderr}`);
+  const exp = (await api("/experiments?limit=100")).experiments.find((e) => e.name === "seeds");
+  expect(exp, "seeds is not listed");
+  await waitFor("the 6 seed runs to succeed", async () => (await api(`/experiments/${exp.id}/table`)).counts.succeeded === 6, 60000, 200);
+  const cmp = spawnSync(drover, ["--store", store, "compare", "seeds", "--json"], { encoding: "utf8", timeout: 60000 });
+  expect(cmp.status === 0, `drover compare seeds failed:\n${cmp.stderr}`);
+  const groups = JSON.parse(cmp.stdout).groups;
+  expect(groups && groups.configs.length === 2 && groups.configs.every((c) => c.n === 3), `compare's groups: ${cmp.stdout}`);
+  expect(groups.configs[0].params.width === "wide", `the wide config should rank first: ${JSON.stringify(groups.configs)}`);
+
+  await page.goto(`${base}/#/experiments/${exp.id}`);
+  await page.waitForSelector("#groups-table tbody tr[data-group='2']");
+  const rows = await page.$$eval("#groups-table tbody tr", (trs) => trs.map((tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent)));
+  for (let i = 0; i < 2; i++) {
+    const want = groups.configs[i];
+    const [, config, n, mean, sd, , , runs] = rows[i];
+    expect(config.includes(`width=${want.params.width}`) && !config.includes("seed="), `group ${i + 1} config "${config}"`);
+    expect(n === "3", `group ${i + 1} n = ${n}`);
+    expect(Math.abs(Number(mean) - want.mean) < 1e-3 && Math.abs(Number(sd) - want.std) < 1e-3, `group ${i + 1}: page ${mean} ± ${sd}, compare ${want.mean} ± ${want.std}`);
+    expect(runs.trim().split(/\s+/).join(",") === want.runs.map((id) => `#${id}`).join(","), `group ${i + 1} runs "${runs}" vs ${want.runs}`);
+  }
+  const verdict = await page.$eval("#groups-verdict", (el) => el.textContent);
+  expect(verdict.includes(groups.top_two.overlap ? "overlap" : "differ") && verdict.includes("Welch"), `the verdict: ${verdict}`);
+
+  // One mean curve per config, each with its band.
+  await page.check("#curve-groups");
+  const drawn = await waitFor("two banded curves", () => page.evaluate(() => {
+    const el = document.querySelector(".chart-box .chart");
+    return el && el.dataset.series === "2" && el.dataset.bands === "2" && el.querySelector(".uplot canvas") ? el.dataset.points : null;
+  }), 20000, 200);
+  expect(drawn === "3,3", `points per config curve: ${drawn}`);
+  await shot(page, "seed-groups");
+  await page.check("#curve-log");
+  await page.$eval("#curve-smoothing", (el) => { el.value = "0.6"; el.dispatchEvent(new Event("input", { bubbles: true })); });
+  await waitFor("log scale and smoothing in force", () => page.evaluate(() => {
+    const el = document.querySelector(".chart-box .chart");
+    return el.dataset.logY === "true" && el.dataset.smoothing === "0.6" && location.hash.includes("log=1") && location.hash.includes("smooth=0.6");
+  }), 10000, 100);
+  // The smoothing is TensorBoard's debiased EMA.
+  const ema = await page.evaluate(async () => (await import("/static/js/charts.js")).smoothEma([1, 2, 3, NaN, 4], 0.5));
+  const want = [1, 5 / 3, 17 / 7, NaN, 49 / 15];
+  expect(ema.every((v, i) => (Number.isNaN(want[i]) ? Number.isNaN(v) : Math.abs(v - want[i]) < 1e-9)), `smoothEma: ${ema}`);
+  await shot(page, "seed-groups-log-smoothed");
+  log(`seed groups: ${groups.configs.map((c) => `${c.params.width} ${c.mean.toFixed(3)}±${c.std.toFixed(3)} (n=${c.n})`).join(", ")}; bands, log scale and EMA drawn`);
+}
+
+// The compare page takes whole experiments: peaks-best and peaks-last, two runs each, side by side.
+async function crossCompareCheck(page) {
+  await page.goto(`${base}/#/compare`);
+  for (const name of ["peaks-best", "peaks-last"]) {
+    await page.fill("#compare-add-experiment", name);
+    await page.click("#compare-add-experiment-btn");
+  }
+  await waitFor("4 runs of 2 experiments compared", () => page.evaluate(() => {
+    const row = [...document.querySelectorAll("#compare-summary tbody tr")].find((tr) => tr.querySelector("th")?.textContent === "experiment");
+    const names = row ? [...row.querySelectorAll("td")].map((td) => td.textContent) : [];
+    const chart = document.querySelector("#compare-charts .chart[data-metric=val_acc]");
+    return names.length === 4 && names.filter((n) => n === "peaks-best").length === 2 && names.filter((n) => n === "peaks-last").length === 2 &&
+      chart && chart.dataset.series === "4" && chart.querySelector(".uplot canvas");
+  }), 20000, 200);
+  await shot(page, "compare-experiments");
+  log("compare page: peaks-best and peaks-last side by side, 4 val_acc curves");
 }
 
 async function failureCheck(page) {

@@ -53,6 +53,65 @@ export function alignSeries(list) {
   return cols;
 }
 
+// TensorBoard's smoothing: an exponential moving average with weight `w` (0: none, 0.99: most),
+// debiased so the first points are not pulled towards zero. Non-finite values pass through and do
+// not feed the average.
+export function smoothEma(ys, w) {
+  if (!(w > 0)) return ys.slice();
+  const out = new Array(ys.length);
+  let last = 0;
+  let n = 0;
+  for (let i = 0; i < ys.length; i++) {
+    const y = ys[i];
+    if (typeof y !== "number" || !Number.isFinite(y)) {
+      out[i] = y;
+      continue;
+    }
+    last = last * w + (1 - w) * y;
+    n++;
+    out[i] = last / (1 - Math.pow(w, n));
+  }
+  return out;
+}
+
+// Runs of one config (several seeds) as one curve: at each step the mean of the runs that reported
+// it, and mean ± the sample standard deviation (the mean alone where one run did).
+export function meanBand(seriesList) {
+  const at = new Map(); // step -> values
+  for (const s of seriesList) {
+    for (let i = 0; i < s.xs.length; i++) {
+      const y = s.ys[i];
+      if (typeof y !== "number" || !Number.isFinite(y)) continue;
+      if (!at.has(s.xs[i])) at.set(s.xs[i], []);
+      at.get(s.xs[i]).push(y);
+    }
+  }
+  const xs = [...at.keys()].sort((a, b) => a - b);
+  const ys = [], lo = [], hi = [], ns = [];
+  for (const x of xs) {
+    const v = at.get(x);
+    const mean = v.reduce((a, b) => a + b, 0) / v.length;
+    const sd = v.length > 1 ? Math.sqrt(v.reduce((a, b) => a + (b - mean) ** 2, 0) / (v.length - 1)) : 0;
+    ys.push(mean);
+    lo.push(mean - sd);
+    hi.push(mean + sd);
+    ns.push(v.length);
+  }
+  return { xs, ys, lo, hi, ns };
+}
+
+// A CSS colour (#rrggbb or rgb()) at this opacity, for a band's fill.
+function withAlpha(color, a) {
+  const m = /^#([0-9a-f]{6})$/i.exec(color || "");
+  if (m) {
+    const n = parseInt(m[1], 16);
+    return `rgba(${(n >> 16) & 255}, ${(n >> 8) & 255}, ${n & 255}, ${a})`;
+  }
+  const r = /^rgb\((\d+),\s*(\d+),\s*(\d+)\)$/.exec(color || "");
+  if (r) return `rgba(${r[1]}, ${r[2]}, ${r[3]}, ${a})`;
+  return color;
+}
+
 let chartSeq = 0;
 const INT_INCRS = [];
 for (let m = 1; m <= 1e12; m *= 10) INT_INCRS.push(m, 2 * m, 5 * m);
@@ -103,10 +162,39 @@ export class LineChart {
       color: s.color,
       xs: Array.from(s.xs),
       ys: Array.from(s.ys),
+      // A shaded band around the line (mean ± sd of a group of seeds): lo and hi at the same xs.
+      lo: s.lo ? Array.from(s.lo) : null,
+      hi: s.hi ? Array.from(s.hi) : null,
       width: s.width,
       dash: s.dash,
     }));
     this.schedule();
+  }
+
+  // How the series are drawn, not what they are: a log y axis (values <= 0 are left out) and
+  // TensorBoard's EMA smoothing (0..0.99).
+  setView({ logY = this.logY || false, smoothing = this.smoothing || 0 } = {}) {
+    this.logY = !!logY;
+    this.smoothing = Math.min(0.999, Math.max(0, Number(smoothing) || 0));
+    this.root.dataset.logY = String(this.logY);
+    this.root.dataset.smoothing = String(this.smoothing);
+    this.schedule();
+  }
+
+  // The columns as drawn: each series smoothed, its band (if any) as two more columns, and
+  // values a log axis cannot show left out.
+  drawnSeries() {
+    const keep = (v) => (this.logY && typeof v === "number" && v <= 0 ? null : v);
+    const out = [];
+    for (const s of this.series) {
+      const ys = smoothEma(s.ys, this.smoothing).map(keep);
+      out.push({ xs: s.xs, ys });
+      if (s.lo && s.hi) {
+        out.push({ xs: s.xs, ys: smoothEma(s.lo, this.smoothing).map(keep) });
+        out.push({ xs: s.xs, ys: smoothEma(s.hi, this.smoothing).map(keep) });
+      }
+    }
+    return out;
   }
 
   has(key) {
@@ -164,8 +252,11 @@ export class LineChart {
       uPlotReady().then(() => this.schedule(), () => this.setEmptyText("Charts could not be loaded (uPlot)"));
       return;
     }
-    const data = alignSeries(this.series);
-    const structure = this.series.map((s) => `${s.key}|${s.label}|${s.color || ""}`).join("\n");
+    const data = alignSeries(this.drawnSeries());
+    this.root.dataset.bands = String(this.series.filter((s) => s.lo && s.hi).length);
+    const structure =
+      `${this.logY ? "log" : "linear"}\n` +
+      this.series.map((s) => `${s.key}|${s.label}|${s.color || ""}|${s.lo ? "band" : ""}`).join("\n");
     if (!this.u || structure !== this.structure) {
       if (this.u) this.u.destroy();
       this.structure = structure;
@@ -191,11 +282,36 @@ export class LineChart {
       ticks: { stroke: t.grid, width: 1, size: 4 },
     };
     const self = this;
+    // Each series, then its band's edges (lo, hi) right after it when it has one.
+    const uSeries = [];
+    const bands = [];
+    const edges = []; // uPlot indexes of band edges: kept out of the legend
+    this.series.forEach((s, i) => {
+      const stroke = typeof s.color === "number" ? seriesColor(s.color) : s.color || seriesColor(i);
+      uSeries.push({
+        label: s.label,
+        // a number picks from the palette of the theme in force when drawn
+        stroke,
+        width: s.width || 1.5,
+        dash: s.dash,
+        spanGaps: true,
+        // a series of one point has no line to draw: show it as a dot
+        points: { show: () => this.series[i] && this.series[i].ys.filter((y) => y !== null && y !== undefined).length < 2, size: 6 },
+        value: (u, v) => (v === null || v === undefined ? "—" : fmtNum(v)),
+      });
+      if (s.lo && s.hi) {
+        const lo = uSeries.length + 1; // uPlot's index: 0 is x
+        const edge = (name) => ({ label: `${s.label} ${name}`, stroke: "transparent", width: 0, spanGaps: true, points: { show: false }, value: (u, v) => (v === null || v === undefined ? "—" : fmtNum(v)) });
+        uSeries.push(edge("− sd"), edge("+ sd"));
+        edges.push(lo, lo + 1);
+        bands.push({ series: [lo + 1, lo], fill: withAlpha(stroke, 0.18) });
+      }
+    });
     return {
       width,
       height: this.height,
       pxAlign: 0,
-      scales: { x: { time: false } },
+      scales: { x: { time: false }, ...(this.logY ? { y: { distr: 3 } } : {}) },
       cursor: {
         drag: { x: true, y: false, setScale: true },
         ...(this.sync ? { sync: { key: this.sync } } : {}),
@@ -206,21 +322,15 @@ export class LineChart {
         { ...axis, label: this.xLabel, labelSize: 18, size: 36, incrs: INT_INCRS, values: (u, vals) => vals.map((v) => fmtNum(v)) },
         { ...axis, size: 56, values: (u, vals) => vals.map((v) => fmtNum(v)) },
       ],
-      series: [
-        { label: this.xLabel, value: (u, v) => (v === null || v === undefined ? "—" : fmtNum(v)) },
-        ...this.series.map((s, i) => ({
-          label: s.label,
-          // a number picks from the palette of the theme in force when drawn
-          stroke: typeof s.color === "number" ? seriesColor(s.color) : s.color || seriesColor(i),
-          width: s.width || 1.5,
-          dash: s.dash,
-          spanGaps: true,
-          // a series of one point has no line to draw: show it as a dot
-          points: { show: () => this.series[i] && this.series[i].ys.filter((y) => y !== null && y !== undefined).length < 2, size: 6 },
-          value: (u, v) => (v === null || v === undefined ? "—" : fmtNum(v)),
-        })),
-      ],
+      series: [{ label: this.xLabel, value: (u, v) => (v === null || v === undefined ? "—" : fmtNum(v)) }, ...uSeries],
+      bands,
       hooks: {
+        init: [
+          (u) => {
+            const rows = u.root.querySelectorAll(".u-legend .u-series");
+            for (const i of edges) if (rows[i]) rows[i].style.display = "none";
+          },
+        ],
         draw: [
           () => {
             if (self.drawn) return;

@@ -1,4 +1,5 @@
-// #/compare?runs=1,2 : two or more runs side by side: params (differences marked), final metrics
+// #/compare?runs=1,2 : two or more runs side by side, from one experiment or several (an
+// experiment added by id or name brings its runs): params (differences marked), final metrics
 // (the best marked), and each metric's curves overlaid.
 import { h, fill, fmtNum, fmtValue, fmtDuration, stateBadge, throttle, refresher, notice, isAbort, replaceQuery, toast } from "./util.js";
 import { api, mapLimit } from "./api.js";
@@ -6,6 +7,7 @@ import { events } from "./events.js";
 import { LineChart, latestAttemptSeries, seriesColor } from "./charts.js";
 
 const CURVE_POINTS = 1000;
+const MAX_FROM_EXPERIMENT = 50;
 
 function metricMode(name, objective) {
   if (objective && objective.metric === name) return objective.mode || "max";
@@ -20,13 +22,15 @@ export async function mount(root, { scope, query, setTitle }) {
   ids = [...new Set(ids)];
   const addIn = h("input", { class: "input input-num", type: "number", min: "1", placeholder: "run id", "aria-label": "add a run by id", id: "compare-add" });
   const addBtn = h("button", { class: "btn", type: "button" }, "Add");
+  const expIn = h("input", { class: "input", type: "text", placeholder: "experiment id or name", "aria-label": "add an experiment's runs", id: "compare-add-experiment" });
+  const expBtn = h("button", { class: "btn", type: "button", id: "compare-add-experiment-btn" }, "Add experiment");
   const chips = h("div", { class: "param-chips" });
   const summaryEl = h("div", { class: "table-wrap" });
   const paramsEl = h("div", { class: "table-wrap" });
   const metricsEl = h("div", { class: "table-wrap" });
   const chartsEl = h("div", { class: "chart-grid", id: "compare-charts" });
   root.append(
-    h("div", { class: "page-head" }, h("div", null, h("h1", null, "Compare runs"), chips), h("div", { class: "toolbar" }, addIn, addBtn)),
+    h("div", { class: "page-head" }, h("div", null, h("h1", null, "Compare runs"), chips), h("div", { class: "toolbar" }, addIn, addBtn, expIn, expBtn)),
     h("div", { class: "two-col" },
       h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", null, "Params"), h("span", { class: "muted small" }, "differences highlighted")), paramsEl),
       h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", null, "Final metrics"), h("span", { class: "muted small" }, "best marked")), metricsEl)),
@@ -51,6 +55,21 @@ export async function mount(root, { scope, query, setTitle }) {
     setIds([...ids, n]);
   };
   addBtn.addEventListener("click", add);
+  // Every run of an experiment (its first MAX_FROM_EXPERIMENT), beside those already compared.
+  const addExperiment = async () => {
+    const which = expIn.value.trim();
+    if (!which) return toast("Type an experiment's id or name", "error");
+    try {
+      const r = await api(`/runs?experiment=${encodeURIComponent(which)}&limit=${MAX_FROM_EXPERIMENT}`, { signal });
+      if (!r.runs.length) return toast(`Experiment ${which} has no runs`, "error");
+      expIn.value = "";
+      setIds([...ids, ...r.runs.map((x) => x.id)]);
+    } catch (e) {
+      if (!isAbort(e)) toast(e.message, "error");
+    }
+  };
+  expBtn.addEventListener("click", addExperiment);
+  expIn.addEventListener("keydown", (e) => e.key === "Enter" && addExperiment());
   addIn.addEventListener("keydown", (e) => e.key === "Enter" && add());
 
   // A run's name in legends: its id and the params that differ between the runs compared (the

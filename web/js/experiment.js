@@ -4,7 +4,7 @@
 import { h, fill, fmtNum, fmtValue, fmtDuration, fmtTime, stateBadge, STATES, ENDED, refresher, debounce, replaceQuery, notice, isAbort, confirmButton, toast } from "./util.js";
 import { api, post, mapLimit } from "./api.js";
 import { events } from "./events.js";
-import { LineChart, ScatterPlot, latestAttemptSeries } from "./charts.js";
+import { LineChart, ScatterPlot, latestAttemptSeries, meanBand } from "./charts.js";
 import { countsText } from "./experiments.js";
 
 const MAX_OVERLAY = 20;
@@ -24,6 +24,9 @@ export async function mount(root, { scope, params, query, setTitle }) {
     metric: query.get("metric") || "",
     x: query.get("x") || "",
     allParams: query.get("params") === "all",
+    logY: query.get("log") === "1",
+    smoothing: Math.min(0.99, Math.max(0, Number(query.get("smooth")) || 0)),
+    grouped: query.get("groups") === "1",
   };
   const selected = new Set((query.get("sel") || "").split(",").map(Number).filter((n) => n > 0));
   let autoSelect = selected.size === 0;
@@ -48,6 +51,16 @@ export async function mount(root, { scope, params, query, setTitle }) {
   const metricSel = h("select", { class: "input", id: "curve-metric", "aria-label": "metric" });
   const curveNote = h("span", { class: "muted" });
   const chartBox = h("div", { class: "chart-box" });
+  const logBox = h("input", { type: "checkbox", id: "curve-log", checked: st.logY });
+  const smoothIn = h("input", { type: "range", id: "curve-smoothing", min: "0", max: "0.99", step: "0.01", value: String(st.smoothing), "aria-label": "smoothing" });
+  const smoothOut = h("span", { class: "muted small mono" }, st.smoothing.toFixed(2));
+  const groupBox = h("input", { type: "checkbox", id: "curve-groups", checked: st.grouped });
+  const groupLabel = h("label", { class: "check-label", hidden: true, title: "one curve per config: the mean over its seeds, shaded ± one standard deviation" }, groupBox, " seeds as bands");
+  const curveView = h("div", { class: "toolbar curve-view" },
+    h("label", { class: "check-label" }, logBox, " log scale"),
+    h("label", { class: "check-label", title: "exponential moving average, as TensorBoard's slider" }, "smoothing ", smoothIn, smoothOut),
+    groupLabel);
+  const groupsBox = h("div", { id: "seed-groups" });
   const xSel = h("select", { class: "input", id: "scatter-param", "aria-label": "parameter" });
   const scatterNote = h("span", { class: "muted" });
   const scatterBox = h("div", { class: "scatter-box" });
@@ -64,13 +77,16 @@ export async function mount(root, { scope, params, query, setTitle }) {
     h("div", { class: "two-col wide-left" },
       h("section", { class: "panel" },
         h("div", { class: "panel-head" }, h("h2", null, "Curves of the selected runs"), h("div", { class: "toolbar" }, curveNote, metricSel)),
+        curveView,
         chartBox),
       h("section", { class: "panel" },
         h("div", { class: "panel-head" }, h("h2", null, "Params against the objective"), h("div", { class: "toolbar" }, scatterNote, xSel)),
         scatterBox)),
+    groupsBox,
     specBox);
 
   const chart = new LineChart(chartBox, { height: 280, empty: "Select runs in the table to see their curves" });
+  chart.setView({ logY: st.logY, smoothing: st.smoothing });
   scope.add(() => chart.destroy());
   const scatter = new ScatterPlot(scatterBox, { height: 310, onPick: (id) => (location.hash = `#/runs/${id}`) });
   scope.add(() => scatter.destroy());
@@ -86,6 +102,9 @@ export async function mount(root, { scope, params, query, setTitle }) {
       metric: metricAuto ? null : st.metric,
       x: st.x,
       params: st.allParams ? "all" : null,
+      log: st.logY ? "1" : null,
+      smooth: st.smoothing > 0 ? String(st.smoothing) : null,
+      groups: st.grouped ? "1" : null,
       sel: autoSelect ? null : [...selected].join(","),
     });
 
@@ -255,6 +274,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
     renderHead();
     renderTable();
     renderMetricSel();
+    renderGroups();
     if (firstPaint) {
       firstPaint = false;
       requestAnimationFrame(() => setTimeout(() => performance.mark("drover:table-rendered"), 0));
@@ -273,7 +293,81 @@ export async function mount(root, { scope, params, query, setTitle }) {
     scheduleCurves();
   };
 
+  // ---- seeds and noise: runs that differ only in their seed, as drover compare groups them
+  let groupsKey = "";
+  const renderGroups = () => {
+    const g = table.groups;
+    groupLabel.hidden = !g;
+    const key = JSON.stringify(g);
+    if (key === groupsKey) return;
+    const hadGroups = groupsKey && groupsKey !== "null";
+    groupsKey = key;
+    if (st.grouped && (g || hadGroups)) scheduleCurves();
+    if (!g) {
+      fill(groupsBox);
+      return;
+    }
+    const obj = table.objective || {};
+    const shown = (p) => Object.entries(p || {}).filter(([k]) => !(k in (table.constant || {}))).map(([k, v]) => `${k}=${fmtValue(v)}`).join(" ") || "(all the same)";
+    const tt = g.top_two;
+    fill(groupsBox, h("section", { class: "panel" },
+      h("div", { class: "panel-head" }, h("h2", null, "Seed groups"),
+        h("span", { class: "muted small" }, `runs that differ only in ${g.seeds.join(", ")}, ranked by the mean ${obj.metric ? `${obj.metric} (${obj.summary})` : "score"}`)),
+      h("div", { class: "table-wrap" }, h("table", { class: "table", id: "groups-table" },
+        h("thead", null, h("tr", null, ["#", "config", "n", "mean", "± sd", "min", "max", "runs"].map((c) => h("th", null, c)))),
+        h("tbody", null, g.configs.map((c, i) => h("tr", { class: i === 0 && c.n > 0 ? "best" : null, dataset: { group: String(i + 1) } },
+          h("td", { class: "num" }, i === 0 && c.n > 0 ? "★ 1" : String(i + 1)),
+          h("td", { class: "mono" }, shown(c.params)),
+          h("td", { class: "num" }, String(c.n)),
+          h("td", { class: "num" }, c.mean === null ? "—" : fmtNum(c.mean)),
+          h("td", { class: "num" }, c.std === null ? "—" : fmtNum(c.std)),
+          h("td", { class: "num" }, c.min === null ? "—" : fmtNum(c.min)),
+          h("td", { class: "num" }, c.max === null ? "—" : fmtNum(c.max)),
+          h("td", null, c.runs.map((id, k) => [k ? " " : "", h("a", { href: `#/runs/${id}` }, `#${id}`)]))))))),
+      tt ? h("div", { class: "panel-foot" }, h("span", { class: tt.overlap ? "notice notice-warn" : "muted", id: "groups-verdict" },
+        tt.overlap
+          ? `The top two configs overlap (Welch's t-test p = ${fmtNum(tt.p)}): the difference may be noise; run more seeds before choosing.`
+          : `The top two configs differ (Welch's t-test p = ${fmtNum(tt.p)}).`)) : null));
+  };
+
   // ---- curves
+  logBox.addEventListener("change", () => {
+    st.logY = logBox.checked;
+    chart.setView({ logY: st.logY });
+    saveQuery();
+  });
+  smoothIn.addEventListener("input", () => {
+    st.smoothing = Number(smoothIn.value);
+    smoothOut.textContent = st.smoothing.toFixed(2);
+    chart.setView({ smoothing: st.smoothing });
+    saveQuery();
+  });
+  groupBox.addEventListener("change", () => {
+    st.grouped = groupBox.checked;
+    saveQuery();
+    scheduleCurves();
+  });
+  // One curve per seed group: the mean over its runs, shaded ± one standard deviation.
+  const loadGroupCurves = async (seq, metric) => {
+    const configs = table.groups.configs.slice(0, MAX_OVERLAY);
+    const shown = (p) => Object.entries(p || {}).filter(([k]) => !(k in (table.constant || {}))).slice(0, 3).map(([k, v]) => `${k}=${fmtValue(v)}`).join(" ");
+    const ids = configs.flatMap((c) => c.runs.slice(0, MAX_OVERLAY));
+    const series = new Map();
+    await mapLimit(ids, 4, async (id) => {
+      const r = await api(`/runs/${id}/metrics?name=${encodeURIComponent(metric)}&points=${CURVE_POINTS}`, { signal });
+      series.set(id, latestAttemptSeries(r.series.find((s) => s.name === metric)?.points || []));
+    });
+    if (seq !== curveSeq) return;
+    curveNote.textContent = `${configs.length} config${configs.length === 1 ? "" : "s"}, mean ± sd over seeds`;
+    const list = configs.map((c, i) => {
+      const b = meanBand(c.runs.map((id) => series.get(id)).filter(Boolean));
+      return { key: `g${i}`, label: `${shown(c.params) || "config"} (n=${c.runs.length})`, xs: b.xs, ys: b.ys, lo: b.lo, hi: b.hi, color: i, width: i === 0 ? 2.5 : 1.5 };
+    });
+    chart.setTitle(`${metric}, by config`);
+    chart.setEmptyText(`No run has reported ${metric} yet`);
+    chart.set(list);
+  };
+
   const renderMetricSel = () => {
     const metrics = table.metrics;
     // Until someone picks one, show the objective (it may be reported after other metrics).
@@ -304,6 +398,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
   const loadCurves = async () => {
     const seq = ++curveSeq;
     const metric = st.metric;
+    if (st.grouped && table?.groups && metric) return loadGroupCurves(seq, metric);
     const ids = [...selected].slice(0, MAX_OVERLAY);
     curveNote.textContent = selected.size > MAX_OVERLAY ? `first ${MAX_OVERLAY} of ${selected.size} selected` : "";
     if (!metric || !ids.length) {
@@ -347,6 +442,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
   let varyingParams = [];
 
   const applyPoints = (runId, points) => {
+    if (st.grouped && table?.groups) return scheduleCurves(); // the group's mean moves
     const mine = points.filter((p) => p.name === st.metric);
     if (!mine.length) return;
     if (pending.has(runId)) {

@@ -478,9 +478,10 @@ async function seedsCheck(page) {
 // The compare page takes whole experiments: peaks-best and peaks-last, two runs each, side by side.
 async function crossCompareCheck(page) {
   await page.goto(`${base}/#/compare`);
-  for (const name of ["peaks-best", "peaks-last"]) {
+  for (const [k, name] of ["peaks-best", "peaks-last"].entries()) {
     await page.fill("#compare-add-experiment", name);
     await page.click("#compare-add-experiment-btn");
+    await waitFor(`${name}'s runs added`, async () => (await page.locator(".param-chips .chip").count()) === 2 * (k + 1), 10000, 100);
   }
   await waitFor("4 runs of 2 experiments compared", () => page.evaluate(() => {
     const row = [...document.querySelectorAll("#compare-summary tbody tr")].find((tr) => tr.querySelector("th")?.textContent === "experiment");

@@ -59,13 +59,15 @@ export async function mount(root, { scope, query, setTitle }) {
   const addExperiment = async () => {
     const which = expIn.value.trim();
     if (!which) return toast("Type an experiment's id or name", "error");
+    expIn.value = ""; // taken now: the next one may be typed while this one loads
     try {
       const r = await api(`/runs?experiment=${encodeURIComponent(which)}&limit=${MAX_FROM_EXPERIMENT}`, { signal });
       if (!r.runs.length) return toast(`Experiment ${which} has no runs`, "error");
-      expIn.value = "";
       setIds([...ids, ...r.runs.map((x) => x.id)]);
     } catch (e) {
-      if (!isAbort(e)) toast(e.message, "error");
+      if (isAbort(e)) return;
+      expIn.value = which;
+      toast(e.message, "error");
     }
   };
   expBtn.addEventListener("click", addExperiment);

@@ -47,5 +47,12 @@ class ApiClient {
 // Sends a spec file to the daemon (POST /experiments).
 Result<protocol::SubmitResponse> SubmitToDaemon(ApiClient& api, const std::string& spec_path,
                                                 const std::vector<std::string>& sets);
+// Asks the daemon whether the spec's runs could ever start on its pool, submitting nothing (POST
+// /experiments/check): `drover run --dry-run` with a daemon serving the store.
+Status CheckWithDaemon(ApiClient& api, const std::string& spec_path,
+                       const std::vector<std::string>& sets);
+// The request for a spec file ("-": standard input) with its --set overrides.
+Result<protocol::SubmitRequest> SubmitRequestFor(const std::string& spec_path,
+                                                 const std::vector<std::string>& sets);
 
 }  // namespace drover::cli

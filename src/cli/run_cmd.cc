@@ -52,10 +52,15 @@ void WriteReportAtEnd(Globals& g, int64_t experiment_id, const RunFlags& f) {
 }
 
 int DryRun(Globals& g, const Spec& spec, const RunFlags& f, const std::string& fake) {
-  if (!FindDaemon(g)) {
+  if (auto daemon = FindDaemon(g)) {
+    // The daemon's pool decides: it checks the spec as its submit would, and records nothing.
+    ApiClient api(*daemon);
+    if (Status fits = CheckWithDaemon(api, f.spec_path, f.sets); !fits.ok()) {
+      return ReportError(fits);
+    }
+  } else {
     // Whether the runs could ever start here, as the submit would check it: a run that needs
-    // more than the machine has is refused now, not after the dry run said it was fine. (A daemon
-    // serving the store checks against its own pool when the spec is submitted.)
+    // more than the machine has is refused now, not after the dry run said it was fine.
     auto setup = PrepareEngine(g, fake, f.engine);
     if (!setup.ok()) return ReportError(setup.status());
     auto devices = setup->probe->Devices();

@@ -15,6 +15,19 @@ namespace drover::cli {
 
 Result<protocol::SubmitResponse> SubmitToDaemon(ApiClient& api, const std::string& spec_path,
                                                 const std::vector<std::string>& sets) {
+  DROVER_ASSIGN_OR_RETURN(protocol::SubmitRequest req, SubmitRequestFor(spec_path, sets));
+  DROVER_ASSIGN_OR_RETURN(Json j, api.Post("/experiments", protocol::ToJson(req)));
+  return protocol::SubmitResponseFromJson(j);
+}
+
+Status CheckWithDaemon(ApiClient& api, const std::string& spec_path,
+                       const std::vector<std::string>& sets) {
+  DROVER_ASSIGN_OR_RETURN(protocol::SubmitRequest req, SubmitRequestFor(spec_path, sets));
+  return api.Post("/experiments/check", protocol::ToJson(req)).status();
+}
+
+Result<protocol::SubmitRequest> SubmitRequestFor(const std::string& spec_path,
+                                                 const std::vector<std::string>& sets) {
   DROVER_ASSIGN_OR_RETURN(std::string text, ReadSpecFile(spec_path));
   protocol::SubmitRequest req;
   req.spec_yaml = std::move(text);
@@ -28,8 +41,7 @@ Result<protocol::SubmitResponse> SubmitToDaemon(ApiClient& api, const std::strin
         std::filesystem::absolute(spec_path, ec).parent_path().lexically_normal().string();
   }
   req.overrides = sets;
-  DROVER_ASSIGN_OR_RETURN(Json j, api.Post("/experiments", protocol::ToJson(req)));
-  return protocol::SubmitResponseFromJson(j);
+  return req;
 }
 
 namespace {

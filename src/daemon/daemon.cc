@@ -30,6 +30,13 @@ Result<CommandReply> Daemon::Call(Command command) {
   return reply.get();
 }
 
+Status Daemon::CheckSubmit(const protocol::SubmitRequest& request) {
+  auto spec =
+      ParseSpecString(request.spec_yaml, request.spec_name, request.base_dir, request.overrides);
+  if (!spec.ok()) return spec.status();
+  return Call(cmd::CheckSubmit{*spec}).status();
+}
+
 Result<protocol::SubmitResponse> Daemon::Submit(const protocol::SubmitRequest& request) {
   // Parsing is pure: do it here, so a bad spec never reaches the loop.
   auto spec =

@@ -21,6 +21,7 @@ class Daemon : public server::EngineControl, public EngineObserver {
   Status CancelRun(int64_t run_id) override;
   Status CancelExperiment(int64_t experiment_id) override;
   Status SetPriority(int64_t run_id, int priority) override;
+  Status CheckSubmit(const protocol::SubmitRequest& request) override;
   Result<std::vector<int64_t>> Retry(int64_t experiment_id,
                                      const protocol::RetryRequest& which) override;
   Result<Cleanup> RemoveExperiments(const std::vector<int64_t>& ids, bool dry_run) override;

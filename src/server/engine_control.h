@@ -24,6 +24,8 @@ class EngineControl {
  public:
   virtual ~EngineControl() = default;
   virtual Result<protocol::SubmitResponse> Submit(const protocol::SubmitRequest& request) = 0;
+  // Whether the spec is valid and its runs could ever start on the pool; records nothing.
+  virtual Status CheckSubmit(const protocol::SubmitRequest& request) = 0;
   virtual Status CancelRun(int64_t run_id) = 0;
   virtual Status CancelExperiment(int64_t experiment_id) = 0;
   virtual Status SetPriority(int64_t run_id, int priority) = 0;

@@ -51,6 +51,15 @@ Status Submit(ServerContext& ctx, const httplib::Request& req, httplib::Response
   return Status::Ok();
 }
 
+// drover run --dry-run with a daemon: the spec checked as a submit checks it; nothing recorded.
+Status Check(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  DROVER_ASSIGN_OR_RETURN(Json body, ParseJsonBody(req));
+  DROVER_ASSIGN_OR_RETURN(protocol::SubmitRequest request, protocol::SubmitRequestFromJson(body));
+  DROVER_RETURN_IF_ERROR(ctx.engine.CheckSubmit(request));
+  SendJson(res, 200, {{"fits", true}});
+  return Status::Ok();
+}
+
 Status Cancel(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(Experiment e, LoadExperiment(ctx, req.matches[1].str()));
   DROVER_RETURN_IF_ERROR(ctx.engine.CancelExperiment(e.id));
@@ -85,6 +94,7 @@ void RegisterExperimentsRoutes(httplib::Server& http, ServerContext& ctx) {
   const std::string base = std::string(protocol::kApiPrefix) + "/experiments";
   http.Get(base, Route(ctx, List));
   http.Post(base, Route(ctx, Submit));
+  http.Post(base + "/check", Route(ctx, Check));
   http.Get(base + "/([^/]+)", Route(ctx, Get));
   http.Post(base + "/([^/]+)/cancel", Route(ctx, Cancel));
   http.Post(base + "/([^/]+)/retry", Route(ctx, Retry));

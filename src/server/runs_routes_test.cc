@@ -339,6 +339,21 @@ TEST_F(RunsRoutesTest, DeleteAnExperimentAndCollectGarbageReachTheEngine) {
   EXPECT_EQ(Post("/api/v1/store/gc", R"({"dryrun": true})").status, 400);
 }
 
+TEST_F(RunsRoutesTest, CheckAsksTheEngineAndRecordsNothing) {
+  StartServer();
+  const std::string body = R"({"spec_yaml": "name: x\ncommand: \"true\"\n", "base_dir": "/tmp"})";
+  auto ok = Post("/api/v1/experiments/check", body);
+  EXPECT_EQ(ok.status, 200) << ok.raw;
+  EXPECT_EQ(ok.body, Json::parse(R"({"fits": true})"));
+  engine_.Locked([&] { engine_.check_error = FailedPrecondition("each run needs 9 GPUs"); return 0; });
+  auto refused = Post("/api/v1/experiments/check", body);
+  EXPECT_EQ(refused.status, 409) << refused.raw;
+  EXPECT_EQ(refused.body["error"]["message"], "each run needs 9 GPUs");
+  EXPECT_EQ(Post("/api/v1/experiments/check", R"({"spec": 1})").status, 400);
+  EXPECT_EQ(engine_.Locked([&] { return engine_.checked.size(); }), 2u);
+  EXPECT_TRUE(engine_.Locked([&] { return engine_.submits.empty(); }));
+}
+
 TEST_F(RunsRoutesTest, Gpus) {
   engine_.gpus = {{.index = 0,
                    .name = "fake",

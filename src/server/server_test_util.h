@@ -48,6 +48,11 @@ class FakeEngineControl : public EngineControl {
     retried.emplace_back(experiment_id, which);
     return which.runs;
   }
+  Status CheckSubmit(const protocol::SubmitRequest& request) override {
+    std::lock_guard<std::mutex> l(mu_);
+    checked.push_back(request);
+    return check_error;
+  }
   Result<Cleanup> RemoveExperiments(const std::vector<int64_t>& ids, bool dry_run) override {
     std::lock_guard<std::mutex> l(mu_);
     removed.emplace_back(ids, dry_run);
@@ -118,6 +123,8 @@ class FakeEngineControl : public EngineControl {
   std::vector<std::pair<int64_t, protocol::RetryRequest>> retried;
   std::vector<std::pair<std::vector<int64_t>, bool>> removed;
   std::vector<protocol::GcRequest> collected;
+  std::vector<protocol::SubmitRequest> checked;
+  Status check_error;
   int wait_calls = 0;
   // What it answers (set before the server runs).
   protocol::SubmitResponse submit_reply;

@@ -12,6 +12,7 @@
 #include "store/store.h"
 #include "testutil/cli_fixture.h"
 #include "testutil/cli_runner.h"
+#include "testutil/mcp_stdio.h"
 
 namespace drover {
 namespace {
@@ -257,6 +258,21 @@ TEST_F(CliTest, DryRunChecksThatRunsFit) {
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.err.find("each run needs 4 CPU slots but drover has 2"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(store_ + "/drover.db"));
+
+  // With a daemon serving the store, its pool decides (2 fake GPUs of 24 GiB), and nothing is
+  // recorded either way.
+  pid_t daemon = testing::StartDaemon(store_, dir_.string(), {"--fake-gpus", "2x24GiB"});
+  r = RunDrover({"run", nine, "--dry-run", "--store", store_});
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.err.find("each run needs 9 GPUs but this machine has 2"), std::string::npos) << r.err;
+  r = RunDrover({"run", big, "--dry-run", "--store", store_});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("big: 1 run (dry run: nothing was submitted)"), std::string::npos) << r.out;
+  auto ls = RunDrover({"ls", "--experiments", "--json", "--store", store_});
+  EXPECT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_EQ(ls.out.find("\"big\""), std::string::npos) << ls.out;
+  kill(daemon, SIGTERM);
+  EXPECT_EQ(testing::WaitExit(daemon), 0);
 }
 
 // `-` reads the spec from standard input: a generated spec needs no file.

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <yaml-cpp/yaml.h>
 
 #include <chrono>
 #include <filesystem>
@@ -21,6 +22,16 @@ namespace drover::cli {
 namespace {
 
 using mcp::Tool;
+
+// The `name:` of a spec's text ("" when it has none or is not YAML: the daemon says why).
+std::string SpecNameOf(const std::string& spec_yaml) {
+  try {
+    YAML::Node root = YAML::Load(spec_yaml);
+    if (root.IsMap() && root["name"] && root["name"].IsScalar()) return root["name"].Scalar();
+  } catch (const YAML::Exception&) {
+  }
+  return "";
+}
 
 Json Obj(Json properties, std::vector<std::string> required = {}) {
   Json s = {{"type", "object"}, {"properties", std::move(properties)}};
@@ -130,13 +141,16 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
       "submit", "Submit an experiment",
       "Queue an experiment from a spec: `spec_yaml` (YAML text, as in docs/spec.md or from "
       "plan) or `spec` (the same as a JSON object). Returns at once with the experiment and run "
-      "ids; use wait to block until they finish. `overrides` are key=value strings like "
-      "'epochs=2' or 'lr=[0.1,0.01]'.",
+      "ids and its name; use wait to block until they finish. `overrides` are key=value strings "
+      "like 'epochs=2' or 'lr=[0.1,0.01]'; they are added to the experiment's name "
+      "(model-mlp-cnn-epochs-2) unless one of them is name=...",
       Obj({{"spec_yaml", Str("The spec, YAML text")},
            {"spec", {{"type", "object"}, {"description", "The spec as a JSON object"}}},
            {"base_dir", Str("Folder a relative workdir resolves against (plan gives it)")},
            {"overrides", ListOf({{"type", "string"}})}}),
-      Obj({{"experiment_id", {{"type", "integer"}}}, {"run_ids", ListOf({{"type", "integer"}})}},
+      Obj({{"experiment_id", {{"type", "integer"}}},
+           {"run_ids", ListOf({{"type", "integer"}})},
+           {"name", {{"type", "string"}}}},
           {"experiment_id", "run_ids"}),
       [info, options](const Json& args) -> Result<Json> {
         // A client per call: calls come from several HTTP threads at once under /mcp.
@@ -154,9 +168,21 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
         if (args.contains("overrides")) {
           req.overrides = args["overrides"].get<std::vector<std::string>>();
         }
+        // A plan submitted with overrides runs something else than its name says: the name gets
+        // the overrides (unless one sets it), so compare and list_runs by name find this one.
+        std::string name = SpecNameOf(req.spec_yaml);
+        if (auto renamed = NameWithOverrides(name, req.overrides); renamed && !name.empty()) {
+          name = *renamed;
+          req.overrides.push_back("name=" + name);
+        }
+        for (const std::string& o : req.overrides) {
+          if (o.rfind("name=", 0) == 0) name = o.substr(5);  // the last one given wins
+        }
         auto r = a->Post("/experiments", protocol::ToJson(req));
         if (!r.ok()) return Explain(r.status(), "fix the spec at the position given and submit again");
-        return Json{{"experiment_id", (*r)["experiment_id"]}, {"run_ids", (*r)["run_ids"]}};
+        Json out = {{"experiment_id", (*r)["experiment_id"]}, {"run_ids", (*r)["run_ids"]}};
+        if (!name.empty()) out["name"] = name;
+        return out;
       }});
 
   r.Add(Tool{

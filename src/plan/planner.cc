@@ -647,6 +647,12 @@ std::string PlanName(const Recipe& r, const std::vector<Setting>& params) {
   std::string name = SafeName(Join(!varying.empty() ? varying : set, "-x-"));
   if (name.empty()) name = SafeName(std::filesystem::path(r.dir).filename().string());
   if (name.empty() || name == "-") name = "experiment";
+  return CapName(name);
+}
+
+}  // namespace
+
+std::string CapName(std::string name) {
   if (name.size() > 80) {
     uint32_t h = 2166136261u;  // FNV-1a: deterministic across builds
     for (unsigned char c : name) h = (h ^ c) * 16777619u;
@@ -654,6 +660,28 @@ std::string PlanName(const Recipe& r, const std::vector<Setting>& params) {
   }
   return name;
 }
+
+std::optional<std::string> NameWithOverrides(const std::string& name,
+                                             const std::vector<std::string>& overrides) {
+  std::vector<std::string> parts;
+  for (const std::string& o : overrides) {
+    const std::string key = o.substr(0, o.find('='));
+    if (key == "name") return std::nullopt;  // named by the caller
+    parts.push_back(o);
+  }
+  if (parts.empty()) return std::nullopt;
+  std::string suffix = SafeName(Join(parts, "-"));
+  // "lr=[0.1,0.01]" reads as lr--0.1-0.01-: one dash between words is enough.
+  std::string squeezed;
+  for (char c : suffix) {
+    if (c == '-' && !squeezed.empty() && squeezed.back() == '-') continue;
+    squeezed += c;
+  }
+  while (!squeezed.empty() && squeezed.back() == '-') squeezed.pop_back();
+  return CapName(name + "-" + squeezed);
+}
+
+namespace {
 
 void EmitValue(YAML::Emitter& out, const Json& v) {
   if (v.is_string()) {

@@ -52,6 +52,15 @@ struct Plan {
 // that does not fit its parameter's type.
 Result<Plan> PlanInstruction(const Recipe& recipe, std::string_view instruction);
 
+// A name of at most 80 characters: a longer one keeps its first 70 and a hash of the whole, so
+// names stay distinct.
+std::string CapName(std::string name);
+// The name of a planned spec submitted with --set overrides: the plan's name with the overrides
+// ("model-mlp-cnn-epochs-3"), so an experiment's name says what it ran. nullopt when there are
+// none, or one sets the name itself.
+std::optional<std::string> NameWithOverrides(const std::string& name,
+                                             const std::vector<std::string>& overrides);
+
 // Values ticked in a form (the web UI's new-experiment page) instead of an instruction.
 struct Selection {
   std::map<std::string, std::vector<Json>> params;  // parameter -> values; absent: its default

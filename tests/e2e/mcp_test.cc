@@ -54,6 +54,14 @@ TEST_F(McpTest, AScriptedAgentSubmitsWaitsAndCompares) {
       Call(10, "submit", {{"spec", {{"name", "as-json"}, {"command", "true {i}"},
                                     {"params", {{"i", {1, 2}}}}}}}),
       Call(11, "compare", {{"experiment", "sweep"}, {"metric", "acc"}, {"mode", "min"}}),
+      // A plan submitted again with overrides gets a name that says so; name= keeps the caller's.
+      Call(12, "submit", {{"spec", {{"name", "as-json"}, {"command", "true {i}"},
+                                    {"params", {{"i", {1, 2}}}}}},
+                          {"overrides", {"i=[3,4,5]"}}}),
+      Call(13, "submit", {{"spec", {{"name", "as-json"}, {"command", "true {i}"},
+                                    {"params", {{"i", {1, 2}}}}}},
+                          {"overrides", {"i=7", "name=mine"}}}),
+      Call(14, "list_runs", {{"experiment", "as-json-i-3-4-5"}}),
   };
   std::string in = (dir_ / "in.jsonl").string();
   {
@@ -75,7 +83,7 @@ TEST_F(McpTest, AScriptedAgentSubmitsWaitsAndCompares) {
     ++count;
     replies[m["id"].get<int>()] = m;
   }
-  EXPECT_EQ(count, 12);  // every request answered, the notification not
+  EXPECT_EQ(count, 15);  // every request answered, the notification not
   EXPECT_EQ(replies[0]["result"]["protocolVersion"], "2025-06-18");
   EXPECT_EQ(replies[1]["result"]["tools"].size(), 12u);
   for (const auto& t : replies[1]["result"]["tools"]) {
@@ -104,6 +112,12 @@ TEST_F(McpTest, AScriptedAgentSubmitsWaitsAndCompares) {
   EXPECT_EQ(replies[9]["result"]["structuredContent"]["gpus"].size(), 2u);
   EXPECT_EQ(replies[10]["result"]["structuredContent"]["run_ids"].size(), 2u) << replies[10].dump();
   EXPECT_EQ(replies[11]["result"]["structuredContent"]["best_run"], 1) << replies[11].dump();
+  EXPECT_EQ(replies[10]["result"]["structuredContent"]["name"], "as-json") << replies[10].dump();
+  EXPECT_EQ(replies[12]["result"]["structuredContent"]["name"], "as-json-i-3-4-5")
+      << replies[12].dump();
+  EXPECT_EQ(replies[12]["result"]["structuredContent"]["run_ids"].size(), 3u);
+  EXPECT_EQ(replies[13]["result"]["structuredContent"]["name"], "mine") << replies[13].dump();
+  EXPECT_EQ(replies[14]["result"]["structuredContent"]["runs"].size(), 3u) << replies[14].dump();
 }
 
 }  // namespace

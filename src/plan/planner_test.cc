@@ -379,5 +379,19 @@ TEST(PlannerTest, ARecipesBadSpecKeyIsAnErrorAtItsPlace) {
   }
 }
 
+TEST(PlannerTest, ANameWithOverridesSaysThem) {
+  EXPECT_EQ(NameWithOverrides("model-mlp-cnn", {"epochs=3"}), "model-mlp-cnn-epochs-3");
+  EXPECT_EQ(NameWithOverrides("lr", {"lr=[0.1,0.01]", "resources.gpus=0"}),
+            "lr-lr-0.1-0.01-resources.gpus-0");
+  EXPECT_EQ(NameWithOverrides("x", {}), std::nullopt);
+  EXPECT_EQ(NameWithOverrides("x", {"epochs=3", "name=mine"}), std::nullopt);
+  // Long ones stay at most 80 characters and distinct.
+  auto a = NameWithOverrides("x", {std::string(200, 'a') + "=1"});
+  auto b = NameWithOverrides("x", {std::string(200, 'a') + "=2"});
+  ASSERT_TRUE(a && b);
+  EXPECT_LE(a->size(), 80u);
+  EXPECT_NE(*a, *b);
+}
+
 }  // namespace
 }  // namespace drover

@@ -283,6 +283,8 @@ class Engine {
   bool Launch(Live& live, const sched::StartAction& action, Instant now);
   void HoldStarts(const Live& live, const Status& why, Instant now);
   void ReleaseStarts(Instant now);
+  // The spec's data as mounts into this working copy.
+  static std::vector<DataMount> DataMounts(const Live& live, const std::string& workdir);
   // Where the run's files go (cached in the Live).
   const RunFiles& FilesOf(Live& live);
   // The run's log folder and working copy, made if missing.

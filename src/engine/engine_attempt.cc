@@ -108,6 +108,12 @@ std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt
   // Where the spec came from: what the snapshot left out (a data set kept out by .gitignore) is
   // found there; the working copy is a copy, elsewhere.
   if (!exp.spec.project_dir.empty()) own["DROVER_PROJECT_DIR"] = exp.spec.project_dir;
+  // Each of the spec's data by name: where it is in the working copy (read-only).
+  for (const auto& [name, path] : exp.spec.data) {
+    std::string var = "DROVER_DATA_";
+    for (char c : name) var += std::isalnum(static_cast<unsigned char>(c)) ? std::toupper(c) : '_';
+    own[var] = attempt.workdir + "/" + name;
+  }
   // One folder per run, kept across attempts, so a retried run can resume from a checkpoint.
   own["DROVER_CHECKPOINT_DIR"] = checkpoint_dir;
   // The shell's idea of the current folder must match the working copy, not where drover ran.
@@ -127,6 +133,12 @@ std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt
       ++o;
     }
   }
+  return out;
+}
+
+std::vector<DataMount> Engine::DataMounts(const Live& live, const std::string& workdir) {
+  std::vector<DataMount> out;
+  for (const auto& [name, path] : live.exp->spec.data) out.push_back({path, workdir + "/" + name});
   return out;
 }
 
@@ -158,8 +170,8 @@ Result<WorkingCopy> Engine::MakeWorkingCopy(Live& live) {
   // A run this engine queued and never started has no working copy yet; one taken over from the
   // last engine may have (it can have died between making it and recording the start).
   const bool fresh = live.run.attempts == 0 && !live.from_last_engine;
-  DROVER_ASSIGN_OR_RETURN(WorkingCopy wc,
-                          working_copies_->Prepare(live.exp->snapshot, files, fresh));
+  DROVER_ASSIGN_OR_RETURN(WorkingCopy wc, working_copies_->Prepare(live.exp->snapshot, files, fresh,
+                                                                   DataMounts(live, files.work)));
   if (!copies_said_ && working_copies_->probed()) {
     copies_said_ = true;
     if (!working_copies_->overlay()) {
@@ -238,6 +250,7 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
     // ended here, so the end is known even if this engine is gone by then.
     ls.exit_path = a.exit_path;
     ls.overlay = overlay;
+    if (!overlay.empty()) ls.data = DataMounts(live, a.workdir);
     if (launcher_.StartsInBackground() && !ls.exit_path.empty()) {
       // The supervisor starts it while this loop goes on; HandleStarted records it once it has
       // a pid. Meanwhile it holds its resources as a running attempt would.

@@ -132,7 +132,7 @@ Status PosixLauncher::PlanStart(const LaunchSpec& spec, ChildPlan* plan, int* ou
   std::string resolved =
       Resolve(prog, ChildPath(spec.env), spec.overlay.empty() ? spec.cwd : spec.overlay.lower);
   if (!spec.overlay.empty()) {
-    auto prepared = PrepareOverlay(spec.overlay, spec.cwd);
+    auto prepared = PrepareOverlay(spec.overlay, spec.cwd, spec.data);
     if (!prepared.ok()) {
       return Status(Code::kIo, "cannot start '" + prog +
                                    "': its working copy: " + prepared.status().message());

@@ -26,6 +26,9 @@ struct LaunchSpec {
   // When set, `cwd` is the mount point of this overlay (the run's working copy,
   // exec/working_copy.h), mounted in a private mount namespace of the run before it starts.
   OverlayMount overlay;
+  // Data shown read-only in the overlay's working copy (bound in the run's mount namespace; only
+  // with an overlay: a copied working copy has symbolic links to the data instead).
+  std::vector<DataMount> data;
 };
 
 struct ProcessExit {

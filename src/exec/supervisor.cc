@@ -391,6 +391,13 @@ std::string Supervisor::Encode(const ChildPlan& p) {
   PutU32(&out, p.overlay.user_namespace ? 1 : 0);
   PutString(&out, p.overlay.uid_map);
   PutString(&out, p.overlay.gid_map);
+  PutU32(&out, static_cast<uint32_t>(p.overlay.binds.size()));
+  for (const auto& b : p.overlay.binds) {
+    PutString(&out, b.source);
+    PutString(&out, b.target);
+    PutU32(&out, b.dir ? 1 : 0);
+    PutU32(&out, static_cast<uint32_t>(b.flags));
+  }
   return out;
 }
 
@@ -402,7 +409,17 @@ Result<ChildPlan> Supervisor::Decode(const std::string& bytes) {
             r.String(&p.exec_path) && r.Strings(&p.argv) && r.Strings(&p.env) &&
             r.String(&p.cwd) && r.Flag(&p.mount_overlay) && r.String(&p.overlay.options) &&
             r.String(&p.overlay.target) && r.Flag(&p.overlay.user_namespace) &&
-            r.String(&p.overlay.uid_map) && r.String(&p.overlay.gid_map) && r.AtEnd();
+            r.String(&p.overlay.uid_map) && r.String(&p.overlay.gid_map);
+  uint32_t binds = 0;
+  ok = ok && r.U32(&binds) && binds <= 1024;
+  for (uint32_t i = 0; ok && i < binds; ++i) {
+    PreparedOverlay::Bind b;
+    uint32_t flags = 0;
+    ok = r.String(&b.source) && r.String(&b.target) && r.Flag(&b.dir) && r.U32(&flags);
+    b.flags = flags;
+    p.overlay.binds.push_back(std::move(b));
+  }
+  ok = ok && r.AtEnd();
   if (!ok || p.argv.empty()) return InvalidArgument("not a supervisor request");
   return p;
 }

@@ -47,6 +47,8 @@ ChildPlan FullPlan() {
   p.overlay.user_namespace = true;
   p.overlay.uid_map = "1000 1000 1\n";
   p.overlay.gid_map = "1000 1000 1\n";
+  p.overlay.binds = {{"/datasets/imagenet", "/store/runs/2/imagenet", true, 6},
+                     {"/data/labels.csv", "/store/runs/2/labels.csv", false, 0}};
   return p;
 }
 
@@ -67,6 +69,12 @@ TEST(SupervisorEncodingTest, RoundTripsEveryField) {
   EXPECT_EQ(back->overlay.user_namespace, p.overlay.user_namespace);
   EXPECT_EQ(back->overlay.uid_map, p.overlay.uid_map);
   EXPECT_EQ(back->overlay.gid_map, p.overlay.gid_map);
+  ASSERT_EQ(back->overlay.binds.size(), 2u);
+  EXPECT_EQ(back->overlay.binds[0].source, "/datasets/imagenet");
+  EXPECT_EQ(back->overlay.binds[0].target, "/store/runs/2/imagenet");
+  EXPECT_TRUE(back->overlay.binds[0].dir);
+  EXPECT_EQ(back->overlay.binds[0].flags, 6u);
+  EXPECT_FALSE(back->overlay.binds[1].dir);
 }
 
 TEST(SupervisorEncodingTest, RefusesEveryTruncationAndTrailingBytes) {

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,7 +42,8 @@ Status MakeDir(const std::string& path) {
 
 }  // namespace
 
-Result<PreparedOverlay> PrepareOverlay(const OverlayMount& m, const std::string& target) {
+Result<PreparedOverlay> PrepareOverlay(const OverlayMount& m, const std::string& target,
+                                       const std::vector<DataMount>& data) {
   for (const std::string* p : {&m.lower, &m.upper, &m.work, &target}) {
     if (p->find_first_of(",:\\") != std::string::npos) {
       return InvalidArgument("'" + *p +
@@ -58,6 +60,24 @@ Result<PreparedOverlay> PrepareOverlay(const OverlayMount& m, const std::string&
   p.target = target;
   p.uid_map = std::to_string(geteuid()) + " " + std::to_string(geteuid()) + " 1\n";
   p.gid_map = std::to_string(getegid()) + " " + std::to_string(getegid()) + " 1\n";
+  for (const DataMount& d : data) {
+    struct stat st;
+    if (stat(d.source.c_str(), &st) != 0) {
+      return Status(Code::kNotFound, "data '" + d.source + "' is gone: " + strerror(errno) +
+                                         "; put it back or remove it from the spec's data:");
+    }
+    struct statvfs vfs;
+    unsigned long flags = 0;
+    if (statvfs(d.source.c_str(), &vfs) == 0) {
+      if (vfs.f_flag & ST_NOSUID) flags |= MS_NOSUID;
+      if (vfs.f_flag & ST_NODEV) flags |= MS_NODEV;
+      if (vfs.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+      if (vfs.f_flag & ST_NOATIME) flags |= MS_NOATIME;
+      if (vfs.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
+      if (vfs.f_flag & ST_RELATIME) flags |= MS_RELATIME;
+    }
+    p.binds.push_back({d.source, d.target, S_ISDIR(st.st_mode), flags});
+  }
   return p;
 }
 
@@ -83,6 +103,26 @@ int EnterOverlay(const PreparedOverlay& p, const char** step) {
   if (mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) return errno;
   *step = "mounting the overlay";
   if (mount("overlay", p.target.c_str(), "overlay", 0, p.options.c_str()) != 0) return errno;
+  // Data, read-only: a bind, then a remount that adds ro (keeping the source mount's flags).
+  for (const PreparedOverlay::Bind& b : p.binds) {
+    *step = "making a data mount point";
+    if (b.dir) {
+      if (mkdir(b.target.c_str(), 0755) != 0 && errno != EEXIST) return errno;
+    } else {
+      int fd = open(b.target.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+      if (fd < 0) return errno;
+      close(fd);
+    }
+    *step = "binding data into the working copy";
+    if (mount(b.source.c_str(), b.target.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+      return errno;
+    }
+    *step = "making a data mount read-only";
+    if (mount(nullptr, b.target.c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | b.flags,
+              nullptr) != 0) {
+      return errno;
+    }
+  }
   return 0;
 }
 
@@ -234,7 +274,7 @@ RunFiles RunFiles::In(const std::string& store_dir, int64_t experiment_id, int64
 }
 
 Result<WorkingCopy> WorkingCopies::Prepare(const Snapshot& snapshot, const RunFiles& files,
-                                           bool fresh) {
+                                           bool fresh, const std::vector<DataMount>& data) {
   WorkingCopy w;
   w.path = files.work;
   OverlayMount m{snapshot.path, files.changes, files.overlay_scratch};
@@ -249,9 +289,19 @@ Result<WorkingCopy> WorkingCopies::Prepare(const Snapshot& snapshot, const RunFi
   }
   if (!fresh && stat(w.path.c_str(), &st) == 0) return w;  // an earlier attempt's copy
   const bool small = snapshot.files <= kCopyMaxFiles && snapshot.bytes <= kCopyMaxBytes;
-  if (!small && !probed()) *this = Probe(scratch_dir_);
-  if (!overlay_ || small || !PrepareOverlay(m, w.path).ok()) {
+  if ((!small || !data.empty()) && !probed()) *this = Probe(scratch_dir_);
+  if (!overlay_ || (small && data.empty()) || !PrepareOverlay(m, w.path).ok()) {
     DROVER_RETURN_IF_ERROR(MaterializeSnapshot(snapshot, w.path));
+    // No mount namespace for this run: its data are links (writable through; docs/spec.md).
+    for (const DataMount& d : data) {
+      std::error_code ec;
+      fs::remove_all(d.target, ec);
+      fs::create_symlink(d.source, d.target, ec);
+      if (ec) {
+        return Status(Code::kIo, "cannot link data '" + d.source + "' into the working copy at '" +
+                                     d.target + "': " + ec.message());
+      }
+    }
     return w;
   }
   std::error_code ec;

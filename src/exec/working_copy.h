@@ -19,6 +19,7 @@
 // too big to copy comes (an engine whose snapshots are all small never pays for the probe, a
 // fork and a mount).
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "model/run.h"
@@ -27,6 +28,13 @@ namespace drover {
 
 // What the launcher mounts for a run (LaunchSpec::overlay): `lower` read-only under `upper` at
 // the run's cwd. Empty: the cwd is used as it is.
+// A path of the machine shown read-only in a run's working copy (a spec's data:): bound at
+// `target` in the run's own mount namespace, or, where there is none, a symbolic link there.
+struct DataMount {
+  std::string source;  // absolute
+  std::string target;  // <working copy>/<name>
+};
+
 struct OverlayMount {
   std::string lower;  // the snapshot
   std::string upper;  // <run>/changes
@@ -79,7 +87,11 @@ class WorkingCopies {
   // The working copy of one run, made on its first attempt and reused by later ones (however
   // the first was made). `fresh`: no attempt of this run can have made one (its first start, in
   // the engine that queued it), so nothing is looked for first.
-  Result<WorkingCopy> Prepare(const Snapshot& snapshot, const RunFiles& files, bool fresh = false);
+  // `data`: the run's data (DataMount::target inside files.work); an overlay is used even for a
+  // small snapshot then, so the data can be bound read-only in the run's mount namespace; a copy
+  // gets symbolic links to it instead.
+  Result<WorkingCopy> Prepare(const Snapshot& snapshot, const RunFiles& files, bool fresh = false,
+                              const std::vector<DataMount>& data = {});
 
  private:
   bool overlay_ = false;
@@ -97,9 +109,19 @@ struct PreparedOverlay {
   bool user_namespace = false;
   std::string uid_map;  // "<uid> <uid> 1\n"
   std::string gid_map;
+  // Bound read-only after the overlay is mounted; flags: what the source's mount has that a
+  // read-only remount must keep (nosuid, nodev, ...: locked in a user namespace).
+  struct Bind {
+    std::string source;
+    std::string target;
+    bool dir = true;
+    unsigned long flags = 0;
+  };
+  std::vector<Bind> binds;
 };
 // Fails (InvalidArgument) for paths overlayfs' options cannot carry (',', ':', '\\').
-Result<PreparedOverlay> PrepareOverlay(const OverlayMount& mount, const std::string& target);
+Result<PreparedOverlay> PrepareOverlay(const OverlayMount& mount, const std::string& target,
+                                       const std::vector<DataMount>& data = {});
 int EnterOverlay(const PreparedOverlay& p, const char** step);
 
 }  // namespace drover

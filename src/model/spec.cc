@@ -32,6 +32,7 @@ Json SpecToJson(const Spec& s) {
   j["retry_backoff_ms"] = s.retry_backoff_ms;
   j["timeout_ms"] = s.timeout_ms;
   j["env"] = s.env;
+  if (!s.data.empty()) j["data"] = s.data;
   if (s.objective) {
     j["objective"] = {{"metric", s.objective->metric},
                       {"mode", s.objective->maximize ? "max" : "min"},
@@ -68,6 +69,7 @@ Result<Spec> SpecFromJson(const Json& j) {
     s.retry_backoff_ms = j.value("retry_backoff_ms", int64_t{1000});
     s.timeout_ms = j.value("timeout_ms", int64_t{0});
     s.env = j.value("env", std::map<std::string, std::string>{});
+    s.data = j.value("data", std::map<std::string, std::string>{});
     if (j.contains("objective")) {
       Objective o;
       o.metric = j["objective"].at("metric").get<std::string>();

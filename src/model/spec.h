@@ -86,6 +86,10 @@ struct Spec {
   int64_t retry_backoff_ms = 1000;  // first backoff; doubles each retry, capped at 5 minutes
   int64_t timeout_ms = 0;           // 0 = none; per attempt
   std::map<std::string, std::string> env;
+  // Data the run reads but the snapshot leaves out (a data set kept out by .gitignore, a shared
+  // folder): name -> absolute path. Each is shown read-only at <working copy>/<name> and named by
+  // $DROVER_DATA_<NAME> (docs/spec.md, "Data").
+  std::map<std::string, std::string> data;
   std::optional<Objective> objective;
   OomPolicy oom;
   MonitorPolicy monitor;

@@ -33,7 +33,7 @@ using yaml::Find;
 const std::vector<std::string> kTopKeys = {
     "name",          "workdir", "command", "shell",     "params", "resources",
     "priority",      "group",   "preemptible", "max_parallel", "max_runs",    "retries",
-    "retry_backoff", "timeout", "env",     "objective", "oom",    "monitor"};
+    "retry_backoff", "timeout", "env",     "objective", "oom",    "monitor", "data"};
 // The highest max_runs a spec may set: each run is a row in the store and in memory.
 constexpr int64_t kMaxRunsLimit = 10'000'000;
 const std::vector<std::string> kResourceKeys = {"gpus", "gpu_memory", "cpus"};
@@ -142,6 +142,7 @@ class SpecParser : public yaml::Reader {
   Status ParseParams(const Field& f, Spec& spec, std::vector<Field>& out) const;
   Status ParseWorkdir(const Field* f, Spec& spec) const;
   Status ParseResources(const Field& f, Spec& spec) const;
+  Status ParseData(const Field& f, Spec& spec) const;
   Status ParseEnv(const Field& f, Spec& spec) const;
   Status ParseObjective(const Field& f, Spec& spec) const;
   Status ParseOom(const Field& f, const std::vector<Field>& params, Spec& spec) const;
@@ -211,7 +212,7 @@ Status SpecParser::ApplyOverride(Node& root, const std::string& text) {
     for (const auto& [section, keys] : kSections) {
       if (section == first) sub = keys;
     }
-    bool free_keys = first == "params" || first == "env";
+    bool free_keys = first == "params" || first == "env" || first == "data";
     if (segs.size() > 2 || (segs.size() == 2 && !sub && !free_keys)) {
       if (free_keys) {
         return fail(fmt::format("{} entries are not nested; write --set {}.{}=VALUE", first, first,
@@ -529,6 +530,51 @@ Status SpecParser::ParseEnv(const Field& f, Spec& spec) const {
   return Status::Ok();
 }
 
+Status SpecParser::ParseData(const Field& f, Spec& spec) const {
+  if (f.value.IsNull()) return Status::Ok();
+  if (!f.value.IsMap()) {
+    return Err(f.at(), fmt::format("data must be a mapping of name: path, got {}; write e.g. data: "
+                                   "{{imagenet: /datasets/imagenet, raw: data/raw}}",
+                                   Describe(f.value)));
+  }
+  DROVER_ASSIGN_OR_RETURN(std::vector<Field> fields, ReadMap(f.value, "data", nullptr));
+  if (fields.size() > kMaxDataMounts) {
+    return Err(f.at(), fmt::format("data names {} paths; at most {}", fields.size(), kMaxDataMounts));
+  }
+  for (const Field& d : fields) {
+    const bool name_ok =
+        !d.name.empty() && d.name.size() <= 64 && d.name[0] != '.' &&
+        std::all_of(d.name.begin(), d.name.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+        });
+    if (!name_ok) {
+      return Err(d.key, fmt::format("'{}' cannot name data: it becomes a folder of the working "
+                                    "copy; use letters, digits, '_', '-' or '.' (not first), such "
+                                    "as imagenet",
+                                    d.name));
+    }
+    if (!d.value.IsScalar() || d.value.Scalar().empty()) {
+      return Err(d.at(), fmt::format("{} must be a path, got {}; write e.g. {}: data/{}", d.path,
+                                     Describe(d.value), d.name, d.name));
+    }
+    fs::path p(d.value.Scalar());
+    const std::string path = Normalize(p.is_absolute() ? p : fs::path(base_dir_) / p);
+    std::error_code ec;
+    if (!fs::exists(path, ec)) {
+      return Err(d.at(), fmt::format("{} '{}' does not exist (looked for {}); fix the path (a "
+                                     "relative one starts at the spec's folder)",
+                                     d.path, d.value.Scalar(), path));
+    }
+    if (path.find_first_of(",:\\") != std::string::npos) {
+      return Err(d.at(), fmt::format("{}: '{}' holds ',', ':' or '\\', which the mount cannot "
+                                     "carry; use a path without them (a symlink to it)",
+                                     d.path, path));
+    }
+    spec.data[d.name] = path;
+  }
+  return Status::Ok();
+}
+
 Status SpecParser::ParseObjective(const Field& f, Spec& spec) const {
   if (!f.value.IsMap()) {
     return Err(f.at(), fmt::format("objective must be a mapping, got {}; write e.g. objective: "
@@ -817,6 +863,7 @@ Result<Spec> SpecParser::Parse(const std::string& yaml, const std::vector<std::s
     DROVER_ASSIGN_OR_RETURN(spec.timeout_ms, Duration(*f));
   }
   if (const Field* f = Find(top, "env")) DROVER_RETURN_IF_ERROR(ParseEnv(*f, spec));
+  if (const Field* f = Find(top, "data")) DROVER_RETURN_IF_ERROR(ParseData(*f, spec));
   if (const Field* f = Find(top, "objective")) DROVER_RETURN_IF_ERROR(ParseObjective(*f, spec));
   if (const Field* f = Find(top, "oom")) DROVER_RETURN_IF_ERROR(ParseOom(*f, params, spec));
   if (const Field* f = Find(top, "monitor")) DROVER_RETURN_IF_ERROR(ParseMonitor(*f, spec));

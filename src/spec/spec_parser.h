@@ -16,6 +16,8 @@ Result<Spec> ParseSpecFile(const std::string& path, const std::vector<std::strin
 
 // The largest spec file read (a grid of 100,000 values is about a megabyte).
 inline constexpr size_t kMaxSpecBytes = 16 << 20;
+// The most paths a spec's data: may name (each is a mount in every run).
+inline constexpr size_t kMaxDataMounts = 32;
 // A spec file's text: a regular file of at most kMaxSpecBytes (common/files.h).
 // `-` for the path: the spec is read from standard input (display name <stdin>, relative paths
 // from the current folder).

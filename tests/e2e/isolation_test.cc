@@ -10,6 +10,7 @@
 #include "store/store.h"
 #include "testutil/cli_fixture.h"
 #include "testutil/cli_runner.h"
+#include "testutil/mcp_stdio.h"
 
 namespace drover {
 namespace {
@@ -101,6 +102,70 @@ TEST_F(IsolationTest, SixtyRunsOfA48MiBWorkdirStoreTheCodeAboutOnce) {
   RecordProperty("code_bytes", std::to_string(code));
   EXPECT_LT(grown, 2 * code) << "the store grew by " << (grown >> 20) << " MiB for 60 runs of "
                              << (code >> 20) << " MiB of code";
+}
+
+}  // namespace
+}  // namespace drover
+
+namespace drover {
+namespace {
+
+// A spec's data: a folder the snapshot leaves out (.gitignore) is in every run's working copy,
+// read-only, and named by $DROVER_DATA_<NAME>, in the foreground and through the daemon's
+// supervisor; a path that does not exist is an error at its place in the spec.
+class DataTest : public testing::CliFixture {
+ protected:
+  void TearDown() override {
+    testing::StopDaemonOf(store_);
+    CliFixture::TearDown();
+  }
+};
+
+TEST_F(DataTest, DataLeftOutOfTheSnapshotIsReadOnlyInEveryRun) {
+  Write("code/.gitignore", "data/\n");
+  fs::create_directories(dir_ / "code" / "data");
+  Write("code/data/train.txt", "rows\n");
+  Write("code/train.sh",
+        "cat train/train.txt\n"
+        "test \"$DROVER_DATA_TRAIN\" = \"$PWD/train\" && echo named\n"
+        "(echo x > train/new.txt) 2>/dev/null && echo wrote || echo refused\n");
+  std::string spec = Write("d.yaml", "name: d\nworkdir: code\ncommand: sh train.sh\n"
+                                     "data: {train: code/data}\n");
+  auto run = RunDrover({"run", spec, "--store", store_});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  auto check = [&](int64_t run_id) {
+    auto store = Store::Open(store_ + "/drover.db");
+    auto attempts = (*store)->ListAttempts(run_id).value();
+    ASSERT_EQ(attempts.size(), 1u);
+    EXPECT_EQ(testing::ReadFile(attempts[0].stdout_path), "rows\nnamed\nrefused\n")
+        << testing::ReadFile(attempts[0].stderr_path);
+    auto exp = (*store)->GetExperiment(1).value();
+    auto snap = (*store)->GetSnapshot(exp->snapshot_hash).value();
+    EXPECT_FALSE(fs::exists(fs::path(snap->path) / "data")) << "the data went into the snapshot";
+  };
+  check(1);
+  EXPECT_FALSE(fs::exists(dir_ / "code" / "data" / "new.txt"));
+
+  // The daemon's runs start from its supervisor: the mounts travel with the start.
+  pid_t daemon = testing::StartDaemon(store_, dir_.string());
+  auto second = RunDrover({"run", spec, "--store", store_});
+  ASSERT_EQ(second.exit_code, 0) << second.out << second.err;
+  check(2);
+  kill(daemon, SIGTERM);
+  EXPECT_EQ(testing::WaitExit(daemon), 0);
+
+  std::string missing = Write("m.yaml", "name: m\nworkdir: code\ncommand: sh train.sh\n"
+                                        "data: {train: code/nowhere}\n");
+  auto bad = RunDrover({"run", missing, "--dry-run", "--store", store_});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("m.yaml:4:15: data.train 'code/nowhere' does not exist"),
+            std::string::npos)
+      << bad.err;
+  std::string named = Write("n.yaml", "name: n\nworkdir: code\ncommand: sh train.sh\n"
+                                      "data: {../up: code/data}\n");
+  bad = RunDrover({"run", named, "--dry-run", "--store", store_});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("'../up' cannot name data"), std::string::npos) << bad.err;
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <fstream>
 #include <sstream>
@@ -181,6 +182,50 @@ std::string CheckData(const fs::path& dir, bool expect_read_only) {
   return failures;
 }
 
+// Runs `check` on a folder of its own in a child that dropped to nobody; its failures, or
+// "SKIP: why" when this machine cannot (not root, a parent folder others cannot search).
+std::string AsNobody(const fs::path& dir, const std::function<std::string(const fs::path&)>& check) {
+  if (geteuid() != 0) return "SKIP: needs root to drop to nobody";
+  // nobody must be able to reach its folder.
+  chmod(dir.c_str(), 0777);
+  for (fs::path p = dir.parent_path(); p != p.root_path(); p = p.parent_path()) {
+    struct stat st;
+    if (stat(p.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
+      return "SKIP: " + p.string() + " is not searchable by other users";
+    }
+  }
+  fs::path mine = dir / "nobody";
+  fs::create_directory(mine);
+  if (chown(mine.c_str(), 65534, 65534) != 0) return "cannot chown to nobody";
+  int fds[2];
+  if (pipe(fds) != 0) return "pipe failed";
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    std::string failures;
+    if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) {
+      failures = "cannot become nobody";
+    } else {
+      // A process that dropped root in place is not dumpable, so its /proc/self files stay
+      // root's; a user's own login or `runuser` execs, which makes it dumpable again.
+      prctl(PR_SET_DUMPABLE, 1);
+      failures = check(mine);
+    }
+    (void)!write(fds[1], failures.data(), failures.size());
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string failures;
+  char buf[4096];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) failures.append(buf, n);
+  close(fds[0]);
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    failures += "the child did not exit cleanly\n";
+  }
+  return failures;
+}
+
 class WorkingCopyTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -200,44 +245,9 @@ TEST_F(WorkingCopyTest, ARunChangesNeitherTheSnapshotNorAnotherRun) {
 }
 
 TEST_F(WorkingCopyTest, AsAnOrdinaryUserToo) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to drop to nobody";
-  // nobody must be able to reach its folder.
-  chmod(dir_.c_str(), 0777);
-  for (fs::path p = dir_.parent_path(); p != p.root_path(); p = p.parent_path()) {
-    struct stat st;
-    if (stat(p.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
-      GTEST_SKIP() << p << " is not searchable by other users";
-    }
-  }
-  fs::path mine = dir_ / "nobody";
-  fs::create_directory(mine);
-  ASSERT_EQ(chown(mine.c_str(), 65534, 65534), 0);
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    std::string failures;
-    if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) {
-      failures = "cannot become nobody";
-    } else {
-      // A process that dropped root in place is not dumpable, so its /proc/self files stay
-      // root's; a user's own login or `runuser` execs, which makes it dumpable again.
-      prctl(PR_SET_DUMPABLE, 1);
-      failures = CheckIsolation(mine, /*expect_overlay=*/true);
-    }
-    (void)!write(fds[1], failures.data(), failures.size());
-    _exit(0);
-  }
-  close(fds[1]);
-  std::string failures;
-  char buf[4096];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) failures.append(buf, n);
-  close(fds[0]);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  if (failures.starts_with("SKIP: ")) GTEST_SKIP() << "overlays cannot be mounted: " << failures;
+  std::string failures =
+      AsNobody(dir_, [](const fs::path& d) { return CheckIsolation(d, /*expect_overlay=*/true); });
+  if (failures.starts_with("SKIP: ")) GTEST_SKIP() << failures;
   EXPECT_EQ(failures, "");
 }
 
@@ -248,41 +258,9 @@ TEST_F(WorkingCopyTest, DataIsShownReadOnly) {
 }
 
 TEST_F(WorkingCopyTest, DataIsShownReadOnlyToAnOrdinaryUserToo) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to drop to nobody";
-  chmod(dir_.c_str(), 0777);
-  for (fs::path p = dir_.parent_path(); p != p.root_path(); p = p.parent_path()) {
-    struct stat st;
-    if (stat(p.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
-      GTEST_SKIP() << p << " is not searchable by other users";
-    }
-  }
-  fs::path mine = dir_ / "nobody";
-  fs::create_directory(mine);
-  ASSERT_EQ(chown(mine.c_str(), 65534, 65534), 0);
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    std::string failures;
-    if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) {
-      failures = "cannot become nobody";
-    } else {
-      prctl(PR_SET_DUMPABLE, 1);  // as in AsAnOrdinaryUserToo
-      failures = CheckData(mine, /*expect_read_only=*/true);
-    }
-    (void)!write(fds[1], failures.data(), failures.size());
-    _exit(0);
-  }
-  close(fds[1]);
-  std::string failures;
-  char buf[4096];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) failures.append(buf, n);
-  close(fds[0]);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  if (failures.starts_with("SKIP: ")) GTEST_SKIP() << "overlays cannot be mounted: " << failures;
+  std::string failures =
+      AsNobody(dir_, [](const fs::path& d) { return CheckData(d, /*expect_read_only=*/true); });
+  if (failures.starts_with("SKIP: ")) GTEST_SKIP() << failures;
   EXPECT_EQ(failures, "");
 }
 

@@ -1,9 +1,13 @@
-// drover cancel RUN... | --experiment EXP: stop runs the daemon is running or has queued.
+// drover cancel RUN... | --experiment EXP: stop runs the daemon is running or has queued, or,
+// without a daemon, those of a `drover run` in the foreground (asked through the store).
 #include <fmt/format.h>
 
 #include "cli/client.h"
 #include "cli/common.h"
+#include "cli/catalog.h"
 #include "cli/follow.h"
+#include "engine/requests.h"
+#include "store/engine_lock.h"
 
 namespace drover::cli {
 namespace {
@@ -13,17 +17,46 @@ struct CancelFlags {
   std::string experiment;
 };
 
+// No daemon: a `drover run` in the foreground may hold the store; it takes requests from files
+// (engine/requests.h).
+int CancelInForeground(Globals& g, const CancelFlags& f) {
+  const auto holder = EngineLock::Holder(StoreDir(g));
+  if (!holder) {
+    return ReportError(FailedPrecondition(fmt::format(
+        "nothing runs experiments from the store {}: no daemon serves it and no drover run holds "
+        "it",
+        StoreDir(g))));
+  }
+  EngineRequest req;
+  std::string what;
+  if (!f.experiment.empty()) {
+    auto catalog = OpenCatalog(g);
+    if (!catalog.ok()) return ReportError(catalog.status());
+    auto exp = (*catalog)->FindExperiment(f.experiment);
+    if (!exp.ok()) return ReportError(exp.status());
+    req.cancel_experiment = exp->id;
+    what = fmt::format("experiment {} ({})", exp->id, exp->name);
+  }
+  for (const auto& text : f.runs) {
+    auto id = ParseRunId(text);
+    if (!id.ok()) return ReportError(id.status());
+    req.cancel_runs.push_back(*id);
+    what += fmt::format("{}run {}", what.empty() ? "" : ", ", *id);
+  }
+  auto name = PostEngineRequest(StoreDir(g), req);
+  if (!name.ok()) return ReportError(name.status());
+  if (Status st = AwaitEngineAnswer(StoreDir(g), *name, 10'000); !st.ok()) return ReportError(st);
+  std::printf("cancelling %s (in the drover run in the foreground, pid %d)\n", what.c_str(),
+              *holder);
+  return kExitOk;
+}
+
 int Cancel(Globals& g, const CancelFlags& f) {
   if (f.runs.empty() && f.experiment.empty()) {
     return ReportError(InvalidArgument("say what to cancel: run ids, or --experiment EXP"));
   }
   auto daemon = FindDaemon(g);
-  if (!daemon) {
-    return ReportError(FailedPrecondition(fmt::format(
-        "no drover daemon serves the store {}; a `drover run` in the foreground is stopped with "
-        "Ctrl-C in its terminal",
-        StoreDir(g))));
-  }
+  if (!daemon) return CancelInForeground(g, f);
   ApiClient api(*daemon);
   int code = kExitOk;
   if (!f.experiment.empty()) {
@@ -51,7 +84,8 @@ int Cancel(Globals& g, const CancelFlags& f) {
 
 Command RegisterCancel(CLI::App& root, Globals& g) {
   auto f = std::make_shared<CancelFlags>();
-  CLI::App* app = root.add_subcommand("cancel", "Cancel queued or running runs (needs the daemon)");
+  CLI::App* app = root.add_subcommand(
+      "cancel", "Cancel queued or running runs (the daemon's, or a foreground drover run's)");
   app->add_option("runs", f->runs, "Run ids");
   app->add_option("-e,--experiment", f->experiment, "Cancel every unfinished run of this experiment");
   return {app, [&g, f] { return Cancel(g, *f); }};

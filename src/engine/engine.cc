@@ -282,6 +282,19 @@ void Engine::RunCommands() {
   }
 }
 
+void Engine::TakeRequests() {
+  for (const auto& [name, request] : TakeEngineRequests(options_.store_dir)) {
+    Status st;
+    if (request.cancel_experiment > 0) st = CancelExperiment(request.cancel_experiment);
+    for (int64_t id : request.cancel_runs) {
+      Status one = CancelRun(id);
+      if (st.ok()) st = one;
+    }
+    spdlog::debug("request {} from another terminal: {}", name, st.ok() ? "ok" : st.message());
+    AnswerEngineRequest(options_.store_dir, name, st);
+  }
+}
+
 Status Engine::Loop(EngineObserver* observer, bool serve) {
   observer_ = observer;
   serve_ = serve;
@@ -331,6 +344,8 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     Millis wait = NextWakeup(clock_.At());
     if (in_tx_) wait = std::min(wait, last_commit_mono_ + options_.commit_interval_ms - mono);
     if (serve) wait = std::min(wait, options_.serve_poll_ms);
+    // In the foreground, requests from another terminal (drover cancel) are looked for too.
+    if (!serve) wait = std::min(wait, std::max<Millis>(0, next_request_mono_ - mono));
     WaitResult w = launcher_.Wait(wait);
     now = clock_.At();
     // Exits first: a run that ended before the interrupt keeps its real outcome, and its group id
@@ -339,6 +354,10 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     for (const auto& started : w.started) HandleStarted(started, now);
     for (const auto& exit : w.exits) HandleExit(exit, now);
     OnInterrupt(w.interrupt_signal, now, serve);
+    if (!serve && now.mono >= next_request_mono_) {
+      next_request_mono_ = now.mono + kRequestPollMs;
+      TakeRequests();
+    }
     CheckDeadlines(now);
     SampleTelemetry(now);
     if (now.mono >= next_tail_mono_) {

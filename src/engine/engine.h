@@ -25,6 +25,7 @@
 #include "sched/scheduler.h"
 #include "store/store.h"
 #include "engine/environment_capture.h"
+#include "engine/requests.h"
 #include "engine/run_queue.h"
 #include "sched/scheduler_config.h"
 #include "watch/config.h"
@@ -308,6 +309,8 @@ class Engine {
   void CancelLive(Live& live, Instant now);
   Status Loop(EngineObserver* observer, bool serve);
   void RunCommands();
+  // A foreground engine's requests from another terminal (engine/requests.h).
+  void TakeRequests();
   void RefuseCommands();
   void Reserve(Live& live, const sched::StartAction& action);
   void OnInterrupt(int signal, Instant now, bool serve);
@@ -381,6 +384,7 @@ class Engine {
   std::mutex commands_mu_;
   std::vector<PostedCommand> commands_;
   Millis next_tail_mono_ = 0;
+  Millis next_request_mono_ = 0;  // a foreground engine next looks for requests (requests.h)
   Millis last_commit_mono_ = 0;
   Millis next_sample_mono_ = 0;
   std::vector<GpuSample> latest_samples_;

@@ -70,6 +70,8 @@ void Engine::CountEarlierAttempts(Live& live, const std::vector<Attempt>& attemp
 
 Result<RecoverySummary> Engine::Recover() {
   DROVER_RETURN_IF_ERROR(InitGpus());
+  // Requests left for an engine that is gone are not for this one.
+  ClearEngineRequests(options_.store_dir);
   RecoverySummary summary;
   DROVER_ASSIGN_OR_RETURN(auto experiments, store_.ListExperiments());
   Instant now = clock_.At();

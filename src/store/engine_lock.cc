@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -42,6 +43,21 @@ Result<EngineLock> EngineLock::Acquire(const std::string& store_dir) {
     return st;
   }
   return EngineLock(fd);
+}
+
+std::optional<int> EngineLock::Holder(const std::string& store_dir) {
+  const std::string path = store_dir + "/engine.lock";
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::optional<int> holder;
+  if (::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+    char buf[32] = {0};
+    ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    const int pid = n > 0 ? std::atoi(buf) : 0;
+    if (pid > 0) holder = pid;
+  }
+  ::close(fd);  // a shared lock taken here goes with it
+  return holder;
 }
 
 EngineLock::EngineLock(EngineLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }

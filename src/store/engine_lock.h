@@ -3,6 +3,7 @@
 // second `drover run` (or, later, a daemon) on the same store must not schedule beside it. The
 // lock is an flock on <store>/engine.lock holding the owner's pid; the kernel drops it when the
 // process dies, so a crash never leaves a stale lock.
+#include <optional>
 #include <string>
 
 #include "common/status.h"
@@ -13,6 +14,8 @@ class EngineLock {
  public:
   // Takes the lock or says which process holds it.
   static Result<EngineLock> Acquire(const std::string& store_dir);
+  // The pid of the process holding the store's lock, if one does (nothing when it is free).
+  static std::optional<int> Holder(const std::string& store_dir);
   EngineLock(EngineLock&& other) noexcept;
   EngineLock& operator=(EngineLock&&) = delete;
   EngineLock(const EngineLock&) = delete;

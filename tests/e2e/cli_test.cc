@@ -494,3 +494,54 @@ TEST_F(CliTest, ReadCommandsExplainMissingThings) {
 
 }  // namespace
 }  // namespace drover
+
+namespace drover {
+namespace {
+
+// `drover cancel` from another terminal reaches a `drover run` in the foreground (no daemon):
+// one run, then the rest of the experiment; with nothing holding the store it says so.
+TEST_F(CliTest, AnotherTerminalCancelsARunThenTheExperimentOfAForegroundRun) {
+  const std::string store = store_;
+  std::string spec = Write("s.yaml", "name: long\nworkdir: code\ncommand: sleep {t}\n"
+                                     "params: {t: [300, 301]}\nmax_parallel: 1\n");
+  auto none = RunDrover({"cancel", "1", "--store", store});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("no daemon serves it and no drover run holds it"), std::string::npos)
+      << none.err;
+  std::string out = (dir_ / "out").string(), err = (dir_ / "err").string();
+  pid_t pid = testing::SpawnDrover({"run", spec, "--store", store}, out, err);
+  auto state = [&](int64_t id) {
+    auto s = Store::Open(store + "/drover.db");
+    if (!s.ok()) return std::string();
+    auto r = (*s)->GetRun(id);
+    return r.ok() && r->has_value() ? std::string(ToString((**r).state)) : std::string();
+  };
+  for (int i = 0; i < 400 && state(1) != "running"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  ASSERT_EQ(state(1), "running") << testing::ReadFile(err);
+  auto one = RunDrover({"cancel", "1", "--store", store});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.out.find("cancelling run 1 (in the drover run in the foreground, pid " +
+                         std::to_string(pid) + ")"),
+            std::string::npos)
+      << one.out;
+  for (int i = 0; i < 400 && state(2) != "running"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  EXPECT_EQ(state(1), "cancelled");
+  ASSERT_EQ(state(2), "running");
+  auto bad = RunDrover({"cancel", "1", "--store", store});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("run 1 is already cancelled"), std::string::npos) << bad.err;
+  auto rest = RunDrover({"cancel", "-e", "long", "--store", store});
+  ASSERT_EQ(rest.exit_code, 0) << rest.err;
+  EXPECT_NE(rest.out.find("cancelling experiment 1 (long)"), std::string::npos) << rest.out;
+  EXPECT_NE(testing::WaitExit(pid), 0);
+  EXPECT_EQ(state(2), "cancelled");
+  EXPECT_FALSE(std::filesystem::exists(store + "/requests/") &&
+               !std::filesystem::is_empty(store + "/requests/"));
+}
+
+}  // namespace
+}  // namespace drover

@@ -1176,8 +1176,10 @@ TEST_F(StoreTest, DeleteExperimentTakesEverythingOfItsAndNothingElse) {
   EXPECT_TRUE(store_->GetMetrics(gone_run).value().empty());
   EXPECT_TRUE(store_->ListEnvironments(gone).value().empty());
   AlertFilter af;
-  for (const Alert& a : store_->ListAlerts(af).value()) EXPECT_NE(a.experiment_id, gone);
-  for (const Event& e : store_->ListEvents(0).value()) EXPECT_NE(e.experiment_id, gone);
+  const std::vector<Alert> alerts = store_->ListAlerts(af).value();
+  for (const Alert& a : alerts) EXPECT_NE(a.experiment_id, gone);
+  const std::vector<Event> events = store_->ListEvents(0).value();
+  for (const Event& e : events) EXPECT_NE(e.experiment_id, gone);
   // The other experiment is whole.
   EXPECT_TRUE(store_->GetRun(kept_run).value().has_value());
   EXPECT_EQ(store_->ListAttempts(kept_run).value().size(), 1u);

@@ -113,7 +113,8 @@ TEST_F(ResumeTest, CtrlCHalfwayThenResumeFinishesWithoutRerunningFinishedRuns) {
             std::string::npos)
       << ReadFile(attempts[1].stderr_path);
   int64_t first_step = -1, last_step = -1;
-  for (const MetricPoint& p : store->GetMetrics(3, "loss").value()) {
+  const std::vector<MetricPoint> points = store->GetMetrics(3, "loss").value();
+  for (const MetricPoint& p : points) {
     if (p.attempt_id != attempts[1].id) continue;
     if (first_step < 0) first_step = p.step;
     last_step = p.step;

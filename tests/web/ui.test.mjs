@@ -472,6 +472,18 @@ async function seedsCheck(page) {
   const want = [1, 5 / 3, 17 / 7, NaN, 49 / 15];
   expect(ema.every((v, i) => (Number.isNaN(want[i]) ? Number.isNaN(v) : Math.abs(v - want[i]) < 1e-9)), `smoothEma: ${ema}`);
   await shot(page, "seed-groups-log-smoothed");
+  // The run page and the compare page draw their curves the same way, from the same URL keys.
+  const [a, b] = groups.configs[0].runs;
+  await page.goto(`${base}/#/runs/${a}?log=1&smooth=0.5`);
+  await waitFor("the run page's curves on a log scale, smoothed", () => page.evaluate(() => {
+    const el = document.querySelector("#run-charts .chart");
+    return el && el.dataset.logY === "true" && el.dataset.smoothing === "0.5" && document.querySelector("#curve-log").checked;
+  }), 10000, 100);
+  await page.goto(`${base}/#/compare?runs=${a},${b}&log=1`);
+  await waitFor("the compare page's curves on a log scale", () => page.evaluate(() => {
+    const el = document.querySelector("#compare-charts .chart");
+    return el && el.dataset.logY === "true";
+  }), 10000, 100);
   log(`seed groups: ${groups.configs.map((c) => `${c.params.width} ${c.mean.toFixed(3)}±${c.std.toFixed(3)} (n=${c.n})`).join(", ")}; bands, log scale and EMA drawn`);
 }
 

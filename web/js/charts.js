@@ -1,6 +1,6 @@
 // Charts: line charts of metric series with uPlot (loaded as the global `uPlot` from
 // /static/uPlot.iife.min.js), GPU sparklines and the params-vs-objective scatter on a plain canvas.
-import { h, fill, fmtNum, fmtValue, uPlotReady } from "./util.js";
+import { h, fill, fmtNum, fmtValue, uPlotReady, replaceQuery } from "./util.js";
 
 const dark = window.matchMedia("(prefers-color-scheme: dark)");
 
@@ -110,6 +110,47 @@ function withAlpha(color, a) {
   const r = /^rgb\((\d+),\s*(\d+),\s*(\d+)\)$/.exec(color || "");
   if (r) return `rgba(${r[1]}, ${r[2]}, ${r[3]}, ${a})`;
   return color;
+}
+
+// How a page's line charts are drawn: a log y axis and TensorBoard's smoothing slider, read from
+// and kept in the URL (log=1, smooth=0.6). `el` is the controls; every chart given to follow()
+// is drawn that way now and after each change.
+export function curveView(query) {
+  const view = {
+    logY: query.get("log") === "1",
+    smoothing: Math.min(0.99, Math.max(0, Number(query.get("smooth")) || 0)),
+  };
+  const charts = new Set();
+  const logBox = h("input", { type: "checkbox", class: "curve-log", id: "curve-log", checked: view.logY });
+  const slider = h("input", { type: "range", class: "curve-smoothing", id: "curve-smoothing", min: "0", max: "0.99", step: "0.01", value: String(view.smoothing), "aria-label": "smoothing" });
+  const shown = h("span", { class: "muted small mono" }, view.smoothing.toFixed(2));
+  const apply = () => {
+    for (const c of charts) c.setView(view);
+    replaceQuery({ log: view.logY ? "1" : null, smooth: view.smoothing > 0 ? String(view.smoothing) : null });
+  };
+  logBox.addEventListener("change", () => {
+    view.logY = logBox.checked;
+    apply();
+  });
+  slider.addEventListener("input", () => {
+    view.smoothing = Number(slider.value);
+    shown.textContent = view.smoothing.toFixed(2);
+    apply();
+  });
+  const el = h("div", { class: "toolbar curve-view" },
+    h("label", { class: "check-label" }, logBox, " log scale"),
+    h("label", { class: "check-label", title: "exponential moving average, as TensorBoard's slider" }, "smoothing ", slider, shown));
+  return {
+    el,
+    view,
+    follow(chart) {
+      charts.add(chart);
+      chart.setView(view);
+    },
+    forget(chart) {
+      charts.delete(chart);
+    },
+  };
 }
 
 let chartSeq = 0;

@@ -4,7 +4,7 @@
 import { h, fill, fmtNum, fmtValue, fmtDuration, stateBadge, throttle, refresher, notice, isAbort, replaceQuery, toast } from "./util.js";
 import { api, mapLimit } from "./api.js";
 import { events } from "./events.js";
-import { LineChart, latestAttemptSeries, seriesColor } from "./charts.js";
+import { LineChart, latestAttemptSeries, seriesColor, curveView } from "./charts.js";
 
 const CURVE_POINTS = 1000;
 const MAX_FROM_EXPERIMENT = 50;
@@ -29,13 +29,14 @@ export async function mount(root, { scope, query, setTitle }) {
   const paramsEl = h("div", { class: "table-wrap" });
   const metricsEl = h("div", { class: "table-wrap" });
   const chartsEl = h("div", { class: "chart-grid", id: "compare-charts" });
+  const curves = curveView(query);
   root.append(
     h("div", { class: "page-head" }, h("div", null, h("h1", null, "Compare runs"), chips), h("div", { class: "toolbar" }, addIn, addBtn, expIn, expBtn)),
     h("div", { class: "two-col" },
       h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", null, "Params"), h("span", { class: "muted small" }, "differences highlighted")), paramsEl),
       h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", null, "Final metrics"), h("span", { class: "muted small" }, "best marked")), metricsEl)),
     h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", null, "Runs")), summaryEl),
-    h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", null, "Curves")), chartsEl));
+    h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", null, "Curves")), curves.el, chartsEl));
 
   const runs = new Map(); // id -> run detail
   const objectives = new Map(); // experiment id -> objective
@@ -137,6 +138,7 @@ export async function mount(root, { scope, query, setTitle }) {
     if (!charts.has(name)) {
       const c = new LineChart(chartsEl, { title: name, height: 220, sync: "compare" });
       c.root.dataset.metric = name;
+      curves.follow(c);
       charts.set(name, c);
       const sorted = [...charts.keys()].sort();
       for (const m of sorted) chartsEl.append(charts.get(m).root);

@@ -4,7 +4,7 @@
 import { h, fill, fmtNum, fmtValue, fmtDuration, fmtTime, stateBadge, STATES, ENDED, refresher, debounce, replaceQuery, notice, isAbort, confirmButton, toast } from "./util.js";
 import { api, post, mapLimit } from "./api.js";
 import { events } from "./events.js";
-import { LineChart, ScatterPlot, latestAttemptSeries, meanBand } from "./charts.js";
+import { LineChart, ScatterPlot, latestAttemptSeries, meanBand, curveView } from "./charts.js";
 import { countsText } from "./experiments.js";
 
 const MAX_OVERLAY = 20;
@@ -24,8 +24,6 @@ export async function mount(root, { scope, params, query, setTitle }) {
     metric: query.get("metric") || "",
     x: query.get("x") || "",
     allParams: query.get("params") === "all",
-    logY: query.get("log") === "1",
-    smoothing: Math.min(0.99, Math.max(0, Number(query.get("smooth")) || 0)),
     grouped: query.get("groups") === "1",
   };
   const selected = new Set((query.get("sel") || "").split(",").map(Number).filter((n) => n > 0));
@@ -51,15 +49,10 @@ export async function mount(root, { scope, params, query, setTitle }) {
   const metricSel = h("select", { class: "input", id: "curve-metric", "aria-label": "metric" });
   const curveNote = h("span", { class: "muted" });
   const chartBox = h("div", { class: "chart-box" });
-  const logBox = h("input", { type: "checkbox", id: "curve-log", checked: st.logY });
-  const smoothIn = h("input", { type: "range", id: "curve-smoothing", min: "0", max: "0.99", step: "0.01", value: String(st.smoothing), "aria-label": "smoothing" });
-  const smoothOut = h("span", { class: "muted small mono" }, st.smoothing.toFixed(2));
+  const view = curveView(query);
   const groupBox = h("input", { type: "checkbox", id: "curve-groups", checked: st.grouped });
   const groupLabel = h("label", { class: "check-label", hidden: true, title: "one curve per config: the mean over its seeds, shaded ± one standard deviation" }, groupBox, " seeds as bands");
-  const curveView = h("div", { class: "toolbar curve-view" },
-    h("label", { class: "check-label" }, logBox, " log scale"),
-    h("label", { class: "check-label", title: "exponential moving average, as TensorBoard's slider" }, "smoothing ", smoothIn, smoothOut),
-    groupLabel);
+  view.el.append(groupLabel);
   const groupsBox = h("div", { id: "seed-groups" });
   const xSel = h("select", { class: "input", id: "scatter-param", "aria-label": "parameter" });
   const scatterNote = h("span", { class: "muted" });
@@ -77,7 +70,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
     h("div", { class: "two-col wide-left" },
       h("section", { class: "panel" },
         h("div", { class: "panel-head" }, h("h2", null, "Curves of the selected runs"), h("div", { class: "toolbar" }, curveNote, metricSel)),
-        curveView,
+        view.el,
         chartBox),
       h("section", { class: "panel" },
         h("div", { class: "panel-head" }, h("h2", null, "Params against the objective"), h("div", { class: "toolbar" }, scatterNote, xSel)),
@@ -86,7 +79,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
     specBox);
 
   const chart = new LineChart(chartBox, { height: 280, empty: "Select runs in the table to see their curves" });
-  chart.setView({ logY: st.logY, smoothing: st.smoothing });
+  view.follow(chart);
   scope.add(() => chart.destroy());
   const scatter = new ScatterPlot(scatterBox, { height: 310, onPick: (id) => (location.hash = `#/runs/${id}`) });
   scope.add(() => scatter.destroy());
@@ -102,8 +95,8 @@ export async function mount(root, { scope, params, query, setTitle }) {
       metric: metricAuto ? null : st.metric,
       x: st.x,
       params: st.allParams ? "all" : null,
-      log: st.logY ? "1" : null,
-      smooth: st.smoothing > 0 ? String(st.smoothing) : null,
+      log: view.view.logY ? "1" : null,
+      smooth: view.view.smoothing > 0 ? String(view.view.smoothing) : null,
       groups: st.grouped ? "1" : null,
       sel: autoSelect ? null : [...selected].join(","),
     });
@@ -331,17 +324,6 @@ export async function mount(root, { scope, params, query, setTitle }) {
   };
 
   // ---- curves
-  logBox.addEventListener("change", () => {
-    st.logY = logBox.checked;
-    chart.setView({ logY: st.logY });
-    saveQuery();
-  });
-  smoothIn.addEventListener("input", () => {
-    st.smoothing = Number(smoothIn.value);
-    smoothOut.textContent = st.smoothing.toFixed(2);
-    chart.setView({ smoothing: st.smoothing });
-    saveQuery();
-  });
   groupBox.addEventListener("change", () => {
     st.grouped = groupBox.checked;
     saveQuery();

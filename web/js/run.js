@@ -3,7 +3,7 @@
 import { h, fill, fmtNum, fmtValue, fmtBytes, fmtDuration, fmtTime, stateBadge, ENDED, throttle, refresher, notice, isAbort, confirmButton, toast, copyButton } from "./util.js";
 import { api, post } from "./api.js";
 import { events } from "./events.js";
-import { LineChart, seriesByAttempt } from "./charts.js";
+import { LineChart, seriesByAttempt, curveView } from "./charts.js";
 import { alertItem, mergeAlerts } from "./overview.js";
 
 const CURVE_POINTS = 1000;
@@ -23,7 +23,7 @@ const REASONS = {
   lost: "lost (its end is unknown)",
 };
 
-export async function mount(root, { scope, params, setTitle }) {
+export async function mount(root, { scope, params, query, setTitle }) {
   const signal = scope.signal;
   const runId = Number(params[0]);
   let run = null;
@@ -36,6 +36,7 @@ export async function mount(root, { scope, params, setTitle }) {
   const paramsEl = h("div", { class: "param-chips" });
   const infoEl = h("dl", { class: "info-grid" });
   const chartsEl = h("div", { class: "chart-grid", id: "run-charts" });
+  const curves = curveView(query);
   const chartsNote = h("span", { class: "muted" });
   const logPre = h("pre", { class: "log", id: "run-log", tabindex: "0", "aria-label": "log" });
   const logStatus = h("span", { class: "muted", id: "log-status" });
@@ -52,7 +53,7 @@ export async function mount(root, { scope, params, setTitle }) {
     h("div", { class: "page-head" }, h("div", null, crumbs, h("div", { class: "title-row" }, title, badges), paramsEl), actions),
     h("section", { class: "panel" }, infoEl),
     errorEl,
-    h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", null, "Curves"), chartsNote), chartsEl),
+    h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", null, "Curves"), chartsNote), curves.el, chartsEl),
     h("section", { class: "panel" },
       h("div", { class: "panel-head" }, h("h2", null, "Log"),
         h("div", { class: "toolbar" }, logStatus, attemptSel, streamSel, h("label", { class: "check-label" }, followBox, " follow"))),
@@ -254,6 +255,7 @@ export async function mount(root, { scope, params, setTitle }) {
     if (charts.has(name)) return charts.get(name);
     const c = { chart: new LineChart(chartsEl, { title: name, height: 200, sync: `run-${runId}` }) };
     c.chart.root.dataset.metric = name;
+    curves.follow(c.chart);
     charts.set(name, c);
     scope.add(() => c.chart.destroy());
     // keep the grid in a stable order

@@ -18,8 +18,12 @@ Result<Cleanup> CleanUpHere(const Globals& g, const PlanStep& plan, bool dry_run
   DROVER_ASSIGN_OR_RETURN(auto lock, EngineLock::Acquire(StoreDir(g)));
   DROVER_ASSIGN_OR_RETURN(auto store, OpenStore(g, /*create=*/false));
   DROVER_ASSIGN_OR_RETURN(Cleanup c, plan(*store, StoreDir(g)));
-  if (dry_run) return c;
+  if (dry_run) {
+    MeasureCleanup(c);
+    return c;
+  }
   DROVER_RETURN_IF_ERROR(ApplyCleanup(*store, StoreDir(g), c));
+  MeasureCleanup(c);
   DROVER_RETURN_IF_ERROR(EmptyTrash(StoreDir(g)));
   return c;
 }

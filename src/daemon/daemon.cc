@@ -86,10 +86,12 @@ Result<std::vector<int64_t>> Daemon::Retry(int64_t experiment_id,
 }
 
 namespace {
-// The loop moved the files into the trash; this HTTP worker deletes them, off the loop.
+// The loop planned the cleanup (and moved the files into the trash); this HTTP worker measures
+// them and deletes what is in the trash, off the loop.
 Result<Cleanup> EmptiedAfter(Result<CommandReply> reply, const std::string& store_dir) {
   if (!reply.ok()) return reply.status();
   Cleanup done = std::get<Cleanup>(*reply);
+  MeasureCleanup(done);
   if (done.applied) {
     if (Status st = EmptyTrash(store_dir); !st.ok()) spdlog::warn("{}", st.message());
   }

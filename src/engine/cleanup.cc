@@ -49,7 +49,7 @@ void Add(Cleanup& plan, const std::string& path, std::string why) {
   for (const auto& f : plan.files) {
     if (f.path == path) return;
   }
-  plan.files.push_back({path, std::move(why), DiskBytes(path)});
+  plan.files.push_back({path, std::move(why), 0, ""});
 }
 
 std::string Ago(Millis ms) {
@@ -214,10 +214,13 @@ Status ApplyCleanup(Store& store, const std::string& store_dir, Cleanup& plan) {
   std::error_code ec;
   fs::create_directories(batch, ec);
   int n = 0;
-  for (const auto& f : plan.files) {
+  for (auto& f : plan.files) {
     if (f.path == trash) continue;
     const std::string dest = fmt::format("{}/{}", batch, n++);
-    if (!ec && ::rename(f.path.c_str(), dest.c_str()) == 0) continue;
+    if (!ec && ::rename(f.path.c_str(), dest.c_str()) == 0) {
+      f.moved_to = dest;
+      continue;
+    }
     std::error_code rm;
     OpenUp(f.path);
     fs::remove_all(f.path, rm);
@@ -229,6 +232,10 @@ Status ApplyCleanup(Store& store, const std::string& store_dir, Cleanup& plan) {
   }
   plan.applied = true;
   return Status::Ok();
+}
+
+void MeasureCleanup(Cleanup& plan) {
+  for (auto& f : plan.files) f.bytes = DiskBytes(f.moved_to.empty() ? f.path : f.moved_to);
 }
 
 Status EmptyTrash(const std::string& store_dir) {

@@ -28,6 +28,7 @@ inline constexpr Millis kSnapshotGraceMs = 3600 * 1000;
 
 // Everything of these experiments: their records and their files (logs, working copies, what the
 // runs wrote, checkpoints, the HTML report).
+// Sizes are left at 0: MeasureCleanup fills them in.
 Result<Cleanup> PlanRemoval(Store& store, const std::string& store_dir,
                             const std::vector<int64_t>& experiment_ids);
 // Working copies (and with options.checkpoints, checkpoints) of runs that ended before the
@@ -38,6 +39,9 @@ Result<Cleanup> PlanGc(Store& store, const std::string& store_dir, const GcOptio
                        Millis now_wall, const std::set<int64_t>& busy_runs);
 // Deletes the plan's records (one transaction), then moves its files into the trash.
 Status ApplyCleanup(Store& store, const std::string& store_dir, Cleanup& plan);
+// Each item's size (at its place, or where ApplyCleanup moved it): a walk of every folder, so the
+// daemon does it off its loop, once the loop has planned or applied the cleanup.
+void MeasureCleanup(Cleanup& plan);
 // Deletes what is in <store>/trash/.
 Status EmptyTrash(const std::string& store_dir);
 

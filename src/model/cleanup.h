@@ -12,6 +12,7 @@ struct DiskItem {
   std::string path;
   std::string why;  // "logs of experiment 3", "working copy of run 7 (ended 9 days ago)", ...
   int64_t bytes = 0;
+  std::string moved_to;  // where ApplyCleanup moved it (in the trash), until the trash is emptied
 };
 
 struct Cleanup {

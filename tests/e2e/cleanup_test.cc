@@ -105,6 +105,8 @@ TEST_F(CleanupTest, RmAndGcWithoutADaemon) {
   Json j = Json::parse(plan.out);
   ASSERT_EQ(j["files"].size(), 1u) << plan.out;
   EXPECT_EQ(j["files"][0]["path"], a_snapshot);
+  EXPECT_GT(j["files"][0]["bytes"].get<int64_t>(), 0) << plan.out;  // measured, not left at 0
+  EXPECT_EQ(j["bytes"], j["files"][0]["bytes"]);
   EXPECT_EQ(j["applied"], false);
   auto gc = RunDrover({"gc", "--yes", "--older-than", "0s", "--checkpoints", "--store", store_});
   ASSERT_EQ(gc.exit_code, 0) << gc.out << gc.err;

@@ -138,7 +138,7 @@ void ProgressView::Finish() {
 }
 
 std::string ProgressView::Summary() const {
-  int done = 0, running = 0, queued = 0, failed = 0, cancelled = 0;
+  int done = 0, running = 0, queued = 0, failed = 0, cancelled = 0, pruned = 0;
   for (const auto& [id, row] : rows_) {
     switch (row.run.state) {
       case RunState::kSucceeded:
@@ -157,6 +157,9 @@ std::string ProgressView::Summary() const {
       case RunState::kCancelled:
         ++cancelled;
         break;
+      case RunState::kPruned:
+        ++pruned;
+        break;
     }
   }
   Millis now = clock_.Now();
@@ -173,6 +176,7 @@ std::string ProgressView::Summary() const {
   }
   std::string s = fmt::format("{}: {} done, {} running, {} queued, {} failed", title_, done,
                               running, queued, failed);
+  if (pruned) s += fmt::format(", {} pruned", pruned);
   if (cancelled) s += fmt::format(", {} cancelled", cancelled);
   s += fmt::format("  elapsed {}  ETA {}", FormatDuration(now - start_ms_), eta);
   return s;

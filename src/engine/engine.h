@@ -325,6 +325,15 @@ class Engine {
   void TailMetrics(Live& live, bool final, Instant now);
   Millis NextWakeup(Instant now) const;
   void SetState(Live& live, RunEvent event, const std::string& note, Instant now);
+  // Searches and pruning (engine_search.cc).
+  // The search and prune state of an experiment from its spec and stored runs and rungs.
+  Status InitSearch(ExperimentEntry& ep, const std::vector<Run>& runs);
+  // Makes trials while the search wants more and has fewer than `parallel` unfinished.
+  void TopUpSearch(ExperimentEntry& ep, Instant now);
+  // What the search learns from a trial that has ended (its state is final).
+  void ObserveTrial(const Live& live);
+  // New points of the prune metric: rungs recorded, and the run stopped when it is behind.
+  void CheckPrune(Live& live, const std::vector<MetricPoint>& points, Instant now);
   void Release(Live& live);
   void Retire(int64_t run_id);
   // Tells the index that the run waits now (in the class its fields make).

@@ -52,6 +52,12 @@ Result<Engine::ExperimentEntry*> Engine::EntryFor(const Experiment& e) {
   entry->predictor_key = PredictorKey(entry->spec.name, entry->spec.params);
   DROVER_ASSIGN_OR_RETURN(auto snap, store_.GetSnapshot(e.snapshot_hash));
   if (snap) entry->snapshot = *snap;
+  if (entry->spec.search || entry->spec.prune) {
+    RunFilter filter;
+    filter.experiment_id = e.id;
+    DROVER_ASSIGN_OR_RETURN(auto runs, store_.ListRuns(filter));
+    DROVER_RETURN_IF_ERROR(InitSearch(*entry, runs));
+  }
   ExperimentEntry* ep = entry.get();
   experiments_[e.id] = std::move(entry);
   return ep;
@@ -192,6 +198,7 @@ Result<RecoverySummary> Engine::Recover() {
       pid_to_run_[exit.pid] = run_id;
       HandleExit(exit, now);
     }
+    TopUpSearch(*ep, now);  // a search the last engine left short of its trials goes on
     if (ep->unfinished == 0) {
       Tx();
       if (Status st = store_.UpdateExperimentStatus(e->id, "done"); !st.ok()) Fail(st);

@@ -457,6 +457,12 @@ void Engine::HandleExit(const ProcessExit& exit, Instant now) {
     detail = fmt::format("preempted: {}; ran {} on {} GPU{}", live.preempt_why,
                          FormatDuration(now.mono - live.started_mono), gpus, gpus == 1 ? "" : "s");
   }
+  if (outcome == AttemptOutcome::kPruned && live.exp->pruner) {
+    if (const RungRecord* r = live.exp->pruner->PrunedAt(live.run.id)) {
+      detail = fmt::format("pruned at rung {} (step {}): {} = {} was behind the other runs there",
+                           r->rung, r->step, live.exp->pruner->spec().metric, r->value);
+    }
+  }
   EndAttempt(live, outcome, detail, now);
 }
 
@@ -536,8 +542,11 @@ void Engine::Retire(int64_t run_id) {
   if (it == live_.end()) return;
   ExperimentEntry* exp = it->second->exp;
   queue_.Drop(run_id);
+  ObserveTrial(*it->second);
   live_.erase(it);
-  if (--exp->unfinished == 0) {
+  --exp->unfinished;
+  TopUpSearch(*exp, clock_.At());  // the next trial, in the same transaction as this end
+  if (exp->unfinished == 0) {
     Tx();
     Status st = store_.UpdateExperimentStatus(exp->experiment.id, "done");
     if (!st.ok()) Fail(st);
@@ -588,6 +597,7 @@ Status Engine::CancelExperiment(int64_t experiment_id) {
     return FailedPrecondition(
         fmt::format("experiment {} ({}) has no unfinished runs", experiment_id, exp->name));
   }
+  if (auto& search = experiments_.at(experiment_id)->search) search->stopped = true;
   std::vector<int64_t> ids;
   for (const auto& [id, live] : live_) {
     if (live->run.experiment_id == experiment_id) ids.push_back(id);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <random>
 #include <set>
 
 #include "common/strings.h"
@@ -46,7 +47,25 @@ Status Engine::CheckSubmit(const Spec& spec) {
 Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_dir) {
   PreparedSubmit p;
   p.spec = spec;
-  p.params = ExpandGrid(spec);
+  if (spec.search && spec.search->sampler != SamplerKind::kGrid) {
+    // A search: its first trials (as many as may run at once), proposed with no history yet.
+    if (!p.spec.search->seeded) {
+      p.spec.search->seed = std::random_device{}() & ((uint64_t{1} << 53) - 1);
+      p.spec.search->seeded = true;  // stored with the spec: a restart proposes the same
+    }
+    DROVER_ASSIGN_OR_RETURN(SearchState s, NewSearchState(p.spec));
+    while (s.WantsMore() && s.created < s.parallel) {
+      Json params = ProposeTrial(s);
+      search::Observation o;
+      o.params = params;
+      o.number = s.created;
+      s.history[s.created] = o;
+      s.created += 1;
+      p.params.push_back(std::move(params));
+    }
+  } else {
+    p.params = ExpandGrid(spec);
+  }
   p.argvs.reserve(p.params.size());
   for (const auto& params : p.params) {
     DROVER_ASSIGN_OR_RETURN(auto argv, RenderCommand(spec, params));
@@ -145,6 +164,7 @@ Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
 
   ExperimentEntry* ep = entry.get();
   ep->unfinished = static_cast<int>(result.runs.size());
+  if (Status st = InitSearch(*ep, result.runs); !st.ok()) return st;
   experiments_[e.id] = std::move(entry);
   for (const Run& r : result.runs) {
     auto live = std::make_unique<Live>();

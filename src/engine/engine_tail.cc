@@ -93,6 +93,7 @@ void Engine::TailMetrics(Live& live, bool final, Instant now) {
   if (st.ok()) st = store_.UpdateRun(live.run);
   if (!st.ok()) Fail(st);
   WatchPoints(live, points, now.wall);
+  CheckPrune(live, points, now);
   if (!points.empty()) {
     Notify([this, run = live.run, points] { observer_->OnMetrics(run, points); });
   }

@@ -13,6 +13,8 @@
 #include "common/strings.h"
 #include "engine/engine.h"
 #include "exec/working_copy.h"
+#include "search/pruner.h"
+#include "search/sampler.h"
 
 namespace drover {
 
@@ -31,6 +33,28 @@ inline std::string PredictorKey(const std::string& name, const J& params) {
   return name + "(" + Join(keys, ",") + ")";
 }
 
+// A search's state in the engine (engine_search.cc): what proposes its trials, and what they gave.
+// Rebuilt from the store by a restarted engine: trials are the experiment's runs.
+struct SearchState {
+  search::Space space;
+  search::SamplerOptions options;
+  uint64_t seed = 0;
+  int64_t trials = 0;             // the budget (search.trials)
+  int parallel = 1;               // unfinished trials at most (search.parallel)
+  std::vector<Json> contexts;     // grid cells and fixed values: trial i takes i mod size
+  int64_t created = 0;            // trials made so far (the experiment's runs)
+  bool stopped = false;           // cancelled: no more trials
+  std::map<int64_t, search::Observation> history;  // by run id
+  bool WantsMore() const { return !stopped && created < trials; }
+};
+
+// The seed of trial `index` of a search seeded `seed` (the same trial, the same proposal).
+uint64_t TrialSeed(uint64_t seed, int64_t index);
+// The search of a spec, with no trial made yet.
+Result<SearchState> NewSearchState(const Spec& spec);
+// Proposes the next trial's params (search.created is its index) given the history so far.
+Json ProposeTrial(const SearchState& search);
+
 struct Engine::ExperimentEntry {
   Experiment experiment;
   Spec spec;
@@ -42,6 +66,8 @@ struct Engine::ExperimentEntry {
   // with the client), by name; made at its first launch (Engine::RunEnv).
   std::map<std::string, std::string> base_env;
   bool base_env_ready = false;
+  std::optional<SearchState> search;     // spec.search with a sampler: trials made as proposed
+  std::optional<search::Pruner> pruner;  // spec.prune: runs stopped when their curve is behind
 };
 
 struct Engine::Live {

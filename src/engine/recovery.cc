@@ -56,6 +56,7 @@ Streak StreakOf(std::optional<AttemptOutcome> outcome) {
     case AttemptOutcome::kInterrupted:
     case AttemptOutcome::kPreempted:
     case AttemptOutcome::kCancelled:
+    case AttemptOutcome::kPruned:
       return Streak::kNeutral;
     case AttemptOutcome::kSucceeded:
       return Streak::kBreaks;
@@ -73,6 +74,10 @@ Recovery DecideRecovery(const Spec& spec, const Json& params, int retries_used,
       return r;
     case AttemptOutcome::kCancelled:
       r.event = RunEvent::kCancel;
+      return r;
+    case AttemptOutcome::kPruned:
+      // The prune rule stopped it: final, and not a failure (the search counts its value).
+      r.event = RunEvent::kPrune;
       return r;
     case AttemptOutcome::kInterrupted:
       // Not the run's fault: it goes back to the queue at once and spends no retry.

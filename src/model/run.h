@@ -13,8 +13,10 @@
 
 namespace drover {
 
-// queued -> running -> succeeded | failed | cancelled, and running -> retrying -> running.
-enum class RunState { kQueued, kRunning, kRetrying, kSucceeded, kFailed, kCancelled };
+// queued -> running -> succeeded | failed | cancelled | pruned, and running -> retrying ->
+// running. pruned: stopped early by the experiment's prune rule (its curve was behind), not a
+// failure.
+enum class RunState { kQueued, kRunning, kRetrying, kSucceeded, kFailed, kCancelled, kPruned };
 std::string_view ToString(RunState s);
 std::optional<RunState> ParseRunState(std::string_view s);
 bool IsFinal(RunState s);
@@ -32,6 +34,7 @@ enum class AttemptOutcome {
   kDiverged,     // a watched metric became NaN or infinite (monitor.on_nan: stop)
   kStalled,      // no new output for monitor.stall
   kPreempted,    // stopped so a better-ranked waiting run gets its GPUs (requeued, no retry spent)
+  kPruned,       // stopped by the prune rule: its curve was behind the others' (not a failure)
 };
 std::string_view ToString(AttemptOutcome o);
 std::optional<AttemptOutcome> ParseAttemptOutcome(std::string_view s);
@@ -47,6 +50,7 @@ enum class StopReason {
   kDiverged,  // a watched metric became NaN or infinite
   kPreempt,   // its GPUs go to a better-ranked run: requeued, no retry spent
   kDrain,     // the daemon is shutting down with --stop-runs: requeued
+  kPrune,     // the prune rule stopped it (its curve was behind): ends pruned
 };
 std::string_view ToString(StopReason r);
 std::optional<StopReason> ParseStopReason(std::string_view s);
@@ -130,6 +134,22 @@ struct CurveSummary {
   // The mean of the last K values (K as asked of the store): NaN when any of them is NaN.
   double mean_last = std::numeric_limits<double>::quiet_NaN();
 };
+// A run's value of the prune metric at a rung of its experiment's prune rule, and the decision
+// taken there (search/pruner.h). Stored, so a restarted engine takes the same decisions.
+struct RungRecord {
+  int64_t run_id = 0;
+  int bracket = 0;
+  int rung = 0;
+  int64_t step = 0;     // the rung's step (the run reported it or a later one)
+  double value = 0;     // the run's value of the metric then
+  bool pruned = false;  // the run was stopped here
+};
+
+// One number for a curve under a summary rule (objective.summary): its last value, its best (the
+// highest when maximising; its last when it has no finite value) or the mean of its last K.
+// nullopt for a curve with no point.
+std::optional<double> Summarize(const CurveSummary& curve, ScoreSummary summary, bool maximize);
+
 
 struct MetricPoint {
   int64_t run_id = 0;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 namespace drover {
 
 std::string_view ToString(RunState s) {
@@ -18,20 +20,24 @@ std::string_view ToString(RunState s) {
       return "failed";
     case RunState::kCancelled:
       return "cancelled";
+    case RunState::kPruned:
+      return "pruned";
   }
   return "?";
 }
 
 std::optional<RunState> ParseRunState(std::string_view s) {
   for (RunState r : {RunState::kQueued, RunState::kRunning, RunState::kRetrying,
-                     RunState::kSucceeded, RunState::kFailed, RunState::kCancelled}) {
+                     RunState::kSucceeded, RunState::kFailed, RunState::kCancelled,
+                     RunState::kPruned}) {
     if (ToString(r) == s) return r;
   }
   return std::nullopt;
 }
 
 bool IsFinal(RunState s) {
-  return s == RunState::kSucceeded || s == RunState::kFailed || s == RunState::kCancelled;
+  return s == RunState::kSucceeded || s == RunState::kFailed || s == RunState::kCancelled ||
+         s == RunState::kPruned;
 }
 
 std::string_view ToString(AttemptOutcome o) {
@@ -58,12 +64,14 @@ std::string_view ToString(AttemptOutcome o) {
       return "stalled";
     case AttemptOutcome::kPreempted:
       return "preempted";
+    case AttemptOutcome::kPruned:
+      return "pruned";
   }
   return "?";
 }
 
 std::optional<AttemptOutcome> ParseAttemptOutcome(std::string_view s) {
-  for (int i = 0; i <= static_cast<int>(AttemptOutcome::kPreempted); ++i) {
+  for (int i = 0; i <= static_cast<int>(AttemptOutcome::kPruned); ++i) {
     auto o = static_cast<AttemptOutcome>(i);
     if (ToString(o) == s) return o;
   }
@@ -100,12 +108,14 @@ std::string_view ToString(StopReason r) {
       return "preempt";
     case StopReason::kDrain:
       return "drain";
+    case StopReason::kPrune:
+      return "prune";
   }
   return "?";
 }
 
 std::optional<StopReason> ParseStopReason(std::string_view s) {
-  for (int i = 0; i <= static_cast<int>(StopReason::kDrain); ++i) {
+  for (int i = 0; i <= static_cast<int>(StopReason::kPrune); ++i) {
     auto r = static_cast<StopReason>(i);
     if (ToString(r) == s) return r;
   }
@@ -127,8 +137,25 @@ AttemptOutcome OutcomeOf(StopReason r, bool exited_zero) {
       return AttemptOutcome::kPreempted;
     case StopReason::kDrain:
       return exited_zero ? AttemptOutcome::kSucceeded : AttemptOutcome::kInterrupted;
+    case StopReason::kPrune:
+      return AttemptOutcome::kPruned;
   }
   return AttemptOutcome::kInterrupted;
+}
+
+std::optional<double> Summarize(const CurveSummary& curve, ScoreSummary summary, bool maximize) {
+  if (curve.points <= 0) return std::nullopt;
+  switch (summary) {
+    case ScoreSummary::kBest: {
+      const double best = maximize ? curve.highest : curve.lowest;
+      return std::isnan(best) ? curve.last : best;
+    }
+    case ScoreSummary::kMeanLast:
+      return curve.mean_last;
+    case ScoreSummary::kLast:
+      break;
+  }
+  return curve.last;
 }
 
 std::string_view ToString(RunEvent e) {
@@ -145,6 +172,8 @@ std::string_view ToString(RunEvent e) {
       return "cancel";
     case RunEvent::kRequeue:
       return "requeue";
+    case RunEvent::kPrune:
+      return "prune";
   }
   return "?";
 }
@@ -169,6 +198,9 @@ Result<RunState> Transition(RunState from, RunEvent event) {
       break;
     case RunEvent::kRequeue:
       if (IsFinal(from)) return S::kQueued;
+      break;
+    case RunEvent::kPrune:
+      if (from == S::kRunning) return S::kPruned;
       break;
   }
   return FailedPrecondition(

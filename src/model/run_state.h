@@ -11,7 +11,8 @@ enum class RunEvent {
   kRetry,    // the attempt failed and another is due (running -> retrying)
   kFail,     // the attempt failed and no retry is left (running -> failed)
   kCancel,   // the user cancelled (any non-final -> cancelled)
-  kRequeue,  // the user retries a finished run (succeeded|failed|cancelled -> queued)
+  kRequeue,  // the user retries a finished run (succeeded|failed|cancelled|pruned -> queued)
+  kPrune,    // the prune rule stopped the attempt (running -> pruned)
 };
 std::string_view ToString(RunEvent e);
 

@@ -41,6 +41,19 @@ Json SpecToJson(const Spec& s) {
   if (s.oom.enabled()) {
     j["oom"] = {{"param", s.oom.param}, {"min", s.oom.min}, {"accumulate", s.oom.accumulate}};
   }
+  if (s.search) {
+    j["search"] = {{"sampler", ToString(s.search->sampler)},
+                   {"trials", s.search->trials},
+                   {"parallel", s.search->parallel},
+                   {"multivariate", s.search->multivariate}};
+    if (s.search->seeded) j["search"]["seed"] = s.search->seed;
+  }
+  if (s.prune) {
+    j["prune"] = {{"rule", ToString(s.prune->rule)},         {"metric", s.prune->metric},
+                  {"mode", s.prune->maximize ? "max" : "min"}, {"min_steps", s.prune->min_steps},
+                  {"reduction", s.prune->reduction},         {"max_steps", s.prune->max_steps},
+                  {"startup_trials", s.prune->startup_trials}};
+  }
   j["monitor"] = {{"watch", s.monitor.watch},
                   {"on_nan", s.monitor.stop_on_nan ? "stop" : "ignore"},
                   {"stall_ms", s.monitor.stall_ms}};
@@ -86,6 +99,29 @@ Result<Spec> SpecFromJson(const Json& j) {
       s.oom.min = j["oom"].value("min", int64_t{1});
       s.oom.accumulate = j["oom"].value("accumulate", "");
     }
+    if (j.contains("search")) {
+      const Json& x = j["search"];
+      SearchSpec search;
+      if (auto k = ParseSamplerKind(x.value("sampler", "auto"))) search.sampler = *k;
+      search.trials = x.at("trials").get<int64_t>();
+      search.parallel = x.value("parallel", 4);
+      search.seeded = x.contains("seed");
+      search.seed = x.value("seed", uint64_t{0});
+      search.multivariate = x.value("multivariate", true);
+      s.search = search;
+    }
+    if (j.contains("prune")) {
+      const Json& x = j["prune"];
+      PruneSpec prune;
+      if (auto r = ParsePruneRule(x.value("rule", "asha"))) prune.rule = *r;
+      prune.metric = x.at("metric").get<std::string>();
+      prune.maximize = x.value("mode", "max") == "max";
+      prune.min_steps = x.value("min_steps", int64_t{1});
+      prune.reduction = x.value("reduction", 3);
+      prune.max_steps = x.value("max_steps", int64_t{0});
+      prune.startup_trials = x.value("startup_trials", 5);
+      s.prune = prune;
+    }
     if (j.contains("monitor")) {
       const Json& m = j["monitor"];
       s.monitor.watch = m.value("watch", std::vector<std::string>{});
@@ -96,6 +132,41 @@ Result<Spec> SpecFromJson(const Json& j) {
   } catch (const Json::exception& e) {
     return InvalidArgument(std::string("stored spec is not readable: ") + e.what());
   }
+}
+
+std::string_view ToString(SamplerKind k) {
+  switch (k) {
+    case SamplerKind::kAuto: return "auto";
+    case SamplerKind::kTpe: return "tpe";
+    case SamplerKind::kGp: return "gp";
+    case SamplerKind::kRandom: return "random";
+    case SamplerKind::kGrid: return "grid";
+  }
+  return "?";
+}
+
+std::optional<SamplerKind> ParseSamplerKind(std::string_view text) {
+  for (SamplerKind k : {SamplerKind::kAuto, SamplerKind::kTpe, SamplerKind::kGp,
+                        SamplerKind::kRandom, SamplerKind::kGrid}) {
+    if (ToString(k) == text) return k;
+  }
+  return std::nullopt;
+}
+
+std::string_view ToString(PruneRule r) {
+  switch (r) {
+    case PruneRule::kMedian: return "median";
+    case PruneRule::kAsha: return "asha";
+    case PruneRule::kHyperband: return "hyperband";
+  }
+  return "?";
+}
+
+std::optional<PruneRule> ParsePruneRule(std::string_view text) {
+  for (PruneRule r : {PruneRule::kMedian, PruneRule::kAsha, PruneRule::kHyperband}) {
+    if (ToString(r) == text) return r;
+  }
+  return std::nullopt;
 }
 
 Result<SummaryRule> ParseScoreSummary(std::string_view text) {

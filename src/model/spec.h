@@ -60,6 +60,39 @@ struct MonitorPolicy {
   int64_t stall_ms = 0;     // no new output for this long: stop the attempt as stalled; 0 = off
 };
 
+// How a search proposes its trials (search.sampler, docs/search.md).
+enum class SamplerKind { kAuto, kTpe, kGp, kRandom, kGrid };
+std::string_view ToString(SamplerKind k);
+std::optional<SamplerKind> ParseSamplerKind(std::string_view text);
+
+// search: a spec whose params hold distributions ({log_uniform: [1e-5, 0.1]}) runs `trials` trials
+// proposed one by one by the sampler, at most `parallel` at a time (docs/search.md).
+struct SearchSpec {
+  SamplerKind sampler = SamplerKind::kAuto;
+  int64_t trials = 0;
+  int parallel = 4;
+  uint64_t seed = 0;
+  bool seeded = false;       // seed was written, or drawn at submit (and stored with the spec)
+  bool multivariate = true;  // tpe: one joint density over the unconditional parameters
+};
+inline constexpr int64_t kMaxTrials = 100'000;
+
+// Early stopping of runs whose curve is behind (prune:, docs/search.md): checked at rungs, the
+// steps min_steps * reduction^k of `metric`.
+enum class PruneRule { kMedian, kAsha, kHyperband };
+std::string_view ToString(PruneRule r);
+std::optional<PruneRule> ParsePruneRule(std::string_view text);
+
+struct PruneSpec {
+  PruneRule rule = PruneRule::kAsha;
+  std::string metric;     // default: the objective's
+  bool maximize = true;   // default: the objective's mode
+  int64_t min_steps = 1;  // the first rung; no run is stopped before it
+  int reduction = 3;      // asha, hyperband: the best 1/reduction at a rung go on
+  int64_t max_steps = 0;  // hyperband: the steps a full run takes (its brackets' top rung)
+  int startup_trials = 5; // median: runs that must reach a rung before it stops anyone there
+};
+
 struct Spec {
   std::string name;
   // The command template. shell == false: argv words, each may hold {param} placeholders and is
@@ -68,7 +101,8 @@ struct Spec {
   std::vector<std::string> command;
   bool shell = false;
   std::string workdir;  // absolute path (relative paths resolve against the spec file's folder)
-  OrderedJson params = OrderedJson::object();  // name -> scalar, or array (a grid axis)
+  // name -> scalar, array (a grid axis) or mapping (a distribution searched: search/space.h)
+  OrderedJson params = OrderedJson::object();
   Resources resources;
   int priority = 0;      // higher runs first
   // The fair-share / quota group of the experiment's runs (the daemon's scheduler.groups);
@@ -91,6 +125,8 @@ struct Spec {
   // $DROVER_DATA_<NAME> (docs/spec.md, "Data").
   std::map<std::string, std::string> data;
   std::optional<Objective> objective;
+  std::optional<SearchSpec> search;
+  std::optional<PruneSpec> prune;
   OomPolicy oom;
   MonitorPolicy monitor;
 

@@ -161,18 +161,7 @@ Result<RankRule> RuleFor(const Experiment& exp, const std::set<std::string>& rep
 }
 
 std::optional<double> ScoreOf(const RankRule& rule, const CurveSummary& curve) {
-  if (curve.points <= 0) return std::nullopt;
-  switch (rule.summary) {
-    case ScoreSummary::kBest: {
-      const double best = rule.maximize ? curve.highest : curve.lowest;
-      return std::isnan(best) ? curve.last : best;
-    }
-    case ScoreSummary::kMeanLast:
-      return curve.mean_last;
-    case ScoreSummary::kLast:
-      break;
-  }
-  return curve.last;
+  return Summarize(curve, rule.summary, rule.maximize);
 }
 
 bool RanksBefore(const RankRule& rule, double a, double b) {

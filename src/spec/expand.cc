@@ -164,6 +164,7 @@ int64_t CountGrid(const Spec& spec) {
 std::vector<Json> ExpandGrid(const Spec& spec) {
   std::vector<Json> runs = {Json::object()};
   for (const auto& [name, value] : spec.params.items()) {
+    if (value.is_object()) continue;  // a distribution: the search proposes its values
     if (!value.is_array()) {
       for (Json& run : runs) run[name] = ToJson(value);
       continue;

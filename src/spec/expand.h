@@ -9,7 +9,8 @@
 namespace drover {
 
 // The cartesian product of every list-valued parameter, in file order, the last axis varying
-// fastest; scalars are copied into every run. A spec with no lists gives one run.
+// fastest; scalars are copied into every run; distributions (a search's) are left out. A spec
+// with no lists gives one run.
 // Check CountGrid against spec.max_runs first (the spec parser does): this builds every run.
 std::vector<Json> ExpandGrid(const Spec& spec);
 

@@ -18,6 +18,7 @@
 
 #include "common/files.h"
 #include "common/strings.h"
+#include "search/space.h"
 #include "spec/expand.h"
 
 namespace drover {
@@ -33,20 +34,30 @@ using yaml::Find;
 const std::vector<std::string> kTopKeys = {
     "name",          "workdir", "command", "shell",     "params", "resources",
     "priority",      "group",   "preemptible", "max_parallel", "max_runs",    "retries",
-    "retry_backoff", "timeout", "env",     "objective", "oom",    "monitor", "data"};
+    "retry_backoff", "timeout", "env",     "objective", "oom",    "monitor", "data",
+    "search",        "prune"};
 // The highest max_runs a spec may set: each run is a row in the store and in memory.
 constexpr int64_t kMaxRunsLimit = 10'000'000;
 const std::vector<std::string> kResourceKeys = {"gpus", "gpu_memory", "cpus"};
 const std::vector<std::string> kObjectiveKeys = {"metric", "mode", "summary"};
 const std::vector<std::string> kOomKeys = {"param", "min", "accumulate"};
 const std::vector<std::string> kMonitorKeys = {"watch", "on_nan", "stall"};
+const std::vector<std::string> kSearchKeys = {"sampler", "trials", "parallel", "seed",
+                                              "multivariate"};
+const std::vector<std::string> kPruneKeys = {"rule",      "metric",    "mode",          "min_steps",
+                                             "reduction", "max_steps", "startup_trials"};
+// The keys of a searched parameter's mapping: one distribution, and an optional condition.
+const std::vector<std::string> kDistributionKeys = {"uniform", "log_uniform", "int", "int_log",
+                                                    "choice",  "when"};
 // Top-level keys that are mappings with a fixed set of keys, for --set paths and for pointing a
 // misplaced key (gpus: at the top) at its section.
 const yaml::Sections kSections = {
     {"resources", &kResourceKeys},
     {"objective", &kObjectiveKeys},
     {"oom", &kOomKeys},
-    {"monitor", &kMonitorKeys}};
+    {"monitor", &kMonitorKeys},
+    {"search", &kSearchKeys},
+    {"prune", &kPruneKeys}};
 
 using yaml::kStrTag;
 
@@ -140,6 +151,13 @@ class SpecParser : public yaml::Reader {
 
   Status ParseCommand(const Field& f, const std::vector<Field>& params, Spec& spec) const;
   Status ParseParams(const Field& f, Spec& spec, std::vector<Field>& out) const;
+  // A searched parameter: {log_uniform: [1e-5, 0.1]}, {choice: [a, b], when: {model: cnn}}.
+  Status ParseDistribution(const Field& p, Spec& spec) const;
+  Status ParseSearch(const Field& f, Spec& spec) const;
+  Status ParsePrune(const Field& f, Spec& spec) const;
+  // search:, prune: and the searched parameters agree with each other and with the command.
+  Status CheckSearch(const Node& root, const std::vector<Field>& top,
+                     const std::vector<Field>& params, const Spec& spec) const;
   Status ParseWorkdir(const Field* f, Spec& spec) const;
   Status ParseResources(const Field& f, Spec& spec) const;
   Status ParseData(const Field& f, Spec& spec) const;
@@ -346,10 +364,8 @@ Status SpecParser::ParseParams(const Field& f, Spec& spec, std::vector<Field>& o
                                     p.name));
     }
     if (p.value.IsMap()) {
-      return Err(p.at(), fmt::format("{} must be a value or a list of values, got a mapping; "
-                                     "nested parameters are not supported, flatten them into "
-                                     "names such as optim_lr",
-                                     p.path));
+      DROVER_RETURN_IF_ERROR(ParseDistribution(p, spec));
+      continue;
     }
     if (p.value.IsSequence()) {
       if (p.value.size() == 0) {
@@ -367,6 +383,310 @@ Status SpecParser::ParseParams(const Field& f, Spec& spec, std::vector<Field>& o
       DROVER_ASSIGN_OR_RETURN(spec.params[p.name], ParamValue(p.value, p));
     }
   }
+  return Status::Ok();
+}
+
+Status SpecParser::ParseDistribution(const Field& p, Spec& spec) const {
+  bool known = false;
+  for (auto it = p.value.begin(); it != p.value.end(); ++it) {
+    known = known || (it->first.IsScalar() && Contains(kDistributionKeys, it->first.Scalar()));
+  }
+  if (!known) {
+    return Err(p.at(), fmt::format("{} must be a value, a list of values (a grid axis) or a "
+                                   "distribution to search such as {{log_uniform: [1e-5, 0.1]}}, "
+                                   "got another mapping; nested parameters are not supported, "
+                                   "flatten them into names such as optim_lr",
+                                   p.path));
+  }
+  yaml::MapRules rules;
+  rules.valid = &kDistributionKeys;
+  rules.in = " under ";
+  DROVER_ASSIGN_OR_RETURN(std::vector<Field> fields,
+                          yaml::Reader::ReadMap(p.value, p.value, p.path, rules));
+  const Field* dist = nullptr;
+  for (const Field& f : fields) {
+    if (f.name == "when") continue;
+    if (dist) {
+      return Err(f.key, fmt::format("{} has two distributions ({} and {}); give one", p.path,
+                                    dist->name, f.name));
+    }
+    dist = &f;
+  }
+  if (!dist) {
+    return Err(p.at(), fmt::format("{} is a mapping without a distribution; write one of "
+                                   "{{uniform: [low, high]}}, {{log_uniform: [low, high]}}, "
+                                   "{{int: [low, high]}}, {{int_log: [low, high]}} or "
+                                   "{{choice: [a, b]}} (a list of values is a grid axis)",
+                                   p.path));
+  }
+  OrderedJson out = OrderedJson::object();
+  if (!dist->value.IsSequence() || dist->value.size() == 0) {
+    return Err(dist->at(), fmt::format("{} must be a non-empty list, got {}; write e.g. {}",
+                                       dist->path, Describe(dist->value),
+                                       dist->name == "choice" ? "[relu, gelu]" : "[1, 8]"));
+  }
+  if (dist->name == "choice") {
+    OrderedJson values = OrderedJson::array();
+    for (const Node& e : dist->value) {
+      DROVER_ASSIGN_OR_RETURN(OrderedJson v, ParamValue(e, *dist));
+      if (std::find(values.begin(), values.end(), v) != values.end()) {
+        return Err(e, fmt::format("{} lists {} twice; list each value once", dist->path,
+                                  v.dump()));
+      }
+      values.push_back(std::move(v));
+    }
+    out["choice"] = std::move(values);
+  } else {
+    const bool integer = dist->name == "int" || dist->name == "int_log";
+    const bool log = dist->name == "log_uniform" || dist->name == "int_log";
+    if (dist->value.size() != 2) {
+      return Err(dist->at(), fmt::format("{} must be [low, high], got {} values; write e.g. {}",
+                                         dist->path, dist->value.size(),
+                                         integer ? "[1, 8]" : "[1e-5, 0.1]"));
+    }
+    double ends[2];
+    for (size_t i = 0; i < 2; ++i) {
+      Field e{dist->key, dist->value[i], dist->name, fmt::format("{}[{}]", dist->path, i)};
+      if (integer) {
+        DROVER_ASSIGN_OR_RETURN(int64_t v, Int(e, -(int64_t{1} << 53), int64_t{1} << 53,
+                                               "an integer", "the ends of int ranges are whole "
+                                               "numbers; use uniform for real numbers"));
+        ends[i] = static_cast<double>(v);
+      } else {
+        DROVER_ASSIGN_OR_RETURN(ends[i], Real(e, -1e300, 1e300, false, false,
+                                              "write a finite number such as 1e-4"));
+      }
+    }
+    if (!(ends[0] < ends[1])) {
+      return Err(dist->at(), fmt::format("{}: low ({}) must be below high ({}); write [low, "
+                                         "high], or a fixed value instead of a range",
+                                         dist->path, ends[0], ends[1]));
+    }
+    if (log && ends[0] < (integer ? 1.0 : std::numeric_limits<double>::min())) {
+      return Err(dist->value[0],
+                 fmt::format("{}: a log scale needs low {} 0, got {}; use {} for ranges that "
+                             "reach 0",
+                             dist->path, integer ? ">=" : ">", ends[0],
+                             integer ? "int" : "uniform"));
+    }
+    if (integer) {
+      out[dist->name] = {static_cast<int64_t>(ends[0]), static_cast<int64_t>(ends[1])};
+    } else {
+      out[dist->name] = {ends[0], ends[1]};
+    }
+  }
+  if (const Field* when = Find(fields, "when")) {
+    if (!when->value.IsMap() || when->value.size() == 0) {
+      return Err(when->at(), fmt::format("{} must be a mapping of parameter: value, got {}; "
+                                         "write e.g. when: {{model: cnn}}",
+                                         when->path, Describe(when->value)));
+    }
+    OrderedJson conditions = OrderedJson::object();
+    DROVER_ASSIGN_OR_RETURN(std::vector<Field> conds, ReadMap(when->value, when->path, nullptr));
+    for (const Field& c : conds) {
+      OrderedJson values = OrderedJson::array();
+      if (c.value.IsSequence()) {
+        for (const Node& e : c.value) {
+          DROVER_ASSIGN_OR_RETURN(OrderedJson v, ParamValue(e, c));
+          values.push_back(std::move(v));
+        }
+      } else {
+        DROVER_ASSIGN_OR_RETURN(OrderedJson v, ParamValue(c.value, c));
+        values.push_back(std::move(v));
+      }
+      conditions[c.name] = std::move(values);
+    }
+    out["when"] = std::move(conditions);
+  }
+  spec.params[p.name] = std::move(out);
+  return Status::Ok();
+}
+
+Status SpecParser::ParseSearch(const Field& f, Spec& spec) const {
+  if (!f.value.IsMap()) {
+    return Err(f.at(), fmt::format("search must be a mapping, got {}; write e.g. search: "
+                                   "{{trials: 30, parallel: 4}}",
+                                   Describe(f.value)));
+  }
+  DROVER_ASSIGN_OR_RETURN(std::vector<Field> fields, ReadMap(f.value, "search", &kSearchKeys));
+  SearchSpec search;
+  if (const Field* x = Find(fields, "sampler")) {
+    DROVER_ASSIGN_OR_RETURN(std::string name,
+                            Choice(*x, {"auto", "tpe", "gp", "random", "grid"}));
+    search.sampler = *ParseSamplerKind(name);
+  }
+  if (const Field* x = Find(fields, "trials")) {
+    DROVER_ASSIGN_OR_RETURN(search.trials,
+                            Int(*x, 1, kMaxTrials, fmt::format("an integer from 1 to {}",
+                                                               kMaxTrials),
+                                "write how many configs to try, such as 30"));
+  } else if (search.sampler != SamplerKind::kGrid) {
+    return Err(f.value, "search needs trials: N, the number of configs to try (such as 30)");
+  }
+  if (const Field* x = Find(fields, "parallel")) {
+    DROVER_ASSIGN_OR_RETURN(int64_t n, Int(*x, 1, 10'000, "an integer from 1 to 10000",
+                                           "write how many trials may run at once, such as 4"));
+    search.parallel = static_cast<int>(n);
+  }
+  if (const Field* x = Find(fields, "seed")) {
+    DROVER_ASSIGN_OR_RETURN(int64_t seed, Int(*x, 0, (int64_t{1} << 53) - 1,
+                                              "a non-negative integer",
+                                              "write any whole number; the same seed proposes "
+                                              "the same configs for the same results"));
+    search.seed = static_cast<uint64_t>(seed);
+    search.seeded = true;
+  }
+  if (const Field* x = Find(fields, "multivariate")) {
+    Scalar s = Resolve(x->value);
+    if (s.kind != Kind::kBool) {
+      return Err(x->at(), fmt::format("search.multivariate must be true or false, got {}",
+                                      Describe(x->value)));
+    }
+    search.multivariate = s.b;
+  }
+  spec.search = search;
+  return Status::Ok();
+}
+
+Status SpecParser::ParsePrune(const Field& f, Spec& spec) const {
+  if (!f.value.IsMap()) {
+    return Err(f.at(), fmt::format("prune must be a mapping, got {}; write e.g. prune: {{rule: "
+                                   "asha, metric: val_acc, min_steps: 1}}",
+                                   Describe(f.value)));
+  }
+  DROVER_ASSIGN_OR_RETURN(std::vector<Field> fields, ReadMap(f.value, "prune", &kPruneKeys));
+  PruneSpec prune;
+  const Field* rule = Find(fields, "rule");
+  if (!rule) return Err(f.value, "prune needs a rule: asha, median or hyperband");
+  DROVER_ASSIGN_OR_RETURN(std::string name, Choice(*rule, {"asha", "median", "hyperband"}));
+  prune.rule = *ParsePruneRule(name);
+  if (const Field* m = Find(fields, "metric")) {
+    DROVER_ASSIGN_OR_RETURN(prune.metric, Text(*m, "write the metric the runs log, such as val_acc"));
+  } else if (spec.objective) {
+    prune.metric = spec.objective->metric;
+  } else {
+    return Err(f.value, "prune needs a metric (or an objective: its metric is used); add "
+                        "metric: NAME");
+  }
+  if (prune.metric.empty()) return Err(f.value, "prune.metric is empty; write the metric name");
+  if (const Field* m = Find(fields, "mode")) {
+    DROVER_ASSIGN_OR_RETURN(std::string mode, Choice(*m, {"max", "min"}));
+    prune.maximize = mode == "max";
+  } else if (spec.objective && spec.objective->metric == prune.metric) {
+    prune.maximize = spec.objective->maximize;
+  } else if (spec.objective || !Find(fields, "metric")) {
+    prune.maximize = true;
+  }
+  if (const Field* x = Find(fields, "min_steps")) {
+    DROVER_ASSIGN_OR_RETURN(prune.min_steps, Int(*x, 1, int64_t{1} << 40, "a positive integer",
+                                                 "write the step of the first check, such as 1"));
+  }
+  if (const Field* x = Find(fields, "reduction")) {
+    DROVER_ASSIGN_OR_RETURN(int64_t r, Int(*x, 2, 100, "an integer from 2 to 100",
+                                           "write how much each rung thins the runs, such as 3"));
+    prune.reduction = static_cast<int>(r);
+  }
+  if (const Field* x = Find(fields, "startup_trials")) {
+    DROVER_ASSIGN_OR_RETURN(int64_t n, Int(*x, 1, 1000, "an integer from 1 to 1000",
+                                           "write how many runs must reach a step before the "
+                                           "median rule stops anyone there, such as 5"));
+    prune.startup_trials = static_cast<int>(n);
+  }
+  if (const Field* x = Find(fields, "max_steps")) {
+    DROVER_ASSIGN_OR_RETURN(prune.max_steps, Int(*x, 1, int64_t{1} << 40, "a positive integer",
+                                                 "write the steps a full run takes, such as 27"));
+    if (prune.max_steps <= prune.min_steps) {
+      return Err(x->at(), fmt::format("prune.max_steps ({}) must be above min_steps ({})",
+                                      prune.max_steps, prune.min_steps));
+    }
+  } else if (prune.rule == PruneRule::kHyperband) {
+    return Err(f.value, "hyperband needs max_steps: the steps a full run takes (its brackets' "
+                        "last rung), such as 27");
+  }
+  spec.prune = prune;
+  return Status::Ok();
+}
+
+Status SpecParser::CheckSearch(const Node& root, const std::vector<Field>& top,
+                               const std::vector<Field>& params, const Spec& spec) const {
+  const Field* first_dist = nullptr;
+  for (const Field& p : params) {
+    if (search::IsDistribution(Json::parse(spec.params[p.name].dump()))) {
+      first_dist = first_dist ? first_dist : &p;
+    }
+  }
+  const Field* search = Find(top, "search");
+  if (first_dist && !search) {
+    return Err(first_dist->at(),
+               fmt::format("{} is a distribution, which only a search samples; add search: "
+                           "{{trials: 30}} (or write a list of values to sweep a grid)",
+                           first_dist->path));
+  }
+  if (!spec.search) return Status::Ok();
+  if (spec.search->sampler == SamplerKind::kGrid && first_dist) {
+    return Err(first_dist->at(), fmt::format("search.sampler grid runs the lists of params; {} "
+                                             "is a distribution: write a list of values, or use "
+                                             "another sampler",
+                                             first_dist->path));
+  }
+  if (spec.search->sampler != SamplerKind::kGrid && !first_dist) {
+    return Err(search->key, "search needs a parameter to search: give one a distribution, such "
+                            "as lr: {log_uniform: [1e-5, 1e-1]} (lists are grid axes)");
+  }
+  if (!spec.objective && spec.search->sampler != SamplerKind::kGrid) {
+    return Err(search->key, "a search needs an objective, the metric it improves: add "
+                            "objective: {metric: val_acc, mode: max}");
+  }
+  if (spec.search->trials > spec.max_runs) {
+    return Err(search->value, fmt::format("search.trials ({}) is over max_runs ({}); raise "
+                                          "max_runs or try fewer",
+                                          spec.search->trials, spec.max_runs));
+  }
+  Result<search::Space> space = search::SpaceOf(spec);
+  if (!space.ok()) return Err(Find(top, "params")->key, space.status().message());
+  // A condition names values its parameter can take.
+  for (const search::Dimension& d : space->dims) {
+    const Field* at = Find(params, d.name);
+    for (const search::Condition& c : d.when) {
+      const OrderedJson& other = spec.params[c.param];
+      std::vector<Json> possible;
+      if (other.is_array()) {
+        for (const auto& v : other) possible.push_back(Json::parse(v.dump()));
+      } else if (other.is_object() && other.contains("choice")) {
+        for (const auto& v : other["choice"]) possible.push_back(Json::parse(v.dump()));
+      } else if (!other.is_object()) {
+        possible.push_back(Json::parse(other.dump()));
+      } else {
+        return Err(at->at(), fmt::format("{}.when names {}, a range; a condition names a grid "
+                                         "axis, a fixed value or a choice",
+                                         at->path, c.param));
+      }
+      bool any = false;
+      for (const Json& v : c.values) {
+        for (const Json& q : possible) {
+          any = any || v == q || (v.is_number() && q.is_number() && v.get<double>() == q.get<double>());
+        }
+      }
+      if (!any) {
+        return Err(at->at(), fmt::format("{}.when: {} never takes {}, so {} would never be "
+                                         "sampled",
+                                         at->path, c.param, Json(c.values).dump(), d.name));
+      }
+    }
+  }
+  // A conditional parameter does not exist in every trial: the command cannot name it.
+  for (const search::Dimension& d : space->dims) {
+    if (d.when.empty()) continue;
+    for (const std::string& word : spec.command) {
+      Result<std::vector<std::string>> used = PlaceholderNames(word);
+      if (!used.ok() || !Contains(*used, d.name)) continue;
+      return Err(Find(top, "command")->at(),
+                 fmt::format("command uses {{{}}}, which exists only in some trials (when: {}); "
+                             "read it from $DROVER_PARAMS (JSON) in the script, or drop when:",
+                             d.name, Json::parse(spec.params[d.name]["when"].dump()).dump()));
+    }
+  }
+  (void)root;
   return Status::Ok();
 }
 
@@ -867,6 +1187,9 @@ Result<Spec> SpecParser::Parse(const std::string& yaml, const std::vector<std::s
   if (const Field* f = Find(top, "objective")) DROVER_RETURN_IF_ERROR(ParseObjective(*f, spec));
   if (const Field* f = Find(top, "oom")) DROVER_RETURN_IF_ERROR(ParseOom(*f, params, spec));
   if (const Field* f = Find(top, "monitor")) DROVER_RETURN_IF_ERROR(ParseMonitor(*f, spec));
+  if (const Field* f = Find(top, "search")) DROVER_RETURN_IF_ERROR(ParseSearch(*f, spec));
+  if (const Field* f = Find(top, "prune")) DROVER_RETURN_IF_ERROR(ParsePrune(*f, spec));
+  DROVER_RETURN_IF_ERROR(CheckSearch(root, top, params, spec));
   return spec;
 }
 

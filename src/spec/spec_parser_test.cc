@@ -229,7 +229,8 @@ TEST(SpecParserTest, UnknownKeysSuggestTheClosest) {
             "compare.yaml:3:1: unknown key 'learning_rate'; valid keys are name, workdir, "
             "command, shell, params, resources, priority, group, preemptible, max_parallel, "
             "max_runs, retries, retry_backoff, "
-            "timeout, env, objective, oom, monitor, data (parameters go under params:)");
+            "timeout, env, objective, oom, monitor, data, search, prune (parameters go under "
+            "params:)");
   // A section's key written at the top level is pointed at its section.
   EXPECT_EQ(Error("name: x\ncommand: run\ngpu_memory: 6GiB\n"),
             "compare.yaml:3:1: unknown key 'gpu_memory'; did you mean 'resources.gpu_memory'? "
@@ -341,7 +342,8 @@ TEST(SpecParserTest, BadNames) {
 
 TEST(SpecParserTest, BadParamValues) {
   EXPECT_EQ(Error("name: x\ncommand: run\nparams:\n  opt: {lr: 1}\n"),
-            "compare.yaml:4:8: params.opt must be a value or a list of values, got a mapping; "
+            "compare.yaml:4:8: params.opt must be a value, a list of values (a grid axis) or a "
+            "distribution to search such as {log_uniform: [1e-5, 0.1]}, got another mapping; "
             "nested parameters are not supported, flatten them into names such as optim_lr");
   EXPECT_EQ(Error("name: x\ncommand: run\nparams:\n  lr: []\n"),
             "compare.yaml:4:7: params.lr is an empty list; give at least one value, or remove the "
@@ -729,6 +731,111 @@ TEST(SpecParserTest, DocsExamplesParse) {
     ++parsed;
   }
   EXPECT_GE(parsed, 2);
+}
+
+}  // namespace
+}  // namespace drover
+
+namespace drover {
+namespace {
+
+TEST(SearchSpec, DistributionsSearchAndPruneAreRead) {
+  Result<Spec> r = ParseSpecString(R"(name: s
+command: python train.py --lr {lr} --layers {layers} --model {model}
+params:
+  lr: {log_uniform: [1e-5, 1e-1]}
+  layers: {int: [1, 8]}
+  width: {int_log: [16, 1024]}
+  dropout: {uniform: [0.0, 0.5]}
+  act: {choice: [relu, gelu, tanh]}
+  model: [mlp, cnn]
+  kernel: {choice: [3, 5], when: {model: cnn}}
+search: {trials: 30, parallel: 4, seed: 1}
+prune: {rule: asha, min_steps: 1, reduction: 3}
+objective: {metric: val_acc, mode: max}
+)", "s.yaml", "/tmp");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_TRUE(r->search.has_value());
+  EXPECT_EQ(r->search->trials, 30);
+  EXPECT_EQ(r->search->parallel, 4);
+  EXPECT_EQ(r->search->seed, 1u);
+  EXPECT_EQ(r->search->sampler, SamplerKind::kAuto);
+  ASSERT_TRUE(r->prune.has_value());
+  EXPECT_EQ(r->prune->rule, PruneRule::kAsha);
+  EXPECT_EQ(r->prune->metric, "val_acc");  // the objective's
+  EXPECT_TRUE(r->prune->maximize);
+  EXPECT_EQ(r->params["kernel"]["when"]["model"], OrderedJson::array({"cnn"}));
+  EXPECT_EQ(r->params["layers"]["int"], OrderedJson::array({1, 8}));
+  // The grid holds the list axis and no distribution; the stored spec reads back the same.
+  std::vector<Json> grid = ExpandGrid(*r);
+  ASSERT_EQ(grid.size(), 2u);
+  EXPECT_FALSE(grid[0].contains("lr"));
+  Result<Spec> back = SpecFromJson(SpecToJson(*r));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(SpecToJson(*back), SpecToJson(*r));
+}
+
+std::string SearchError(const std::string& body) {
+  Result<Spec> r = ParseSpecString(
+      "name: s\ncommand: python t.py\n" + body + "objective: {metric: acc}\n", "s.yaml", "/tmp");
+  return r.ok() ? std::string("(parsed)") : r.status().message();
+}
+
+TEST(SearchSpec, ErrorsPointAtTheFieldAndSayWhatToDo) {
+  EXPECT_EQ(SearchError("params:\n  lr: {log_uniform: [0, 1]}\nsearch: {trials: 3}\n"),
+            "s.yaml:4:22: params.lr.log_uniform: a log scale needs low > 0, got 0; use uniform "
+            "for ranges that reach 0");
+  EXPECT_EQ(SearchError("params:\n  lr: {uniform: [1, 1]}\nsearch: {trials: 3}\n"),
+            "s.yaml:4:17: params.lr.uniform: low (1) must be below high (1); write [low, high], "
+            "or a fixed value instead of a range");
+  EXPECT_EQ(SearchError("params:\n  n: {int: [1, 2.5]}\nsearch: {trials: 3}\n"),
+            "s.yaml:4:16: params.n.int[1] must be an integer, got '2.5'; the ends of int ranges "
+            "are whole numbers; use uniform for real numbers");
+  EXPECT_EQ(SearchError("params:\n  lr: {uniform: [0, 1], choice: [a]}\nsearch: {trials: 3}\n"),
+            "s.yaml:4:25: params.lr has two distributions (uniform and choice); give one");
+  EXPECT_EQ(SearchError("params:\n  lr: {log_uniform: [1e-5, 1]}\n"),
+            "s.yaml:4:7: params.lr is a distribution, which only a search samples; add search: "
+            "{trials: 30} (or write a list of values to sweep a grid)");
+  EXPECT_EQ(SearchError("params:\n  lr: [1, 2]\nsearch: {trials: 3}\n"),
+            "s.yaml:5:1: search needs a parameter to search: give one a distribution, such as "
+            "lr: {log_uniform: [1e-5, 1e-1]} (lists are grid axes)");
+  EXPECT_EQ(SearchError("params:\n  lr: {uniform: [0, 1]}\nsearch: {parallel: 2}\n"),
+            "s.yaml:5:9: search needs trials: N, the number of configs to try (such as 30)");
+  EXPECT_EQ(SearchError("params:\n  m: [a, b]\n  k: {choice: [3], when: {m: c}}\nsearch: "
+                        "{trials: 3}\n"),
+            "s.yaml:5:6: params.k.when: m never takes [\"c\"], so k would never be sampled");
+  EXPECT_EQ(SearchError("params:\n  k: {choice: [3], when: {q: c}}\nsearch: {trials: 3}\n"),
+            "s.yaml:3:1: params.k.when names 'q', which is not another parameter");
+  Result<Spec> no_objective = ParseSpecString(
+      "name: s\ncommand: python t.py\nparams:\n  lr: {uniform: [0, 1]}\nsearch: {trials: 3}\n",
+      "s.yaml", "/tmp");
+  ASSERT_FALSE(no_objective.ok());
+  EXPECT_EQ(no_objective.status().message(),
+            "s.yaml:5:1: a search needs an objective, the metric it improves: add objective: "
+            "{metric: val_acc, mode: max}");
+  EXPECT_EQ(SearchError("params:\n  lr: {uniform: [0, 1]}\nsearch: {trials: 3}\nprune: "
+                        "{rule: hyperband, metric: acc}\n"),
+            "s.yaml:6:8: hyperband needs max_steps: the steps a full run takes (its brackets' "
+            "last rung), such as 27");
+  EXPECT_EQ(SearchError("params:\n  lr: {uniform: [0, 1]}\nsearch: {trials: 3, sampler: tp}\n"),
+            "s.yaml:5:30: search.sampler must be one of auto, tpe, gp, random, grid, got 'tp'; "
+            "did you mean 'tpe'?");
+}
+
+TEST(SearchSpec, ACommandCannotNameAConditionalParameter) {
+  Result<Spec> r = ParseSpecString(R"(name: s
+command: python t.py --kernel {kernel}
+params:
+  model: [mlp, cnn]
+  kernel: {choice: [3, 5], when: {model: cnn}}
+search: {trials: 4}
+objective: {metric: acc}
+)", "s.yaml", "/tmp");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "s.yaml:2:10: command uses {kernel}, which exists only in some trials (when: "
+            "{\"model\":[\"cnn\"]}); read it from $DROVER_PARAMS (JSON) in the script, or drop "
+            "when:");
 }
 
 }  // namespace

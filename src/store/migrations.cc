@@ -173,6 +173,22 @@ constexpr const char* kV7 = R"sql(
 ALTER TABLE attempts ADD COLUMN error TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Version 8: the rungs of searches' prune rules (search/pruner.h): each run's value at each rung
+// it reached and the decision taken there.
+constexpr const char* kV8 = R"sql(
+CREATE TABLE rungs (
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  experiment_id INTEGER NOT NULL REFERENCES experiments(id),
+  bracket INTEGER NOT NULL,
+  rung INTEGER NOT NULL,
+  step INTEGER NOT NULL,
+  value REAL,
+  pruned INTEGER NOT NULL,
+  PRIMARY KEY (run_id, bracket, rung)
+);
+CREATE INDEX rungs_by_experiment ON rungs(experiment_id);
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
@@ -184,6 +200,7 @@ const std::vector<Migration>& Migrations() {
       {5, "alerts and GPU telemetry samples", kV5},
       {6, "metrics indexed by run, name, attempt and step", kV6},
       {7, "attempts keep the last lines of a failure's stderr", kV7},
+      {8, "the rungs of prune rules", kV8},
   };
   return kAll;
 }

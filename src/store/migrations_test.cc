@@ -58,7 +58,7 @@ TEST(Migrations, HistoryIsOrderedWithoutGaps) {
     EXPECT_EQ(all[i].version, static_cast<int>(i) + 1);
     EXPECT_NE(std::string(all[i].description), "");
   }
-  EXPECT_EQ(LatestVersion(), 7);
+  EXPECT_EQ(LatestVersion(), 8);
   EXPECT_EQ(Store::LatestSchemaVersion(), LatestVersion());
 }
 
@@ -79,12 +79,12 @@ TEST(Migrations, StepwiseUpgradeEqualsFreshSchema) {
   ASSERT_TRUE(Exec(old.get(), V1Fixture().c_str(), "loading fixture").ok());
   ASSERT_TRUE(Migrate(old.get(), "old").ok());
   ASSERT_TRUE(Migrate(fresh.get(), "fresh").ok());
-  EXPECT_EQ(Version(old.get()), 7);
-  EXPECT_EQ(Version(fresh.get()), 7);
+  EXPECT_EQ(Version(old.get()), 8);
+  EXPECT_EQ(Version(fresh.get()), 8);
   EXPECT_EQ(Schema(old.get()), Schema(fresh.get()));
   // Running again is a no-op.
   ASSERT_TRUE(Migrate(fresh.get(), "fresh").ok());
-  EXPECT_EQ(Version(fresh.get()), 7);
+  EXPECT_EQ(Version(fresh.get()), 8);
 }
 
 TEST(Migrations, Version3TakesGitFieldsFromTheSnapshot) {
@@ -145,7 +145,7 @@ TEST(Migrations, NewerDatabaseIsRefused) {
   EXPECT_EQ(st.code(), Code::kFailedPrecondition);
   EXPECT_EQ(st.message(),
             "store at /data/drover.db has schema version 9, newer than this drover understands "
-            "(7); upgrade drover");
+            "(8); upgrade drover");
   EXPECT_TRUE(Schema(db.get()).empty());
 }
 

@@ -450,6 +450,7 @@ Status Store::DeleteExperiment(int64_t id) {
       "DELETE FROM metrics WHERE run_id IN (SELECT id FROM runs WHERE experiment_id = ?)",
       "DELETE FROM attempts WHERE run_id IN (SELECT id FROM runs WHERE experiment_id = ?)",
       "DELETE FROM alerts WHERE experiment_id = ?",
+      "DELETE FROM rungs WHERE experiment_id = ?",
       "DELETE FROM events WHERE experiment_id = ?",
       "DELETE FROM environments WHERE experiment_id = ?",
       "DELETE FROM runs WHERE experiment_id = ?",
@@ -796,7 +797,7 @@ Result<std::vector<std::string>> Store::MetricNames(int64_t run_id) {
 
 Result<std::map<int64_t, CurveSummary>> Store::MetricSummaries(int64_t experiment_id,
                                                                const std::string& name,
-                                                               int last_k) {
+                                                               int last_k, int64_t run_id) {
   // The latest attempt of each run (whose values the run shows: its final metrics start afresh
   // with each attempt), its points of `name`: one pass for the count and extremes, and the last
   // values read backwards along the (run, name, attempt, step) index (as fast as the extremes
@@ -806,7 +807,8 @@ Result<std::map<int64_t, CurveSummary>> Store::MetricSummaries(int64_t experimen
       Stmt st,
       impl_->Use(
           "WITH latest AS (SELECT a.run_id, MAX(a.id) AS attempt_id FROM attempts a "
-          "  JOIN runs r ON r.id = a.run_id WHERE r.experiment_id = ?1 GROUP BY a.run_id) "
+          "  JOIN runs r ON r.id = a.run_id WHERE r.experiment_id = ?1 "
+          "  AND (?4 = 0 OR r.id = ?4) GROUP BY a.run_id) "
           "SELECT l.run_id, COUNT(*), "
           "  MIN(CASE WHEN m.value BETWEEN -1.7976931348623157e308 AND 1.7976931348623157e308 "
           "      THEN m.value END), "
@@ -824,7 +826,7 @@ Result<std::map<int64_t, CurveSummary>> Store::MetricSummaries(int64_t experimen
           "FROM latest l JOIN metrics m ON m.run_id = l.run_id AND m.name = ?2 "
           "  AND m.attempt_id = l.attempt_id GROUP BY l.run_id",
           "summing up metric curves"));
-  st.Bind(experiment_id, name, std::max(1, last_k));
+  st.Bind(experiment_id, name, std::max(1, last_k), run_id);
   std::map<int64_t, CurveSummary> out;
   for (;;) {
     DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
@@ -860,6 +862,36 @@ Result<std::map<int64_t, std::pair<double, double>>> Store::MetricRanges(int64_t
 }
 
 // ---- events ----
+
+Status Store::InsertRung(int64_t experiment_id, const RungRecord& r) {
+  DROVER_ASSIGN_OR_RETURN(
+      Stmt st, impl_->Use("INSERT OR REPLACE INTO rungs (run_id, experiment_id, bracket, rung, "
+                          "step, value, pruned) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                          "recording a rung"));
+  st.Bind(r.run_id, experiment_id, r.bracket, r.rung, r.step, r.value, r.pruned ? 1 : 0);
+  return st.Run();
+}
+
+Result<std::vector<RungRecord>> Store::ListRungs(int64_t experiment_id) {
+  DROVER_ASSIGN_OR_RETURN(
+      Stmt st, impl_->Use("SELECT run_id, bracket, rung, step, value, pruned FROM rungs WHERE "
+                          "experiment_id = ? ORDER BY rowid",
+                          "listing rungs"));
+  st.Bind(experiment_id);
+  std::vector<RungRecord> out;
+  for (;;) {
+    DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    RungRecord& r = out.emplace_back();
+    r.run_id = st.Int(0);
+    r.bracket = static_cast<int>(st.Int(1));
+    r.rung = static_cast<int>(st.Int(2));
+    r.step = st.Int(3);
+    r.value = st.Real(4);
+    r.pruned = st.Int(5) != 0;
+  }
+  return out;
+}
 
 Status Store::InsertEvent(Event& e) {
   DROVER_ASSIGN_OR_RETURN(Stmt st,

@@ -123,8 +123,13 @@ class Store {
   // For each run of an experiment whose latest attempt reported `name`: that curve summed up
   // (model/run.h, CurveSummary), the mean over its last `last_k` values (1 when 0), for ranking
   // runs without reading every point (report/comparison.h).
+  // `run_id` (not 0): that run's only.
   Result<std::map<int64_t, CurveSummary>> MetricSummaries(int64_t experiment_id,
-                                                          const std::string& name, int last_k);
+                                                          const std::string& name, int last_k,
+                                                          int64_t run_id = 0);
+  // The rungs of an experiment's prune rule (model/run.h, RungRecord), in the order recorded.
+  Status InsertRung(int64_t experiment_id, const RungRecord& r);
+  Result<std::vector<RungRecord>> ListRungs(int64_t experiment_id);
   // For each run of an experiment that reported `name`: its lowest and highest value (NaN and
   // Inf left out), for ranking runs by their best without reading every point.
   Result<std::map<int64_t, std::pair<double, double>>> MetricRanges(int64_t experiment_id,

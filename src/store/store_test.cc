@@ -238,10 +238,10 @@ class StoreTest : public ::testing::Test {
 // ---- opening ----
 
 TEST_F(StoreTest, FreshStoreIsAtLatestVersion) {
-  EXPECT_EQ(Store::LatestSchemaVersion(), 7);
+  EXPECT_EQ(Store::LatestSchemaVersion(), 8);
   auto v = store_->SchemaVersion();
   ASSERT_TRUE(v.ok());
-  EXPECT_EQ(*v, 7);
+  EXPECT_EQ(*v, 8);
   auto ok = store_->IntegrityOk();
   ASSERT_TRUE(ok.ok());
   EXPECT_TRUE(*ok);
@@ -268,7 +268,7 @@ TEST(StoreOpen, FileStoreCreatesFoldersUsesWalAndPersists) {
   EXPECT_TRUE(fs::exists(path));
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), 7);
+  EXPECT_EQ(*store->SchemaVersion(), 8);
   auto r = store->GetRun(run_id);
   ASSERT_TRUE(r.ok());
   ASSERT_TRUE(r->has_value());
@@ -385,15 +385,15 @@ TEST(StoreOpen, GarbageFileGivesClearErrorAndIsLeftAlone) {
 TEST(StoreOpen, NewerSchemaIsRefusedAndLeftByteIdentical) {
   TempDir dir;
   const std::string path = dir / "drover.db";
-  RawExec(path, "CREATE TABLE future (x); INSERT INTO future VALUES (1); PRAGMA user_version = 8;");
+  RawExec(path, "CREATE TABLE future (x); INSERT INTO future VALUES (1); PRAGMA user_version = 9;");
   const std::string before = ReadFile(path);
   ASSERT_FALSE(before.empty());
   auto s = Store::Open(path);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), Code::kFailedPrecondition);
   EXPECT_EQ(s.status().message(), "store at " + path +
-                                      " has schema version 8, newer than this drover "
-                                      "understands (7); upgrade drover");
+                                      " has schema version 9, newer than this drover "
+                                      "understands (8); upgrade drover");
   EXPECT_EQ(ReadFile(path), before);
   EXPECT_FALSE(fs::exists(path + "-wal"));
 }
@@ -417,7 +417,7 @@ TEST(StoreOpen, EmptyFileBecomesAStore) {
   WriteFile(path, "");
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), 7);
+  EXPECT_EQ(*store->SchemaVersion(), 8);
 }
 
 TEST(StoreOpen, AMissingOrEmptyDatabaseBesideRunFoldersIsRefused) {
@@ -469,8 +469,8 @@ TEST(StoreMigration, OpensVersion1FileAndUpgrades) {
 
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), 7);
-  EXPECT_EQ(RawQueryText(path, "PRAGMA user_version"), "7");
+  EXPECT_EQ(*store->SchemaVersion(), 8);
+  EXPECT_EQ(RawQueryText(path, "PRAGMA user_version"), "8");
   EXPECT_TRUE(*store->IntegrityOk());
 
   // Old rows read back through the API.
@@ -1159,6 +1159,7 @@ TEST_F(StoreTest, DeleteExperimentTakesEverythingOfItsAndNothingElse) {
     ev.experiment_id = al.experiment_id;
     ev.run_id = run;
     ASSERT_TRUE(store_->InsertEvent(ev).ok());
+    ASSERT_TRUE(store_->InsertRung(al.experiment_id, {run, 0, 0, 1, 0.5, false}).ok());
   }
   ASSERT_TRUE(store_->PutEnvironment({gone, "/usr/bin/python3", "torch==2", "box", ""}).ok());
   Snapshot other;
@@ -1175,6 +1176,8 @@ TEST_F(StoreTest, DeleteExperimentTakesEverythingOfItsAndNothingElse) {
   EXPECT_TRUE(store_->ListAttempts(gone_run).value().empty());
   EXPECT_TRUE(store_->GetMetrics(gone_run).value().empty());
   EXPECT_TRUE(store_->ListEnvironments(gone).value().empty());
+  EXPECT_TRUE(store_->ListRungs(gone).value().empty());
+  EXPECT_EQ(store_->ListRungs(keep).value().size(), 1u);
   AlertFilter af;
   const std::vector<Alert> alerts = store_->ListAlerts(af).value();
   for (const Alert& a : alerts) EXPECT_NE(a.experiment_id, gone);
@@ -1191,6 +1194,33 @@ TEST_F(StoreTest, DeleteExperimentTakesEverythingOfItsAndNothingElse) {
   EXPECT_FALSE(store_->GetSnapshot("sha256:feed").value().has_value());
   // A second delete of the same experiment says there is none.
   EXPECT_EQ(store_->DeleteExperiment(gone).code(), Code::kNotFound);
+}
+
+TEST_F(StoreTest, RungsAreKeptPerExperimentInTheOrderRecorded) {
+  const int64_t e = AddExperiment("search");
+  const int64_t a = AddRun(e), b = AddRun(e);
+  ASSERT_TRUE(store_->InsertRung(e, {b, 0, 0, 1, 0.9, false}).ok());
+  ASSERT_TRUE(store_->InsertRung(e, {a, 1, 2, 27, std::nan(""), true}).ok());
+  std::vector<RungRecord> rungs = store_->ListRungs(e).value();
+  ASSERT_EQ(rungs.size(), 2u);
+  EXPECT_EQ(rungs[0].run_id, b);
+  EXPECT_DOUBLE_EQ(rungs[0].value, 0.9);
+  EXPECT_FALSE(rungs[0].pruned);
+  EXPECT_EQ(rungs[1].bracket, 1);
+  EXPECT_EQ(rungs[1].rung, 2);
+  EXPECT_EQ(rungs[1].step, 27);
+  EXPECT_TRUE(std::isnan(rungs[1].value));  // a NaN is kept as NaN
+  EXPECT_TRUE(rungs[1].pruned);
+  // One run's curve only, when asked for.
+  for (int64_t run : {a, b}) {
+    Attempt at = MakeAttempt(run, 1);
+    ASSERT_TRUE(store_->InsertAttempt(at).ok());
+    ASSERT_TRUE(store_->InsertMetrics({{run, at.id, 1, "acc", run == a ? 0.3 : 0.6, 10}}).ok());
+  }
+  auto one = store_->MetricSummaries(e, "acc", 1, a).value();
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_DOUBLE_EQ(one.at(a).last, 0.3);
+  EXPECT_EQ(store_->MetricSummaries(e, "acc", 1).value().size(), 2u);
 }
 
 }  // namespace

@@ -1,0 +1,175 @@
+// Searches and pruning in the engine (docs/search.md). A search's trials are its experiment's
+// runs, made one at a time as the sampler proposes them, at most search.parallel unfinished at
+// once: the first ones with the submit, each next one when a trial ends, in the same transaction
+// as that end. So a restarted engine finds every trial made so far in the store, none twice, and
+// goes on until search.trials. Rungs of the prune rule are stored with the metric points that
+// reached them.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <random>
+
+#include "engine/engine.h"
+#include "engine/live.h"
+#include "spec/expand.h"
+
+namespace drover {
+
+uint64_t TrialSeed(uint64_t seed, int64_t index) {
+  // splitmix64 of the pair: neighbouring trials get unrelated streams.
+  uint64_t z = seed + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(index + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+Result<SearchState> NewSearchState(const Spec& spec) {
+  SearchState s;
+  DROVER_ASSIGN_OR_RETURN(s.space, search::SpaceOf(spec));
+  s.options.kind = spec.search->sampler;
+  s.options.multivariate = spec.search->multivariate;
+  s.options.budget = spec.search->trials;
+  s.contexts = ExpandGrid(spec);
+  s.options.grid_axes = s.contexts.size() > 1;
+  s.seed = spec.search->seed;
+  s.trials = spec.search->trials;
+  s.parallel = std::max(1, spec.search->parallel);
+  return s;
+}
+
+Json ProposeTrial(const SearchState& s) {
+  std::vector<search::Observation> history;
+  history.reserve(s.history.size());
+  for (const auto& [id, o] : s.history) history.push_back(o);
+  const Json& context = s.contexts[static_cast<size_t>(s.created) % s.contexts.size()];
+  return search::Propose(s.options, s.space, context, history, TrialSeed(s.seed, s.created));
+}
+
+Status Engine::InitSearch(ExperimentEntry& ep, const std::vector<Run>& runs) {
+  const Spec& spec = ep.spec;
+  if (spec.prune) {
+    ep.pruner.emplace(*spec.prune);
+    DROVER_ASSIGN_OR_RETURN(auto rungs, store_.ListRungs(ep.experiment.id));
+    for (const RungRecord& r : rungs) ep.pruner->Load(r);
+  }
+  if (!spec.search || spec.search->sampler == SamplerKind::kGrid) return Status::Ok();
+  DROVER_ASSIGN_OR_RETURN(SearchState s, NewSearchState(spec));
+  for (const Run& r : runs) {
+    s.created = std::max<int64_t>(s.created, r.index + 1);
+    search::Observation o;
+    o.params = r.params;
+    o.number = r.index;
+    o.state = search::TrialState::kRunning;
+    s.history[r.id] = o;
+  }
+  ep.search = std::move(s);
+  // Ended trials: what they gave.
+  for (const Run& r : runs) {
+    if (IsFinal(r.state)) {
+      Live ended;
+      ended.run = r;
+      ended.exp = &ep;
+      ObserveTrial(ended);
+    }
+  }
+  return Status::Ok();
+}
+
+void Engine::ObserveTrial(const Live& live) {
+  ExperimentEntry& ep = *live.exp;
+  if (!ep.search) return;
+  auto it = ep.search->history.find(live.run.id);
+  if (it == ep.search->history.end()) return;
+  search::Observation& o = it->second;
+  const RunState state = live.run.state;
+  if (state == RunState::kCancelled) {  // says nothing about the config
+    ep.search->history.erase(it);
+    return;
+  }
+  o.state = search::TrialState::kFailed;
+  if (state != RunState::kSucceeded && state != RunState::kPruned) return;
+  const Objective& obj = *ep.spec.objective;  // a search has one (the spec parser checks)
+  auto curves = store_.MetricSummaries(ep.experiment.id, obj.metric, obj.last_k, live.run.id);
+  if (!curves.ok()) {
+    Fail(curves.status());
+    return;
+  }
+  auto c = curves->find(live.run.id);
+  std::optional<double> value =
+      c == curves->end() ? std::nullopt : Summarize(c->second, obj.summary, obj.maximize);
+  if (!value || !std::isfinite(*value)) return;  // no value: counts as failed
+  o.loss = obj.maximize ? -*value : *value;
+  o.state = search::TrialState::kComplete;
+  if (state == RunState::kPruned) {
+    o.state = search::TrialState::kPruned;
+    const RungRecord* r = ep.pruner ? ep.pruner->PrunedAt(live.run.id) : nullptr;
+    o.step = r ? r->step : 0;
+  }
+}
+
+void Engine::TopUpSearch(ExperimentEntry& ep, Instant now) {
+  if (!ep.search || cancel_requested_ || draining_ || stall_) return;
+  SearchState& s = *ep.search;
+  while (s.WantsMore() && ep.unfinished < s.parallel) {
+    Json params = ProposeTrial(s);
+    Result<std::vector<std::string>> argv = RenderCommand(ep.spec, params);
+    if (!argv.ok()) {
+      // The parser checks every placeholder; a stored spec that fails here cannot go on.
+      spdlog::error("experiment {}: trial {} cannot be made: {}", ep.experiment.id, s.created,
+                    argv.status().message());
+      s.stopped = true;
+      return;
+    }
+    Run r;
+    r.experiment_id = ep.experiment.id;
+    r.index = static_cast<int>(s.created);
+    r.params = params;
+    r.current_params = params;
+    r.fingerprint = Fingerprint(ep.spec, *argv, params, ep.snapshot.hash);
+    r.priority = ep.spec.priority;
+    r.resources = ep.spec.resources;
+    r.created_ms = now.wall;
+    Tx();
+    if (Status st = store_.InsertRun(r); !st.ok()) {
+      Fail(st);
+      return;
+    }
+    search::Observation o;
+    o.params = params;
+    o.number = r.index;
+    s.history[r.id] = o;
+    s.created += 1;
+    ep.unfinished += 1;
+    auto live = std::make_unique<Live>();
+    live->run = r;
+    live->exp = &ep;
+    Queue(*live);
+    Notify([this, r] {
+      observer_->OnRunChanged(r, nullptr, fmt::format("trial {} proposed", r.index + 1));
+    });
+    live_[r.id] = std::move(live);
+  }
+}
+
+void Engine::CheckPrune(Live& live, const std::vector<MetricPoint>& points, Instant now) {
+  ExperimentEntry& ep = *live.exp;
+  if (!ep.pruner || !live.attempt || live.attempt->stopping) return;
+  for (const MetricPoint& p : points) {
+    if (p.name != ep.pruner->spec().metric) continue;
+    for (const RungRecord& r : ep.pruner->Report(live.run.id, live.run.index, p.step, p.value)) {
+      Tx();
+      if (Status st = store_.InsertRung(ep.experiment.id, r); !st.ok()) {
+        Fail(st);
+        return;
+      }
+      if (!r.pruned) continue;
+      spdlog::info("run {}: pruned at rung {} (step {}): {} = {}; SIGTERM now", live.run.id,
+                   r.rung, r.step, ep.pruner->spec().metric, r.value);
+      Stop(live, StopReason::kPrune, now, options_.kill_grace_ms);
+      return;
+    }
+  }
+}
+
+}  // namespace drover

@@ -1,0 +1,99 @@
+#include "search/pruner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace drover::search {
+
+Pruner::Pruner(PruneSpec spec) : spec_(std::move(spec)) {
+  spec_.min_steps = std::max<int64_t>(spec_.min_steps, 1);
+  spec_.reduction = std::max(spec_.reduction, 2);
+}
+
+int Pruner::Brackets() const {
+  if (spec_.rule != PruneRule::kHyperband || spec_.max_steps <= spec_.min_steps) return 1;
+  int s = 0;
+  for (double r = static_cast<double>(spec_.min_steps) * spec_.reduction;
+       r <= static_cast<double>(spec_.max_steps); r *= spec_.reduction) {
+    ++s;
+  }
+  return s + 1;
+}
+
+int Pruner::BracketOf(int64_t index) const {
+  return static_cast<int>(std::max<int64_t>(index, 0) % Brackets());
+}
+
+int64_t Pruner::RungStep(int bracket, int rung) const {
+  double step = static_cast<double>(spec_.min_steps);
+  for (int i = 0; i < bracket + rung; ++i) step *= spec_.reduction;
+  return step > 4e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(step);
+}
+
+double Pruner::Score(double value) const {
+  if (std::isnan(value)) return -std::numeric_limits<double>::infinity();
+  return spec_.maximize ? value : -value;
+}
+
+void Pruner::Load(const RungRecord& r) {
+  values_[{r.bracket, r.rung}].emplace_back(r.run_id, r.value);
+  int& next = next_rung_[r.run_id];
+  next = std::max(next, r.rung + 1);
+  if (r.pruned) pruned_[r.run_id] = r;
+}
+
+const RungRecord* Pruner::PrunedAt(int64_t run_id) const {
+  auto it = pruned_.find(run_id);
+  return it == pruned_.end() ? nullptr : &it->second;
+}
+
+bool Pruner::Decide(const RungRecord& r) const {
+  auto it = values_.find({r.bracket, r.rung});
+  const double mine = Score(r.value);
+  std::vector<double> others;
+  if (it != values_.end()) {
+    for (const auto& [run, v] : it->second) {
+      if (run != r.run_id) others.push_back(Score(v));
+    }
+  }
+  if (spec_.rule == PruneRule::kMedian) {
+    if (static_cast<int>(others.size()) < spec_.startup_trials) return false;
+    std::sort(others.begin(), others.end());
+    const size_t n = others.size();
+    const double median = n % 2 ? others[n / 2] : 0.5 * (others[n / 2 - 1] + others[n / 2]);
+    return mine < median;
+  }
+  // Successive halving: the best ceil(n / reduction) of the n values here go on.
+  const size_t n = others.size() + 1;
+  const size_t keep = (n + static_cast<size_t>(spec_.reduction) - 1) / static_cast<size_t>(spec_.reduction);
+  size_t better = 0;
+  for (double o : others) better += o > mine ? 1 : 0;
+  return better >= keep;
+}
+
+std::vector<RungRecord> Pruner::Report(int64_t run_id, int64_t index, int64_t step,
+                                       double value) {
+  std::vector<RungRecord> out;
+  if (pruned_.count(run_id)) return out;
+  const int bracket = BracketOf(index);
+  int& next = next_rung_[run_id];
+  for (;;) {
+    const int64_t at = RungStep(bracket, next);
+    if (step < at) break;
+    // No rung at or past the end of a full run: nothing is left to save there.
+    if (spec_.max_steps > 0 && at >= spec_.max_steps) break;
+    RungRecord r{run_id, bracket, next, at, value, false};
+    r.pruned = Decide(r);
+    values_[{bracket, next}].emplace_back(run_id, value);
+    ++next;
+    out.push_back(r);
+    if (r.pruned) {
+      pruned_[run_id] = r;
+      break;
+    }
+  }
+  return out;
+}
+
+}  // namespace drover::search

@@ -1,0 +1,48 @@
+#include "search/sampler.h"
+
+#include <cmath>
+
+#include "search/numeric.h"
+
+namespace drover::search {
+
+size_t CountFinished(const std::vector<Observation>& history) {
+  size_t n = 0;
+  for (const Observation& o : history) {
+    if (o.state == TrialState::kComplete || o.state == TrialState::kPruned) ++n;
+  }
+  return n;
+}
+
+SamplerKind Choose(const SamplerOptions& options, const Space& space, size_t finished) {
+  if (options.kind != SamplerKind::kAuto) return options.kind;
+  bool numeric = space.AllNumeric() && !space.HasConditions() && !options.grid_axes;
+  bool small = options.budget <= kGpMaxBudget && finished <= kGpMaxObservations;
+  return numeric && small ? SamplerKind::kGp : SamplerKind::kTpe;
+}
+
+Json ProposeRandom(const Space& space, const Json& context, std::mt19937_64& rng) {
+  Json out = context;
+  for (const Dimension& d : space.dims) {
+    if (!Active(d, out)) continue;
+    out[d.name] = d.External(numeric::Uniform(rng, d.InternalLow(), d.InternalHigh()));
+  }
+  return out;
+}
+
+Json Propose(const SamplerOptions& options, const Space& space, const Json& context,
+             const std::vector<Observation>& history, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const size_t finished = CountFinished(history);
+  SamplerKind kind = Choose(options, space, finished);
+  if (kind == SamplerKind::kRandom || kind == SamplerKind::kGrid ||
+      finished < static_cast<size_t>(std::max(options.startup_trials, 1))) {
+    return ProposeRandom(space, context, rng);
+  }
+  if (kind == SamplerKind::kGp && space.AllNumeric() && !space.HasConditions()) {
+    return ProposeGp(options, space, context, history, rng);
+  }
+  return ProposeTpe(options, space, context, history, rng);
+}
+
+}  // namespace drover::search

@@ -1,0 +1,63 @@
+#pragma once
+// Samplers: given a space and what earlier trials gave, propose the next trial's values
+// (docs/search.md). Pure functions of their inputs and a seed: the same history and seed give
+// the same proposal.
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "search/space.h"
+
+namespace drover::search {
+
+enum class TrialState {
+  kRunning,   // proposed and not ended: a constant liar (never an observation)
+  kComplete,  // ended with an objective value
+  kPruned,    // stopped early by the pruner, at its last reported value
+  kFailed,    // ended without a value (a crash, a diverged run): steered away from
+};
+
+struct Observation {
+  Json params = Json::object();  // every parameter of the trial: fixed, grid and searched
+  TrialState state = TrialState::kComplete;
+  double loss = 0;      // the objective turned so that lower is better (complete and pruned)
+  int64_t step = 0;     // kPruned: the step it was stopped at (later steps rank first)
+  int64_t number = 0;   // creation order, oldest first (older observations weigh less in TPE)
+};
+
+struct SamplerOptions {
+  SamplerKind kind = SamplerKind::kAuto;
+  int startup_trials = 10;  // random proposals until this many trials have ended with a value
+  int ei_candidates = 24;   // TPE: candidates drawn from l(x), the best ratio l/g wins
+  bool multivariate = true; // TPE: one joint density over the unconditional parameters
+  int64_t budget = 0;       // the trials planned (auto's choice); 0 = unknown
+  bool grid_axes = false;   // the spec also has list axes (their values come in the context)
+};
+
+// Auto's choice for this space, budget and history: GP for numeric spaces without conditions
+// or grid axes while at most kGpMaxObservations trials have ended and the budget is at most
+// kGpMaxBudget, else TPE.
+inline constexpr int kGpMaxObservations = 250;
+inline constexpr int64_t kGpMaxBudget = 500;
+SamplerKind Choose(const SamplerOptions& options, const Space& space, size_t finished);
+
+// Proposes values for the dimensions of `space` that are active given `context` (the trial's
+// fixed and grid values) and returns context with them added. `history` holds every trial of
+// the search so far (running ones included).
+Json Propose(const SamplerOptions& options, const Space& space, const Json& context,
+             const std::vector<Observation>& history, uint64_t seed);
+
+// The samplers behind Propose, for tests and the benchmark.
+Json ProposeRandom(const Space& space, const Json& context, std::mt19937_64& rng);
+Json ProposeTpe(const SamplerOptions& options, const Space& space, const Json& context,
+                const std::vector<Observation>& history, std::mt19937_64& rng);
+// Numeric spaces only (no choice, no condition); anything else goes to TPE.
+Json ProposeGp(const SamplerOptions& options, const Space& space, const Json& context,
+               const std::vector<Observation>& history, std::mt19937_64& rng);
+
+// Finished trials: complete and pruned ones (the observations a model is fitted to).
+size_t CountFinished(const std::vector<Observation>& history);
+
+}  // namespace drover::search

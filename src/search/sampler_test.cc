@@ -1,0 +1,202 @@
+#include "search/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace drover::search {
+namespace {
+
+Dimension Num(const std::string& name, Distribution d, double lo, double hi) {
+  Dimension x;
+  x.name = name;
+  x.dist = d;
+  x.low = lo;
+  x.high = hi;
+  return x;
+}
+
+Space MixedSpace() {
+  Space s;
+  s.dims.push_back(Num("lr", Distribution::kLogUniform, 1e-5, 1e-1));
+  s.dims.push_back(Num("layers", Distribution::kInt, 1, 8));
+  s.dims.push_back(Num("width", Distribution::kIntLog, 16, 1024));
+  Dimension act;
+  act.name = "act";
+  act.dist = Distribution::kChoice;
+  act.choices = {"relu", "gelu", "tanh"};
+  s.dims.push_back(act);
+  Dimension kernel;
+  kernel.name = "kernel";
+  kernel.dist = Distribution::kChoice;
+  kernel.choices = {3, 5};
+  kernel.when = {{"model", {"cnn"}}};
+  s.dims.push_back(kernel);
+  return s;
+}
+
+void ExpectValid(const Space& s, const Json& p) {
+  for (const Dimension& d : s.dims) {
+    if (!Active(d, p)) {
+      EXPECT_FALSE(p.contains(d.name)) << p.dump();
+      continue;
+    }
+    ASSERT_TRUE(p.contains(d.name)) << p.dump();
+    EXPECT_TRUE(d.Internal(p[d.name]).has_value()) << d.name << " = " << p[d.name].dump();
+    if (d.integer()) {
+      EXPECT_TRUE(p[d.name].is_number_integer()) << p.dump();
+    }
+  }
+}
+
+TEST(Space, ReadsDistributionsAndConditionsFromASpec) {
+  Spec spec;
+  spec.params = OrderedJson::parse(R"({
+    "model": ["mlp", "cnn"],
+    "lr": {"log_uniform": [1e-5, 0.1]},
+    "kernel": {"choice": [3, 5], "when": {"model": "cnn"}},
+    "epochs": 3})");
+  Result<Space> s = SpaceOf(spec);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  ASSERT_EQ(s->dims.size(), 2u);
+  EXPECT_EQ(s->dims[0].dist, Distribution::kLogUniform);
+  EXPECT_DOUBLE_EQ(s->dims[0].low, 1e-5);
+  ASSERT_EQ(s->dims[1].when.size(), 1u);
+  EXPECT_EQ(s->dims[1].when[0].param, "model");
+  EXPECT_TRUE(Active(s->dims[1], Json{{"model", "cnn"}}));
+  EXPECT_FALSE(Active(s->dims[1], Json{{"model", "mlp"}}));
+  EXPECT_TRUE(s->HasConditions());
+  EXPECT_FALSE(s->AllNumeric());
+}
+
+TEST(Space, OrdersDimensionsAfterTheirConditionsAndRefusesCycles) {
+  Spec spec;  // as stored: keys sorted
+  spec.params = OrderedJson::parse(R"({"a": {"choice": [3, 5], "when": {"b": "x"}},
+                                       "b": {"choice": ["x", "y"]}})");
+  Result<Space> s = SpaceOf(spec);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->dims[0].name, "b");
+  EXPECT_EQ(s->dims[1].name, "a");
+  spec.params["b"]["when"] = {{"a", 3}};
+  EXPECT_FALSE(SpaceOf(spec).ok());
+  spec.params = OrderedJson::parse(R"({"a": {"choice": [3, 5], "when": {"nope": 1}}})");
+  EXPECT_FALSE(SpaceOf(spec).ok());
+}
+
+TEST(Space, InternalAndExternalRoundTrip) {
+  Dimension w = Num("width", Distribution::kIntLog, 16, 1024);
+  EXPECT_EQ(w.External(*w.Internal(Json(64))), Json(64));
+  EXPECT_FALSE(w.Internal(Json(8)).has_value());
+  EXPECT_FALSE(w.Internal(Json(64.5)).has_value());
+  Dimension u = Num("x", Distribution::kUniform, -1, 1);
+  EXPECT_EQ(u.External(5.0), Json(1.0));  // clamped
+  EXPECT_DOUBLE_EQ(*u.Internal(Json(0.25)), 0.25);
+}
+
+TEST(Sampler, EveryProposalIsValidAndConditionsHold) {
+  Space s = MixedSpace();
+  std::vector<Observation> history;
+  for (int i = 0; i < 40; ++i) {
+    Json context{{"model", i % 2 ? "cnn" : "mlp"}};
+    SamplerOptions o;
+    o.kind = SamplerKind::kTpe;
+    o.grid_axes = true;
+    Json p = Propose(o, s, context, history, static_cast<uint64_t>(i));
+    ExpectValid(s, p);
+    EXPECT_EQ(p["model"], context["model"]);
+    double loss = std::abs(std::log10(p["lr"].get<double>()) + 3) + p["layers"].get<double>();
+    history.push_back({p, TrialState::kComplete, loss, 0, i});
+  }
+}
+
+TEST(Sampler, TheSameHistoryAndSeedGiveTheSameProposal) {
+  Space s = MixedSpace();
+  std::vector<Observation> history;
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 20; ++i) {
+    Json p = ProposeRandom(s, Json{{"model", "cnn"}}, rng);
+    history.push_back({p, TrialState::kComplete, p["layers"].get<double>(), 0, i});
+  }
+  for (SamplerKind k : {SamplerKind::kTpe, SamplerKind::kRandom}) {
+    SamplerOptions o;
+    o.kind = k;
+    EXPECT_EQ(Propose(o, s, Json{{"model", "cnn"}}, history, 42),
+              Propose(o, s, Json{{"model", "cnn"}}, history, 42));
+  }
+}
+
+double Branin(const Json& p) {
+  double x1 = p["x1"].get<double>(), x2 = p["x2"].get<double>();
+  const double b = 5.1 / (4 * M_PI * M_PI), c = 5 / M_PI, t = 1 / (8 * M_PI);
+  return std::pow(x2 - b * x1 * x1 + c * x1 - 6, 2) + 10 * (1 - t) * std::cos(x1) + 10;
+}
+
+double BestAfter(SamplerKind kind, int trials, uint64_t seed) {
+  Space s;
+  s.dims = {Num("x1", Distribution::kUniform, -5, 10), Num("x2", Distribution::kUniform, 0, 15)};
+  SamplerOptions o;
+  o.kind = kind;
+  o.budget = trials;
+  std::vector<Observation> history;
+  double best = INFINITY;
+  for (int i = 0; i < trials; ++i) {
+    Json p = Propose(o, s, Json::object(), history, seed * 1000 + static_cast<uint64_t>(i));
+    double v = Branin(p);
+    best = std::min(best, v);
+    history.push_back({p, TrialState::kComplete, v, 0, i});
+  }
+  return best;
+}
+
+// The models learn: over 5 seeds of 30 trials on Branin (minimum 0.398), TPE beats random search
+// and the GP comes close to the minimum.
+TEST(Sampler, ModelsBeatRandomSearchOnBranin) {
+  double random = 0, tpe = 0, gp = 0;
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    random += BestAfter(SamplerKind::kRandom, 30, seed) / 5;
+    tpe += BestAfter(SamplerKind::kTpe, 30, seed) / 5;
+    gp += BestAfter(SamplerKind::kGp, 30, seed) / 5;
+  }
+  EXPECT_LT(tpe, random);
+  EXPECT_LT(gp, tpe);
+  EXPECT_LT(gp, 0.5);
+}
+
+// A running trial is a constant liar: the next proposal goes elsewhere.
+TEST(Sampler, RunningTrialsPushTheNextProposalAway) {
+  Space s;
+  s.dims = {Num("x1", Distribution::kUniform, -5, 10), Num("x2", Distribution::kUniform, 0, 15)};
+  for (SamplerKind kind : {SamplerKind::kGp, SamplerKind::kTpe}) {
+    SamplerOptions o;
+    o.kind = kind;
+    std::vector<Observation> history;
+    for (int i = 0; i < 20; ++i) {
+      Json p = Propose(o, s, Json::object(), history, static_cast<uint64_t>(i));
+      history.push_back({p, TrialState::kComplete, Branin(p), 0, i});
+    }
+    Json first = Propose(o, s, Json::object(), history, 99);
+    history.push_back({first, TrialState::kRunning, 0, 0, 20});
+    Json second = Propose(o, s, Json::object(), history, 99);
+    double d = std::hypot(first["x1"].get<double>() - second["x1"].get<double>(),
+                          first["x2"].get<double>() - second["x2"].get<double>());
+    EXPECT_GT(d, 1e-3) << ToString(kind) << ": " << first.dump() << " then " << second.dump();
+  }
+}
+
+TEST(Sampler, AutoPicksGpForSmallNumericSpacesAndTpeOtherwise) {
+  SamplerOptions o;
+  o.budget = 30;
+  Space numeric;
+  numeric.dims = {Num("x", Distribution::kUniform, 0, 1)};
+  EXPECT_EQ(Choose(o, numeric, 10), SamplerKind::kGp);
+  EXPECT_EQ(Choose(o, numeric, kGpMaxObservations + 1), SamplerKind::kTpe);
+  EXPECT_EQ(Choose(o, MixedSpace(), 10), SamplerKind::kTpe);
+  o.grid_axes = true;
+  EXPECT_EQ(Choose(o, numeric, 10), SamplerKind::kTpe);
+  o.grid_axes = false;
+  o.budget = kGpMaxBudget + 1;
+  EXPECT_EQ(Choose(o, numeric, 10), SamplerKind::kTpe);
+}
+
+}  // namespace
+}  // namespace drover::search

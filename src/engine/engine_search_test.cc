@@ -1,0 +1,213 @@
+// Searches and pruning in the engine, with a scripted launcher and a fake clock: trials are made
+// as the search goes, at most `parallel` unfinished; a seed proposes the same trials; the prune
+// rule stops runs that are behind (state pruned, rungs stored); a restarted engine goes on with
+// every trial made once.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cmath>
+#include <set>
+
+#include "engine/engine.h"
+#include "spec/spec_parser.h"
+#include "testutil/engine_fixture.h"
+#include "testutil/fake_launcher.h"
+
+namespace drover {
+namespace {
+
+using testing::FakeLauncher;
+using testing::FakeProcess;
+
+constexpr char kSearch[] = R"(
+name: s
+command: "./train.sh {x} {n}"
+params:
+  x: {uniform: [0, 1]}
+  n: {int: [1, 4]}
+search: {trials: 14, parallel: 3, seed: 7, sampler: tpe}
+objective: {metric: score, mode: max}
+)";
+
+// score = -(x - 0.3)^2 - 0.1 (n - 2)^2, printed once; each run takes 100 ms.
+FakeProcess Scored(const LaunchSpec& ls) {
+  const double x = std::stod(ls.argv.at(1));
+  const double n = std::stod(ls.argv.at(2));
+  const double score = -(x - 0.3) * (x - 0.3) - 0.1 * (n - 2) * (n - 2);
+  FakeProcess p;
+  p.duration_ms = 100;
+  p.stdout_text = "{\"step\": 1, \"score\": " + std::to_string(score) + "}\n";
+  return p;
+}
+
+class EngineSearchTest : public testing::EngineFixture {
+ protected:
+  std::vector<drover::Run> Runs(int64_t experiment_id, Store& store) {
+    RunFilter f;
+    f.experiment_id = experiment_id;
+    auto runs = store.ListRuns(f).value();
+    std::sort(runs.begin(), runs.end(),
+              [](const drover::Run& a, const drover::Run& b) { return a.index < b.index; });
+    return runs;
+  }
+};
+
+TEST_F(EngineSearchTest, TrialsAreMadeAsTheSearchGoesAtMostParallelUnfinished) {
+  Spec spec = ParseSpec(kSearch);
+  int unfinished_max = 0;
+  FakeLauncher launcher(clock_, Scored);
+  FakeGpuProbe probe({});
+  Engine engine(*store_, launcher, probe, clock_, BaseOptions());
+  auto sub = engine.Submit(spec);
+  ASSERT_TRUE(sub.ok()) << sub.status().message();
+  ASSERT_EQ(sub->runs.size(), 3u);  // the first `parallel` trials come with the submit
+  launcher.on_wait = [&](FakeLauncher&) {
+    RunFilter f;
+    f.experiment_id = sub->experiment_id;
+    int unfinished = 0;
+    const std::vector<drover::Run> runs = store_->ListRuns(f).value();
+    for (const drover::Run& r : runs) unfinished += !IsFinal(r.state);
+    unfinished_max = std::max(unfinished_max, unfinished);
+  };
+  ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
+  std::vector<drover::Run> runs = Runs(sub->experiment_id, *store_);
+  ASSERT_EQ(runs.size(), 14u);
+  std::set<std::string> configs;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(runs[i].index, static_cast<int>(i));
+    EXPECT_EQ(runs[i].state, RunState::kSucceeded);
+    const double x = runs[i].params["x"].get<double>();
+    const int64_t n = runs[i].params["n"].get<int64_t>();
+    EXPECT_GE(x, 0);
+    EXPECT_LE(x, 1);
+    EXPECT_GE(n, 1);
+    EXPECT_LE(n, 4);
+    configs.insert(runs[i].params.dump());
+  }
+  EXPECT_EQ(configs.size(), runs.size());  // no config proposed twice
+  EXPECT_LE(unfinished_max, 3);
+  EXPECT_LE(launcher.max_running, 3);
+  EXPECT_EQ(store_->GetExperiment(sub->experiment_id).value()->status, "done");
+  // The seed is stored with the experiment's spec.
+  EXPECT_EQ(store_->GetExperiment(sub->experiment_id).value()->spec["search"]["seed"], 7);
+}
+
+TEST_F(EngineSearchTest, TheSameSeedAndResultsProposeTheSameTrials) {
+  std::vector<std::vector<std::string>> seen;
+  for (int i = 0; i < 2; ++i) {
+    auto store = std::move(Store::Open(":memory:").value());
+    FakeLauncher launcher(clock_, Scored);
+    FakeGpuProbe probe({});
+    Engine engine(*store, launcher, probe, clock_, BaseOptions());
+    auto sub = engine.Submit(ParseSpec(kSearch));
+    ASSERT_TRUE(sub.ok()) << sub.status().message();
+    ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
+    std::vector<std::string> params;
+    for (const drover::Run& r : Runs(sub->experiment_id, *store)) params.push_back(r.params.dump());
+    seen.push_back(params);
+  }
+  EXPECT_EQ(seen[0], seen[1]);
+}
+
+TEST_F(EngineSearchTest, AshaStopsRunsThatAreBehindAndTheyEndPrunedNotFailed) {
+  // One at a time, so each run meets the ones before it at each rung (steps 1, 3, 9).
+  Spec spec = ParseSpec(R"(
+name: p
+command: "./train.sh {q}"
+params: {q: [0.9, 0.5, 0.95, 0.2]}
+max_parallel: 1
+prune: {rule: asha, metric: acc, min_steps: 1, reduction: 3, max_steps: 10}
+)");
+  FakeLauncher launcher(clock_, [](const LaunchSpec& ls) {
+    const double q = std::stod(ls.argv.at(1));
+    FakeProcess p;
+    p.duration_ms = 1000;
+    for (int step = 1; step <= 10; ++step) {
+      p.stdout_text += "{\"step\": " + std::to_string(step) +
+                       ", \"acc\": " + std::to_string(q * step / 10.0) + "}\n";
+    }
+    return p;
+  });
+  FakeGpuProbe probe({});
+  Engine engine(*store_, launcher, probe, clock_, BaseOptions());
+  auto sub = engine.Submit(spec);
+  ASSERT_TRUE(sub.ok()) << sub.status().message();
+  ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
+  std::vector<drover::Run> runs = Runs(sub->experiment_id, *store_);
+  ASSERT_EQ(runs.size(), 4u);
+  // q=0.9 is first everywhere; q=0.5 is behind it at rung 0; q=0.95 leads; q=0.2 is behind.
+  EXPECT_EQ(runs[0].state, RunState::kSucceeded);
+  EXPECT_EQ(runs[1].state, RunState::kPruned);
+  EXPECT_EQ(runs[2].state, RunState::kSucceeded);
+  EXPECT_EQ(runs[3].state, RunState::kPruned);
+  auto attempts = store_->ListAttempts(runs[1].id).value();
+  ASSERT_EQ(attempts.size(), 1u);  // not retried
+  EXPECT_EQ(attempts[0].reason, "pruned");
+  EXPECT_EQ(attempts[0].signal, SIGTERM);
+  EXPECT_EQ(runs[1].retries_used, 0);
+  // The rungs and decisions are stored: run 1 reached rungs 0 (step 1), 1 (step 3), 2 (step 9).
+  std::vector<RungRecord> rungs = store_->ListRungs(sub->experiment_id).value();
+  int of_first = 0, pruned = 0;
+  for (const RungRecord& r : rungs) {
+    of_first += r.run_id == runs[0].id;
+    pruned += r.pruned;
+    if (r.run_id == runs[1].id) {
+      EXPECT_EQ(r.rung, 0);
+      EXPECT_EQ(r.step, 1);
+      EXPECT_TRUE(r.pruned);
+    }
+  }
+  EXPECT_EQ(of_first, 3);
+  EXPECT_EQ(pruned, 2);
+  // The note says where and why.
+  bool noted = false;
+  const std::vector<Event> events = store_->ListEvents(0).value();
+  for (const Event& e : events) {
+    const auto note = e.data.find("note");
+    if (e.run_id == runs[1].id && note != e.data.end() && note->is_string() &&
+        note->get<std::string>().find("pruned at rung 0 (step 1): acc = 0.05") !=
+            std::string::npos) {
+      noted = true;
+    }
+  }
+  EXPECT_TRUE(noted);
+  EXPECT_EQ(store_->GetExperiment(sub->experiment_id).value()->status, "done");
+}
+
+TEST_F(EngineSearchTest, ARestartedEngineGoesOnWithEveryTrialMadeOnce) {
+  Spec spec = ParseSpec(kSearch);
+  int64_t experiment_id = 0;
+  {
+    FakeLauncher first(clock_, Scored);
+    FakeGpuProbe probe({});
+    EngineOptions o = BaseOptions();
+    o.use_shim = false;
+    Engine engine(*store_, first, probe, clock_, o);
+    auto sub = engine.Submit(spec);
+    ASSERT_TRUE(sub.ok()) << sub.status().message();
+    experiment_id = sub->experiment_id;
+    first.on_wait = [&](FakeLauncher& l) {
+      if (l.launches.size() == 6) l.pending_interrupt = SIGTERM;  // the daemon goes away
+    };
+    ASSERT_TRUE(engine.Serve(nullptr).ok());
+  }
+  const size_t made_before = Runs(experiment_id, *store_).size();
+  EXPECT_GE(made_before, 6u);
+  EXPECT_LT(made_before, 14u);
+
+  FakeLauncher next(clock_, Scored);
+  FakeGpuProbe probe({});
+  Engine engine(*store_, next, probe, clock_, BaseOptions());
+  ASSERT_TRUE(engine.Recover().ok());
+  ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
+  std::vector<drover::Run> runs = Runs(experiment_id, *store_);
+  ASSERT_EQ(runs.size(), 14u);  // the same total
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(runs[i].index, static_cast<int>(i));  // each trial once
+    EXPECT_EQ(runs[i].state, RunState::kSucceeded) << i;
+  }
+  EXPECT_EQ(store_->GetExperiment(experiment_id).value()->status, "done");
+}
+
+}  // namespace
+}  // namespace drover

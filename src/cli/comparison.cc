@@ -169,8 +169,9 @@ int PrintResults(Catalog& catalog, const Experiment& exp, const std::vector<Run>
   } else if (!quiet) {
     std::printf("\n%s", RenderComparison(c).c_str());
   }
+  // A run the prune rule stopped did what was asked of it: not a failure.
   for (const Run& r : runs) {
-    if (r.state != RunState::kSucceeded) return kExitRunsFailed;
+    if (r.state != RunState::kSucceeded && r.state != RunState::kPruned) return kExitRunsFailed;
   }
   return kExitOk;
 }

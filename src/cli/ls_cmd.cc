@@ -40,17 +40,19 @@ int ListExperiments(Catalog& store, const LsFlags& f) {
     RunFilter rf;
     rf.experiment_id = e.id;
     auto runs = store.ListRuns(rf);
-    int total = 0, ok = 0, failed = 0, cancelled = 0;
+    int total = 0, ok = 0, failed = 0, cancelled = 0, pruned = 0;
     if (runs.ok()) {
       for (const auto& r : *runs) {
         ++total;
         ok += r.state == RunState::kSucceeded;
         failed += r.state == RunState::kFailed;
         cancelled += r.state == RunState::kCancelled;
+        pruned += r.state == RunState::kPruned;
       }
     }
     std::string counts = fmt::format("{}/{} ok", ok, total);
     if (failed) counts += fmt::format(", {} failed", failed);
+    if (pruned) counts += fmt::format(", {} pruned", pruned);
     if (cancelled) counts += fmt::format(", {} cancelled", cancelled);
     rows.push_back({std::to_string(e.id), e.name, e.status, counts, FormatTime(e.created_ms)});
   }

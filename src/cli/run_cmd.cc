@@ -20,6 +20,7 @@
 #include "exec/posix_launcher.h"
 #include "gpu/gpu_probe.h"
 #include "protocol/json_codec.h"
+#include "search/sampler.h"
 #include "spec/expand.h"
 #include "spec/spec_parser.h"
 #include "store/engine_lock.h"
@@ -51,6 +52,73 @@ void WriteReportAtEnd(Globals& g, int64_t experiment_id, const RunFlags& f) {
   }
 }
 
+// A search's dry run: the space, the sampler auto picks, the budget and the grid cells.
+int DryRunSearch(const Spec& spec, const RunFlags& f) {
+  Result<search::Space> space = search::SpaceOf(spec);
+  if (!space.ok()) return ReportError(space.status());
+  const std::vector<Json> cells = ExpandGrid(spec);
+  search::SamplerOptions options;
+  options.kind = spec.search->sampler;
+  options.budget = spec.search->trials;
+  options.grid_axes = cells.size() > 1;
+  const SamplerKind picked = search::Choose(options, *space, 0);
+  Json dims = Json::array();
+  std::vector<std::vector<std::string>> rows;
+  for (const search::Dimension& d : space->dims) {
+    const Json ends = d.integer() ? Json::array({static_cast<int64_t>(d.low),
+                                                 static_cast<int64_t>(d.high)})
+                                  : Json::array({d.low, d.high});
+    std::string range = d.numeric() ? fmt::format("[{}, {}]", FormatValue(ends[0]),
+                                                  FormatValue(ends[1]))
+                                    : Json(d.choices).dump();
+    Json when = Json::object();
+    std::vector<std::string> conds;
+    for (const search::Condition& c : d.when) {
+      when[c.param] = c.values;
+      conds.push_back(c.param + " in " + Json(c.values).dump());
+    }
+    dims.push_back({{"name", d.name}, {"distribution", search::ToString(d.dist)},
+                    {"range", d.numeric() ? ends : Json(d.choices)},
+                    {"when", when}});
+    rows.push_back({d.name, std::string(search::ToString(d.dist)), range, Join(conds, ", ")});
+  }
+  std::string sampler(ToString(spec.search->sampler));
+  if (spec.search->sampler == SamplerKind::kAuto) sampler += fmt::format(" ({})", ToString(picked));
+  if (f.json) {
+    Json out = {{"name", spec.name},
+                {"search",
+                 {{"trials", spec.search->trials}, {"parallel", spec.search->parallel},
+                  {"sampler", ToString(spec.search->sampler)}, {"uses", ToString(picked)},
+                  {"seed", spec.search->seeded ? Json(spec.search->seed) : Json()},
+                  {"space", dims}, {"grid", cells}}}};
+    if (spec.prune) out["prune"] = SpecToJson(spec)["prune"];
+    std::printf("%s\n", out.dump(2).c_str());
+    return kExitOk;
+  }
+  std::printf("%s: a search of %s, %d at a time, sampler %s, seed %s (dry run: nothing was "
+              "submitted)\n",
+              spec.name.c_str(), Count(spec.search->trials, "trial").c_str(),
+              spec.search->parallel, sampler.c_str(),
+              spec.search->seeded ? std::to_string(spec.search->seed).c_str()
+                                  : "drawn at submit");
+  std::fputs(RenderTable({"param", "distribution", "range", "when"}, rows).c_str(), stdout);
+  if (cells.size() > 1) {
+    std::printf("each trial also takes one of %s of the grid, in turn: %s\n",
+                Count(static_cast<int64_t>(cells.size()), "cell").c_str(),
+                Json(cells).dump().c_str());
+  } else if (!cells[0].empty()) {
+    std::printf("fixed: %s\n", cells[0].dump().c_str());
+  }
+  if (spec.prune) {
+    const PruneSpec& p = *spec.prune;
+    std::printf("prune: %s on %s (%s), first rung at step %lld, reduction %d%s\n",
+                std::string(ToString(p.rule)).c_str(), p.metric.c_str(), p.maximize ? "max" : "min",
+                static_cast<long long>(p.min_steps), p.reduction,
+                p.max_steps > 0 ? fmt::format(", runs end at step {}", p.max_steps).c_str() : "");
+  }
+  return kExitOk;
+}
+
 int DryRun(Globals& g, const Spec& spec, const RunFlags& f, const std::string& fake) {
   if (auto daemon = FindDaemon(g)) {
     // The daemon's pool decides: it checks the spec as its submit would, and records nothing.
@@ -73,6 +141,7 @@ int DryRun(Globals& g, const Spec& spec, const RunFlags& f, const std::string& f
       return ReportError(fits);
     }
   }
+  if (spec.search && spec.search->sampler != SamplerKind::kGrid) return DryRunSearch(spec, f);
   auto grid = ExpandGrid(spec);
   Json out = Json::array();
   std::vector<std::vector<std::string>> rows;
@@ -107,7 +176,13 @@ Result<std::optional<Experiment>> ExperimentToResume(Globals& g, const Spec& spe
     if (found.status().code() == Code::kNotFound) return std::optional<Experiment>();
     return found.status();
   }
-  if (found->spec != SpecToJson(spec)) {
+  Json written = SpecToJson(spec);
+  // A search whose spec draws its seed at submit: the seed drawn then is the experiment's.
+  if (spec.search && !spec.search->seeded && found->spec.contains("search") &&
+      found->spec["search"].contains("seed")) {
+    written["search"]["seed"] = found->spec["search"]["seed"];
+  }
+  if (found->spec != written) {
     return FailedPrecondition(fmt::format(
         "the spec has changed since experiment {} ({}) was submitted, so it cannot be resumed "
         "as it was: run it without --resume for a new experiment, or rerun that experiment's "

@@ -51,6 +51,7 @@ class StoreCatalog : public Catalog {
     d.experiment = *exp;
     DROVER_ASSIGN_OR_RETURN(d.snapshot, store_->GetSnapshot(exp->snapshot_hash));
     DROVER_ASSIGN_OR_RETURN(d.environments, store_->ListEnvironments(exp->id));
+    DROVER_ASSIGN_OR_RETURN(d.rungs, store_->ListRungs(exp->id, run_id));
     return d;
   }
   Result<std::vector<Alert>> ListAlerts(const AlertFilter& filter) override {

@@ -96,6 +96,15 @@ int Show(Globals& g, const ShowFlags& f) {
     }
     out += fmt::format("metrics      {}\n", m);
   }
+  if (!detail->rungs.empty()) {
+    out += "\nrungs (where the prune rule compared it)\n";
+    std::vector<std::vector<std::string>> rung_rows;
+    for (const RungRecord& g : detail->rungs) {
+      rung_rows.push_back({std::to_string(g.rung), std::to_string(g.step), FormatValue(Json(g.value)),
+                           g.pruned ? fmt::format("pruned at rung {}", g.rung) : "went on"});
+    }
+    out += RenderTable({"rung", "step", "value", "decision"}, rung_rows);
+  }
   out += "\nattempts\n";
   std::vector<std::vector<std::string>> rows;
   for (const auto& a : *attempts) {

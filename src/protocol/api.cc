@@ -665,6 +665,12 @@ Json ToJson(const RunDetail& d) {
   }
   j["environments"] = Json::array();
   for (const auto& env : d.environments) j["environments"].push_back(ToJson(env));
+  j["rungs"] = Json::array();
+  for (const RungRecord& r : d.rungs) {
+    j["rungs"].push_back({{"bracket", r.bracket}, {"rung", r.rung}, {"step", r.step},
+                          {"value", std::isfinite(r.value) ? Json(r.value) : Json()},
+                          {"pruned", r.pruned}});
+  }
   return j;
 }
 
@@ -706,6 +712,18 @@ Result<RunDetail> RunDetailFromJson(const Json& j) {
       env.hostname = e.value("hostname", "");
       env.gpu_info = e.value("gpu_info", "");
       d.environments.push_back(std::move(env));
+    }
+    for (const auto& r : j.value("rungs", Json::array())) {
+      RungRecord rung;
+      rung.run_id = d.run.id;
+      rung.bracket = r.value("bracket", 0);
+      rung.rung = r.value("rung", 0);
+      rung.step = r.value("step", int64_t{0});
+      rung.value = r.contains("value") && r["value"].is_number()
+                       ? r["value"].get<double>()
+                       : std::numeric_limits<double>::quiet_NaN();
+      rung.pruned = r.value("pruned", false);
+      d.rungs.push_back(rung);
     }
   } catch (const Json::exception& e) {
     return InvalidArgument(std::string("run detail: ") + e.what());

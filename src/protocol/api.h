@@ -107,6 +107,7 @@ struct RunDetail {
   Experiment experiment;  // id, name, git_commit, git_diff
   std::optional<Snapshot> snapshot;
   std::vector<Environment> environments;
+  std::vector<RungRecord> rungs;  // where the prune rule compared it (and stopped it)
 };
 Json ToJson(const RunDetail& d);
 Result<RunDetail> RunDetailFromJson(const Json& j);

@@ -65,6 +65,7 @@ Status Get(ServerContext& ctx, const httplib::Request& req, httplib::Response& r
   const Experiment& e = *exp;
   DROVER_ASSIGN_OR_RETURN(auto snap, store->GetSnapshot(e.snapshot_hash));
   DROVER_ASSIGN_OR_RETURN(auto envs, store->ListEnvironments(e.id));
+  DROVER_ASSIGN_OR_RETURN(auto rungs, store->ListRungs(e.id, run.id));
 
   protocol::RunDetail d;
   d.run = run;
@@ -72,6 +73,7 @@ Status Get(ServerContext& ctx, const httplib::Request& req, httplib::Response& r
   d.experiment = e;
   d.snapshot = snap;
   d.environments = std::move(envs);
+  d.rungs = std::move(rungs);
   Json j = protocol::ToJson(d);
   SendJson(res, 200, j);
   return Status::Ok();

@@ -872,12 +872,12 @@ Status Store::InsertRung(int64_t experiment_id, const RungRecord& r) {
   return st.Run();
 }
 
-Result<std::vector<RungRecord>> Store::ListRungs(int64_t experiment_id) {
+Result<std::vector<RungRecord>> Store::ListRungs(int64_t experiment_id, int64_t run_id) {
   DROVER_ASSIGN_OR_RETURN(
       Stmt st, impl_->Use("SELECT run_id, bracket, rung, step, value, pruned FROM rungs WHERE "
-                          "experiment_id = ? ORDER BY rowid",
+                          "experiment_id = ?1 AND (?2 = 0 OR run_id = ?2) ORDER BY rowid",
                           "listing rungs"));
-  st.Bind(experiment_id);
+  st.Bind(experiment_id, run_id);
   std::vector<RungRecord> out;
   for (;;) {
     DROVER_ASSIGN_OR_RETURN(bool row, st.Step());

@@ -129,7 +129,8 @@ class Store {
                                                           int64_t run_id = 0);
   // The rungs of an experiment's prune rule (model/run.h, RungRecord), in the order recorded.
   Status InsertRung(int64_t experiment_id, const RungRecord& r);
-  Result<std::vector<RungRecord>> ListRungs(int64_t experiment_id);
+  // `run_id` (not 0): that run's only.
+  Result<std::vector<RungRecord>> ListRungs(int64_t experiment_id, int64_t run_id = 0);
   // For each run of an experiment that reported `name`: its lowest and highest value (NaN and
   // Inf left out), for ranking runs by their best without reading every point.
   Result<std::map<int64_t, std::pair<double, double>>> MetricRanges(int64_t experiment_id,

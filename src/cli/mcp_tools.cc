@@ -55,7 +55,7 @@ Status Explain(const Status& st, const std::string& next) {
 }
 
 bool Final(const std::string& state) {
-  return state == "succeeded" || state == "failed" || state == "cancelled";
+  return state == "succeeded" || state == "failed" || state == "cancelled" || state == "pruned";
 }
 
 }  // namespace
@@ -188,10 +188,11 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
   r.Add(Tool{
       "list_runs", "List runs",
       "Runs with their state, parameters and latest metrics, newest first. Filter by experiment "
-      "(id or name) and state (queued, running, retrying, succeeded, failed, cancelled).",
+      "(id or name) and state (queued, running, retrying, succeeded, failed, cancelled, pruned).",
       Obj({{"experiment", Str("Experiment id or name")},
            {"state", {{"type", "string"},
-                      {"enum", {"queued", "running", "retrying", "succeeded", "failed", "cancelled"}}}},
+                      {"enum", {"queued", "running", "retrying", "succeeded", "failed", "cancelled",
+                                "pruned"}}}},
            {"limit", Int("At most this many (default 50)")}}),
       Obj({{"runs", ListOf(AnyObject())}}, {"runs"}),
       [info](const Json& args) -> Result<Json> {
@@ -430,6 +431,64 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
         auto reply = protocol::RetryResponseFromJson(*r);
         if (!reply.ok()) return reply.status();
         return protocol::ToJson(*reply);
+      }});
+
+  r.Add(Tool{
+      "suggest", "Suggest configs",
+      "The next configs a search would try (its sampler's proposals, honouring its running "
+      "trials and every result told to it), without running them: run them yourself and report "
+      "each with tell, or hand one to add_trial. The experiment must be a search (a spec with "
+      "distributions such as lr: {log_uniform: [1e-5, 1e-1]} and search: {trials: N}).",
+      Obj({{"experiment", Str("Search experiment id or name")},
+           {"count", Int("How many configs (default 1, at most 100)")}},
+          {"experiment"}),
+      Obj({{"experiment_id", {{"type", "integer"}}}, {"configs", ListOf(AnyObject())}},
+          {"experiment_id", "configs"}),
+      [info](const Json& args) -> Result<Json> {
+        ApiClient client(info);
+        auto r = client.Post("/experiments/" + Q(args["experiment"]) + "/suggest",
+                             {{"count", args.value("count", 1)}});
+        if (!r.ok()) return Explain(r.status(), "");
+        return Json{{"experiment_id", (*r)["experiment_id"]}, {"configs", (*r)["configs"]}};
+      }});
+
+  r.Add(Tool{
+      "tell", "Tell a result",
+      "Report the objective's value for a config you ran yourself (or null when it failed): "
+      "the search's sampler learns from it as from its own trials, so its next suggestions and "
+      "trials account for it. params must be a complete config of the search (its fixed and "
+      "grid values too).",
+      Obj({{"experiment", Str("Search experiment id or name")},
+           {"params", {{"type", "object"}, {"description", "The config, name: value"}}},
+           {"value", {{"type", {"number", "null"}},
+                      {"description", "The objective's value; null: the config failed"}}}},
+          {"experiment", "params", "value"}),
+      Obj({{"experiment_id", {{"type", "integer"}}}, {"told", {{"type", "boolean"}}}},
+          {"experiment_id", "told"}),
+      [info](const Json& args) -> Result<Json> {
+        ApiClient client(info);
+        auto r = client.Post("/experiments/" + Q(args["experiment"]) + "/tell",
+                             {{"params", args["params"]}, {"value", args["value"]}});
+        if (!r.ok()) return Explain(r.status(), "suggest shows configs of this search");
+        return Json{{"experiment_id", (*r)["experiment_id"]}, {"told", true}};
+      }});
+
+  r.Add(Tool{
+      "add_trial", "Add a trial",
+      "Run a config of your choosing as the search's next trial (it counts toward the search's "
+      "trials and is scheduled like the sampler's). Fixed and grid values you leave out are "
+      "filled in. Returns the run id; wait follows it.",
+      Obj({{"experiment", Str("Search experiment id or name")},
+           {"params", {{"type", "object"}, {"description", "The config, name: value"}}}},
+          {"experiment", "params"}),
+      Obj({{"experiment_id", {{"type", "integer"}}}, {"run_id", {{"type", "integer"}}}},
+          {"experiment_id", "run_id"}),
+      [info](const Json& args) -> Result<Json> {
+        ApiClient client(info);
+        auto r = client.Post("/experiments/" + Q(args["experiment"]) + "/trials",
+                             {{"params", args["params"]}});
+        if (!r.ok()) return Explain(r.status(), "suggest shows configs of this search");
+        return Json{{"experiment_id", (*r)["experiment_id"]}, {"run_id", (*r)["run_id"]}};
       }});
 
   r.Add(Tool{

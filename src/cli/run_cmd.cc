@@ -182,6 +182,8 @@ Result<std::optional<Experiment>> ExperimentToResume(Globals& g, const Spec& spe
       found->spec["search"].contains("seed")) {
     written["search"]["seed"] = found->spec["search"]["seed"];
   }
+  // Experiments stored before the order of params was kept compare without it.
+  if (!found->spec.contains("param_order")) written.erase("param_order");
   if (found->spec != written) {
     return FailedPrecondition(fmt::format(
         "the spec has changed since experiment {} ({}) was submitted, so it cannot be resumed "

@@ -85,6 +85,20 @@ Result<std::vector<int64_t>> Daemon::Retry(int64_t experiment_id,
   return ids;
 }
 
+Result<std::vector<Json>> Daemon::Suggest(int64_t experiment_id, int count) {
+  DROVER_ASSIGN_OR_RETURN(CommandReply reply, Call(cmd::Suggest{experiment_id, count}));
+  return std::get<std::vector<Json>>(reply);
+}
+
+Status Daemon::Tell(int64_t experiment_id, const protocol::TellRequest& tell) {
+  return Call(cmd::Tell{experiment_id, tell.params, tell.value}).status();
+}
+
+Result<int64_t> Daemon::AddTrial(int64_t experiment_id, const Json& params) {
+  DROVER_ASSIGN_OR_RETURN(CommandReply reply, Call(cmd::AddTrial{experiment_id, params}));
+  return std::get<std::vector<Run>>(reply).at(0).id;
+}
+
 namespace {
 // The loop planned the cleanup (and moved the files into the trash); this HTTP worker measures
 // them and deletes what is in the trash, off the loop.

@@ -24,6 +24,9 @@ class Daemon : public server::EngineControl, public EngineObserver {
   Status CheckSubmit(const protocol::SubmitRequest& request) override;
   Result<std::vector<int64_t>> Retry(int64_t experiment_id,
                                      const protocol::RetryRequest& which) override;
+  Result<std::vector<Json>> Suggest(int64_t experiment_id, int count) override;
+  Status Tell(int64_t experiment_id, const protocol::TellRequest& tell) override;
+  Result<int64_t> AddTrial(int64_t experiment_id, const Json& params) override;
   Result<Cleanup> RemoveExperiments(const std::vector<int64_t>& ids, bool dry_run) override;
   Result<Cleanup> CollectGarbage(const protocol::GcRequest& request) override;
   std::vector<protocol::GpuStatus> Gpus() override;

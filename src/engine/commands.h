@@ -59,11 +59,27 @@ struct CollectGarbage {
   bool dry_run = false;
 };
 struct ReadGpus {};  // the pool as the engine holds it, with the latest telemetry
+// Ask/tell on a search (docs/search.md): its next `count` configs, honouring its running trials
+// (nothing recorded); a result for a config the caller ran (value nullopt: failed), stored as an
+// observation; a config of the caller's choosing run as the search's next trial.
+struct Suggest {
+  int64_t experiment_id = 0;
+  int count = 1;
+};
+struct Tell {
+  int64_t experiment_id = 0;
+  Json params = Json::object();
+  std::optional<double> value;
+};
+struct AddTrial {
+  int64_t experiment_id = 0;
+  Json params = Json::object();
+};
 }  // namespace cmd
 
 using Command = std::variant<cmd::CheckSubmit, cmd::Commit, cmd::CancelRun, cmd::CancelExperiment,
                              cmd::SetPriority, cmd::Retry, cmd::Remove, cmd::CollectGarbage,
-                             cmd::ReadGpus>;
+                             cmd::ReadGpus, cmd::Suggest, cmd::Tell, cmd::AddTrial>;
 // "check_submit", "commit", "cancel_run", ...: for logs.
 std::string_view NameOf(const Command& c);
 
@@ -78,9 +94,10 @@ struct GpuReading {
 // (Commit), the runs queued again (Retry), what was (or would be) deleted (Remove,
 // CollectGarbage) or the pool (ReadGpus); an error says why the command
 // was refused.
+// Suggest answers with configs (std::vector<Json>), AddTrial with the run made.
 using CommandReply =
     std::variant<std::monostate, std::shared_ptr<SubmitResult>, std::vector<Run>, Cleanup,
-                 GpuReading>;
+                 GpuReading, std::vector<Json>>;
 
 struct PostedCommand {
   Command command;

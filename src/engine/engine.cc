@@ -180,6 +180,9 @@ std::string_view NameOf(const Command& c) {
     std::string_view operator()(const cmd::Remove&) const { return "remove"; }
     std::string_view operator()(const cmd::CollectGarbage&) const { return "collect_garbage"; }
     std::string_view operator()(const cmd::ReadGpus&) const { return "read_gpus"; }
+    std::string_view operator()(const cmd::Suggest&) const { return "suggest"; }
+    std::string_view operator()(const cmd::Tell&) const { return "tell"; }
+    std::string_view operator()(const cmd::AddTrial&) const { return "add_trial"; }
   };
   return std::visit(Name{}, c);
 }
@@ -231,6 +234,15 @@ Result<CommandReply> Engine::Dispatch(Command& command) {
     }
     Result<CommandReply> operator()(cmd::ReadGpus&) {
       return CommandReply{GpuReading{e.GpuViews(), e.devices_, e.latest_samples_}};
+    }
+    Result<CommandReply> operator()(cmd::Suggest& c) {
+      DROVER_ASSIGN_OR_RETURN(std::vector<Json> configs, e.Suggest(c));
+      return CommandReply{std::move(configs)};
+    }
+    Result<CommandReply> operator()(cmd::Tell& c) { return done(e.Tell(c)); }
+    Result<CommandReply> operator()(cmd::AddTrial& c) {
+      DROVER_ASSIGN_OR_RETURN(Run run, e.AddTrial(c));
+      return CommandReply{std::vector<Run>{std::move(run)}};
     }
   };
   spdlog::debug("engine command {}", NameOf(command));

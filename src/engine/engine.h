@@ -226,6 +226,13 @@ class Engine {
   // drover gc, sparing every run the engine is running or has queued.
   Result<Cleanup> CollectGarbage(const cmd::CollectGarbage& how);
 
+  // Ask/tell on a search (engine_search.cc; docs/search.md): its next configs, honouring its
+  // running trials (nothing recorded); a result for a config the caller ran itself (stored);
+  // a config of the caller's choosing run as its next trial. Loop thread.
+  Result<std::vector<Json>> Suggest(const cmd::Suggest& c);
+  Status Tell(const cmd::Tell& c);
+  Result<Run> AddTrial(const cmd::AddTrial& c);
+
   // Commands, on the loop's thread only.
   Status CancelRun(int64_t run_id);
   Status CancelExperiment(int64_t experiment_id);
@@ -330,6 +337,11 @@ class Engine {
   Status InitSearch(ExperimentEntry& ep, const std::vector<Run>& runs);
   // Makes trials while the search wants more and has fewer than `parallel` unfinished.
   void TopUpSearch(ExperimentEntry& ep, Instant now);
+  // Records and queues trial `search.created` with these params.
+  Result<Run> MakeTrial(ExperimentEntry& ep, Json params, Instant now);
+  // The search an ask/tell command is about: the experiment's entry (loaded from the store when
+  // the engine does not hold it), which must be a search.
+  Result<ExperimentEntry*> SearchOf(int64_t experiment_id);
   // What the search learns from a trial that has ended (its state is final).
   void ObserveTrial(const Live& live);
   // New points of the prune metric: rungs recorded, and the run stopped when it is behind.

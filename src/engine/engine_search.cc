@@ -38,12 +38,30 @@ Result<SearchState> NewSearchState(const Spec& spec) {
   return s;
 }
 
+search::Observation RunningTrial(const Json& params, int64_t number) {
+  search::Observation o;
+  o.params = params;
+  o.number = number;
+  o.state = search::TrialState::kRunning;
+  return o;
+}
+
 Json ProposeTrial(const SearchState& s) {
   std::vector<search::Observation> history;
   history.reserve(s.history.size());
   for (const auto& [id, o] : s.history) history.push_back(o);
   const Json& context = s.contexts[static_cast<size_t>(s.created) % s.contexts.size()];
   return search::Propose(s.options, s.space, context, history, TrialSeed(s.seed, s.created));
+}
+
+void AddObservation(SearchState& s, const Objective& objective, const Observation& o) {
+  search::Observation x;
+  x.params = o.params;
+  // Before every trial, in the order told: a restarted engine numbers them the same.
+  x.number = o.id - (int64_t{1} << 40);
+  x.state = o.value ? search::TrialState::kComplete : search::TrialState::kFailed;
+  if (o.value) x.loss = objective.maximize ? -*o.value : *o.value;
+  s.history[-o.id] = x;  // keyed apart from the runs
 }
 
 Status Engine::InitSearch(ExperimentEntry& ep, const std::vector<Run>& runs) {
@@ -55,14 +73,13 @@ Status Engine::InitSearch(ExperimentEntry& ep, const std::vector<Run>& runs) {
   }
   if (!spec.search || spec.search->sampler == SamplerKind::kGrid) return Status::Ok();
   DROVER_ASSIGN_OR_RETURN(SearchState s, NewSearchState(spec));
+  s.stopped = ep.experiment.status != "active";  // a finished (or cancelled) search makes no more
   for (const Run& r : runs) {
     s.created = std::max<int64_t>(s.created, r.index + 1);
-    search::Observation o;
-    o.params = r.params;
-    o.number = r.index;
-    o.state = search::TrialState::kRunning;
-    s.history[r.id] = o;
+    s.history[r.id] = RunningTrial(r.params, r.index);
   }
+  DROVER_ASSIGN_OR_RETURN(auto told, store_.ListObservations(ep.experiment.id));
+  for (const Observation& o : told) AddObservation(s, *spec.objective, o);
   ep.search = std::move(s);
   // Ended trials: what they gave.
   for (const Run& r : runs) {
@@ -112,44 +129,122 @@ void Engine::TopUpSearch(ExperimentEntry& ep, Instant now) {
   if (!ep.search || cancel_requested_ || draining_ || stall_) return;
   SearchState& s = *ep.search;
   while (s.WantsMore() && ep.unfinished < s.parallel) {
-    Json params = ProposeTrial(s);
-    Result<std::vector<std::string>> argv = RenderCommand(ep.spec, params);
-    if (!argv.ok()) {
-      // The parser checks every placeholder; a stored spec that fails here cannot go on.
-      spdlog::error("experiment {}: trial {} cannot be made: {}", ep.experiment.id, s.created,
-                    argv.status().message());
-      s.stopped = true;
+    if (!MakeTrial(ep, ProposeTrial(s), now).ok()) {
+      s.stopped = true;  // logged; a search that cannot make its trials ends with what it has
       return;
     }
-    Run r;
-    r.experiment_id = ep.experiment.id;
-    r.index = static_cast<int>(s.created);
-    r.params = params;
-    r.current_params = params;
-    r.fingerprint = Fingerprint(ep.spec, *argv, params, ep.snapshot.hash);
-    r.priority = ep.spec.priority;
-    r.resources = ep.spec.resources;
-    r.created_ms = now.wall;
-    Tx();
-    if (Status st = store_.InsertRun(r); !st.ok()) {
-      Fail(st);
-      return;
-    }
-    search::Observation o;
-    o.params = params;
-    o.number = r.index;
-    s.history[r.id] = o;
-    s.created += 1;
-    ep.unfinished += 1;
-    auto live = std::make_unique<Live>();
-    live->run = r;
-    live->exp = &ep;
-    Queue(*live);
-    Notify([this, r] {
-      observer_->OnRunChanged(r, nullptr, fmt::format("trial {} proposed", r.index + 1));
-    });
-    live_[r.id] = std::move(live);
   }
+}
+
+Result<Run> Engine::MakeTrial(ExperimentEntry& ep, Json params, Instant now) {
+  SearchState& s = *ep.search;
+  Result<std::vector<std::string>> argv = RenderCommand(ep.spec, params);
+  if (!argv.ok()) {
+    // The parser checks every placeholder; a stored spec that fails here cannot go on.
+    spdlog::error("experiment {}: trial {} cannot be made: {}", ep.experiment.id, s.created,
+                  argv.status().message());
+    return argv.status();
+  }
+  Run r;
+  r.experiment_id = ep.experiment.id;
+  r.index = static_cast<int>(s.created);
+  r.params = params;
+  r.current_params = params;
+  r.fingerprint = Fingerprint(ep.spec, *argv, params, ep.snapshot.hash);
+  r.priority = ep.spec.priority;
+  r.resources = ep.spec.resources;
+  r.created_ms = now.wall;
+  Tx();
+  if (Status st = store_.InsertRun(r); !st.ok()) {
+    Fail(st);
+    return st;
+  }
+  s.history[r.id] = RunningTrial(params, r.index);
+  s.created += 1;
+  ep.unfinished += 1;
+  auto live = std::make_unique<Live>();
+  live->run = r;
+  live->exp = &ep;
+  Queue(*live);
+  Notify([this, r] {
+    observer_->OnRunChanged(r, nullptr, fmt::format("trial {} proposed", r.index + 1));
+  });
+  live_[r.id] = std::move(live);
+  return r;
+}
+
+Result<Engine::ExperimentEntry*> Engine::SearchOf(int64_t experiment_id) {
+  ExperimentEntry* ep = nullptr;
+  if (auto it = experiments_.find(experiment_id); it != experiments_.end()) {
+    ep = it->second.get();
+  } else {
+    DROVER_ASSIGN_OR_RETURN(auto e, store_.GetExperiment(experiment_id));
+    if (!e) return NotFound(fmt::format("no experiment {}", experiment_id));
+    DROVER_ASSIGN_OR_RETURN(ep, EntryFor(*e));
+  }
+  if (!ep->search) {
+    return FailedPrecondition(fmt::format(
+        "experiment {} ({}) is not a search: give its spec distributions and search: {{trials: "
+        "N}} (docs/search.md)",
+        experiment_id, ep->experiment.name));
+  }
+  return ep;
+}
+
+Result<std::vector<Json>> Engine::Suggest(const cmd::Suggest& c) {
+  DROVER_ASSIGN_OR_RETURN(ExperimentEntry * ep, SearchOf(c.experiment_id));
+  // On a copy: each suggestion is a running trial (a constant liar) for the next, and nothing
+  // is kept.
+  SearchState s = *ep->search;
+  std::vector<Json> out;
+  for (int i = 0; i < std::max(1, c.count); ++i) {
+    Json params = ProposeTrial(s);
+    s.history[-1'000'000'000 - i] = RunningTrial(params, s.created);
+    s.created += 1;
+    out.push_back(std::move(params));
+  }
+  return out;
+}
+
+Status Engine::Tell(const cmd::Tell& c) {
+  DROVER_ASSIGN_OR_RETURN(ExperimentEntry * ep, SearchOf(c.experiment_id));
+  DROVER_RETURN_IF_ERROR(search::CheckConfig(ep->spec, ep->search->space, c.params));
+  if (stall_) return StallRefusal("tell");
+  Observation o;
+  o.experiment_id = c.experiment_id;
+  o.params = c.params;
+  o.value = c.value;
+  o.created_ms = clock_.Now();
+  Tx();
+  if (Status st = store_.InsertObservation(o); !st.ok()) {
+    Fail(st);
+    return st;
+  }
+  AddObservation(*ep->search, *ep->spec.objective, o);
+  return Flush();
+}
+
+Result<Run> Engine::AddTrial(const cmd::AddTrial& c) {
+  DROVER_ASSIGN_OR_RETURN(ExperimentEntry * ep, SearchOf(c.experiment_id));
+  SearchState& s = *ep->search;
+  if (!experiments_.count(c.experiment_id) || ep->experiment.status != "active" ||
+      !s.WantsMore()) {
+    return FailedPrecondition(fmt::format(
+        "search {} ({}) makes no more trials ({} of {} made{}); tell it a result instead, or "
+        "submit a new search",
+        c.experiment_id, ep->experiment.name, s.created, s.trials, s.stopped ? ", cancelled" : ""));
+  }
+  if (stall_) return StallRefusal("add a trial");
+  // Fixed and grid values the caller left out come from the trial's grid cell.
+  Json params = c.params;
+  const Json& cell = s.contexts[static_cast<size_t>(s.created) % s.contexts.size()];
+  for (const auto& [k, v] : cell.items()) {
+    if (!params.contains(k)) params[k] = v;
+  }
+  DROVER_RETURN_IF_ERROR(search::CheckConfig(ep->spec, s.space, params));
+  DROVER_ASSIGN_OR_RETURN(Run r, MakeTrial(*ep, std::move(params), clock_.At()));
+  DROVER_RETURN_IF_ERROR(Flush());
+  return r;
 }
 
 void Engine::CheckPrune(Live& live, const std::vector<MetricPoint>& points, Instant now) {

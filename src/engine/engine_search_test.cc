@@ -209,5 +209,64 @@ TEST_F(EngineSearchTest, ARestartedEngineGoesOnWithEveryTrialMadeOnce) {
   EXPECT_EQ(store_->GetExperiment(experiment_id).value()->status, "done");
 }
 
+TEST_F(EngineSearchTest, AskTellSuggestionsAccountForWhatAnAgentTold) {
+  Spec spec = ParseSpec(R"(
+name: agent
+command: "./train.sh {x} {n}"
+params:
+  x: {uniform: [0, 1]}
+  n: {int: [1, 4]}
+search: {trials: 30, parallel: 1, seed: 5, sampler: tpe}
+objective: {metric: score, mode: max}
+)");
+  FakeLauncher launcher(clock_, Scored);
+  FakeGpuProbe probe({});
+  Engine engine(*store_, launcher, probe, clock_, BaseOptions());
+  auto sub = engine.Submit(spec);
+  ASSERT_TRUE(sub.ok()) << sub.status().message();
+  const int64_t id = sub->experiment_id;
+
+  auto three = engine.Suggest({id, 3});
+  ASSERT_TRUE(three.ok()) << three.status().message();
+  ASSERT_EQ(three->size(), 3u);
+  EXPECT_NE((*three)[0], (*three)[1]);  // each suggestion is a liar for the next
+  EXPECT_EQ(engine.Suggest({id, 3}).value(), *three);  // nothing was recorded
+
+  // Bad configs are refused with what is wrong.
+  EXPECT_EQ(engine.Tell({id, Json{{"x", 2.0}, {"n", 1}}, 1.0}).message(),
+            "x = 2.0 is outside the search: it must be a number from 0 to 1");
+  EXPECT_EQ(engine.Tell({id, Json{{"x", 0.5}}, 1.0}).message(), "'n' is missing");
+  EXPECT_EQ(engine.Tell({id, Json{{"x", 0.5}, {"n", 2}, {"y", 1}}, 1.0}).message(),
+            "'y' is not a parameter of the search");
+
+  // The agent's own results: the best near x = 0.8, n = 3 (the opposite of Scored's optimum).
+  for (int i = 0; i < 12; ++i) {
+    const double x = i / 11.0;
+    const int n = 1 + i % 4;
+    const double value = -(x - 0.8) * (x - 0.8) - 0.1 * (n - 3) * (n - 3);
+    ASSERT_TRUE(engine.Tell({id, Json{{"x", x}, {"n", n}}, value}).ok());
+  }
+  ASSERT_TRUE(engine.Tell({id, Json{{"x", 0.1}, {"n", 1}}, std::nullopt}).ok());  // failed
+  auto next = engine.Suggest({id, 8}).value();
+  double mean_x = 0;
+  for (const Json& c : next) mean_x += c["x"].get<double>() / next.size();
+  EXPECT_GT(mean_x, 0.55) << Json(next).dump();  // drawn towards what the agent found
+
+  // A config of the agent's choosing runs as the next trial.
+  auto run = engine.AddTrial({id, Json{{"x", 0.8}, {"n", 3}}});
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  EXPECT_EQ(run->params, (Json{{"x", 0.8}, {"n", 3}}));
+  EXPECT_EQ(run->index, 1);
+  EXPECT_EQ(store_->ListObservations(id).value().size(), 13u);
+
+  // A restarted engine has the told results too: the same suggestions.
+  FakeLauncher other(clock_, Scored);
+  Engine restarted(*store_, other, probe, clock_, BaseOptions());
+  ASSERT_TRUE(restarted.Recover().ok());
+  auto again = restarted.Suggest({id, 8}).value();
+  auto here = engine.Suggest({id, 8}).value();
+  EXPECT_EQ(again, here);
+}
+
 }  // namespace
 }  // namespace drover

@@ -56,10 +56,7 @@ Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_
     DROVER_ASSIGN_OR_RETURN(SearchState s, NewSearchState(p.spec));
     while (s.WantsMore() && s.created < s.parallel) {
       Json params = ProposeTrial(s);
-      search::Observation o;
-      o.params = params;
-      o.number = s.created;
-      s.history[s.created] = o;
+      s.history[s.created] = RunningTrial(params, s.created);
       s.created += 1;
       p.params.push_back(std::move(params));
     }

@@ -52,8 +52,12 @@ struct SearchState {
 uint64_t TrialSeed(uint64_t seed, int64_t index);
 // The search of a spec, with no trial made yet.
 Result<SearchState> NewSearchState(const Spec& spec);
+// A trial made and not ended: a constant liar for the sampler, never an observation.
+search::Observation RunningTrial(const Json& params, int64_t number);
 // Proposes the next trial's params (search.created is its index) given the history so far.
 Json ProposeTrial(const SearchState& search);
+// A result told to the search (ask/tell) joins its history.
+void AddObservation(SearchState& search, const Objective& objective, const Observation& o);
 
 struct Engine::ExperimentEntry {
   Experiment experiment;

@@ -145,6 +145,16 @@ struct RungRecord {
   bool pruned = false;  // the run was stopped here
 };
 
+// A result told to a search for a config run outside it (ask/tell, docs/search.md): the
+// objective's value, or none when the config failed.
+struct Observation {
+  int64_t id = 0;
+  int64_t experiment_id = 0;
+  Json params = Json::object();
+  std::optional<double> value;
+  Millis created_ms = 0;
+};
+
 // One number for a curve under a summary rule (objective.summary): its last value, its best (the
 // highest when maximising; its last when it has no finite value) or the mean of its last K.
 // nullopt for a curve with no point.

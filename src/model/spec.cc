@@ -20,6 +20,12 @@ Json SpecToJson(const Spec& s) {
   j["workdir"] = s.workdir;
   if (!s.project_dir.empty()) j["project_dir"] = s.project_dir;
   j["params"] = Json::parse(s.params.dump());
+  // JSON objects here keep no order; the spec's order of params is its grid's and its search's.
+  if (s.params.size() > 1) {
+    Json order = Json::array();
+    for (const auto& [name, value] : s.params.items()) order.push_back(name);
+    j["param_order"] = order;
+  }
   j["resources"] = {{"gpus", s.resources.gpus},
                     {"gpu_memory", s.resources.gpu_memory},
                     {"cpus", s.resources.cpus}};
@@ -68,7 +74,17 @@ Result<Spec> SpecFromJson(const Json& j) {
     s.shell = j.value("shell", false);
     s.workdir = j.value("workdir", "");
     s.project_dir = j.value("project_dir", "");
-    s.params = OrderedJson::parse(j.value("params", Json::object()).dump());
+    const Json params = j.value("params", Json::object());
+    s.params = OrderedJson::object();
+    // In the order written (param_order), then any the order does not name.
+    for (const auto& name : j.value("param_order", Json::array())) {
+      if (name.is_string() && params.contains(name.get<std::string>())) {
+        s.params[name.get<std::string>()] = OrderedJson::parse(params[name.get<std::string>()].dump());
+      }
+    }
+    for (const auto& [name, value] : params.items()) {
+      if (!s.params.contains(name)) s.params[name] = OrderedJson::parse(value.dump());
+    }
     const Json& r = j.at("resources");
     s.resources.gpus = r.value("gpus", 0);
     s.resources.gpu_memory = r.value("gpu_memory", int64_t{0});

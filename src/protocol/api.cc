@@ -651,6 +651,50 @@ Result<std::map<int64_t, CurveSummary>> CurveSummariesFromJson(const Json& j) {
   return out;
 }
 
+Result<SuggestRequest> SuggestRequestFromJson(const Json& j) {
+  SuggestRequest r;
+  if (!j.is_object()) return InvalidArgument("the body must be a JSON object such as {\"count\": 2}");
+  if (j.contains("count")) {
+    const Json& c = j["count"];
+    if (!c.is_number_integer() || c.get<int64_t>() < 1 || c.get<int64_t>() > SuggestRequest::kMaxCount) {
+      return InvalidArgument(fmt::format("count must be an integer from 1 to {}",
+                                         SuggestRequest::kMaxCount));
+    }
+    r.count = c.get<int>();
+  }
+  return r;
+}
+
+Json ToJson(const TellRequest& r) {
+  return {{"params", r.params}, {"value", r.value ? Json(*r.value) : Json()}};
+}
+
+Result<TellRequest> TellRequestFromJson(const Json& j) {
+  if (!j.is_object() || !j.contains("params") || !j["params"].is_object()) {
+    return InvalidArgument("the body must be {\"params\": {...}, \"value\": number or null}");
+  }
+  TellRequest r;
+  r.params = j["params"];
+  if (!j.contains("value")) {
+    return InvalidArgument("value is missing: give the objective's value, or null when the "
+                           "config failed");
+  }
+  if (!j["value"].is_null()) {
+    if (!j["value"].is_number() || !std::isfinite(j["value"].get<double>())) {
+      return InvalidArgument("value must be a finite number, or null when the config failed");
+    }
+    r.value = j["value"].get<double>();
+  }
+  return r;
+}
+
+Result<AddTrialRequest> AddTrialRequestFromJson(const Json& j) {
+  if (!j.is_object() || !j.contains("params") || !j["params"].is_object()) {
+    return InvalidArgument("the body must be {\"params\": {...}}");
+  }
+  return AddTrialRequest{j["params"]};
+}
+
 Json ToJson(const RunDetail& d) {
   Json j = ToJson(d.run);
   j["experiment"] = {{"id", d.experiment.id}, {"name", d.experiment.name}};

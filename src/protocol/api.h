@@ -67,6 +67,29 @@ struct RetryResponse {
 Json ToJson(const RetryResponse& r);
 Result<RetryResponse> RetryResponseFromJson(const Json& j);
 
+// Ask/tell on a search (docs/search.md, "Ask/tell"):
+// POST /api/v1/experiments/{id}/suggest: the search's next `count` configs (1 to kMaxCount),
+// proposed honouring its running trials; nothing is recorded.
+struct SuggestRequest {
+  int count = 1;
+  static constexpr int kMaxCount = 100;
+};
+Result<SuggestRequest> SuggestRequestFromJson(const Json& j);
+// POST /api/v1/experiments/{id}/tell: a result for a config the caller ran itself (value null:
+// it failed); stored as an observation of the search.
+struct TellRequest {
+  Json params = Json::object();
+  std::optional<double> value;
+};
+Json ToJson(const TellRequest& r);
+Result<TellRequest> TellRequestFromJson(const Json& j);
+// POST /api/v1/experiments/{id}/trials: a config of the caller's choosing, run as the search's
+// next trial. Answers with the run made ({"run_id": N}).
+struct AddTrialRequest {
+  Json params = Json::object();
+};
+Result<AddTrialRequest> AddTrialRequestFromJson(const Json& j);
+
 // DELETE /api/v1/experiments/{id} (drover rm) and POST /api/v1/store/gc (drover gc) answer with
 // what was deleted, or with dry_run what would be.
 Json ToJson(const Cleanup& c);

@@ -115,6 +115,51 @@ bool Active(const Dimension& dim, const Json& params) {
   return true;
 }
 
+Status CheckConfig(const Spec& spec, const Space& space, const Json& params) {
+  if (!params.is_object()) return InvalidArgument("params must be a JSON object of name: value");
+  for (const auto& [name, value] : params.items()) {
+    if (!spec.params.contains(name)) {
+      return InvalidArgument(fmt::format("'{}' is not a parameter of the search", name));
+    }
+  }
+  for (const auto& [name, declared] : spec.params.items()) {
+    const Json d = Json::parse(declared.dump());
+    if (IsDistribution(d)) continue;
+    auto it = params.find(name);
+    if (it == params.end()) return InvalidArgument(fmt::format("'{}' is missing", name));
+    if (d.is_array()) {
+      bool any = std::any_of(d.begin(), d.end(), [&](const Json& v) { return SameValue(v, *it); });
+      if (!any) {
+        return InvalidArgument(fmt::format("{} is a grid axis: its value must be one of {}",
+                                           name, d.dump()));
+      }
+    } else if (!SameValue(d, *it)) {
+      return InvalidArgument(fmt::format("{} is fixed at {}", name, d.dump()));
+    }
+  }
+  for (const Dimension& dim : space.dims) {
+    auto it = params.find(dim.name);
+    if (!Active(dim, params)) {
+      if (it != params.end()) {
+        return InvalidArgument(fmt::format("'{}' exists only when its when: holds, and here it "
+                                           "does not; leave it out",
+                                           dim.name));
+      }
+      continue;
+    }
+    if (it == params.end()) return InvalidArgument(fmt::format("'{}' is missing", dim.name));
+    if (!dim.Internal(*it)) {
+      std::string what = dim.numeric()
+                             ? fmt::format("{} from {} to {}", dim.integer() ? "an integer" : "a number",
+                                           dim.low, dim.high)
+                             : "one of " + Json(dim.choices).dump();
+      return InvalidArgument(fmt::format("{} = {} is outside the search: it must be {}", dim.name,
+                                         it->dump(), what));
+    }
+  }
+  return Status::Ok();
+}
+
 bool IsDistribution(const Json& value) {
   if (!value.is_object()) return false;
   for (const auto& [key, v] : value.items()) {

@@ -63,6 +63,12 @@ struct Space {
 // `params`.
 bool Active(const Dimension& dim, const Json& params);
 
+// Whether `params` is a complete config of the spec: every parameter the spec has, a fixed one
+// with its value, a grid axis with one of its values, a searched one (when active) with a value
+// its distribution can take; an inactive conditional one left out; nothing else. The error
+// names the parameter and what it may be.
+Status CheckConfig(const Spec& spec, const Space& space, const Json& params);
+
 // Is a spec's parameter value a distribution ({uniform: [...]} and the like)?
 bool IsDistribution(const Json& value);
 // The searched parameters of a spec, in order (params whose value is a distribution). The spec

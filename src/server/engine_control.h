@@ -36,6 +36,11 @@ class EngineControl {
   virtual Result<Cleanup> RemoveExperiments(const std::vector<int64_t>& ids, bool dry_run) = 0;
   // drover gc.
   virtual Result<Cleanup> CollectGarbage(const protocol::GcRequest& request) = 0;
+  // Ask/tell on a search (docs/search.md): its next configs; a result for a config run outside
+  // it; a config of the caller's choosing run as its next trial (the run's id).
+  virtual Result<std::vector<Json>> Suggest(int64_t experiment_id, int count) = 0;
+  virtual Status Tell(int64_t experiment_id, const protocol::TellRequest& tell) = 0;
+  virtual Result<int64_t> AddTrial(int64_t experiment_id, const Json& params) = 0;
   virtual std::vector<protocol::GpuStatus> Gpus() = 0;
   // Events after `after_seq`, waiting up to timeout_ms for at least one. Events older than the
   // buffer are gone; the first returned then has a seq > after_seq + 1.

@@ -102,6 +102,8 @@ void RegisterWebRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterRecipesRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterTableRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterStoreRoutes(httplib::Server& http, ServerContext& ctx);
+// Ask/tell on a search: suggest, tell, trials (search_routes.cc).
+void RegisterSearchRoutes(httplib::Server& http, ServerContext& ctx);
 
 // The web UI's valid session cookie in a request, or "" (web_routes.cc).
 std::string SessionCookieOf(const ServerContext& ctx, const httplib::Request& req);

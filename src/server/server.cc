@@ -395,6 +395,7 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
 
   RegisterExperimentsRoutes(*http_, *ctx_);
   RegisterStoreRoutes(*http_, *ctx_);
+  RegisterSearchRoutes(*http_, *ctx_);
   RegisterRunsRoutes(*http_, *ctx_);
   RegisterMetricsRoutes(*http_, *ctx_);
   RegisterLogsRoutes(*http_, *ctx_);

@@ -69,6 +69,24 @@ class FakeEngineControl : public EngineControl {
     c.applied = !request.dry_run;
     return c;
   }
+  Result<std::vector<Json>> Suggest(int64_t experiment_id, int count) override {
+    std::lock_guard<std::mutex> l(mu_);
+    std::vector<Json> out;
+    for (int i = 0; i < count; ++i) out.push_back({{"lr", 0.1 * (i + 1)}});
+    return out;
+  }
+  Status Tell(int64_t experiment_id, const protocol::TellRequest& tell) override {
+    std::lock_guard<std::mutex> l(mu_);
+    told.emplace_back(experiment_id, tell);
+    return Status::Ok();
+  }
+  Result<int64_t> AddTrial(int64_t experiment_id, const Json& params) override {
+    std::lock_guard<std::mutex> l(mu_);
+    added.emplace_back(experiment_id, params);
+    return 77;
+  }
+  std::vector<std::pair<int64_t, protocol::TellRequest>> told;
+  std::vector<std::pair<int64_t, Json>> added;
   std::vector<protocol::GpuStatus> Gpus() override {
     std::lock_guard<std::mutex> l(mu_);
     if (throw_in_gpus) throw std::runtime_error("boom");

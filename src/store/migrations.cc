@@ -174,7 +174,8 @@ ALTER TABLE attempts ADD COLUMN error TEXT NOT NULL DEFAULT '';
 )sql";
 
 // Version 8: the rungs of searches' prune rules (search/pruner.h): each run's value at each rung
-// it reached and the decision taken there.
+// it reached and the decision taken there; and the results an agent told a search for configs
+// it ran itself (value NULL: the config failed).
 constexpr const char* kV8 = R"sql(
 CREATE TABLE rungs (
   run_id INTEGER NOT NULL REFERENCES runs(id),
@@ -187,6 +188,14 @@ CREATE TABLE rungs (
   PRIMARY KEY (run_id, bracket, rung)
 );
 CREATE INDEX rungs_by_experiment ON rungs(experiment_id);
+CREATE TABLE observations (
+  id INTEGER PRIMARY KEY,
+  experiment_id INTEGER NOT NULL REFERENCES experiments(id),
+  params TEXT NOT NULL,
+  value REAL,
+  created_ms INTEGER NOT NULL
+);
+CREATE INDEX observations_by_experiment ON observations(experiment_id);
 )sql";
 
 }  // namespace
@@ -200,7 +209,7 @@ const std::vector<Migration>& Migrations() {
       {5, "alerts and GPU telemetry samples", kV5},
       {6, "metrics indexed by run, name, attempt and step", kV6},
       {7, "attempts keep the last lines of a failure's stderr", kV7},
-      {8, "the rungs of prune rules", kV8},
+      {8, "the rungs of prune rules and the observations told to searches", kV8},
   };
   return kAll;
 }

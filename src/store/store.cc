@@ -451,6 +451,7 @@ Status Store::DeleteExperiment(int64_t id) {
       "DELETE FROM attempts WHERE run_id IN (SELECT id FROM runs WHERE experiment_id = ?)",
       "DELETE FROM alerts WHERE experiment_id = ?",
       "DELETE FROM rungs WHERE experiment_id = ?",
+      "DELETE FROM observations WHERE experiment_id = ?",
       "DELETE FROM events WHERE experiment_id = ?",
       "DELETE FROM environments WHERE experiment_id = ?",
       "DELETE FROM runs WHERE experiment_id = ?",
@@ -889,6 +890,39 @@ Result<std::vector<RungRecord>> Store::ListRungs(int64_t experiment_id, int64_t 
     r.step = st.Int(3);
     r.value = st.Real(4);
     r.pruned = st.Int(5) != 0;
+  }
+  return out;
+}
+
+Status Store::InsertObservation(Observation& o) {
+  DROVER_ASSIGN_OR_RETURN(
+      Stmt st, impl_->Use("INSERT INTO observations (experiment_id, params, value, created_ms) "
+                          "VALUES (?, ?, ?, ?)",
+                          "recording an observation"));
+  st.Bind(o.experiment_id, DumpJson(o.params),
+          o.value ? *o.value : std::numeric_limits<double>::quiet_NaN(), o.created_ms);
+  DROVER_RETURN_IF_ERROR(st.Run());
+  o.id = sqlite3_last_insert_rowid(impl_->db);
+  return Status::Ok();
+}
+
+Result<std::vector<Observation>> Store::ListObservations(int64_t experiment_id) {
+  DROVER_ASSIGN_OR_RETURN(
+      Stmt st, impl_->Use("SELECT id, params, value, created_ms FROM observations WHERE "
+                          "experiment_id = ? ORDER BY id",
+                          "listing observations"));
+  st.Bind(experiment_id);
+  std::vector<Observation> out;
+  for (;;) {
+    DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    Observation& o = out.emplace_back();
+    o.id = st.Int(0);
+    o.experiment_id = experiment_id;
+    o.params = Json::parse(st.Text(1), nullptr, false);
+    const double v = st.Real(2);
+    if (!std::isnan(v)) o.value = v;
+    o.created_ms = st.Int(3);
   }
   return out;
 }

@@ -127,6 +127,9 @@ class Store {
   Result<std::map<int64_t, CurveSummary>> MetricSummaries(int64_t experiment_id,
                                                           const std::string& name, int last_k,
                                                           int64_t run_id = 0);
+  // Results told to a search for configs run outside it (docs/search.md, "Ask/tell").
+  Status InsertObservation(Observation& o);  // sets o.id
+  Result<std::vector<Observation>> ListObservations(int64_t experiment_id);
   // The rungs of an experiment's prune rule (model/run.h, RungRecord), in the order recorded.
   Status InsertRung(int64_t experiment_id, const RungRecord& r);
   // `run_id` (not 0): that run's only.

@@ -778,7 +778,7 @@ TEST_F(DaemonTest, McpOverStreamableHttp) {
   EXPECT_TRUE(note->body.empty());
   auto list = post({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/list"}}, session);
   ASSERT_TRUE(list);
-  EXPECT_EQ(Json::parse(list->body)["result"]["tools"].size(), 12u);
+  EXPECT_EQ(Json::parse(list->body)["result"]["tools"].size(), 15u);
   auto gpus = post({{"jsonrpc", "2.0"},
                     {"id", "g"},
                     {"method", "tools/call"},

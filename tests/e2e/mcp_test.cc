@@ -85,7 +85,7 @@ TEST_F(McpTest, AScriptedAgentSubmitsWaitsAndCompares) {
   }
   EXPECT_EQ(count, 15);  // every request answered, the notification not
   EXPECT_EQ(replies[0]["result"]["protocolVersion"], "2025-06-18");
-  EXPECT_EQ(replies[1]["result"]["tools"].size(), 12u);
+  EXPECT_EQ(replies[1]["result"]["tools"].size(), 15u);
   for (const auto& t : replies[1]["result"]["tools"]) {
     EXPECT_TRUE(t.contains("inputSchema")) << t["name"];
     EXPECT_TRUE(t.contains("outputSchema") || t["name"] == "get_run" || t["name"] == "get_metrics")

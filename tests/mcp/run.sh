@@ -19,11 +19,15 @@ stop_daemon() {
   kill "$pid" 2>/dev/null || true
   for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
 }
-cleanup() { stop_daemon "$work/stdio-store"; stop_daemon "$work/http-store"; stop_daemon "$work/agent-store"; }
+cleanup() {
+  stop_daemon "$work/stdio-store"; stop_daemon "$work/http-store"; stop_daemon "$work/agent-store"
+  stop_daemon "$work/search-store"
+}
 trap cleanup EXIT
 
 node "$here/sdk_client.mjs" stdio "$drover" "$work/stdio-store" "$digits" "$logs/stdio.jsonl"
 node "$here/agent_loop.mjs" "$drover" "$work/agent-store" "$digits" "$logs/agent-loop.jsonl"
+node "$here/search_agent.mjs" "$drover" "$work/search-store" "$logs/search-agent.jsonl"
 
 "$drover" serve --store "$work/http-store" --listen 127.0.0.1:0 --fake-gpus 2x16GiB \
   >"$logs/serve.out" 2>&1 &

@@ -10,6 +10,7 @@
 #include "common/strings.h"
 #include "protocol/json_codec.h"
 #include "report/groups.h"
+#include "report/search_view.h"
 
 namespace drover::cli {
 
@@ -23,6 +24,37 @@ std::string ConfigText(const Json& params, const std::vector<std::string>& varyi
     out += (out.empty() ? "" : " ") + p + "=" + FormatValue(params[p]);
   }
   return out.empty() ? "(all)" : out;
+}
+
+// A search's (or a pruned sweep's) trials by state, best so far and parameter importance.
+std::string RenderSearch(const Comparison& c) {
+  const bool search_like = std::any_of(c.runs.begin(), c.runs.end(), [](const Run& r) {
+    return r.state == RunState::kPruned;
+  }) || c.runs.size() >= 8;
+  if (!search_like || c.metric.empty()) return "";
+  const report::SearchView v = report::SearchViewOf(c);
+  std::string out = "trials:";
+  for (const auto& [state, n] : v.states) out += fmt::format(" {} {},", n, state);
+  out.back() = '\n';
+  if (!v.history.empty()) {
+    std::string steps;
+    double last = std::nan("");
+    for (const auto& p : v.history) {
+      if (p.best == last) continue;
+      last = p.best;
+      steps += fmt::format("{}{}: {}", steps.empty() ? "" : ", ", p.trial, report::FormatScore(p.best));
+    }
+    out += fmt::format("best {} so far, by trial: {}\n", c.metric, steps);
+  }
+  if (!v.importance.empty()) {
+    std::string parts;
+    for (const auto& [p, share] : v.importance) {
+      parts += fmt::format("{}{} {:.0f}%", parts.empty() ? "" : ", ", p, 100 * share);
+    }
+    out += fmt::format("parameter importance (share of the variance of {} by value): {}\n",
+                       c.metric, parts);
+  }
+  return out;
 }
 
 // Seeds pooled: each config's mean, spread and count, and whether the top two can be told apart.
@@ -114,6 +146,7 @@ std::string RenderComparison(const Comparison& c) {
                   : std::string("no run succeeded\n");
   }
   out += RenderGroups(c);
+  out += RenderSearch(c);
   // How the rule was guessed, or why there is none (when some metric was reported).
   if (!c.rule.Note().empty() && !c.metrics.empty()) out += "(" + c.rule.Note() + ")\n";
   return out;
@@ -192,6 +225,7 @@ Json ComparisonJson(const Experiment& exp, const Comparison& c) {
           {"groups", report::GroupsJson(c)},
           {"best_run", c.best_run == 0 ? Json() : Json(c.best_run)},
           {"varying_params", c.varying},
+          {"search", report::SearchViewJson(report::SearchViewOf(c))},
           {"runs", runs}};
 }
 

@@ -7,6 +7,7 @@
 #include "common/strings.h"
 #include "protocol/json_codec.h"
 #include "report/groups.h"
+#include "report/search_view.h"
 
 namespace drover::server {
 namespace {
@@ -208,6 +209,10 @@ Result<Json> RunTable(const Experiment& e, const std::vector<Run>& runs,
               // Runs that differ only in their seed, as `drover compare --json` groups them.
               {"groups", report::GroupsJson(ranking)},
               {"rows", std::move(page)}};
+  // A search (or a sweep with a prune rule): its trials by state, the best so far, importance.
+  if (e.spec.contains("search") || e.spec.contains("prune")) {
+    out["search"] = report::SearchViewJson(report::SearchViewOf(ranking));
+  }
   if (query.scatter) {
     Json srows = Json::array();
     for (const auto& [k, i] : keyed) {

@@ -370,6 +370,7 @@ async function main() {
 
   // ---- seeds and noise: 2 configs x 3 seeds make 2 groups; curves as bands, log scale, EMA
   await seedsCheck(page);
+  await searchCheck(page);
 
   // ---- a failed run's page says why, and its log opens on stderr
   await failureCheck(page);
@@ -485,6 +486,47 @@ async function seedsCheck(page) {
     return el && el.dataset.logY === "true";
   }), 10000, 100);
   log(`seed groups: ${groups.configs.map((c) => `${c.params.width} ${c.mean.toFixed(3)}±${c.std.toFixed(3)} (n=${c.n})`).join(", ")}; bands, log scale and EMA drawn`);
+}
+
+// A search with ASHA (12 quick trials of a shell script): the experiment page shows its trials
+// by state, the best so far and the parameter importance, as drover compare --json does.
+async function searchCheck(page) {
+  const dir = path.join(work, "search");
+  mkdirSync(dir, { recursive: true });
+  // acc rises over 3 steps to a level set by mode (a or b) and x.
+  writeFileSync(path.join(dir, "fit.sh"),
+    "for i in 1 2 3; do awk -v m=$1 -v x=$2 -v i=$i 'BEGIN { b = (m == \"a\") ? 0.5 : 0.2; " +
+    "printf \"{\\\"step\\\": %d, \\\"acc\\\": %.4f}\\n\", i, b + i * 0.1 - (x - 0.5) * (x - 0.5) }'; done\n");
+  const spec = path.join(dir, "search.yaml");
+  writeFileSync(spec, "name: web-search\nworkdir: .\ncommand: sh fit.sh {mode} {x}\n" +
+    "params: {mode: {choice: [a, b]}, x: {uniform: [0, 1]}}\n" +
+    "search: {trials: 12, parallel: 2, seed: 4}\nprune: {rule: asha, min_steps: 1, reduction: 2, max_steps: 3}\n" +
+    "objective: {metric: acc, mode: max}\n");
+  const sub = spawnSync(drover, ["--store", store, "submit", spec], { encoding: "utf8", cwd: dir, timeout: 60000 });
+  expect(sub.status === 0, `drover submit web-search failed (${sub.status}):\n${sub.stdout}\n${sub.stderr}`);
+  const exp = (await api("/experiments?limit=100")).experiments.find((e) => e.name === "web-search");
+  expect(exp, "web-search is not listed");
+  await waitFor("the 12 trials to end", async () => {
+    const t = await api(`/experiments/${exp.id}/table`);
+    return t.total === 12 && (t.counts.succeeded || 0) + (t.counts.pruned || 0) === 12;
+  }, 60000, 200);
+  const cmp = spawnSync(drover, ["--store", store, "compare", "web-search", "--json"], { encoding: "utf8", timeout: 60000 });
+  expect(cmp.status === 0, `drover compare web-search failed:\n${cmp.stderr}`);
+  const want = JSON.parse(cmp.stdout).search;
+  expect(want.states.pruned > 0 && want.history.length > 0 && want.importance.length === 2, `compare's search: ${cmp.stdout}`);
+  await page.goto(`${base}/#/experiments/${exp.id}`);
+  await page.waitForSelector("#importance-table tbody tr");
+  const states = await page.textContent("#search-states");
+  expect(states.includes(`${want.states.pruned} pruned`), `the states shown: ${states}`);
+  const rows = await page.$$eval("#importance-table tbody tr", (trs) => trs.map((tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent.trim())));
+  expect(rows[0][0] === want.importance[0].param && rows[0][1] === `${Math.round(want.importance[0].share * 100)}%`, `importance: ${JSON.stringify(rows)} vs ${JSON.stringify(want.importance)}`);
+  const drawn = await waitFor("the best-so-far chart", () => page.evaluate(() => {
+    const el = document.querySelector("#search-history .chart");
+    return el && el.querySelector(".uplot canvas") ? el.dataset.points : null;
+  }), 20000, 200);
+  expect(drawn.split(",")[0] === String(want.history.length), `points of the best-so-far chart: ${drawn}`);
+  await shot(page, "search");
+  log(`search: ${JSON.stringify(want.states)}; importance ${want.importance.map((p) => `${p.param} ${Math.round(p.share * 100)}%`).join(", ")}`);
 }
 
 // The compare page takes whole experiments: peaks-best and peaks-last, two runs each, side by side.

@@ -54,6 +54,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
   const groupLabel = h("label", { class: "check-label", hidden: true, title: "one curve per config: the mean over its seeds, shaded ± one standard deviation" }, groupBox, " seeds as bands");
   view.el.append(groupLabel);
   const groupsBox = h("div", { id: "seed-groups" });
+  const searchBox = h("div", { id: "search-panel" });
   const xSel = h("select", { class: "input", id: "scatter-param", "aria-label": "parameter" });
   const scatterNote = h("span", { class: "muted" });
   const scatterBox = h("div", { class: "scatter-box" });
@@ -75,6 +76,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
       h("section", { class: "panel" },
         h("div", { class: "panel-head" }, h("h2", null, "Params against the objective"), h("div", { class: "toolbar" }, scatterNote, xSel)),
         scatterBox)),
+    searchBox,
     groupsBox,
     specBox);
 
@@ -268,6 +270,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
     renderTable();
     renderMetricSel();
     renderGroups();
+    renderSearch();
     if (firstPaint) {
       firstPaint = false;
       requestAnimationFrame(() => setTimeout(() => performance.mark("drover:table-rendered"), 0));
@@ -285,6 +288,46 @@ export async function mount(root, { scope, params, query, setTitle }) {
     renderSelInfo();
     scheduleCurves();
   };
+
+  // ---- a search: trials by state, the best so far trial by trial, parameter importance
+  let searchKey = "";
+  let historyChart = null;
+  const renderSearch = () => {
+    const s = table.search;
+    const key = JSON.stringify(s);
+    if (key === searchKey) return;
+    searchKey = key;
+    if (!s) {
+      fill(searchBox);
+      return;
+    }
+    const metric = table.objective?.metric || "score";
+    const chartEl = h("div", { class: "chart-box", id: "search-history" });
+    fill(searchBox, h("section", { class: "panel" },
+      h("div", { class: "panel-head" }, h("h2", null, "Search"),
+        h("span", { class: "muted small", id: "search-states" },
+          Object.entries(s.states).map(([state, n]) => `${n} ${state}`).join(", "))),
+      h("div", { class: "two-col wide-left" },
+        h("div", null, chartEl),
+        h("div", null,
+          h("h3", null, "Parameter importance"),
+          s.importance.length
+            ? h("table", { class: "table", id: "importance-table" },
+              h("thead", null, h("tr", null, h("th", null, "param"), h("th", null, "share"))),
+              h("tbody", null, s.importance.map((p) => h("tr", null,
+                h("td", { class: "mono" }, p.param),
+                h("td", null, h("div", { class: "bar" }, h("div", { class: "bar-fill", style: `width:${Math.round(p.share * 100)}%` })), h("span", { class: "bar-text" }, `${Math.round(p.share * 100)}%`))))))
+            : h("p", { class: "muted" }, "Shown from 8 trials with a score."),
+          h("p", { class: "muted small" }, `The share of the variance of ${metric} explained by each parameter's value (epsilon squared; numbers by quartile).`)))));
+    if (historyChart) historyChart.destroy();
+    historyChart = new LineChart(chartEl, { title: `best ${metric} so far`, height: 220, xLabel: "trial", empty: "No trial has succeeded yet" });
+    const xs = s.history.map((p) => p.trial);
+    historyChart.set([
+      { key: "best", label: "best so far", xs, ys: s.history.map((p) => p.best), color: 0, width: 2.5 },
+      { key: "trial", label: "trial", xs, ys: s.history.map((p) => p.score), color: 1, width: 1 },
+    ]);
+  };
+  scope.add(() => historyChart?.destroy());
 
   // ---- seeds and noise: runs that differ only in their seed, as drover compare groups them
   let groupsKey = "";

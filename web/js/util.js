@@ -35,8 +35,8 @@ export function fill(el, ...children) {
   return el;
 }
 
-export const STATES = ["queued", "running", "retrying", "succeeded", "failed", "cancelled"];
-export const ENDED = new Set(["succeeded", "failed", "cancelled"]);
+export const STATES = ["queued", "running", "retrying", "succeeded", "failed", "cancelled", "pruned"];
+export const ENDED = new Set(["succeeded", "failed", "cancelled", "pruned"]);
 
 export function stateBadge(state, extra) {
   return h("span", { class: `badge state-${state}`, title: extra || null }, state);

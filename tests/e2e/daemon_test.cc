@@ -10,6 +10,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <regex>
 #include <thread>
 
@@ -450,6 +451,65 @@ TEST_F(DaemonTest, SurvivesSigkillTwiceWithoutLosingOrRepeatingRuns) {
     for (const auto& a : attempts) succeeded += a.reason == "succeeded";
     EXPECT_EQ(succeeded, 1) << "run " << r.id;
   }
+  EXPECT_TRUE((*store)->IntegrityOk().value());
+}
+
+// A search of 10 trials, 3 at a time; the daemon is SIGKILLed twice at random points and
+// restarted. The search goes on to the same total: 10 trials, each made once and run once.
+TEST_F(DaemonTest, ASearchSurvivesSigkillWithEveryTrialMadeAndRunOnce) {
+  fs::create_directories(dir_ / "marks");
+  std::string spec = Write("search.yaml",
+                           "name: search\nworkdir: code\nshell: true\n"
+                           "command: \"echo x >> " +
+                               (dir_ / "marks").string() +
+                               "/ran-$DROVER_RUN_ID; sleep 1; "
+                               "echo '{{\\\"step\\\": 1, \\\"score\\\": {x}}}'\"\n"
+                               "params: {x: {uniform: [0, 1]}}\n"
+                               "search: {trials: 10, parallel: 3, seed: 2, sampler: tpe}\n"
+                               "objective: {metric: score, mode: max}\n"
+                               "resources: {gpus: 1, gpu_memory: 8GiB}\n");
+  StartDaemon();
+  auto sub = RunDrover({"submit", spec, "--store", store_});
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  const char* given = getenv("DROVER_TEST_SEED");
+  const unsigned seed = given ? static_cast<unsigned>(std::stoul(given)) : std::random_device{}();
+  std::cout << "kill points from DROVER_TEST_SEED=" << seed << std::endl;
+  RecordProperty("seed", std::to_string(seed));
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> delay(300, 2500);
+  for (int kill_round = 0; kill_round < 2; ++kill_round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay(rng)));
+    StopDaemon(SIGKILL);
+    StartDaemon();
+  }
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  std::vector<drover::Run> runs;
+  for (int i = 0; i < 600; ++i) {
+    runs = (*store)->ListRuns(RunFilter{}).value();
+    if (runs.size() == 10 && std::all_of(runs.begin(), runs.end(), [](const drover::Run& r) {
+          return IsFinal(r.state);
+        }))
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(runs.size(), 10u) << "seed " << seed << "\n" << ReadFile((dir_ / "serve.err").string());
+  std::set<int> indexes;
+  for (const auto& r : runs) {
+    EXPECT_EQ(r.state, RunState::kSucceeded) << "run " << r.id << " " << r.reason << "; seed " << seed;
+    indexes.insert(r.index);
+    std::string marks = ReadFile((dir_ / "marks" / ("ran-" + std::to_string(r.id))).string());
+    EXPECT_EQ(marks, "x\n") << "run " << r.id << " ran more than once; seed " << seed;
+    EXPECT_DOUBLE_EQ(r.final_metrics.value("score", -1.0), r.params["x"].get<double>());
+  }
+  EXPECT_EQ(indexes.size(), 10u);  // trials 0..9, each once
+  EXPECT_EQ(*indexes.rbegin(), 9);
+  auto exp = (*store)->FindExperiment("search").value();
+  ASSERT_TRUE(exp);
+  for (int i = 0; i < 100 && (*store)->FindExperiment("search").value()->status != "done"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ((*store)->FindExperiment("search").value()->status, "done");
   EXPECT_TRUE((*store)->IntegrityOk().value());
 }
 

@@ -192,7 +192,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
         h("td", { class: "check" }, box),
         cols.map((c) => {
           if (c.key === "id") return h("td", { class: "num" }, isBest ? h("span", { class: "star", title: "best run" }, "★ ") : null, h("a", { href: `#/runs/${r.id}` }, `#${r.id}`));
-          if (c.key === "state") return h("td", null, stateBadge(r.state, r.reason), r.reason && r.state !== "succeeded" ? h("span", { class: "reason" }, r.reason) : null);
+          if (c.key === "state") return h("td", null, stateBadge(r.state, r.reason), r.reason && r.state !== "succeeded" && r.reason !== r.state ? h("span", { class: "reason" }, r.reason) : null);
           if (c.param) return h("td", { class: "param" }, fmtValue(r.params?.[c.param]));
           if (c.metric) return h("td", { class: "num" }, fmtNum(r.metrics?.[c.metric]));
           if (c.key === "score") return h("td", { class: "num strong" }, fmtNum(r.score));

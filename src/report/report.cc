@@ -1,5 +1,7 @@
 #include "report/report.h"
 
+#include "report/search_view.h"
+
 #include <fmt/format.h>
 #include <time.h>
 
@@ -321,6 +323,42 @@ void Groups(std::string& out, const Comparison& c) {
   }
 }
 
+// A search (or a sweep with a prune rule): trials by state, the best so far, importance.
+void SearchSection(std::string& out, const ReportData& d, const Comparison& c) {
+  if (!d.experiment.spec.contains("search") && !d.experiment.spec.contains("prune")) return;
+  const SearchView v = SearchViewOf(c);
+  out += "<section id=\"search\">\n<h2>Search</h2>\n<p id=\"search-states\">";
+  std::string states;
+  for (const auto& [state, n] : v.states) states += fmt::format("{}{} {}", states.empty() ? "" : ", ", n, state);
+  out += E(states) + "</p>\n";
+  if (!v.history.empty()) {
+    out += fmt::format("<h3>Best {} so far</h3>\n<div class=\"table-wrap\"><table id=\"search-history\">"
+                       "<thead><tr><th>trial</th><th>run</th><th>best</th></tr></thead>\n<tbody>\n",
+                       E(c.metric));
+    double last = std::nan("");
+    for (const auto& p : v.history) {
+      if (p.best == last) continue;  // the trials that improved it
+      last = p.best;
+      out += fmt::format("<tr><td class=\"num\">{}</td><td><a href=\"#run-{}\">{}</a></td>"
+                         "<td class=\"num\">{}</td></tr>\n",
+                         p.trial, p.run_id, p.run_id, E(FormatScore(p.best)));
+    }
+    out += "</tbody></table></div>\n";
+  }
+  if (!v.importance.empty()) {
+    out += "<h3>Parameter importance</h3>\n<div class=\"table-wrap\"><table id=\"importance\">"
+           "<thead><tr><th>param</th><th>share</th></tr></thead>\n<tbody>\n";
+    for (const auto& [p, share] : v.importance) {
+      out += fmt::format("<tr><td>{}</td><td class=\"num\">{:.0f}%</td></tr>\n", E(p), 100 * share);
+    }
+    out += fmt::format("</tbody></table></div>\n<p class=\"muted\">The share of the variance of {} "
+                       "explained by each parameter's value (epsilon squared; numbers by "
+                       "quartile).</p>\n",
+                       E(c.metric));
+  }
+  out += "</section>\n";
+}
+
 void ResultsTable(std::string& out, const Comparison& c) {
   out += "<section id=\"results\">\n<h2>Results</h2>\n";
   if (c.runs.empty()) {
@@ -601,6 +639,7 @@ std::string RenderReportHtml(const ReportData& d) {
   out += "</style>\n</head>\n<body>\n<main>\n";
   Header(out, d, c);
   ResultsTable(out, c);
+  SearchSection(out, d, c);
   Curves(out, d, c);
   Params(out, d, c);
   Failures(out, d, c);

@@ -336,6 +336,21 @@ TEST(Report, CurveMetricsAreTheObjectiveAndTheLoss) {
   EXPECT_TRUE(CurveMetrics(c).empty());
 }
 
+TEST(Report, ASearchHasItsSectionAGridHasNone) {
+  ReportData d = Digits();
+  EXPECT_EQ(RenderReportHtml(d).find("id=\"search\""), std::string::npos);
+  d.experiment.spec["search"] = {{"trials", 5}};
+  const std::string html = RenderReportHtml(d);
+  auto doc = ParseHtml(html);
+  const XmlNode* states = ById(doc.root, "search-states");
+  ASSERT_NE(states, nullptr);
+  EXPECT_EQ(states->AllText(), "2 failed, 3 succeeded");
+  const XmlNode* history = ById(doc.root, "search-history");
+  ASSERT_NE(history, nullptr);
+  // Trial 1 (0.95) then trial 2 (0.98) improved the best; trial 3 (0.96) did not.
+  EXPECT_EQ(history->FindAll("tr").size(), 3u);
+}
+
 TEST(Report, StandaloneCurvesForComparePlot) {
   ReportData d = Digits();
   Comparison c = testing::RankByLastValues(d.experiment, d.runs);

@@ -16,7 +16,9 @@ SearchView SearchViewOf(const Comparison& c) {
     }
   }
   std::sort(scored.begin(), scored.end(),
-            [](const Run* a, const Run* b) { return a->index < b->index; });
+            [](const Run* a, const Run* b) {
+              return a->index != b->index ? a->index < b->index : a->id < b->id;
+            });
   for (const Run* r : scored) {
     const double s = c.scores.at(r->id);
     const double best = v.history.empty() ? s

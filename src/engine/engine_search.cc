@@ -209,6 +209,13 @@ Result<std::vector<Json>> Engine::Suggest(const cmd::Suggest& c) {
 Status Engine::Tell(const cmd::Tell& c) {
   DROVER_ASSIGN_OR_RETURN(ExperimentEntry * ep, SearchOf(c.experiment_id));
   DROVER_RETURN_IF_ERROR(search::CheckConfig(ep->spec, ep->search->space, c.params));
+  // Each result is a row and a place in the sampler's history: bounded like the trials.
+  if (static_cast<int64_t>(ep->search->history.size()) >= 2 * kMaxTrials) {
+    return FailedPrecondition(fmt::format(
+        "search {} already holds {} trials and told results, the most one search keeps; submit "
+        "a new search and tell it the results that matter",
+        c.experiment_id, ep->search->history.size()));
+  }
   if (stall_) return StallRefusal("tell");
   Observation o;
   o.experiment_id = c.experiment_id;

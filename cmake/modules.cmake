@@ -2,6 +2,8 @@
 # src/<name>/*_test.cc plus tests/testutil into <name>_test. New files are picked up without edits here.
 function(drover_module name)
   cmake_parse_arguments(M "" "" "DEPS" ${ARGN})
+  # Every module's tests are registered with ctest (CMakeLists.txt reads this list).
+  set_property(GLOBAL APPEND PROPERTY DROVER_MODULES ${name})
   file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${name}/*.cc)
   file(GLOB tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${name}/*_test.cc)
   if(tests)

@@ -87,7 +87,8 @@ Result<std::vector<int64_t>> Daemon::Retry(int64_t experiment_id,
 
 Result<std::vector<Json>> Daemon::Suggest(int64_t experiment_id, int count) {
   DROVER_ASSIGN_OR_RETURN(CommandReply reply, Call(cmd::Suggest{experiment_id, count}));
-  return std::get<std::vector<Json>>(reply);
+  // Proposed here, on the caller's (HTTP worker's) thread: the loop only copied the search.
+  return std::get<std::shared_ptr<const ProposalJob>>(reply)->Propose();
 }
 
 Status Daemon::Tell(int64_t experiment_id, const protocol::TellRequest& tell) {

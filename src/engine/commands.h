@@ -19,6 +19,7 @@
 namespace drover {
 
 struct PreparedSubmit;
+struct ProposalJob;
 struct SubmitResult;
 struct GpuView;
 
@@ -94,10 +95,11 @@ struct GpuReading {
 // (Commit), the runs queued again (Retry), what was (or would be) deleted (Remove,
 // CollectGarbage) or the pool (ReadGpus); an error says why the command
 // was refused.
-// Suggest answers with configs (std::vector<Json>), AddTrial with the run made.
+// Suggest answers with what proposing takes (the caller proposes, off the loop), AddTrial
+// with the run made.
 using CommandReply =
     std::variant<std::monostate, std::shared_ptr<SubmitResult>, std::vector<Run>, Cleanup,
-                 GpuReading, std::vector<Json>>;
+                 GpuReading, std::shared_ptr<const ProposalJob>>;
 
 struct PostedCommand {
   Command command;

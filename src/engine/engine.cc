@@ -236,8 +236,8 @@ Result<CommandReply> Engine::Dispatch(Command& command) {
       return CommandReply{GpuReading{e.GpuViews(), e.devices_, e.latest_samples_}};
     }
     Result<CommandReply> operator()(cmd::Suggest& c) {
-      DROVER_ASSIGN_OR_RETURN(std::vector<Json> configs, e.Suggest(c));
-      return CommandReply{std::move(configs)};
+      DROVER_ASSIGN_OR_RETURN(ProposalJob job, e.SuggestJob(c));
+      return CommandReply{std::make_shared<const ProposalJob>(std::move(job))};
     }
     Result<CommandReply> operator()(cmd::Tell& c) { return done(e.Tell(c)); }
     Result<CommandReply> operator()(cmd::AddTrial& c) {
@@ -320,6 +320,9 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
   auto keep_going = [&] {
     if (!error_.ok()) return false;
     if (!starting_.empty()) return true;  // every start handed over is heard back and recorded
+    // A search's next trials being proposed: made when they come back (not while draining: the
+    // next engine asks again).
+    if (proposals_in_flight_ > 0 && !draining_) return true;
     if (!serve) return !live_.empty();
     if (!draining_) return true;
     // Draining: with --stop-runs wait until every stopped run has ended; otherwise leave now and
@@ -335,6 +338,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     }
     RunCommands();
     if (stall_) continue;  // a command's commit failed for want of room
+    TakeProposals(now);
     if (cancel_requested_) ApplyCancel(now);
     if (!draining_ && (!start_hold_ || now.mono >= start_hold_->retry_mono)) Schedule(now);
     if (options_.check_index) {

@@ -25,6 +25,7 @@
 #include "sched/scheduler.h"
 #include "store/store.h"
 #include "engine/environment_capture.h"
+#include "engine/proposals.h"
 #include "engine/requests.h"
 #include "engine/run_queue.h"
 #include "sched/scheduler_config.h"
@@ -75,6 +76,10 @@ struct EngineOptions {
   EnvironmentConfig environment;     // how long the package listing may take
   // Where alerts go once raised and not silenced (not owned; nullptr: stored only).
   watch::AlertSink* alert_sink = nullptr;
+  // A search's next trials are proposed on a thread of their own and made when the proposals
+  // come back (engine/proposals.h). Off: proposed at once on the loop (the engine tests, for
+  // determinism with the fake clock).
+  bool proposals_off_loop = true;
 };
 
 // What Recover() found in the store.
@@ -230,6 +235,9 @@ class Engine {
   // running trials (nothing recorded); a result for a config the caller ran itself (stored);
   // a config of the caller's choosing run as its next trial. Loop thread.
   Result<std::vector<Json>> Suggest(const cmd::Suggest& c);
+  // What Suggest computes, copied out of the engine: the daemon proposes on its HTTP worker, so
+  // a hundred suggestions from a GP do not hold the loop.
+  Result<ProposalJob> SuggestJob(const cmd::Suggest& c);
   Status Tell(const cmd::Tell& c);
   Result<Run> AddTrial(const cmd::AddTrial& c);
 
@@ -335,8 +343,12 @@ class Engine {
   // Searches and pruning (engine_search.cc).
   // The search and prune state of an experiment from its spec and stored runs and rungs.
   Status InitSearch(ExperimentEntry& ep, const std::vector<Run>& runs);
-  // Makes trials while the search wants more and has fewer than `parallel` unfinished.
+  // Asks the proposer for trials while the search wants more and has fewer than `parallel`
+  // unfinished (one job in flight per search); TakeProposals makes them when they are back.
   void TopUpSearch(ExperimentEntry& ep, Instant now);
+  void TakeProposals(Instant now);
+  // An experiment with no unfinished run and no trial being proposed is done.
+  void MaybeDone(ExperimentEntry& ep);
   // Records and queues trial `search.created` with these params.
   Result<Run> MakeTrial(ExperimentEntry& ep, Json params, Instant now);
   // The search an ask/tell command is about: the experiment's entry (loaded from the store when
@@ -421,6 +433,8 @@ class Engine {
   std::map<int, SampleBucket> sample_buckets_;
   EngineObserver* observer_ = nullptr;
   std::unique_ptr<EnvironmentCapture> env_capture_;  // started at the first submit
+  std::unique_ptr<Proposer> proposer_;                // made at the first search proposal
+  int proposals_in_flight_ = 0;
   std::unique_ptr<WorkingCopies> working_copies_;  // made at the first launch
   bool copies_said_ = false;  // whether the log says how working copies are made
 };

@@ -199,10 +199,7 @@ Result<RecoverySummary> Engine::Recover() {
       HandleExit(exit, now);
     }
     TopUpSearch(*ep, now);  // a search the last engine left short of its trials goes on
-    if (ep->unfinished == 0) {
-      Tx();
-      if (Status st = store_.UpdateExperimentStatus(e->id, "done"); !st.ok()) Fail(st);
-    }
+    MaybeDone(*ep);
   }
   DROVER_RETURN_IF_ERROR(Flush());
   return summary;

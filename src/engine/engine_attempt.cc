@@ -545,12 +545,8 @@ void Engine::Retire(int64_t run_id) {
   ObserveTrial(*it->second);
   live_.erase(it);
   --exp->unfinished;
-  TopUpSearch(*exp, clock_.At());  // the next trial, in the same transaction as this end
-  if (exp->unfinished == 0) {
-    Tx();
-    Status st = store_.UpdateExperimentStatus(exp->experiment.id, "done");
-    if (!st.ok()) Fail(st);
-  }
+  TopUpSearch(*exp, clock_.At());  // the next trials, asked for (TakeProposals makes them)
+  MaybeDone(*exp);
 }
 
 void Engine::CancelLive(Live& live, Instant now) {

@@ -46,12 +46,22 @@ search::Observation RunningTrial(const Json& params, int64_t number) {
   return o;
 }
 
-Json ProposeTrial(const SearchState& s) {
-  std::vector<search::Observation> history;
-  history.reserve(s.history.size());
-  for (const auto& [id, o] : s.history) history.push_back(o);
-  const Json& context = s.contexts[static_cast<size_t>(s.created) % s.contexts.size()];
-  return search::Propose(s.options, s.space, context, history, TrialSeed(s.seed, s.created));
+ProposalJob JobFor(const SearchState& s, int64_t experiment_id, int count) {
+  ProposalJob job;
+  job.experiment_id = experiment_id;
+  job.first_index = s.created;
+  job.options = s.options;
+  job.space = s.space;
+  job.history.reserve(s.history.size());
+  for (const auto& [id, o] : s.history) job.history.push_back(o);
+  for (int64_t i = s.created; i < s.created + count; ++i) {
+    search::Ask ask;
+    ask.context = s.contexts[static_cast<size_t>(i) % s.contexts.size()];
+    ask.seed = TrialSeed(s.seed, i);
+    ask.number = i;
+    job.asks.push_back(std::move(ask));
+  }
+  return job;
 }
 
 void AddObservation(SearchState& s, const Objective& objective, const Observation& o) {
@@ -126,14 +136,51 @@ void Engine::ObserveTrial(const Live& live) {
 }
 
 void Engine::TopUpSearch(ExperimentEntry& ep, Instant now) {
+  (void)now;
   if (!ep.search || cancel_requested_ || draining_ || stall_) return;
   SearchState& s = *ep.search;
-  while (s.WantsMore() && ep.unfinished < s.parallel) {
-    if (!MakeTrial(ep, ProposeTrial(s), now).ok()) {
-      s.stopped = true;  // logged; a search that cannot make its trials ends with what it has
-      return;
-    }
+  if (s.proposing || !s.WantsMore() || ep.unfinished >= s.parallel) return;
+  const int64_t count = std::min<int64_t>(s.trials - s.created, s.parallel - ep.unfinished);
+  if (!proposer_) {
+    proposer_ = MakeProposer([this] { launcher_.Wake(); }, options_.proposals_off_loop);
   }
+  s.proposing = true;
+  ++proposals_in_flight_;
+  proposer_->Start(JobFor(s, ep.experiment.id, static_cast<int>(count)));
+}
+
+void Engine::TakeProposals(Instant now) {
+  if (!proposer_ || proposals_in_flight_ == 0) return;
+  for (ProposalDone& done : proposer_->TakeFinished()) {
+    --proposals_in_flight_;
+    auto it = experiments_.find(done.experiment_id);
+    if (it == experiments_.end() || !it->second->search) continue;
+    ExperimentEntry& ep = *it->second;
+    SearchState& s = *ep.search;
+    s.proposing = false;
+    if (done.params.empty()) {
+      s.stopped = true;  // logged by the proposer: a search that cannot propose ends
+    } else if (done.first_index == s.created) {
+      // Trial numbers taken meanwhile (an agent's own trial) make the answer stale: asked again.
+      for (Json& params : done.params) {
+        if (cancel_requested_ || draining_ || stall_) break;
+        if (!s.WantsMore() || ep.unfinished >= s.parallel) break;
+        if (!MakeTrial(ep, std::move(params), now).ok()) {
+          s.stopped = true;  // logged; a search that cannot make its trials ends with what it has
+          break;
+        }
+      }
+    }
+    TopUpSearch(ep, now);
+    MaybeDone(ep);
+  }
+}
+
+void Engine::MaybeDone(ExperimentEntry& ep) {
+  if (ep.unfinished != 0 || (ep.search && ep.search->proposing)) return;
+  Tx();
+  Status st = store_.UpdateExperimentStatus(ep.experiment.id, "done");
+  if (!st.ok()) Fail(st);
 }
 
 Result<Run> Engine::MakeTrial(ExperimentEntry& ep, Json params, Instant now) {
@@ -191,19 +238,15 @@ Result<Engine::ExperimentEntry*> Engine::SearchOf(int64_t experiment_id) {
   return ep;
 }
 
-Result<std::vector<Json>> Engine::Suggest(const cmd::Suggest& c) {
+Result<ProposalJob> Engine::SuggestJob(const cmd::Suggest& c) {
   DROVER_ASSIGN_OR_RETURN(ExperimentEntry * ep, SearchOf(c.experiment_id));
-  // On a copy: each suggestion is a running trial (a constant liar) for the next, and nothing
-  // is kept.
-  SearchState s = *ep->search;
-  std::vector<Json> out;
-  for (int i = 0; i < std::max(1, c.count); ++i) {
-    Json params = ProposeTrial(s);
-    s.history[-1'000'000'000 - i] = RunningTrial(params, s.created);
-    s.created += 1;
-    out.push_back(std::move(params));
-  }
-  return out;
+  // Each suggestion is a running trial (a constant liar) for the next; nothing is kept.
+  return JobFor(*ep->search, c.experiment_id, std::max(1, c.count));
+}
+
+Result<std::vector<Json>> Engine::Suggest(const cmd::Suggest& c) {
+  DROVER_ASSIGN_OR_RETURN(ProposalJob job, SuggestJob(c));
+  return job.Propose();
 }
 
 Status Engine::Tell(const cmd::Tell& c) {

@@ -92,6 +92,39 @@ TEST_F(EngineSearchTest, TrialsAreMadeAsTheSearchGoesAtMostParallelUnfinished) {
   EXPECT_EQ(store_->GetExperiment(sub->experiment_id).value()->spec["search"]["seed"], 7);
 }
 
+// Proposals made on the proposer's thread (as in drover run and the daemon) come back and make
+// the same trials as proposals made on the loop: one at a time (parallel 1) the history at each
+// proposal is the same either way. The loop keeps going while they are made.
+TEST_F(EngineSearchTest, ProposalsOffTheLoopMakeTheSameTrials) {
+  std::string text = kSearch;
+  text.replace(text.find("parallel: 3"), 11, "parallel: 1");
+  text.replace(text.find("sampler: tpe"), 12, "sampler: gp");
+  std::vector<std::vector<std::string>> seen;
+  for (bool off_loop : {false, true}) {
+    auto store = std::move(Store::Open(":memory:").value());
+    FakeLauncher launcher(clock_, Scored);
+    FakeGpuProbe probe({});
+    EngineOptions o = BaseOptions();
+    o.proposals_off_loop = off_loop;
+    Engine engine(*store, launcher, probe, clock_, o);
+    auto sub = engine.Submit(ParseSpec(text));
+    ASSERT_TRUE(sub.ok()) << sub.status().message();
+    ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
+    std::vector<drover::Run> runs = Runs(sub->experiment_id, *store);
+    ASSERT_EQ(runs.size(), 14u) << "off the loop: " << off_loop;
+    std::vector<std::string> params;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      EXPECT_EQ(runs[i].index, static_cast<int>(i));
+      EXPECT_EQ(runs[i].state, RunState::kSucceeded);
+      params.push_back(runs[i].params.dump());
+    }
+    EXPECT_EQ(store->GetExperiment(sub->experiment_id).value()->status, "done");
+    EXPECT_LE(launcher.max_running, 1);
+    seen.push_back(params);
+  }
+  EXPECT_EQ(seen[0], seen[1]);
+}
+
 TEST_F(EngineSearchTest, TheSameSeedAndResultsProposeTheSameTrials) {
   std::vector<std::vector<std::string>> seen;
   for (int i = 0; i < 2; ++i) {

@@ -54,12 +54,8 @@ Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_
       p.spec.search->seeded = true;  // stored with the spec: a restart proposes the same
     }
     DROVER_ASSIGN_OR_RETURN(SearchState s, NewSearchState(p.spec));
-    while (s.WantsMore() && s.created < s.parallel) {
-      Json params = ProposeTrial(s);
-      s.history[s.created] = RunningTrial(params, s.created);
-      s.created += 1;
-      p.params.push_back(std::move(params));
-    }
+    const int64_t first = std::min<int64_t>(s.trials, s.parallel);
+    p.params = JobFor(s, 0, static_cast<int>(first)).Propose();
   } else {
     p.params = ExpandGrid(spec);
   }

@@ -1,8 +1,6 @@
 #include "engine/environment_capture.h"
 
 #include <fmt/format.h>
-#include <pthread.h>
-#include <signal.h>
 
 #include <algorithm>
 
@@ -26,74 +24,28 @@ constexpr const char* kPackageListScript =
 
 EnvironmentCapture::EnvironmentCapture(std::function<std::string()> describe_gpus,
                                        Millis package_list_timeout_ms)
-    : describe_gpus_(std::move(describe_gpus)), timeout_ms_(package_list_timeout_ms) {}
-
-EnvironmentCapture::~EnvironmentCapture() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-    queue_.clear();
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-void EnvironmentCapture::Start(EnvironmentRequest request) {
-  std::lock_guard<std::mutex> lock(mu_);
-  queue_.push_back(std::move(request));
-  if (!thread_.joinable()) {
-    // Every signal blocked on this thread: SIGCHLD and SIGINT are for the loop's thread, which
-    // takes them synchronously (a helper's end is waited for by pid, never by signal).
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    thread_ = std::thread([this] { Work(); });
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  }
-  wake_.notify_one();
-}
+    : describe_gpus_(std::move(describe_gpus)),
+      timeout_ms_(package_list_timeout_ms),
+      worker_([this](EnvironmentRequest& r, const std::function<bool()>& stopping) {
+        return CaptureAll(r, stopping);
+      }) {}
 
 std::vector<Environment> EnvironmentCapture::TakeFinished() {
-  std::lock_guard<std::mutex> lock(mu_);
   std::vector<Environment> out;
-  out.swap(finished_);
+  for (std::vector<Environment>& envs : worker_.TakeFinished()) {
+    for (Environment& e : envs) out.push_back(std::move(e));
+  }
   return out;
 }
 
-bool EnvironmentCapture::Busy() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return working_ || !queue_.empty();
-}
-
-void EnvironmentCapture::WaitIdle() {
-  std::unique_lock<std::mutex> lock(mu_);
-  idle_.wait(lock, [&] { return !working_ && queue_.empty(); });
-}
-
-void EnvironmentCapture::Work() {
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    if (stop_) break;
-    EnvironmentRequest r = std::move(queue_.front());
-    queue_.pop_front();
-    working_ = true;
-    lock.unlock();
-    std::vector<Environment> envs;
-    for (const auto& interp : r.interpreters) {
-      {
-        std::lock_guard<std::mutex> stopping(mu_);
-        if (stop_) break;  // shutting down: not one more listing
-      }
-      envs.push_back(Capture(r, interp));
-    }
-    lock.lock();
-    for (auto& e : envs) finished_.push_back(std::move(e));
-    working_ = false;
-    if (queue_.empty()) idle_.notify_all();
+std::vector<Environment> EnvironmentCapture::CaptureAll(const EnvironmentRequest& r,
+                                                        const std::function<bool()>& stopping) {
+  std::vector<Environment> envs;
+  for (const auto& interp : r.interpreters) {
+    if (stopping()) break;  // shutting down: not one more listing
+    envs.push_back(Capture(r, interp));
   }
-  working_ = false;
-  idle_.notify_all();
+  return envs;
 }
 
 Environment EnvironmentCapture::Capture(const EnvironmentRequest& r,

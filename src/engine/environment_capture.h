@@ -4,16 +4,13 @@
 // network import, a broken site-packages): on its own thread, with a timeout, it costs that
 // run's record a line ("timed out") and nothing else; the runs start meanwhile and the loop
 // keeps answering.
-#include <condition_variable>
-#include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "common/worker.h"
 #include "model/run.h"
 #include "spec/yaml_fields.h"
 
@@ -42,35 +39,29 @@ class EnvironmentCapture {
  public:
   // `describe_gpus` is called once, on the capture thread, the first time it is needed.
   EnvironmentCapture(std::function<std::string()> describe_gpus, Millis package_list_timeout_ms);
-  // Waits for the capture in progress (each helper is bounded by the timeout).
-  ~EnvironmentCapture();
   EnvironmentCapture(const EnvironmentCapture&) = delete;
   EnvironmentCapture& operator=(const EnvironmentCapture&) = delete;
 
-  void Start(EnvironmentRequest request);
+  void Start(EnvironmentRequest request) { worker_.Start(std::move(request)); }
   // The environments captured since the last call (any thread; the engine's loop).
   std::vector<Environment> TakeFinished();
   // Whether a request is queued or being captured.
-  bool Busy() const;
+  bool Busy() const { return worker_.Busy(); }
   // Blocks until every started request is captured.
-  void WaitIdle();
+  void WaitIdle() { worker_.WaitIdle(); }
 
  private:
-  void Work();
+  std::vector<Environment> CaptureAll(const EnvironmentRequest& r,
+                                      const std::function<bool()>& stopping);
   Environment Capture(const EnvironmentRequest& r, const std::string& interpreter);
 
   std::function<std::string()> describe_gpus_;
   Millis timeout_ms_;
-  mutable std::mutex mu_;
-  std::condition_variable wake_;
-  std::condition_variable idle_;
-  std::deque<EnvironmentRequest> queue_;
-  std::vector<Environment> finished_;
-  bool working_ = false;
-  bool stop_ = false;
-  bool described_ = false;
+  bool described_ = false;  // the capture thread's own
   std::string gpu_info_;
-  std::thread thread_;  // started on the first request
+  // Last: it is stopped (the capture in progress waited for, each helper bounded by the
+  // timeout) before what it uses goes.
+  Worker<EnvironmentRequest, std::vector<Environment>> worker_;
 };
 
 }  // namespace drover

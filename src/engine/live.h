@@ -44,6 +44,7 @@ struct SearchState {
   std::vector<Json> contexts;     // grid cells and fixed values: trial i takes i mod size
   int64_t created = 0;            // trials made so far (the experiment's runs)
   bool stopped = false;           // cancelled: no more trials
+  bool proposing = false;         // a ProposalJob for it is with the proposer
   std::map<int64_t, search::Observation> history;  // by run id
   bool WantsMore() const { return !stopped && created < trials; }
 };
@@ -54,8 +55,8 @@ uint64_t TrialSeed(uint64_t seed, int64_t index);
 Result<SearchState> NewSearchState(const Spec& spec);
 // A trial made and not ended: a constant liar for the sampler, never an observation.
 search::Observation RunningTrial(const Json& params, int64_t number);
-// Proposes the next trial's params (search.created is its index) given the history so far.
-Json ProposeTrial(const SearchState& search);
+// What proposing the next `count` trials takes (trial numbers search.created on), copied.
+ProposalJob JobFor(const SearchState& search, int64_t experiment_id, int count);
 // A result told to the search (ask/tell) joins its history.
 void AddObservation(SearchState& search, const Objective& objective, const Observation& o);
 

@@ -78,56 +78,79 @@ MatrixXd Gram(const Points& X, const VectorXd& inv_l, double s2) {
   return K;
 }
 
+// What the fit needs of the data, computed once per fit: the standardised losses and, for each
+// pair i > j (in the order of the loops below), the squared difference along each parameter.
+// A lengthscale only rescales these, so every evaluation of the objective is a product of this
+// matrix with the inverse squared lengthscales, then element-wise work that Eigen vectorises.
+struct FitData {
+  FitData(const Points& X, VectorXd y_in) : y(std::move(y_in)), n(X.rows()) {
+    const Eigen::Index d = X.cols();
+    diff2.resize(n * (n - 1) / 2, d);
+    Eigen::Index row = 0;
+    for (Eigen::Index i = 0; i < n; ++i) {
+      for (Eigen::Index j = 0; j < i; ++j, ++row) {
+        for (Eigen::Index k = 0; k < d; ++k) {
+          const double t = X(i, k) - X(j, k);
+          diff2(row, k) = t * t;
+        }
+      }
+    }
+  }
+  VectorXd y;
+  Eigen::Index n;
+  MatrixXd diff2;  // pairs x parameters
+};
+
 // The negative log posterior of the hyperparameters and its gradient.
-double Objective(const Points& X, const VectorXd& y, const VectorXd& p, VectorXd* grad) {
+double Objective(const FitData& data, const VectorXd& p, VectorXd* grad) {
   const Hyper h = Hyper::Unpack(p);
-  const Eigen::Index n = X.rows(), d = X.cols();
-  const VectorXd inv_l = (-h.log_l.array()).exp();
+  const Eigen::Index n = data.n, d = data.diff2.cols();
+  const VectorXd& y = data.y;
+  const VectorXd inv_l2 = (-2 * h.log_l.array()).exp();
   const double s2 = std::exp(h.log_s2), noise = std::exp(h.log_noise);
-  MatrixXd K = Gram(X, inv_l, s2);
-  K.diagonal().array() += noise;
-  Eigen::LLT<MatrixXd> llt(K);
+  const Eigen::ArrayXd r2 = (data.diff2 * inv_l2).array();
+  const Eigen::ArrayXd r = r2.sqrt();
+  const Eigen::ArrayXd e = (-kSqrt5 * r).exp();
+  const Eigen::ArrayXd kv = s2 * (1 + kSqrt5 * r + 5.0 / 3.0 * r2) * e;
+  MatrixXd K(n, n);
+  Eigen::Index row = 0;
+  for (Eigen::Index i = 0; i < n; ++i) {
+    for (Eigen::Index j = 0; j < i; ++j, ++row) K(i, j) = kv(row);
+    K(i, i) = s2 + noise;
+  }
+  Eigen::LLT<MatrixXd> llt(K);  // reads the lower triangle only
   if (llt.info() != Eigen::Success) return std::numeric_limits<double>::infinity();
   const VectorXd alpha = llt.solve(y);
   const MatrixXd& L = llt.matrixLLT();
   double lml = -0.5 * y.dot(alpha) - L.diagonal().array().log().sum() -
                0.5 * static_cast<double>(n) * std::log(2 * M_PI);
   double prior = 0;
-  for (Eigen::Index i = 0; i < d; ++i) {
-    double isl = std::exp(-2 * h.log_l(i));
-    prior -= 0.1 / isl + 0.1 * isl;
-  }
-  prior += h.log_s2 - s2;               // Gamma(2, 1), in log s2
+  for (Eigen::Index i = 0; i < d; ++i) prior -= 0.1 / inv_l2(i) + 0.1 * inv_l2(i);
+  prior += h.log_s2 - s2;                   // Gamma(2, 1), in log s2
   prior += 0.1 * h.log_noise - 30 * noise;  // Gamma(1.1, 30)
   if (grad) {
-    MatrixXd W = alpha * alpha.transpose() - llt.solve(MatrixXd::Identity(n, n));
-    grad->setZero(p.size());
+    // W = alpha alpha^T - K^-1, with K^-1 = L^-T L^-1 (lower triangle).
+    MatrixXd Linv = MatrixXd::Identity(n, n);
+    llt.matrixL().solveInPlace(Linv);
+    MatrixXd Kinv = MatrixXd::Zero(n, n);
+    Kinv.selfadjointView<Eigen::Lower>().rankUpdate(Linv.transpose());
+    Eigen::ArrayXd w(r2.size());
+    row = 0;
+    double trace = 0;
     for (Eigen::Index i = 0; i < n; ++i) {
-      for (Eigen::Index j = 0; j < i; ++j) {
-        double r2 = 0;
-        for (Eigen::Index k = 0; k < d; ++k) {
-          double t = (X(i, k) - X(j, k)) * inv_l(k);
-          r2 += t * t;
-        }
-        const double r = std::sqrt(r2);
-        const double e = std::exp(-kSqrt5 * r);
-        const double kf = s2 * (1 + kSqrt5 * r + 5.0 / 3.0 * r2) * e;
-        const double common = s2 * 5.0 / 3.0 * (1 + kSqrt5 * r) * e;
-        const double w = W(i, j);  // symmetric: counted twice below (i<j and j<i)
-        for (Eigen::Index k = 0; k < d; ++k) {
-          double t = (X(i, k) - X(j, k)) * inv_l(k);
-          (*grad)(k) += w * common * t * t;
-        }
-        (*grad)(d) += w * kf;
-      }
-      (*grad)(d) += 0.5 * W(i, i) * s2;
+      for (Eigen::Index j = 0; j < i; ++j, ++row) w(row) = alpha(i) * alpha(j) - Kinv(i, j);
+      trace += alpha(i) * alpha(i) - Kinv(i, i);
     }
-    (*grad)(d + 1) = 0.5 * noise * W.trace();
+    grad->setZero(p.size());
+    // d K_ij / d log l_k = s2 (5/3)(1 + sqrt5 r) e^(-sqrt5 r) (x_ik - x_jk)^2 / l_k^2; each pair
+    // stands for (i, j) and (j, i), the 1/2 of the trace formula cancelling the 2.
+    const Eigen::ArrayXd common = s2 * 5.0 / 3.0 * (1 + kSqrt5 * r) * e;
+    const VectorXd wc = (w * common).matrix();
+    grad->head(d) = (data.diff2.transpose() * wc).cwiseProduct(inv_l2);
+    (*grad)(d) = (w * kv).sum() + 0.5 * trace * s2;
+    (*grad)(d + 1) = 0.5 * noise * trace;
     // Priors.
-    for (Eigen::Index i = 0; i < d; ++i) {
-      double isl = std::exp(-2 * h.log_l(i));
-      (*grad)(i) += -(0.2 / isl - 0.2 * isl);
-    }
+    for (Eigen::Index i = 0; i < d; ++i) (*grad)(i) += -(0.2 / inv_l2(i) - 0.2 * inv_l2(i));
     (*grad)(d) += 1 - s2;
     (*grad)(d + 1) += 0.1 - 30 * noise;
     if (p(d + 1) < std::log(kMinNoise)) (*grad)(d + 1) = 0;
@@ -137,10 +160,10 @@ double Objective(const Points& X, const VectorXd& y, const VectorXd& p, VectorXd
 }
 
 // L-BFGS with a backtracking line search: the minimum of Objective from `p`.
-VectorXd Minimise(const Points& X, const VectorXd& y, VectorXd p) {
+VectorXd Minimise(const FitData& data, VectorXd p) {
   constexpr int kMemory = 8, kIterations = 60;
   VectorXd g;
-  double f = Objective(X, y, p, &g);
+  double f = Objective(data, p, &g);
   if (!std::isfinite(f)) return p;
   std::deque<std::pair<VectorXd, VectorXd>> hist;  // (s, y) pairs
   for (int it = 0; it < kIterations; ++it) {
@@ -172,7 +195,7 @@ VectorXd Minimise(const Points& X, const VectorXd& y, VectorXd p) {
     bool moved = false;
     for (int k = 0; k < 20; ++k) {
       np = p + step * dir;
-      nf = Objective(X, y, np, &ng);
+      nf = Objective(data, np, &ng);
       if (std::isfinite(nf) && nf <= f + 1e-4 * step * g.dot(dir)) {
         moved = true;
         break;
@@ -203,6 +226,26 @@ class Posterior {
     K.diagonal().array() += std::exp(h.log_noise) + 1e-10;
     llt_.compute(K);
     alpha_ = llt_.solve(y);
+  }
+  // Means and variances at the rows of C, together: the kernel from one product of the
+  // scaled points, the variances from one triangular solve over all of them.
+  void AtMany(const Points& C, VectorXd& mean, VectorXd& var) const {
+    const Eigen::Index m = C.rows(), n = X_.rows();
+    const Points Cs = C * inv_l_.asDiagonal();
+    const Points Xs = X_ * inv_l_.asDiagonal();
+    const VectorXd cn = Cs.rowwise().squaredNorm(), xn = Xs.rowwise().squaredNorm();
+    MatrixXd r2 = -2.0 * (Cs * Xs.transpose());  // m x n
+    r2.colwise() += cn;
+    r2.rowwise() += xn.transpose();
+    const Eigen::ArrayXXd r2a = r2.array().max(0.0);
+    const Eigen::ArrayXXd r = r2a.sqrt();
+    const MatrixXd Ks = (s2_ * (1 + kSqrt5 * r + 5.0 / 3.0 * r2a) * (-kSqrt5 * r).exp()).matrix();
+    mean = Ks * alpha_;
+    MatrixXd V = Ks.transpose();  // n x m
+    llt_.matrixL().solveInPlace(V);
+    var = (s2_ - V.colwise().squaredNorm().transpose().array()).max(1e-12).matrix();
+    (void)m;
+    (void)n;
   }
   void At(const double* x, double& mean, double& var) const {
     const Eigen::Index n = X_.rows();
@@ -236,180 +279,240 @@ double LogH(double z) {
   return numeric::LogPhi(z) + std::log(std::max(tail, 1e-300));
 }
 
+// The process fitted to a history's finished and failed trials: what every proposal made
+// from that history shares, whatever the running trials.
+class GpModel {
+ public:
+  GpModel(const Space& space, const std::vector<Observation>& history) {
+    for (const Dimension& d : space.dims) {
+      dims_.push_back(&d);
+      lo_.push_back(d.InternalLow());
+      span_.push_back(d.InternalHigh() - d.InternalLow());
+    }
+    std::vector<std::vector<double>> rows, failed;
+    std::vector<double> losses, row;
+    for (const Observation& o : history) {
+      if (!Unit(o.params, row)) continue;
+      if (o.state == TrialState::kComplete || o.state == TrialState::kPruned) {
+        rows.push_back(row);
+        losses.push_back(o.loss);
+      } else if (o.state == TrialState::kFailed) {
+        failed.push_back(row);
+      }
+    }
+    if (rows.size() < 2) return;  // nothing to fit: proposals are random
+    const double worst = *std::max_element(losses.begin(), losses.end());
+    for (auto& f : failed) {
+      rows.push_back(f);
+      losses.push_back(worst);
+    }
+    const Eigen::Index n = static_cast<Eigen::Index>(rows.size()), D = Dims();
+    X_.resize(n, D);
+    y_.resize(n);
+    for (Eigen::Index i = 0; i < n; ++i) {
+      for (Eigen::Index j = 0; j < D; ++j) X_(i, j) = rows[static_cast<size_t>(i)][static_cast<size_t>(j)];
+      y_(i) = losses[static_cast<size_t>(i)];
+    }
+    const double mean = y_.mean();
+    const double sd = std::sqrt((y_.array() - mean).square().sum() / static_cast<double>(n));
+    y_ = (y_.array() - mean) / (sd > 0 ? sd : 1.0);
+
+    // Two starts: the prior's centre and shorter lengthscales; the better posterior wins.
+    VectorXd best_p;
+    double best_f = std::numeric_limits<double>::infinity();
+    const FitData data(X_, y_);
+    for (double l0 : {1.0, 0.25}) {
+      Hyper h0;
+      h0.log_l = VectorXd::Constant(D, std::log(l0));
+      VectorXd p = Minimise(data, h0.Pack());
+      double f = Objective(data, p, nullptr);
+      if (f < best_f || best_p.size() == 0) {
+        best_f = f;
+        best_p = p;
+      }
+    }
+    h_ = Hyper::Unpack(best_p);
+    post_.emplace(X_, y_, h_);
+    // The incumbent: the best posterior mean at a finished trial.
+    VectorXd m, v;
+    post_->AtMany(X_, m, v);
+    incumbent_ = m.minCoeff();
+    fitted_ = true;
+  }
+
+  bool fitted() const { return fitted_; }
+
+  // Coordinates in [0, 1] of a trial; false when it lacks a parameter.
+  bool Unit(const Json& params, std::vector<double>& row) const {
+    row.assign(dims_.size(), 0);
+    for (size_t j = 0; j < dims_.size(); ++j) {
+      auto it = params.find(dims_[j]->name);
+      if (it == params.end()) return false;
+      std::optional<double> x = dims_[j]->Internal(*it);
+      if (!x) return false;
+      row[j] = (*x - lo_[j]) / span_[j];
+    }
+    return true;
+  }
+
+  // The next proposal given the running trials (unit coordinates).
+  Json Acquire(const std::vector<std::vector<double>>& pending, const Json& context,
+               std::mt19937_64& rng) const {
+    const Eigen::Index n = X_.rows(), D = Dims();
+    // Kriging believer for running trials.
+    Points Xa = X_;
+    VectorXd ya = y_;
+    if (!pending.empty()) {
+      const Eigen::Index m = static_cast<Eigen::Index>(pending.size());
+      Points P(m, D);
+      for (Eigen::Index i = 0; i < m; ++i) {
+        for (Eigen::Index j = 0; j < D; ++j) P(i, j) = pending[static_cast<size_t>(i)][static_cast<size_t>(j)];
+      }
+      VectorXd mu, v;
+      post_->AtMany(P, mu, v);
+      Xa.conservativeResize(n + m, D);
+      ya.conservativeResize(n + m);
+      Xa.bottomRows(m) = P;
+      ya.tail(m) = mu;
+    }
+    const Posterior acq_post(Xa, ya, h_);
+    const double noise = std::exp(h_.log_noise);
+
+    auto snap = [&](double* x) {
+      for (size_t j = 0; j < dims_.size(); ++j) {
+        x[j] = std::clamp(x[j], 0.0, 1.0);
+        if (dims_[j]->integer()) {
+          double internal = lo_[j] + x[j] * span_[j];
+          double value = dims_[j]->External(internal).get<double>();
+          x[j] = (*dims_[j]->Internal(Json(value)) - lo_[j]) / span_[j];
+        }
+      }
+    };
+    // Log EI, augmented: where the noise is most of what is not known, sampling again teaches
+    // little.
+    auto score = [&](double mu, double var) {
+      const double s = std::sqrt(var);
+      const double penalty = std::log1p(-std::sqrt(noise / (var + noise)));
+      return std::log(s) + LogH((incumbent_ - mu) / s) + penalty;
+    };
+    auto acquisition = [&](std::vector<double>& x) {
+      snap(x.data());
+      double mu, var;
+      acq_post.At(x.data(), mu, var);
+      return score(mu, var);
+    };
+
+    // Candidates: random points, and perturbations of the five best trials, scored together.
+    constexpr int kRandomPoints = 1024, kBest = 5, kPerturbations = 64;
+    const Eigen::Index best_count = std::min<Eigen::Index>(kBest, n);
+    Points C(kRandomPoints + best_count * kPerturbations, D);
+    for (Eigen::Index i = 0; i < kRandomPoints; ++i) {
+      for (Eigen::Index j = 0; j < D; ++j) C(i, j) = numeric::Uniform(rng, 0, 1);
+    }
+    std::vector<Eigen::Index> order(static_cast<size_t>(n));
+    for (Eigen::Index i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+    std::sort(order.begin(), order.end(), [&](Eigen::Index a, Eigen::Index b) { return y_(a) < y_(b); });
+    Eigen::Index row = kRandomPoints;
+    for (Eigen::Index b = 0; b < best_count; ++b) {
+      for (int i = 0; i < kPerturbations; ++i, ++row) {
+        for (Eigen::Index j = 0; j < D; ++j) {
+          C(row, j) = X_(order[static_cast<size_t>(b)], j) + 0.05 * numeric::StandardNormal(rng);
+        }
+      }
+    }
+    for (Eigen::Index i = 0; i < C.rows(); ++i) snap(&C(i, 0));
+    VectorXd mu, var;
+    acq_post.AtMany(C, mu, var);
+    std::vector<std::pair<double, Eigen::Index>> scored;
+    scored.reserve(static_cast<size_t>(C.rows()));
+    for (Eigen::Index i = 0; i < C.rows(); ++i) scored.emplace_back(score(mu(i), var(i)), i);
+    std::sort(scored.begin(), scored.end(),
+              [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+    // Pattern search from the three best.
+    auto row_of = [&](Eigen::Index i) { return std::vector<double>(&C(i, 0), &C(i, 0) + D); };
+    std::vector<double> best = row_of(scored.front().second);
+    double best_a = scored.front().first;
+    for (size_t s = 0; s < std::min<size_t>(3, scored.size()); ++s) {
+      std::vector<double> x = row_of(scored[s].second);
+      double a = scored[s].first;
+      double step = 0.05;
+      for (int round = 0; round < 40 && step > 1e-4; ++round) {
+        bool improved = false;
+        for (size_t j = 0; j < dims_.size(); ++j) {
+          double unit_step = dims_[j]->integer() ? std::max(step, 1.0 / span_[j]) : step;
+          for (double sign : {1.0, -1.0}) {
+            std::vector<double> t = x;
+            t[j] += sign * unit_step;
+            double ta = acquisition(t);
+            if (ta > a + 1e-12) {
+              x = std::move(t);
+              a = ta;
+              improved = true;
+              break;
+            }
+          }
+        }
+        if (!improved) step *= 0.5;
+      }
+      if (a > best_a) {
+        best_a = a;
+        best = x;
+      }
+    }
+    Json out = context;
+    for (size_t j = 0; j < dims_.size(); ++j) {
+      out[dims_[j]->name] = dims_[j]->External(lo_[j] + best[j] * span_[j]);
+    }
+    return out;
+  }
+
+ private:
+  Eigen::Index Dims() const { return static_cast<Eigen::Index>(dims_.size()); }
+
+  std::vector<const Dimension*> dims_;
+  std::vector<double> lo_, span_;
+  Points X_;
+  VectorXd y_;
+  Hyper h_;
+  std::optional<Posterior> post_;
+  double incumbent_ = 0;
+  bool fitted_ = false;
+};
+
+// The running trials of a history, in unit coordinates.
+std::vector<std::vector<double>> Pending(const GpModel& model, const std::vector<Observation>& history) {
+  std::vector<std::vector<double>> pending;
+  std::vector<double> row;
+  for (const Observation& o : history) {
+    if (o.state == TrialState::kRunning && model.Unit(o.params, row)) pending.push_back(row);
+  }
+  return pending;
+}
+
 }  // namespace
 
 Json ProposeGp(const SamplerOptions& options, const Space& space, const Json& context,
                const std::vector<Observation>& history, std::mt19937_64& rng) {
-  std::vector<const Dimension*> dims;
-  for (const Dimension& d : space.dims) dims.push_back(&d);
-  const Eigen::Index D = static_cast<Eigen::Index>(dims.size());
-  std::vector<double> lo, span;
-  for (const Dimension* d : dims) {
-    lo.push_back(d->InternalLow());
-    span.push_back(d->InternalHigh() - d->InternalLow());
-  }
-  // Coordinates in [0, 1] of a trial; false when it lacks a parameter.
-  auto unit = [&](const Json& params, std::vector<double>& row) {
-    row.assign(dims.size(), 0);
-    for (size_t j = 0; j < dims.size(); ++j) {
-      auto it = params.find(dims[j]->name);
-      if (it == params.end()) return false;
-      std::optional<double> x = dims[j]->Internal(*it);
-      if (!x) return false;
-      row[j] = (*x - lo[j]) / span[j];
-    }
-    return true;
-  };
-  std::vector<std::vector<double>> rows, failed, pending;
-  std::vector<double> losses;
-  std::vector<double> row;
-  for (const Observation& o : history) {
-    if (!unit(o.params, row)) continue;
-    if (o.state == TrialState::kComplete || o.state == TrialState::kPruned) {
-      rows.push_back(row);
-      losses.push_back(o.loss);
-    } else if (o.state == TrialState::kFailed) {
-      failed.push_back(row);
-    } else {
-      pending.push_back(row);
-    }
-  }
-  if (rows.size() < 2) return ProposeRandom(space, context, rng);
-  const double worst = *std::max_element(losses.begin(), losses.end());
-  for (auto& f : failed) {
-    rows.push_back(f);
-    losses.push_back(worst);
-  }
-  const Eigen::Index n = static_cast<Eigen::Index>(rows.size());
-  Points X(n, D);
-  VectorXd y(n);
-  for (Eigen::Index i = 0; i < n; ++i) {
-    for (Eigen::Index j = 0; j < D; ++j) X(i, j) = rows[static_cast<size_t>(i)][static_cast<size_t>(j)];
-    y(i) = losses[static_cast<size_t>(i)];
-  }
-  const double mean = y.mean();
-  const double sd = std::sqrt((y.array() - mean).square().sum() / static_cast<double>(n));
-  y = (y.array() - mean) / (sd > 0 ? sd : 1.0);
-
-  // Two starts: the prior's centre and shorter lengthscales; the better posterior wins.
-  VectorXd best_p;
-  double best_f = std::numeric_limits<double>::infinity();
-  for (double l0 : {1.0, 0.25}) {
-    Hyper h0;
-    h0.log_l = VectorXd::Constant(D, std::log(l0));
-    VectorXd p = Minimise(X, y, h0.Pack());
-    double f = Objective(X, y, p, nullptr);
-    if (f < best_f || best_p.size() == 0) {
-      best_f = f;
-      best_p = p;
-    }
-  }
-  const Hyper h = Hyper::Unpack(best_p);
-  Posterior post(X, y, h);
-
-  // The incumbent: the best posterior mean at a finished trial.
-  double incumbent = std::numeric_limits<double>::infinity();
-  for (Eigen::Index i = 0; i < n; ++i) {
-    double m, v;
-    post.At(&X(i, 0), m, v);
-    incumbent = std::min(incumbent, m);
-  }
-  // Kriging believer for running trials.
-  Points Xa = X;
-  VectorXd ya = y;
-  if (!pending.empty()) {
-    const Eigen::Index m = static_cast<Eigen::Index>(pending.size());
-    Xa.conservativeResize(n + m, D);
-    ya.conservativeResize(n + m);
-    for (Eigen::Index i = 0; i < m; ++i) {
-      for (Eigen::Index j = 0; j < D; ++j) Xa(n + i, j) = pending[static_cast<size_t>(i)][static_cast<size_t>(j)];
-      double mu, v;
-      post.At(&Xa(n + i, 0), mu, v);
-      ya(n + i) = mu;
-    }
-  }
-  Posterior acq_post(Xa, ya, h);
-  const double noise = std::exp(h.log_noise);
-
-  auto snap = [&](std::vector<double>& x) {
-    for (size_t j = 0; j < dims.size(); ++j) {
-      x[j] = std::clamp(x[j], 0.0, 1.0);
-      if (dims[j]->integer()) {
-        double internal = lo[j] + x[j] * span[j];
-        double value = dims[j]->External(internal).get<double>();
-        x[j] = (*dims[j]->Internal(Json(value)) - lo[j]) / span[j];
-      }
-    }
-  };
-  auto acquisition = [&](std::vector<double>& x) {
-    snap(x);
-    double mu, var;
-    acq_post.At(x.data(), mu, var);
-    double s = std::sqrt(var);
-    // Augmented EI: where the noise is most of what is not known, sampling again teaches little.
-    double penalty = std::log1p(-std::sqrt(noise / (var + noise)));
-    return std::log(s) + LogH((incumbent - mu) / s) + penalty;
-  };
-
-  // Candidates: random points, and perturbations of the five best trials.
-  std::vector<std::pair<double, std::vector<double>>> scored;
-  auto consider = [&](std::vector<double> x) {
-    double a = acquisition(x);
-    scored.emplace_back(a, std::move(x));
-  };
-  const int random_points = 1024;
-  for (int i = 0; i < random_points; ++i) {
-    std::vector<double> x(dims.size());
-    for (double& v : x) v = numeric::Uniform(rng, 0, 1);
-    consider(std::move(x));
-  }
-  std::vector<Eigen::Index> order(static_cast<size_t>(n));
-  for (Eigen::Index i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
-  std::sort(order.begin(), order.end(), [&](Eigen::Index a, Eigen::Index b) { return y(a) < y(b); });
-  for (size_t b = 0; b < std::min<size_t>(5, order.size()); ++b) {
-    for (int i = 0; i < 64; ++i) {
-      std::vector<double> x(dims.size());
-      for (size_t j = 0; j < dims.size(); ++j) {
-        x[j] = X(order[b], static_cast<Eigen::Index>(j)) + 0.05 * numeric::StandardNormal(rng);
-      }
-      consider(std::move(x));
-    }
-  }
-  std::sort(scored.begin(), scored.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
-  // Pattern search from the three best.
-  std::vector<double> best = scored.front().second;
-  double best_a = scored.front().first;
-  for (size_t s = 0; s < std::min<size_t>(3, scored.size()); ++s) {
-    std::vector<double> x = scored[s].second;
-    double a = scored[s].first;
-    double step = 0.05;
-    for (int round = 0; round < 40 && step > 1e-4; ++round) {
-      bool improved = false;
-      for (size_t j = 0; j < dims.size(); ++j) {
-        double unit_step = dims[j]->integer() ? std::max(step, 1.0 / span[j]) : step;
-        for (double sign : {1.0, -1.0}) {
-          std::vector<double> t = x;
-          t[j] += sign * unit_step;
-          double ta = acquisition(t);
-          if (ta > a + 1e-12) {
-            x = std::move(t);
-            a = ta;
-            improved = true;
-            break;
-          }
-        }
-      }
-      if (!improved) step *= 0.5;
-    }
-    if (a > best_a) {
-      best_a = a;
-      best = x;
-    }
-  }
-  Json out = context;
-  for (size_t j = 0; j < dims.size(); ++j) out[dims[j]->name] = dims[j]->External(lo[j] + best[j] * span[j]);
   (void)options;
+  const GpModel model(space, history);
+  if (!model.fitted()) return ProposeRandom(space, context, rng);
+  return model.Acquire(Pending(model, history), context, rng);
+}
+
+std::vector<Json> ProposeGpEach(const SamplerOptions& options, const Space& space,
+                                const std::vector<Ask>& asks, std::vector<Observation> history) {
+  (void)options;
+  const GpModel model(space, history);
+  std::vector<std::vector<double>> pending = Pending(model, history);
+  std::vector<Json> out;
+  std::vector<double> row;
+  for (const Ask& ask : asks) {
+    std::mt19937_64 rng(ask.seed);
+    Json p = model.fitted() ? model.Acquire(pending, ask.context, rng)
+                            : ProposeRandom(space, ask.context, rng);
+    if (model.Unit(p, row)) pending.push_back(row);
+    out.push_back(std::move(p));
+  }
   return out;
 }
 

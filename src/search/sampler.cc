@@ -45,4 +45,26 @@ Json Propose(const SamplerOptions& options, const Space& space, const Json& cont
   return ProposeTpe(options, space, context, history, rng);
 }
 
+std::vector<Json> ProposeEach(const SamplerOptions& options, const Space& space,
+                              const std::vector<Ask>& asks, std::vector<Observation> history) {
+  const size_t finished = CountFinished(history);
+  const SamplerKind kind = Choose(options, space, finished);
+  const bool startup = finished < static_cast<size_t>(std::max(options.startup_trials, 1));
+  if (kind == SamplerKind::kGp && !startup && space.AllNumeric() && !space.HasConditions()) {
+    return ProposeGpEach(options, space, asks, std::move(history));
+  }
+  std::vector<Json> out;
+  out.reserve(asks.size());
+  for (const Ask& ask : asks) {
+    Json p = Propose(options, space, ask.context, history, ask.seed);
+    Observation running;
+    running.params = p;
+    running.state = TrialState::kRunning;
+    running.number = ask.number;
+    history.push_back(std::move(running));
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 }  // namespace drover::search

@@ -49,6 +49,20 @@ SamplerKind Choose(const SamplerOptions& options, const Space& space, size_t fin
 Json Propose(const SamplerOptions& options, const Space& space, const Json& context,
              const std::vector<Observation>& history, uint64_t seed);
 
+// One proposal to make: the trial's fixed and grid values, its seed, and its number (the
+// creation order its running trial takes in the history for the proposals after it).
+struct Ask {
+  Json context = Json::object();
+  uint64_t seed = 0;
+  int64_t number = 0;
+};
+
+// Proposes each of `asks` in turn: the same proposals as one Propose per ask, each joining the
+// history as a running trial before the next, with what they share computed once (the GP's fit
+// of the finished trials). For a batch of suggestions, or several trials started at once.
+std::vector<Json> ProposeEach(const SamplerOptions& options, const Space& space,
+                              const std::vector<Ask>& asks, std::vector<Observation> history);
+
 // The samplers behind Propose, for tests and the benchmark.
 Json ProposeRandom(const Space& space, const Json& context, std::mt19937_64& rng);
 Json ProposeTpe(const SamplerOptions& options, const Space& space, const Json& context,
@@ -56,6 +70,9 @@ Json ProposeTpe(const SamplerOptions& options, const Space& space, const Json& c
 // Numeric spaces only (no choice, no condition); anything else goes to TPE.
 Json ProposeGp(const SamplerOptions& options, const Space& space, const Json& context,
                const std::vector<Observation>& history, std::mt19937_64& rng);
+
+std::vector<Json> ProposeGpEach(const SamplerOptions& options, const Space& space,
+                                const std::vector<Ask>& asks, std::vector<Observation> history);
 
 // Finished trials: complete and pruned ones (the observations a model is fitted to).
 size_t CountFinished(const std::vector<Observation>& history);

@@ -183,6 +183,35 @@ TEST(Sampler, RunningTrialsPushTheNextProposalAway) {
   }
 }
 
+// A batch (suggest N, several trials started at once) is the same as one proposal after the
+// other with each joining the history as running, whatever the sampler; the GP fits once for it.
+TEST(Sampler, ProposingABatchIsProposingOneAfterTheOther) {
+  Space s;
+  s.dims = {Num("x1", Distribution::kUniform, -5, 10), Num("x2", Distribution::kUniform, 0, 15)};
+  for (SamplerKind kind : {SamplerKind::kGp, SamplerKind::kTpe, SamplerKind::kRandom}) {
+    SamplerOptions o;
+    o.kind = kind;
+    std::vector<Observation> history;
+    for (int i = 0; i < 15; ++i) {
+      Json p = Propose(o, s, Json::object(), history, static_cast<uint64_t>(i));
+      history.push_back({p, TrialState::kComplete, Branin(p), 0, i});
+    }
+    history.push_back({Json{{"x1", 1.0}, {"x2", 2.0}}, TrialState::kRunning, 0, 0, 15});
+    std::vector<Ask> asks;
+    for (int i = 0; i < 4; ++i) asks.push_back({Json{{"tag", i}}, 1000 + static_cast<uint64_t>(i), 16 + i});
+    const std::vector<Json> batch = ProposeEach(o, s, asks, history);
+    ASSERT_EQ(batch.size(), 4u);
+    std::vector<Observation> h = history;
+    for (size_t i = 0; i < asks.size(); ++i) {
+      Json one = Propose(o, s, asks[i].context, h, asks[i].seed);
+      EXPECT_EQ(batch[i], one) << ToString(kind) << " proposal " << i;
+      EXPECT_EQ(batch[i]["tag"], static_cast<int>(i));  // each keeps its own context
+      h.push_back({one, TrialState::kRunning, 0, 0, asks[i].number});
+    }
+    if (kind != SamplerKind::kRandom) EXPECT_NE(batch[0], batch[1]) << ToString(kind);
+  }
+}
+
 TEST(Sampler, AutoPicksGpForSmallNumericSpacesAndTpeOtherwise) {
   SamplerOptions o;
   o.budget = 30;

@@ -35,7 +35,8 @@ class EngineFixture : public ::testing::Test {
   }
 
   // Options every engine test starts from: the store folder under root_, 8 CPU slots, a fixed
-  // environment, no package capture, the run index checked at every pass.
+  // environment, no package capture, the run index checked at every pass, search proposals made
+  // at once on the loop (deterministic with the fake clock; one test makes them on the thread).
   EngineOptions BaseOptions() const {
     EngineOptions o;
     o.store_dir = (root_ / "store").string();
@@ -44,6 +45,7 @@ class EngineFixture : public ::testing::Test {
     o.base_env = {"PATH=/usr/bin:/bin", "HOME=/root"};
     o.capture_environment = false;
     o.check_index = true;
+    o.proposals_off_loop = false;
     return o;
   }
 

@@ -57,10 +57,7 @@ int DryRunSearch(const Spec& spec, const RunFlags& f) {
   Result<search::Space> space = search::SpaceOf(spec);
   if (!space.ok()) return ReportError(space.status());
   const std::vector<Json> cells = ExpandGrid(spec);
-  search::SamplerOptions options;
-  options.kind = spec.search->sampler;
-  options.budget = spec.search->trials;
-  options.grid_axes = cells.size() > 1;
+  const search::SamplerOptions options = search::SamplerOptionsOf(spec, cells.size() > 1);
   const SamplerKind picked = search::Choose(options, *space, 0);
   Json dims = Json::array();
   std::vector<std::vector<std::string>> rows;

@@ -27,11 +27,8 @@ uint64_t TrialSeed(uint64_t seed, int64_t index) {
 Result<SearchState> NewSearchState(const Spec& spec) {
   SearchState s;
   DROVER_ASSIGN_OR_RETURN(s.space, search::SpaceOf(spec));
-  s.options.kind = spec.search->sampler;
-  s.options.multivariate = spec.search->multivariate;
-  s.options.budget = spec.search->trials;
   s.contexts = ExpandGrid(spec);
-  s.options.grid_axes = s.contexts.size() > 1;
+  s.options = search::SamplerOptionsOf(spec, s.contexts.size() > 1);
   s.seed = spec.search->seed;
   s.trials = spec.search->trials;
   s.parallel = std::max(1, spec.search->parallel);

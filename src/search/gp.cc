@@ -1,7 +1,9 @@
-// Gaussian-process Bayesian optimisation for numeric spaces (docs/search.md, "gp").
+// Gaussian-process Bayesian optimisation for spaces without conditions (docs/search.md, "gp").
 //
-// - Inputs: each parameter's internal coordinate (log for log scales) scaled to [0, 1]; integers
-//   are rounded before the acquisition is evaluated, so it sees only values that can run.
+// - Inputs: each number's internal coordinate (log for log scales) scaled to [0, 1]; integers
+//   are rounded before the acquisition is evaluated, so it sees only values that can run. A
+//   choice is the index of its value, at distance 0 from the same value and 1 from any other
+//   (before its lengthscale), as in Optuna's GPSampler.
 // - Outputs: the losses of finished trials, standardised; failed trials count as the worst loss.
 // - Kernel: Matern 5/2 with one lengthscale per parameter (automatic relevance), a signal
 //   variance and a noise variance, fitted by maximum a posteriori with L-BFGS. The priors are
@@ -11,8 +13,9 @@
 //   (robust to noise), computed in log space so it keeps its order far from the optimum.
 //   Augmented (Huang et al. 2006): multiplied by 1 - noise sd / sqrt(variance + noise), so that
 //   a noisy objective does not keep sampling where only the noise is left to learn.
-//   Maximised over random points and perturbations of the best trials, then refined by a
-//   pattern search.
+//   Maximised over random points and perturbations of the best trials (a choice kept, or drawn
+//   again one time in five), then refined by a pattern search (a number moves by a step either
+//   way, a choice tries each other value).
 // - Running trials: the kriging believer. They join the data with the posterior mean as their
 //   value (hyperparameters unchanged), which removes the uncertainty there, so parallel
 //   proposals spread out; they are never counted as observations.
@@ -56,26 +59,63 @@ struct Hyper {
 // Matern 5/2 of the scaled distance r, and the factor of d k / d log l_i: (5/3)(1+sqrt5 r)e^-.
 inline double Matern(double r) { return (1 + kSqrt5 * r + 5.0 / 3.0 * r * r) * std::exp(-kSqrt5 * r); }
 
-double Kernel(const double* a, const double* b, const VectorXd& inv_l, double s2) {
+// Which coordinates are choices (their value the index of the choice). A choice's distance is 0
+// between equal values and 1 between different ones, before its lengthscale (as Optuna's
+// GPSampler has it); a number's is the difference of its coordinates in [0, 1].
+struct Layout {
+  std::vector<bool> choice;
+  std::vector<int> levels;  // a choice's number of values
+};
+
+// The squared distance along coordinate i, before the lengthscale.
+inline double Diff2(const Layout& lay, Eigen::Index i, double a, double b) {
+  if (lay.choice[static_cast<size_t>(i)]) return a == b ? 0.0 : 1.0;
+  return (a - b) * (a - b);
+}
+
+double Kernel(const double* a, const double* b, const VectorXd& inv_l, double s2,
+              const Layout& lay) {
   double r2 = 0;
-  for (Eigen::Index i = 0; i < inv_l.size(); ++i) {
-    double t = (a[i] - b[i]) * inv_l(i);
-    r2 += t * t;
-  }
+  for (Eigen::Index i = 0; i < inv_l.size(); ++i) r2 += Diff2(lay, i, a[i], b[i]) * inv_l(i) * inv_l(i);
   return s2 * Matern(std::sqrt(r2));
 }
 
 // Row-major points: X(i, j).
 using Points = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-MatrixXd Gram(const Points& X, const VectorXd& inv_l, double s2) {
+MatrixXd Gram(const Points& X, const VectorXd& inv_l, double s2, const Layout& lay) {
   const Eigen::Index n = X.rows();
   MatrixXd K(n, n);
   for (Eigen::Index i = 0; i < n; ++i) {
     K(i, i) = s2;
-    for (Eigen::Index j = 0; j < i; ++j) K(i, j) = K(j, i) = Kernel(&X(i, 0), &X(j, 0), inv_l, s2);
+    for (Eigen::Index j = 0; j < i; ++j) {
+      K(i, j) = K(j, i) = Kernel(&X(i, 0), &X(j, 0), inv_l, s2, lay);
+    }
   }
   return K;
+}
+
+// Points as features whose squared Euclidean distance is the kernel's r^2: numbers scaled by
+// their inverse lengthscale, each choice one-hot with inv_l / sqrt(2) (two different one-hots
+// are inv_l^2 apart).
+MatrixXd Features(const Points& P, const VectorXd& inv_l, const Layout& lay) {
+  Eigen::Index width = 0;
+  for (size_t j = 0; j < lay.choice.size(); ++j) width += lay.choice[j] ? lay.levels[j] : 1;
+  MatrixXd F = MatrixXd::Zero(P.rows(), width);
+  Eigen::Index col = 0;
+  for (Eigen::Index j = 0; j < P.cols(); ++j) {
+    if (!lay.choice[static_cast<size_t>(j)]) {
+      F.col(col++) = P.col(j) * inv_l(j);
+      continue;
+    }
+    const int levels = lay.levels[static_cast<size_t>(j)];
+    for (Eigen::Index i = 0; i < P.rows(); ++i) {
+      const int v = std::clamp(static_cast<int>(std::lround(P(i, j))), 0, levels - 1);
+      F(i, col + v) = inv_l(j) * M_SQRT1_2;
+    }
+    col += levels;
+  }
+  return F;
 }
 
 // What the fit needs of the data, computed once per fit: the standardised losses and, for each
@@ -83,15 +123,14 @@ MatrixXd Gram(const Points& X, const VectorXd& inv_l, double s2) {
 // A lengthscale only rescales these, so every evaluation of the objective is a product of this
 // matrix with the inverse squared lengthscales, then element-wise work that Eigen vectorises.
 struct FitData {
-  FitData(const Points& X, VectorXd y_in) : y(std::move(y_in)), n(X.rows()) {
+  FitData(const Points& X, VectorXd y_in, const Layout& lay) : y(std::move(y_in)), n(X.rows()) {
     const Eigen::Index d = X.cols();
     diff2.resize(n * (n - 1) / 2, d);
     Eigen::Index row = 0;
     for (Eigen::Index i = 0; i < n; ++i) {
       for (Eigen::Index j = 0; j < i; ++j, ++row) {
         for (Eigen::Index k = 0; k < d; ++k) {
-          const double t = X(i, k) - X(j, k);
-          diff2(row, k) = t * t;
+          diff2(row, k) = Diff2(lay, k, X(i, k), X(j, k));
         }
       }
     }
@@ -220,9 +259,9 @@ VectorXd Minimise(const FitData& data, VectorXd p) {
 // The posterior of the fitted process.
 class Posterior {
  public:
-  Posterior(const Points& X, const VectorXd& y, const Hyper& h)
-      : X_(X), inv_l_((-h.log_l.array()).exp()), s2_(std::exp(h.log_s2)) {
-    MatrixXd K = Gram(X, inv_l_, s2_);
+  Posterior(const Points& X, const VectorXd& y, const Hyper& h, const Layout& lay)
+      : X_(X), inv_l_((-h.log_l.array()).exp()), s2_(std::exp(h.log_s2)), lay_(lay) {
+    MatrixXd K = Gram(X, inv_l_, s2_, lay_);
     K.diagonal().array() += std::exp(h.log_noise) + 1e-10;
     llt_.compute(K);
     alpha_ = llt_.solve(y);
@@ -231,8 +270,8 @@ class Posterior {
   // scaled points, the variances from one triangular solve over all of them.
   void AtMany(const Points& C, VectorXd& mean, VectorXd& var) const {
     const Eigen::Index m = C.rows(), n = X_.rows();
-    const Points Cs = C * inv_l_.asDiagonal();
-    const Points Xs = X_ * inv_l_.asDiagonal();
+    const MatrixXd Cs = Features(C, inv_l_, lay_);
+    const MatrixXd Xs = Features(X_, inv_l_, lay_);
     const VectorXd cn = Cs.rowwise().squaredNorm(), xn = Xs.rowwise().squaredNorm();
     MatrixXd r2 = -2.0 * (Cs * Xs.transpose());  // m x n
     r2.colwise() += cn;
@@ -250,7 +289,7 @@ class Posterior {
   void At(const double* x, double& mean, double& var) const {
     const Eigen::Index n = X_.rows();
     VectorXd k(n);
-    for (Eigen::Index i = 0; i < n; ++i) k(i) = Kernel(x, &X_(i, 0), inv_l_, s2_);
+    for (Eigen::Index i = 0; i < n; ++i) k(i) = Kernel(x, &X_(i, 0), inv_l_, s2_, lay_);
     mean = k.dot(alpha_);
     VectorXd v = llt_.matrixL().solve(k);
     var = std::max(s2_ - v.squaredNorm(), 1e-12);
@@ -260,6 +299,7 @@ class Posterior {
   Points X_;
   VectorXd inv_l_;
   double s2_;
+  Layout lay_;
   Eigen::LLT<MatrixXd> llt_;
   VectorXd alpha_;
 };
@@ -288,6 +328,8 @@ class GpModel {
       dims_.push_back(&d);
       lo_.push_back(d.InternalLow());
       span_.push_back(d.InternalHigh() - d.InternalLow());
+      lay_.choice.push_back(!d.numeric());
+      lay_.levels.push_back(d.numeric() ? 0 : static_cast<int>(d.choices.size()));
     }
     std::vector<std::vector<double>> rows, failed;
     std::vector<double> losses, row;
@@ -320,7 +362,7 @@ class GpModel {
     // Two starts: the prior's centre and shorter lengthscales; the better posterior wins.
     VectorXd best_p;
     double best_f = std::numeric_limits<double>::infinity();
-    const FitData data(X_, y_);
+    const FitData data(X_, y_, lay_);
     for (double l0 : {1.0, 0.25}) {
       Hyper h0;
       h0.log_l = VectorXd::Constant(D, std::log(l0));
@@ -332,7 +374,7 @@ class GpModel {
       }
     }
     h_ = Hyper::Unpack(best_p);
-    post_.emplace(X_, y_, h_);
+    post_.emplace(X_, y_, h_, lay_);
     // The incumbent: the best posterior mean at a finished trial.
     VectorXd m, v;
     post_->AtMany(X_, m, v);
@@ -342,7 +384,8 @@ class GpModel {
 
   bool fitted() const { return fitted_; }
 
-  // Coordinates in [0, 1] of a trial; false when it lacks a parameter.
+  // Coordinates of a trial: in [0, 1] for numbers, the index for choices; false when it lacks a
+  // parameter.
   bool Unit(const Json& params, std::vector<double>& row) const {
     row.assign(dims_.size(), 0);
     for (size_t j = 0; j < dims_.size(); ++j) {
@@ -350,7 +393,7 @@ class GpModel {
       if (it == params.end()) return false;
       std::optional<double> x = dims_[j]->Internal(*it);
       if (!x) return false;
-      row[j] = (*x - lo_[j]) / span_[j];
+      row[j] = lay_.choice[j] ? *x : (*x - lo_[j]) / span_[j];
     }
     return true;
   }
@@ -375,11 +418,15 @@ class GpModel {
       Xa.bottomRows(m) = P;
       ya.tail(m) = mu;
     }
-    const Posterior acq_post(Xa, ya, h_);
+    const Posterior acq_post(Xa, ya, h_, lay_);
     const double noise = std::exp(h_.log_noise);
 
     auto snap = [&](double* x) {
       for (size_t j = 0; j < dims_.size(); ++j) {
+        if (lay_.choice[j]) {
+          x[j] = std::clamp(std::round(x[j]), 0.0, static_cast<double>(lay_.levels[j] - 1));
+          continue;
+        }
         x[j] = std::clamp(x[j], 0.0, 1.0);
         if (dims_[j]->integer()) {
           double internal = lo_[j] + x[j] * span_[j];
@@ -406,8 +453,13 @@ class GpModel {
     constexpr int kRandomPoints = 1024, kBest = 5, kPerturbations = 64;
     const Eigen::Index best_count = std::min<Eigen::Index>(kBest, n);
     Points C(kRandomPoints + best_count * kPerturbations, D);
+    auto random_coordinate = [&](Eigen::Index j) {
+      if (!lay_.choice[static_cast<size_t>(j)]) return numeric::Uniform(rng, 0, 1);
+      const int levels = lay_.levels[static_cast<size_t>(j)];
+      return std::floor(numeric::Uniform(rng, 0, levels - 1e-9));
+    };
     for (Eigen::Index i = 0; i < kRandomPoints; ++i) {
-      for (Eigen::Index j = 0; j < D; ++j) C(i, j) = numeric::Uniform(rng, 0, 1);
+      for (Eigen::Index j = 0; j < D; ++j) C(i, j) = random_coordinate(j);
     }
     std::vector<Eigen::Index> order(static_cast<size_t>(n));
     for (Eigen::Index i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
@@ -416,7 +468,13 @@ class GpModel {
     for (Eigen::Index b = 0; b < best_count; ++b) {
       for (int i = 0; i < kPerturbations; ++i, ++row) {
         for (Eigen::Index j = 0; j < D; ++j) {
-          C(row, j) = X_(order[static_cast<size_t>(b)], j) + 0.05 * numeric::StandardNormal(rng);
+          const double at = X_(order[static_cast<size_t>(b)], j);
+          if (lay_.choice[static_cast<size_t>(j)]) {
+            // A choice stays, or (one time in five) is drawn again.
+            C(row, j) = numeric::Uniform(rng, 0, 1) < 0.2 ? random_coordinate(j) : at;
+          } else {
+            C(row, j) = at + 0.05 * numeric::StandardNormal(rng);
+          }
         }
       }
     }
@@ -439,10 +497,19 @@ class GpModel {
       for (int round = 0; round < 40 && step > 1e-4; ++round) {
         bool improved = false;
         for (size_t j = 0; j < dims_.size(); ++j) {
-          double unit_step = dims_[j]->integer() ? std::max(step, 1.0 / span_[j]) : step;
-          for (double sign : {1.0, -1.0}) {
+          // A number moves by the step either way; a choice tries each other value.
+          std::vector<double> moves;
+          if (lay_.choice[j]) {
+            for (int v = 0; v < lay_.levels[j]; ++v) {
+              if (v != static_cast<int>(x[j])) moves.push_back(v - x[j]);
+            }
+          } else {
+            const double unit_step = dims_[j]->integer() ? std::max(step, 1.0 / span_[j]) : step;
+            moves = {unit_step, -unit_step};
+          }
+          for (double move : moves) {
             std::vector<double> t = x;
-            t[j] += sign * unit_step;
+            t[j] += move;
             double ta = acquisition(t);
             if (ta > a + 1e-12) {
               x = std::move(t);
@@ -461,7 +528,8 @@ class GpModel {
     }
     Json out = context;
     for (size_t j = 0; j < dims_.size(); ++j) {
-      out[dims_[j]->name] = dims_[j]->External(lo_[j] + best[j] * span_[j]);
+      out[dims_[j]->name] =
+          dims_[j]->External(lay_.choice[j] ? best[j] : lo_[j] + best[j] * span_[j]);
     }
     return out;
   }
@@ -471,6 +539,7 @@ class GpModel {
 
   std::vector<const Dimension*> dims_;
   std::vector<double> lo_, span_;
+  Layout lay_;
   Points X_;
   VectorXd y_;
   Hyper h_;

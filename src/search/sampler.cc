@@ -14,11 +14,23 @@ size_t CountFinished(const std::vector<Observation>& history) {
   return n;
 }
 
+SamplerOptions SamplerOptionsOf(const Spec& spec, bool grid_axes) {
+  SamplerOptions o;
+  if (spec.search) {
+    o.kind = spec.search->sampler;
+    o.multivariate = spec.search->multivariate;
+    o.budget = spec.search->trials;
+  }
+  o.grid_axes = grid_axes;
+  o.pruning = spec.prune.has_value();
+  return o;
+}
+
 SamplerKind Choose(const SamplerOptions& options, const Space& space, size_t finished) {
   if (options.kind != SamplerKind::kAuto) return options.kind;
-  bool numeric = space.AllNumeric() && !space.HasConditions() && !options.grid_axes;
+  bool flat = !space.HasConditions() && !options.grid_axes && !options.pruning;
   bool small = options.budget <= kGpMaxBudget && finished <= kGpMaxObservations;
-  return numeric && small ? SamplerKind::kGp : SamplerKind::kTpe;
+  return flat && small ? SamplerKind::kGp : SamplerKind::kTpe;
 }
 
 Json ProposeRandom(const Space& space, const Json& context, std::mt19937_64& rng) {
@@ -39,7 +51,7 @@ Json Propose(const SamplerOptions& options, const Space& space, const Json& cont
       finished < static_cast<size_t>(std::max(options.startup_trials, 1))) {
     return ProposeRandom(space, context, rng);
   }
-  if (kind == SamplerKind::kGp && space.AllNumeric() && !space.HasConditions()) {
+  if (kind == SamplerKind::kGp && !space.HasConditions()) {
     return ProposeGp(options, space, context, history, rng);
   }
   return ProposeTpe(options, space, context, history, rng);
@@ -50,7 +62,7 @@ std::vector<Json> ProposeEach(const SamplerOptions& options, const Space& space,
   const size_t finished = CountFinished(history);
   const SamplerKind kind = Choose(options, space, finished);
   const bool startup = finished < static_cast<size_t>(std::max(options.startup_trials, 1));
-  if (kind == SamplerKind::kGp && !startup && space.AllNumeric() && !space.HasConditions()) {
+  if (kind == SamplerKind::kGp && !startup && !space.HasConditions()) {
     return ProposeGpEach(options, space, asks, std::move(history));
   }
   std::vector<Json> out;

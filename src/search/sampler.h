@@ -34,11 +34,17 @@ struct SamplerOptions {
   bool multivariate = true; // TPE: one joint density over the unconditional parameters
   int64_t budget = 0;       // the trials planned (auto's choice); 0 = unknown
   bool grid_axes = false;   // the spec also has list axes (their values come in the context)
+  bool pruning = false;     // the spec has a prune rule: trials may stop early
 };
 
-// Auto's choice for this space, budget and history: GP for numeric spaces without conditions
-// or grid axes while at most kGpMaxObservations trials have ended and the budget is at most
-// kGpMaxBudget, else TPE.
+// A spec's sampler options (spec.search set); `grid_axes` when it has list axes too.
+SamplerOptions SamplerOptionsOf(const Spec& spec, bool grid_axes);
+
+// Auto's choice for this space, budget and history: GP for spaces without conditions or grid
+// axes (numbers and choices) while at most kGpMaxObservations trials have ended and the budget
+// is at most kGpMaxBudget, unless trials are pruned; else TPE. TPE ranks a pruned trial by the
+// step it reached, as Optuna does, where a GP would take its early value for a final one (and
+// Optuna's own advice pairs TPE with successive halving and Hyperband).
 inline constexpr int kGpMaxObservations = 250;
 inline constexpr int64_t kGpMaxBudget = 500;
 SamplerKind Choose(const SamplerOptions& options, const Space& space, size_t finished);
@@ -67,7 +73,7 @@ std::vector<Json> ProposeEach(const SamplerOptions& options, const Space& space,
 Json ProposeRandom(const Space& space, const Json& context, std::mt19937_64& rng);
 Json ProposeTpe(const SamplerOptions& options, const Space& space, const Json& context,
                 const std::vector<Observation>& history, std::mt19937_64& rng);
-// Numeric spaces only (no choice, no condition); anything else goes to TPE.
+// Spaces without conditions (numbers and choices); a space with conditions goes to TPE.
 Json ProposeGp(const SamplerOptions& options, const Space& space, const Json& context,
                const std::vector<Observation>& history, std::mt19937_64& rng);
 

@@ -219,7 +219,17 @@ TEST(Sampler, AutoPicksGpForSmallNumericSpacesAndTpeOtherwise) {
   numeric.dims = {Num("x", Distribution::kUniform, 0, 1)};
   EXPECT_EQ(Choose(o, numeric, 10), SamplerKind::kGp);
   EXPECT_EQ(Choose(o, numeric, kGpMaxObservations + 1), SamplerKind::kTpe);
-  EXPECT_EQ(Choose(o, MixedSpace(), 10), SamplerKind::kTpe);
+  EXPECT_EQ(Choose(o, MixedSpace(), 10), SamplerKind::kTpe);  // it has a condition
+  Space with_choice = numeric;
+  Dimension act;
+  act.name = "act";
+  act.dist = Distribution::kChoice;
+  act.choices = {"relu", "gelu"};
+  with_choice.dims.push_back(act);
+  EXPECT_EQ(Choose(o, with_choice, 10), SamplerKind::kGp);
+  o.pruning = true;  // TPE weighs a pruned trial by the step it reached
+  EXPECT_EQ(Choose(o, with_choice, 10), SamplerKind::kTpe);
+  o.pruning = false;
   o.grid_axes = true;
   EXPECT_EQ(Choose(o, numeric, 10), SamplerKind::kTpe);
   o.grid_axes = false;

@@ -321,8 +321,8 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     if (!error_.ok()) return false;
     if (!starting_.empty()) return true;  // every start handed over is heard back and recorded
     // A search's next trials being proposed: made when they come back (not while draining: the
-    // next engine asks again).
-    if (proposals_in_flight_ > 0 && !draining_) return true;
+    // next engine asks again; not after Ctrl-C: they would not be made).
+    if (proposals_in_flight_ > 0 && !draining_ && !cancel_requested_) return true;
     if (!serve) return !live_.empty();
     if (!draining_) return true;
     // Draining: with --stop-runs wait until every stopped run has ended; otherwise leave now and

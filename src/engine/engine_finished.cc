@@ -87,6 +87,13 @@ Result<Cleanup> Engine::Remove(const cmd::Remove& which) {
           it->second->experiment.name, Count(it->second->unfinished, "run"),
           it->second->unfinished == 1 ? "it" : "them", id));
     }
+    if (it != experiments_.end() && it->second->search && it->second->search->proposing) {
+      // Its last trial ended and the next ones are being proposed: it is still going.
+      return FailedPrecondition(fmt::format(
+          "experiment {} ({}) is a search making its next trials: cancel it first (drover "
+          "cancel -e {})",
+          id, it->second->experiment.name, id));
+    }
   }
   DROVER_ASSIGN_OR_RETURN(Cleanup plan, PlanRemoval(store_, options_.store_dir, which.experiment_ids));
   if (which.dry_run) return plan;

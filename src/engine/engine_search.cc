@@ -175,6 +175,9 @@ void Engine::TakeProposals(Instant now) {
 
 void Engine::MaybeDone(ExperimentEntry& ep) {
   if (ep.unfinished != 0 || (ep.search && ep.search->proposing)) return;
+  // A search short of its trials while the engine drains or cannot write: the next engine (or
+  // the next pass) makes them, so it is not done.
+  if (ep.search && ep.search->WantsMore() && !cancel_requested_ && (draining_ || stall_)) return;
   Tx();
   Status st = store_.UpdateExperimentStatus(ep.experiment.id, "done");
   if (!st.ok()) Fail(st);

@@ -262,8 +262,14 @@ class Posterior {
   Posterior(const Points& X, const VectorXd& y, const Hyper& h, const Layout& lay)
       : X_(X), inv_l_((-h.log_l.array()).exp()), s2_(std::exp(h.log_s2)), lay_(lay) {
     MatrixXd K = Gram(X, inv_l_, s2_, lay_);
-    K.diagonal().array() += std::exp(h.log_noise) + 1e-10;
-    llt_.compute(K);
+    K.diagonal().array() += std::exp(h.log_noise);
+    // Repeated configs (frequent where every parameter is a choice) can leave K singular to
+    // rounding: more jitter until it factorises.
+    for (double jitter = 1e-10; jitter <= s2_; jitter *= 100) {
+      K.diagonal().array() += jitter;
+      llt_.compute(K);
+      if (llt_.info() == Eigen::Success) break;
+    }
     alpha_ = llt_.solve(y);
   }
   // Means and variances at the rows of C, together: the kernel from one product of the
@@ -440,7 +446,9 @@ class GpModel {
     auto score = [&](double mu, double var) {
       const double s = std::sqrt(var);
       const double penalty = std::log1p(-std::sqrt(noise / (var + noise)));
-      return std::log(s) + LogH((incumbent_ - mu) / s) + penalty;
+      const double a = std::log(s) + LogH((incumbent_ - mu) / s) + penalty;
+      // Never NaN: the candidates are sorted by it.
+      return std::isnan(a) ? -std::numeric_limits<double>::infinity() : a;
     };
     auto acquisition = [&](std::vector<double>& x) {
       snap(x.data());

@@ -187,6 +187,7 @@ Result<Cleanup> PlanGc(Store& store, const std::string& store_dir, const GcOptio
        it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (unreferenced_set.count(name)) continue;
+    if (name == ".hashes") continue;  // the content hashes of workdir files (exec/snapshot.cc)
     DROVER_ASSIGN_OR_RETURN(auto snap, store.GetSnapshot(name));
     if (snap || now_wall - MtimeMs(it->path().string()) < kSnapshotGraceMs) continue;
     Add(plan, it->path().string(), "a snapshot folder no experiment was recorded with");

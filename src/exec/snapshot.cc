@@ -15,7 +15,9 @@
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <optional>
 #include <system_error>
+#include <unordered_map>
 #include <vector>
 
 #include "common/clock.h"
@@ -201,14 +203,107 @@ Status AddListed(const fs::path& root, const std::vector<std::string>& git_args,
   return Status::Ok();
 }
 
+// ---- The hash cache --------------------------------------------------------------------------
+
+// What identifies a file's content without reading it: the same device, inode, size, mtime and
+// ctime (which no user tool can set back) mean the same bytes, as git's index assumes.
+struct FileKey {
+  uint64_t dev = 0, ino = 0;
+  int64_t size = 0, mtime_ns = 0, ctime_ns = 0;
+  bool operator==(const FileKey&) const = default;
+};
+
+FileKey KeyOf(const struct stat& st) {
+  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+          static_cast<int64_t>(st.st_size),
+          static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec,
+          static_cast<int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec};
+}
+
+struct FileKeyHash {
+  size_t operator()(const FileKey& k) const {
+    size_t h = std::hash<uint64_t>()(k.ino);
+    for (int64_t v : {static_cast<int64_t>(k.dev), k.size, k.mtime_ns, k.ctime_ns}) {
+      h = h * 1'000'003 ^ std::hash<int64_t>()(v);
+    }
+    return h;
+  }
+};
+
+// The content hashes of files seen by earlier snapshots, in <snapshots_dir>/.hashes (a line per
+// file: dev ino size mtime_ns ctime_ns sha256), so an unchanged workdir is recognised without
+// reading it, and a snapshot that exists is not copied again. Written whole through a temp file
+// and a rename; a cache that is lost, torn or unreadable only costs reading the files again.
+// A file changed within the last second is not cached ("racily clean" in git's words: a
+// rewrite within the timestamps' granularity could keep its key).
+class HashCache {
+ public:
+  static constexpr size_t kMaxEntries = 500'000;
+
+  explicit HashCache(std::string dir) : path_(std::move(dir) + "/.hashes") {
+    FILE* f = fopen(path_.c_str(), "re");
+    if (f == nullptr) return;
+    unsigned long long dev, ino;
+    long long size, mtime, ctime;
+    char hex[65];
+    while (fscanf(f, "%llu %llu %lld %lld %lld %64s", &dev, &ino, &size, &mtime, &ctime, hex) == 6) {
+      if (strlen(hex) != 64 || map_.size() >= kMaxEntries) break;
+      FileKey k{dev, ino, size, mtime, ctime};
+      if (map_.emplace(k, hex).second) order_.push_back(k);
+    }
+    fclose(f);
+  }
+
+  const std::string* Find(const FileKey& k) const {
+    auto it = map_.find(k);
+    return it == map_.end() ? nullptr : &it->second;
+  }
+
+  void Add(const FileKey& k, const std::string& hex, int64_t now_ns) {
+    if (k.ctime_ns > now_ns - 1'000'000'000 || k.mtime_ns > now_ns - 1'000'000'000) return;
+    if (map_.emplace(k, hex).second) {
+      order_.push_back(k);
+      dirty_ = true;
+    }
+  }
+
+  // Keeps the newest kMaxEntries entries.
+  void Save() {
+    if (!dirty_) return;
+    const std::string tmp = path_ + ".tmp-" + std::to_string(getpid());
+    FILE* f = FileFault(tmp) ? nullptr : fopen(tmp.c_str(), "we");
+    if (f == nullptr) return;
+    const size_t skip = order_.size() > kMaxEntries ? order_.size() - kMaxEntries : 0;
+    bool ok = true;
+    for (size_t i = skip; i < order_.size() && ok; ++i) {
+      const FileKey& k = order_[i];
+      ok = fprintf(f, "%llu %llu %lld %lld %lld %s\n", static_cast<unsigned long long>(k.dev),
+                   static_cast<unsigned long long>(k.ino), static_cast<long long>(k.size),
+                   static_cast<long long>(k.mtime_ns), static_cast<long long>(k.ctime_ns),
+                   map_.at(k).c_str()) > 0;
+    }
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp.c_str(), path_.c_str()) != 0) unlink(tmp.c_str());
+  }
+
+ private:
+  std::string path_;
+  std::unordered_map<FileKey, std::string, FileKeyHash> map_;
+  std::vector<FileKey> order_;  // oldest first
+  bool dirty_ = false;
+};
+
 // ---- Copying ---------------------------------------------------------------------------------
 
 // Copies one file into the temp tree, hashing the bytes as they are copied, so the hash always
 // describes exactly what was stored even when the source changes meanwhile.
+// `stable`, when given, is set to the file's key if it did not change while it was read.
 Status CopyAndHash(const std::string& src, const std::string& dst, bool exec, std::string* hex,
-                   int64_t* bytes) {
+                   int64_t* bytes, std::optional<FileKey>* stable = nullptr) {
   int in = open(src.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (in < 0) return ErrnoStatus("cannot read '" + src + "'");
+  struct stat before {};
+  const bool stat_before = stable != nullptr && fstat(in, &before) == 0;
   const mode_t mode = exec ? 0755 : 0644;
   int out = FileFault(dst) ? -1 : open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (out < 0) {
@@ -241,6 +336,10 @@ Status CopyAndHash(const std::string& src, const std::string& dst, bool exec, st
     if (!status.ok()) break;
   }
   if (status.ok() && fchmod(out, mode) != 0) status = ErrnoStatus("cannot chmod '" + dst + "'");
+  struct stat after {};
+  if (status.ok() && stat_before && fstat(in, &after) == 0 && KeyOf(before) == KeyOf(after)) {
+    *stable = KeyOf(before);
+  }
   close(in);
   if (close(out) != 0 && status.ok()) status = ErrnoStatus("cannot write '" + dst + "'");
   *hex = sha.HexDigest();
@@ -351,6 +450,60 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
                             [](const Entry& a, const Entry& b) { return a.rel == b.rel; }),
                 entries.end());
 
+  const std::string_view nul("\0", 1);
+  // The tree's hash: every path, mode and content hash, in path order.
+  auto tree_hash = [&](const std::vector<std::string>& content) {
+    Sha256 tree;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      tree.Update(entries[i].rel);
+      tree.Update(nul);
+      tree.Update(ModeString(entries[i].kind));
+      tree.Update(nul);
+      tree.Update(content[i]);
+      tree.Update(nul);
+    }
+    return tree.HexDigest();
+  };
+  auto finish = [&](const fs::path& final_path, int64_t bytes) {
+    snap.path = fs::absolute(final_path).lexically_normal().string();
+    snap.bytes = bytes;
+    snap.files = static_cast<int64_t>(entries.size());
+    snap.created_ms = RealClock().Now();
+    return snap;
+  };
+  const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  HashCache cache(snapshots_dir);
+  {
+    // Unchanged files since an earlier snapshot are known by their keys: when all are and that
+    // snapshot is stored, it is the answer, and nothing is read or copied.
+    std::vector<std::string> known;
+    int64_t bytes = 0;
+    for (const Entry& e : entries) {
+      const std::string src = root_s + "/" + e.rel;
+      struct stat st;
+      if (lstat(src.c_str(), &st) != 0) break;
+      if (e.kind == Kind::kLink) {
+        std::string target(4096, '\0');
+        ssize_t n = readlink(src.c_str(), target.data(), target.size());
+        if (n < 0) break;
+        target.resize(static_cast<size_t>(n));
+        known.push_back(Sha256Hex(target));
+        continue;
+      }
+      const std::string* hex = S_ISREG(st.st_mode) ? cache.Find(KeyOf(st)) : nullptr;
+      if (hex == nullptr) break;
+      known.push_back(*hex);
+      bytes += st.st_size;
+    }
+    if (known.size() == entries.size()) {
+      snap.hash = tree_hash(known);
+      const fs::path final_path = fs::path(snapshots_dir) / snap.hash;
+      if (fs::is_directory(final_path, ec)) return finish(final_path, bytes);
+    }
+  }
+
   // Copy into a temp folder beside the final one and rename it into place at the end, so a crash
   // never leaves a half-written snapshot under a hash name.
   fs::create_directories(snapshots_dir, ec);
@@ -370,8 +523,8 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
     drop_tmp();
     return s;
   };
-  Sha256 tree;
-  const std::string_view nul("\0", 1);
+  std::vector<std::string> content;
+  content.reserve(entries.size());
   int64_t bytes = 0;
   for (const Entry& e : entries) {
     const std::string src = root_s + "/" + e.rel;
@@ -396,18 +549,16 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
       }
       content_hash = Sha256Hex(target);
     } else {
-      Status s = CopyAndHash(src, dst, e.kind == Kind::kExec, &content_hash, &bytes);
+      std::optional<FileKey> stable;
+      Status s = CopyAndHash(src, dst, e.kind == Kind::kExec, &content_hash, &bytes, &stable);
       if (!s.ok()) return fail(s);
+      if (stable) cache.Add(*stable, content_hash, now_ns);
     }
-    tree.Update(e.rel);
-    tree.Update(nul);
-    tree.Update(ModeString(e.kind));
-    tree.Update(nul);
-    tree.Update(content_hash);
-    tree.Update(nul);
+    content.push_back(std::move(content_hash));
   }
+  cache.Save();
 
-  snap.hash = tree.HexDigest();
+  snap.hash = tree_hash(content);
   const fs::path final_path = fs::path(snapshots_dir) / snap.hash;
   if (fs::exists(final_path, ec)) {
     drop_tmp();  // the same tree was captured before: reuse it
@@ -418,11 +569,7 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
     }
     drop_tmp();  // another drover stored the same tree meanwhile
   }
-  snap.path = fs::absolute(final_path).lexically_normal().string();
-  snap.bytes = bytes;
-  snap.files = static_cast<int64_t>(entries.size());
-  snap.created_ms = RealClock().Now();
-  return snap;
+  return finish(final_path, bytes);
 }
 
 Status MaterializeSnapshot(const Snapshot& snapshot, const std::string& dest) {

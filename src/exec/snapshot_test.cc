@@ -2,6 +2,9 @@
 #include "exec/snapshot.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <chrono>
+#include <thread>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -181,6 +184,42 @@ TEST_F(SnapshotTest, SameContentSameHashAndChangeGivesNewHash) {
   fs::permissions(work_ / "train.py", fs::perms::owner_exec, fs::perm_options::add);
   Snapshot d = Take(work_);
   EXPECT_NE(d.hash, c.hash);
+}
+
+// An unchanged workdir is known by its files' keys (device, inode, size, mtime, ctime): the
+// second snapshot reads and copies nothing (no temp folder, so the snapshots folder is not
+// touched) and gives the same hash. A file rewritten with the same size and its mtime set back
+// has a new ctime, so it is read again.
+TEST_F(SnapshotTest, AnUnchangedWorkdirIsKnownWithoutReadingIt) {
+  WriteFile(work_ / "train.py", "lr = 0.1\n");
+  fs::create_directories(work_ / "data");
+  WriteFile(work_ / "data" / "big.bin", std::string(1 << 20, 'x'));
+  // Files changed within the last second are not trusted by their keys.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  Snapshot a = Take(work_);
+  ASSERT_TRUE(fs::exists(store_ / ".hashes"));
+  // Every file write in the store fails meanwhile: a copy would fail, knowing does not.
+  ArmFileFaults({EIO, store_.string(), 0, -1});
+  const int64_t faults_before = InjectedFileFaults();
+  Snapshot b = Take(work_);
+  EXPECT_EQ(InjectedFileFaults(), faults_before);  // nothing was written
+  DisarmFileFaults();
+  EXPECT_EQ(b.hash, a.hash);
+  EXPECT_EQ(b.path, a.path);
+  EXPECT_EQ(b.files, 2);
+  EXPECT_EQ(b.bytes, a.bytes);
+
+  struct stat st;
+  ASSERT_EQ(stat((work_ / "train.py").c_str(), &st), 0);
+  WriteFile(work_ / "train.py", "lr = 0.2\n");  // the same size
+  struct timespec times[2] = {st.st_atim, st.st_mtim};
+  ASSERT_EQ(utimensat(AT_FDCWD, (work_ / "train.py").c_str(), times, 0), 0);
+  Snapshot c = Take(work_);
+  EXPECT_NE(c.hash, a.hash);
+  EXPECT_EQ(ReadFile(fs::path(c.path) / "train.py"), "lr = 0.2\n");
+  // A lost or torn cache costs a read, nothing else.
+  WriteFile(store_ / ".hashes", "12 34 garbage\n");
+  EXPECT_EQ(Take(work_).hash, c.hash);
 }
 
 TEST_F(SnapshotTest, HashIsOverSortedPathModeAndContentHash) {

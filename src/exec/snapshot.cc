@@ -247,7 +247,10 @@ class HashCache {
     long long size, mtime, ctime;
     char hex[65];
     while (fscanf(f, "%llu %llu %lld %lld %lld %64s", &dev, &ino, &size, &mtime, &ctime, hex) == 6) {
-      if (strlen(hex) != 64 || map_.size() >= kMaxEntries) break;
+      if (strlen(hex) != 64 || strspn(hex, "0123456789abcdef") != 64 ||
+          map_.size() >= kMaxEntries) {
+        break;
+      }
       FileKey k{dev, ino, size, mtime, ctime};
       if (map_.emplace(k, hex).second) order_.push_back(k);
     }
@@ -270,9 +273,16 @@ class HashCache {
   // Keeps the newest kMaxEntries entries.
   void Save() {
     if (!dirty_) return;
-    const std::string tmp = path_ + ".tmp-" + std::to_string(getpid());
-    FILE* f = FileFault(tmp) ? nullptr : fopen(tmp.c_str(), "we");
-    if (f == nullptr) return;
+    // A temp file of its own: two submits may save at once (the last rename wins).
+    std::string tmp = path_ + ".tmp-XXXXXX";
+    const int fd = FileFault(tmp) ? -1 : mkostemp(tmp.data(), O_CLOEXEC);
+    if (fd < 0) return;
+    FILE* f = fdopen(fd, "w");
+    if (f == nullptr) {
+      close(fd);
+      unlink(tmp.c_str());
+      return;
+    }
     const size_t skip = order_.size() > kMaxEntries ? order_.size() - kMaxEntries : 0;
     bool ok = true;
     for (size_t i = skip; i < order_.size() && ok; ++i) {

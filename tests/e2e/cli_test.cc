@@ -477,6 +477,47 @@ TEST_F(CliTest, BadCommandLinesSayWhatToDo) {
   EXPECT_EQ(RunDrover({"run", path, "--cpus", "-1"}).exit_code, 2);
 }
 
+// drover diff: two runs of a changed script with other params and env give the param, command,
+// code (a unified diff of the snapshots, with the workdir's paths) and env var differences; a
+// run against itself differs in nothing.
+TEST_F(CliTest, DiffShowsWhatDiffersBetweenTwoRuns) {
+  fs::create_directories(dir_ / "w");
+  std::ofstream(dir_ / "w" / "train.py") << "import sys\nprint('{\"step\": 1, \"acc\": ' + sys.argv[1] + '}')\n";
+  auto spec = [&](const std::string& name, const std::string& lr, const std::string& seed) {
+    return Write(name + ".yaml", "name: " + name + "\nworkdir: w\ncommand: \"/usr/bin/python3 train.py {lr}\"\n"
+                                 "params: {lr: [" + lr + "]}\nenv: {SEED: \"" + seed + "\"}\n"
+                                 "resources: {gpus: 0, cpus: 1}\n");
+  };
+  ASSERT_EQ(RunDrover({"run", spec("a", "0.1", "1"), "--store", store_, "--quiet"}).exit_code, 0);
+  std::ofstream(dir_ / "w" / "train.py") << "import sys\nprint('{\"step\": 1, \"accuracy\": ' + sys.argv[1] + '}')\n";
+  ASSERT_EQ(RunDrover({"run", spec("b", "0.01", "2"), "--store", store_, "--quiet"}).exit_code, 0);
+
+  auto text = RunDrover({"diff", "1", "2", "--store", store_});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("params       lr: 0.1 -> 0.01"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("--- a/train.py"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("+++ b/train.py"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("-print('{\"step\": 1, \"acc\": '"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("+print('{\"step\": 1, \"accuracy\": '"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("env vars     SEED: \"1\" -> \"2\""), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find(dir_.string() + "/store"), std::string::npos) << text.out;  // no store paths
+
+  auto json = RunDrover({"diff", "1", "2", "--json", "--store", store_});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const Json j = Json::parse(json.out);
+  EXPECT_EQ(j["params"]["lr"], Json::parse("[0.1, 0.01]"));
+  EXPECT_EQ(j["code"]["same"], false);
+  EXPECT_EQ(j["environment"]["vars"]["SEED"], Json::parse(R"(["1", "2"])"));
+
+  auto same = RunDrover({"diff", "1", "1", "--store", store_});
+  ASSERT_EQ(same.exit_code, 0) << same.err;
+  EXPECT_NE(same.out.find("params       the same"), std::string::npos) << same.out;
+  EXPECT_NE(same.out.find("code         the same"), std::string::npos) << same.out;
+  auto missing = RunDrover({"diff", "1", "99", "--store", store_});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("no run 99"), std::string::npos) << missing.err;
+}
+
 TEST_F(CliTest, ReadCommandsExplainMissingThings) {
   auto none = RunDrover({"ls", "--store", store_});
   EXPECT_EQ(none.exit_code, 2);

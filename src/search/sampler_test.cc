@@ -162,18 +162,28 @@ TEST(Sampler, ModelsBeatRandomSearchOnBranin) {
   EXPECT_LT(gp, 0.5);
 }
 
-// A running trial is a constant liar: the next proposal goes elsewhere.
-TEST(Sampler, RunningTrialsPushTheNextProposalAway) {
+// Branin's space, and `n` trials of it proposed one after the other and completed.
+Space BraninSpace() {
   Space s;
   s.dims = {Num("x1", Distribution::kUniform, -5, 10), Num("x2", Distribution::kUniform, 0, 15)};
+  return s;
+}
+std::vector<Observation> BraninHistory(const SamplerOptions& o, const Space& s, int n) {
+  std::vector<Observation> history;
+  for (int i = 0; i < n; ++i) {
+    Json p = Propose(o, s, Json::object(), history, static_cast<uint64_t>(i));
+    history.push_back({p, TrialState::kComplete, Branin(p), 0, i});
+  }
+  return history;
+}
+
+// A running trial is a constant liar: the next proposal goes elsewhere.
+TEST(Sampler, RunningTrialsPushTheNextProposalAway) {
+  const Space s = BraninSpace();
   for (SamplerKind kind : {SamplerKind::kGp, SamplerKind::kTpe}) {
     SamplerOptions o;
     o.kind = kind;
-    std::vector<Observation> history;
-    for (int i = 0; i < 20; ++i) {
-      Json p = Propose(o, s, Json::object(), history, static_cast<uint64_t>(i));
-      history.push_back({p, TrialState::kComplete, Branin(p), 0, i});
-    }
+    std::vector<Observation> history = BraninHistory(o, s, 20);
     Json first = Propose(o, s, Json::object(), history, 99);
     history.push_back({first, TrialState::kRunning, 0, 0, 20});
     Json second = Propose(o, s, Json::object(), history, 99);
@@ -186,16 +196,11 @@ TEST(Sampler, RunningTrialsPushTheNextProposalAway) {
 // A batch (suggest N, several trials started at once) is the same as one proposal after the
 // other with each joining the history as running, whatever the sampler; the GP fits once for it.
 TEST(Sampler, ProposingABatchIsProposingOneAfterTheOther) {
-  Space s;
-  s.dims = {Num("x1", Distribution::kUniform, -5, 10), Num("x2", Distribution::kUniform, 0, 15)};
+  const Space s = BraninSpace();
   for (SamplerKind kind : {SamplerKind::kGp, SamplerKind::kTpe, SamplerKind::kRandom}) {
     SamplerOptions o;
     o.kind = kind;
-    std::vector<Observation> history;
-    for (int i = 0; i < 15; ++i) {
-      Json p = Propose(o, s, Json::object(), history, static_cast<uint64_t>(i));
-      history.push_back({p, TrialState::kComplete, Branin(p), 0, i});
-    }
+    std::vector<Observation> history = BraninHistory(o, s, 15);
     history.push_back({Json{{"x1", 1.0}, {"x2", 2.0}}, TrialState::kRunning, 0, 0, 15});
     std::vector<Ask> asks;
     for (int i = 0; i < 4; ++i) asks.push_back({Json{{"tag", i}}, 1000 + static_cast<uint64_t>(i), 16 + i});

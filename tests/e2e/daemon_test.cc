@@ -27,6 +27,36 @@ using Json = nlohmann::json;
 
 class DaemonTest : public ::testing::Test {
  protected:
+  // SIGKILLs the daemon twice at random points 0.3-2.5 s apart, restarting it each time. The
+  // points come from a seed printed here (and returned): DROVER_TEST_SEED=<seed> replays a failure.
+  unsigned KillTwiceAtSeededPoints() {
+    const char* given = getenv("DROVER_TEST_SEED");
+    const unsigned seed = given ? static_cast<unsigned>(std::stoul(given)) : std::random_device{}();
+    std::cout << "kill points from DROVER_TEST_SEED=" << seed << std::endl;
+    RecordProperty("seed", std::to_string(seed));
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> delay(300, 2500);
+    for (int kill_round = 0; kill_round < 2; ++kill_round) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay(rng)));
+      StopDaemon(SIGKILL);
+      StartDaemon();
+    }
+    return seed;
+  }
+  // The store's runs once there are `count` and all have ended (or what there is after 60 s).
+  static std::vector<drover::Run> WaitForFinalRuns(Store& store, size_t count) {
+    std::vector<drover::Run> runs;
+    for (int i = 0; i < 600; ++i) {
+      runs = store.ListRuns(RunFilter{}).value();
+      if (runs.size() == count && std::all_of(runs.begin(), runs.end(), [](const drover::Run& r) {
+            return IsFinal(r.state);
+          }))
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return runs;
+  }
+
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
            ("drover-daemon-" + std::to_string(getpid()) + "-" +
@@ -412,28 +442,10 @@ TEST_F(DaemonTest, SurvivesSigkillTwiceWithoutLosingOrRepeatingRuns) {
   StartDaemon();
   auto sub = RunDrover({"submit", spec, "--store", store_});
   ASSERT_EQ(sub.exit_code, 0) << sub.err;
-  // The kill points come from a seed printed here: DROVER_TEST_SEED=<seed> replays a failure.
-  const char* given = getenv("DROVER_TEST_SEED");
-  const unsigned seed = given ? static_cast<unsigned>(std::stoul(given)) : std::random_device{}();
-  std::cout << "kill points from DROVER_TEST_SEED=" << seed << std::endl;
-  RecordProperty("seed", std::to_string(seed));
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> delay(300, 2500);
-  for (int kill_round = 0; kill_round < 2; ++kill_round) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay(rng)));
-    StopDaemon(SIGKILL);
-    StartDaemon();
-  }
+  const unsigned seed = KillTwiceAtSeededPoints();
   auto store = Store::Open(store_ + "/drover.db");
   ASSERT_TRUE(store.ok());
-  std::vector<drover::Run> runs;
-  for (int i = 0; i < 600; ++i) {
-    runs = (*store)->ListRuns(RunFilter{}).value();
-    if (std::all_of(runs.begin(), runs.end(),
-                    [](const drover::Run& r) { return IsFinal(r.state); }))
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  std::vector<drover::Run> runs = WaitForFinalRuns(**store, 12);
   ASSERT_EQ(runs.size(), 12u);
   const bool all_succeeded = std::all_of(runs.begin(), runs.end(), [](const drover::Run& r) {
     return r.state == RunState::kSucceeded;
@@ -471,28 +483,10 @@ TEST_F(DaemonTest, ASearchSurvivesSigkillWithEveryTrialMadeAndRunOnce) {
   StartDaemon();
   auto sub = RunDrover({"submit", spec, "--store", store_});
   ASSERT_EQ(sub.exit_code, 0) << sub.err;
-  const char* given = getenv("DROVER_TEST_SEED");
-  const unsigned seed = given ? static_cast<unsigned>(std::stoul(given)) : std::random_device{}();
-  std::cout << "kill points from DROVER_TEST_SEED=" << seed << std::endl;
-  RecordProperty("seed", std::to_string(seed));
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> delay(300, 2500);
-  for (int kill_round = 0; kill_round < 2; ++kill_round) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay(rng)));
-    StopDaemon(SIGKILL);
-    StartDaemon();
-  }
+  const unsigned seed = KillTwiceAtSeededPoints();
   auto store = Store::Open(store_ + "/drover.db");
   ASSERT_TRUE(store.ok());
-  std::vector<drover::Run> runs;
-  for (int i = 0; i < 600; ++i) {
-    runs = (*store)->ListRuns(RunFilter{}).value();
-    if (runs.size() == 10 && std::all_of(runs.begin(), runs.end(), [](const drover::Run& r) {
-          return IsFinal(r.state);
-        }))
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  std::vector<drover::Run> runs = WaitForFinalRuns(**store, 10);
   ASSERT_EQ(runs.size(), 10u) << "seed " << seed << "\n" << ReadFile((dir_ / "serve.err").string());
   std::set<int> indexes;
   for (const auto& r : runs) {

@@ -180,11 +180,17 @@ TEST_F(CliTest, AFullDiskBeforeARunStartsChargesItNothing) {
       "hold.sh", "mount -t tmpfs -o size=4m tmpfs " + store + " || exit 90\n" +
                      testing::DroverBin() + " run " + spec + " --store " + store + " >" + out +
                      " 2>&1 &\npid=$!\n"
-                     "i=0; while [ ! -f " + store + "/runs/1/data.bin ] && [ $i -lt 100 ]; do "
+                     "i=0; while [ ! -f " + store + "/runs/1/data.bin ] && [ $i -lt 400 ]; do "
                      "sleep 0.05; i=$((i+1)); done\n"
-                     "avail=$(df --output=avail -k " + store + " | tail -1)\n"
-                     "dd if=/dev/zero of=" + store + "/filler bs=1k count=$((avail - 300)) "
-                     "2>/dev/null\nsleep 5\nrm " + store + "/filler\nwait $pid\ncode=$?\n"
+                     // 300 KiB set aside, the rest filled to ENOSPC, the 300 KiB freed: no
+                     // arithmetic on df's figures, which a busy machine can make stale.
+                     "dd if=/dev/zero of=" + store + "/reserve bs=1k count=300 2>/dev/null\n"
+                     "dd if=/dev/zero of=" + store + "/filler bs=4k 2>/dev/null\n"
+                     "rm " + store + "/reserve\n"
+                     "echo free after the fill: $(df --output=avail -k " + store +
+                     " | tail -1) KiB >>" + out + ".df\n"
+                     "sleep 5\nrm " + store + "/filler\nwait $pid\ncode=$?\n"
+                     "cat " + out + ".df >>" + out + "\n"
                      "sqlite3 " + store + "/drover.db 'SELECT group_concat(attempts), "
                      "group_concat(state), (SELECT count(*) FROM alerts WHERE kind = "
                      "\"starts_held\") FROM runs' >>" + out + "\n"
@@ -194,6 +200,10 @@ TEST_F(CliTest, AFullDiskBeforeARunStartsChargesItNothing) {
   ASSERT_TRUE(WIFEXITED(status)) << said;
   ASSERT_NE(WEXITSTATUS(status), 90) << "could not mount a tmpfs: " << said;
   EXPECT_EQ(WEXITSTATUS(status), 0) << said;
+  // The premise: less room than one working copy once the disk was filled.
+  const size_t free_at = said.find("free after the fill: ");
+  ASSERT_NE(free_at, std::string::npos) << said;
+  EXPECT_LT(std::atoi(said.c_str() + free_at + 21), 900) << said;
   EXPECT_NE(said.find("drover: cannot prepare run 2 to start: cannot copy snapshot"),
             std::string::npos)
       << said;

@@ -57,6 +57,9 @@ class StoreCatalog : public Catalog {
   Result<std::vector<Alert>> ListAlerts(const AlertFilter& filter) override {
     return store_->ListAlerts(filter);
   }
+  Result<RunArtifacts> RunOutputs(int64_t run_id) override {
+    return store_->RunOutputs(run_id, store_->Dir());
+  }
   Result<std::vector<Attempt>> ListAttempts(int64_t run_id) override {
     // The run is looked up only when it has no attempts (a report lists them for every run of an
     // experiment, each known to exist).
@@ -167,6 +170,11 @@ class ApiCatalog : public Catalog {
       out.push_back(std::move(alert));
     }
     return out;
+  }
+  Result<RunArtifacts> RunOutputs(int64_t run_id) override {
+    auto j = api_.Get(fmt::format("/runs/{}/artifacts", run_id));
+    if (!j.ok()) return NotFoundSaysHow(j.status(), run_id);
+    return protocol::RunArtifactsFromJson(*j);
   }
   Result<std::vector<Attempt>> ListAttempts(int64_t run_id) override {
     auto j = api_.Get(fmt::format("/runs/{}/attempts", run_id));

@@ -30,6 +30,8 @@ class Catalog {
   virtual Result<std::vector<Alert>> ListAlerts(const AlertFilter& filter) = 0;
   // A run's attempts by number; NotFound for an unknown run.
   virtual Result<std::vector<Attempt>> ListAttempts(int64_t run_id) = 0;
+  // A run's stored outputs (a pipeline stage's; a cached run: its source's).
+  virtual Result<RunArtifacts> RunOutputs(int64_t run_id) = 0;
   // The attempts of each of these runs, by run id (a run with none: absent). Runs of one
   // experiment take one look at a store; otherwise one look (or request) per run with attempts.
   virtual Result<std::map<int64_t, std::vector<Attempt>>> ListAttemptsOfRuns(

@@ -97,6 +97,9 @@ std::string RenderComparison(const Comparison& c) {
   });
   std::vector<std::string> header = {"", "run"};
   if (several) header.push_back("experiment");
+  bool stages = false;
+  for (const Run& r : c.runs) stages = stages || !r.stage.empty();
+  if (stages) header.push_back("stage");
   for (const auto& p : c.varying) header.push_back(p);
   header.push_back("state");
   header.push_back("attempts");
@@ -110,6 +113,7 @@ std::string RenderComparison(const Comparison& c) {
   for (const Run& r : c.runs) {
     std::vector<std::string> row = {r.id == c.best_run ? "*" : "", std::to_string(r.id)};
     if (several) row.push_back(std::to_string(r.experiment_id));
+    if (stages) row.push_back(r.stage);
     for (const auto& p : c.varying) {
       std::string v = r.current_params.contains(p) ? FormatValue(r.current_params[p]) : "";
       if (r.params.contains(p) && r.current_params.contains(p) &&
@@ -122,6 +126,7 @@ std::string RenderComparison(const Comparison& c) {
     if (r.state != RunState::kSucceeded && !r.reason.empty() && r.reason != state) {
       state += " (" + r.reason + ")";
     }
+    if (r.cached_from != 0) state += fmt::format(" (cached from run {})", r.cached_from);
     row.push_back(state);
     row.push_back(std::to_string(r.attempts));
     for (const auto& m : c.metrics) {

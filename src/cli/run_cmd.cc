@@ -302,7 +302,10 @@ int RunInForeground(Globals& g, const RunFlags& f, const QueueStep& queue) {
   return code;
 }
 
-int RunSpec(Globals& g, const RunFlags& f) {
+int RunSpec(Globals& g, const RunFlags& given) {
+  RunFlags f = given;
+  // --force travels with the spec, as an override, so a daemon and a restarted engine see it.
+  if (!f.force.empty()) f.sets.push_back("force=[" + Join(f.force, ", ") + "]");
   auto spec = ParseSpecFile(f.spec_path, f.sets);
   if (!spec.ok()) return ReportError(spec.status());
   std::string fake = f.fake_gpus;
@@ -440,6 +443,10 @@ Command RegisterRun(CLI::App& root, Globals& g) {
       ->required();
   AddRunOptions(app, flags.get());
   AddResumeOption(app, flags.get());
+  app->add_option("--force", flags->force,
+                  "A pipeline: run STAGE again even where a run with the same fingerprint "
+                  "succeeded before (all: every stage); repeatable")
+      ->delimiter(',');
   return {app, [&g, flags] { return RunSpec(g, *flags); }};
 }
 

@@ -20,6 +20,7 @@ namespace drover::cli {
 struct RunFlags {
   std::string spec_path;  // a file, or "-" for standard input
   std::vector<std::string> sets;
+  std::vector<std::string> force;  // --force STAGE: pipeline stages run again (force: in the spec)
   std::string fake_gpus;
   bool dry_run = false;
   bool json = false;

@@ -111,6 +111,8 @@ Result<Cleanup> PlanRemoval(Store& store, const std::string& store_dir,
       Add(plan, f.changes, fmt::format("what run {} wrote", r.id));
       Add(plan, f.overlay_scratch, fmt::format("overlay scratch of run {}", r.id));
       Add(plan, f.checkpoints, fmt::format("checkpoints of run {}", r.id));
+      Add(plan, store_dir + "/outputs/" + std::to_string(r.id),
+          fmt::format("outputs of run {}", r.id));
     }
     std::error_code ec;
     const std::string suffix = fmt::format("-{}.html", id);
@@ -162,12 +164,14 @@ Result<Cleanup> PlanGc(Store& store, const std::string& store_dir, const GcOptio
     if (now_wall - MtimeMs(path) < kSnapshotGraceMs && Exists(path)) continue;
     plan.snapshots.push_back(hash);
     Add(plan, path, fmt::format("snapshot {} (no experiment uses it)", hash.substr(0, 12)));
+    Add(plan, store_dir + "/snapshots/.manifests/" + hash,
+        fmt::format("the file list of snapshot {}", hash.substr(0, 12)));
   }
 
   // Folders the store no longer knows: of removed runs and experiments, or snapshots never
   // recorded (a submit that failed).
   std::error_code ec;
-  for (const char* sub : {"runs", "changes", "checkpoints"}) {
+  for (const char* sub : {"runs", "changes", "checkpoints", "outputs"}) {
     for (fs::directory_iterator it(store_dir + "/" + sub, ec), end; !ec && it != end;
          it.increment(ec)) {
       const int64_t id = IdOf(it->path().filename().string());
@@ -187,7 +191,8 @@ Result<Cleanup> PlanGc(Store& store, const std::string& store_dir, const GcOptio
        it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (unreferenced_set.count(name)) continue;
-    if (name == ".hashes") continue;  // the content hashes of workdir files (exec/snapshot.cc)
+    // The content hashes of workdir files and the snapshots' file lists (exec/snapshot.h).
+    if (name == ".hashes" || name == ".manifests") continue;
     DROVER_ASSIGN_OR_RETURN(auto snap, store.GetSnapshot(name));
     if (snap || now_wall - MtimeMs(it->path().string()) < kSnapshotGraceMs) continue;
     Add(plan, it->path().string(), "a snapshot folder no experiment was recorded with");

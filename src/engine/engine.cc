@@ -323,6 +323,9 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     // A search's next trials being proposed: made when they come back (not while draining: the
     // next engine asks again; not after Ctrl-C: they would not be made).
     if (proposals_in_flight_ > 0 && !draining_ && !cancel_requested_) return true;
+    // A stage's outputs being stored: its run ends when they are (not while draining: the next
+    // engine runs it again).
+    if (collections_in_flight_ > 0 && !draining_) return true;
     if (!serve) return !live_.empty();
     if (!draining_) return true;
     // Draining: with --stop-runs wait until every stopped run has ended; otherwise leave now and
@@ -339,6 +342,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     RunCommands();
     if (stall_) continue;  // a command's commit failed for want of room
     TakeProposals(now);
+    TakeCollected(now);
     if (cancel_requested_) ApplyCancel(now);
     if (!draining_ && (!start_hold_ || now.mono >= start_hold_->retry_mono)) Schedule(now);
     if (options_.check_index) {
@@ -572,9 +576,18 @@ void Engine::Queue(const Live& live) {
 
 Status Engine::CheckIndex() const {
   size_t waiting = 0;
+  size_t awaiting = 0;
   for (const auto& [id, live] : live_) {
     const bool running = queue_.running().count(id) > 0;
     const WaitClass* c = queue_.ClassOf(id);
+    if (live->awaiting_needs) {
+      // A pipeline run waiting for its needs is in no index.
+      if (running || c || live->attempt) {
+        return Internal(fmt::format("run {} awaits its needs but is indexed", id));
+      }
+      ++awaiting;
+      continue;
+    }
     if (live->attempt.has_value() != running || (c != nullptr) == live->attempt.has_value()) {
       return Internal(fmt::format("run {}: {} an attempt but the index has it {}", id,
                                   live->attempt ? "has" : "has no",
@@ -591,7 +604,8 @@ Status Engine::CheckIndex() const {
       return Internal(fmt::format("run {} is missing from its class", id));
     }
   }
-  if (waiting != queue_.waiting_count() || queue_.running().size() + waiting != live_.size()) {
+  if (waiting != queue_.waiting_count() ||
+      queue_.running().size() + waiting + awaiting != live_.size()) {
     return Internal(fmt::format("the index has {} running and {} waiting for {} runs",
                                 queue_.running().size(), queue_.waiting_count(), live_.size()));
   }
@@ -826,12 +840,13 @@ void Engine::CheckDeadlines(Instant now) {
     if (it == live_.end()) continue;
     Live* live = it->second.get();
     if (!live->attempt || live->starting) continue;  // its clocks start once it has started
+    if (live->collecting) continue;  // ended: its outputs are being stored
     int pid = static_cast<int>(live->attempt->pid);
     if (EndHeld(*live)) continue;  // ended during a stall: nothing left to stop or kill
     if (live->deadline_mono > 0 && now.mono >= live->deadline_mono && !Stopping(*live)) {
       Stop(*live, StopReason::kTimeout, now, options_.kill_grace_ms);
     }
-    Millis stall = live->exp->spec.monitor.stall_ms;
+    Millis stall = SpecOf(*live).monitor.stall_ms;
     if (stall > 0 && !Stopping(*live) && now.mono - live->last_output_mono >= stall) {
       watch::Finding f;
       f.kind = "stalled";
@@ -861,10 +876,11 @@ Millis Engine::NextWakeup(Instant now) const {
     const Live& live = *found->second;
     if (live.starting) continue;  // its report wakes the wait
     if (EndHeld(live)) continue;  // ended during a stall: handled at recovery
+    if (live.collecting) continue;  // the collector's report wakes the wait
     const bool stopping = Stopping(live);
     if (live.deadline_mono > 0 && !stopping) next = std::min(next, live.deadline_mono);
     if (live.kill_at_mono > 0) next = std::min(next, live.kill_at_mono);
-    Millis stall = live.exp->spec.monitor.stall_ms;
+    Millis stall = SpecOf(live).monitor.stall_ms;
     if (stall > 0 && !stopping) next = std::min(next, live.last_output_mono + stall);
   }
   // A waiting run's backoff ends: it may start then.

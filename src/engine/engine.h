@@ -25,6 +25,7 @@
 #include "sched/scheduler.h"
 #include "store/store.h"
 #include "engine/environment_capture.h"
+#include "engine/output_collector.h"
 #include "engine/proposals.h"
 #include "engine/requests.h"
 #include "engine/run_queue.h"
@@ -151,6 +152,10 @@ struct PreparedSubmit {
   std::vector<Json> params;                     // one per run
   std::vector<std::vector<std::string>> argvs;  // one per run
   Snapshot snapshot;
+  // A pipeline's: each run's stage (index into spec.stages) and needs (indexes of earlier runs);
+  // empty for other specs. The stages' inputs are hashed into spec.stages[i].input_hashes.
+  std::vector<int> stages;
+  std::vector<std::vector<int>> needs;
 };
 Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_dir);
 
@@ -300,7 +305,7 @@ class Engine {
   void HoldStarts(const Live& live, const Status& why, Instant now);
   void ReleaseStarts(Instant now);
   // The spec's data as mounts into this working copy.
-  static std::vector<DataMount> DataMounts(const Live& live, const std::string& workdir);
+  std::vector<DataMount> DataMounts(const Live& live, const std::string& workdir) const;
   // Where the run's files go (cached in the Live).
   const RunFiles& FilesOf(Live& live);
   // The run's log folder and working copy, made if missing.
@@ -358,6 +363,28 @@ class Engine {
   void ObserveTrial(const Live& live);
   // New points of the prune metric: rungs recorded, and the run stopped when it is behind.
   void CheckPrune(Live& live, const std::vector<MetricPoint>& points, Instant now);
+  // Pipelines (engine_pipeline.cc, docs/pipelines.md).
+  // The spec a run runs under: its stage's view of the pipeline, or the experiment's.
+  const Spec& SpecOf(const Live& live) const;
+  // The stage views of a pipeline's entry (ExperimentEntry::stages).
+  static void InitStages(ExperimentEntry& ep);
+  // A new or recovered unfinished run: registered with the runs it needs and, until they have
+  // all succeeded, kept out of the queue. Returns whether it waits.
+  bool AwaitNeeds(Live& live);
+  // A run's needs changed (one ended): it is queued (or reused from an earlier success) once
+  // all have succeeded, and cancelled when one did not.
+  void NeedsChanged(Live& live, Instant now);
+  // Whether a run with the same fingerprint succeeded before and may stand for this one: then
+  // this run is recorded as succeeded, cached from it, and retired.
+  bool TryCache(Live& live, Instant now);
+  // The runs waiting on `run_id`, told it ended.
+  void WakeDependents(int64_t run_id, Instant now);
+  // The needs' outputs shown in this run's working copy, and $DROVER_INPUTS' file.
+  Result<std::vector<DataMount>> NeedMounts(Live& live, const std::string& workdir);
+  // A succeeded attempt of a stage with outputs: stored on the collector's thread; the run ends
+  // when they are (TakeCollected).
+  void CollectOutputs(Live& live, Instant now);
+  void TakeCollected(Instant now);
   void Release(Live& live);
   void Retire(int64_t run_id);
   // Tells the index that the run waits now (in the class its fields make).
@@ -436,6 +463,10 @@ class Engine {
   std::unique_ptr<Proposer> proposer_;                // made at the first search proposal
   int proposals_in_flight_ = 0;
   std::unique_ptr<WorkingCopies> working_copies_;  // made at the first launch
+  // Pipelines: the unfinished runs waiting on each run, and the output collector.
+  std::map<int64_t, std::vector<int64_t>> dependents_;
+  std::unique_ptr<OutputCollector> collector_;  // made at the first stage with outputs
+  int collections_in_flight_ = 0;
   bool copies_said_ = false;  // whether the log says how working copies are made
 };
 

@@ -49,6 +49,7 @@ Result<Engine::ExperimentEntry*> Engine::EntryFor(const Experiment& e) {
   auto entry = std::make_unique<ExperimentEntry>();
   entry->experiment = e;
   DROVER_ASSIGN_OR_RETURN(entry->spec, SpecFromJson(e.spec));
+  InitStages(*entry);
   entry->predictor_key = PredictorKey(entry->spec.name, entry->spec.params);
   DROVER_ASSIGN_OR_RETURN(auto snap, store_.GetSnapshot(e.snapshot_hash));
   if (snap) entry->snapshot = *snap;
@@ -90,6 +91,7 @@ Result<RecoverySummary> Engine::Recover() {
     DROVER_ASSIGN_OR_RETURN(ExperimentEntry * ep, EntryFor(*e));
     ++summary.experiments;
     std::vector<std::pair<int64_t, ProcessExit>> ended;
+    std::vector<int64_t> unevaluated;
     for (const Run& r : runs) {
       if (IsFinal(r.state)) continue;
       auto live = std::make_unique<Live>();
@@ -105,6 +107,16 @@ Result<RecoverySummary> Engine::Recover() {
         DROVER_ASSIGN_OR_RETURN(attempts, store_.ListAttempts(r.id));
       }
       CountEarlierAttempts(l, attempts);
+      // A pipeline run not yet queued for its needs (no fingerprint yet): it waits for them, or
+      // is looked at again below, once every run is registered.
+      if (!r.stage.empty() && r.state == RunState::kQueued && r.attempts == 0 &&
+          r.fingerprint.empty()) {
+        AwaitNeeds(l);
+        l.awaiting_needs = true;
+        unevaluated.push_back(r.id);
+        ++summary.queued;
+        continue;
+      }
       Queue(l);
       // A start the last engine made and did not get to record (it is committed with its loop's
       // interval): its exit file names the process. It is taken over as a running attempt (or
@@ -148,11 +160,12 @@ Result<RecoverySummary> Engine::Recover() {
         l.kill_at_mono =
             now.mono + (preempt ? options_.scheduler.grace_ms : options_.kill_grace_ms);
       }
-      l.watch = std::make_unique<watch::RunWatch>(l.exp->spec, options_.watch.detectors);
+      l.watch = std::make_unique<watch::RunWatch>(SpecOf(l), options_.watch.detectors);
       Reserve(l, placement);
       // What the last engine knew as wall times becomes monotonic deadlines from here on.
       l.started_mono = now.mono - std::max<Millis>(0, now.wall - a.started_ms);
-      l.deadline_mono = l.exp->spec.timeout_ms > 0 ? l.started_mono + l.exp->spec.timeout_ms : 0;
+      const Millis timeout = SpecOf(l).timeout_ms;
+      l.deadline_mono = timeout > 0 ? l.started_mono + timeout : 0;
       l.last_output_mono = now.mono;
       if (a.pid == 0 && !a.exit_path.empty()) {
         // The engine died between recording the attempt and learning its pid: the shim's pid
@@ -197,6 +210,10 @@ Result<RecoverySummary> Engine::Recover() {
     for (auto& [run_id, exit] : ended) {
       pid_to_run_[exit.pid] = run_id;
       HandleExit(exit, now);
+    }
+    for (int64_t id : unevaluated) {
+      auto it = live_.find(id);
+      if (it != live_.end() && it->second->awaiting_needs) NeedsChanged(*it->second, now);
     }
     TopUpSearch(*ep, now);  // a search the last engine left short of its trials goes on
     MaybeDone(*ep);

@@ -45,6 +45,9 @@ std::string LastLine(std::string_view text) {
 }  // namespace
 
 bool Engine::Stop(Live& live, StopReason why, Instant now, Millis grace) {
+  // Its process has ended and its outputs are being stored: nothing to signal (its pid may be
+  // another process's by now); a cancel is taken when they are (TakeCollected).
+  if (live.collecting) return false;
   Attempt& a = *live.attempt;
   // A SIGKILL already scheduled is never pushed later by a second reason to stop.
   live.kill_at_mono = KillTime(live.kill_at_mono, now.mono + grace);
@@ -114,6 +117,14 @@ std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt
     for (char c : name) var += std::isalnum(static_cast<unsigned char>(c)) ? std::toupper(c) : '_';
     own[var] = attempt.workdir + "/" + name;
   }
+  // A pipeline's stage: its name, its env over the pipeline's, and what its needs gave.
+  if (!live.run.stage.empty()) {
+    own["DROVER_STAGE"] = live.run.stage;
+    for (const auto& [k, v] : SpecOf(live).env) own[k] = v;
+    if (!live.run.needs.empty() && live.files) {
+      own["DROVER_INPUTS"] = live.files->log_prefix + "inputs.json";
+    }
+  }
   // One folder per run, kept across attempts, so a retried run can resume from a checkpoint.
   own["DROVER_CHECKPOINT_DIR"] = checkpoint_dir;
   // The shell's idea of the current folder must match the working copy, not where drover ran.
@@ -136,9 +147,11 @@ std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt
   return out;
 }
 
-std::vector<DataMount> Engine::DataMounts(const Live& live, const std::string& workdir) {
+std::vector<DataMount> Engine::DataMounts(const Live& live, const std::string& workdir) const {
   std::vector<DataMount> out;
   for (const auto& [name, path] : live.exp->spec.data) out.push_back({path, workdir + "/" + name});
+  // A pipeline stage's needs' outputs (NeedMounts, at its working copy's making).
+  out.insert(out.end(), live.need_mounts.begin(), live.need_mounts.end());
   return out;
 }
 
@@ -170,6 +183,9 @@ Result<WorkingCopy> Engine::MakeWorkingCopy(Live& live) {
   // A run this engine queued and never started has no working copy yet; one taken over from the
   // last engine may have (it can have died between making it and recording the start).
   const bool fresh = live.run.attempts == 0 && !live.from_last_engine;
+  if (!live.run.needs.empty()) {
+    DROVER_ASSIGN_OR_RETURN(live.need_mounts, NeedMounts(live, files.work));
+  }
   DROVER_ASSIGN_OR_RETURN(WorkingCopy wc, working_copies_->Prepare(live.exp->snapshot, files, fresh,
                                                                    DataMounts(live, files.work)));
   if (!copies_said_ && working_copies_->probed()) {
@@ -223,7 +239,7 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
   live.started_mono = now.mono;
   live.output_bytes = 0;
   live.metric_lines = 0;
-  live.watch = std::make_unique<watch::RunWatch>(live.exp->spec, options_.watch.detectors);
+  live.watch = std::make_unique<watch::RunWatch>(SpecOf(live), options_.watch.detectors);
   run.attempts = a.number;
   if (run.started_ms == 0) run.started_ms = now.wall;
   run.final_metrics = Json::object();
@@ -232,7 +248,7 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
 
   OverlayMount overlay;
   Status prepared = [&]() -> Status {
-    DROVER_ASSIGN_OR_RETURN(a.argv, RenderCommand(live.exp->spec, a.params));
+    DROVER_ASSIGN_OR_RETURN(a.argv, RenderCommand(SpecOf(live), a.params));
     DROVER_RETURN_IF_ERROR(wc.status());  // a missing snapshot: this run's, recorded as such
     overlay = wc->overlay;
     return Status::Ok();
@@ -362,7 +378,8 @@ void Engine::RecordStart(Live& live, Attempt a, const Status& launch, Instant no
     return;
   }
   pid_to_run_[a.pid] = run.id;
-  live.deadline_mono = live.exp->spec.timeout_ms > 0 ? now.mono + live.exp->spec.timeout_ms : 0;
+  const Millis timeout = SpecOf(live).timeout_ms;
+  live.deadline_mono = timeout > 0 ? now.mono + timeout : 0;
   if (!a.stopping) live.kill_at_mono = 0;  // else stopped while it was starting: the kill stands
   SetState(live, RunEvent::kStart,
            a.cuda_visible_devices.empty() ? "on CPU" : "on GPU " + a.cuda_visible_devices, now);
@@ -447,10 +464,10 @@ void Engine::HandleExit(const ProcessExit& exit, Instant now) {
                        : "stopped because the daemon shut down";
   }
   if (outcome == AttemptOutcome::kTimeout) {
-    detail = "ran past the timeout of " + FormatDuration(live.exp->spec.timeout_ms);
+    detail = "ran past the timeout of " + FormatDuration(SpecOf(live).timeout_ms);
   }
   if (outcome == AttemptOutcome::kStalled) {
-    detail = "no output for " + FormatDuration(live.exp->spec.monitor.stall_ms);
+    detail = "no output for " + FormatDuration(SpecOf(live).monitor.stall_ms);
   }
   if (outcome == AttemptOutcome::kPreempted) {
     size_t gpus = a.gpus.size();
@@ -486,7 +503,7 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
 
   Run& run = live.run;
   run.reason = a.reason;
-  Recovery rec = DecideRecovery(live.exp->spec, a.params, run.retries_used, outcome);
+  Recovery rec = DecideRecovery(SpecOf(live), a.params, run.retries_used, outcome);
   // The same config failing again and again: alert (also when the retries are spent anyway).
   // Its retries stop early only where the spec left `retries` to a default, and only for this
   // run's own failures in a row: retries the spec wrote are honoured, and a resubmitted copy of
@@ -500,7 +517,7 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
     RepeatedFailure(live, outcome, now.wall);
   }
   const int streak = options_.watch.detectors.failure_streak;
-  if (may_retry && !live.cancel_requested && !live.exp->spec.retries_given && streak > 0 &&
+  if (may_retry && !live.cancel_requested && !SpecOf(live).retries_given && streak > 0 &&
       live.failures_in_a_row >= streak) {
     rec.event = RunEvent::kFail;
     rec.note = fmt::format(
@@ -526,6 +543,13 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
   }
   if (next == RunEvent::kSucceed) {
     LearnRunTime(live.exp->predictor_key, run.resources.gpus, live.preempted_ms + ran);
+    // A stage's outputs are stored before it counts as succeeded (TakeCollected ends it).
+    if (const StageSpec* st = FindStage(live.exp->spec, run.stage); st && !st->outputs.empty()) {
+      if (!note.empty()) spdlog::info("run {}: {}", run.id, note);
+      live.deadline_mono = live.kill_at_mono = 0;
+      CollectOutputs(live, now);
+      return;
+    }
   }
   SetState(live, next, note, now);
   live.attempt.reset();
@@ -545,6 +569,7 @@ void Engine::Retire(int64_t run_id) {
   ObserveTrial(*it->second);
   live_.erase(it);
   --exp->unfinished;
+  WakeDependents(run_id, clock_.At());  // the runs that need it go on, or are not run
   TopUpSearch(*exp, clock_.At());  // the next trials, asked for (TakeProposals makes them)
   MaybeDone(*exp);
 }

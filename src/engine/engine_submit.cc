@@ -16,7 +16,9 @@
 #include "engine/environment_capture.h"
 #include "engine/live.h"
 #include "exec/snapshot.h"
+#include "exec/file_hashes.h"
 #include "spec/expand.h"
+#include "spec/pipeline.h"
 
 namespace drover {
 
@@ -56,12 +58,37 @@ Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_
     DROVER_ASSIGN_OR_RETURN(SearchState s, NewSearchState(p.spec));
     const int64_t first = std::min<int64_t>(s.trials, s.parallel);
     p.params = JobFor(s, 0, static_cast<int>(first)).Propose();
+  } else if (!spec.stages.empty()) {
+    for (StageRun& r : ExpandPipeline(spec)) {
+      p.params.push_back(std::move(r.params));
+      p.stages.push_back(r.stage);
+      p.needs.push_back(std::move(r.needs));
+    }
+    // Declared inputs, hashed here (off the loop in the daemon); an unchanged folder is known by
+    // its files' keys without being read (exec/file_hashes.h).
+    HashCache cache(store_dir + "/snapshots");
+    for (StageSpec& st : p.spec.stages) {
+      for (const std::string& in : st.inputs) {
+        const fs::path path(in);
+        const std::string abs =
+            path.is_absolute() ? in : (fs::path(spec.project_dir) / path).lexically_normal().string();
+        Result<std::string> hash = HashTree(abs, &cache);
+        if (!hash.ok()) {
+          return Status(hash.status().code(), fmt::format("stage {}: input '{}': {}", st.name, in,
+                                                          hash.status().message()));
+        }
+        st.input_hashes[in] = *hash;
+      }
+    }
+    fs::create_directories(store_dir + "/snapshots");
+    cache.Save();
   } else {
     p.params = ExpandGrid(spec);
   }
   p.argvs.reserve(p.params.size());
-  for (const auto& params : p.params) {
-    DROVER_ASSIGN_OR_RETURN(auto argv, RenderCommand(spec, params));
+  for (size_t i = 0; i < p.params.size(); ++i) {
+    const Spec& view = p.stages.empty() ? spec : StageView(spec, spec.stages[p.stages[i]]);
+    DROVER_ASSIGN_OR_RETURN(auto argv, RenderCommand(view, p.params[i]));
     p.argvs.push_back(std::move(argv));
   }
   DROVER_ASSIGN_OR_RETURN(p.snapshot, TakeSnapshot(spec.workdir, store_dir + "/snapshots", {.excluded = store_dir}));
@@ -125,9 +152,18 @@ Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
       r.index = static_cast<int>(i);
       r.params = runs_params[i];
       r.current_params = runs_params[i];
-      r.fingerprint = Fingerprint(spec, argvs[i], runs_params[i], snap.hash);
       r.priority = spec.priority;
       r.resources = spec.resources;
+      if (prepared.stages.empty()) {
+        r.fingerprint = Fingerprint(spec, argvs[i], runs_params[i], snap.hash);
+      } else {
+        // A stage's fingerprint takes in what its needs gave: made when they have succeeded
+        // (Engine::NeedsChanged).
+        const StageSpec& st = spec.stages[prepared.stages[i]];
+        r.stage = st.name;
+        r.resources = st.resources;
+        for (int n : prepared.needs[i]) r.needs.push_back(result.runs[n].id);
+      }
       r.created_ms = e.created_ms;
       DROVER_RETURN_IF_ERROR(store_.InsertRun(r));
       result.runs.push_back(r);
@@ -158,14 +194,19 @@ Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
   ExperimentEntry* ep = entry.get();
   ep->unfinished = static_cast<int>(result.runs.size());
   if (Status st = InitSearch(*ep, result.runs); !st.ok()) return st;
+  InitStages(*ep);
   experiments_[e.id] = std::move(entry);
+  std::vector<Live*> ready;  // pipeline runs that need nothing: fingerprinted, maybe cached
   for (const Run& r : result.runs) {
     auto live = std::make_unique<Live>();
     live->run = r;
     live->exp = ep;
-    Queue(*live);
+    if (r.stage.empty()) Queue(*live);
+    else if (!AwaitNeeds(*live)) ready.push_back(live.get());
     live_[r.id] = std::move(live);
   }
+  const Instant now = clock_.At();
+  for (Live* l : ready) NeedsChanged(*l, now);
   if (result.runs.empty()) {
     (void)store_.UpdateExperimentStatus(e.id, "done");
   }

@@ -31,7 +31,7 @@ bool Watched(const Spec& spec, const std::string& name) {
 }  // namespace
 
 void Engine::NoteOutput(Live& live, Instant now) {
-  if (live.exp->spec.monitor.stall_ms <= 0) return;
+  if (SpecOf(live).monitor.stall_ms <= 0) return;
   const Attempt& a = *live.attempt;
   // Any output counts as progress, stderr too (tqdm bars, warnings).
   std::error_code ec;
@@ -62,8 +62,8 @@ void Engine::TailMetrics(Live& live, bool final, Instant now) {
       p.value = value;
       p.t_ms = now.wall;
       live.run.final_metrics[name] = value;
-      if (!std::isfinite(value) && !Stopping(live) && live.exp->spec.monitor.stop_on_nan &&
-          Watched(live.exp->spec, name)) {
+      if (!std::isfinite(value) && !Stopping(live) && SpecOf(live).monitor.stop_on_nan &&
+          Watched(SpecOf(live), name)) {
         // A diverged run only burns GPU time from here on: stop it now.
         Stop(live, StopReason::kDiverged, now, options_.kill_grace_ms);
         spdlog::info("run {}: {} is {} at step {}: stopping it as diverged", a.run_id, name, value,

@@ -73,6 +73,8 @@ struct Engine::ExperimentEntry {
   bool base_env_ready = false;
   std::optional<SearchState> search;     // spec.search with a sampler: trials made as proposed
   std::optional<search::Pruner> pruner;  // spec.prune: runs stopped when their curve is behind
+  // A pipeline's stages: the spec each stage's runs run under (StageView), by stage name.
+  std::map<std::string, Spec> stages;
 };
 
 struct Engine::Live {
@@ -103,6 +105,12 @@ struct Engine::Live {
   int64_t output_bytes = 0;       // stdout + stderr size at that time
   int64_t metric_lines = 0;       // fallback step for lines without step/epoch
   std::unique_ptr<watch::RunWatch> watch;  // this attempt's detectors
+  // Pipelines: it waits for runs it needs (kept out of the queue until they have all succeeded);
+  // its succeeded attempt's outputs are being stored (the attempt has ended; the run ends when
+  // they are).
+  bool awaiting_needs = false;
+  bool collecting = false;
+  std::vector<DataMount> need_mounts;  // its needs' outputs, shown read-only in its working copy
 };
 
 }  // namespace drover

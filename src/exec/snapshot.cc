@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <map>
 #include <optional>
 #include <system_error>
 #include <unordered_map>
@@ -24,6 +25,7 @@
 #include "common/file_faults.h"
 #include "common/hash.h"
 #include "common/subprocess.h"
+#include "exec/file_hashes.h"
 
 extern char** environ;
 
@@ -203,159 +205,6 @@ Status AddListed(const fs::path& root, const std::vector<std::string>& git_args,
   return Status::Ok();
 }
 
-// ---- The hash cache --------------------------------------------------------------------------
-
-// What identifies a file's content without reading it: the same device, inode, size, mtime and
-// ctime (which no user tool can set back) mean the same bytes, as git's index assumes.
-struct FileKey {
-  uint64_t dev = 0, ino = 0;
-  int64_t size = 0, mtime_ns = 0, ctime_ns = 0;
-  bool operator==(const FileKey&) const = default;
-};
-
-FileKey KeyOf(const struct stat& st) {
-  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
-          static_cast<int64_t>(st.st_size),
-          static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec,
-          static_cast<int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec};
-}
-
-struct FileKeyHash {
-  size_t operator()(const FileKey& k) const {
-    size_t h = std::hash<uint64_t>()(k.ino);
-    for (int64_t v : {static_cast<int64_t>(k.dev), k.size, k.mtime_ns, k.ctime_ns}) {
-      h = h * 1'000'003 ^ std::hash<int64_t>()(v);
-    }
-    return h;
-  }
-};
-
-// The content hashes of files seen by earlier snapshots, in <snapshots_dir>/.hashes (a line per
-// file: dev ino size mtime_ns ctime_ns sha256), so an unchanged workdir is recognised without
-// reading it, and a snapshot that exists is not copied again. Written whole through a temp file
-// and a rename; a cache that is lost, torn or unreadable only costs reading the files again.
-// A file changed within the last second is not cached ("racily clean" in git's words: a
-// rewrite within the timestamps' granularity could keep its key).
-class HashCache {
- public:
-  static constexpr size_t kMaxEntries = 500'000;
-
-  explicit HashCache(std::string dir) : path_(std::move(dir) + "/.hashes") {
-    FILE* f = fopen(path_.c_str(), "re");
-    if (f == nullptr) return;
-    unsigned long long dev, ino;
-    long long size, mtime, ctime;
-    char hex[65];
-    while (fscanf(f, "%llu %llu %lld %lld %lld %64s", &dev, &ino, &size, &mtime, &ctime, hex) == 6) {
-      if (strlen(hex) != 64 || strspn(hex, "0123456789abcdef") != 64 ||
-          map_.size() >= kMaxEntries) {
-        break;
-      }
-      FileKey k{dev, ino, size, mtime, ctime};
-      if (map_.emplace(k, hex).second) order_.push_back(k);
-    }
-    fclose(f);
-  }
-
-  const std::string* Find(const FileKey& k) const {
-    auto it = map_.find(k);
-    return it == map_.end() ? nullptr : &it->second;
-  }
-
-  void Add(const FileKey& k, const std::string& hex, int64_t now_ns) {
-    if (k.ctime_ns > now_ns - 1'000'000'000 || k.mtime_ns > now_ns - 1'000'000'000) return;
-    if (map_.emplace(k, hex).second) {
-      order_.push_back(k);
-      dirty_ = true;
-    }
-  }
-
-  // Keeps the newest kMaxEntries entries.
-  void Save() {
-    if (!dirty_) return;
-    // A temp file of its own: two submits may save at once (the last rename wins).
-    std::string tmp = path_ + ".tmp-XXXXXX";
-    const int fd = FileFault(tmp) ? -1 : mkostemp(tmp.data(), O_CLOEXEC);
-    if (fd < 0) return;
-    FILE* f = fdopen(fd, "w");
-    if (f == nullptr) {
-      close(fd);
-      unlink(tmp.c_str());
-      return;
-    }
-    const size_t skip = order_.size() > kMaxEntries ? order_.size() - kMaxEntries : 0;
-    bool ok = true;
-    for (size_t i = skip; i < order_.size() && ok; ++i) {
-      const FileKey& k = order_[i];
-      ok = fprintf(f, "%llu %llu %lld %lld %lld %s\n", static_cast<unsigned long long>(k.dev),
-                   static_cast<unsigned long long>(k.ino), static_cast<long long>(k.size),
-                   static_cast<long long>(k.mtime_ns), static_cast<long long>(k.ctime_ns),
-                   map_.at(k).c_str()) > 0;
-    }
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp.c_str(), path_.c_str()) != 0) unlink(tmp.c_str());
-  }
-
- private:
-  std::string path_;
-  std::unordered_map<FileKey, std::string, FileKeyHash> map_;
-  std::vector<FileKey> order_;  // oldest first
-  bool dirty_ = false;
-};
-
-// ---- Copying ---------------------------------------------------------------------------------
-
-// Copies one file into the temp tree, hashing the bytes as they are copied, so the hash always
-// describes exactly what was stored even when the source changes meanwhile.
-// `stable`, when given, is set to the file's key if it did not change while it was read.
-Status CopyAndHash(const std::string& src, const std::string& dst, bool exec, std::string* hex,
-                   int64_t* bytes, std::optional<FileKey>* stable = nullptr) {
-  int in = open(src.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (in < 0) return ErrnoStatus("cannot read '" + src + "'");
-  struct stat before {};
-  const bool stat_before = stable != nullptr && fstat(in, &before) == 0;
-  const mode_t mode = exec ? 0755 : 0644;
-  int out = FileFault(dst) ? -1 : open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-  if (out < 0) {
-    Status s = ErrnoStatus("cannot write '" + dst + "'");
-    close(in);
-    return s;
-  }
-  Sha256 sha;
-  Status status;
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t n = read(in, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      status = ErrnoStatus("cannot read '" + src + "'");
-      break;
-    }
-    if (n == 0) break;
-    sha.Update(std::string_view(buf, static_cast<size_t>(n)));
-    *bytes += n;
-    for (ssize_t done = 0; done < n;) {
-      ssize_t w = FileFault(dst) ? -1 : write(out, buf + done, static_cast<size_t>(n - done));
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        status = ErrnoStatus("cannot write '" + dst + "'");
-        break;
-      }
-      done += w;
-    }
-    if (!status.ok()) break;
-  }
-  if (status.ok() && fchmod(out, mode) != 0) status = ErrnoStatus("cannot chmod '" + dst + "'");
-  struct stat after {};
-  if (status.ok() && stat_before && fstat(in, &after) == 0 && KeyOf(before) == KeyOf(after)) {
-    *stable = KeyOf(before);
-  }
-  close(in);
-  if (close(out) != 0 && status.ok()) status = ErrnoStatus("cannot write '" + dst + "'");
-  *hex = sha.HexDigest();
-  return status;
-}
-
 // Removes temp trees left by a crashed TakeSnapshot (a day old, so none still being written).
 void RemoveStaleTemps(const fs::path& dir) {
   std::error_code ec;
@@ -474,6 +323,23 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
     }
     return tree.HexDigest();
   };
+  // What `drover verify` checks the stored files against (exec/snapshot.h: SnapshotManifest).
+  auto write_manifest = [&](const std::vector<std::string>& content) {
+    const std::string path = SnapshotManifest(snapshots_dir, snap.hash);
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0) return;
+    std::error_code mk;
+    fs::create_directories(fs::path(path).parent_path(), mk);
+    std::string text;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      text += std::string(ModeString(entries[i].kind)) + " " + content[i] + " " + entries[i].rel + "\n";
+    }
+    const std::string tmp = path + ".tmp";
+    FILE* f = fopen(tmp.c_str(), "we");
+    if (f == nullptr) return;
+    const bool ok = fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (fclose(f) != 0 || !ok || rename(tmp.c_str(), path.c_str()) != 0) unlink(tmp.c_str());
+  };
   auto finish = [&](const fs::path& final_path, int64_t bytes) {
     snap.path = fs::absolute(final_path).lexically_normal().string();
     snap.bytes = bytes;
@@ -510,7 +376,10 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
     if (known.size() == entries.size()) {
       snap.hash = tree_hash(known);
       const fs::path final_path = fs::path(snapshots_dir) / snap.hash;
-      if (fs::is_directory(final_path, ec)) return finish(final_path, bytes);
+      if (fs::is_directory(final_path, ec)) {
+        write_manifest(known);
+        return finish(final_path, bytes);
+      }
     }
   }
 
@@ -579,7 +448,83 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
     }
     drop_tmp();  // another drover stored the same tree meanwhile
   }
+  write_manifest(content);
   return finish(final_path, bytes);
+}
+
+std::string SnapshotManifest(const std::string& snapshots_dir, const std::string& hash) {
+  return snapshots_dir + "/.manifests/" + hash;
+}
+
+Result<std::vector<std::string>> VerifySnapshot(const Snapshot& snapshot,
+                                                const std::string& snapshots_dir) {
+  std::error_code ec;
+  if (snapshot.path.empty() || !fs::is_directory(snapshot.path, ec)) {
+    return NotFound("snapshot " + snapshot.hash + " is not in the store (at '" + snapshot.path +
+                    "'); drover gc removes snapshots no experiment uses");
+  }
+  // What is there now: every file by path, with its mode and content hash.
+  std::map<std::string, std::pair<std::string, std::string>> now;  // rel -> (mode, hash)
+  for (fs::recursive_directory_iterator it(snapshot.path, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string file = it->path().string();
+    struct stat st;
+    if (lstat(file.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) continue;
+    const std::string rel = file.substr(snapshot.path.size() + 1);
+    if (S_ISLNK(st.st_mode)) {
+      now[rel] = {ModeString(Kind::kLink), Sha256Hex(fs::read_symlink(file, ec).string())};
+      continue;
+    }
+    Result<std::string> hex = HashFile(file, nullptr);
+    if (!hex.ok()) return hex.status();
+    now[rel] = {ModeString((st.st_mode & 0100) ? Kind::kExec : Kind::kFile), *hex};
+  }
+  if (ec) return Status(Code::kIo, "cannot list '" + snapshot.path + "': " + ec.message());
+  std::vector<std::string> bad;
+  FILE* f = fopen(SnapshotManifest(snapshots_dir, snapshot.hash).c_str(), "re");
+  if (f == nullptr) {
+    // A snapshot stored before manifests: its hash says whether anything changed, not what.
+    Sha256 tree;
+    const std::string_view nul("\0", 1);
+    for (const auto& [rel, mh] : now) {
+      tree.Update(rel);
+      tree.Update(nul);
+      tree.Update(mh.first);
+      tree.Update(nul);
+      tree.Update(mh.second);
+      tree.Update(nul);
+    }
+    if (tree.HexDigest() != snapshot.hash) {
+      bad.push_back("the snapshot's files no longer hash to " + snapshot.hash.substr(0, 16) +
+                    " (stored before drover kept per-file hashes, so which file is not known)");
+    }
+    return bad;
+  }
+  char line[8192];
+  std::map<std::string, std::pair<std::string, std::string>> was;
+  while (fgets(line, sizeof line, f) != nullptr) {
+    std::string l(line);
+    if (!l.empty() && l.back() == '\n') l.pop_back();
+    const size_t a = l.find(' '), b = a == std::string::npos ? a : l.find(' ', a + 1);
+    if (b == std::string::npos) continue;
+    was[l.substr(b + 1)] = {l.substr(0, a), l.substr(a + 1, b - a - 1)};
+  }
+  fclose(f);
+  for (const auto& [rel, mh] : was) {
+    auto it = now.find(rel);
+    if (it == now.end()) {
+      bad.push_back(rel + ": missing");
+    } else if (it->second.second != mh.second) {
+      bad.push_back(rel + ": its content changed (sha256 " + mh.second.substr(0, 12) + " was stored, " +
+                    it->second.second.substr(0, 12) + " is there now)");
+    } else if (it->second.first != mh.first) {
+      bad.push_back(rel + ": its mode changed (" + mh.first + " -> " + it->second.first + ")");
+    }
+  }
+  for (const auto& [rel, mh] : now) {
+    if (!was.count(rel)) bad.push_back(rel + ": added after the snapshot was taken");
+  }
+  return bad;
 }
 
 Status MaterializeSnapshot(const Snapshot& snapshot, const std::string& dest) {

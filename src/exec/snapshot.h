@@ -6,6 +6,7 @@
 // commit and `git diff HEAD` are recorded. Elsewhere every file is copied, honouring .gitignore
 // files when git is installed, and refusing when the total passes max_bytes.
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "model/run.h"
@@ -29,6 +30,14 @@ struct SnapshotOptions {
 // Safe to call from any thread (it touches no store): the daemon calls it off the engine's loop.
 Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& snapshots_dir,
                               const SnapshotOptions& options = {});
+
+// <snapshots_dir>/.manifests/<hash>: each file's mode, content hash and path, written when the
+// snapshot is stored, so `drover verify` names a file that changed since.
+std::string SnapshotManifest(const std::string& snapshots_dir, const std::string& hash);
+// Re-reads a stored snapshot: the files whose content or mode changed, that are missing or were
+// added, each with what is wrong (empty: intact). NotFound when the snapshot is gone.
+Result<std::vector<std::string>> VerifySnapshot(const Snapshot& snapshot,
+                                                const std::string& snapshots_dir);
 
 // Copies a snapshot's files into `dest` (created), a writable working copy for one run.
 Status MaterializeSnapshot(const Snapshot& snapshot, const std::string& dest);

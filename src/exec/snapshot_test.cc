@@ -126,8 +126,9 @@ TEST_F(SnapshotTest, GitRepoCapturesCommittedTreePlusUncommittedChanges) {
   EXPECT_EQ(s.files, 4);
   EXPECT_EQ(s.bytes, 6 + 5 + 6 + 4);
   EXPECT_GE(s.created_ms, before);
-  // Nothing but the snapshot itself is left in the store (no temp folders).
-  EXPECT_EQ(ListTree(store_).size(), 4u);
+  // Nothing but the snapshot itself and its file list is left in the store (no temp folders).
+  EXPECT_EQ(ListTree(store_).size(), 5u);
+  EXPECT_TRUE(fs::exists(SnapshotManifest(store_.string(), s.hash)));
 }
 
 TEST_F(SnapshotTest, CleanRepoHasEmptyDiff) {

@@ -88,6 +88,30 @@ struct Run {
   Millis ended_ms = 0;
   std::string reason;                   // outcome of the last attempt
   Json final_metrics = Json::object();  // metric name -> last value reported
+  // Pipelines (docs/pipelines.md): the stage it runs ("" for a plain run), the runs that must
+  // succeed before it starts, and the run whose outputs it reuses when a run with its
+  // fingerprint had succeeded before (0: it ran, or will).
+  std::string stage;
+  std::vector<int64_t> needs;
+  int64_t cached_from = 0;
+};
+
+// One file a run stored as an output (artifacts/ in the store, by content).
+struct Artifact {
+  int64_t run_id = 0;
+  std::string path;  // inside the run's working copy: data/train.npz
+  std::string hash;  // sha256 of its content
+  int64_t bytes = 0;
+  int mode = 0644;   // permission bits (the exec bit kept)
+};
+
+// What `drover artifacts RUN` and GET /runs/{id}/artifacts show: the run's outputs, or those of
+// the run it was cached from (source_run), in `dir` (<store>/outputs/<source_run>).
+struct RunArtifacts {
+  int64_t run_id = 0;
+  int64_t source_run = 0;
+  std::string dir;
+  std::vector<Artifact> files;
 };
 
 struct Attempt {

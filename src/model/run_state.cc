@@ -174,6 +174,8 @@ std::string_view ToString(RunEvent e) {
       return "requeue";
     case RunEvent::kPrune:
       return "prune";
+    case RunEvent::kCached:
+      return "cached";
   }
   return "?";
 }
@@ -201,6 +203,9 @@ Result<RunState> Transition(RunState from, RunEvent event) {
       break;
     case RunEvent::kPrune:
       if (from == S::kRunning) return S::kPruned;
+      break;
+    case RunEvent::kCached:
+      if (from == S::kQueued) return S::kSucceeded;
       break;
   }
   return FailedPrecondition(

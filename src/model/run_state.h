@@ -13,6 +13,7 @@ enum class RunEvent {
   kCancel,   // the user cancelled (any non-final -> cancelled)
   kRequeue,  // the user retries a finished run (succeeded|failed|cancelled|pruned -> queued)
   kPrune,    // the prune rule stopped the attempt (running -> pruned)
+  kCached,   // a run with its fingerprint succeeded before and stands for it (queued -> succeeded)
 };
 std::string_view ToString(RunEvent e);
 

@@ -12,6 +12,83 @@ std::string InterpreterOf(const std::vector<std::string>& argv, bool shell) {
   return base.rfind("python", 0) == 0 ? program : "";
 }
 
+Spec StageView(const Spec& spec, const StageSpec& stage) {
+  Spec v = spec;
+  v.stages.clear();
+  CopyStageSettings(stage, v);
+  return v;
+}
+
+const StageSpec* FindStage(const Spec& spec, const std::string& name) {
+  for (const StageSpec& s : spec.stages) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+namespace {
+
+Json ResourcesJson(const Resources& r) {
+  return {{"gpus", r.gpus}, {"gpu_memory", r.gpu_memory}, {"cpus", r.cpus}};
+}
+Resources ResourcesFrom(const Json& r) {
+  Resources out;
+  out.gpus = r.value("gpus", 0);
+  out.gpu_memory = r.value("gpu_memory", int64_t{0});
+  out.cpus = r.value("cpus", 1);
+  return out;
+}
+Json MonitorJson(const MonitorPolicy& m) {
+  return {{"watch", m.watch}, {"on_nan", m.stop_on_nan ? "stop" : "ignore"}, {"stall_ms", m.stall_ms}};
+}
+MonitorPolicy MonitorFrom(const Json& m) {
+  MonitorPolicy out;
+  out.watch = m.value("watch", std::vector<std::string>{});
+  out.stop_on_nan = m.value("on_nan", "stop") == "stop";
+  out.stall_ms = m.value("stall_ms", int64_t{0});
+  return out;
+}
+
+Json StageJson(const StageSpec& st) {
+  Json j;
+  j["name"] = st.name;
+  j["command"] = st.command;
+  j["shell"] = st.shell;
+  j["needs"] = st.needs;
+  j["inputs"] = st.inputs;
+  j["outputs"] = st.outputs;
+  j["gather"] = st.gather;
+  j["resources"] = ResourcesJson(st.resources);
+  j["retries"] = st.retries;
+  if (st.retries_given) j["retries_given"] = true;
+  j["timeout_ms"] = st.timeout_ms;
+  j["monitor"] = MonitorJson(st.monitor);
+  j["env"] = st.env;
+  if (!st.input_hashes.empty()) j["input_hashes"] = st.input_hashes;
+  return j;
+}
+
+StageSpec StageFrom(const Json& j) {
+  StageSpec st;
+  st.name = j.at("name").get<std::string>();
+  st.command = j.at("command").get<std::vector<std::string>>();
+  st.shell = j.value("shell", false);
+  st.needs = j.value("needs", std::vector<std::string>{});
+  st.inputs = j.value("inputs", std::vector<std::string>{});
+  st.outputs = j.value("outputs", std::vector<std::string>{});
+  st.gather = j.value("gather", false);
+  st.resources = ResourcesFrom(j.value("resources", Json::object()));
+  st.retries = j.value("retries", 0);
+  st.retries_given = j.value("retries_given", false);
+  st.timeout_ms = j.value("timeout_ms", int64_t{0});
+  st.monitor = MonitorFrom(j.value("monitor", Json::object()));
+  st.env = j.value("env", std::map<std::string, std::string>{});
+  st.input_hashes = j.value("input_hashes", std::map<std::string, std::string>{});
+  return st;
+}
+
+}  // namespace
+
 Json SpecToJson(const Spec& s) {
   Json j;
   j["name"] = s.name;
@@ -26,9 +103,7 @@ Json SpecToJson(const Spec& s) {
     for (const auto& [name, value] : s.params.items()) order.push_back(name);
     j["param_order"] = order;
   }
-  j["resources"] = {{"gpus", s.resources.gpus},
-                    {"gpu_memory", s.resources.gpu_memory},
-                    {"cpus", s.resources.cpus}};
+  j["resources"] = ResourcesJson(s.resources);
   j["priority"] = s.priority;
   if (!s.group.empty()) j["group"] = s.group;
   j["preemptible"] = s.preemptible;
@@ -60,9 +135,12 @@ Json SpecToJson(const Spec& s) {
                   {"reduction", s.prune->reduction},         {"max_steps", s.prune->max_steps},
                   {"startup_trials", s.prune->startup_trials}};
   }
-  j["monitor"] = {{"watch", s.monitor.watch},
-                  {"on_nan", s.monitor.stop_on_nan ? "stop" : "ignore"},
-                  {"stall_ms", s.monitor.stall_ms}};
+  j["monitor"] = MonitorJson(s.monitor);
+  if (!s.stages.empty()) {
+    j["stages"] = Json::array();
+    for (const StageSpec& st : s.stages) j["stages"].push_back(StageJson(st));
+  }
+  if (!s.force.empty()) j["force"] = s.force;
   return j;
 }
 
@@ -85,10 +163,7 @@ Result<Spec> SpecFromJson(const Json& j) {
     for (const auto& [name, value] : params.items()) {
       if (!s.params.contains(name)) s.params[name] = OrderedJson::parse(value.dump());
     }
-    const Json& r = j.at("resources");
-    s.resources.gpus = r.value("gpus", 0);
-    s.resources.gpu_memory = r.value("gpu_memory", int64_t{0});
-    s.resources.cpus = r.value("cpus", 1);
+    s.resources = ResourcesFrom(j.at("resources"));
     s.priority = j.value("priority", 0);
     s.group = j.value("group", "");
     s.preemptible = j.value("preemptible", true);
@@ -138,12 +213,9 @@ Result<Spec> SpecFromJson(const Json& j) {
       prune.startup_trials = x.value("startup_trials", 5);
       s.prune = prune;
     }
-    if (j.contains("monitor")) {
-      const Json& m = j["monitor"];
-      s.monitor.watch = m.value("watch", std::vector<std::string>{});
-      s.monitor.stop_on_nan = m.value("on_nan", "stop") == "stop";
-      s.monitor.stall_ms = m.value("stall_ms", int64_t{0});
-    }
+    if (j.contains("monitor")) s.monitor = MonitorFrom(j["monitor"]);
+    for (const Json& st : j.value("stages", Json::array())) s.stages.push_back(StageFrom(st));
+    s.force = j.value("force", std::vector<std::string>{});
     return s;
   } catch (const Json::exception& e) {
     return InvalidArgument(std::string("stored spec is not readable: ") + e.what());

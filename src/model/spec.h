@@ -93,6 +93,35 @@ struct PruneSpec {
   int startup_trials = 5; // median: runs that must reach a rung before it stops anyone there
 };
 
+// One stage of a pipeline (stages:, docs/pipelines.md): its own command and settings; the rest
+// of the spec (params, workdir, objective, ...) is the pipeline's. A stage runs once for each
+// distinct value of the swept parameters its command names and its needs fan out over, or once
+// over all its needs' runs when it gathers.
+struct StageSpec {
+  std::string name;
+  std::vector<std::string> command;  // as Spec::command
+  bool shell = false;
+  std::vector<std::string> needs;    // stages that must succeed first
+  // Files or folders the stage reads that are not outputs of its needs, as written: relative to
+  // the spec's folder or absolute. Their content is part of the stage's fingerprint.
+  std::vector<std::string> inputs;
+  // Files or folders the stage writes, relative to its working copy ("data", "ckpt/model.pt"):
+  // stored as artifacts when it succeeds and shown read-only, at the same place, to the stages
+  // that need it.
+  std::vector<std::string> outputs;
+  bool gather = false;  // once over all its needs' runs, which it reads through $DROVER_INPUTS
+  Resources resources;
+  int retries = 0;
+  bool retries_given = false;
+  int64_t timeout_ms = 0;
+  MonitorPolicy monitor;
+  std::map<std::string, std::string> env;  // the spec's env with the stage's on top
+  // Filled at submit: input (as written) -> content hash of what it held (exec/input_hash.h).
+  std::map<std::string, std::string> input_hashes;
+};
+inline constexpr size_t kMaxStages = 64;
+inline constexpr size_t kMaxStagePaths = 64;  // inputs or outputs per stage
+
 struct Spec {
   std::string name;
   // The command template. shell == false: argv words, each may hold {param} placeholders and is
@@ -129,6 +158,11 @@ struct Spec {
   std::optional<PruneSpec> prune;
   OomPolicy oom;
   MonitorPolicy monitor;
+  // A pipeline (stages:): `command` is empty and each run is one stage's (docs/pipelines.md).
+  std::vector<StageSpec> stages;
+  // Stages run again even where a run with the same fingerprint succeeded (--force STAGE;
+  // "all" for every stage); for a plain spec, any entry (--rerun) runs duplicates again.
+  std::vector<std::string> force;
 
   // The folder the spec came from (its relative paths start there): $DROVER_PROJECT_DIR in every
   // run, so a run finds what the snapshot left out (data kept out by .gitignore) where it is.
@@ -136,6 +170,25 @@ struct Spec {
   std::string source_path;  // the file it came from ("" for a string)
   std::string source_text;  // the YAML as given, after --set overrides (stored with the experiment)
 };
+
+// The settings a stage may have of its own, copied between a Spec and a StageSpec (same names).
+template <typename From, typename To>
+void CopyStageSettings(const From& from, To& to) {
+  to.command = from.command;
+  to.shell = from.shell;
+  to.resources = from.resources;
+  to.retries = from.retries;
+  to.retries_given = from.retries_given;
+  to.timeout_ms = from.timeout_ms;
+  to.monitor = from.monitor;
+  to.env = from.env;
+}
+
+// The spec a run of `stage` runs under: the pipeline's, with the stage's command, resources,
+// retries, timeout, monitor and env.
+Spec StageView(const Spec& spec, const StageSpec& stage);
+// The stage named `name`, or nullptr.
+const StageSpec* FindStage(const Spec& spec, const std::string& name);
 
 // Canonical JSON of a spec (stored with the experiment, shown by `drover show`).
 Json SpecToJson(const Spec& spec);

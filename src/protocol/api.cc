@@ -509,6 +509,27 @@ Result<Experiment> ExperimentFromJson(const Json& j) {
   return e;
 }
 
+Result<RunArtifacts> RunArtifactsFromJson(const Json& j) {
+  RunArtifacts a;
+  FieldReader f(j, "artifacts");
+  f.Get("run_id", a.run_id, true);
+  f.Get("source_run", a.source_run);
+  f.Get("dir", a.dir);
+  if (!f.ok()) return f.status();
+  for (const Json& x : j.value("files", Json::array())) {
+    Artifact art;
+    FieldReader ff(x, "artifacts.files");
+    ff.Get("path", art.path, true);
+    ff.Get("sha256", art.hash, true);
+    ff.Get("bytes", art.bytes);
+    ff.Get("mode", art.mode);
+    if (!ff.ok()) return ff.status();
+    art.run_id = a.source_run;
+    a.files.push_back(std::move(art));
+  }
+  return a;
+}
+
 Result<Run> RunFromJson(const Json& j) {
   Run r;
   FieldReader f(j, "run");
@@ -535,7 +556,14 @@ Result<Run> RunFromJson(const Json& j) {
   f.Get("started_ms", r.started_ms);
   f.Get("ended_ms", r.ended_ms);
   f.GetJson("metrics", r.final_metrics, true);
+  f.Get("stage", r.stage);
+  f.Get("cached_from", r.cached_from);
   if (!f.ok()) return f.status();
+  if (j.contains("needs") && j["needs"].is_array()) {
+    for (const Json& n : j["needs"]) {
+      if (n.is_number_integer()) r.needs.push_back(n.get<int64_t>());
+    }
+  }
   auto parsed = ParseRunState(state);
   if (!parsed) {
     return InvalidArgument("run.state: unknown state '" + state +

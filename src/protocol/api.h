@@ -121,6 +121,7 @@ Json ToJson(const GpuSample& s);
 Result<GpuSample> GpuSampleFromJson(const Json& j);
 // An alert as json_codec's ToJson(Alert) writes it.
 Result<Alert> AlertFromJson(const Json& j);
+Result<RunArtifacts> RunArtifactsFromJson(const Json& j);
 Result<GpuStatus> GpuStatusFromJson(const Json& j);
 
 // Everything recorded about one run (GET /api/v1/runs/{id}, `drover show RUN --json`).

@@ -14,7 +14,7 @@ Json ToJson(const Experiment& e) {
 }
 
 Json ToJson(const Run& r) {
-  return {{"id", r.id},
+  Json j = {{"id", r.id},
           {"experiment_id", r.experiment_id},
           {"index", r.index},
           {"state", ToString(r.state)},
@@ -33,6 +33,21 @@ Json ToJson(const Run& r) {
           {"started_ms", r.started_ms},
           {"ended_ms", r.ended_ms},
           {"metrics", r.final_metrics}};
+  // Pipelines only: a plain run's JSON stays as it was.
+  if (!r.stage.empty()) {
+    j["stage"] = r.stage;
+    j["needs"] = r.needs;
+  }
+  if (r.cached_from != 0) j["cached_from"] = r.cached_from;
+  return j;
+}
+
+Json ToJson(const RunArtifacts& a) {
+  Json files = Json::array();
+  for (const Artifact& f : a.files) {
+    files.push_back({{"path", f.path}, {"sha256", f.hash}, {"bytes", f.bytes}, {"mode", f.mode}});
+  }
+  return {{"run_id", a.run_id}, {"source_run", a.source_run}, {"dir", a.dir}, {"files", files}};
 }
 
 Json ToJson(const Attempt& a) {

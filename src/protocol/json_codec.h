@@ -12,5 +12,6 @@ Json ToJson(const MetricPoint& p);
 Json ToJson(const Snapshot& s);
 Json ToJson(const Environment& e);
 Json ToJson(const Alert& a);
+Json ToJson(const RunArtifacts& a);
 
 }  // namespace drover::protocol

@@ -226,10 +226,19 @@ Json ScoreJson(double v) { return protocol::NumberJson(v); }
 std::vector<std::string> VaryingParams(const std::vector<Run>& runs) {
   std::vector<std::string> keys;
   if (runs.empty()) return keys;
-  for (auto it = runs[0].params.begin(); it != runs[0].params.end(); ++it) {
+  // Every run's keys (a pipeline's stages hold different ones), in order of first appearance;
+  // one a run lacks varies too.
+  std::vector<std::string> all;
+  for (const Run& r : runs) {
+    for (auto it = r.params.begin(); it != r.params.end(); ++it) {
+      if (std::find(all.begin(), all.end(), it.key()) == all.end()) all.push_back(it.key());
+    }
+  }
+  for (const std::string& key : all) {
+    const Json* first = runs[0].params.contains(key) ? &runs[0].params[key] : nullptr;
     for (const Run& r : runs) {
-      if (!r.params.contains(it.key()) || r.params[it.key()] != it.value()) {
-        keys.push_back(it.key());
+      if (!first || !r.params.contains(key) || r.params[key] != *first) {
+        keys.push_back(key);
         break;
       }
     }

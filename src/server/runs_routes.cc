@@ -1,4 +1,9 @@
 // /api/v1/runs: list with filters and paging, one run in full, its attempts, cancel, priority.
+#include <fmt/format.h>
+
+#include <fstream>
+#include <memory>
+
 #include "protocol/json_codec.h"
 #include "server/routes.h"
 
@@ -110,11 +115,65 @@ Status Priority(ServerContext& ctx, const httplib::Request& req, httplib::Respon
 
 }  // namespace
 
+// The store's folder (drover.db's).
+std::string StoreDir(const ServerContext& ctx) {
+  const std::string& db = ctx.options.store_path;
+  const size_t slash = db.rfind('/');
+  return slash == std::string::npos ? "." : db.substr(0, slash);
+}
+
+// GET /runs/{id}/artifacts: its stored outputs (a cached run: its source's).
+Status Artifacts(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  DROVER_ASSIGN_OR_RETURN(int64_t id, ParseId(req.matches[1].str(), "run id"));
+  DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
+  DROVER_ASSIGN_OR_RETURN(RunArtifacts a, store->RunOutputs(id, StoreDir(ctx)));
+  SendJson(res, 200, protocol::ToJson(a));
+  return Status::Ok();
+}
+
+// GET /runs/{id}/artifacts/file?path=P: one stored output's bytes (only a path the run stored).
+Status ArtifactFile(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  DROVER_ASSIGN_OR_RETURN(int64_t id, ParseId(req.matches[1].str(), "run id"));
+  if (!req.has_param("path")) {
+    return InvalidArgument("give the file as ?path=..., one of GET /runs/{id}/artifacts' paths");
+  }
+  const std::string path = req.get_param_value("path");
+  DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
+  DROVER_ASSIGN_OR_RETURN(RunArtifacts a, store->RunOutputs(id, StoreDir(ctx)));
+  for (const Artifact& f : a.files) {
+    if (f.path != path || f.mode == 0120777) continue;
+    const std::string file = a.dir + "/" + f.path;
+    auto in = std::make_shared<std::ifstream>(file, std::ios::binary);
+    if (!*in) return NotFound("artifact '" + path + "' is no longer at " + file);
+    const size_t slash = path.rfind('/');
+    const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+    res.set_header("Content-Disposition", "attachment; filename=\"" + name + "\"");
+    res.set_content_provider(
+        static_cast<size_t>(f.bytes), "application/octet-stream",
+        [in](size_t offset, size_t length, httplib::DataSink& sink) {
+          char buf[1 << 16];
+          in->seekg(static_cast<std::streamoff>(offset));
+          const size_t n = std::min(length, sizeof buf);
+          in->read(buf, static_cast<std::streamsize>(n));
+          const std::streamsize got = in->gcount();
+          if (got <= 0) return false;
+          sink.write(buf, static_cast<size_t>(got));
+          return true;
+        });
+    return Status::Ok();
+  }
+  return NotFound(fmt::format("run {} stored no file '{}'; GET /api/v1/runs/{}/artifacts lists "
+                              "them",
+                              id, path, id));
+}
+
 void RegisterRunsRoutes(httplib::Server& http, ServerContext& ctx) {
   const std::string base = std::string(protocol::kApiPrefix) + "/runs";
   http.Get(base, Route(ctx, List));
   http.Get(base + "/([^/]+)", Route(ctx, Get));
   http.Get(base + "/([^/]+)/attempts", Route(ctx, Attempts));
+  http.Get(base + "/([^/]+)/artifacts", Route(ctx, Artifacts));
+  http.Get(base + "/([^/]+)/artifacts/file", Route(ctx, ArtifactFile));
   http.Post(base + "/([^/]+)/cancel", Route(ctx, Cancel));
   http.Post(base + "/([^/]+)/priority", Route(ctx, Priority));
 }

@@ -12,6 +12,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -35,7 +37,10 @@ const std::vector<std::string> kTopKeys = {
     "name",          "workdir", "command", "shell",     "params", "resources",
     "priority",      "group",   "preemptible", "max_parallel", "max_runs",    "retries",
     "retry_backoff", "timeout", "env",     "objective", "oom",    "monitor", "data",
-    "search",        "prune"};
+    "search",        "prune",   "stages",      "force"};
+const std::vector<std::string> kStageKeys = {"command", "shell",     "needs",   "inputs",
+                                             "outputs", "gather",    "resources", "retries",
+                                             "timeout", "monitor",   "env"};
 // The highest max_runs a spec may set: each run is a row in the store and in memory.
 constexpr int64_t kMaxRunsLimit = 10'000'000;
 const std::vector<std::string> kResourceKeys = {"gpus", "gpu_memory", "cpus"};
@@ -167,6 +172,10 @@ class SpecParser : public yaml::Reader {
   Status ParseMonitor(const Field& f, Spec& spec) const;
   Status CheckIntegerParam(const Field& ref, const std::vector<Field>& params,
                            std::string_view role) const;
+  // stages: each stage's command and settings over the pipeline's (docs/pipelines.md).
+  Status ParseStages(const Field& f, const std::vector<Field>& top,
+                     const std::vector<Field>& params, Spec& spec) const;
+  Result<std::vector<std::string>> ParsePaths(const Field& f, bool outputs) const;
 
   std::string display_;
   std::string base_dir_;
@@ -1082,7 +1091,12 @@ Result<Spec> SpecParser::Parse(const std::string& yaml, const std::vector<std::s
         "'name: digits-compare'");
   }
   const Field* command = Find(top, "command");
-  if (!command) {
+  const Field* stages = Find(top, "stages");
+  if (command && stages) {
+    return Err(command->key, "a spec with stages: has no command: of its own (each stage has "
+                             "one); move it into a stage");
+  }
+  if (!command && !stages) {
     return ErrAtStart(
         "missing required key 'command'; add the command to run, such as "
         "'command: \"python train.py --lr {lr}\"'");
@@ -1113,7 +1127,7 @@ Result<Spec> SpecParser::Parse(const std::string& yaml, const std::vector<std::s
 
   std::vector<Field> params;
   if (const Field* p = Find(top, "params")) DROVER_RETURN_IF_ERROR(ParseParams(*p, spec, params));
-  DROVER_RETURN_IF_ERROR(ParseCommand(*command, params, spec));
+  if (command) DROVER_RETURN_IF_ERROR(ParseCommand(*command, params, spec));
   DROVER_RETURN_IF_ERROR(ParseWorkdir(Find(top, "workdir"), spec));
   if (const Field* r = Find(top, "resources")) DROVER_RETURN_IF_ERROR(ParseResources(*r, spec));
 
@@ -1189,8 +1203,235 @@ Result<Spec> SpecParser::Parse(const std::string& yaml, const std::vector<std::s
   if (const Field* f = Find(top, "monitor")) DROVER_RETURN_IF_ERROR(ParseMonitor(*f, spec));
   if (const Field* f = Find(top, "search")) DROVER_RETURN_IF_ERROR(ParseSearch(*f, spec));
   if (const Field* f = Find(top, "prune")) DROVER_RETURN_IF_ERROR(ParsePrune(*f, spec));
+  if (stages && (spec.search || spec.prune)) {
+    const Field* at = Find(top, spec.search ? "search" : "prune");
+    return Err(at->key, fmt::format("{} and stages: do not go together yet; sweep a pipeline "
+                                    "with lists under params:, or search in a spec of its own",
+                                    at->name));
+  }
   DROVER_RETURN_IF_ERROR(CheckSearch(root, top, params, spec));
+  if (stages) DROVER_RETURN_IF_ERROR(ParseStages(*stages, top, params, spec));
+  if (const Field* f = Find(top, "force")) {
+    std::vector<std::string> names = {"all"};
+    for (const StageSpec& st : spec.stages) names.push_back(st.name);
+    std::vector<Node> items;
+    if (f->value.IsScalar()) items.push_back(f->value);
+    else if (f->value.IsSequence()) for (const Node& e : f->value) items.push_back(e);
+    for (const Node& e : items) {
+      const std::string name = e.IsScalar() ? e.Scalar() : std::string();
+      if (spec.stages.empty()) {
+        return Err(f->key, "force (--force) names stages to run again; this spec has no "
+                           "stages:");
+      }
+      if (!Contains(names, name)) {
+        std::optional<std::string> close = ClosestMatch(name, names);
+        return Err(e, fmt::format("force: no stage '{}'{}; name a stage ({}) or all", name,
+                                  close ? fmt::format(" (did you mean '{}'?)", *close) : "",
+                                  Join(names, ", ")));
+      }
+      if (!Contains(spec.force, name)) spec.force.push_back(name);
+    }
+  }
   return spec;
+}
+
+Result<std::vector<std::string>> SpecParser::ParsePaths(const Field& f, bool outputs) const {
+  const char* example = outputs ? "[data/, ckpt/model.pt]" : "[raw/, labels.csv]";
+  std::vector<Node> items;
+  if (f.value.IsScalar()) {
+    items.push_back(f.value);
+  } else if (f.value.IsSequence()) {
+    for (const Node& e : f.value) items.push_back(e);
+  } else {
+    return Err(f.at(), fmt::format("{} must be a list of paths, got {}; write e.g. {}: {}", f.path,
+                                   Describe(f.value), f.name, example));
+  }
+  if (items.size() > kMaxStagePaths) {
+    return Err(f.at(), fmt::format("{} names {} paths; at most {} (name a folder that holds them)",
+                                   f.path, items.size(), kMaxStagePaths));
+  }
+  std::vector<std::string> out;
+  for (const Node& e : items) {
+    if (!e.IsScalar() || Trim(e.Scalar()).empty()) {
+      return Err(e.IsNull() ? f.at() : e,
+                 fmt::format("each of {} must be a path, got {}; write e.g. {}: {}", f.path,
+                             Describe(e), f.name, example));
+    }
+    fs::path p(e.Scalar());
+    std::string norm = p.lexically_normal().string();
+    while (norm.size() > 1 && norm.back() == '/') norm.pop_back();
+    if (outputs) {
+      // Inside the working copy, where the stage writes and where its needers see it.
+      if (p.is_absolute() || norm == "." || norm == ".." || norm.rfind("../", 0) == 0 ||
+          norm.find_first_of(",:\\") != std::string::npos) {
+        return Err(e, fmt::format("{}: '{}' must be a path inside the working copy, such as "
+                                  "data/ or ckpt/model.pt (not absolute, not '.', no '..', no "
+                                  "',', ':' or '\\')",
+                                  f.path, e.Scalar()));
+      }
+    } else {
+      const std::string abs = Normalize(p.is_absolute() ? p : fs::path(base_dir_) / p);
+      std::error_code ec;
+      if (!fs::exists(abs, ec)) {
+        return Err(e, fmt::format("{}: '{}' does not exist (looked for {}); fix the path (a "
+                                  "relative one starts at the spec's folder)",
+                                  f.path, e.Scalar(), abs));
+      }
+      norm = e.Scalar();
+    }
+    if (std::find(out.begin(), out.end(), norm) != out.end()) {
+      return Err(e, fmt::format("{} names '{}' twice; name it once", f.path, norm));
+    }
+    out.push_back(norm);
+  }
+  return out;
+}
+
+Status SpecParser::ParseStages(const Field& f, const std::vector<Field>& top,
+                               const std::vector<Field>& params, Spec& spec) const {
+  const char* example = "stages: {prepare: {command: \"python prepare.py\", outputs: [data/]}}";
+  if (!f.value.IsMap() || f.value.size() == 0) {
+    return Err(f.at(), fmt::format("stages must be a mapping of stage name: settings, got {}; "
+                                   "write e.g. {}",
+                                   Describe(f.value), example));
+  }
+  DROVER_ASSIGN_OR_RETURN(std::vector<Field> fields, ReadMap(f.value, "stages", nullptr));
+  if (fields.size() > kMaxStages) {
+    return Err(f.at(), fmt::format("stages has {} stages; at most {}", fields.size(), kMaxStages));
+  }
+  std::vector<std::string> names;
+  for (const Field& st : fields) names.push_back(st.name);
+  std::vector<std::vector<const Field*>> need_nodes;
+  for (const Field& st : fields) {
+    if (!IsParamName(st.name)) {
+      return Err(st.key, fmt::format("'{}' cannot name a stage; use letters, digits and '_', "
+                                     "starting with a letter, such as train",
+                                     st.name));
+    }
+    if (!st.value.IsMap()) {
+      return Err(st.at(), fmt::format("{} must be a mapping with a command, got {}; write e.g. "
+                                      "{}: {{command: \"python {}.py\"}}",
+                                      st.path, Describe(st.value), st.name, st.name));
+    }
+    DROVER_ASSIGN_OR_RETURN(std::vector<Field> sf, ReadMap(st.value, st.path, &kStageKeys));
+    const Field* command = Find(sf, "command");
+    if (!command) {
+      return Err(st.key, fmt::format("{} has no command; add one, such as command: \"python "
+                                     "{}.py\"",
+                                     st.path, st.name));
+    }
+    // The stage's settings start from the pipeline's.
+    Spec view = spec;
+    view.command.clear();
+    view.stages.clear();
+    if (const Field* sh = Find(sf, "shell")) {
+      Scalar b = Resolve(sh->value);
+      if (b.kind != Kind::kBool) {
+        return Err(sh->at(), fmt::format("{} must be true or false, got {}", sh->path,
+                                         Describe(sh->value)));
+      }
+      view.shell = b.b;
+    }
+    DROVER_RETURN_IF_ERROR(ParseCommand(*command, params, view));
+    if (const Field* r = Find(sf, "resources")) DROVER_RETURN_IF_ERROR(ParseResources(*r, view));
+    if (const Field* x = Find(sf, "retries")) {
+      DROVER_ASSIGN_OR_RETURN(view.retries,
+                              Int(*x, 0, std::numeric_limits<int>::max(), "a non-negative integer",
+                                  "write how many times to retry, such as 2"));
+      view.retries_given = true;
+    }
+    if (const Field* x = Find(sf, "timeout")) {
+      DROVER_ASSIGN_OR_RETURN(view.timeout_ms, Duration(*x));
+    }
+    if (const Field* x = Find(sf, "monitor")) DROVER_RETURN_IF_ERROR(ParseMonitor(*x, view));
+    if (const Field* x = Find(sf, "env")) DROVER_RETURN_IF_ERROR(ParseEnv(*x, view));
+    StageSpec stage;
+    stage.name = st.name;
+    CopyStageSettings(view, stage);
+    if (const Field* x = Find(sf, "gather")) {
+      Scalar b = Resolve(x->value);
+      if (b.kind != Kind::kBool) {
+        return Err(x->at(), fmt::format("{} must be true or false, got {}", x->path,
+                                        Describe(x->value)));
+      }
+      stage.gather = b.b;
+    }
+    if (const Field* x = Find(sf, "inputs")) {
+      DROVER_ASSIGN_OR_RETURN(stage.inputs, ParsePaths(*x, false));
+    }
+    if (const Field* x = Find(sf, "outputs")) {
+      DROVER_ASSIGN_OR_RETURN(stage.outputs, ParsePaths(*x, true));
+    }
+    need_nodes.emplace_back();
+    if (const Field* x = Find(sf, "needs")) {
+      std::vector<Node> items;
+      if (x->value.IsScalar()) items.push_back(x->value);
+      else if (x->value.IsSequence()) for (const Node& e : x->value) items.push_back(e);
+      else {
+        return Err(x->at(), fmt::format("{} must be a list of stage names, got {}; write e.g. "
+                                        "needs: [prepare]",
+                                        x->path, Describe(x->value)));
+      }
+      for (const Node& e : items) {
+        const std::string need = e.IsScalar() ? e.Scalar() : std::string();
+        if (need == st.name) {
+          return Err(e, fmt::format("{} needs itself; name the stages it comes after", x->path));
+        }
+        if (!Contains(names, need)) {
+          std::optional<std::string> close = ClosestMatch(need, names);
+          return Err(e, fmt::format("{}: no stage '{}'{}; the stages are {}", x->path, need,
+                                    close ? fmt::format(" (did you mean '{}'?)", *close) : "",
+                                    Join(names, ", ")));
+        }
+        if (Contains(stage.needs, need)) {
+          return Err(e, fmt::format("{} names '{}' twice; name it once", x->path, need));
+        }
+        stage.needs.push_back(need);
+      }
+    }
+    if (stage.gather && stage.needs.empty()) {
+      return Err(st.key, fmt::format("{} gathers but needs nothing; name the stages whose runs "
+                                     "it gathers, such as needs: [validate]",
+                                     st.path));
+    }
+    spec.stages.push_back(std::move(stage));
+  }
+  // No cycle: each stage's needs come first in some order (depth-first, colours).
+  std::map<std::string, int> colour;
+  std::function<Status(const StageSpec&)> visit = [&](const StageSpec& s) -> Status {
+    colour[s.name] = 1;
+    for (const std::string& n : s.needs) {
+      if (colour[n] == 1) {
+        return Err(f.key, fmt::format("stages {} and {} need each other (a cycle); a stage can "
+                                      "only need stages that can run before it",
+                                      s.name, n));
+      }
+      if (colour[n] == 0) DROVER_RETURN_IF_ERROR(visit(*FindStage(spec, n)));
+    }
+    colour[s.name] = 2;
+    return Status::Ok();
+  };
+  for (const StageSpec& s : spec.stages) {
+    if (colour[s.name] == 0) DROVER_RETURN_IF_ERROR(visit(s));
+  }
+  // A stage that runs once per need's run sees their outputs in its working copy: two needs may
+  // not put theirs at the same place, nor over one of its own.
+  for (const StageSpec& s : spec.stages) {
+    if (s.gather) continue;
+    std::map<std::string, std::string> seen;
+    for (const std::string& o : s.outputs) seen[o] = s.name;
+    for (const std::string& n : s.needs) {
+      for (const std::string& o : FindStage(spec, n)->outputs) {
+        auto [it, fresh] = seen.emplace(o, n);
+        if (!fresh) {
+          return Err(f.key, fmt::format("stage {} would see '{}' from both {} and {}; give the "
+                                        "outputs different paths",
+                                        s.name, o, it->second, n));
+        }
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace

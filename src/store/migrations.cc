@@ -198,6 +198,24 @@ CREATE TABLE observations (
 CREATE INDEX observations_by_experiment ON observations(experiment_id);
 )sql";
 
+// Version 9: pipelines (docs/pipelines.md). A run's stage, the runs it needs, the run whose
+// outputs it reuses when its fingerprint had succeeded before; the outputs runs stored, content
+// addressed (artifacts/ in the store), and an index to find a fingerprint's earlier success.
+constexpr const char* kV9 = R"sql(
+ALTER TABLE runs ADD COLUMN stage       TEXT    NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN needs       TEXT    NOT NULL DEFAULT '[]';
+ALTER TABLE runs ADD COLUMN cached_from INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX runs_by_fingerprint ON runs(fingerprint, state);
+CREATE TABLE artifacts (
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  path   TEXT    NOT NULL,
+  hash   TEXT    NOT NULL,
+  bytes  INTEGER NOT NULL,
+  mode   INTEGER NOT NULL,
+  PRIMARY KEY (run_id, path)
+);
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
@@ -210,6 +228,7 @@ const std::vector<Migration>& Migrations() {
       {6, "metrics indexed by run, name, attempt and step", kV6},
       {7, "attempts keep the last lines of a failure's stderr", kV7},
       {8, "the rungs of prune rules and the observations told to searches", kV8},
+      {9, "pipelines: stages, needs, cached runs and their artifacts", kV9},
   };
   return kAll;
 }

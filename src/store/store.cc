@@ -34,7 +34,7 @@ using store::Stmt;
 #define DROVER_RUN_COLS                                                                         \
   "id, experiment_id, grid_index, params, current_params, fingerprint, state, priority, gpus, " \
   "gpu_memory, cpus, attempts, retries_used, not_before_ms, created_ms, started_ms, ended_ms, " \
-  "reason, final_metrics"
+  "reason, final_metrics, stage, needs, cached_from"
 #define DROVER_ATTEMPT_COLS                                                                 \
   "id, run_id, number, ended, reason, exit_code, signal, pid, gpus, cuda_visible_devices, " \
   "params, argv, started_ms, ended_ms, stdout_path, stderr_path, stdout_offset, hostname, " \
@@ -80,7 +80,12 @@ Status ReadRun(const Stmt& st, Run* r) {
   r->started_ms = st.Int(15);
   r->ended_ms = st.Int(16);
   r->reason = st.Text(17);
-  return ParseJson(st.Text(18), fmt::format("run {} final_metrics", r->id), &r->final_metrics);
+  DROVER_RETURN_IF_ERROR(
+      ParseJson(st.Text(18), fmt::format("run {} final_metrics", r->id), &r->final_metrics));
+  r->stage = st.Text(19);
+  DROVER_RETURN_IF_ERROR(ParseJsonArray(st.Text(20), fmt::format("run {} needs", r->id), &r->needs));
+  r->cached_from = st.Int(21);
+  return Status::Ok();
 }
 
 Status ReadAttempt(const Stmt& st, Attempt* a) {
@@ -158,12 +163,12 @@ void ReadEnvironment(const Stmt& st, Environment* e) {
   e->gpu_info = st.Text(4);
 }
 
-// Binds the 18 stored fields of a run (everything but id), as ?1..?18.
+// Binds the 21 stored fields of a run (everything but id), as ?1..?21.
 void BindRunFields(Stmt& st, const Run& r) {
   st.Bind(r.experiment_id, r.index, DumpJson(r.params), DumpJson(r.current_params), r.fingerprint,
           ToString(r.state), r.priority, r.resources.gpus, r.resources.gpu_memory, r.resources.cpus,
           r.attempts, r.retries_used, r.not_before_ms, r.created_ms, r.started_ms, r.ended_ms,
-          r.reason, DumpJson(r.final_metrics));
+          r.reason, DumpJson(r.final_metrics), r.stage, DumpJson(Json(r.needs)), r.cached_from);
 }
 
 // Binds the 19 stored fields of an attempt (everything but id), as ?1..?19.
@@ -449,6 +454,7 @@ Status Store::DeleteExperiment(int64_t id) {
   static constexpr const char* kDeletes[] = {
       "DELETE FROM metrics WHERE run_id IN (SELECT id FROM runs WHERE experiment_id = ?)",
       "DELETE FROM attempts WHERE run_id IN (SELECT id FROM runs WHERE experiment_id = ?)",
+      "DELETE FROM artifacts WHERE run_id IN (SELECT id FROM runs WHERE experiment_id = ?)",
       "DELETE FROM alerts WHERE experiment_id = ?",
       "DELETE FROM rungs WHERE experiment_id = ?",
       "DELETE FROM observations WHERE experiment_id = ?",
@@ -541,8 +547,8 @@ Status Store::InsertRun(Run& r) {
       Stmt st, impl_->Use("INSERT INTO runs (experiment_id, grid_index, params, current_params, "
                           "fingerprint, state, priority, gpus, gpu_memory, cpus, attempts, "
                           "retries_used, not_before_ms, created_ms, started_ms, ended_ms, reason, "
-                          "final_metrics) VALUES "
-                          "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                          "final_metrics, stage, needs, cached_from) VALUES "
+                          "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                           "inserting a run"));
   BindRunFields(st, r);
   DROVER_RETURN_IF_ERROR(st.Run());
@@ -556,8 +562,8 @@ Status Store::UpdateRun(const Run& r) {
       impl_->Use("UPDATE runs SET experiment_id = ?, grid_index = ?, params = ?, "
                  "current_params = ?, fingerprint = ?, state = ?, priority = ?, gpus = ?, "
                  "gpu_memory = ?, cpus = ?, attempts = ?, retries_used = ?, not_before_ms = ?, "
-                 "created_ms = ?, started_ms = ?, ended_ms = ?, reason = ?, final_metrics = ? "
-                 "WHERE id = ?",
+                 "created_ms = ?, started_ms = ?, ended_ms = ?, reason = ?, final_metrics = ?, "
+                 "stage = ?, needs = ?, cached_from = ? WHERE id = ?",
                  "updating a run"));
   BindRunFields(st, r);
   st.Bind(r.id);
@@ -807,24 +813,27 @@ Result<std::map<int64_t, CurveSummary>> Store::MetricSummaries(int64_t experimen
   DROVER_ASSIGN_OR_RETURN(
       Stmt st,
       impl_->Use(
-          "WITH latest AS (SELECT a.run_id, MAX(a.id) AS attempt_id FROM attempts a "
-          "  JOIN runs r ON r.id = a.run_id WHERE r.experiment_id = ?1 "
-          "  AND (?4 = 0 OR r.id = ?4) GROUP BY a.run_id) "
+          // A run cached from another (a pipeline's, docs/pipelines.md) shows that one's curve.
+          "WITH src AS (SELECT r.id AS run_id, "
+          "  CASE WHEN r.cached_from > 0 THEN r.cached_from ELSE r.id END AS src FROM runs r "
+          "  WHERE r.experiment_id = ?1 AND (?4 = 0 OR r.id = ?4)), "
+          "latest AS (SELECT s.run_id, s.src, "
+          "  (SELECT MAX(a.id) FROM attempts a WHERE a.run_id = s.src) AS attempt_id FROM src s) "
           "SELECT l.run_id, COUNT(*), "
           "  MIN(CASE WHEN m.value BETWEEN -1.7976931348623157e308 AND 1.7976931348623157e308 "
           "      THEN m.value END), "
           "  MAX(CASE WHEN m.value BETWEEN -1.7976931348623157e308 AND 1.7976931348623157e308 "
           "      THEN m.value END), "
           // The last value and the last K: read backwards along the index, no sort.
-          "  (SELECT x.value FROM metrics x WHERE x.run_id = l.run_id AND x.name = ?2 "
+          "  (SELECT x.value FROM metrics x WHERE x.run_id = l.src AND x.name = ?2 "
           "     AND x.attempt_id = l.attempt_id ORDER BY x.step DESC, x.rowid DESC LIMIT 1), "
-          "  (SELECT AVG(v) FROM (SELECT x.value AS v FROM metrics x WHERE x.run_id = l.run_id "
+          "  (SELECT AVG(v) FROM (SELECT x.value AS v FROM metrics x WHERE x.run_id = l.src "
           "     AND x.name = ?2 AND x.attempt_id = l.attempt_id "
           "     ORDER BY x.step DESC, x.rowid DESC LIMIT ?3)), "
           "  (SELECT SUM(v IS NULL) FROM (SELECT x.value AS v FROM metrics x "
-          "     WHERE x.run_id = l.run_id AND x.name = ?2 AND x.attempt_id = l.attempt_id "
+          "     WHERE x.run_id = l.src AND x.name = ?2 AND x.attempt_id = l.attempt_id "
           "     ORDER BY x.step DESC, x.rowid DESC LIMIT ?3)) "
-          "FROM latest l JOIN metrics m ON m.run_id = l.run_id AND m.name = ?2 "
+          "FROM latest l JOIN metrics m ON m.run_id = l.src AND m.name = ?2 "
           "  AND m.attempt_id = l.attempt_id GROUP BY l.run_id",
           "summing up metric curves"));
   st.Bind(experiment_id, name, std::max(1, last_k), run_id);

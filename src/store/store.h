@@ -164,6 +164,18 @@ class Store {
   // Fingerprint's attempts, newest first, at most `limit`: their reasons ("" while running).
   Result<std::vector<std::string>> RecentOutcomes(const std::string& fingerprint, int limit);
 
+  // Pipelines (artifact_store.cc). A run's stored outputs, by path.
+  Status PutArtifacts(const std::vector<Artifact>& artifacts);
+  Result<std::vector<Artifact>> ListArtifacts(int64_t run_id);
+  // A run's outputs as `drover artifacts` shows them (a cached run: its source's), in the store
+  // at `store_dir`; NotFound for an unknown run.
+  Result<RunArtifacts> RunOutputs(int64_t run_id, const std::string& store_dir);
+  // The folder drover.db is in ("" for a store in memory).
+  std::string Dir() const;
+  // The newest succeeded run with this fingerprint that is not `except` and whose outputs are
+  // where it stored them (a run cached from another names it: cached_from), if any.
+  Result<std::optional<Run>> LatestSuccess(const std::string& fingerprint, int64_t except = 0);
+
   // Totals over the whole store for /metrics; `wait_bounds_s` are the histogram's buckets.
   Result<StoreTotals> Totals(const std::vector<double>& wait_bounds_s);
 

@@ -103,10 +103,14 @@ TEST_F(CleanupTest, RmAndGcWithoutADaemon) {
   auto plan = RunDrover({"gc", "--dry-run", "--json", "--store", store_});
   ASSERT_EQ(plan.exit_code, 0) << plan.err;
   Json j = Json::parse(plan.out);
-  ASSERT_EQ(j["files"].size(), 1u) << plan.out;
+  // The snapshot and its file list (what `drover verify` checks it against).
+  ASSERT_EQ(j["files"].size(), 2u) << plan.out;
   EXPECT_EQ(j["files"][0]["path"], a_snapshot);
+  EXPECT_EQ(j["files"][1]["path"],
+            store_ + "/snapshots/.manifests/" + fs::path(a_snapshot).filename().string());
   EXPECT_GT(j["files"][0]["bytes"].get<int64_t>(), 0) << plan.out;  // measured, not left at 0
-  EXPECT_EQ(j["bytes"], j["files"][0]["bytes"]);
+  EXPECT_EQ(j["bytes"].get<int64_t>(),
+            j["files"][0]["bytes"].get<int64_t>() + j["files"][1]["bytes"].get<int64_t>());
   EXPECT_EQ(j["applied"], false);
   auto gc = RunDrover({"gc", "--yes", "--older-than", "0s", "--checkpoints", "--store", store_});
   ASSERT_EQ(gc.exit_code, 0) << gc.out << gc.err;

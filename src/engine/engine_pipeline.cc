@@ -1,0 +1,213 @@
+// Pipelines (docs/pipelines.md): runs that wait for the runs they need, fingerprints that take
+// in their needs' outputs, runs that an earlier success with the same fingerprint stands for,
+// needs' outputs shown in a run's working copy, and outputs stored off the loop when a stage
+// succeeds.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/hash.h"
+#include "engine/engine.h"
+#include "engine/live.h"
+#include "exec/artifacts.h"
+#include "spec/expand.h"
+
+namespace drover {
+
+namespace fs = std::filesystem;
+
+const Spec& Engine::SpecOf(const Live& live) const {
+  if (!live.run.stage.empty()) {
+    auto it = live.exp->stages.find(live.run.stage);
+    if (it != live.exp->stages.end()) return it->second;
+  }
+  return live.exp->spec;
+}
+
+void Engine::InitStages(ExperimentEntry& ep) {
+  ep.stages.clear();
+  for (const StageSpec& st : ep.spec.stages) ep.stages[st.name] = StageView(ep.spec, st);
+}
+
+bool Engine::AwaitNeeds(Live& live) {
+  if (live.run.needs.empty()) return false;
+  for (int64_t n : live.run.needs) dependents_[n].push_back(live.run.id);
+  live.awaiting_needs = true;
+  return true;
+}
+
+void Engine::WakeDependents(int64_t run_id, Instant now) {
+  auto it = dependents_.find(run_id);
+  if (it == dependents_.end()) return;
+  const std::vector<int64_t> waiting = std::move(it->second);
+  dependents_.erase(it);
+  for (int64_t id : waiting) {
+    auto l = live_.find(id);
+    if (l != live_.end() && l->second->awaiting_needs) NeedsChanged(*l->second, now);
+  }
+}
+
+void Engine::NeedsChanged(Live& live, Instant now) {
+  std::vector<Run> needs;
+  for (int64_t id : live.run.needs) {
+    if (live_.count(id)) return;  // not ended yet: woken again when it does
+    Result<std::optional<Run>> need = store_.GetRun(id);
+    if (!need.ok()) {
+      Fail(need.status());
+      return;
+    }
+    if (!*need || (*need)->state != RunState::kSucceeded) {
+      live.awaiting_needs = false;
+      live.run.reason = "upstream_failed";
+      const std::string note =
+          *need ? fmt::format("not run: it needs run {} (stage {}), which {}", id,
+                              (*need)->stage, ToString((*need)->state))
+                : fmt::format("not run: it needs run {}, which is gone", id);
+      SetState(live, RunEvent::kCancel, note, now);
+      Retire(live.run.id);
+      return;
+    }
+    needs.push_back(**need);
+  }
+  live.awaiting_needs = false;
+  // Its fingerprint: its own command, parameters, code and declared inputs, and what each need
+  // was (its fingerprint) and gave (its outputs).
+  const Spec& spec = SpecOf(live);
+  Result<std::vector<std::string>> argv = RenderCommand(spec, live.run.current_params);
+  if (!argv.ok()) {
+    Fail(argv.status());
+    return;
+  }
+  const StageSpec* stage = FindStage(live.exp->spec, live.run.stage);
+  Json j = {{"base", Fingerprint(spec, *argv, live.run.params, live.exp->snapshot.hash)},
+            {"stage", live.run.stage},
+            {"inputs", stage ? Json(stage->input_hashes) : Json::object()},
+            {"needs", Json::array()}};
+  for (const Run& n : needs) {
+    Result<std::vector<Artifact>> outputs = store_.ListArtifacts(n.cached_from ? n.cached_from : n.id);
+    if (!outputs.ok()) {
+      Fail(outputs.status());
+      return;
+    }
+    j["needs"].push_back({{"fingerprint", n.fingerprint}, {"outputs", ArtifactsHash(*outputs)}});
+  }
+  live.run.fingerprint = Sha256Hex(j.dump());
+  Tx();
+  if (Status st = store_.UpdateRun(live.run); !st.ok()) Fail(st);
+  if (TryCache(live, now)) return;
+  Queue(live);
+}
+
+bool Engine::TryCache(Live& live, Instant now) {
+  const Spec& spec = live.exp->spec;
+  const StageSpec* stage = FindStage(spec, live.run.stage);
+  if (!stage || live.run.attempts > 0) return false;
+  for (const std::string& f : spec.force) {
+    if (f == "all" || f == stage->name) return false;
+  }
+  Result<std::optional<Run>> found = store_.LatestSuccess(live.run.fingerprint, live.run.id);
+  if (!found.ok() || !*found) return false;
+  const Run& earlier = **found;
+  const int64_t source = earlier.cached_from ? earlier.cached_from : earlier.id;
+  // Its outputs must still be there (a gc, a hand): else it runs again.
+  std::error_code ec;
+  for (const std::string& o : stage->outputs) {
+    if (!fs::exists(OutputsDir(options_.store_dir, source) + "/" + o, ec)) return false;
+  }
+  live.run.cached_from = source;
+  live.run.final_metrics = earlier.final_metrics;
+  live.run.reason = "cached";
+  live.run.started_ms = now.wall;
+  SetState(live, RunEvent::kCached, fmt::format("cached from run {}", source), now);
+  Retire(live.run.id);
+  return true;
+}
+
+Result<std::vector<DataMount>> Engine::NeedMounts(Live& live, const std::string& workdir) {
+  std::vector<DataMount> mounts;
+  if (live.run.needs.empty()) return mounts;
+  const StageSpec* stage = FindStage(live.exp->spec, live.run.stage);
+  Json inputs = Json::array();
+  for (int64_t id : live.run.needs) {
+    DROVER_ASSIGN_OR_RETURN(std::optional<Run> need, store_.GetRun(id));
+    if (!need) return NotFound(fmt::format("run {} needs run {}, which is gone", live.run.id, id));
+    const int64_t source = need->cached_from ? need->cached_from : need->id;
+    const StageSpec* from = FindStage(live.exp->spec, need->stage);
+    Json outputs = Json::object();
+    for (const std::string& o : from ? from->outputs : std::vector<std::string>{}) {
+      const std::string path = OutputsDir(options_.store_dir, source) + "/" + o;
+      outputs[o] = path;
+      // A run of its needs' runs sees their outputs where they were written; a gather reads
+      // them from $DROVER_INPUTS (its needs' outputs share their paths).
+      if (stage && !stage->gather) mounts.push_back({path, workdir + "/" + o});
+    }
+    inputs.push_back({{"run", need->id},
+                      {"stage", need->stage},
+                      {"params", need->params},
+                      {"metrics", need->final_metrics},
+                      {"outputs", outputs},
+                      {"cached_from", source == need->id ? Json(nullptr) : Json(source)}});
+  }
+  const std::string file = FilesOf(live).log_prefix + "inputs.json";
+  std::ofstream out(file, std::ios::trunc);
+  out << inputs.dump(2) << "\n";
+  out.close();
+  if (!out) return Status(Code::kIo, "cannot write '" + file + "'");
+  return mounts;
+}
+
+void Engine::CollectOutputs(Live& live, Instant now) {
+  (void)now;
+  const StageSpec* stage = FindStage(live.exp->spec, live.run.stage);
+  const RunFiles& files = FilesOf(live);
+  CollectJob job;
+  job.run_id = live.run.id;
+  job.store_dir = options_.store_dir;
+  struct stat st {};
+  if (stat(files.changes.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    job.tree = RunTree{files.work, files.changes, live.exp->snapshot.path};
+  } else {
+    job.tree = RunTree{files.work, "", ""};
+  }
+  job.outputs = stage->outputs;
+  if (!collector_) {
+    collector_ = MakeOutputCollector([this] { launcher_.Wake(); }, options_.proposals_off_loop);
+  }
+  live.collecting = true;
+  ++collections_in_flight_;
+  collector_->Start(std::move(job));
+}
+
+void Engine::TakeCollected(Instant now) {
+  if (!collector_ || collections_in_flight_ == 0) return;
+  for (CollectDone& done : collector_->TakeFinished()) {
+    --collections_in_flight_;
+    auto it = live_.find(done.run_id);
+    if (it == live_.end()) continue;
+    Live& live = *it->second;
+    live.collecting = false;
+    std::string note;
+    RunEvent event = RunEvent::kSucceed;
+    if (done.status.ok()) {
+      Tx();
+      if (Status st = store_.PutArtifacts(done.artifacts); !st.ok()) Fail(st);
+      int64_t bytes = 0;
+      for (const Artifact& a : done.artifacts) bytes += a.bytes;
+      note = fmt::format("outputs stored: {} file{}, {}", done.artifacts.size(),
+                         done.artifacts.size() == 1 ? "" : "s", FormatBytes(bytes));
+    } else {
+      event = RunEvent::kFail;
+      live.run.reason = "missing_output";
+      note = done.status.message();
+    }
+    if (live.cancel_requested) event = RunEvent::kCancel;
+    SetState(live, event, note, now);
+    live.attempt.reset();
+    Retire(live.run.id);
+  }
+}
+
+}  // namespace drover

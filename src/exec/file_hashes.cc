@@ -1,0 +1,168 @@
+#include "exec/file_hashes.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "common/file_faults.h"
+#include "common/hash.h"
+
+namespace drover {
+
+namespace fs = std::filesystem;
+
+FileKey KeyOf(const struct stat& st) {
+  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+          static_cast<int64_t>(st.st_size),
+          static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec,
+          static_cast<int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec};
+}
+
+Status CopyAndHash(const std::string& src, const std::string& dst, bool exec, std::string* hex,
+                   int64_t* bytes, std::optional<FileKey>* stable) {
+  int in = open(src.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (in < 0) return ErrnoStatus("cannot read '" + src + "'");
+  struct stat before {};
+  const bool stat_before = stable != nullptr && fstat(in, &before) == 0;
+  const mode_t mode = exec ? 0755 : 0644;
+  int out = FileFault(dst) ? -1 : open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (out < 0) {
+    Status s = ErrnoStatus("cannot write '" + dst + "'");
+    close(in);
+    return s;
+  }
+  Sha256 sha;
+  Status status;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = read(in, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      status = ErrnoStatus("cannot read '" + src + "'");
+      break;
+    }
+    if (n == 0) break;
+    sha.Update(std::string_view(buf, static_cast<size_t>(n)));
+    *bytes += n;
+    for (ssize_t done = 0; done < n;) {
+      ssize_t w = FileFault(dst) ? -1 : write(out, buf + done, static_cast<size_t>(n - done));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        status = ErrnoStatus("cannot write '" + dst + "'");
+        break;
+      }
+      done += w;
+    }
+    if (!status.ok()) break;
+  }
+  if (status.ok() && fchmod(out, mode) != 0) status = ErrnoStatus("cannot chmod '" + dst + "'");
+  struct stat after {};
+  if (status.ok() && stat_before && fstat(in, &after) == 0 && KeyOf(before) == KeyOf(after)) {
+    *stable = KeyOf(before);
+  }
+  close(in);
+  if (close(out) != 0 && status.ok()) status = ErrnoStatus("cannot write '" + dst + "'");
+  *hex = sha.HexDigest();
+  return status;
+}
+
+
+Result<std::string> HashFile(const std::string& path, HashCache* cache, int64_t* bytes) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("cannot read '" + path + "'");
+  struct stat before {};
+  if (fstat(fd, &before) != 0) {
+    Status s = ErrnoStatus("cannot stat '" + path + "'");
+    close(fd);
+    return s;
+  }
+  if (bytes) *bytes = before.st_size;
+  const FileKey key = KeyOf(before);
+  if (cache) {
+    if (const std::string* known = cache->Find(key)) {
+      close(fd);
+      return *known;
+    }
+  }
+  Sha256 sha;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      Status s = ErrnoStatus("cannot read '" + path + "'");
+      close(fd);
+      return s;
+    }
+    if (n == 0) break;
+    sha.Update(std::string_view(buf, static_cast<size_t>(n)));
+  }
+  struct stat after {};
+  const bool stable = fstat(fd, &after) == 0 && KeyOf(after) == key;
+  close(fd);
+  std::string hex = sha.HexDigest();
+  if (cache && stable) {
+    const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+    cache->Add(key, hex, now_ns);
+  }
+  return hex;
+}
+
+Result<std::string> HashTree(const std::string& path, HashCache* cache, int64_t* files,
+                             int64_t* bytes) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return ErrnoStatus("cannot read '" + path + "'");
+  int64_t nfiles = 0, nbytes = 0;
+  std::vector<std::string> lines;
+  auto add = [&](const std::string& file, const std::string& rel) -> Status {
+    struct stat fst {};
+    if (lstat(file.c_str(), &fst) != 0) return ErrnoStatus("cannot read '" + file + "'");
+    if (S_ISLNK(fst.st_mode)) {
+      std::error_code ec;
+      const std::string target = fs::read_symlink(file, ec).string();
+      if (ec) return Status(Code::kIo, "cannot read link '" + file + "': " + ec.message());
+      lines.push_back("link " + rel + " " + Sha256Hex(target));
+      ++nfiles;
+      return Status::Ok();
+    }
+    if (!S_ISREG(fst.st_mode)) return Status::Ok();  // sockets, fifos, devices: not content
+    int64_t size = 0;
+    DROVER_ASSIGN_OR_RETURN(std::string hex, HashFile(file, cache, &size));
+    lines.push_back(std::string((fst.st_mode & 0111) ? "exec " : "file ") + rel + " " + hex);
+    ++nfiles;
+    nbytes += size;
+    return Status::Ok();
+  };
+  if (!S_ISDIR(st.st_mode)) {
+    DROVER_RETURN_IF_ERROR(add(path, "."));
+  } else {
+    std::error_code ec;
+    fs::recursive_directory_iterator it(path, fs::directory_options::none, ec), end;
+    if (ec) return Status(Code::kIo, "cannot list '" + path + "': " + ec.message());
+    for (; it != end; it.increment(ec)) {
+      if (ec) return Status(Code::kIo, "cannot list '" + path + "': " + ec.message());
+      if (it->is_directory(ec) && !it->is_symlink(ec)) continue;
+      const std::string file = it->path().string();
+      DROVER_RETURN_IF_ERROR(add(file, file.substr(path.size() + 1)));
+    }
+    if (ec) return Status(Code::kIo, "cannot list '" + path + "': " + ec.message());
+  }
+  std::sort(lines.begin(), lines.end());
+  Sha256 sha;
+  for (const std::string& l : lines) {
+    sha.Update(l);
+    sha.Update("\n");
+  }
+  if (files) *files = nfiles;
+  if (bytes) *bytes = nbytes;
+  return sha.HexDigest();
+}
+
+}  // namespace drover

@@ -1,0 +1,225 @@
+// End to end: pipelines (docs/pipelines.md). The digits pipeline runs for real (PyTorch on CPU, on
+// fake GPUs, into a real SQLite store): each stage as many times as it fans out, then not at all
+// when nothing changed, then only what a change reaches. A failing stage stops what needs it.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "store/store.h"
+#include "testutil/cli_fixture.h"
+#include "testutil/cli_runner.h"
+
+namespace drover {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::RunDrover;
+using Json = nlohmann::json;
+
+class PipelineTest : public testing::CliFixture {
+ protected:
+  // The runs of the newest experiment, by stage: how many ran (an attempt) and how many were
+  // cached from an earlier run.
+  struct Tally {
+    std::map<std::string, int> ran, cached, total;
+    std::vector<drover::Run> runs;
+  };
+  Tally Newest() {
+    Tally t;
+    auto store = Store::Open(store_ + "/drover.db");
+    EXPECT_TRUE(store.ok());
+    if (!store.ok()) return t;
+    auto exps = (*store)->ListExperiments().value();
+    EXPECT_FALSE(exps.empty());
+    if (exps.empty()) return t;
+    RunFilter f;
+    f.experiment_id = exps.front().id;  // newest first
+    t.runs = (*store)->ListRuns(f).value();
+    for (const drover::Run& r : t.runs) {
+      EXPECT_EQ(r.state, RunState::kSucceeded) << r.id << " " << r.stage << " " << r.reason;
+      t.total[r.stage] += 1;
+      if (r.cached_from != 0) {
+        EXPECT_EQ(r.attempts, 0) << r.id;
+        EXPECT_EQ(r.reason, "cached");
+        t.cached[r.stage] += 1;
+      } else {
+        EXPECT_EQ(r.attempts, 1) << r.id;
+        t.ran[r.stage] += 1;
+      }
+    }
+    return t;
+  }
+  testing::CliResult Go(const std::string& spec, std::vector<std::string> more = {}) {
+    std::vector<std::string> args = {"run", spec, "--fake-gpus", "2x16GiB", "--store", store_};
+    args.insert(args.end(), more.begin(), more.end());
+    return RunDrover(args);
+  }
+};
+
+TEST_F(PipelineTest, TheDigitsPipelineRunsEachStageOnceAndAgainOnlyWhereSomethingChanged) {
+  // A copy of the example, so its code can be touched.
+  const fs::path project = dir_ / "digits";
+  fs::copy(std::string(DROVER_SOURCE_DIR) + "/examples/digits", project,
+           fs::copy_options::recursive);
+  const std::string spec = (project / "pipeline.yaml").string();
+
+  // First submit: prepare once, train and validate per config, analyze once over them all.
+  auto r = Go(spec);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  Tally t = Newest();
+  EXPECT_EQ(t.ran, (std::map<std::string, int>{
+                       {"prepare", 1}, {"train", 4}, {"validate", 4}, {"analyze", 1}}));
+  EXPECT_TRUE(t.cached.empty());
+  const drover::Run* analyze = nullptr;
+  const drover::Run* train = nullptr;
+  for (const auto& run : t.runs) {
+    if (run.stage == "analyze") analyze = &run;
+    if (run.stage == "train" && !train) train = &run;
+    if (run.stage == "validate") {
+      ASSERT_TRUE(run.final_metrics.contains("test_acc")) << run.final_metrics;
+      EXPECT_GT(run.final_metrics["test_acc"].get<double>(), 0.5);
+      ASSERT_EQ(run.needs.size(), 2u);  // its own train run and the one prepare
+    }
+  }
+  ASSERT_TRUE(analyze && train);
+  EXPECT_EQ(analyze->needs.size(), 4u);
+  // analyze read every validate run through $DROVER_INPUTS; its plot is an artifact.
+  std::string out = testing::ReadFile(store_ + "/logs/" + std::to_string(analyze->experiment_id) +
+                                      "/" + std::to_string(analyze->id) + "-1.out");
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 5) << out;
+  auto arts = RunDrover({"artifacts", std::to_string(analyze->id), "--json", "--store", store_});
+  ASSERT_EQ(arts.exit_code, 0) << arts.err;
+  Json a = Json::parse(arts.out);
+  ASSERT_EQ(a["files"].size(), 1u) << a;
+  EXPECT_EQ(a["files"][0]["path"], "report/comparison.svg");
+  EXPECT_NE(testing::ReadFile(a["dir"].get<std::string>() + "/report/comparison.svg").find("<svg"),
+            std::string::npos);
+  arts = RunDrover({"artifacts", std::to_string(train->id), "--store", store_});
+  ASSERT_EQ(arts.exit_code, 0) << arts.err;
+  EXPECT_NE(arts.out.find("ckpt/model.pt"), std::string::npos) << arts.out;
+  const int64_t first_train = train->id;
+
+  // Unchanged: nothing runs, every stage says where it comes from.
+  r = Go(spec);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("(cached from run " + std::to_string(first_train) + ")"), std::string::npos)
+      << r.out;
+  t = Newest();
+  EXPECT_TRUE(t.ran.empty());
+  EXPECT_EQ(t.cached, (std::map<std::string, int>{
+                          {"prepare", 1}, {"train", 4}, {"validate", 4}, {"analyze", 1}}));
+  // A cached run is ranked by its source's curve.
+  EXPECT_NE(r.out.find("* best: run"), std::string::npos) << r.out;
+  arts = RunDrover({"artifacts", std::to_string(t.runs[1].id), "--store", store_});
+  EXPECT_NE(arts.out.find("cached from run"), std::string::npos) << arts.out;
+
+  // One lr changed: only its branch (train, validate for both models) and analyze run.
+  r = Go(spec, {"--set", "lr=[0.01, 0.003]"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  t = Newest();
+  EXPECT_EQ(t.ran, (std::map<std::string, int>{{"train", 2}, {"validate", 2}, {"analyze", 1}}));
+  EXPECT_EQ(t.cached, (std::map<std::string, int>{{"prepare", 1}, {"train", 2}, {"validate", 2}}));
+
+  // --force train: the four train runs again; prepare still cached.
+  r = Go(spec, {"--force", "train"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  t = Newest();
+  EXPECT_EQ(t.ran["train"], 4);
+  EXPECT_EQ(t.cached["prepare"], 1);
+
+  // prepare's code touched: everything downstream of it (the whole pipeline) runs again.
+  std::ofstream(project / "pipeline" / "prepare.py", std::ios::app) << "# touched\n";
+  r = Go(spec);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  t = Newest();
+  EXPECT_EQ(t.ran, (std::map<std::string, int>{
+                       {"prepare", 1}, {"train", 4}, {"validate", 4}, {"analyze", 1}}));
+}
+
+TEST_F(PipelineTest, AFailedStageStopsWhatNeedsItAndADeclaredOutputMustBeWritten) {
+  Write("code/ok.sh", "mkdir -p out && echo $1 > out/v.txt\n");
+  const std::string spec = Write(
+      "p.yaml",
+      "name: fails\nworkdir: code\nparams: {x: [1, 2]}\n"
+      "stages:\n"
+      "  make:  {command: \"/bin/sh ok.sh {x}\", outputs: [out/]}\n"
+      "  check: {command: \"/bin/sh -c 'test $(cat out/v.txt) = 1'\", needs: [make]}\n"
+      "  after: {command: \"true\", needs: [check]}\n"
+      "  lost:  {command: \"true\", needs: [make], outputs: [never/]}\n");
+  auto r = RunDrover({"run", spec, "--store", store_});
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  std::map<std::string, std::vector<drover::Run>> by_stage;
+  const std::vector<drover::Run> runs = (*store)->ListRuns(RunFilter{}).value();
+  for (const drover::Run& run : runs) by_stage[run.stage].push_back(run);
+  ASSERT_EQ(by_stage["make"].size(), 2u);
+  ASSERT_EQ(by_stage["check"].size(), 2u);
+  ASSERT_EQ(by_stage["after"].size(), 2u);
+  // x=1 passes the check; x=2 fails it, and what needs that check is not run, with the reason.
+  EXPECT_EQ(by_stage["check"][0].state, RunState::kSucceeded);
+  EXPECT_EQ(by_stage["check"][1].state, RunState::kFailed);
+  EXPECT_EQ(by_stage["after"][0].state, RunState::kSucceeded);
+  EXPECT_EQ(by_stage["after"][1].state, RunState::kCancelled);
+  EXPECT_EQ(by_stage["after"][1].reason, "upstream_failed");
+  EXPECT_EQ(by_stage["after"][1].attempts, 0);
+  auto events = (*store)->ListEvents(0, 10000).value();
+  bool said = false;
+  for (const Event& e : events) {
+    if (e.run_id == by_stage["after"][1].id && e.data.value("note", "").find(
+            "not run: it needs run " + std::to_string(by_stage["check"][1].id) +
+            " (stage check), which failed") != std::string::npos) {
+      said = true;
+    }
+  }
+  EXPECT_TRUE(said);
+  // A stage that exits 0 without writing its declared output has failed, and says which.
+  for (const drover::Run& lost : by_stage["lost"]) {
+    EXPECT_EQ(lost.state, RunState::kFailed);
+    EXPECT_EQ(lost.reason, "missing_output");
+  }
+  EXPECT_NE(r.out.find("did not write its declared output 'never'"), std::string::npos) << r.out;
+}
+
+TEST_F(PipelineTest, VerifyNamesAFileChangedInTheSnapshotOrAnArtifact) {
+  Write("code/make.sh", "mkdir -p out && echo made > out/a.txt && echo kept > out/b.txt\n");
+  Write("code/other.sh", "true\n");
+  const std::string spec =
+      Write("v.yaml", "name: v\nworkdir: code\nstages:\n"
+                      "  make: {command: \"/bin/sh make.sh\", outputs: [out/]}\n");
+  auto r = RunDrover({"run", spec, "--store", store_});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto ok = RunDrover({"verify", "1", "--store", store_});
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  EXPECT_NE(ok.out.find("artifacts  2 files: intact"), std::string::npos) << ok.out;
+
+  // One file of the snapshot and one stored output changed behind drover's back.
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  auto exp = (*store)->GetExperiment(1).value();
+  ASSERT_TRUE(exp);
+  const std::string snap = store_ + "/snapshots/" + exp->snapshot_hash;
+  fs::permissions(snap + "/other.sh", fs::perms::owner_write, fs::perm_options::add);
+  std::ofstream(snap + "/other.sh", std::ios::app) << "rm -rf /\n";
+  const std::string out_b = store_ + "/outputs/1/out/b.txt";
+  fs::permissions(out_b, fs::perms::owner_write, fs::perm_options::add);
+  std::ofstream(out_b, std::ios::app) << "changed\n";
+
+  auto bad = RunDrover({"verify", "1", "--json", "--store", store_});
+  EXPECT_EQ(bad.exit_code, 1) << bad.out << bad.err;
+  Json j = Json::parse(bad.out);
+  EXPECT_FALSE(j["intact"].get<bool>());
+  ASSERT_EQ(j["code"].size(), 1u) << j;
+  EXPECT_EQ(j["code"][0].get<std::string>().rfind("other.sh: its content changed", 0), 0u) << j;
+  ASSERT_EQ(j["artifacts"]["changed"].size(), 1u) << j;
+  EXPECT_EQ(j["artifacts"]["changed"][0].get<std::string>().rfind("out/b.txt: its content changed",
+                                                                  0),
+            0u)
+      << j;
+}
+
+}  // namespace
+}  // namespace drover

@@ -127,10 +127,15 @@ int List(Globals& g, LsFlags f) {
       if (metrics.size() > 40) break;
       metrics += (metrics.empty() ? "" : " ") + it.key() + "=" + FormatValue(it.value());
     }
+    std::string state = why.count(r.id) ? fmt::format("{}: {}", ToString(r.state), why[r.id])
+                                         : std::string(ToString(r.state));
+    if (r.cached_from != 0) state += fmt::format(" (cached from run {})", r.cached_from);
+    if (r.reason == "upstream_failed") state += " (upstream_failed)";
+    // A pipeline's run names its stage with its experiment.
+    const std::string stage = r.stage.empty() ? "" : "/" + r.stage;
     rows.push_back({std::to_string(r.id),
-                    fmt::format("{} ({})", names[r.experiment_id], r.experiment_id),
-                    why.count(r.id) ? fmt::format("{}: {}", ToString(r.state), why[r.id])
-                                    : std::string(ToString(r.state)),
+                    fmt::format("{} ({}){}", names[r.experiment_id], r.experiment_id, stage),
+                    state,
                     std::to_string(r.attempts),
                     ParamsSummary(r.current_params, varying[r.experiment_id]), metrics,
                     FormatTime(r.created_ms)});

@@ -64,6 +64,17 @@ int Show(Globals& g, const ShowFlags& f) {
                      r.gpu_memory > 0 ? ", " + FormatBytes(r.gpu_memory) + " each" : "", r.cpus,
                      r.cpus == 1 ? "" : "s");
   out += fmt::format("fingerprint  {}\n", run->fingerprint);
+  if (!run->stage.empty()) {
+    std::vector<std::string> needs;
+    for (int64_t n : run->needs) needs.push_back(std::to_string(n));
+    out += fmt::format("stage        {}{}\n", run->stage,
+                       needs.empty() ? "" : " (needs runs " + Join(needs, ", ") + ")");
+  }
+  if (run->cached_from != 0) {
+    out += fmt::format("cached from  run {} (the same fingerprint succeeded there; `drover "
+                       "artifacts {}` lists its outputs)\n",
+                       run->cached_from, run->id);
+  }
   if (snapshot) {
     const Snapshot& s = *snapshot;
     out += fmt::format("code         snapshot {} ({} files, {})\n", s.hash.substr(0, 16), s.files,

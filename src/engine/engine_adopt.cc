@@ -133,6 +133,19 @@ Result<RecoverySummary> Engine::Recover() {
         if (options_.use_shim && ForgetUnrecordedStart(l, now)) ++summary.unrecorded;
         continue;
       }
+      if (!attempts.empty() && attempts.back().ended &&
+          attempts.back().reason == ToString(AttemptOutcome::kSucceeded)) {
+        const StageSpec* stage = FindStage(ep->spec, r.stage);
+        if (stage && !stage->outputs.empty()) {
+          // A stage's run that succeeded while its outputs were being stored when the last
+          // engine went: they are stored now; it is not run again.
+          l.attempt = attempts.back();
+          queue_.Run(r.id);
+          CollectOutputs(l, now);
+          ++summary.finished;
+          continue;
+        }
+      }
       if (attempts.empty() || attempts.back().ended) {
         // Recorded as running with no live attempt: the engine died between two writes.
         SetState(l, RunEvent::kRetry, "requeued: it had no live attempt after a restart", now);

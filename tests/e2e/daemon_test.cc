@@ -466,6 +466,53 @@ TEST_F(DaemonTest, SurvivesSigkillTwiceWithoutLosingOrRepeatingRuns) {
   EXPECT_TRUE((*store)->IntegrityOk().value());
 }
 
+// A pipeline (docs/pipelines.md): prepare, four runs of work on its output, one gather over
+// them; the daemon is SIGKILLed twice at random points and restarted. Every stage's run ends
+// succeeded having run once, and the gather saw all four results.
+TEST_F(DaemonTest, APipelineSurvivesSigkillWithEachStageRunOnce) {
+  fs::create_directories(dir_ / "marks");
+  const std::string marks = (dir_ / "marks").string();
+  std::string spec = Write(
+      "pipe.yaml",
+      "name: pipe\nworkdir: code\nshell: true\nparams: {i: [1, 2, 3, 4]}\n"
+      "stages:\n"
+      "  prep: {command: \"echo x >> " + marks + "/prep; sleep 1; mkdir -p data; echo 10 > "
+      "data/base\", outputs: [data/]}\n"
+      "  work: {command: \"echo x >> " + marks + "/work-{i}; sleep 1.5; mkdir -p res; "
+      "echo $(( $(cat data/base) + {i} )) > res/v; echo '{{\\\"step\\\": 1, \\\"v\\\": '$(cat res/v)'}}'\", "
+      "needs: [prep], outputs: [res/], resources: {gpus: 1, gpu_memory: 8GiB}}\n"
+      "  sum:  {command: \"echo x >> " + marks + "/sum; grep -o '\\\"run\\\": [0-9]*' "
+      "$DROVER_INPUTS | wc -l > count.txt; echo '{{\\\"step\\\": 1, \\\"n\\\": '$(cat count.txt)'}}'\", "
+      "needs: [work], gather: true}\n");
+  StartDaemon();
+  auto sub = RunDrover({"submit", spec, "--store", store_});
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  const unsigned seed = KillTwiceAtSeededPoints();
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  std::vector<drover::Run> runs = WaitForFinalRuns(**store, 6);
+  ASSERT_EQ(runs.size(), 6u);
+  for (const auto& r : runs) {
+    EXPECT_EQ(r.state, RunState::kSucceeded)
+        << "seed " << seed << ": run " << r.id << " (" << r.stage << ") " << r.reason
+        << "; the last daemon said:\n"
+        << ReadFile((dir_ / "serve.err").string());
+    auto attempts = (*store)->ListAttempts(r.id).value();
+    int succeeded = 0;
+    for (const auto& a : attempts) succeeded += a.reason == "succeeded";
+    EXPECT_EQ(succeeded, 1) << "seed " << seed << ": run " << r.id;
+    if (r.stage == "work") {
+      const int i = r.params["i"];
+      EXPECT_EQ(r.final_metrics.value("v", 0.0), 10 + i) << r.final_metrics;
+      EXPECT_EQ(ReadFile(marks + "/work-" + std::to_string(i)), "x\n") << "seed " << seed;
+    }
+    if (r.stage == "sum") EXPECT_EQ(r.final_metrics.value("n", 0.0), 4) << r.final_metrics;
+  }
+  EXPECT_EQ(ReadFile(marks + "/prep"), "x\n") << "seed " << seed;
+  EXPECT_EQ(ReadFile(marks + "/sum"), "x\n") << "seed " << seed;
+  EXPECT_TRUE((*store)->IntegrityOk().value());
+}
+
 // A search of 10 trials, 3 at a time; the daemon is SIGKILLed twice at random points and
 // restarted. The search goes on to the same total: 10 trials, each made once and run once.
 TEST_F(DaemonTest, ASearchSurvivesSigkillWithEveryTrialMadeAndRunOnce) {

@@ -1,0 +1,170 @@
+// Pipelines in the engine (engine_pipeline.cc, docs/pipelines.md), with a fake launcher and a
+// fake clock: runs wait for their needs, see their outputs, are cached from an earlier success,
+// and are not run when a need fails.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "engine/engine.h"
+#include "testutil/engine_fixture.h"
+#include "testutil/fake_launcher.h"
+
+namespace drover {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::EnvOf;
+using testing::FakeLauncher;
+using testing::FakeProcess;
+
+constexpr const char* kPipeline = R"(
+name: pipe
+command_unused: 0
+stages:
+  make:   {command: "make {seed}", outputs: [out]}
+  use:    {command: "use {x}", needs: [make]}
+  gather: {command: "gather", needs: [use], gather: true}
+params: {x: [1, 2], seed: 0}
+)";
+
+class EnginePipelineTest : public testing::EngineFixture {
+ protected:
+  std::unique_ptr<Engine> MakeEngine(FakeLauncher& launcher, GpuProbe& probe) {
+    EngineOptions o = BaseOptions();
+    o.overlay_working_copies = false;  // the fake launcher mounts nothing: copies and links
+    return std::make_unique<Engine>(*store_, launcher, probe, clock_, o);
+  }
+  Spec Pipeline(const std::string& make_exit = "0") {
+    std::string yaml = kPipeline;
+    yaml.replace(yaml.find("command_unused: 0\n"), 18, "");
+    Spec s = ParseSpec(yaml);
+    if (make_exit != "0") s.stages[0].command = {"fail"};
+    return s;
+  }
+  // make writes out/made.txt into its working copy; use checks that it sees it there.
+  static FakeLauncher::Script Script() {
+    return [](const LaunchSpec& ls) {
+      FakeProcess p;
+      p.duration_ms = 1000;
+      const std::string& what = ls.argv[0];
+      if (what == "make") {
+        fs::create_directories(ls.cwd + "/out");
+        std::ofstream(ls.cwd + "/out/made.txt") << "made\n";
+      } else if (what == "use") {
+        std::ifstream in(ls.cwd + "/out/made.txt");
+        std::string text((std::istreambuf_iterator<char>(in)), {});
+        p.exit_code = text == "made\n" ? 0 : 3;
+        p.stdout_text = "{\"step\": 1, \"score\": " + ls.argv[1] + "}\n";
+      } else if (what == "fail") {
+        p.exit_code = 1;
+      }
+      return p;
+    };
+  }
+  std::map<std::string, std::vector<drover::Run>> ByStage(int64_t experiment_id) {
+    RunFilter f;
+    f.experiment_id = experiment_id;
+    std::map<std::string, std::vector<drover::Run>> out;
+    const std::vector<drover::Run> runs = store_->ListRuns(f).value();
+    for (const drover::Run& r : runs) out[r.stage].push_back(r);
+    return out;
+  }
+};
+
+TEST_F(EnginePipelineTest, RunsWaitForTheirNeedsSeeTheirOutputsAndAreCachedTheNextTime) {
+  FakeLauncher launcher(clock_, Script());
+  FakeGpuProbe probe({});
+  auto engine = MakeEngine(launcher, probe);
+  auto sub = engine->Submit(Pipeline());
+  ASSERT_TRUE(sub.ok()) << sub.status().message();
+  ASSERT_EQ(sub->runs.size(), 4u);
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  // make first, then the two use runs (together), then gather.
+  ASSERT_EQ(launcher.launches.size(), 4u);
+  EXPECT_EQ(launcher.launches[0].argv[0], "make");
+  EXPECT_EQ(launcher.launches[1].argv[0], "use");
+  EXPECT_EQ(launcher.launches[2].argv[0], "use");
+  EXPECT_EQ(launcher.launches[3].argv[0], "gather");
+  EXPECT_EQ(EnvOf(launcher.launches[1], "DROVER_STAGE"), "use");
+  // A run's parameters are its stage's: make fans out over nothing.
+  EXPECT_EQ(EnvOf(launcher.launches[0], "DROVER_PARAMS"), "{\"seed\":0}");
+  const std::string inputs = EnvOf(launcher.launches[3], "DROVER_INPUTS");
+  ASSERT_FALSE(inputs.empty());
+  std::ifstream in(inputs);
+  Json listed = Json::parse(in);
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0]["stage"], "use");
+  EXPECT_EQ(listed[1]["metrics"]["score"], 2);
+
+  auto first = ByStage(sub->experiment_id);
+  ASSERT_EQ(first["make"].size(), 1u);
+  ASSERT_EQ(first["use"].size(), 2u);
+  for (const auto& [stage, runs] : first) {
+    for (const drover::Run& r : runs) {
+      EXPECT_EQ(r.state, RunState::kSucceeded) << stage << " " << r.reason;
+      EXPECT_EQ(r.cached_from, 0);
+      EXPECT_EQ(r.fingerprint.size(), 64u);
+    }
+  }
+  const std::vector<Artifact> made = store_->ListArtifacts(first["make"][0].id).value();
+  ASSERT_EQ(made.size(), 1u);
+  EXPECT_EQ(made[0].path, "out/made.txt");
+  EXPECT_EQ(first["use"][0].needs, std::vector<int64_t>{first["make"][0].id});
+
+  // Again, unchanged: nothing is launched; each run names the run that did the work.
+  auto again = engine->Submit(Pipeline());
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  EXPECT_EQ(launcher.launches.size(), 4u);
+  auto second = ByStage(again->experiment_id);
+  for (const auto& [stage, runs] : second) {
+    for (size_t i = 0; i < runs.size(); ++i) {
+      EXPECT_EQ(runs[i].state, RunState::kSucceeded);
+      EXPECT_EQ(runs[i].reason, "cached");
+      EXPECT_EQ(runs[i].cached_from, first[stage][i].id) << stage;
+      EXPECT_EQ(runs[i].fingerprint, first[stage][i].fingerprint);
+      EXPECT_EQ(runs[i].attempts, 0);
+    }
+  }
+  EXPECT_EQ(second["use"][1].final_metrics["score"], 2);
+  EXPECT_EQ(store_->GetExperiment(again->experiment_id).value()->status, "done");
+
+  // force: use runs again (make stays cached); gather's needs gave the same, but they are
+  // other runs with the same fingerprints: it is cached too.
+  Spec forced = Pipeline();
+  forced.force = {"use"};
+  auto third = engine->Submit(forced);
+  ASSERT_TRUE(third.ok());
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  ASSERT_EQ(launcher.launches.size(), 6u);
+  EXPECT_EQ(launcher.launches[4].argv[0], "use");
+  EXPECT_EQ(launcher.launches[5].argv[0], "use");
+  auto forced_runs = ByStage(third->experiment_id);
+  EXPECT_NE(forced_runs["make"][0].cached_from, 0);
+  EXPECT_NE(forced_runs["gather"][0].cached_from, 0);
+}
+
+TEST_F(EnginePipelineTest, AFailedNeedStopsWhatDependsOnItWithTheReason) {
+  FakeLauncher launcher(clock_, Script());
+  FakeGpuProbe probe({});
+  auto engine = MakeEngine(launcher, probe);
+  auto sub = engine->Submit(Pipeline("1"));
+  ASSERT_TRUE(sub.ok()) << sub.status().message();
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  ASSERT_EQ(launcher.launches.size(), 1u);  // only make ran
+  auto runs = ByStage(sub->experiment_id);
+  EXPECT_EQ(runs["make"][0].state, RunState::kFailed);
+  for (const char* stage : {"use", "gather"}) {
+    for (const drover::Run& r : runs[stage]) {
+      EXPECT_EQ(r.state, RunState::kCancelled) << stage;
+      EXPECT_EQ(r.reason, "upstream_failed");
+      EXPECT_EQ(r.attempts, 0);
+    }
+  }
+  EXPECT_EQ(store_->GetExperiment(sub->experiment_id).value()->status, "done");
+}
+
+}  // namespace
+}  // namespace drover

@@ -221,5 +221,36 @@ TEST_F(PipelineTest, VerifyNamesAFileChangedInTheSnapshotOrAnArtifact) {
       << j;
 }
 
+TEST_F(PipelineTest, ReproduceRunsARunAgainFromItsRecordAndComparesItsMetrics) {
+  // A deterministic run: its metric comes from its parameter and a file of its code.
+  Write("code/base.txt", "7\n");
+  const std::string spec =
+      Write("det.yaml", "name: det\nworkdir: code\nshell: true\nparams: {x: [3]}\n"
+                        "command: \"echo '{{\\\"step\\\": 1, \\\"v\\\": '$(( {x} * $(cat base.txt) ))'}}'\"\n"
+                        "objective: {metric: v}\n");
+  auto r = RunDrover({"run", spec, "--store", store_});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // The code changes after the run: reproduce runs the recorded snapshot, not the folder.
+  Write("code/base.txt", "8\n");
+  auto rep = RunDrover({"reproduce", "1", "--json", "--store", store_});
+  ASSERT_EQ(rep.exit_code, 0) << rep.out << rep.err;
+  Json j = Json::parse(rep.out);
+  EXPECT_TRUE(j["same"].get<bool>()) << j;
+  EXPECT_EQ(j["metrics"]["v"]["original"], 21);
+  EXPECT_EQ(j["metrics"]["v"]["reproduced"], 21);
+  EXPECT_EQ(j["reproduced_as"], 2);
+
+  // A run whose metric is random is not reproduced, and says so.
+  const std::string rnd =
+      Write("rnd.yaml", "name: rnd\nworkdir: code\nshell: true\n"
+                        "command: \"echo '{{\\\"step\\\": 1, \\\"v\\\": '$(od -An -N4 -tu4 /dev/urandom)'}}'\"\n");
+  r = RunDrover({"run", rnd, "--store", store_});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  rep = RunDrover({"reproduce", "3", "--store", store_});
+  EXPECT_EQ(rep.exit_code, 1) << rep.out << rep.err;
+  EXPECT_NE(rep.out.find("DIFFERENT"), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find("not reproduced"), std::string::npos) << rep.out;
+}
+
 }  // namespace
 }  // namespace drover

@@ -1,0 +1,188 @@
+// drover reproduce RUN: runs a run again from what was recorded (its code snapshot, parameters
+// and environment variables, its stage's command), in this process, then compares the metrics
+// with the original's within a tolerance and says what differs in the environment (interpreter,
+// packages, host, GPUs) when they do not match (docs/pipelines.md, "Reproduce").
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "cli/client.h"
+#include "cli/common.h"
+#include "cli/run_flags.h"
+#include "common/strings.h"
+#include "engine/engine.h"
+#include "store/store.h"
+
+namespace drover::cli {
+namespace {
+
+struct ReproduceFlags {
+  std::string run;
+  double tolerance = 1e-6;
+  RunFlags run_flags;
+};
+
+// The spec of a run as recorded, to run it again: its stage's command, its own parameters (fixed
+// values), the recorded snapshot as its workdir.
+Result<Spec> SpecOfRun(const Run& run, const Experiment& exp, const Snapshot& snap) {
+  DROVER_ASSIGN_OR_RETURN(Spec s, SpecFromJson(exp.spec));
+  if (!run.stage.empty()) {
+    if (!run.needs.empty()) {
+      return FailedPrecondition(fmt::format(
+          "run {} (stage {}) needs other runs' outputs; reproduce a stage that needs nothing, or "
+          "run the pipeline again with --force {} (drover run --help)",
+          run.id, run.stage, run.stage));
+    }
+    const StageSpec* stage = FindStage(s, run.stage);
+    if (!stage) return Internal("run " + std::to_string(run.id) + "'s stage is not in its spec");
+    s = StageView(s, *stage);
+  }
+  s.stages.clear();
+  s.search.reset();
+  s.prune.reset();
+  s.force.clear();
+  s.params = OrderedJson::object();
+  for (auto it = run.params.begin(); it != run.params.end(); ++it) {
+    s.params[it.key()] = OrderedJson::parse(it.value().dump());
+  }
+  s.name = exp.name + "-reproduce";
+  s.workdir = snap.path;
+  s.source_text = fmt::format("# drover reproduce {}: run {} of experiment {} ({})\n", run.id,
+                              run.id, exp.id, exp.name) +
+                  exp.spec_yaml;
+  return s;
+}
+
+std::vector<Environment> EnvironmentsOf(Store& store, int64_t experiment_id) {
+  Result<std::vector<Environment>> envs = store.ListEnvironments(experiment_id);
+  return envs.ok() ? *envs : std::vector<Environment>{};
+}
+
+const Environment* FindEnv(const std::vector<Environment>& envs) {
+  return envs.empty() ? nullptr : &envs.front();
+}
+
+int Reproduce(Globals& g, ReproduceFlags& f) {
+  auto id = ParseRunId(f.run);
+  if (!id.ok()) return ReportError(id.status());
+  if (FindDaemon(g)) {
+    return ReportError(FailedPrecondition(
+        "a daemon serves this store; drover reproduce runs the run in this process: stop the "
+        "daemon (drover daemon stop; its runs go on and the next daemon adopts them) and try again"));
+  }
+  Run original;
+  Experiment exp;
+  Snapshot snap;
+  std::vector<Environment> original_env;
+  {
+    auto store = OpenStore(g, false);
+    if (!store.ok()) return ReportError(store.status());
+    auto run = (*store)->GetRun(*id);
+    if (!run.ok()) return ReportError(run.status());
+    if (!*run) return ReportError(NotFound(fmt::format("no run {} in this store; `drover ls` lists runs", *id)));
+    original = **run;
+    auto e = (*store)->GetExperiment(original.experiment_id);
+    if (!e.ok() || !*e) return ReportError(Internal("the run's experiment is gone"));
+    exp = **e;
+    auto s = (*store)->GetSnapshot(exp.snapshot_hash);
+    if (!s.ok() || !*s) {
+      return ReportError(NotFound("snapshot " + exp.snapshot_hash.substr(0, 16) +
+                                  " is not in the store (drover gc removes unused ones)"));
+    }
+    snap = **s;
+    original_env = EnvironmentsOf(**store, exp.id);
+  }
+  auto spec = SpecOfRun(original, exp, snap);
+  if (!spec.ok()) return ReportError(spec.status());
+  int64_t new_run = 0;
+  const std::string metric = spec->objective ? spec->objective->metric : "";
+  // With --json only the comparison is printed (one JSON document).
+  RunFlags run_flags = f.run_flags;
+  if (run_flags.json) {
+    run_flags.json = false;
+    run_flags.quiet = true;
+  }
+  const int code = RunInForeground(g, run_flags, [&](Engine& engine, Store&) -> Result<QueuedRuns> {
+    DROVER_ASSIGN_OR_RETURN(SubmitResult sub, engine.Submit(*spec));
+    if (sub.snapshot.hash != snap.hash) {
+      std::fprintf(stderr,
+                   "drover: note: the snapshot read back hashes to %s, not %s: its files changed "
+                   "since (drover verify %lld names them)\n",
+                   sub.snapshot.hash.substr(0, 16).c_str(), snap.hash.substr(0, 16).c_str(),
+                   static_cast<long long>(original.id));
+    }
+    QueuedRuns q;
+    q.experiment_id = sub.experiment_id;
+    q.name = spec->name;
+    q.metric = metric;
+    q.runs = sub.runs;
+    if (!sub.runs.empty()) new_run = sub.runs.front().id;
+    q.headline = fmt::format("experiment {} ({}): run {} again from snapshot {}",
+                             sub.experiment_id, spec->name, original.id, snap.hash.substr(0, 12));
+    return q;
+  });
+  if (new_run == 0) return code;
+  auto store = OpenStore(g, false);
+  if (!store.ok()) return ReportError(store.status());
+  auto again = (*store)->GetRun(new_run);
+  if (!again.ok() || !*again) return ReportError(Internal("the reproduced run is gone"));
+  const Run& r = **again;
+  Json report = {{"run", original.id}, {"reproduced_as", r.id}, {"state", ToString(r.state)},
+                 {"tolerance", f.tolerance}, {"metrics", Json::object()}};
+  bool same = r.state == RunState::kSucceeded || r.state == original.state;
+  std::string text = fmt::format("\nrun {} reproduced as run {} ({}); metrics within {}:\n",
+                                 original.id, r.id, ToString(r.state), f.tolerance);
+  for (auto it = original.final_metrics.begin(); it != original.final_metrics.end(); ++it) {
+    const Json& now = r.final_metrics.contains(it.key()) ? r.final_metrics[it.key()] : Json();
+    bool match = false;
+    if (it.value().is_number() && now.is_number()) {
+      const double a = it.value().get<double>(), b = now.get<double>();
+      match = std::fabs(a - b) <= f.tolerance * std::max(1.0, std::fabs(a));
+    }
+    same = same && match;
+    report["metrics"][it.key()] = {{"original", it.value()}, {"reproduced", now}, {"match", match}};
+    text += fmt::format("  {:<16} {} -> {}  {}\n", it.key(), it.value().dump(),
+                        now.is_null() ? "(none)" : now.dump(), match ? "same" : "DIFFERENT");
+  }
+  // Where they differ, what else differed between the two runs' environments.
+  const std::vector<Environment> env_now = EnvironmentsOf(**store, r.experiment_id);
+  const Environment* a = FindEnv(original_env);
+  const Environment* b = FindEnv(env_now);
+  Json env = Json::object();
+  if (a && b) {
+    if (a->interpreter != b->interpreter) env["interpreter"] = {a->interpreter, b->interpreter};
+    if (a->hostname != b->hostname) env["host"] = {a->hostname, b->hostname};
+    if (a->gpu_info != b->gpu_info) env["gpus"] = "differ";
+    if (a->packages != b->packages) env["packages"] = "differ";
+  }
+  report["environment"] = env;
+  report["same"] = same;
+  if (!same) {
+    text += env.empty() ? "  the interpreter, packages, host and GPUs recorded are the same\n"
+                        : fmt::format("  the environment differs: {} (drover diff {} {})\n",
+                                      env.dump(), original.id, r.id);
+  }
+  text += same ? "reproduced: the same metrics\n" : "not reproduced\n";
+  if (f.run_flags.json) {
+    std::fputs((report.dump(2) + "\n").c_str(), stdout);
+  } else if (!f.run_flags.quiet) {
+    std::fputs(text.c_str(), stdout);
+  }
+  return same ? kExitOk : 1;
+}
+
+}  // namespace
+
+Command RegisterReproduce(CLI::App& root, Globals& g) {
+  auto f = std::make_shared<ReproduceFlags>();
+  CLI::App* app = root.add_subcommand(
+      "reproduce", "Run a run again from its recorded snapshot, params and env; compare metrics");
+  app->add_option("run", f->run, "The run's id")->required();
+  app->add_option("--tolerance", f->tolerance,
+                  "Relative difference allowed between the metrics (default 1e-6)")
+      ->check(CLI::Range(0.0, 1e9));
+  AddEngineRunOptions(app, &f->run_flags);
+  return {app, [&g, f] { return Reproduce(g, *f); }};
+}
+
+}  // namespace drover::cli

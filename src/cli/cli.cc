@@ -24,7 +24,7 @@ int Main(int argc, char** argv) {
 
   std::vector<Command> commands = {
       RegisterRun(app, g),   RegisterSubmit(app, g),  RegisterLs(app, g),
-      RegisterShow(app, g),  RegisterDiff(app, g), RegisterArtifacts(app, g), RegisterVerify(app, g), RegisterReproduce(app, g),    RegisterLogs(app, g),    RegisterCompare(app, g),
+      RegisterShow(app, g),  RegisterDiff(app, g), RegisterArtifacts(app, g), RegisterVerify(app, g), RegisterReproduce(app, g), RegisterExport(app, g),    RegisterLogs(app, g),    RegisterCompare(app, g),
       RegisterReport(app, g),
       RegisterCancel(app, g), RegisterRetry(app, g), RegisterRm(app, g), RegisterGc(app, g), RegisterPriority(app, g), RegisterTop(app, g), RegisterAlerts(app, g), RegisterPlan(app, g), RegisterAsk(app, g),
       RegisterMcp(app, g),   RegisterServe(app, g), RegisterSim(app, g), RegisterDaemon(app, g)};

@@ -68,6 +68,7 @@ Command RegisterDiff(CLI::App& root, Globals& g);
 Command RegisterArtifacts(CLI::App& root, Globals& g);
 Command RegisterVerify(CLI::App& root, Globals& g);
 Command RegisterReproduce(CLI::App& root, Globals& g);
+Command RegisterExport(CLI::App& root, Globals& g);
 Command RegisterLogs(CLI::App& root, Globals& g);
 Command RegisterCompare(CLI::App& root, Globals& g);
 Command RegisterReport(CLI::App& root, Globals& g);

@@ -196,6 +196,21 @@ TEST_F(PipelineTest, VerifyNamesAFileChangedInTheSnapshotOrAnArtifact) {
   EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
   EXPECT_NE(ok.out.find("artifacts  2 files: intact"), std::string::npos) << ok.out;
 
+  // Exported: the outputs, the code and the record, in the documented layout.
+  const std::string archive = (dir_ / "run1.tar.gz").string();
+  auto ex = RunDrover({"export", "1", "-o", archive, "--store", store_});
+  ASSERT_EQ(ex.exit_code, 0) << ex.out << ex.err;
+  fs::create_directories(dir_ / "unpacked");
+  ASSERT_EQ(std::system(("tar -C " + (dir_ / "unpacked").string() + " -xzf " + archive).c_str()), 0);
+  const fs::path unpacked = dir_ / "unpacked" / "run-1";
+  EXPECT_EQ(testing::ReadFile((unpacked / "artifacts/out/a.txt").string()), "made\n");
+  EXPECT_TRUE(fs::exists(unpacked / "code/make.sh"));
+  Json record = Json::parse(testing::ReadFile((unpacked / "record.json").string()));
+  EXPECT_EQ(record["format"], "drover-export/1");
+  EXPECT_EQ(record["run"]["id"], 1);
+  EXPECT_EQ(record["artifacts"].size(), 2u);
+  EXPECT_EQ(record["command"], "/bin/sh make.sh");
+
   // One file of the snapshot and one stored output changed behind drover's back.
   auto store = Store::Open(store_ + "/drover.db");
   ASSERT_TRUE(store.ok());

@@ -79,9 +79,11 @@ class StoreCatalog : public Catalog {
   Result<std::vector<report::MetricSeries>> GetMetricSeries(int64_t run_id,
                                                             const SeriesQuery& q) override {
     DROVER_ASSIGN_OR_RETURN(Run run, LoadRun(*store_, std::to_string(run_id)));
+    // A run cached from another (docs/pipelines.md) shows that run's curves.
+    const int64_t source = run.cached_from != 0 ? run.cached_from : run.id;
     int64_t attempt_id = 0;
     if (q.attempt > 0) {
-      DROVER_ASSIGN_OR_RETURN(auto attempts, store_->ListAttempts(run.id));
+      DROVER_ASSIGN_OR_RETURN(auto attempts, store_->ListAttempts(source));
       for (const auto& a : attempts) {
         if (a.number == q.attempt) attempt_id = a.id;
       }
@@ -90,7 +92,7 @@ class StoreCatalog : public Catalog {
                                     attempts.size()));
       }
     }
-    DROVER_ASSIGN_OR_RETURN(auto all, store_->GetMetrics(run.id, q.name));
+    DROVER_ASSIGN_OR_RETURN(auto all, store_->GetMetrics(source, q.name));
     // Ordered by attempt, then step: grouping keeps that order within each series.
     std::map<std::string, std::vector<MetricPoint>> by_name;
     for (auto& p : all) {

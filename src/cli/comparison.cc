@@ -31,7 +31,10 @@ std::string RenderSearch(const Comparison& c) {
   const bool search_like = std::any_of(c.runs.begin(), c.runs.end(), [](const Run& r) {
     return r.state == RunState::kPruned;
   }) || c.runs.size() >= 8;
-  if (!search_like || c.metric.empty()) return "";
+  // A pipeline's runs are stages, not trials.
+  const bool stages = std::any_of(c.runs.begin(), c.runs.end(),
+                                  [](const Run& r) { return !r.stage.empty(); });
+  if (!search_like || c.metric.empty() || stages) return "";
   const report::SearchView v = report::SearchViewOf(c);
   std::string out = "trials:";
   for (const auto& [state, n] : v.states) out += fmt::format(" {} {},", n, state);

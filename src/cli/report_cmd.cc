@@ -95,8 +95,17 @@ Status LoadCurves(Catalog& catalog, const std::vector<Run>& runs,
     // One attempt per curve: steps start again at every attempt, so two would draw back and
     // forth. Each metric from the latest attempt that reported it (an attempt that diverged
     // before its first evaluation has a loss but no val_acc: the earlier val_acc curve shows).
+    // A run cached from another (docs/pipelines.md) shows that run's curves, by its attempts.
+    const std::vector<Attempt>* curve_attempts = &d.attempts;
+    std::vector<Attempt> source_attempts;
+    if (run.cached_from != 0) {
+      DROVER_ASSIGN_OR_RETURN(source_attempts, catalog.ListAttempts(run.cached_from));
+      std::sort(source_attempts.begin(), source_attempts.end(),
+                [](const Attempt& a, const Attempt& b) { return a.number < b.number; });
+      curve_attempts = &source_attempts;
+    }
     for (const auto& m : metrics) {
-      for (auto a = d.attempts.rbegin(); a != d.attempts.rend(); ++a) {
+      for (auto a = curve_attempts->rbegin(); a != curve_attempts->rend(); ++a) {
         SeriesQuery q;
         q.name = m;
         q.attempt = a->number;

@@ -25,9 +25,11 @@ Status Metrics(ServerContext& ctx, const httplib::Request& req, httplib::Respons
   std::string name = req.has_param("name") ? req.get_param_value("name") : "";
   DROVER_ASSIGN_OR_RETURN(Run run, LoadRun(ctx, id));
   DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
+  // A run cached from another (docs/pipelines.md) shows that run's curves.
+  const int64_t source = run.cached_from != 0 ? run.cached_from : run.id;
   int64_t attempt_id = 0;
   if (attempt) {
-    DROVER_ASSIGN_OR_RETURN(auto attempts, store->ListAttempts(run.id));
+    DROVER_ASSIGN_OR_RETURN(auto attempts, store->ListAttempts(source));
     for (const auto& a : attempts) {
       if (a.number == *attempt) attempt_id = a.id;
     }
@@ -39,7 +41,7 @@ Status Metrics(ServerContext& ctx, const httplib::Request& req, httplib::Respons
   }
   std::vector<std::string> names;
   if (name.empty()) {
-    DROVER_ASSIGN_OR_RETURN(names, store->MetricNames(run.id));
+    DROVER_ASSIGN_OR_RETURN(names, store->MetricNames(source));
   } else {
     names.push_back(name);
   }
@@ -47,7 +49,7 @@ Status Metrics(ServerContext& ctx, const httplib::Request& req, httplib::Respons
   // in memory whole.
   Json series = Json::array();
   for (const std::string& metric : names) {
-    Store::SeriesQuery q{run.id, metric, attempt_id, since_step};
+    Store::SeriesQuery q{source, metric, attempt_id, since_step};
     DROVER_ASSIGN_OR_RETURN(int64_t total, store->CountMetrics(q));
     if (total == 0) continue;
     size_t max_points = points && *points > 0 ? static_cast<size_t>(*points) : 0;

@@ -115,6 +115,14 @@ TEST_F(PipelineTest, TheDigitsPipelineRunsEachStageOnceAndAgainOnlyWhereSomethin
   EXPECT_NE(r.out.find("* best: run"), std::string::npos) << r.out;
   arts = RunDrover({"artifacts", std::to_string(t.runs[1].id), "--store", store_});
   EXPECT_NE(arts.out.find("cached from run"), std::string::npos) << arts.out;
+  // ... and drawn with its source's curve.
+  const std::string plot = (dir_ / "cached.svg").string();
+  auto cmp = RunDrover({"compare", std::to_string(t.runs[0].experiment_id), "--plot", plot,
+                        "--store", store_});
+  ASSERT_EQ(cmp.exit_code, 0) << cmp.out << cmp.err;
+  const std::string svg = testing::ReadFile(plot);
+  EXPECT_EQ(svg.find("nodata"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("<path"), std::string::npos);
 
   // One lr changed: only its branch (train, validate for both models) and analyze run.
   r = Go(spec, {"--set", "lr=[0.01, 0.003]"});

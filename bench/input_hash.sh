@@ -32,7 +32,7 @@ if [ -w /proc/sys/vm/drop_caches ]; then sync; echo 3 > /proc/sys/vm/drop_caches
 echo "== drover: first submit (hash all; page cache dropped: $cold), second submit (unchanged)" >&2
 "$bin" "$data" "$root/cache"
 echo "== sha256sum over the same files (page cache warm from the passes above)" >&2
-start=$(date +%s.%N)
+start=$(date +%s%N)
 find "$data" -type f -name '*.bin' -print0 | xargs -0 sha256sum > /dev/null
-end=$(date +%s.%N)
-echo "{\"sha256sum_s\": $(echo "$end - $start" | bc)}"
+end=$(date +%s%N)
+echo "{\"sha256sum_s\": $(( (end - start) / 1000000000 )).$(printf '%03d' $(( (end - start) / 1000000 % 1000 )))}"

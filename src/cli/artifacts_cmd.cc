@@ -24,7 +24,7 @@ int Artifacts(Globals& g, const ArtifactsFlags& f) {
   auto a = (*catalog)->RunOutputs(*id);
   if (!a.ok()) return ReportError(a.status());
   if (f.json) {
-    std::fputs((protocol::ToJson(*a).dump(2) + "\n").c_str(), stdout);
+    std::fputs((protocol::ToJson(*a).dump(2, ' ', false, Json::error_handler_t::replace) + "\n").c_str(), stdout);
     return kExitOk;
   }
   if (a->files.empty()) {

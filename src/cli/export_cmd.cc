@@ -91,7 +91,7 @@ Status Export(Globals& g, const ExportFlags& f) {
       "drover reproduce {} (in the store it came from); elsewhere: unpack code/, install "
       "packages.txt, run `command` in code/ with `run.params`",
       id);
-  DROVER_RETURN_IF_ERROR(Write(root / "record.json", record.dump(2) + "\n"));
+  DROVER_RETURN_IF_ERROR(Write(root / "record.json", record.dump(2, ' ', false, Json::error_handler_t::replace) + "\n"));
   if (!exp->git_diff.empty()) DROVER_RETURN_IF_ERROR(Write(root / "git.diff", exp->git_diff));
 
   // The outputs as the run stored them (links kept), and the code it ran.

@@ -142,7 +142,7 @@ int Reproduce(Globals& g, ReproduceFlags& f) {
     same = same && match;
     report["metrics"][it.key()] = {{"original", it.value()}, {"reproduced", now}, {"match", match}};
     text += fmt::format("  {:<16} {} -> {}  {}\n", it.key(), it.value().dump(),
-                        now.is_null() ? "(none)" : now.dump(), match ? "same" : "DIFFERENT");
+                        now.is_null() ? "(none)" : now.dump(-1, ' ', false, Json::error_handler_t::replace), match ? "same" : "DIFFERENT");
   }
   // Where they differ, what else differed between the two runs' environments.
   const std::vector<Environment> env_now = EnvironmentsOf(**store, r.experiment_id);
@@ -160,11 +160,11 @@ int Reproduce(Globals& g, ReproduceFlags& f) {
   if (!same) {
     text += env.empty() ? "  the interpreter, packages, host and GPUs recorded are the same\n"
                         : fmt::format("  the environment differs: {} (drover diff {} {})\n",
-                                      env.dump(), original.id, r.id);
+                                      env.dump(-1, ' ', false, Json::error_handler_t::replace), original.id, r.id);
   }
   text += same ? "reproduced: the same metrics\n" : "not reproduced\n";
   if (f.run_flags.json) {
-    std::fputs((report.dump(2) + "\n").c_str(), stdout);
+    std::fputs((report.dump(2, ' ', false, Json::error_handler_t::replace) + "\n").c_str(), stdout);
   } else if (!f.run_flags.quiet) {
     std::fputs(text.c_str(), stdout);
   }

@@ -22,6 +22,7 @@
 #include "protocol/json_codec.h"
 #include "search/sampler.h"
 #include "spec/expand.h"
+#include "spec/pipeline.h"
 #include "spec/spec_parser.h"
 #include "store/engine_lock.h"
 
@@ -116,6 +117,39 @@ int DryRunSearch(const Spec& spec, const RunFlags& f) {
   return kExitOk;
 }
 
+// A pipeline's runs, stage by stage, with the runs each needs (docs/pipelines.md).
+int DryRunPipeline(const Spec& spec, const RunFlags& f) {
+  const std::vector<StageRun> runs = ExpandPipeline(spec);
+  Json out = Json::array();
+  std::vector<std::vector<std::string>> rows;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const StageSpec& st = spec.stages[runs[i].stage];
+    auto argv = RenderCommand(StageView(spec, st), runs[i].params);
+    if (!argv.ok()) return ReportError(argv.status());
+    std::vector<std::string> quoted, needs;
+    std::vector<int> need_index;
+    for (const auto& w : *argv) quoted.push_back(ShellQuote(w));
+    for (int n : runs[i].needs) {
+      needs.push_back(std::to_string(n + 1));
+      need_index.push_back(n + 1);
+    }
+    out.push_back({{"index", i + 1}, {"stage", st.name}, {"params", runs[i].params},
+                   {"needs", need_index}, {"argv", *argv}});
+    rows.push_back({std::to_string(i + 1), st.name, runs[i].params.dump(),
+                    needs.empty() ? "-" : Join(needs, ","), Join(quoted, " ")});
+  }
+  if (f.json) {
+    std::printf("%s\n", Json({{"name", spec.name}, {"runs", out}}).dump(2).c_str());
+  } else {
+    std::printf("%s: %s in %s (dry run: nothing was submitted; runs whose fingerprint succeeded "
+                "before will be cached)\n",
+                spec.name.c_str(), Count(static_cast<int64_t>(runs.size()), "run").c_str(),
+                Count(static_cast<int64_t>(spec.stages.size()), "stage").c_str());
+    std::fputs(RenderTable({"#", "stage", "params", "needs", "command"}, rows).c_str(), stdout);
+  }
+  return kExitOk;
+}
+
 int DryRun(Globals& g, const Spec& spec, const RunFlags& f, const std::string& fake) {
   if (auto daemon = FindDaemon(g)) {
     // The daemon's pool decides: it checks the spec as its submit would, and records nothing.
@@ -133,12 +167,12 @@ int DryRun(Globals& g, const Spec& spec, const RunFlags& f, const std::string& f
     const int64_t reserve = setup->config.scheduler.gpu_reserve;
     const int cpus = f.cpus > 0 ? f.cpus
                                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    if (Status fits = CheckFitsPool(spec.resources, PoolOf(*devices, reserve), reserve, cpus);
-        !fits.ok()) {
+    if (Status fits = CheckSpecFits(spec, PoolOf(*devices, reserve), reserve, cpus); !fits.ok()) {
       return ReportError(fits);
     }
   }
   if (spec.search && spec.search->sampler != SamplerKind::kGrid) return DryRunSearch(spec, f);
+  if (!spec.stages.empty()) return DryRunPipeline(spec, f);
   auto grid = ExpandGrid(spec);
   Json out = Json::array();
   std::vector<std::vector<std::string>> rows;

@@ -52,7 +52,7 @@ int Verify(Globals& g, const VerifyFlags& f) {
   const bool intact = code.empty() && outputs.empty();
   out["intact"] = intact;
   if (f.json) {
-    std::fputs((out.dump(2) + "\n").c_str(), stdout);
+    std::fputs((out.dump(2, ' ', false, Json::error_handler_t::replace) + "\n").c_str(), stdout);
     return intact ? kExitOk : 1;
   }
   std::string text;

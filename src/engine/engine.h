@@ -102,6 +102,10 @@ std::vector<sched::GpuState> PoolOf(const std::vector<GpuDevice>& devices, int64
 // checks, and `drover run --dry-run` before anything is submitted.
 Status CheckFitsPool(const Resources& resources, const std::vector<sched::GpuState>& pool,
                      int64_t gpu_reserve, int cpu_slots);
+// CheckFitsPool for every run of a spec: its resources, or each pipeline stage's (the error
+// names the stage).
+Status CheckSpecFits(const Spec& spec, const std::vector<sched::GpuState>& pool,
+                     int64_t gpu_reserve, int cpu_slots);
 
 // One GPU as the engine sees it: what it may hand out and which runs hold it.
 struct GpuView {

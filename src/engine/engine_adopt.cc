@@ -111,8 +111,7 @@ Result<RecoverySummary> Engine::Recover() {
       // is looked at again below, once every run is registered.
       if (!r.stage.empty() && r.state == RunState::kQueued && r.attempts == 0 &&
           r.fingerprint.empty()) {
-        AwaitNeeds(l);
-        l.awaiting_needs = true;
+        l.awaiting_needs = true;  // its needs are counted once every run is registered
         unevaluated.push_back(r.id);
         ++summary.queued;
         continue;
@@ -224,9 +223,12 @@ Result<RecoverySummary> Engine::Recover() {
       pid_to_run_[exit.pid] = run_id;
       HandleExit(exit, now);
     }
+    // Pipeline runs not yet queued: they wait for their unfinished needs, or are looked at now.
     for (int64_t id : unevaluated) {
       auto it = live_.find(id);
-      if (it != live_.end() && it->second->awaiting_needs) NeedsChanged(*it->second, now);
+      if (it != live_.end() && it->second->awaiting_needs && !AwaitNeeds(*it->second)) {
+        NeedsChanged(*it->second, now);
+      }
     }
     TopUpSearch(*ep, now);  // a search the last engine left short of its trials goes on
     MaybeDone(*ep);

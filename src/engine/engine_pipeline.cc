@@ -34,9 +34,16 @@ void Engine::InitStages(ExperimentEntry& ep) {
 
 bool Engine::AwaitNeeds(Live& live) {
   if (live.run.needs.empty()) return false;
-  for (int64_t n : live.run.needs) dependents_[n].push_back(live.run.id);
+  // Only the unfinished needs are waited for (each tells it when it ends: WakeDependents); a
+  // count, so a gather over thousands of runs costs one step per need that ends.
+  live.needs_unfinished = 0;
+  for (int64_t n : live.run.needs) {
+    if (!live_.count(n)) continue;
+    dependents_[n].push_back(live.run.id);
+    ++live.needs_unfinished;
+  }
   live.awaiting_needs = true;
-  return true;
+  return live.needs_unfinished > 0;
 }
 
 void Engine::WakeDependents(int64_t run_id, Instant now) {
@@ -46,7 +53,8 @@ void Engine::WakeDependents(int64_t run_id, Instant now) {
   dependents_.erase(it);
   for (int64_t id : waiting) {
     auto l = live_.find(id);
-    if (l != live_.end() && l->second->awaiting_needs) NeedsChanged(*l->second, now);
+    if (l == live_.end() || !l->second->awaiting_needs) continue;
+    if (--l->second->needs_unfinished <= 0) NeedsChanged(*l->second, now);
   }
 }
 
@@ -54,6 +62,8 @@ void Engine::NeedsChanged(Live& live, Instant now) {
   std::vector<Run> needs;
   for (int64_t id : live.run.needs) {
     if (live_.count(id)) return;  // not ended yet: woken again when it does
+  }
+  for (int64_t id : live.run.needs) {
     Result<std::optional<Run>> need = store_.GetRun(id);
     if (!need.ok()) {
       Fail(need.status());
@@ -94,7 +104,7 @@ void Engine::NeedsChanged(Live& live, Instant now) {
     }
     j["needs"].push_back({{"fingerprint", n.fingerprint}, {"outputs", ArtifactsHash(*outputs)}});
   }
-  live.run.fingerprint = Sha256Hex(j.dump());
+  live.run.fingerprint = Sha256Hex(j.dump(-1, ' ', false, Json::error_handler_t::replace));
   Tx();
   if (Status st = store_.UpdateRun(live.run); !st.ok()) Fail(st);
   if (TryCache(live, now)) return;
@@ -153,7 +163,8 @@ Result<std::vector<DataMount>> Engine::NeedMounts(Live& live, const std::string&
   }
   const std::string file = FilesOf(live).log_prefix + "inputs.json";
   std::ofstream out(file, std::ios::trunc);
-  out << inputs.dump(2) << "\n";
+  // Replaced, never thrown: a file name a run wrote need not be UTF-8 (the loop must not throw).
+  out << inputs.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
   out.close();
   if (!out) return Status(Code::kIo, "cannot write '" + file + "'");
   return mounts;
@@ -200,7 +211,9 @@ void Engine::TakeCollected(Instant now) {
                          done.artifacts.size() == 1 ? "" : "s", FormatBytes(bytes));
     } else {
       event = RunEvent::kFail;
-      live.run.reason = "missing_output";
+      // Not written by the run, or not storable (a full disk): said apart.
+      live.run.reason = done.status.code() == Code::kFailedPrecondition ? "missing_output"
+                                                                         : "outputs_not_stored";
       note = done.status.message();
     }
     if (live.cancel_requested) event = RunEvent::kCancel;

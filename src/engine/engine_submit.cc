@@ -40,10 +40,20 @@ Status CheckFitsPool(const Resources& resources, const std::vector<sched::GpuSta
                                              FormatBytes(gpu_reserve)));
 }
 
+Status CheckSpecFits(const Spec& spec, const std::vector<sched::GpuState>& pool,
+                     int64_t gpu_reserve, int cpu_slots) {
+  if (spec.stages.empty()) return CheckFitsPool(spec.resources, pool, gpu_reserve, cpu_slots);
+  // A stage that can never start would leave every stage after it waiting for ever.
+  for (const StageSpec& st : spec.stages) {
+    Status fits = CheckFitsPool(st.resources, pool, gpu_reserve, cpu_slots);
+    if (!fits.ok()) return Status(fits.code(), "stage " + st.name + ": " + fits.message());
+  }
+  return Status::Ok();
+}
+
 Status Engine::CheckSubmit(const Spec& spec) {
   DROVER_RETURN_IF_ERROR(InitGpus());
-  return CheckFitsPool(spec.resources, book_.gpus(), options_.scheduler.gpu_reserve,
-                       options_.cpu_slots);
+  return CheckSpecFits(spec, book_.gpus(), options_.scheduler.gpu_reserve, options_.cpu_slots);
 }
 
 Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_dir) {
@@ -201,9 +211,10 @@ Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
     auto live = std::make_unique<Live>();
     live->run = r;
     live->exp = ep;
-    if (r.stage.empty()) Queue(*live);
-    else if (!AwaitNeeds(*live)) ready.push_back(live.get());
-    live_[r.id] = std::move(live);
+    Live* l = live.get();
+    live_[r.id] = std::move(live);  // registered first: the runs after it may need it
+    if (r.stage.empty()) Queue(*l);
+    else if (!AwaitNeeds(*l)) ready.push_back(l);
   }
   const Instant now = clock_.At();
   for (Live* l : ready) NeedsChanged(*l, now);

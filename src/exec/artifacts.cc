@@ -99,7 +99,6 @@ Result<std::vector<Artifact>> StoreOutputs(const std::string& store_dir, int64_t
   std::map<std::string, Found> files;
   for (const std::string& o : outputs) {
     std::set<std::string> hidden;
-    const size_t before = files.size();
     bool exists = false;
     struct stat st {};
     if (tree.upper.empty()) {
@@ -120,7 +119,6 @@ Result<std::vector<Artifact>> StoreOutputs(const std::string& store_dir, int64_t
           "remove it from outputs",
           o));
     }
-    (void)before;
   }
   const std::string objects = store_dir + "/artifacts";
   const std::string out_dir = OutputsDir(store_dir, run_id);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <limits>
 #include <set>
 
 #include "spec/expand.h"
@@ -28,14 +29,6 @@ std::set<std::string> OwnAxes(const Spec& spec, const StageSpec& stage) {
     }
   }
   return used;
-}
-
-// Parameters `a` and `b` agree on every name in `axes` that both hold.
-bool Agree(const Json& a, const Json& b, const std::vector<std::string>& axes) {
-  for (const std::string& n : axes) {
-    if (a.contains(n) && b.contains(n) && a[n] != b[n]) return false;
-  }
-  return true;
 }
 
 }  // namespace
@@ -70,12 +63,35 @@ std::vector<std::string> StageAxes(const Spec& spec, int stage) {
   return out;
 }
 
+int64_t CountPipelineRuns(const Spec& spec) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  int64_t total = 0;
+  for (size_t s = 0; s < spec.stages.size(); ++s) {
+    int64_t n = 1;
+    for (const std::string& a : StageAxes(spec, static_cast<int>(s))) {
+      const int64_t size = static_cast<int64_t>(spec.params[a].size());
+      if (size == 0) return 0;  // an empty axis makes no run at all (as a grid's)
+      n = n > kMax / size ? kMax : n * size;
+    }
+    total = total > kMax - n ? kMax : total + n;
+  }
+  return total;
+}
+
 std::vector<StageRun> ExpandPipeline(const Spec& spec) {
   const std::vector<Json> cells = ExpandGrid(spec);
   std::vector<std::string> all_axes;
   for (const auto& [name, value] : spec.params.items()) {
     if (value.is_array()) all_axes.push_back(name);
   }
+  // The values of `names` in `params`, as one key (absent names left out).
+  auto key_of = [](const Json& params, const std::vector<std::string>& names) {
+    Json k = Json::object();
+    for (const std::string& n : names) {
+      if (params.contains(n)) k[n] = params[n];
+    }
+    return k.dump();
+  };
   std::vector<StageRun> runs;
   std::map<int, std::vector<int>> by_stage;  // stage -> its runs' indexes
   std::map<int, std::vector<std::string>> axes_of;
@@ -83,24 +99,38 @@ std::vector<StageRun> ExpandPipeline(const Spec& spec) {
     const StageSpec& stage = spec.stages[s];
     const std::vector<std::string> axes = StageAxes(spec, s);
     axes_of[s] = axes;
+    // Each need's runs by the values of the axes this stage matches them on: a fan-out on the
+    // need's axes (exactly one run each, as its axes hold the need's), a gather on the axes its
+    // own command names that the need also has (every run that agrees).
+    std::vector<std::pair<std::vector<std::string>, std::map<std::string, std::vector<int>>>> index;
+    for (const std::string& need : stage.needs) {
+      const int n = IndexOf(spec, need);
+      std::vector<std::string> on = axes_of[n];
+      if (stage.gather) {
+        on.clear();
+        for (const std::string& a : axes) {
+          if (std::find(axes_of[n].begin(), axes_of[n].end(), a) != axes_of[n].end()) {
+            on.push_back(a);
+          }
+        }
+      }
+      std::map<std::string, std::vector<int>> by_key;
+      for (int j : by_stage[n]) by_key[key_of(runs[j].params, on)].push_back(j);
+      index.emplace_back(std::move(on), std::move(by_key));
+    }
     std::set<std::string> dropped(all_axes.begin(), all_axes.end());
     for (const std::string& a : axes) dropped.erase(a);
-    std::vector<Json> seen;
+    std::set<std::string> seen;
     for (const Json& cell : cells) {
       Json params = cell;
       for (const std::string& d : dropped) params.erase(d);
-      if (std::find(seen.begin(), seen.end(), params) != seen.end()) continue;
-      seen.push_back(params);
+      if (!seen.insert(params.dump()).second) continue;
       StageRun r;
       r.stage = s;
       r.params = params;
-      for (const std::string& need : stage.needs) {
-        const int n = IndexOf(spec, need);
-        for (int j : by_stage[n]) {
-          // A run needs the runs of its need that agree with it on the need's axes (exactly one
-          // for a fan-out, whose axes hold the need's); a gather, every one that agrees on its own.
-          if (Agree(runs[j].params, params, stage.gather ? axes : axes_of[n])) r.needs.push_back(j);
-        }
+      for (const auto& [on, by_key] : index) {
+        auto it = by_key.find(key_of(params, on));
+        if (it != by_key.end()) r.needs.insert(r.needs.end(), it->second.begin(), it->second.end());
       }
       by_stage[s].push_back(static_cast<int>(runs.size()));
       runs.push_back(std::move(r));

@@ -27,6 +27,10 @@ std::vector<std::string> StageAxes(const Spec& spec, int stage);
 // own command names, over every run of its needs that agrees with them.
 std::vector<StageRun> ExpandPipeline(const Spec& spec);
 
+// How many runs ExpandPipeline makes, by multiplication, without expanding (INT64_MAX past it):
+// what the spec's max_runs bounds.
+int64_t CountPipelineRuns(const Spec& spec);
+
 // The order ExpandPipeline runs the stages in (indexes into spec.stages).
 std::vector<int> StageOrder(const Spec& spec);
 

@@ -121,6 +121,10 @@ TEST(PipelineTest, MistakesAreNamedWhereTheyAre) {
        "search: {trials: 3}\n",
        "search and stages: do not go together"},
       {"name: p\nstages: {9a: {command: a}}\n", "cannot name a stage"},
+      // 3 + 3 runs, counted before anything is expanded.
+      {"name: p\nstages: {a: {command: \"a {x}\"}, b: {command: b, needs: [a]}}\n"
+       "params: {x: [1, 2, 3]}\nmax_runs: 5\n",
+       "the stages make 6 runs over params' values, over the limit of 5"},
   };
   for (const Case& c : cases) {
     Result<Spec> spec = Parse(c.yaml);

@@ -22,6 +22,7 @@
 #include "common/strings.h"
 #include "search/space.h"
 #include "spec/expand.h"
+#include "spec/pipeline.h"
 
 namespace drover {
 namespace {
@@ -1210,7 +1211,19 @@ Result<Spec> SpecParser::Parse(const std::string& yaml, const std::vector<std::s
                                     at->name));
   }
   DROVER_RETURN_IF_ERROR(CheckSearch(root, top, params, spec));
-  if (stages) DROVER_RETURN_IF_ERROR(ParseStages(*stages, top, params, spec));
+  if (stages) {
+    DROVER_RETURN_IF_ERROR(ParseStages(*stages, top, params, spec));
+    // Counted before anything is expanded, as a grid is.
+    if (const int64_t runs = CountPipelineRuns(spec); runs > spec.max_runs) {
+      return Err(stages->key,
+                 fmt::format("the stages make {} runs over params' values, over the limit of {} "
+                             "runs per experiment; use fewer values, or raise max_runs (at most "
+                             "{})",
+                             runs == std::numeric_limits<int64_t>::max() ? std::string("more than 9.2e18")
+                                                                          : std::to_string(runs),
+                             spec.max_runs, kMaxRunsLimit));
+    }
+  }
   if (const Field* f = Find(top, "force")) {
     std::vector<std::string> names = {"all"};
     for (const StageSpec& st : spec.stages) names.push_back(st.name);

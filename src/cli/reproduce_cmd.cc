@@ -41,6 +41,7 @@ Result<Spec> SpecOfRun(const Run& run, const Experiment& exp, const Snapshot& sn
   s.search.reset();
   s.prune.reset();
   s.force.clear();
+  s.rerun = true;  // run, never cached from the run it reproduces (or any other)
   s.params = OrderedJson::object();
   for (auto it = run.params.begin(); it != run.params.end(); ++it) {
     s.params[it.key()] = OrderedJson::parse(it.value().dump());

@@ -4,6 +4,8 @@
 // would go.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "cli/catalog.h"
 #include "cli/cleanup_view.h"
 #include "cli/client.h"
@@ -60,6 +62,13 @@ int Rm(Globals& g, const RmFlags& f) {
     if (!e.ok()) return ReportError(e.status());
     targets.push_back(*e);
   }
+  // Newest first: a run cached from another is always newer than it, so experiments removed
+  // together go before those they stand on (removing one that others stand on is refused).
+  std::sort(targets.begin(), targets.end(),
+            [](const Experiment& a, const Experiment& b) { return a.id > b.id; });
+  targets.erase(std::unique(targets.begin(), targets.end(),
+                            [](const Experiment& a, const Experiment& b) { return a.id == b.id; }),
+                targets.end());
   int code = kExitOk;
   for (const Experiment& e : targets) {
     auto plan = RemoveOne(g, e, /*dry_run=*/true);

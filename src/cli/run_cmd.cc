@@ -338,8 +338,7 @@ int RunInForeground(Globals& g, const RunFlags& f, const QueueStep& queue) {
 
 int RunSpec(Globals& g, const RunFlags& given) {
   RunFlags f = given;
-  // --force travels with the spec, as an override, so a daemon and a restarted engine see it.
-  if (!f.force.empty()) f.sets.push_back("force=[" + Join(f.force, ", ") + "]");
+  ApplyCacheOptions(f.force, f.rerun, f.sets);
   auto spec = ParseSpecFile(f.spec_path, f.sets);
   if (!spec.ok()) return ReportError(spec.status());
   std::string fake = f.fake_gpus;
@@ -468,6 +467,22 @@ void AddResumeOption(CLI::App* app, RunFlags* flags) {
                 "with their checkpoint folders; finished runs are not rerun");
 }
 
+void AddCacheOptions(CLI::App* app, std::vector<std::string>* force, bool* rerun) {
+  app->add_option("--force", *force,
+                  "A pipeline: run STAGE again even where a run with the same fingerprint "
+                  "succeeded before (all: every stage); repeatable")
+      ->delimiter(',');
+  app->add_flag("--rerun", *rerun,
+                "Run every run even where one with the same command, params, env and code "
+                "succeeded before (without it such a run is recorded as cached from that run)");
+}
+
+void ApplyCacheOptions(const std::vector<std::string>& force, bool rerun,
+                       std::vector<std::string>& sets) {
+  if (!force.empty()) sets.push_back("force=[" + Join(force, ", ") + "]");
+  if (rerun) sets.push_back("rerun=true");
+}
+
 Command RegisterRun(CLI::App& root, Globals& g) {
   auto flags = std::make_shared<RunFlags>();
   CLI::App* app = root.add_subcommand(
@@ -477,10 +492,7 @@ Command RegisterRun(CLI::App& root, Globals& g) {
       ->required();
   AddRunOptions(app, flags.get());
   AddResumeOption(app, flags.get());
-  app->add_option("--force", flags->force,
-                  "A pipeline: run STAGE again even where a run with the same fingerprint "
-                  "succeeded before (all: every stage); repeatable")
-      ->delimiter(',');
+  AddCacheOptions(app, &flags->force, &flags->rerun);
   return {app, [&g, flags] { return RunSpec(g, *flags); }};
 }
 

@@ -21,6 +21,7 @@ struct RunFlags {
   std::string spec_path;  // a file, or "-" for standard input
   std::vector<std::string> sets;
   std::vector<std::string> force;  // --force STAGE: pipeline stages run again (force: in the spec)
+  bool rerun = false;              // --rerun: runs that succeeded before run again (rerun: true)
   std::string fake_gpus;
   bool dry_run = false;
   bool json = false;
@@ -38,6 +39,11 @@ void AddRunOptions(CLI::App* app, RunFlags* flags, bool json = true);
 void AddEngineRunOptions(CLI::App* app, RunFlags* flags, bool json = true);
 // --resume (drover run alone).
 void AddResumeOption(CLI::App* app, RunFlags* flags);
+// --force STAGE and --rerun (drover run and drover submit), and the spec overrides they make:
+// they travel with the spec, so a daemon and a restarted engine see them.
+void AddCacheOptions(CLI::App* app, std::vector<std::string>* force, bool* rerun);
+void ApplyCacheOptions(const std::vector<std::string>& force, bool rerun,
+                       std::vector<std::string>& sets);
 
 // Runs the spec at f.spec_path as `drover run` does (through the daemon when one serves the
 // store).

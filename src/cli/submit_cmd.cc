@@ -8,6 +8,7 @@
 #include "cli/common.h"
 #include "common/strings.h"
 #include "cli/follow.h"
+#include "cli/run_flags.h"
 #include "protocol/api.h"
 #include "spec/spec_parser.h"
 
@@ -49,6 +50,8 @@ namespace {
 struct SubmitFlags {
   std::string spec_path;
   std::vector<std::string> sets;
+  std::vector<std::string> force;
+  bool rerun = false;
   bool json = false;
 };
 
@@ -61,7 +64,9 @@ int Submit(Globals& g, const SubmitFlags& f) {
         StoreDir(g), f.spec_path)));
   }
   ApiClient api(*daemon);
-  auto r = SubmitToDaemon(api, f.spec_path, f.sets);
+  std::vector<std::string> sets = f.sets;
+  ApplyCacheOptions(f.force, f.rerun, sets);
+  auto r = SubmitToDaemon(api, f.spec_path, sets);
   if (!r.ok()) return ReportError(r.status());
   if (f.json) {
     std::printf("%s\n", protocol::ToJson(*r).dump(2).c_str());
@@ -84,6 +89,7 @@ Command RegisterSubmit(CLI::App& root, Globals& g) {
   app->add_option("spec", f->spec_path, "The experiment spec (YAML)")->required();
   app->add_option("--set", f->sets, "Override a spec value: key=value; repeatable");
   app->add_flag("--json", f->json, "Print the experiment and run ids as JSON");
+  AddCacheOptions(app, &f->force, &f->rerun);
   return {app, [&g, f] { return Submit(g, *f); }};
 }
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "common/strings.h"
 #include "exec/working_copy.h"
@@ -86,11 +87,88 @@ void OpenUp(const std::string& path) {
   }
 }
 
+// Runs of other experiments recorded as cached from runs that would go: their outputs, metrics
+// and curves are those runs'. Refused, naming them (stored data is never lost by a side effect).
+Status CheckNoCachedDependents(Store& store, const std::vector<int64_t>& experiment_ids,
+                               const std::set<int64_t>& removed_runs) {
+  DROVER_ASSIGN_OR_RETURN(auto all, store.ListRuns(RunFilter{}));
+  std::map<int64_t, std::vector<std::string>> dependents;  // by experiment
+  const std::set<int64_t> going(experiment_ids.begin(), experiment_ids.end());
+  for (const Run& r : all) {
+    if (r.cached_from == 0 || going.count(r.experiment_id) || !removed_runs.count(r.cached_from)) {
+      continue;
+    }
+    auto& list = dependents[r.experiment_id];
+    if (list.size() < 5) list.push_back(fmt::format("run {} (cached from run {})", r.id, r.cached_from));
+  }
+  if (dependents.empty()) return Status::Ok();
+  std::vector<std::string> parts, ids;
+  for (const auto& [exp, runs] : dependents) {
+    parts.push_back(fmt::format("experiment {}: {}", exp, Join(runs, ", ")));
+    ids.push_back(std::to_string(exp));
+  }
+  return FailedPrecondition(fmt::format(
+      "runs of other experiments stand on these runs' results and outputs ({}); remove those "
+      "experiments too (drover rm {} ...), or keep these",
+      Join(parts, "; "), Join(ids, " ")));
+}
+
+// Stored outputs (exec/artifacts.h: <store>/artifacts/<h[0:2]>/<h>, hard-linked into each run's
+// outputs folder) that no run's outputs folder links any more: their runs were removed. An
+// object's other names are counted, less those in the trash (which this gc empties). Copies left
+// half-written by an engine that stopped go too. Only called when no engine is storing outputs
+// (GcOptions::storing_outputs).
+void AddUnreferencedArtifacts(Cleanup& plan, const std::string& store_dir) {
+  const std::string root = store_dir + "/artifacts";
+  struct Object {
+    std::string path, name;
+    dev_t dev;
+    ino_t ino;
+    nlink_t links;
+  };
+  std::vector<Object> linked;  // objects with other names: unreferenced if all are in the trash
+  std::error_code ec;
+  for (fs::directory_iterator d(root, ec), end; !ec && d != end; d.increment(ec)) {
+    std::error_code ec2;
+    for (fs::directory_iterator it(d->path(), ec2), e2; !ec2 && it != e2; it.increment(ec2)) {
+      const std::string path = it->path().string();
+      const std::string name = it->path().filename().string();
+      struct stat st;
+      if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      if (name.starts_with(".tmp-")) {
+        Add(plan, path, "a stored output half written when its engine stopped");
+      } else if (st.st_nlink <= 1) {
+        Add(plan, path, fmt::format("stored output {} (no run has it any more)", name.substr(0, 12)));
+      } else {
+        linked.push_back({path, name, st.st_dev, st.st_ino, st.st_nlink});
+      }
+    }
+  }
+  if (linked.empty()) return;
+  std::map<std::pair<dev_t, ino_t>, nlink_t> in_trash;
+  for (const Object& o : linked) in_trash[{o.dev, o.ino}] = 0;
+  for (fs::recursive_directory_iterator it(store_dir + "/trash",
+                                           fs::directory_options::skip_permission_denied, ec),
+       end;
+       !ec && it != end; it.increment(ec)) {
+    struct stat st;
+    if (lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (auto f = in_trash.find({st.st_dev, st.st_ino}); f != in_trash.end()) ++f->second;
+  }
+  for (const Object& o : linked) {
+    if (o.links - in_trash[{o.dev, o.ino}] <= 1) {
+      Add(plan, o.path,
+          fmt::format("stored output {} (only removed runs had it)", o.name.substr(0, 12)));
+    }
+  }
+}
+
 }  // namespace
 
 Result<Cleanup> PlanRemoval(Store& store, const std::string& store_dir,
                             const std::vector<int64_t>& experiment_ids) {
   Cleanup plan;
+  std::set<int64_t> removed_runs;
   for (int64_t id : experiment_ids) {
     DROVER_ASSIGN_OR_RETURN(auto exp, store.GetExperiment(id));
     if (!exp) return NotFound(fmt::format("no experiment {}", id));
@@ -99,6 +177,7 @@ Result<Cleanup> PlanRemoval(Store& store, const std::string& store_dir,
     filter.experiment_id = id;
     DROVER_ASSIGN_OR_RETURN(auto runs, store.ListRuns(filter));
     plan.runs += static_cast<int64_t>(runs.size());
+    for (const Run& r : runs) removed_runs.insert(r.id);
     const std::string logs = store_dir + "/logs/" + std::to_string(id);
     Add(plan, logs, fmt::format("logs of experiment {}", id));
     for (const Run& r : runs) {
@@ -124,6 +203,7 @@ Result<Cleanup> PlanRemoval(Store& store, const std::string& store_dir,
       }
     }
   }
+  DROVER_RETURN_IF_ERROR(CheckNoCachedDependents(store, experiment_ids, removed_runs));
   return plan;
 }
 
@@ -197,6 +277,7 @@ Result<Cleanup> PlanGc(Store& store, const std::string& store_dir, const GcOptio
     if (snap || now_wall - MtimeMs(it->path().string()) < kSnapshotGraceMs) continue;
     Add(plan, it->path().string(), "a snapshot folder no experiment was recorded with");
   }
+  if (!options.storing_outputs) AddUnreferencedArtifacts(plan, store_dir);
   Add(plan, store_dir + "/trash", "left by an earlier drover rm or gc");
   return plan;
 }

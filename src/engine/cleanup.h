@@ -20,6 +20,9 @@ struct GcOptions {
   Millis older_than_ms = 7LL * 24 * 3600 * 1000;
   // Also the checkpoint folders of succeeded runs that ended that long ago.
   bool checkpoints = false;
+  // An engine is storing a run's outputs right now (on its collector's thread): stored output
+  // objects are left alone this time, so none goes between being written and being linked.
+  bool storing_outputs = false;
 };
 
 // A snapshot folder younger than this is never collected: a submit may be taking it right now,
@@ -27,13 +30,15 @@ struct GcOptions {
 inline constexpr Millis kSnapshotGraceMs = 3600 * 1000;
 
 // Everything of these experiments: their records and their files (logs, working copies, what the
-// runs wrote, checkpoints, the HTML report).
+// runs wrote, checkpoints, stored outputs, the HTML report). FailedPrecondition when runs of
+// other experiments were cached from theirs (naming them).
 // Sizes are left at 0: MeasureCleanup fills them in.
 Result<Cleanup> PlanRemoval(Store& store, const std::string& store_dir,
                             const std::vector<int64_t>& experiment_ids);
 // Working copies (and with options.checkpoints, checkpoints) of runs that ended before the
 // cutoff, snapshots no experiment refers to, folders of runs and experiments the store no longer
-// has, and what an earlier cleanup left in the trash. `busy_runs`: runs never touched (the ones
+// has, stored output objects no run links any more, and what an earlier cleanup left in the
+// trash. `busy_runs`: runs never touched (the ones
 // an engine is running or has queued).
 Result<Cleanup> PlanGc(Store& store, const std::string& store_dir, const GcOptions& options,
                        Millis now_wall, const std::set<int64_t>& busy_runs);

@@ -381,6 +381,14 @@ class Engine {
   // Whether a run with the same fingerprint succeeded before and may stand for this one: then
   // this run is recorded as succeeded, cached from it, and retired.
   bool TryCache(Live& live, Instant now);
+  // Whether a run may be stood for by another with its fingerprint (a stage not forced, a plain
+  // run without rerun, not a search's trial).
+  bool Dedups(const Live& live) const;
+  // A run ready to be queued: cached from an earlier success, or waiting for an unfinished run
+  // with its fingerprint (its twin) to end, or queued (and the twin others wait for).
+  void Admit(Live& live, Instant now);
+  // A recovered run that holds or had an attempt stands for its fingerprint (Admit's twin).
+  void ClaimTwin(const Live& live);
   // The runs waiting on `run_id`, told it ended.
   void WakeDependents(int64_t run_id, Instant now);
   // The needs' outputs shown in this run's working copy, and $DROVER_INPUTS' file.
@@ -469,6 +477,9 @@ class Engine {
   std::unique_ptr<WorkingCopies> working_copies_;  // made at the first launch
   // Pipelines: the unfinished runs waiting on each run, and the output collector.
   std::map<int64_t, std::vector<int64_t>> dependents_;
+  // The unfinished run each fingerprint's duplicates wait for (Admit), so no two runs with one
+  // fingerprint run at once.
+  std::unordered_map<std::string, int64_t> twins_;
   std::unique_ptr<OutputCollector> collector_;  // made at the first stage with outputs
   int collections_in_flight_ = 0;
   bool copies_said_ = false;  // whether the log says how working copies are made

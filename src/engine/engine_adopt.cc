@@ -82,6 +82,10 @@ Result<RecoverySummary> Engine::Recover() {
   RecoverySummary summary;
   DROVER_ASSIGN_OR_RETURN(auto experiments, store_.ListExperiments());
   Instant now = clock_.At();
+  // Runs looked at once every experiment's runs are registered, and those running hold their
+  // fingerprints: pipeline runs not yet queued, and queued runs an earlier success or a twin may
+  // stand for (Admit).
+  std::vector<int64_t> unevaluated, admit_later;
   // Oldest first, so runs keep their submit order.
   for (auto e = experiments.rbegin(); e != experiments.rend(); ++e) {
     if (e->status != "active" || experiments_.count(e->id)) continue;
@@ -91,7 +95,6 @@ Result<RecoverySummary> Engine::Recover() {
     DROVER_ASSIGN_OR_RETURN(ExperimentEntry * ep, EntryFor(*e));
     ++summary.experiments;
     std::vector<std::pair<int64_t, ProcessExit>> ended;
-    std::vector<int64_t> unevaluated;
     for (const Run& r : runs) {
       if (IsFinal(r.state)) continue;
       auto live = std::make_unique<Live>();
@@ -130,8 +133,15 @@ Result<RecoverySummary> Engine::Recover() {
       if (r.state != RunState::kRunning && !adopted_start) {
         ++summary.queued;
         if (options_.use_shim && ForgetUnrecordedStart(l, now)) ++summary.unrecorded;
+        if (r.attempts == 0 && Dedups(l)) {
+          queue_.Drop(r.id);
+          admit_later.push_back(r.id);
+        } else {
+          ClaimTwin(l);
+        }
         continue;
       }
+      ClaimTwin(l);
       if (!attempts.empty() && attempts.back().ended &&
           attempts.back().reason == ToString(AttemptOutcome::kSucceeded)) {
         const StageSpec* stage = FindStage(ep->spec, r.stage);
@@ -223,15 +233,19 @@ Result<RecoverySummary> Engine::Recover() {
       pid_to_run_[exit.pid] = run_id;
       HandleExit(exit, now);
     }
-    // Pipeline runs not yet queued: they wait for their unfinished needs, or are looked at now.
-    for (int64_t id : unevaluated) {
-      auto it = live_.find(id);
-      if (it != live_.end() && it->second->awaiting_needs && !AwaitNeeds(*it->second)) {
-        NeedsChanged(*it->second, now);
-      }
-    }
     TopUpSearch(*ep, now);  // a search the last engine left short of its trials goes on
     MaybeDone(*ep);
+  }
+  // Pipeline runs not yet queued: they wait for their unfinished needs, or are looked at now.
+  for (int64_t id : unevaluated) {
+    auto it = live_.find(id);
+    if (it != live_.end() && it->second->awaiting_needs && !AwaitNeeds(*it->second)) {
+      NeedsChanged(*it->second, now);
+    }
+  }
+  for (int64_t id : admit_later) {
+    auto it = live_.find(id);
+    if (it != live_.end() && !it->second->awaiting_needs) Admit(*it->second, now);
   }
   DROVER_RETURN_IF_ERROR(Flush());
   return summary;

@@ -566,6 +566,10 @@ void Engine::Retire(int64_t run_id) {
   if (it == live_.end()) return;
   ExperimentEntry* exp = it->second->exp;
   queue_.Drop(run_id);
+  if (auto twin = twins_.find(it->second->run.fingerprint);
+      twin != twins_.end() && twin->second == run_id) {
+    twins_.erase(twin);
+  }
   ObserveTrial(*it->second);
   live_.erase(it);
   --exp->unfinished;
@@ -642,7 +646,8 @@ Status Engine::SetPriority(int64_t run_id, int priority) {
                     ToString(run->state)));
   }
   it->second->run.priority = priority;
-  if (!it->second->attempt) Queue(*it->second);  // in the class of its new priority
+  // In the class of its new priority (a run waiting for its needs or its twin stays out).
+  if (!it->second->attempt && !it->second->awaiting_needs) Queue(*it->second);
   Tx();
   Status st = store_.UpdateRun(it->second->run);
   if (!st.ok()) Fail(st);

@@ -107,8 +107,11 @@ Result<Cleanup> Engine::Remove(const cmd::Remove& which) {
 Result<Cleanup> Engine::CollectGarbage(const cmd::CollectGarbage& how) {
   std::set<int64_t> busy;
   for (const auto& [id, live] : live_) busy.insert(id);
+  GcOptions options = how.options;
+  // Collections start on this loop, so none starts between the plan and its application.
+  options.storing_outputs = collections_in_flight_ > 0;
   DROVER_ASSIGN_OR_RETURN(Cleanup plan,
-                          PlanGc(store_, options_.store_dir, how.options, clock_.Now(), busy));
+                          PlanGc(store_, options_.store_dir, options, clock_.Now(), busy));
   if (how.dry_run) return plan;
   if (in_tx_) DROVER_RETURN_IF_ERROR(Flush());
   if (stall_) return StallRefusal("gc");

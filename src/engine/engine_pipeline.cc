@@ -54,6 +54,12 @@ void Engine::WakeDependents(int64_t run_id, Instant now) {
   for (int64_t id : waiting) {
     auto l = live_.find(id);
     if (l == live_.end() || !l->second->awaiting_needs) continue;
+    if (l->second->awaiting_twin) {
+      l->second->awaiting_twin = false;
+      l->second->awaiting_needs = false;
+      Admit(*l->second, now);  // cached from its twin, or run (its twin did not succeed)
+      continue;
+    }
     if (--l->second->needs_unfinished <= 0) NeedsChanged(*l->second, now);
   }
 }
@@ -107,24 +113,54 @@ void Engine::NeedsChanged(Live& live, Instant now) {
   live.run.fingerprint = Sha256Hex(j.dump(-1, ' ', false, Json::error_handler_t::replace));
   Tx();
   if (Status st = store_.UpdateRun(live.run); !st.ok()) Fail(st);
-  if (TryCache(live, now)) return;
-  Queue(live);
+  Admit(live, now);
 }
 
-bool Engine::TryCache(Live& live, Instant now) {
+bool Engine::Dedups(const Live& live) const {
   const Spec& spec = live.exp->spec;
+  if (live.run.fingerprint.empty() || spec.search) return false;
+  // A plain run: unless rerun, or it reads data: folders (outside the snapshot, so outside its
+  // fingerprint; a pipeline stage declares them as inputs, which are hashed).
+  if (live.run.stage.empty()) return !spec.rerun && spec.data.empty();
   const StageSpec* stage = FindStage(spec, live.run.stage);
-  if (!stage || live.run.attempts > 0) return false;
+  if (!stage) return false;
   for (const std::string& f : spec.force) {
     if (f == "all" || f == stage->name) return false;
   }
+  return true;
+}
+
+void Engine::Admit(Live& live, Instant now) {
+  if (TryCache(live, now)) return;
+  if (Dedups(live) && live.run.attempts == 0) {
+    auto [it, fresh] = twins_.try_emplace(live.run.fingerprint, live.run.id);
+    if (!fresh && it->second != live.run.id && live_.count(it->second)) {
+      // Its twin is queued or running: this one waits for it, and is cached from it when it
+      // succeeds (or runs, when it does not).
+      live.awaiting_needs = true;
+      live.awaiting_twin = true;
+      dependents_[it->second].push_back(live.run.id);
+      return;
+    }
+    it->second = live.run.id;
+  }
+  Queue(live);
+}
+
+void Engine::ClaimTwin(const Live& live) {
+  if (Dedups(live)) twins_.try_emplace(live.run.fingerprint, live.run.id);
+}
+
+bool Engine::TryCache(Live& live, Instant now) {
+  if (!Dedups(live) || live.run.attempts > 0) return false;
+  const StageSpec* stage = FindStage(live.exp->spec, live.run.stage);
   Result<std::optional<Run>> found = store_.LatestSuccess(live.run.fingerprint, live.run.id);
   if (!found.ok() || !*found) return false;
   const Run& earlier = **found;
   const int64_t source = earlier.cached_from ? earlier.cached_from : earlier.id;
   // Its outputs must still be there (a gc, a hand): else it runs again.
   std::error_code ec;
-  for (const std::string& o : stage->outputs) {
+  for (const std::string& o : stage ? stage->outputs : std::vector<std::string>{}) {
     if (!fs::exists(OutputsDir(options_.store_dir, source) + "/" + o, ec)) return false;
   }
   live.run.cached_from = source;

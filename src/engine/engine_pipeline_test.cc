@@ -166,5 +166,70 @@ TEST_F(EnginePipelineTest, AFailedNeedStopsWhatDependsOnItWithTheReason) {
   EXPECT_EQ(store_->GetExperiment(sub->experiment_id).value()->status, "done");
 }
 
+// A plain run whose fingerprint (command, params, env, code) succeeded before is cached from it,
+// unless the spec says rerun; two such runs queued at once run once: the second waits for the
+// first and is cached from it; a duplicate whose twin fails runs itself.
+TEST_F(EnginePipelineTest, APlainDuplicateIsCachedUnlessRerunAndTwinsQueuedAtOnceRunOnce) {
+  FakeLauncher launcher(clock_, [](const LaunchSpec& ls) {
+    FakeProcess p;
+    p.duration_ms = 1000;
+    p.exit_code = ls.argv[1] == "bad" ? 1 : 0;
+    p.stdout_text = "{\"step\": 1, \"acc\": 0.5}\n";
+    return p;
+  });
+  FakeGpuProbe probe({});
+  auto engine = MakeEngine(launcher, probe);
+  const std::string yaml = "name: plain\ncommand: train {x}\nparams: {x: [a, b]}\n";
+  auto first = engine->Submit(ParseSpec(yaml));
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  ASSERT_EQ(launcher.launches.size(), 2u);
+
+  // The same spec again: nothing runs; each run names the one that did the work.
+  auto again = engine->Submit(ParseSpec(yaml));
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  EXPECT_EQ(launcher.launches.size(), 2u);
+  RunFilter f;
+  f.experiment_id = again->experiment_id;
+  std::vector<drover::Run> cached = store_->ListRuns(f).value();
+  ASSERT_EQ(cached.size(), 2u);
+  for (size_t i = 0; i < cached.size(); ++i) {
+    EXPECT_EQ(cached[i].state, RunState::kSucceeded);
+    EXPECT_EQ(cached[i].reason, "cached");
+    EXPECT_EQ(cached[i].cached_from, first->runs[i].id);
+    EXPECT_EQ(cached[i].final_metrics["acc"], 0.5);
+    EXPECT_EQ(cached[i].attempts, 0);
+  }
+
+  // rerun: both run again.
+  Spec rerun = ParseSpec(yaml);
+  rerun.rerun = true;
+  ASSERT_TRUE(engine->Submit(rerun).ok());
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  EXPECT_EQ(launcher.launches.size(), 4u);
+
+  // Two experiments of a new config queued before either starts: run once.
+  const std::string twin = "name: twin\ncommand: train c\n";
+  auto t1 = engine->Submit(ParseSpec(twin));
+  auto t2 = engine->Submit(ParseSpec(twin));
+  ASSERT_TRUE(t1.ok() && t2.ok());
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  EXPECT_EQ(launcher.launches.size(), 5u);
+  const drover::Run second = store_->GetRun(t2->runs[0].id).value().value();
+  EXPECT_EQ(second.state, RunState::kSucceeded);
+  EXPECT_EQ(second.cached_from, t1->runs[0].id);
+
+  // A twin that fails: the one waiting for it runs itself (and fails the same way).
+  const std::string bad = "name: bad\ncommand: train bad\n";
+  auto b1 = engine->Submit(ParseSpec(bad));
+  auto b2 = engine->Submit(ParseSpec(bad));
+  ASSERT_TRUE(b1.ok() && b2.ok());
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  EXPECT_EQ(launcher.launches.size(), 7u);
+  EXPECT_EQ(store_->GetRun(b2->runs[0].id).value()->state, RunState::kFailed);
+  EXPECT_EQ(store_->GetRun(b2->runs[0].id).value()->cached_from, 0);
+}
+
 }  // namespace
 }  // namespace drover

@@ -213,11 +213,14 @@ Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
     live->exp = ep;
     Live* l = live.get();
     live_[r.id] = std::move(live);  // registered first: the runs after it may need it
-    if (r.stage.empty()) Queue(*l);
+    if (r.stage.empty()) ready.push_back(l);
     else if (!AwaitNeeds(*l)) ready.push_back(l);
   }
   const Instant now = clock_.At();
-  for (Live* l : ready) NeedsChanged(*l, now);
+  for (Live* l : ready) {
+    if (l->run.stage.empty()) Admit(*l, now);  // cached, waiting for its twin, or queued
+    else NeedsChanged(*l, now);
+  }
   if (result.runs.empty()) {
     (void)store_.UpdateExperimentStatus(e.id, "done");
   }

@@ -165,7 +165,9 @@ TEST_F(EngineTest, ABurstOfShortRunsIsCommittedOncePerIntervalAndNothingIsLeftUn
   std::string values;
   for (int i = 0; i < 40; ++i) values += (i ? ", " : "") + std::to_string(i);
   Spec spec = ParseSpec("name: burst\ncommand: \"true {i}\"\nparams: {i: [" + values +
-                        "]}\nmax_parallel: 1\nresources: {gpus: 0, cpus: 1}\n");
+                        "]}\nmax_parallel: 1\nresources: {gpus: 0, cpus: 1}\n"
+                        // run again at each burst, not cached from the last one's
+                        "rerun: true\n");
   struct Ticks : EngineObserver {
     int ticks = 0;
     void OnTick() override { ++ticks; }
@@ -203,7 +205,9 @@ TEST_F(EngineTest, ARunRaisedInPriorityDeepInALongQueueStartsNext) {
   std::string values;
   for (int i = 0; i < 300; ++i) values += (i ? ", " : "") + std::to_string(i);
   Spec spec = ParseSpec("name: long\ncommand: \"true {i}\"\nparams: {i: [" + values +
-                        "]}\nmax_parallel: 1\nresources: {gpus: 0, cpus: 1}\n");
+                        "]}\nmax_parallel: 1\nresources: {gpus: 0, cpus: 1}\n"
+                        // run again at each burst, not cached from the last one's
+                        "rerun: true\n");
   FakeLauncher launcher(clock_, [](const LaunchSpec&) {
     FakeProcess p;
     p.duration_ms = 5;
@@ -841,8 +845,9 @@ TEST_F(EngineTest, SrtfRanksByDurationsLearntFromTheStore) {
   EngineOptions o = BaseOptions();
   o.scheduler.policy = sched::PolicyKind::kSrtf;
   Engine engine(*store_, launcher, probe, clock_, o);
-  auto long_sub = engine.Submit(ParseSpec(long_yaml));
-  auto short_sub = engine.Submit(ParseSpec(short_yaml));
+  // rerun: the same runs again, not cached from the first engine's.
+  auto long_sub = engine.Submit(ParseSpec(long_yaml + "rerun: true\n"));
+  auto short_sub = engine.Submit(ParseSpec(short_yaml + "rerun: true\n"));
   ASSERT_TRUE(long_sub.ok() && short_sub.ok());
   ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
   auto long_a = Attempts(long_sub->runs[0].id);

@@ -109,6 +109,7 @@ struct Engine::Live {
   // its succeeded attempt's outputs are being stored (the attempt has ended; the run ends when
   // they are).
   bool awaiting_needs = false;
+  bool awaiting_twin = false;  // its "need" is the unfinished run with its fingerprint (Admit)
   int needs_unfinished = 0;  // of its needs, those still unfinished (it is looked at when 0)
   bool collecting = false;
   std::vector<DataMount> need_mounts;  // its needs' outputs, shown read-only in its working copy

@@ -162,15 +162,20 @@ Result<std::vector<Artifact>> StoreOutputs(const std::string& store_dir, int64_t
     chmod(tmp.c_str(), f.exec ? 0555 : 0444);
     const std::string object = ArtifactObject(store_dir, hex);
     fs::create_directories(fs::path(object).parent_path(), ec);
-    struct stat ost {};
-    if (lstat(object.c_str(), &ost) == 0) {
-      unlink(tmp.c_str());  // the same content, stored before
-    } else if (rename(tmp.c_str(), object.c_str()) != 0) {
-      Status err = ErrnoStatus("cannot store '" + object + "'");
-      unlink(tmp.c_str());
-      return err;
+    const std::string dest = out_dir + "/" + rel;
+    fs::create_directories(fs::path(dest).parent_path(), ec);
+    unlink(dest.c_str());
+    if (link(object.c_str(), dest.c_str()) == 0) {
+      unlink(tmp.c_str());  // the same content, stored before: one copy, linked
+    } else {
+      // Not stored before (or collected by a gc a moment ago): this copy becomes the object.
+      if (rename(tmp.c_str(), object.c_str()) != 0) {
+        Status err = ErrnoStatus("cannot store '" + object + "'");
+        unlink(tmp.c_str());
+        return err;
+      }
+      DROVER_RETURN_IF_ERROR(Link(object, dest));
     }
-    DROVER_RETURN_IF_ERROR(Link(object, out_dir + "/" + rel));
     a.hash = hex;
     a.bytes = bytes;
     a.mode = f.exec ? 0755 : 0644;

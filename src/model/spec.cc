@@ -141,6 +141,7 @@ Json SpecToJson(const Spec& s) {
     for (const StageSpec& st : s.stages) j["stages"].push_back(StageJson(st));
   }
   if (!s.force.empty()) j["force"] = s.force;
+  if (s.rerun) j["rerun"] = true;
   return j;
 }
 
@@ -216,6 +217,7 @@ Result<Spec> SpecFromJson(const Json& j) {
     if (j.contains("monitor")) s.monitor = MonitorFrom(j["monitor"]);
     for (const Json& st : j.value("stages", Json::array())) s.stages.push_back(StageFrom(st));
     s.force = j.value("force", std::vector<std::string>{});
+    s.rerun = j.value("rerun", false);
     return s;
   } catch (const Json::exception& e) {
     return InvalidArgument(std::string("stored spec is not readable: ") + e.what());

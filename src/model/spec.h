@@ -161,8 +161,11 @@ struct Spec {
   // A pipeline (stages:): `command` is empty and each run is one stage's (docs/pipelines.md).
   std::vector<StageSpec> stages;
   // Stages run again even where a run with the same fingerprint succeeded (--force STAGE;
-  // "all" for every stage); for a plain spec, any entry (--rerun) runs duplicates again.
+  // "all" for every stage).
   std::vector<std::string> force;
+  // A plain run runs even where a run with the same fingerprint succeeded (--rerun; else it is
+  // recorded as cached from that run, docs/pipelines.md).
+  bool rerun = false;
 
   // The folder the spec came from (its relative paths start there): $DROVER_PROJECT_DIR in every
   // run, so a run finds what the snapshot left out (data kept out by .gitignore) where it is.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "common/strings.h"
@@ -51,9 +52,61 @@ Key ScoreKey(const report::RankRule& rule, std::optional<double> d) {
   return {0, *d, ""};
 }
 
-}  // namespace
+// A pipeline's stages as the web UI draws them: each with its needs, its depth (the longest
+// chain of needs before it), its runs by state, how many were cached, and its first runs (up to
+// kStageRunsShown, for the graph's dots).
+constexpr size_t kStageRunsShown = 24;
 
-namespace {
+Json PipelineJson(const Json& stages, const std::vector<Run>& runs) {
+  Json out = Json::array();
+  std::map<std::string, size_t> index;
+  for (const Json& st : stages) {
+    if (!st.is_object() || !st.contains("name") || !st["name"].is_string()) continue;
+    const std::string name = st["name"].get<std::string>();
+    std::vector<std::string> needs = st.value("needs", std::vector<std::string>{});
+    int depth = 0;
+    for (const std::string& n : needs) {  // stages come after their needs (the parser's order)
+      if (auto it = index.find(n); it != index.end()) {
+        depth = std::max(depth, out[it->second]["depth"].get<int>() + 1);
+      }
+    }
+    Json counts = Json::object();
+    for (RunState s : {RunState::kQueued, RunState::kRunning, RunState::kRetrying,
+                       RunState::kSucceeded, RunState::kFailed, RunState::kCancelled}) {
+      counts[std::string(ToString(s))] = 0;
+    }
+    index[name] = out.size();
+    out.push_back({{"name", name},
+                   {"needs", needs},
+                   {"depth", depth},
+                   {"gather", st.value("gather", false)},
+                   {"outputs", st.value("outputs", std::vector<std::string>{})},
+                   {"runs", 0},
+                   {"cached", 0},
+                   {"waiting", 0},
+                   {"counts", std::move(counts)},
+                   {"shown", Json::array()}});
+  }
+  for (const Run& r : runs) {
+    auto it = index.find(r.stage);
+    if (it == index.end()) continue;
+    Json& st = out[it->second];
+    st["runs"] = st["runs"].get<int64_t>() + 1;
+    Json& n = st["counts"][std::string(ToString(r.state))];
+    n = n.get<int64_t>() + 1;
+    if (r.cached_from != 0) st["cached"] = st["cached"].get<int64_t>() + 1;
+    // Queued with no fingerprint yet: waiting for the runs it needs.
+    if (r.state == RunState::kQueued && r.fingerprint.empty()) {
+      st["waiting"] = st["waiting"].get<int64_t>() + 1;
+    }
+    if (st["shown"].size() < kStageRunsShown) {
+      Json one = {{"id", r.id}, {"state", ToString(r.state)}, {"reason", r.reason}};
+      if (r.cached_from != 0) one["cached_from"] = r.cached_from;
+      st["shown"].push_back(std::move(one));
+    }
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -78,18 +131,40 @@ Result<Json> RunTable(const Experiment& e, const std::vector<Run>& runs,
     }
   }
 
-  std::string sort = query.sort.empty() ? "id" : query.sort == "best" ? "score" : query.sort;
+  const Json* stages = e.spec.contains("stages") && e.spec["stages"].is_array() &&
+                               !e.spec["stages"].empty()
+                           ? &e.spec["stages"]
+                           : nullptr;
+  std::map<std::string, int> stage_order;
+  if (stages) {
+    for (const Json& st : *stages) {
+      if (st.is_object() && st.contains("name") && st["name"].is_string()) {
+        stage_order.emplace(st["name"].get<std::string>(), static_cast<int>(stage_order.size()));
+      }
+    }
+  }
+  if (!query.stage.empty() && !stage_order.count(query.stage)) {
+    std::vector<std::string> names;
+    for (const auto& [name, i] : stage_order) names.push_back(name);
+    return InvalidArgument(stages ? "stage must be one of this pipeline's stages (" +
+                                        Join(names, ", ") + "), got '" + query.stage + "'"
+                                  : "stage: this experiment is not a pipeline (it has no stages)");
+  }
+  // A pipeline's runs come by stage unless another order is asked for.
+  std::string sort = query.sort.empty() ? (stages ? "stage" : "id")
+                     : query.sort == "best" ? "score"
+                                            : query.sort;
   std::string sort_name;
   if (sort.starts_with("param:") || sort.starts_with("metric:")) {
     sort_name = sort.substr(sort.find(':') + 1);
     sort = sort.substr(0, sort.find(':'));
   }
-  static const std::vector<std::string> kSorts = {"id",    "state", "duration", "attempts",
-                                                  "score", "param", "metric"};
+  static const std::vector<std::string> kSorts = {"id",    "state", "stage",  "duration",
+                                                  "attempts", "score", "param", "metric"};
   if (std::find(kSorts.begin(), kSorts.end(), sort) == kSorts.end() ||
       ((sort == "param" || sort == "metric") && sort_name.empty())) {
-    return InvalidArgument("sort must be id, state, duration, attempts, score, param:NAME or "
-                           "metric:NAME; got '" + query.sort + "'");
+    return InvalidArgument("sort must be id, state, stage, duration, attempts, score, "
+                           "param:NAME or metric:NAME; got '" + query.sort + "'");
   }
 
   std::vector<Row> rows;
@@ -101,9 +176,11 @@ Result<Json> RunTable(const Experiment& e, const std::vector<Run>& runs,
   for (const Run& r : runs) {
     const std::optional<double> score = report::SortValue(ranking, r);
     if (query.state && r.state != *query.state) continue;
+    if (!query.stage.empty() && r.stage != query.stage) continue;
     if (!terms.empty()) {
       std::string text = "#" + std::to_string(r.id) + " " + std::string(ToString(r.state)) + " " +
                          r.reason;
+      if (!r.stage.empty()) text += " " + r.stage + (r.cached_from ? " cached" : "");
       if (r.params.is_object()) {
         for (const auto& [k, v] : r.params.items()) text += " " + k + "=" + ValueText(v);
       }
@@ -121,6 +198,10 @@ Result<Json> RunTable(const Experiment& e, const std::vector<Run>& runs,
     const Run& r = *row.run;
     if (sort == "id") return {0, static_cast<double>(r.id), ""};
     if (sort == "state") return {1, 0, std::string(ToString(r.state))};
+    if (sort == "stage") {  // the spec's order of stages; runs of no stage last
+      auto it = stage_order.find(r.stage);
+      return it == stage_order.end() ? Key{2, 0, ""} : Key{0, static_cast<double>(it->second), ""};
+    }
     if (sort == "duration") {  // a run that never started has no duration: last
       return r.started_ms > 0 ? Key{0, static_cast<double>(row.duration_ms), ""} : Key{2, 0, ""};
     }
@@ -162,6 +243,11 @@ Result<Json> RunTable(const Experiment& e, const std::vector<Run>& runs,
                     {"duration_ms", row.duration_ms},
                     {"started_ms", r.started_ms},
                     {"ended_ms", r.ended_ms}});
+    if (!r.stage.empty()) {
+      page.back()["stage"] = r.stage;
+      page.back()["needs"] = r.needs;
+    }
+    if (r.cached_from != 0) page.back()["cached_from"] = r.cached_from;
   }
 
   // Parameters with one value in every run (2 or more runs): a column of the same value says
@@ -209,6 +295,10 @@ Result<Json> RunTable(const Experiment& e, const std::vector<Run>& runs,
               // Runs that differ only in their seed, as `drover compare --json` groups them.
               {"groups", report::GroupsJson(ranking)},
               {"rows", std::move(page)}};
+  if (stages) {
+    out["pipeline"] = {{"stages", PipelineJson(*stages, runs)}};
+    out["stage"] = query.stage.empty() ? Json(nullptr) : Json(query.stage);
+  }
   // A search (or a sweep with a prune rule): its trials by state, the best so far, importance.
   if (e.spec.contains("search") || e.spec.contains("prune")) {
     out["search"] = report::SearchViewJson(report::SearchViewOf(ranking));

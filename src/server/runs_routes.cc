@@ -1,6 +1,8 @@
 // /api/v1/runs: list with filters and paging, one run in full, its attempts, cancel, priority.
 #include <fmt/format.h>
 
+#include <cctype>
+#include <cstring>
 #include <fstream>
 #include <memory>
 
@@ -131,6 +133,22 @@ Status Artifacts(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   return Status::Ok();
 }
 
+// Content-Disposition for a file a run named: any name (quotes, newlines, bytes that are not
+// ASCII) becomes a safe header, the plain name with such bytes as '_' and the exact one in
+// RFC 5987's filename*.
+std::string AttachmentHeader(const std::string& name) {
+  std::string plain, encoded;
+  for (unsigned char c : name) {
+    plain += c >= 0x20 && c < 0x7f && c != '"' && c != '\\' ? static_cast<char>(c) : '_';
+    if (std::isalnum(c) || (c != 0 && std::strchr("!#$&+-.^_`|~", c) != nullptr)) {
+      encoded += static_cast<char>(c);
+    } else {
+      encoded += fmt::format("%{:02X}", c);
+    }
+  }
+  return "attachment; filename=\"" + plain + "\"; filename*=UTF-8''" + encoded;
+}
+
 // GET /runs/{id}/artifacts/file?path=P: one stored output's bytes (only a path the run stored).
 Status ArtifactFile(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(int64_t id, ParseId(req.matches[1].str(), "run id"));
@@ -146,8 +164,8 @@ Status ArtifactFile(ServerContext& ctx, const httplib::Request& req, httplib::Re
     auto in = std::make_shared<std::ifstream>(file, std::ios::binary);
     if (!*in) return NotFound("artifact '" + path + "' is no longer at " + file);
     const size_t slash = path.rfind('/');
-    const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-    res.set_header("Content-Disposition", "attachment; filename=\"" + name + "\"");
+    res.set_header("Content-Disposition",
+                   AttachmentHeader(slash == std::string::npos ? path : path.substr(slash + 1)));
     res.set_content_provider(
         static_cast<size_t>(f.bytes), "application/octet-stream",
         [in](size_t offset, size_t length, httplib::DataSink& sink) {

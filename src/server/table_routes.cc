@@ -51,6 +51,7 @@ Status Table(ServerContext& ctx, const httplib::Request& req, httplib::Response&
     q.desc = order == "desc";
   }
   if (req.has_param("q")) q.q = req.get_param_value("q");
+  if (req.has_param("stage")) q.stage = req.get_param_value("stage");
   if (req.has_param("state") && !req.get_param_value("state").empty()) {
     std::string state = req.get_param_value("state");
     q.state = ParseRunState(state);

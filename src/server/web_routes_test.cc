@@ -512,6 +512,71 @@ TEST(RunTable, ParamsWithOneValueInEveryRunAreNamedConstant) {
   EXPECT_EQ((*t)["constant"], Json::object());
 }
 
+// A pipeline's table: its stages as a graph (needs, depth, runs by state, cached, waiting), its
+// runs by stage in the spec's order unless asked otherwise, and only one stage's on request.
+TEST(RunTable, APipelinesStagesRunsByStageAndOneStagesRuns) {
+  Experiment e;
+  e.id = 1;
+  e.spec = {{"stages",
+             {{{"name", "prep"}, {"outputs", {"data"}}},
+              {{"name", "train"}, {"needs", {"prep"}}},
+              {{"name", "report"}, {"needs", {"train", "prep"}}, {"gather", true}}}}};
+  // Made in an order that is not the stages': report first.
+  const std::vector<std::pair<std::string, RunState>> made = {
+      {"report", RunState::kQueued}, {"train", RunState::kSucceeded},
+      {"prep", RunState::kSucceeded}, {"train", RunState::kRunning}};
+  std::vector<drover::Run> runs(made.size());
+  for (size_t i = 0; i < made.size(); ++i) {
+    runs[i].id = static_cast<int64_t>(i + 1);
+    runs[i].stage = made[i].first;
+    runs[i].state = made[i].second;
+    runs[i].fingerprint = made[i].first == "report" ? "" : "f";
+  }
+  runs[2].cached_from = 9;
+  report::Comparison c = report::Rank(runs, report::RankRule{}, {});
+  auto t = RunTable(e, runs, c, TableQuery{}, 0);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  std::vector<std::string> order;
+  for (const Json& r : (*t)["rows"]) order.push_back(r["stage"]);
+  EXPECT_EQ(order, (std::vector<std::string>{"prep", "train", "train", "report"}));
+  EXPECT_EQ((*t)["rows"][0]["cached_from"], 9);
+  const Json& stages = (*t)["pipeline"]["stages"];
+  ASSERT_EQ(stages.size(), 3u);
+  EXPECT_EQ(stages[0]["depth"], 0);
+  EXPECT_EQ(stages[1]["depth"], 1);
+  EXPECT_EQ(stages[2]["depth"], 2);  // after train, which is after prep
+  EXPECT_EQ(stages[2]["needs"], Json({"train", "prep"}));
+  EXPECT_EQ(stages[2]["gather"], true);
+  EXPECT_EQ(stages[2]["waiting"], 1);
+  EXPECT_EQ(stages[0]["cached"], 1);
+  EXPECT_EQ(stages[1]["runs"], 2);
+  EXPECT_EQ(stages[1]["counts"]["running"], 1);
+  EXPECT_EQ(stages[1]["counts"]["succeeded"], 1);
+  EXPECT_EQ(stages[1]["shown"].size(), 2u);
+
+  TableQuery q;
+  q.stage = "train";
+  t = RunTable(e, runs, c, q, 0);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ((*t)["matched"], 2);
+  EXPECT_EQ((*t)["stage"], "train");
+  q.stage = "trian";
+  t = RunTable(e, runs, c, q, 0);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("prep, report, train"), std::string::npos)
+      << t.status().message();
+  q.stage.clear();
+  q.sort = "id";  // asked for: by id
+  t = RunTable(e, runs, c, q, 0);
+  EXPECT_EQ((*t)["rows"][0]["id"], 1);
+  // Not a pipeline: no stages, and a stage filter is an error.
+  Experiment plain;
+  q.stage = "train";
+  EXPECT_FALSE(RunTable(plain, runs, c, q, 0).ok());
+  q.stage.clear();
+  EXPECT_FALSE(RunTable(plain, runs, c, q, 0)->contains("pipeline"));
+}
+
 // --- recipes and plans
 
 class RecipesRoutesTest : public ServerTest {

@@ -38,7 +38,7 @@ const std::vector<std::string> kTopKeys = {
     "name",          "workdir", "command", "shell",     "params", "resources",
     "priority",      "group",   "preemptible", "max_parallel", "max_runs",    "retries",
     "retry_backoff", "timeout", "env",     "objective", "oom",    "monitor", "data",
-    "search",        "prune",   "stages",      "force"};
+    "search",        "prune",   "stages",      "force", "rerun"};
 const std::vector<std::string> kStageKeys = {"command", "shell",     "needs",   "inputs",
                                              "outputs", "gather",    "resources", "retries",
                                              "timeout", "monitor",   "env"};
@@ -1124,6 +1124,17 @@ Result<Spec> SpecParser::Parse(const std::string& yaml, const std::vector<std::s
                                           Describe(shell->value)));
     }
     spec.shell = s.b;
+  }
+
+  if (const Field* rerun = Find(top, "rerun")) {
+    Scalar s = Resolve(rerun->value);
+    if (s.kind != Kind::kBool) {
+      return Err(rerun->at(), fmt::format("rerun must be true or false, got {}; write true (or "
+                                          "pass --rerun) to run runs that succeeded before "
+                                          "with the same command, params and code again",
+                                          Describe(rerun->value)));
+    }
+    spec.rerun = s.b;
   }
 
   std::vector<Field> params;

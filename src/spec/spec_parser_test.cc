@@ -229,7 +229,8 @@ TEST(SpecParserTest, UnknownKeysSuggestTheClosest) {
             "compare.yaml:3:1: unknown key 'learning_rate'; valid keys are name, workdir, "
             "command, shell, params, resources, priority, group, preemptible, max_parallel, "
             "max_runs, retries, retry_backoff, "
-            "timeout, env, objective, oom, monitor, data, search, prune, stages, force (parameters go under "
+            "timeout, env, objective, oom, monitor, data, search, prune, stages, force, rerun (parameters "
+            "go under "
             "params:)");
   // A section's key written at the top level is pointed at its section.
   EXPECT_EQ(Error("name: x\ncommand: run\ngpu_memory: 6GiB\n"),

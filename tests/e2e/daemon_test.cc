@@ -384,7 +384,8 @@ TEST_F(DaemonTest, SigtermLeavesRunsForTheNextDaemonOrStopsThemWithStopRuns) {
   // --stop-runs: the run is stopped and requeued, and runs again under the next daemon.
   StopDaemon(SIGTERM);
   StartDaemon({"--stop-runs"});
-  ASSERT_EQ(RunDrover({"submit", spec, "--store", store_}).exit_code, 0);
+  // --rerun: the same run again, not cached from the first one's success.
+  ASSERT_EQ(RunDrover({"submit", spec, "--rerun", "--store", store_}).exit_code, 0);
   for (int i = 0; i < 200 && CountMarked(marker) < 1; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }

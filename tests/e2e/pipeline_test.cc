@@ -275,5 +275,71 @@ TEST_F(PipelineTest, ReproduceRunsARunAgainFromItsRecordAndComparesItsMetrics) {
   EXPECT_NE(rep.out.find("not reproduced"), std::string::npos) << rep.out;
 }
 
+// A plain run that succeeded before with the same command, params, env and code is not run
+// again: it is recorded as cached from that run (drover ls says so) unless --rerun. Removing runs
+// that cached runs stand on is refused, naming them; removed together, their stored outputs are
+// collected by the next gc.
+TEST_F(PipelineTest, APlainDuplicateIsCachedUnlessRerunAndWhatCachedRunsStandOnIsKept) {
+  Write("code/fit.sh", "echo '{\"step\": 1, \"v\": 3}'\n");
+  const std::string plain =
+      Write("plain.yaml", "name: plain\nworkdir: code\ncommand: sh fit.sh {x}\nparams: {x: [1]}\n");
+  ASSERT_EQ(Go(plain).exit_code, 0);
+  auto again = Go(plain);
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  Tally t = Newest();
+  ASSERT_EQ(t.runs.size(), 1u);
+  EXPECT_EQ(t.runs[0].cached_from, 1);
+  EXPECT_EQ(t.runs[0].final_metrics["v"], 3);
+  auto ls = RunDrover({"ls", "-e", "plain", "--store", store_});
+  EXPECT_NE(ls.out.find("cached from run 1"), std::string::npos) << ls.out;
+  ASSERT_EQ(Go(plain, {"--rerun"}).exit_code, 0);
+  t = Newest();
+  EXPECT_EQ(t.ran[""], 1);
+
+  // A stage with an output, run then cached (experiments 4 and 5).
+  Write("code/make.sh", "mkdir -p out && echo made > out/a.txt\n");
+  const std::string pipe = Write(
+      "pipe.yaml", "name: pipe\nworkdir: code\nstages:\n  make: {command: sh make.sh, outputs: [out]}\n");
+  ASSERT_EQ(Go(pipe).exit_code, 0);
+  ASSERT_EQ(Go(pipe).exit_code, 0);
+  t = Newest();
+  ASSERT_EQ(t.cached["make"], 1);
+  const int64_t source = t.runs[0].cached_from;
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  const std::vector<Artifact> stored = (*store)->ListArtifacts(source).value();
+  ASSERT_EQ(stored.size(), 1u);
+  const std::string object =
+      store_ + "/artifacts/" + stored[0].hash.substr(0, 2) + "/" + stored[0].hash;
+  ASSERT_TRUE(fs::exists(object));
+  const int64_t source_exp = (*store)->GetRun(source).value()->experiment_id;
+  const int64_t cached_exp = t.runs[0].experiment_id;
+
+  auto refused = RunDrover({"rm", std::to_string(source_exp), "--yes", "--store", store_});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("experiment " + std::to_string(cached_exp) + ": run " +
+                             std::to_string(t.runs[0].id) + " (cached from run " +
+                             std::to_string(source) + ")"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_TRUE(fs::exists(store_ + "/outputs/" + std::to_string(source) + "/out/a.txt"));
+  // The run's artifacts still read through the cached run.
+  auto listed = RunDrover({"artifacts", std::to_string(t.runs[0].id), "--store", store_});
+  EXPECT_NE(listed.out.find("out/a.txt"), std::string::npos) << listed.out << listed.err;
+
+  // Both removed: the object stays until a gc, which finds no run linking it.
+  auto rm = RunDrover({"rm", std::to_string(source_exp), std::to_string(cached_exp), "--yes",
+                       "--store", store_});
+  ASSERT_EQ(rm.exit_code, 0) << rm.out << rm.err;
+  EXPECT_TRUE(fs::exists(object));
+  auto plan = RunDrover({"gc", "--dry-run", "--store", store_});
+  EXPECT_NE(plan.out.find(object + "  (stored output " + stored[0].hash.substr(0, 12) +
+                          " (no run has it any more))"),
+            std::string::npos)
+      << plan.out;
+  ASSERT_EQ(RunDrover({"gc", "--yes", "--store", store_}).exit_code, 0);
+  EXPECT_FALSE(fs::exists(object));
+}
+
 }  // namespace
 }  // namespace drover

@@ -372,6 +372,9 @@ async function main() {
   await seedsCheck(page);
   await searchCheck(page);
 
+  // ---- a pipeline drawn as a graph, its runs grouped by stage, cached stages, artifacts
+  await pipelineCheck(page);
+
   // ---- a failed run's page says why, and its log opens on stderr
   await failureCheck(page);
 
@@ -546,6 +549,99 @@ async function crossCompareCheck(page) {
   }), 20000, 200);
   await shot(page, "compare-experiments");
   log("compare page: peaks-best and peaks-last side by side, 4 val_acc curves");
+}
+
+// A three-stage pipeline of shell commands (prepare -> train over two lr values -> analyze, a
+// gather): the experiment page draws its stages as a graph (boxes in columns by depth, an arrow per
+// need, each with its state and a dot per run), lists the runs grouped by stage, and a click on a
+// stage lists only its runs. Submitted again unchanged, every stage is cached: the graph marks
+// them, a cached run's page links the run it was cached from and offers its source's artifacts
+// for download (the bytes the run wrote).
+async function pipelineCheck(page) {
+  const dir = path.join(work, "pipe");
+  mkdirSync(dir, { recursive: true });
+  const spec = path.join(dir, "pipe.yaml");
+  writeFileSync(spec, `name: web-pipeline
+workdir: .
+shell: true
+params: {lr: [0.1, 0.01]}
+stages:
+  prepare: {command: "mkdir -p data && echo rows-42 > data/rows.txt", outputs: [data/]}
+  train:
+    command: "mkdir -p ckpt && cat data/rows.txt > ckpt/model.txt && echo lr={lr} >> ckpt/model.txt && echo '{{\\"step\\": 1, \\"acc\\": 0.5}}'"
+    needs: [prepare]
+    outputs: [ckpt/]
+  analyze: {command: "cat $DROVER_INPUTS > /dev/null && echo done", needs: [train], gather: true}
+`);
+  const submit = () => {
+    const sub = spawnSync(drover, ["--store", store, "submit", spec, "--json"], { encoding: "utf8", cwd: dir, timeout: 60000 });
+    expect(sub.status === 0, `drover submit web-pipeline failed (${sub.status}):\n${sub.stdout}\n${sub.stderr}`);
+    return JSON.parse(sub.stdout).experiment_id;
+  };
+  const ended = (id) => waitFor(`pipeline ${id}'s 4 runs to end`, async () => {
+    const t = await api(`/experiments/${id}/table`);
+    return t.total === 4 && t.counts.succeeded === 4 ? t : null;
+  }, 60000, 200);
+  const first = submit();
+  const t1 = await ended(first);
+  expect(t1.pipeline?.stages?.map((s) => s.name).join(",") === "prepare,train,analyze", `the table's stages: ${JSON.stringify(t1.pipeline)}`);
+  await page.goto(`${base}/#/experiments/${first}`);
+  await page.waitForSelector("#pipeline-graph .stage-node[data-stage=analyze]");
+  const graph = await waitFor("the graph's arrows", () => page.evaluate(() => {
+    const nodes = [...document.querySelectorAll("#pipeline-graph .stage-node")].map((n) => ({
+      stage: n.dataset.stage, state: n.dataset.state, dots: n.querySelectorAll(".dot").length,
+      cached: n.querySelectorAll(".dot.cached").length, x: Math.round(n.getBoundingClientRect().left) }));
+    const edges = [...document.querySelectorAll("#pipeline-graph path.edge")].map((p) => `${p.dataset.from}>${p.dataset.to}`);
+    return edges.length === 2 ? { nodes, edges } : null;
+  }), 10000, 100);
+  const node = (g, name) => g.nodes.find((n) => n.stage === name);
+  expect(graph.edges.sort().join(" ") === "prepare>train train>analyze", `edges: ${graph.edges}`);
+  expect(node(graph, "prepare").x < node(graph, "train").x && node(graph, "train").x < node(graph, "analyze").x, `columns by depth: ${JSON.stringify(graph.nodes)}`);
+  expect(graph.nodes.every((n) => n.state === "succeeded" && n.cached === 0), `a first run's stages: ${JSON.stringify(graph.nodes)}`);
+  expect(node(graph, "train").dots === 2 && node(graph, "prepare").dots === 1, `dots: ${JSON.stringify(graph.nodes)}`);
+  // The runs come grouped by stage, each group under its heading, in the spec's order.
+  const groups = await page.$$eval("#runs-table tbody tr", (trs) => trs.map((tr) => tr.dataset.stageGroup !== undefined ? `[${tr.dataset.stageGroup}]` : tr.dataset.stage));
+  expect(groups.join(" ") === "[prepare] prepare [train] train train [analyze] analyze", `the table's rows: ${groups.join(" ")}`);
+  await shot(page, "pipeline");
+  await page.click("#pipeline-graph .stage-node[data-stage=train]");
+  await waitFor("only train's runs listed", async () => {
+    const stages = await page.$$eval("#runs-table tbody tr[data-run]", (trs) => trs.map((tr) => tr.dataset.stage));
+    return stages.length === 2 && stages.every((s) => s === "train") && (await page.inputValue("#stage-filter")) === "train";
+  }, 10000, 100);
+  expect(page.url().includes("stage=train"), `the stage filter is not in the address: ${page.url()}`);
+
+  // Unchanged: every stage cached, marked in the graph; a cached run links its source and offers
+  // the artifacts it stored.
+  const second = submit();
+  const t2 = await ended(second);
+  expect(t2.pipeline.stages.every((s) => s.cached === s.runs), `the second pipeline's stages: ${JSON.stringify(t2.pipeline.stages)}`);
+  await page.goto(`${base}/#/experiments/${second}`);
+  const cachedGraph = await waitFor("every stage cached in the graph", () => page.evaluate(() => {
+    const nodes = [...document.querySelectorAll("#pipeline-graph .stage-node")];
+    return nodes.length === 3 && nodes.every((n) => n.dataset.state === "cached" && n.querySelectorAll(".dot.cached").length === n.querySelectorAll(".dot").length) ? nodes.length : null;
+  }), 10000, 100);
+  expect(cachedGraph === 3, "cached graph");
+  const cachedNotes = await page.$$eval("#runs-table .cached-note", (els) => els.length);
+  expect(cachedNotes === 4, `rows saying "cached from": ${cachedNotes}`);
+  await shot(page, "pipeline-cached");
+  const cachedTrain = t2.rows.find((r) => r.stage === "train");
+  const sourceTrain = t1.rows.find((r) => r.stage === "train" && r.params.lr === cachedTrain.params.lr);
+  expect(cachedTrain.cached_from === sourceTrain.id, `run ${cachedTrain.id} cached from ${cachedTrain.cached_from}, want ${sourceTrain.id}`);
+  await page.goto(`${base}/#/runs/${cachedTrain.id}`);
+  await page.waitForSelector("#artifacts-table a[download]");
+  const link = await page.$eval("#cached-from", (a) => a.getAttribute("href"));
+  expect(link === `#/runs/${sourceTrain.id}`, `the cached run links ${link}`);
+  const files = await page.$$eval("#artifacts-table a[download]", (as) => as.map((a) => a.textContent));
+  expect(files.join(",") === "ckpt/model.txt", `the artifacts offered: ${files}`);
+  // The browser's own download of the link, with its session cookie: the bytes the run wrote.
+  const [download] = await Promise.all([page.waitForEvent("download"), page.click("#artifacts-table a[download]")]);
+  const saved = path.join(work, "downloaded-model.txt");
+  await download.saveAs(saved);
+  const got = readFileSync(saved, "utf8");
+  expect(got === `rows-42\nlr=${cachedTrain.params.lr}\n`, `the downloaded artifact: ${JSON.stringify(got)}`);
+  expect(download.suggestedFilename() === "model.txt", `the download's name: ${download.suggestedFilename()}`);
+  await shot(page, "pipeline-cached-run");
+  log(`pipeline: graph of 3 stages with 2 arrows, runs grouped by stage, stage filter; resubmitted: all cached; artifact downloaded (${got.length} bytes)`);
 }
 
 async function failureCheck(page) {

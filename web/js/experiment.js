@@ -6,6 +6,7 @@ import { api, post, mapLimit } from "./api.js";
 import { events } from "./events.js";
 import { LineChart, ScatterPlot, latestAttemptSeries, meanBand, curveView } from "./charts.js";
 import { countsText } from "./experiments.js";
+import { PipelineGraph } from "./pipeline.js";
 
 const MAX_OVERLAY = 20;
 const CURVE_POINTS = 1000;
@@ -15,10 +16,12 @@ export async function mount(root, { scope, params, query, setTitle }) {
   const idOrName = params[0];
   const st = {
     // "best" is what the score column was called before: links saved then still sort by it.
-    sort: query.get("sort") === "best" ? "score" : query.get("sort") || "id",
+    // "" : the server's order (a pipeline's runs by stage, others by id).
+    sort: query.get("sort") === "best" ? "score" : query.get("sort") || "",
     order: query.get("order") || "asc",
     q: query.get("q") || "",
     state: query.get("state") || "",
+    stage: query.get("stage") || "",
     offset: Math.max(0, Number(query.get("offset")) || 0),
     limit: [25, 50, 100, 200].includes(Number(query.get("limit"))) ? Number(query.get("limit")) : 50,
     metric: query.get("metric") || "",
@@ -40,6 +43,10 @@ export async function mount(root, { scope, params, query, setTitle }) {
   const meta = h("div", { class: "meta-line muted" });
   const filterBox = h("input", { type: "search", class: "input", id: "runs-filter", placeholder: "Filter: cnn failed batch_size=32 …", value: st.q, "aria-label": "filter runs" });
   const stateSel = h("select", { class: "input", "aria-label": "state" }, h("option", { value: "" }, "all states"), STATES.map((s) => h("option", { value: s, selected: s === st.state }, s)));
+  const stageSel = h("select", { class: "input", id: "stage-filter", "aria-label": "stage", hidden: true });
+  const pipelineBox = h("section", { class: "panel", id: "pipeline-panel", hidden: true });
+  const pipelineGraph = h("div", { class: "pipeline-wrap" });
+  pipelineBox.append(h("div", { class: "panel-head" }, h("h2", null, "Pipeline"), h("span", { class: "muted small" }, "each stage with its runs; click one to list only its runs")), pipelineGraph);
   const sizeSel = h("select", { class: "input", "aria-label": "rows per page" }, [25, 50, 100, 200].map((n) => h("option", { value: String(n), selected: n === st.limit }, `${n} / page`)));
   const thead = h("thead");
   const tbody = h("tbody");
@@ -64,8 +71,9 @@ export async function mount(root, { scope, params, query, setTitle }) {
     h("div", { class: "page-head" },
       h("div", null, h("div", { class: "crumbs" }, h("a", { href: "#/experiments" }, "Experiments"), " / "), h("div", { class: "title-row" }, title, headBadges), meta),
       headActions),
+    pipelineBox,
     h("section", { class: "panel" },
-      h("div", { class: "panel-head" }, h("h2", null, "Runs"), h("div", { class: "toolbar" }, filterBox, stateSel, sizeSel)),
+      h("div", { class: "panel-head" }, h("h2", null, "Runs"), h("div", { class: "toolbar" }, filterBox, stageSel, stateSel, sizeSel)),
       h("div", { class: "table-wrap" }, tableEl),
       h("div", { class: "panel-foot" }, selInfo, pager)),
     h("div", { class: "two-col wide-left" },
@@ -83,15 +91,18 @@ export async function mount(root, { scope, params, query, setTitle }) {
   const chart = new LineChart(chartBox, { height: 280, empty: "Select runs in the table to see their curves" });
   view.follow(chart);
   scope.add(() => chart.destroy());
+  const graph = new PipelineGraph(pipelineGraph, { onPick: (stage) => pickStage(stage) });
+  scope.add(() => graph.destroy());
   const scatter = new ScatterPlot(scatterBox, { height: 310, onPick: (id) => (location.hash = `#/runs/${id}`) });
   scope.add(() => scatter.destroy());
 
   const saveQuery = () =>
     replaceQuery({
-      sort: st.sort === "id" ? null : st.sort,
+      sort: st.sort || null,
       order: st.order === "asc" ? null : st.order,
       q: st.q,
       state: st.state,
+      stage: st.stage,
       offset: st.offset || null,
       limit: st.limit === 50 ? null : st.limit,
       metric: metricAuto ? null : st.metric,
@@ -104,8 +115,10 @@ export async function mount(root, { scope, params, query, setTitle }) {
     });
 
   const tableUrl = (extra = {}) => {
-    const p = new URLSearchParams({ sort: st.sort, order: st.order, offset: String(st.offset), limit: String(st.limit) });
+    const p = new URLSearchParams({ order: st.order, offset: String(st.offset), limit: String(st.limit) });
+    if (st.sort) p.set("sort", st.sort);
     if (st.q) p.set("q", st.q);
+    if (st.stage) p.set("stage", st.stage);
     if (st.state) p.set("state", st.state);
     for (const [k, v] of Object.entries(extra)) p.set(k, v);
     return `/experiments/${encodeURIComponent(idOrName)}/table?${p}`;
@@ -144,6 +157,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
     const obj = table.objective;
     const cols = [
       { key: "id", label: "#", num: true },
+      ...(table.pipeline ? [{ key: "stage", label: "stage" }] : []),
       { key: "state", label: "state" },
       // Parameters with one value in every run are hidden unless asked for (selInfo says which).
       ...table.params.filter((p) => st.allParams || !(p in (table.constant || {}))).map((p) => ({ key: `param:${p}`, label: p, param: p })),
@@ -159,8 +173,12 @@ export async function mount(root, { scope, params, query, setTitle }) {
     return "asc";
   };
 
+  // The order the table is in: the one asked for, else the server's (a pipeline's: by stage).
+  const sortKey = () => st.sort || (table.pipeline ? "stage" : "id");
+
   const renderTable = () => {
     const cols = columns();
+    const sorted = sortKey();
     const pageIds = table.rows.map((r) => r.id);
     const allChecked = pageIds.length > 0 && pageIds.every((id) => selected.has(id));
     const headBox = h("input", { type: "checkbox", "aria-label": "select every run on this page", checked: allChecked });
@@ -172,7 +190,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
     fill(thead, h("tr", null,
       h("th", { class: "check" }, headBox),
       cols.map((c) => {
-        const active = st.sort === c.key;
+        const active = sorted === c.key;
         return h("th", {
           class: `sortable ${c.num ? "num" : ""} ${active ? "sorted" : ""}`,
           "aria-sort": active ? (st.order === "asc" ? "ascending" : "descending") : "none",
@@ -180,7 +198,19 @@ export async function mount(root, { scope, params, query, setTitle }) {
           dataset: { sort: c.key },
         }, h("button", { type: "button", class: "th-btn", onclick: () => sortBy(c.key) }, c.label, h("span", { class: "sort-ind" }, active ? (st.order === "asc" ? "▲" : "▼") : "")));
       })));
-    const rows = table.rows.map((r) => {
+    // Sorted by stage: a heading row starts each stage's runs.
+    const stageInfo = new Map((table.pipeline?.stages || []).map((s) => [s.name, s]));
+    let lastStage = null;
+    const rows = table.rows.flatMap((r) => {
+      const head = [];
+      if (sorted === "stage" && r.stage !== lastStage) {
+        lastStage = r.stage;
+        const info = stageInfo.get(r.stage);
+        head.push(h("tr", { class: "stage-group", dataset: { stageGroup: r.stage || "" } },
+          h("td", { colspan: cols.length + 1 },
+            h("span", { class: "stage-name" }, r.stage || "no stage"),
+            info ? h("span", { class: "muted small" }, ` · ${info.runs} run${info.runs === 1 ? "" : "s"}${info.needs.length ? ` · needs ${info.needs.join(", ")}` : ""}${info.cached ? ` · ${info.cached} cached` : ""}${info.gather ? " · gather" : ""}`) : null)));
+      }
       const isBest = r.id === table.best_run_id;
       const box = h("input", { type: "checkbox", "aria-label": `select run ${r.id}`, checked: selected.has(r.id) });
       box.addEventListener("change", () => {
@@ -188,18 +218,23 @@ export async function mount(root, { scope, params, query, setTitle }) {
         box.checked ? selected.add(r.id) : selected.delete(r.id);
         selectionChanged();
       });
-      return h("tr", { class: `${isBest ? "best" : ""} ${selected.has(r.id) ? "selected" : ""}`, dataset: { run: String(r.id), state: r.state } },
+      return [...head, h("tr", { class: `${isBest ? "best" : ""} ${selected.has(r.id) ? "selected" : ""}`, dataset: { run: String(r.id), state: r.state, ...(r.stage ? { stage: r.stage } : {}) } },
         h("td", { class: "check" }, box),
         cols.map((c) => {
           if (c.key === "id") return h("td", { class: "num" }, isBest ? h("span", { class: "star", title: "best run" }, "★ ") : null, h("a", { href: `#/runs/${r.id}` }, `#${r.id}`));
-          if (c.key === "state") return h("td", null, stateBadge(r.state, r.reason), r.reason && r.state !== "succeeded" && r.reason !== r.state ? h("span", { class: "reason" }, r.reason) : null);
+          if (c.key === "state") {
+            return h("td", null, stateBadge(r.state, r.reason),
+              r.cached_from ? h("span", { class: "cached-note" }, " cached from ", h("a", { href: `#/runs/${r.cached_from}` }, `#${r.cached_from}`)) : null,
+              r.reason && r.state !== "succeeded" && r.reason !== r.state ? h("span", { class: "reason" }, r.reason) : null);
+          }
+          if (c.key === "stage") return h("td", { class: "mono" }, r.stage || "—");
           if (c.param) return h("td", { class: "param" }, fmtValue(r.params?.[c.param]));
           if (c.metric) return h("td", { class: "num" }, fmtNum(r.metrics?.[c.metric]));
           if (c.key === "score") return h("td", { class: "num strong" }, fmtNum(r.score));
           if (c.key === "duration") return h("td", { class: "num" }, r.duration_ms ? fmtDuration(r.duration_ms) : "—");
           if (c.key === "attempts") return h("td", { class: "num" }, r.attempts || "—");
           return h("td");
-        }));
+        }))];
     });
     if (!rows.length) rows.push(h("tr", null, h("td", { class: "empty", colspan: cols.length + 1 }, table.total ? "No run matches the filter." : "No runs.")));
     fill(tbody, rows);
@@ -232,7 +267,10 @@ export async function mount(root, { scope, params, query, setTitle }) {
   };
 
   const sortBy = (key) => {
-    if (st.sort === key) st.order = st.order === "asc" ? "desc" : "asc";
+    if (sortKey() === key) {
+      st.sort = key;
+      st.order = st.order === "asc" ? "desc" : "asc";
+    }
     else {
       st.sort = key;
       st.order = defaultOrder(key);
@@ -267,6 +305,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
       if ([...selected].join(",") !== before) scheduleCurves();
     }
     renderHead();
+    renderPipeline();
     renderTable();
     renderMetricSel();
     renderGroups();
@@ -276,6 +315,28 @@ export async function mount(root, { scope, params, query, setTitle }) {
       requestAnimationFrame(() => setTimeout(() => performance.mark("drover:table-rendered"), 0));
     }
   };
+
+  // ---- a pipeline: its graph, and the stage filter
+  const renderPipeline = () => {
+    const p = table.pipeline;
+    pipelineBox.hidden = !p;
+    stageSel.hidden = !p;
+    if (!p) return;
+    graph.set(p.stages, st.stage);
+    const want = ["", ...p.stages.map((s) => s.name)].join(",");
+    if ([...stageSel.options].map((o) => o.value).join(",") !== want) {
+      fill(stageSel, h("option", { value: "" }, "all stages"), p.stages.map((s) => h("option", { value: s.name }, s.name)));
+    }
+    stageSel.value = st.stage;
+  };
+  const pickStage = (stage) => {
+    st.stage = stage;
+    st.offset = 0;
+    saveQuery();
+    loadTable().catch(report);
+    refreshScatter();
+  };
+  stageSel.addEventListener("change", () => pickStage(stageSel.value));
 
   const selectionChanged = () => {
     for (const tr of tbody.querySelectorAll("tr[data-run]")) tr.classList.toggle("selected", selected.has(Number(tr.dataset.run)));

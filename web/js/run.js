@@ -18,6 +18,10 @@ const REASONS = {
   exit_code: "exited with an error",
   signal: "killed by a signal",
   cancelled: "cancelled",
+  cached: "cached: an earlier run with the same fingerprint stands for it",
+  upstream_failed: "not run: a run it needs did not succeed",
+  missing_output: "a declared output was not written",
+  outputs_not_stored: "its outputs could not be stored",
   preempted: "preempted: its GPUs went to a better-ranked run; requeued",
   interrupted: "interrupted: the engine went away; requeued",
   lost: "lost (its end is unknown)",
@@ -45,6 +49,8 @@ export async function mount(root, { scope, params, query, setTitle }) {
   const followBox = h("input", { type: "checkbox", checked: true, id: "log-follow" });
   const attemptsEl = h("div", { class: "panel-body" });
   const reproEl = h("div", { class: "panel-body" });
+  // A stage's stored outputs (a cached run: its source's), each downloadable.
+  const artifactsEl = h("section", { class: "panel", id: "run-artifacts", hidden: true });
   const alertsEl = h("div", { class: "panel-body", id: "run-alerts" });
   // Why the latest attempt failed, in its own words (the end of its stderr), kept with it.
   const errorEl = h("section", { class: "panel", id: "run-error", hidden: true });
@@ -61,6 +67,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
     h("div", { class: "two-col" },
       h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", null, "Attempts")), attemptsEl),
       h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", null, "Alerts")), alertsEl)),
+    artifactsEl,
     h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", null, "Reproducibility")), reproEl));
 
   const report = (e) => {
@@ -94,6 +101,10 @@ export async function mount(root, { scope, params, query, setTitle }) {
       renderRepro();
     }
     renderAttempts();
+    if (run.state === "succeeded" && artifactsFor !== run.id) {
+      artifactsFor = run.id;
+      loadArtifacts().catch(report);
+    }
     const numbers = (run.attempt_list || []).map((a) => a.number);
     const have = [...attemptSel.options].map((o) => o.value).join(",");
     const want = ["", ...numbers].join(",");
@@ -104,6 +115,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
     }
   };
   let renderedActions = "";
+  let artifactsFor = 0;
   let renderedRepro = "";
 
   const renderActions = (ended, queued) => {
@@ -143,6 +155,9 @@ export async function mount(root, { scope, params, query, setTitle }) {
       ["state", stateBadge(run.state)],
       ["reason", run.reason && run.reason !== run.state ? REASONS[run.reason] || run.reason : "—"],
       ["experiment", h("a", { href: `#/experiments/${run.experiment.id}` }, `${run.experiment.name} #${run.experiment.id}`)],
+      ...(run.stage ? [["stage", h("span", { class: "mono" }, run.stage)],
+        ["needs", run.needs?.length ? run.needs.map((id, i) => [i ? " " : "", h("a", { href: `#/runs/${id}` }, `#${id}`)]) : "—"]] : []),
+      ...(run.cached_from ? [["cached from", h("a", { href: `#/runs/${run.cached_from}`, id: "cached-from" }, `run #${run.cached_from}`)]] : []),
       ["index", String(run.index)],
       ["priority", String(run.priority)],
       ["attempts", `${run.attempts}${run.retries_used ? ` (${run.retries_used} ${run.retries_used === 1 ? "retry" : "retries"})` : ""}`],
@@ -223,6 +238,23 @@ export async function mount(root, { scope, params, query, setTitle }) {
       env.gpu_info
         ? h("details", { class: "repro-block" }, h("summary", null, "GPU and driver"), h("pre", { class: "code" }, env.gpu_info))
         : h("p", { class: "muted small" }, "No GPU information recorded (fake GPUs or none)."));
+  };
+
+  const loadArtifacts = async () => {
+    const a = await api(`/runs/${runId}/artifacts`, { signal });
+    artifactsEl.hidden = !a.files.length;
+    if (!a.files.length) return;
+    const url = (p) => `/api/v1/runs/${runId}/artifacts/file?path=${encodeURIComponent(p)}`;
+    const total = a.files.reduce((n, f) => n + f.bytes, 0);
+    fill(artifactsEl,
+      h("div", { class: "panel-head" }, h("h2", null, "Artifacts"),
+        h("span", { class: "muted small" }, `${a.files.length} file${a.files.length === 1 ? "" : "s"}, ${fmtBytes(total)}${a.source_run && a.source_run !== runId ? ` · stored by run #${a.source_run}` : ""} · drover artifacts ${runId}`)),
+      h("div", { class: "table-wrap" }, h("table", { class: "table", id: "artifacts-table" },
+        h("thead", null, h("tr", null, h("th", null, "file"), h("th", { class: "num" }, "size"), h("th", null, "sha256"))),
+        h("tbody", null, a.files.map((f) => h("tr", null,
+          h("td", { class: "mono" }, f.mode === 0o120777 ? `${f.path} (link)` : h("a", { href: url(f.path), download: f.path.split("/").pop() }, f.path)),
+          h("td", { class: "num" }, fmtBytes(f.bytes)),
+          h("td", { class: "mono small", title: f.sha256 }, f.sha256.slice(0, 16))))))));
   };
 
   // Answers can come back out of order (a reload after a click and one after an event): only
@@ -354,7 +386,8 @@ export async function mount(root, { scope, params, query, setTitle }) {
         if (!live()) return;
         if (r.attempt === 0 && r.run_ended) {
           logStatus.textContent = `the run ${r.run_state} without starting`;
-          logWrite("(no output: the run never started)", true);
+          // A cached run: its log is the run it stands for.
+          logWrite(run?.cached_from ? `(no output: cached, it did not run; run #${run.cached_from}'s log is on its page)` : "(no output: the run never started)", true);
           return;
         }
       } while (r.attempt === 0);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <set>
 
 #include "cli/client.h"
 #include "cli/common.h"
@@ -26,25 +27,57 @@ struct ReproduceFlags {
 // values), the recorded snapshot as its workdir.
 Result<Spec> SpecOfRun(const Run& run, const Experiment& exp, const Snapshot& snap) {
   DROVER_ASSIGN_OR_RETURN(Spec s, SpecFromJson(exp.spec));
+  bool pipeline = false;
   if (!run.stage.empty()) {
-    if (!run.needs.empty()) {
-      return FailedPrecondition(fmt::format(
-          "run {} (stage {}) needs other runs' outputs; reproduce a stage that needs nothing, or "
-          "run the pipeline again with --force {} (drover run --help)",
-          run.id, run.stage, run.stage));
-    }
     const StageSpec* stage = FindStage(s, run.stage);
     if (!stage) return Internal("run " + std::to_string(run.id) + "'s stage is not in its spec");
-    s = StageView(s, *stage);
+    if (!run.needs.empty()) {
+      // A stage that needs others: the pipeline up to it, with its parameters (a gather: all the
+      // sweep's), that stage forced. Its needs are cached from the runs that made its inputs
+      // (run again where their outputs are gone), and shown to it as in the pipeline.
+      pipeline = true;
+      std::set<std::string> keep = {run.stage};
+      std::vector<std::string> todo = {run.stage};
+      while (!todo.empty()) {
+        const StageSpec* st = FindStage(s, todo.back());
+        todo.pop_back();
+        for (const std::string& n : st ? st->needs : std::vector<std::string>{}) {
+          if (keep.insert(n).second) todo.push_back(n);
+        }
+      }
+      std::vector<StageSpec> kept;
+      for (const StageSpec& st : s.stages) {
+        if (keep.count(st.name)) kept.push_back(st);
+      }
+      const bool gather = stage->gather;
+      s.stages = std::move(kept);
+      s.force = {run.stage};
+      // The sweep narrowed to the run's values, each kept a list of one so it stays an axis:
+      // the stages it needs get the parameters (and so the fingerprints) they had. A gather
+      // keeps the whole sweep (it ran over all of it).
+      if (!gather) {
+        for (auto it = run.params.begin(); it != run.params.end(); ++it) {
+          if (s.params.contains(it.key()) && s.params[it.key()].is_array()) {
+            s.params[it.key()] = OrderedJson::array({OrderedJson::parse(it.value().dump())});
+          }
+        }
+      }
+    } else {
+      s = StageView(s, *stage);
+    }
   }
-  s.stages.clear();
+  if (!pipeline) {
+    s.stages.clear();
+    s.force.clear();
+  }
   s.search.reset();
   s.prune.reset();
-  s.force.clear();
   s.rerun = true;  // run, never cached from the run it reproduces (or any other)
-  s.params = OrderedJson::object();
-  for (auto it = run.params.begin(); it != run.params.end(); ++it) {
-    s.params[it.key()] = OrderedJson::parse(it.value().dump());
+  if (!pipeline) {
+    s.params = OrderedJson::object();
+    for (auto it = run.params.begin(); it != run.params.end(); ++it) {
+      s.params[it.key()] = OrderedJson::parse(it.value().dump());
+    }
   }
   s.name = exp.name + "-reproduce";
   s.workdir = snap.path;
@@ -117,7 +150,13 @@ int Reproduce(Globals& g, ReproduceFlags& f) {
     q.name = spec->name;
     q.metric = metric;
     q.runs = sub.runs;
-    if (!sub.runs.empty()) new_run = sub.runs.front().id;
+    // The run of its stage (a pipeline's other runs are its needs, cached where they can be).
+    for (const Run& r : sub.runs) {
+      if (r.stage == original.stage) {
+        new_run = r.id;
+        break;
+      }
+    }
     q.headline = fmt::format("experiment {} ({}): run {} again from snapshot {}",
                              sub.experiment_id, spec->name, original.id, snap.hash.substr(0, 12));
     return q;

@@ -275,6 +275,39 @@ TEST_F(PipelineTest, ReproduceRunsARunAgainFromItsRecordAndComparesItsMetrics) {
   EXPECT_NE(rep.out.find("not reproduced"), std::string::npos) << rep.out;
 }
 
+// A stage that needs another's outputs is reproduced with them: the pipeline up to it, its needs
+// cached from the runs that made its inputs (shown to it read-only, as in the pipeline), itself run.
+TEST_F(PipelineTest, ReproducingAStageThatNeedsOthersRunsItOnItsNeedsStoredOutputs) {
+  Write("code/prep.sh", "mkdir -p data && cat base.txt > data/n.txt\n");
+  Write("code/base.txt", "7\n");
+  Write("code/fit.sh", "echo \"{\\\"step\\\": 1, \\\"v\\\": $(( $1 * $(cat data/n.txt) ))}\"\n");
+  Write("code/report.sh", "echo done\n");
+  const std::string spec = Write(
+      "p.yaml", "name: p\nworkdir: code\nparams: {x: [2, 3]}\nobjective: {metric: v}\n"
+                "stages:\n  prep: {command: sh prep.sh, outputs: [data]}\n"
+                "  fit: {command: \"sh fit.sh {x}\", needs: [prep]}\n"
+                "  report: {command: sh report.sh, needs: [fit], gather: true}\n");
+  ASSERT_EQ(Go(spec).exit_code, 0);
+  Tally first = Newest();
+  const drover::Run* fit = nullptr;
+  for (const drover::Run& r : first.runs) {
+    if (r.stage == "fit" && r.params["x"] == 3) fit = &r;
+  }
+  ASSERT_NE(fit, nullptr);
+  ASSERT_EQ(fit->final_metrics["v"], 21);
+  // The code changes after the run: the recorded snapshot and prep's stored data are used.
+  Write("code/base.txt", "8\n");
+  auto rep = RunDrover({"reproduce", std::to_string(fit->id), "--json", "--store", store_});
+  ASSERT_EQ(rep.exit_code, 0) << rep.out << rep.err;
+  Json j = Json::parse(rep.out);
+  EXPECT_TRUE(j["same"].get<bool>()) << j;
+  EXPECT_EQ(j["metrics"]["v"]["reproduced"], 21);
+  Tally again = Newest();
+  EXPECT_EQ(again.cached, (std::map<std::string, int>{{"prep", 1}}));
+  EXPECT_EQ(again.ran, (std::map<std::string, int>{{"fit", 1}}));  // one fit, no report
+  EXPECT_EQ(again.runs.size(), 2u);
+}
+
 // A plain run that succeeded before with the same command, params, env and code is not run
 // again: it is recorded as cached from that run (drover ls says so) unless --rerun. Removing runs
 // that cached runs stand on is refused, naming them; removed together, their stored outputs are

@@ -143,7 +143,9 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
       "plan) or `spec` (the same as a JSON object). Returns at once with the experiment and run "
       "ids and its name; use wait to block until they finish. `overrides` are key=value strings "
       "like 'epochs=2' or 'lr=[0.1,0.01]'; they are added to the experiment's name "
-      "(model-mlp-cnn-epochs-2) unless one of them is name=...",
+      "(model-mlp-cnn-epochs-2) unless one of them is name=.... A run whose command, params, env "
+      "and code succeeded before is not run again: it is recorded as cached from that run, with "
+      "its metrics (pass 'rerun=true' to run it anyway; a pipeline: 'force=STAGE').",
       Obj({{"spec_yaml", Str("The spec, YAML text")},
            {"spec", {{"type", "object"}, {"description", "The spec as a JSON object"}}},
            {"base_dir", Str("Folder a relative workdir resolves against (plan gives it)")},

@@ -231,5 +231,35 @@ TEST_F(EnginePipelineTest, APlainDuplicateIsCachedUnlessRerunAndTwinsQueuedAtOnc
   EXPECT_EQ(store_->GetRun(b2->runs[0].id).value()->cached_from, 0);
 }
 
+// Twins left queued by an engine that went away: the next one runs one of them and caches the
+// other from it.
+TEST_F(EnginePipelineTest, TwinsLeftQueuedAtARestartRunOnce) {
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) {
+    FakeProcess p;
+    p.duration_ms = 1000;
+    p.stdout_text = "{\"step\": 1, \"acc\": 0.5}\n";
+    return p;
+  });
+  FakeGpuProbe probe({});
+  const std::string twin = "name: twin\ncommand: train c\n";
+  int64_t first = 0, second = 0;
+  {
+    auto gone = MakeEngine(launcher, probe);  // submits, then goes away before running them
+    auto a = gone->Submit(ParseSpec(twin));
+    auto b = gone->Submit(ParseSpec(twin));
+    ASSERT_TRUE(a.ok() && b.ok());
+    first = a->runs[0].id;
+    second = b->runs[0].id;
+  }
+  auto engine = MakeEngine(launcher, probe);
+  ASSERT_TRUE(engine->Recover().ok());
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  EXPECT_EQ(launcher.launches.size(), 1u);
+  EXPECT_EQ(store_->GetRun(first).value()->state, RunState::kSucceeded);
+  const drover::Run b = store_->GetRun(second).value().value();
+  EXPECT_EQ(b.state, RunState::kSucceeded);
+  EXPECT_EQ(b.cached_from, first);
+}
+
 }  // namespace
 }  // namespace drover

@@ -667,6 +667,8 @@ std::optional<std::string> NameWithOverrides(const std::string& name,
   for (const std::string& o : overrides) {
     const std::string key = o.substr(0, o.find('='));
     if (key == "name") return std::nullopt;  // named by the caller
+    // What says whether runs are cached, not what they run: not part of the name.
+    if (key == "rerun" || key == "force") continue;
     parts.push_back(o);
   }
   if (parts.empty()) return std::nullopt;

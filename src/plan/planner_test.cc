@@ -384,6 +384,8 @@ TEST(PlannerTest, ANameWithOverridesSaysThem) {
   EXPECT_EQ(NameWithOverrides("lr", {"lr=[0.1,0.01]", "resources.gpus=0"}),
             "lr-lr-0.1-0.01-resources.gpus-0");
   EXPECT_EQ(NameWithOverrides("x", {}), std::nullopt);
+  EXPECT_EQ(NameWithOverrides("x", {"rerun=true"}), std::nullopt);
+  EXPECT_EQ(NameWithOverrides("x", {"force=all", "epochs=3"}), "x-epochs-3");
   EXPECT_EQ(NameWithOverrides("x", {"epochs=3", "name=mine"}), std::nullopt);
   // Long ones stay at most 80 characters and distinct.
   auto a = NameWithOverrides("x", {std::string(200, 'a') + "=1"});

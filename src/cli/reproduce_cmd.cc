@@ -1,17 +1,20 @@
 // drover reproduce RUN: runs a run again from what was recorded (its code snapshot, parameters
-// and environment variables, its stage's command), in this process, then compares the metrics
+// and environment variables, its stage's command; spec/reproduce.h), in this process or in the
+// store's daemon (POST /runs/{id}/reproduce, followed), then compares the metrics
 // with the original's within a tolerance and says what differs in the environment (interpreter,
 // packages, host, GPUs) when they do not match (docs/pipelines.md, "Reproduce").
 #include <fmt/format.h>
 
 #include <cmath>
-#include <set>
 
 #include "cli/client.h"
 #include "cli/common.h"
+#include "cli/follow.h"
 #include "cli/run_flags.h"
 #include "common/strings.h"
 #include "engine/engine.h"
+#include "protocol/api.h"
+#include "spec/reproduce.h"
 #include "store/store.h"
 
 namespace drover::cli {
@@ -22,70 +25,6 @@ struct ReproduceFlags {
   double tolerance = 1e-6;
   RunFlags run_flags;
 };
-
-// The spec of a run as recorded, to run it again: its stage's command, its own parameters (fixed
-// values), the recorded snapshot as its workdir.
-Result<Spec> SpecOfRun(const Run& run, const Experiment& exp, const Snapshot& snap) {
-  DROVER_ASSIGN_OR_RETURN(Spec s, SpecFromJson(exp.spec));
-  bool pipeline = false;
-  if (!run.stage.empty()) {
-    const StageSpec* stage = FindStage(s, run.stage);
-    if (!stage) return Internal("run " + std::to_string(run.id) + "'s stage is not in its spec");
-    if (!run.needs.empty()) {
-      // A stage that needs others: the pipeline up to it, with its parameters (a gather: all the
-      // sweep's), that stage forced. Its needs are cached from the runs that made its inputs
-      // (run again where their outputs are gone), and shown to it as in the pipeline.
-      pipeline = true;
-      std::set<std::string> keep = {run.stage};
-      std::vector<std::string> todo = {run.stage};
-      while (!todo.empty()) {
-        const StageSpec* st = FindStage(s, todo.back());
-        todo.pop_back();
-        for (const std::string& n : st ? st->needs : std::vector<std::string>{}) {
-          if (keep.insert(n).second) todo.push_back(n);
-        }
-      }
-      std::vector<StageSpec> kept;
-      for (const StageSpec& st : s.stages) {
-        if (keep.count(st.name)) kept.push_back(st);
-      }
-      const bool gather = stage->gather;
-      s.stages = std::move(kept);
-      s.force = {run.stage};
-      // The sweep narrowed to the run's values, each kept a list of one so it stays an axis:
-      // the stages it needs get the parameters (and so the fingerprints) they had. A gather
-      // keeps the whole sweep (it ran over all of it).
-      if (!gather) {
-        for (auto it = run.params.begin(); it != run.params.end(); ++it) {
-          if (s.params.contains(it.key()) && s.params[it.key()].is_array()) {
-            s.params[it.key()] = OrderedJson::array({OrderedJson::parse(it.value().dump())});
-          }
-        }
-      }
-    } else {
-      s = StageView(s, *stage);
-    }
-  }
-  if (!pipeline) {
-    s.stages.clear();
-    s.force.clear();
-  }
-  s.search.reset();
-  s.prune.reset();
-  s.rerun = true;  // run, never cached from the run it reproduces (or any other)
-  if (!pipeline) {
-    s.params = OrderedJson::object();
-    for (auto it = run.params.begin(); it != run.params.end(); ++it) {
-      s.params[it.key()] = OrderedJson::parse(it.value().dump());
-    }
-  }
-  s.name = exp.name + "-reproduce";
-  s.workdir = snap.path;
-  s.source_text = fmt::format("# drover reproduce {}: run {} of experiment {} ({})\n", run.id,
-                              run.id, exp.id, exp.name) +
-                  exp.spec_yaml;
-  return s;
-}
 
 std::vector<Environment> EnvironmentsOf(Store& store, int64_t experiment_id) {
   Result<std::vector<Environment>> envs = store.ListEnvironments(experiment_id);
@@ -99,11 +38,6 @@ const Environment* FindEnv(const std::vector<Environment>& envs) {
 int Reproduce(Globals& g, ReproduceFlags& f) {
   auto id = ParseRunId(f.run);
   if (!id.ok()) return ReportError(id.status());
-  if (FindDaemon(g)) {
-    return ReportError(FailedPrecondition(
-        "a daemon serves this store; drover reproduce runs the run in this process: stop the "
-        "daemon (drover daemon stop; its runs go on and the next daemon adopts them) and try again"));
-  }
   Run original;
   Experiment exp;
   Snapshot snap;
@@ -126,7 +60,7 @@ int Reproduce(Globals& g, ReproduceFlags& f) {
     snap = **s;
     original_env = EnvironmentsOf(**store, exp.id);
   }
-  auto spec = SpecOfRun(original, exp, snap);
+  auto spec = ReproduceSpec(original, exp, snap);
   if (!spec.ok()) return ReportError(spec.status());
   int64_t new_run = 0;
   const std::string metric = spec->objective ? spec->objective->metric : "";
@@ -136,7 +70,28 @@ int Reproduce(Globals& g, ReproduceFlags& f) {
     run_flags.json = false;
     run_flags.quiet = true;
   }
-  const int code = RunInForeground(g, run_flags, [&](Engine& engine, Store&) -> Result<QueuedRuns> {
+  int code = kExitOk;
+  if (auto daemon = FindDaemon(g)) {
+    // The daemon makes the spec from the same records (POST /runs/{id}/reproduce) and runs it;
+    // this process follows it, then compares.
+    ApiClient api(*daemon);
+    auto reply = api.Post(fmt::format("/runs/{}/reproduce", original.id), Json::object());
+    if (!reply.ok()) return ReportError(reply.status());
+    auto made = protocol::ReproduceResponseFromJson(*reply);
+    if (!made.ok()) return ReportError(made.status());
+    new_run = made->run_id;
+    if (!run_flags.quiet) {
+      std::fprintf(stderr, "experiment %lld (%s): run %lld again from snapshot %s, in the daemon\n",
+                   static_cast<long long>(made->experiment_id), spec->name.c_str(),
+                   static_cast<long long>(original.id), snap.hash.substr(0, 12).c_str());
+    }
+    FollowOptions follow;
+    follow.quiet = run_flags.quiet;
+    follow.cancel_on_exit = run_flags.cancel_on_exit;
+    code = FollowExperiment(api, made->experiment_id, follow);
+    if (code == kExitInterrupted) return code;
+  } else {
+    code = RunInForeground(g, run_flags, [&](Engine& engine, Store&) -> Result<QueuedRuns> {
     DROVER_ASSIGN_OR_RETURN(SubmitResult sub, engine.Submit(*spec));
     if (sub.snapshot.hash != snap.hash) {
       std::fprintf(stderr,
@@ -160,7 +115,8 @@ int Reproduce(Globals& g, ReproduceFlags& f) {
     q.headline = fmt::format("experiment {} ({}): run {} again from snapshot {}",
                              sub.experiment_id, spec->name, original.id, snap.hash.substr(0, 12));
     return q;
-  });
+    });
+  }
   if (new_run == 0) return code;
   auto store = OpenStore(g, false);
   if (!store.ok()) return ReportError(store.status());

@@ -42,11 +42,15 @@ Result<protocol::SubmitResponse> Daemon::Submit(const protocol::SubmitRequest& r
   auto spec =
       ParseSpecString(request.spec_yaml, request.spec_name, request.base_dir, request.overrides);
   if (!spec.ok()) return spec.status();
+  return SubmitSpec(*spec);
+}
+
+Result<protocol::SubmitResponse> Daemon::SubmitSpec(const Spec& spec) {
   // Whether it could ever run is the loop's to say (it owns the pool), and quick; the snapshot
   // can take long (a big workdir, a slow git) and happens here, on the HTTP worker, so the loop
   // keeps scheduling, reaping and answering meanwhile.
-  DROVER_RETURN_IF_ERROR(Call(cmd::CheckSubmit{*spec}).status());
-  auto prepared = PrepareSubmit(*spec, engine_.store_dir());
+  DROVER_RETURN_IF_ERROR(Call(cmd::CheckSubmit{spec}).status());
+  auto prepared = PrepareSubmit(spec, engine_.store_dir());
   if (!prepared.ok()) return prepared.status();
   DROVER_ASSIGN_OR_RETURN(
       CommandReply reply,

@@ -18,6 +18,7 @@ class Daemon : public server::EngineControl, public EngineObserver {
 
   // server::EngineControl, from HTTP threads.
   Result<protocol::SubmitResponse> Submit(const protocol::SubmitRequest& request) override;
+  Result<protocol::SubmitResponse> SubmitSpec(const Spec& spec) override;
   Status CancelRun(int64_t run_id) override;
   Status CancelExperiment(int64_t experiment_id) override;
   Status SetPriority(int64_t run_id, int priority) override;

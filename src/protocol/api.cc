@@ -286,6 +286,20 @@ Result<SubmitResponse> SubmitResponseFromJson(const Json& j) {
   return r;
 }
 
+Json ToJson(const ReproduceResponse& r) {
+  return {{"experiment_id", r.experiment_id}, {"run_id", r.run_id}, {"run_ids", r.run_ids}};
+}
+
+Result<ReproduceResponse> ReproduceResponseFromJson(const Json& j) {
+  ReproduceResponse r;
+  FieldReader f(j, "reproduce response");
+  f.Get("experiment_id", r.experiment_id, true);
+  f.Get("run_id", r.run_id, true);
+  f.GetInts("run_ids", r.run_ids, true);
+  if (!f.ok()) return f.status();
+  return r;
+}
+
 Result<PriorityRequest> PriorityRequestFromJson(const Json& j) {
   PriorityRequest r;
   FieldReader f(j, "priority request");

@@ -41,6 +41,16 @@ struct SubmitResponse {
 Json ToJson(const SubmitResponse& r);
 Result<SubmitResponse> SubmitResponseFromJson(const Json& j);
 
+// POST /runs/{id}/reproduce: the experiment that runs the run again (spec/reproduce.h), and its
+// run of the same stage (the one to compare).
+struct ReproduceResponse {
+  int64_t experiment_id = 0;
+  int64_t run_id = 0;
+  std::vector<int64_t> run_ids;  // all its runs (a stage's needs, cached where they can be)
+};
+Json ToJson(const ReproduceResponse& r);
+Result<ReproduceResponse> ReproduceResponseFromJson(const Json& j);
+
 // POST /api/v1/runs/{id}/priority
 struct PriorityRequest {
   int priority = 0;

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "protocol/json_codec.h"
+#include "spec/reproduce.h"
 #include "server/routes.h"
 
 namespace drover::server {
@@ -105,6 +106,38 @@ Status Cancel(ServerContext& ctx, const httplib::Request& req, httplib::Response
   return Status::Ok();
 }
 
+// POST /runs/{id}/reproduce: the run again from what was recorded (spec/reproduce.h), as a new
+// experiment; answers with it and its run of the same stage (drover reproduce follows and
+// compares).
+Status Reproduce(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  DROVER_ASSIGN_OR_RETURN(int64_t id, ParseId(req.matches[1].str(), "run id"));
+  DROVER_ASSIGN_OR_RETURN(Run run, LoadRun(ctx, id));
+  DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
+  DROVER_ASSIGN_OR_RETURN(std::optional<Experiment> exp, store->GetExperiment(run.experiment_id));
+  if (!exp) return NotFound(fmt::format("run {}'s experiment is gone", id));
+  DROVER_ASSIGN_OR_RETURN(std::optional<Snapshot> snap, store->GetSnapshot(exp->snapshot_hash));
+  if (!snap) {
+    return NotFound(fmt::format("snapshot {} of run {} is not in the store (drover gc removes "
+                                "unused ones)",
+                                exp->snapshot_hash.substr(0, 16), id));
+  }
+  DROVER_ASSIGN_OR_RETURN(Spec spec, ReproduceSpec(run, *exp, *snap));
+  DROVER_ASSIGN_OR_RETURN(protocol::SubmitResponse sub, ctx.engine.SubmitSpec(spec));
+  protocol::ReproduceResponse r;
+  r.experiment_id = sub.experiment_id;
+  r.run_ids = sub.run_ids;
+  if (spec.stages.empty() && !sub.run_ids.empty()) r.run_id = sub.run_ids.front();
+  for (int64_t rid : spec.stages.empty() ? std::vector<int64_t>{} : sub.run_ids) {
+    DROVER_ASSIGN_OR_RETURN(std::optional<Run> made, store->GetRun(rid));
+    if (made && made->stage == run.stage) {
+      r.run_id = rid;
+      break;
+    }
+  }
+  SendJson(res, 200, protocol::ToJson(r));
+  return Status::Ok();
+}
+
 Status Priority(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(int64_t id, ParseId(req.matches[1].str(), "run id"));
   DROVER_ASSIGN_OR_RETURN(Json body, ParseJsonBody(req));
@@ -194,6 +227,7 @@ void RegisterRunsRoutes(httplib::Server& http, ServerContext& ctx) {
   http.Get(base + "/([^/]+)/artifacts/file", Route(ctx, ArtifactFile));
   http.Post(base + "/([^/]+)/cancel", Route(ctx, Cancel));
   http.Post(base + "/([^/]+)/priority", Route(ctx, Priority));
+  http.Post(base + "/([^/]+)/reproduce", Route(ctx, Reproduce));
 }
 
 }  // namespace drover::server

@@ -1,6 +1,7 @@
 // /api/v1/runs and /api/v1/experiments against a real store.
 #include "protocol/api.h"
 #include "server/server_test_util.h"
+#include "spec/spec_parser.h"
 
 namespace drover::server {
 namespace {
@@ -234,6 +235,43 @@ TEST_F(RunsRoutesTest, SubmitReturns201AndTheEnginesIds) {
   auto got = engine_.Locked([&] { return engine_.submits; });
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(protocol::ToJson(got[0]), protocol::ToJson(req));
+}
+
+// POST /runs/{id}/reproduce: the server makes the spec from the records (the run's params, the
+// recorded snapshot as its workdir, never cached) and submits it; the answer names the run.
+TEST_F(RunsRoutesTest, ReproduceSubmitsTheRecordedSpec) {
+  // An experiment as a real submit records it: its spec as JSON, its snapshot.
+  Result<Spec> spec = ParseSpecString("name: alpha\ncommand: python3 train.py {lr}\n"
+                                      "params: {lr: [0.1, 0.01]}\n",
+                                      "alpha.yaml", dir_.string());
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  Experiment e;
+  e.name = "alpha";
+  e.spec = SpecToJson(*spec);
+  e.snapshot_hash = "snap-alpha";
+  ASSERT_TRUE(store_->InsertExperiment(e).ok());
+  Snapshot snap;
+  snap.hash = e.snapshot_hash;
+  snap.path = Path("snapshots/snap-alpha");
+  ASSERT_TRUE(store_->PutSnapshot(snap).ok());
+  const drover::Run made = AddRun(e.id, RunState::kSucceeded, 1);
+  engine_.submit_reply = {.experiment_id = 12, .run_ids = {30}};
+  StartServer();
+  auto r = Post("/api/v1/runs/" + std::to_string(made.id) + "/reproduce", "");
+  ASSERT_EQ(r.status, 200) << r.raw;
+  auto reply = protocol::ReproduceResponseFromJson(r.body);
+  ASSERT_TRUE(reply.ok()) << r.raw;
+  EXPECT_EQ(reply->experiment_id, 12);
+  EXPECT_EQ(reply->run_id, 30);
+  auto specs = engine_.Locked([&] { return engine_.submitted_specs; });
+  ASSERT_EQ(specs.size(), 1u);
+  EXPECT_TRUE(specs[0].rerun);
+  EXPECT_EQ(specs[0].name, "alpha-reproduce");
+  EXPECT_EQ(specs[0].workdir, Path("snapshots/snap-alpha"));
+  EXPECT_EQ(Json::parse(specs[0].params.dump()), made.params);
+  EXPECT_TRUE(specs[0].command.size() == 3 && specs[0].command[2] == "{lr}");
+  EXPECT_EQ(Post("/api/v1/runs/99/reproduce", "").status, 404);
+  EXPECT_EQ(Post("/api/v1/runs/x/reproduce", "").status, 400);
 }
 
 TEST_F(RunsRoutesTest, SubmitErrors) {

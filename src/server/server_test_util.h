@@ -27,6 +27,12 @@ class FakeEngineControl : public EngineControl {
     if (!submit_error.ok()) return submit_error;
     return submit_reply;
   }
+  Result<protocol::SubmitResponse> SubmitSpec(const Spec& spec) override {
+    std::lock_guard<std::mutex> l(mu_);
+    submitted_specs.push_back(spec);
+    if (!submit_error.ok()) return submit_error;
+    return submit_reply;
+  }
   Status CancelRun(int64_t run_id) override {
     std::lock_guard<std::mutex> l(mu_);
     cancelled_runs.push_back(run_id);
@@ -135,6 +141,7 @@ class FakeEngineControl : public EngineControl {
 
   // What the server asked (read through Locked()).
   std::vector<protocol::SubmitRequest> submits;
+  std::vector<Spec> submitted_specs;
   std::vector<int64_t> cancelled_runs;
   std::vector<int64_t> cancelled_experiments;
   std::vector<std::pair<int64_t, int>> priorities;

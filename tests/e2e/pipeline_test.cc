@@ -11,6 +11,7 @@
 #include "store/store.h"
 #include "testutil/cli_fixture.h"
 #include "testutil/cli_runner.h"
+#include "testutil/mcp_stdio.h"
 
 namespace drover {
 namespace {
@@ -306,6 +307,19 @@ TEST_F(PipelineTest, ReproducingAStageThatNeedsOthersRunsItOnItsNeedsStoredOutpu
   EXPECT_EQ(again.cached, (std::map<std::string, int>{{"prep", 1}}));
   EXPECT_EQ(again.ran, (std::map<std::string, int>{{"fit", 1}}));  // one fit, no report
   EXPECT_EQ(again.runs.size(), 2u);
+
+  // Through the store's daemon: it makes the same spec from the records and runs it; this
+  // process follows it and compares.
+  pid_t daemon = testing::StartDaemon(store_, dir_.string());
+  rep = RunDrover({"reproduce", std::to_string(fit->id), "--store", store_});
+  EXPECT_EQ(rep.exit_code, 0) << rep.out << rep.err;
+  EXPECT_NE(rep.err.find("in the daemon"), std::string::npos) << rep.err;
+  EXPECT_NE(rep.out.find("reproduced: the same metrics"), std::string::npos) << rep.out;
+  kill(daemon, SIGTERM);
+  EXPECT_EQ(testing::WaitExit(daemon), 0);
+  Tally third = Newest();
+  EXPECT_EQ(third.cached, (std::map<std::string, int>{{"prep", 1}}));
+  EXPECT_EQ(third.ran, (std::map<std::string, int>{{"fit", 1}}));
 }
 
 // A plain run that succeeded before with the same command, params, env and code is not run

@@ -54,7 +54,8 @@ struct Job {
   int64_t end_s = 0;
 };
 
-// `squeue --json ...`: every job listed. InvalidArgument naming what is wrong for an answer that
+// `squeue --json -t all`: every job listed. (Slurm 22.05's --json lists every job whatever -j,
+// --name or -u say: the caller picks its own by id and name.) InvalidArgument naming what is wrong for an answer that
 // is not one (not JSON, no "jobs" list, a job without id or state).
 Result<std::vector<Job>> ParseSqueueJson(std::string_view text);
 // `sacct -P -o JobID,JobName,State,ExitCode,Start,End [-c]` (a header line, '|'-separated):

@@ -129,6 +129,11 @@ void AddUnreferencedArtifacts(Cleanup& plan, const std::string& store_dir) {
   std::vector<Object> linked;  // objects with other names: unreferenced if all are in the trash
   std::error_code ec;
   for (fs::directory_iterator d(root, ec), end; !ec && d != end; d.increment(ec)) {
+    // Copies are written beside the prefix folders (artifacts/.tmp-XXXXXX) before their rename.
+    if (d->path().filename().string().starts_with(".tmp-")) {
+      Add(plan, d->path().string(), "a stored output half written when its engine stopped");
+      continue;
+    }
     std::error_code ec2;
     for (fs::directory_iterator it(d->path(), ec2), e2; !ec2 && it != e2; it.increment(ec2)) {
       const std::string path = it->path().string();

@@ -629,7 +629,10 @@ Status Engine::CancelExperiment(int64_t experiment_id) {
   }
   Instant now = clock_.At();
   for (int64_t id : ids) {
-    Live& live = *live_.at(id);
+    // Retiring one may have retired others (runs that needed it, a twin cached from it).
+    auto it = live_.find(id);
+    if (it == live_.end()) continue;
+    Live& live = *it->second;
     CancelLive(live, now);
     if (!live.attempt) Retire(id);
   }

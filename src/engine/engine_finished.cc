@@ -64,6 +64,9 @@ Result<std::vector<Run>> Engine::Retry(const cmd::Retry& which) {
     l.run.retries_used = 0;
     l.run.not_before_ms = 0;
     l.run.ended_ms = 0;
+    // Run for real now: a run that was cached stands on its own results from here on.
+    l.run.cached_from = 0;
+    l.run.final_metrics = Json::object();
     const std::string was = std::string(ToString(r.state));
     l.run.reason.clear();
     CountEarlierAttempts(l, attempts);
@@ -72,6 +75,7 @@ Result<std::vector<Run>> Engine::Retry(const cmd::Retry& which) {
     SetState(l, RunEvent::kRequeue,
              fmt::format("retried (it had {}): attempt {} is next", was, r.attempts + 1), now);
     Queue(l);
+    ClaimTwin(l);  // duplicates submitted meanwhile wait for it
     queued.push_back(l.run);
   }
   DROVER_RETURN_IF_ERROR(Flush());

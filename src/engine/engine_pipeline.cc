@@ -54,6 +54,9 @@ void Engine::WakeDependents(int64_t run_id, Instant now) {
   for (int64_t id : waiting) {
     auto l = live_.find(id);
     if (l == live_.end() || !l->second->awaiting_needs) continue;
+    // Cancelled meanwhile (an experiment's runs are all marked before they are retired): it is
+    // retired by the cancel, not looked at again.
+    if (l->second->cancel_requested || IsFinal(l->second->run.state)) continue;
     if (l->second->awaiting_twin) {
       l->second->awaiting_twin = false;
       l->second->awaiting_needs = false;
@@ -118,10 +121,11 @@ void Engine::NeedsChanged(Live& live, Instant now) {
 
 bool Engine::Dedups(const Live& live) const {
   const Spec& spec = live.exp->spec;
-  if (live.run.fingerprint.empty() || spec.search) return false;
+  // rerun: every run runs (on a pipeline, every stage, as force: all).
+  if (live.run.fingerprint.empty() || spec.search || spec.rerun) return false;
   // A plain run: unless rerun, or it reads data: folders (outside the snapshot, so outside its
   // fingerprint; a pipeline stage declares them as inputs, which are hashed).
-  if (live.run.stage.empty()) return !spec.rerun && spec.data.empty();
+  if (live.run.stage.empty()) return spec.data.empty();
   const StageSpec* stage = FindStage(spec, live.run.stage);
   if (!stage) return false;
   for (const std::string& f : spec.force) {
@@ -134,9 +138,18 @@ void Engine::Admit(Live& live, Instant now) {
   if (TryCache(live, now)) return;
   if (Dedups(live) && live.run.attempts == 0) {
     auto [it, fresh] = twins_.try_emplace(live.run.fingerprint, live.run.id);
-    if (!fresh && it->second != live.run.id && live_.count(it->second)) {
+    auto twin = fresh || it->second == live.run.id ? live_.end() : live_.find(it->second);
+    if (twin != live_.end()) {
       // Its twin is queued or running: this one waits for it, and is cached from it when it
-      // succeeds (or runs, when it does not).
+      // succeeds (or runs, when it does not). A twin still queued is given this one's priority
+      // when that is higher, so a waiting run is never held back by a lower-ranked twin.
+      Live& t = *twin->second;
+      if (!t.attempt && !t.awaiting_needs && t.run.priority < live.run.priority) {
+        t.run.priority = live.run.priority;
+        Queue(t);
+        Tx();
+        if (Status st = store_.UpdateRun(t.run); !st.ok()) Fail(st);
+      }
       live.awaiting_needs = true;
       live.awaiting_twin = true;
       dependents_[it->second].push_back(live.run.id);

@@ -220,13 +220,23 @@ TEST_F(EnginePipelineTest, APlainDuplicateIsCachedUnlessRerunAndTwinsQueuedAtOnc
   EXPECT_EQ(second.state, RunState::kSucceeded);
   EXPECT_EQ(second.cached_from, t1->runs[0].id);
 
+  // Retrying a cached run runs it for real: it stands on its own results from then on.
+  cmd::Retry retry{.experiment_id = t2->experiment_id, .run_ids = {t2->runs[0].id}};
+  ASSERT_TRUE(engine->Retry(retry).ok());
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  EXPECT_EQ(launcher.launches.size(), 6u);
+  const drover::Run retried = store_->GetRun(t2->runs[0].id).value().value();
+  EXPECT_EQ(retried.state, RunState::kSucceeded);
+  EXPECT_EQ(retried.cached_from, 0);
+  EXPECT_EQ(retried.attempts, 1);
+
   // A twin that fails: the one waiting for it runs itself (and fails the same way).
   const std::string bad = "name: bad\ncommand: train bad\n";
   auto b1 = engine->Submit(ParseSpec(bad));
   auto b2 = engine->Submit(ParseSpec(bad));
   ASSERT_TRUE(b1.ok() && b2.ok());
   ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
-  EXPECT_EQ(launcher.launches.size(), 7u);
+  EXPECT_EQ(launcher.launches.size(), 8u);
   EXPECT_EQ(store_->GetRun(b2->runs[0].id).value()->state, RunState::kFailed);
   EXPECT_EQ(store_->GetRun(b2->runs[0].id).value()->cached_from, 0);
 }

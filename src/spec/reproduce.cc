@@ -55,7 +55,9 @@ Result<Spec> ReproduceSpec(const Run& run, const Experiment& exp, const Snapshot
   }
   s.search.reset();
   s.prune.reset();
-  s.rerun = true;  // run, never cached from the run it reproduces (or any other)
+  // Run, never cached from the run it reproduces (or any other); a pipeline forces its stage
+  // and lets its needs be cached.
+  s.rerun = !pipeline;
   if (!pipeline) {
     s.params = OrderedJson::object();
     for (auto it = run.params.begin(); it != run.params.end(); ++it) {

@@ -1,0 +1,117 @@
+#include "slurm/cluster.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <ctime>
+#include <fstream>
+
+#include "common/strings.h"
+#include "common/subprocess.h"
+
+namespace drover::slurm {
+namespace {
+
+// sacct's -S: local time, as it prints its own.
+std::string SacctTime(int64_t unix_s) {
+  const std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  return buf;
+}
+
+constexpr const char* kSacctFields = "JobID,JobName,State,ExitCode,Start,End,Partition,NodeList";
+
+}  // namespace
+
+Result<std::pair<int, std::string>> CommandCluster::Call(const std::vector<std::string>& argv) {
+  ++commands_;
+  // Through sh only to join stderr to stdout: what a refusal says is in stderr.
+  std::vector<std::string> wrapped = {"/bin/sh", "-c", "exec \"$@\" 2>&1", "sh"};
+  wrapped.insert(wrapped.end(), argv.begin(), argv.end());
+  CaptureOptions o;
+  o.timeout_ms = options_.timeout_ms;
+  o.max_output_bytes = 256LL << 20;  // squeue --json of a busy cluster is large
+  DROVER_ASSIGN_OR_RETURN(Captured c, RunAndCapture(wrapped, o));
+  if (c.exit_code == 127) {
+    return NotFound(fmt::format("{} is not installed here (Slurm's client commands: "
+                                "apt-get install slurm-client)",
+                                argv.front()));
+  }
+  return std::make_pair(c.exit_code, std::move(c.out));
+}
+
+Result<int64_t> CommandCluster::Submit(const Target& target, const Submission& s) {
+  DROVER_ASSIGN_OR_RETURN(std::string script, BatchScript(s));
+  {
+    std::ofstream out(s.script_path, std::ios::trunc);
+    out << script;
+    out.close();
+    if (!out) return Status(Code::kIo, "cannot write the job's script '" + s.script_path + "'");
+  }
+  chmod(s.script_path.c_str(), 0700);
+  DROVER_ASSIGN_OR_RETURN(auto r, Call(SbatchArgv(target, s)));
+  const std::string text(Trim(r.second));
+  // --parsable: "ID" or "ID;CLUSTER".
+  const std::string first = text.substr(0, text.find_first_of(";\n"));
+  if (r.first != 0 || first.empty() ||
+      first.find_first_not_of("0123456789") != std::string::npos) {
+    return FailedPrecondition(fmt::format("sbatch refused the job {}: {}", s.job_name,
+                                          text.empty() ? "(it said nothing)" : text));
+  }
+  return std::stoll(first);
+}
+
+Result<std::vector<Job>> CommandCluster::List() {
+  DROVER_ASSIGN_OR_RETURN(auto r, Call({"squeue", "--json", "-t", "all"}));
+  if (r.first != 0) {
+    return Unavailable("squeue failed: " + std::string(Trim(r.second)).substr(0, 500));
+  }
+  return ParseSqueueJson(r.second);
+}
+
+Result<std::vector<Job>> CommandCluster::Ended(int64_t since_s) {
+  const std::vector<std::string> base = {"sacct", "-X", "-P", "-o", kSacctFields, "-S",
+                                         SacctTime(since_s), "-E", "now"};
+  if (database_ < 0) {
+    database_ = options_.accounting == "database" ? 1 : options_.accounting == "jobcomp" ? 0 : -1;
+  }
+  if (database_ != 0) {
+    DROVER_ASSIGN_OR_RETURN(auto r, Call(base));
+    if (r.first == 0) {
+      database_ = 1;
+      return ParseSacctParsable(r.second);
+    }
+    // "Slurm accounting storage is disabled": the jobcomp file, from now on.
+    if (database_ == 1) {
+      return Unavailable("sacct failed: " + std::string(Trim(r.second)).substr(0, 500));
+    }
+    database_ = 0;
+  }
+  std::vector<std::string> argv = base;
+  argv.insert(argv.begin() + 1, "-c");
+  DROVER_ASSIGN_OR_RETURN(auto r, Call(argv));
+  if (r.first != 0) {
+    return Unavailable("sacct -c failed: " + std::string(Trim(r.second)).substr(0, 500));
+  }
+  return ParseSacctParsable(r.second);
+}
+
+Status CommandCluster::Cancel(int64_t job_id, int signal) {
+  std::vector<std::string> argv = {"scancel"};
+  if (signal > 0) {
+    argv.push_back(fmt::format("--signal={}", signal));
+    argv.push_back("--full");
+  }
+  argv.push_back(std::to_string(job_id));
+  DROVER_ASSIGN_OR_RETURN(auto r, Call(argv));
+  if (r.first != 0) {
+    return Unavailable(fmt::format("scancel {} failed: {}", job_id,
+                                   std::string(Trim(r.second)).substr(0, 500)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace drover::slurm

@@ -34,10 +34,11 @@ Result<int64_t> Tracker::Submit(const Target& target, Submission s, int64_t run_
   return id;
 }
 
-Status Tracker::Cancel(int64_t run_id, int attempt) {
+Status Tracker::Cancel(int64_t run_id, int attempt, Millis now) {
   for (auto& [id, f] : jobs_) {
     if (f.who.run_id != run_id || f.who.attempt != attempt) continue;
     f.cancel_requested = true;
+    Activity(now);
     return cluster_.Cancel(id, 0);
   }
   return NotFound("no Slurm job of run " + std::to_string(run_id) + " attempt " +

@@ -31,8 +31,8 @@ class Tracker {
   // Submits an attempt's job (its name made here) and follows it; the job id.
   Result<int64_t> Submit(const Target& target, Submission s, int64_t run_id, int attempt,
                          Millis now);
-  // Cancels a followed attempt's job; its end comes as an event (kCancelled).
-  Status Cancel(int64_t run_id, int attempt);
+  // Cancels a followed attempt's job; its end comes as an event (kCancelled) at a round soon.
+  Status Cancel(int64_t run_id, int attempt, Millis now);
   // The store's jobs Slurm still lists (after a restart): followed from now on.
   Result<std::vector<JobEvent>> Adopt(Millis now);
   // A round when one is due (or `force`): the events of the jobs whose phase changed. A job that

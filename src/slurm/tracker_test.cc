@@ -127,9 +127,9 @@ TEST(Tracker, CancelPreemptionAReusedIdAndAForgottenJob) {
   auto preempt = t.Submit(Target{}, Sub(), 2, 1, 0);
   auto reused = t.Submit(Target{}, Sub(), 3, 1, 0);
   auto forgotten = t.Submit(Target{}, Sub(), 4, 1, 0);
-  ASSERT_TRUE(t.Cancel(1, 1).ok());
+  ASSERT_TRUE(t.Cancel(1, 1, 0).ok());
   EXPECT_EQ(c.cancelled, std::vector<int64_t>{*cancel});
-  EXPECT_FALSE(t.Cancel(9, 1).ok());
+  EXPECT_FALSE(t.Cancel(9, 1, 0).ok());
   c.queue[*cancel].state = JobState::kCancelled;
   c.queue[*preempt].state = JobState::kPreempted;
   // Slurm reused run 3's job id for someone else's job; ours ended, as the accounting says.

@@ -45,6 +45,12 @@ Status Export(Globals& g, const ExportFlags& f) {
   if (!exp) return Internal(fmt::format("run {} has no experiment", id));
   DROVER_ASSIGN_OR_RETURN(std::optional<Snapshot> snap, store->GetSnapshot(exp->snapshot_hash));
   DROVER_ASSIGN_OR_RETURN(std::vector<Attempt> attempts, store->ListAttempts(id));
+  // A cached run did not run: its command is the one of the run it was cached from.
+  std::vector<Attempt> source_attempts;
+  if (attempts.empty() && run->cached_from != 0) {
+    DROVER_ASSIGN_OR_RETURN(source_attempts, store->ListAttempts(run->cached_from));
+  }
+  const std::vector<Attempt>& ran = attempts.empty() ? source_attempts : attempts;
   DROVER_ASSIGN_OR_RETURN(std::vector<Environment> envs, store->ListEnvironments(exp->id));
   DROVER_ASSIGN_OR_RETURN(RunArtifacts arts, store->RunOutputs(id, store->Dir()));
 
@@ -82,10 +88,11 @@ Status Export(Globals& g, const ExportFlags& f) {
   }
   record["environments"] = env;
   record["artifacts"] = protocol::ToJson(arts)["files"];
-  if (!attempts.empty()) {
+  if (!ran.empty()) {
     std::vector<std::string> quoted;
-    for (const std::string& w : attempts.back().argv) quoted.push_back(ShellQuote(w));
+    for (const std::string& w : ran.back().argv) quoted.push_back(ShellQuote(w));
     record["command"] = Join(quoted, " ");
+    if (attempts.empty()) record["command_of_run"] = run->cached_from;
   }
   record["reproduce"] = fmt::format(
       "drover reproduce {} (in the store it came from); elsewhere: unpack code/, install "

@@ -14,10 +14,11 @@ Result<Spec> ReproduceSpec(const Run& run, const Experiment& exp, const Snapshot
   if (!run.stage.empty()) {
     const StageSpec* stage = FindStage(s, run.stage);
     if (!stage) return Internal("run " + std::to_string(run.id) + "'s stage is not in its spec");
-    if (!run.needs.empty()) {
-      // A stage that needs others: the pipeline up to it, with its parameters (a gather: all the
-      // sweep's), that stage forced. Its needs are cached from the runs that made its inputs
-      // (run again where their outputs are gone), and shown to it as in the pipeline.
+    {
+      // A stage: the pipeline up to it (itself alone when it needs nothing), with its
+      // parameters (a gather: all the sweep's), that stage forced, so its outputs are stored as
+      // the original's were. Its needs are cached from runs with their fingerprints (run again
+      // where those outputs are gone), and shown to it as in the pipeline.
       pipeline = true;
       std::set<std::string> keep = {run.stage};
       std::vector<std::string> todo = {run.stage};
@@ -45,8 +46,6 @@ Result<Spec> ReproduceSpec(const Run& run, const Experiment& exp, const Snapshot
           }
         }
       }
-    } else {
-      s = StageView(s, *stage);
     }
   }
   if (!pipeline) {

@@ -308,6 +308,25 @@ TEST_F(PipelineTest, ReproducingAStageThatNeedsOthersRunsItOnItsNeedsStoredOutpu
   EXPECT_EQ(again.ran, (std::map<std::string, int>{{"fit", 1}}));  // one fit, no report
   EXPECT_EQ(again.runs.size(), 2u);
 
+  // A stage that needs nothing is reproduced as a stage: its outputs are stored again.
+  const drover::Run* prep = nullptr;
+  for (const drover::Run& r : first.runs) {
+    if (r.stage == "prep") prep = &r;
+  }
+  ASSERT_NE(prep, nullptr);
+  auto rep_prep = RunDrover({"reproduce", std::to_string(prep->id), "--store", store_});
+  EXPECT_EQ(rep_prep.exit_code, 0) << rep_prep.out << rep_prep.err;
+  EXPECT_NE(rep_prep.out.find("reproduced"), std::string::npos) << rep_prep.out;
+  Tally prep_again = Newest();
+  ASSERT_EQ(prep_again.runs.size(), 1u);
+  EXPECT_EQ(prep_again.runs[0].stage, "prep");
+  EXPECT_EQ(prep_again.runs[0].fingerprint, prep->fingerprint);
+  {
+    auto st = Store::Open(store_ + "/drover.db");
+    ASSERT_TRUE(st.ok());
+    EXPECT_EQ((*st)->ListArtifacts(prep_again.runs[0].id).value().size(), 1u);
+  }
+
   // Through the store's daemon: it makes the same spec from the records and runs it; this
   // process follows it and compares.
   pid_t daemon = testing::StartDaemon(store_, dir_.string());
@@ -339,6 +358,15 @@ TEST_F(PipelineTest, APlainDuplicateIsCachedUnlessRerunAndWhatCachedRunsStandOnI
   EXPECT_EQ(t.runs[0].final_metrics["v"], 3);
   auto ls = RunDrover({"ls", "-e", "plain", "--store", store_});
   EXPECT_NE(ls.out.find("cached from run 1"), std::string::npos) << ls.out;
+  // Exported, the cached run's record names the command that made its results.
+  const std::string archive = (dir_ / "cached.tar.gz").string();
+  auto ex = RunDrover({"export", "2", "-o", archive, "--no-code", "--store", store_});
+  ASSERT_EQ(ex.exit_code, 0) << ex.out << ex.err;
+  fs::create_directories(dir_ / "cached");
+  ASSERT_EQ(std::system(("tar -C " + (dir_ / "cached").string() + " -xzf " + archive).c_str()), 0);
+  Json record = Json::parse(testing::ReadFile((dir_ / "cached/run-2/record.json").string()));
+  EXPECT_EQ(record["command"], "sh fit.sh 1");
+  EXPECT_EQ(record["command_of_run"], 1);
   ASSERT_EQ(Go(plain, {"--rerun"}).exit_code, 0);
   t = Newest();
   EXPECT_EQ(t.ran[""], 1);

@@ -28,8 +28,8 @@ int Artifacts(Globals& g, const ArtifactsFlags& f) {
     return kExitOk;
   }
   if (a->files.empty()) {
-    std::fputs(fmt::format("run {} stored no outputs (a pipeline stage's outputs: are stored when "
-                           "it succeeds; docs/pipelines.md)\n",
+    std::fputs(fmt::format("run {} stored no outputs: only a pipeline stage that declares "
+                           "outputs: stores them, when it succeeds (docs/pipelines.md)\n",
                            *id)
                    .c_str(),
                stdout);

@@ -99,6 +99,11 @@ int Diff(Globals& g, const DiffFlags& f) {
     if (!id.ok()) return ReportError(id.status());
     auto detail = (*catalog)->GetRunDetail(*id);
     if (!detail.ok()) return ReportError(detail.status());
+    // A cached run did not run: the command (and interpreter) compared are its source's.
+    if (detail->attempts.empty() && detail->run.cached_from != 0) {
+      auto source = (*catalog)->GetRunDetail(detail->run.cached_from);
+      if (source.ok()) detail->attempts = source->attempts;
+    }
     runs.push_back(std::move(*detail));
   }
   const protocol::RunDetail& A = runs[0];
@@ -118,6 +123,11 @@ int Diff(Globals& g, const DiffFlags& f) {
   }
   out["params"] = params;
   out["command"] = {CommandOf(A), CommandOf(B)};
+  if (A.run.stage != B.run.stage) out["stage"] = {A.run.stage, B.run.stage};
+  if (A.run.cached_from != 0 || B.run.cached_from != 0) {
+    out["cached_from"] = {A.run.cached_from ? Json(A.run.cached_from) : Json(nullptr),
+                          B.run.cached_from ? Json(B.run.cached_from) : Json(nullptr)};
+  }
 
   // Code.
   Json code = Json::object();
@@ -204,6 +214,16 @@ int Diff(Globals& g, const DiffFlags& f) {
       auto show = [](const Json& v) { return v.is_null() ? std::string("(none)") : FormatValue(v); };
       text += fmt::format("params       {}: {} -> {}\n", it.key(), show(it.value()[0]),
                           show(it.value()[1]));
+    }
+  }
+  if (A.run.stage != B.run.stage) {
+    auto show = [](const std::string& st) { return st.empty() ? std::string("(none)") : st; };
+    text += fmt::format("stage        {} -> {}\n", show(A.run.stage), show(B.run.stage));
+  }
+  for (const protocol::RunDetail* d : {&A, &B}) {
+    if (d->run.cached_from != 0) {
+      text += fmt::format("cached       run {} was cached from run {} (its command and results)\n",
+                          d->run.id, d->run.cached_from);
     }
   }
   if (CommandOf(A) == CommandOf(B)) {

@@ -367,6 +367,10 @@ TEST_F(PipelineTest, APlainDuplicateIsCachedUnlessRerunAndWhatCachedRunsStandOnI
   Json record = Json::parse(testing::ReadFile((dir_ / "cached/run-2/record.json").string()));
   EXPECT_EQ(record["command"], "sh fit.sh 1");
   EXPECT_EQ(record["command_of_run"], 1);
+  // diff: the cached run's command is its source's, and it says so.
+  auto diff = RunDrover({"diff", "1", "2", "--store", store_});
+  EXPECT_NE(diff.out.find("command      the same"), std::string::npos) << diff.out;
+  EXPECT_NE(diff.out.find("run 2 was cached from run 1"), std::string::npos) << diff.out;
   ASSERT_EQ(Go(plain, {"--rerun"}).exit_code, 0);
   t = Newest();
   EXPECT_EQ(t.ran[""], 1);

@@ -537,11 +537,18 @@ TEST_F(DaemonTest, ASearchSurvivesSigkillWithEveryTrialMadeAndRunOnce) {
   std::vector<drover::Run> runs = WaitForFinalRuns(**store, 10);
   ASSERT_EQ(runs.size(), 10u) << "seed " << seed << "\n" << ReadFile((dir_ / "serve.err").string());
   std::set<int> indexes;
+  // What the last daemon said, for a failure to be read from CI's log.
+  const std::string said = ReadFile((dir_ / "serve.out").string()) + "\n--- stderr:\n" +
+                           ReadFile((dir_ / "serve.err").string());
   for (const auto& r : runs) {
-    EXPECT_EQ(r.state, RunState::kSucceeded) << "run " << r.id << " " << r.reason << "; seed " << seed;
+    EXPECT_EQ(r.state, RunState::kSucceeded)
+        << "run " << r.id << " " << r.reason << "; seed " << seed << "; the last daemon said:\n"
+        << said;
     indexes.insert(r.index);
     std::string marks = ReadFile((dir_ / "marks" / ("ran-" + std::to_string(r.id))).string());
-    EXPECT_EQ(marks, "x\n") << "run " << r.id << " ran more than once; seed " << seed;
+    EXPECT_EQ(marks, "x\n") << "run " << r.id << " ran more than once; seed " << seed
+                            << "; the last daemon said:\n"
+                            << said;
     EXPECT_DOUBLE_EQ(r.final_metrics.value("score", -1.0), r.params["x"].get<double>());
   }
   EXPECT_EQ(indexes.size(), 10u);  // trials 0..9, each once

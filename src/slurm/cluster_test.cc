@@ -13,23 +13,17 @@
 #include <thread>
 
 #include "common/subprocess.h"
+#include "testutil/slurm.h"
 
 namespace drover::slurm {
 namespace {
 
 namespace fs = std::filesystem;
 
-bool SlurmAnswers() {
-  auto r = RunAndCapture({"sinfo", "-h", "-o", "%T"}, {.timeout_ms = 5000});
-  return r.ok() && r->exit_code == 0 &&
-         (r->out.find("idle") != std::string::npos || r->out.find("mixed") != std::string::npos ||
-          r->out.find("allocated") != std::string::npos);
-}
-
 class ClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!SlurmAnswers()) GTEST_SKIP() << "no Slurm answers here (scripts/slurm-local.sh start)";
+    if (!testing::SlurmAnswers()) GTEST_SKIP() << testing::kNoSlurm;
     dir_ = fs::temp_directory_path() / ("drover-cluster-" + std::to_string(getpid()));
     fs::create_directories(dir_);
   }

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "common/subprocess.h"
+#include "testutil/slurm.h"
 
 namespace drover::slurm {
 namespace {
@@ -15,10 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(Probe, TheNodesSeeTheFolderOrTheJobSaysWhyItWaits) {
-  auto up = RunAndCapture({"sinfo", "-h", "-o", "%T"}, {.timeout_ms = 5000});
-  if (!up.ok() || up->out.find("idle") == std::string::npos) {
-    GTEST_SKIP() << "no idle Slurm here (scripts/slurm-local.sh start)";
-  }
+  if (!testing::SlurmAnswers()) GTEST_SKIP() << testing::kNoSlurm;
   const fs::path dir = fs::temp_directory_path() / ("drover-probe-" + std::to_string(getpid()));
   fs::create_directories(dir);
   CommandCluster cluster;

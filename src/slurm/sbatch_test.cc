@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "slurm/jobs.h"
+#include "testutil/slurm.h"
 
 namespace drover::slurm {
 namespace {
@@ -91,10 +92,7 @@ std::string Shell(const std::string& cmd) {
 // On a real Slurm (scripts/slurm-local.sh start): the job runs the script with drover's
 // environment in its folder, gets a GPU of its own, and ends COMPLETED as squeue tells it.
 TEST(Sbatch, ARealJobRunsTheScript) {
-  if (Shell("sinfo -h -o %T 2>/dev/null").find("idle") == std::string::npos &&
-      Shell("sinfo -h -o %T 2>/dev/null").find("mixed") == std::string::npos) {
-    GTEST_SKIP() << "no Slurm answers here (scripts/slurm-local.sh start runs one)";
-  }
+  if (!testing::SlurmAnswers()) GTEST_SKIP() << testing::kNoSlurm;
   const fs::path dir = fs::temp_directory_path() / ("drover-sbatch-" + std::to_string(getpid()));
   fs::create_directories(dir);
   Submission s = Example(dir.string());

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/subprocess.h"
+#include "testutil/slurm.h"
 
 namespace drover::slurm {
 namespace {
@@ -191,10 +192,7 @@ TEST(Tracker, AfterARestartTheStoresJobsAreAdoptedByName) {
 // A small sweep on the real test cluster: four jobs, one failing, followed to their ends with a
 // handful of Slurm commands in all.
 TEST(Tracker, ASweepOnTheTestCluster) {
-  auto up = RunAndCapture({"sinfo", "-h", "-o", "%T"}, {.timeout_ms = 5000});
-  if (!up.ok() || up->out.find("idle") == std::string::npos) {
-    GTEST_SKIP() << "no idle Slurm here (scripts/slurm-local.sh start)";
-  }
+  if (!testing::SlurmAnswers()) GTEST_SKIP() << testing::kNoSlurm;
   const fs::path dir = fs::temp_directory_path() / ("drover-tracker-" + std::to_string(getpid()));
   fs::create_directories(dir);
   CommandCluster cluster;

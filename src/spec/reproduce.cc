@@ -7,6 +7,15 @@
 #include <vector>
 
 namespace drover {
+namespace {
+
+// A recorded value in the spec's ordered JSON; bytes that are not UTF-8 (a run's params come from
+// a user) are replaced, never thrown on.
+OrderedJson Ordered(const Json& v) {
+  return OrderedJson::parse(v.dump(-1, ' ', false, Json::error_handler_t::replace));
+}
+
+}  // namespace
 
 Result<Spec> ReproduceSpec(const Run& run, const Experiment& exp, const Snapshot& snap) {
   DROVER_ASSIGN_OR_RETURN(Spec s, SpecFromJson(exp.spec));
@@ -42,7 +51,7 @@ Result<Spec> ReproduceSpec(const Run& run, const Experiment& exp, const Snapshot
       if (!gather) {
         for (auto it = run.params.begin(); it != run.params.end(); ++it) {
           if (s.params.contains(it.key()) && s.params[it.key()].is_array()) {
-            s.params[it.key()] = OrderedJson::array({OrderedJson::parse(it.value().dump())});
+            s.params[it.key()] = OrderedJson::array({Ordered(it.value())});
           }
         }
       }
@@ -60,7 +69,7 @@ Result<Spec> ReproduceSpec(const Run& run, const Experiment& exp, const Snapshot
   if (!pipeline) {
     s.params = OrderedJson::object();
     for (auto it = run.params.begin(); it != run.params.end(); ++it) {
-      s.params[it.key()] = OrderedJson::parse(it.value().dump());
+      s.params[it.key()] = Ordered(it.value());
     }
   }
   s.name = exp.name + "-reproduce";

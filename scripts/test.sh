@@ -5,5 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# The Slurm executor's tests need a one-node Slurm (docs/slurm.md, "The test cluster"): started here
+# as root, stopped at the end; elsewhere those tests skip and say so.
+if [[ $(id -u) -eq 0 ]]; then
+  scripts/slurm-local.sh start
+  trap 'scripts/slurm-local.sh stop || true' EXIT
+else
+  echo "test: not root, so no test Slurm is started: the Slurm tests skip" >&2
+fi
 ctest --preset default "$@"
 scripts/sanitize.sh

@@ -8,6 +8,7 @@
 #include "common/strings.h"
 
 #include "gpu/background_probe.h"
+#include "slurm/probe.h"
 
 namespace drover::cli {
 
@@ -61,6 +62,38 @@ Result<EngineSetup> PrepareEngine(const Globals& g, const std::string& fake_gpus
                                                        setup.config.watch.telemetry_period_ms);
   }
   return setup;
+}
+
+Result<ExecutorSetup> PrepareExecutor(const config::DaemonConfig& config,
+                                      const ExecutorSpec& spec_executor, ProcessLauncher& local,
+                                      Clock& clock, const std::string& store_dir) {
+  ExecutorSetup out;
+  out.launcher = &local;
+  const ExecutorSpec& daemon = config.executor.spec;
+  const bool slurm = spec_executor.given ? spec_executor.kind == ExecutorKind::kSlurm
+                                         : daemon.kind == ExecutorKind::kSlurm;
+  if (!slurm) return out;
+  slurm::CommandClusterOptions co;
+  co.accounting = config.executor.accounting;
+  out.cluster = std::make_unique<slurm::CommandCluster>(co);
+  // Where the first job goes: the spec's target over the config's.
+  slurm::Target target;
+  target.partition = !spec_executor.partition.empty() ? spec_executor.partition : daemon.partition;
+  target.account = !spec_executor.account.empty() ? spec_executor.account : daemon.account;
+  target.qos = !spec_executor.qos.empty() ? spec_executor.qos : daemon.qos;
+  target.sbatch = daemon.sbatch;
+  target.sbatch.insert(target.sbatch.end(), spec_executor.sbatch.begin(),
+                       spec_executor.sbatch.end());
+  std::error_code ec;
+  const std::string runs = (std::filesystem::absolute(store_dir, ec) / "runs").string();
+  std::filesystem::create_directories(runs, ec);
+  Status shared = slurm::ProbeSharedFolder(*out.cluster, target, runs, 120'000);
+  if (!shared.ok()) return shared.WithContext("checking that Slurm's nodes see the store");
+  out.slurm = std::make_unique<slurm::SlurmLauncher>(*out.cluster, local, clock,
+                                                     slurm::StoreId(store_dir), daemon);
+  out.launcher = out.slurm.get();
+  out.max_jobs = config.executor.max_jobs;
+  return out;
 }
 
 }  // namespace drover::cli

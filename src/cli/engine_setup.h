@@ -8,6 +8,9 @@
 #include "cli/common.h"
 #include "gpu/gpu_probe.h"
 #include "config/daemon_config.h"
+#include "exec/process_launcher.h"
+#include "slurm/cluster.h"
+#include "slurm/launcher.h"
 
 namespace drover::cli {
 
@@ -29,5 +32,18 @@ struct EngineSetup {
 // `fake_gpus` from the flag or $DROVER_FAKE_GPUS ("" for real GPUs).
 Result<EngineSetup> PrepareEngine(const Globals& g, const std::string& fake_gpus,
                                   const EngineFlags& flags);
+
+// Where the engine's attempts run: on this machine (`local` itself), or as Slurm jobs when the
+// config's executor (or, for `drover run`, the spec's) says kind: slurm (docs/slurm.md). Before
+// Slurm is used, a probe job checks that the nodes see the store's folder.
+struct ExecutorSetup {
+  std::unique_ptr<slurm::CommandCluster> cluster;
+  std::unique_ptr<slurm::SlurmLauncher> slurm;
+  ProcessLauncher* launcher = nullptr;  // what the engine gets
+  int max_jobs = 0;                     // EngineOptions::executor_max_jobs
+};
+Result<ExecutorSetup> PrepareExecutor(const config::DaemonConfig& config,
+                                      const ExecutorSpec& spec_executor, ProcessLauncher& local,
+                                      Clock& clock, const std::string& store_dir);
 
 }  // namespace drover::cli

@@ -100,16 +100,19 @@ int List(Globals& g, LsFlags f) {
   std::map<int64_t, std::vector<std::string>> varying;
   for (const auto& [id, group] : by_exp) varying[id] = VaryingParams(group);
   // A failed run's state says why, in its own words: the last line of its last attempt's error.
+  // A running run placed by Slurm says where it is (its job, node, or why it is pending).
   std::vector<Run> failed;
   for (const auto& r : *runs) {
-    if (r.state == RunState::kFailed) failed.push_back(r);
+    if (r.state == RunState::kFailed || r.state == RunState::kRunning) failed.push_back(r);
   }
   std::map<int64_t, std::string> why;
+  std::map<int64_t, std::string> where;
   if (!failed.empty()) {
     auto attempts = (*store)->ListAttemptsOfRuns(failed);
     if (attempts.ok()) {
       for (const auto& [id, list] : *attempts) {
-        if (list.empty() || list.back().error.empty()) continue;
+        if (!list.empty() && !list.back().ended) where[id] = DescribePlacement(list.back().executor);
+        if (list.empty() || list.back().ended == false || list.back().error.empty()) continue;
         std::string last = LastLines(list.back().error, 1, 200);
         if (last.size() > 60) last = last.substr(0, 57) + "...";
         why[id] = last;
@@ -130,6 +133,7 @@ int List(Globals& g, LsFlags f) {
     std::string state = why.count(r.id) ? fmt::format("{}: {}", ToString(r.state), why[r.id])
                                          : std::string(ToString(r.state));
     if (r.cached_from != 0) state += fmt::format(" (cached from run {})", r.cached_from);
+    if (!where[r.id].empty()) state += " (" + where[r.id] + ")";
     if (r.reason == "upstream_failed") state += " (upstream_failed)";
     // A pipeline's run names its stage with its experiment.
     const std::string stage = r.stage.empty() ? "" : "/" + r.stage;

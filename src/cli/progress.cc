@@ -25,9 +25,14 @@ ProgressView::ProgressView(std::FILE* out, bool live, const Clock& clock, std::s
 void ProgressView::OnRunChanged(const Run& run, const Attempt* attempt, const std::string& note) {
   Row& row = rows_[run.id];
   Millis now = clock_.Now();
+  const bool was_running = row.run.state == RunState::kRunning;
+  const std::string was_where = row.where;
   if (run.state == RunState::kRunning && attempt) {
-    row.where =
-        attempt->cuda_visible_devices.empty() ? "CPU" : "GPU " + attempt->cuda_visible_devices;
+    // A Slurm job says where it is (pending, then its node); a local run its GPUs.
+    const std::string placed = DescribePlacement(attempt->executor);
+    row.where = !placed.empty()                       ? placed
+                : attempt->cuda_visible_devices.empty() ? "CPU"
+                                                        : "GPU " + attempt->cuda_visible_devices;
     row.started_ms = attempt->started_ms;
     row.latest.clear();
   }
@@ -39,6 +44,8 @@ void ProgressView::OnRunChanged(const Run& run, const Attempt* attempt, const st
   }
   row.run = run;
   if (live_) return;
+  // Nothing new to say: still running where it was.
+  if (was_running && run.state == RunState::kRunning && row.where == was_where) return;
   std::string params = ParamsSummary(run.current_params, varying_);
   std::string line =
       fmt::format("[{}] run {} {}", FormatDuration(now - start_ms_), run.id, ToString(run.state));

@@ -29,7 +29,7 @@ class ProgressView : public EngineObserver {
  private:
   struct Row {
     Run run;
-    std::string where;   // "GPU 0", "CPU"
+    std::string where;   // "GPU 0", "CPU", "Slurm job 12 on node3 (partition gpu)"
     std::string latest;  // "epoch 3 val_acc=0.95"
     Millis started_ms = 0;
   };

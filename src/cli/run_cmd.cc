@@ -270,16 +270,19 @@ int RunInForeground(Globals& g, const RunFlags& f, const QueueStep& queue) {
   if (!store.ok()) return ReportError(store.status());
 
   RealClock clock;
+  auto executor = PrepareExecutor(setup->config, f.executor, launcher, clock, StoreDir(g));
+  if (!executor.ok()) return ReportError(executor.status());
   EngineOptions opts;
   opts.store_dir = StoreDir(g);
   opts.cpu_slots = f.cpus;
   opts.use_shim = false;  // see EngineOptions::use_shim
+  opts.executor_max_jobs = executor->max_jobs;
   opts.commit_interval_ms = kCommitIntervalMs;  // engine.h
   opts.watch = setup->config.watch;
   opts.scheduler = setup->config.scheduler;
   opts.environment = setup->config.environment;
   opts.alert_sink = setup->sinks.get();
-  Engine engine(**store, launcher, *setup->probe, clock, opts);
+  Engine engine(**store, *executor->launcher, *setup->probe, clock, opts);
   // Unfinished runs left by an engine that was killed are taken over first (and run again where
   // their end is unknown), so nothing submitted to this store is lost.
   auto recovered = engine.Recover();
@@ -297,8 +300,12 @@ int RunInForeground(Globals& g, const RunFlags& f, const QueueStep& queue) {
   bool human = !f.json && !f.quiet;
   if (human) {
     std::printf("%s\n", queued->headline.c_str());
-    std::printf("on %s, %d CPU slots\n", PoolSummary(engine.gpus(), setup->probe->Kind()).c_str(),
-                engine.cpu_slots());
+    if (executor->slurm) {
+      std::printf("on Slurm, at most %d jobs at once\n", engine.cpu_slots());
+    } else {
+      std::printf("on %s, %d CPU slots\n",
+                  PoolSummary(engine.gpus(), setup->probe->Kind()).c_str(), engine.cpu_slots());
+    }
     std::fflush(stdout);
   }
   std::vector<std::string> varying = VaryingParams(queued->runs);
@@ -407,6 +414,7 @@ int RunSpec(Globals& g, const RunFlags& given) {
   }
 
   const std::string metric = spec->objective ? spec->objective->metric : "";
+  f.executor = spec->executor;
   return RunInForeground(g, f, [&](Engine& engine, Store& store) -> Result<QueuedRuns> {
     QueuedRuns q;
     q.name = spec->name;

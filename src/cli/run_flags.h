@@ -28,6 +28,9 @@ struct RunFlags {
   bool quiet = false;
   bool cancel_on_exit = false;
   bool resume = false;  // drover run --resume (not drover ask)
+  // The spec's executor: (set once it is parsed): with kind slurm, the foreground engine submits
+  // its attempts to Slurm (docs/slurm.md).
+  ExecutorSpec executor;
   int cpus = 0;
   EngineFlags engine;
 };

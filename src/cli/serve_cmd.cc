@@ -126,16 +126,19 @@ int Serve(Globals& g, const ServeFlags& f) {
   if (!store.ok()) return ReportError(store.status());
 
   RealClock clock;
+  auto executor = PrepareExecutor(setup->config, ExecutorSpec{}, launcher, clock, StoreDir(g));
+  if (!executor.ok()) return ReportError(executor.status());
   EngineOptions opts;
   opts.store_dir = StoreDir(g);
   opts.cpu_slots = f.cpus;
+  opts.executor_max_jobs = executor->max_jobs;
   opts.stop_runs_on_drain = f.stop_runs;
   opts.watch = setup->config.watch;
   opts.scheduler = setup->config.scheduler;
   opts.environment = setup->config.environment;
   opts.commit_interval_ms = kCommitIntervalMs;  // engine.h
   opts.alert_sink = setup->sinks.get();
-  Engine engine(**store, launcher, *setup->probe, clock, opts);
+  Engine engine(**store, *executor->launcher, *setup->probe, clock, opts);
   auto recovered = engine.Recover();
   if (!recovered.ok()) return ReportError(recovered.status());
 
@@ -177,6 +180,11 @@ int Serve(Globals& g, const ServeFlags& f) {
                                                        : self.host.c_str(),
               http.port(), StoreDir(g).c_str());
   if (!setup->config_path.empty()) std::printf("config: %s\n", setup->config_path.c_str());
+  if (executor->slurm) {
+    std::printf("executor: slurm (at most %d jobs at once; the store's folders are seen by the "
+                "nodes)\n",
+                executor->max_jobs);
+  }
   std::printf("scheduling policy: %s\n",
               std::string(sched::ToString(setup->config.scheduler.policy)).c_str());
   if (r.experiments > 0) {

@@ -1,4 +1,5 @@
 // drover show RUN: everything recorded about one run.
+#include <algorithm>
 #include <fmt/format.h>
 
 #include "cli/catalog.h"
@@ -118,17 +119,23 @@ int Show(Globals& g, const ShowFlags& f) {
   }
   out += "\nattempts\n";
   std::vector<std::vector<std::string>> rows;
+  // Attempts an executor placed (Slurm) say where instead of the GPUs drover gave.
+  const bool placed = std::any_of(attempts->begin(), attempts->end(),
+                                  [](const Attempt& a) { return !DescribePlacement(a.executor).empty(); });
   for (const auto& a : *attempts) {
     std::string exit = a.signal ? fmt::format("signal {}", a.signal)
                                 : (a.ended ? std::to_string(a.exit_code) : "-");
+    std::string where = placed ? DescribePlacement(a.executor)
+                               : a.cuda_visible_devices.empty() ? "(none)"
+                                                                : a.cuda_visible_devices;
     rows.push_back({std::to_string(a.number), a.ended ? a.reason : "running", exit,
-                    a.cuda_visible_devices.empty() ? "(none)" : a.cuda_visible_devices,
-                    FormatTime(a.started_ms),
+                    where.empty() ? "-" : where, FormatTime(a.started_ms),
                     a.ended ? FormatDuration(a.ended_ms - a.started_ms) : "-",
                     ParamsDiff(run->params, a.params)});
   }
-  out += RenderTable(
-      {"#", "outcome", "exit", "CUDA_VISIBLE_DEVICES", "started", "took", "changed params"}, rows);
+  out += RenderTable({"#", "outcome", "exit", placed ? "where" : "CUDA_VISIBLE_DEVICES",
+                      "started", "took", "changed params"},
+                     rows);
   // Why the last attempt failed, in its own words (the end of its stderr).
   if (!attempts->empty() && attempts->back().ended && !attempts->back().error.empty()) {
     out += fmt::format("\nattempt {} ended with ({}, the end of its stderr):\n",

@@ -15,8 +15,8 @@ using yaml::Describe;
 using yaml::Field;
 using yaml::Find;
 
-const std::vector<std::string> kTopKeys = {"telemetry", "alerts", "detectors", "scheduler",
-                                           "environment"};
+const std::vector<std::string> kTopKeys = {"telemetry", "alerts",      "detectors",
+                                           "scheduler", "environment", "executor"};
 
 Result<DaemonConfig> Parse(const std::string& text, const std::string& source) {
   yaml::Reader r(source);
@@ -35,7 +35,8 @@ Result<DaemonConfig> Parse(const std::string& text, const std::string& source) {
                                    {"alerts", &watch::AlertKeys()},
                                    {"detectors", &watch::DetectorKeys()},
                                    {"scheduler", &sched::SchedulerKeys()},
-                                   {"environment", &EnvironmentKeys()}};
+                                   {"environment", &EnvironmentKeys()},
+                                   {"executor", &ExecutorKeys(true)}};
   yaml::MapRules rules;
   rules.valid = &kTopKeys;
   rules.sections = &sections;
@@ -51,6 +52,9 @@ Result<DaemonConfig> Parse(const std::string& text, const std::string& source) {
   }
   if (const Field* f = Find(top, "environment")) {
     DROVER_RETURN_IF_ERROR(ParseEnvironmentSection(r, *f, &c.environment));
+  }
+  if (const Field* f = Find(top, "executor")) {
+    DROVER_RETURN_IF_ERROR(ParseExecutorSection(r, *f, /*daemon=*/true, &c.executor));
   }
   return c;
 }

@@ -5,6 +5,7 @@
 //   telemetry:, alerts:, detectors:   watch/config.h (docs/metrics.md)
 //   scheduler:                        sched/scheduler_config.h (docs/scheduling.md, "In the daemon")
 //   environment:                      engine/environment_capture.h (docs/execution.md)
+//   executor:                         spec/executor_section.h (docs/slurm.md)
 //
 // Every section and field is optional. Errors carry file:line:column, a did-you-mean for a
 // misspelt key (and, for a section's key written at the top, the section it belongs under), and
@@ -14,6 +15,7 @@
 #include "common/status.h"
 #include "engine/environment_capture.h"
 #include "sched/scheduler_config.h"
+#include "spec/executor_section.h"
 #include "watch/config.h"
 
 namespace drover::config {
@@ -22,6 +24,7 @@ struct DaemonConfig {
   watch::WatchConfig watch;
   sched::SchedulerConfig scheduler;
   EnvironmentConfig environment;
+  ExecutorConfig executor;  // where the daemon's attempts run (local unless kind: slurm)
 };
 
 // The largest config file read: a config is a few hundred bytes; a path to something else (a

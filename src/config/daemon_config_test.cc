@@ -578,3 +578,47 @@ TEST_F(DaemonConfigFileTest, WhatIsNoRegularFileOrTooLargeIsRefusedBeforeItIsRea
 
 }  // namespace
 }  // namespace drover::config
+
+namespace drover::config {
+namespace {
+
+TEST(DaemonConfigExecutor, SlurmWithItsTargetAndLimits) {
+  auto c = Parse(
+      "executor:\n  kind: slurm\n  partition: gpu\n  account: vision\n  qos: normal\n"
+      "  sbatch: [--constraint=a100, --nice=5]\n  max_jobs: 40\n  accounting: jobcomp\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->executor.spec.kind, ExecutorKind::kSlurm);
+  EXPECT_EQ(c->executor.spec.partition, "gpu");
+  EXPECT_EQ(c->executor.spec.account, "vision");
+  EXPECT_EQ(c->executor.spec.qos, "normal");
+  EXPECT_EQ(c->executor.spec.sbatch, (std::vector<std::string>{"--constraint=a100", "--nice=5"}));
+  EXPECT_EQ(c->executor.max_jobs, 40);
+  EXPECT_EQ(c->executor.accounting, "jobcomp");
+  auto d = Parse("telemetry: {period: 5s}\n");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->executor.spec.kind, ExecutorKind::kLocal);
+  EXPECT_EQ(d->executor.max_jobs, 256);
+}
+
+TEST(DaemonConfigExecutor, MistakesSayWhatToWrite) {
+  EXPECT_NE(Error("executor: {kind: slurmm}\n").find("slurm"), std::string::npos);
+  EXPECT_NE(Error("executor: {kind: slurm, max_jobs: 0}\n").find("from 1 to 100000"),
+            std::string::npos);
+  EXPECT_NE(Error("executor: {kind: slurm, sbatch: [--job-name=x]}\n")
+                .find("'--job-name' is drover's to set"),
+            std::string::npos);
+  EXPECT_NE(Error("executor: {kind: slurm, sbatch: [-o, out]}\n").find("'-o' is drover's"),
+            std::string::npos);
+  EXPECT_NE(Error("executor: {kind: slurm, sbatch: [constraint=a100]}\n")
+                .find("does not start with '-'"),
+            std::string::npos);
+  EXPECT_NE(Error("executor: {partition: gpu}\n").find("write kind: slurm"), std::string::npos);
+  EXPECT_NE(Error("executor: {kind: slurm, partition: \"gpu; rm -rf /\"}\n")
+                .find("must be a Slurm name"),
+            std::string::npos);
+  EXPECT_NE(Error("executor: {kind: slurm, partiton: gpu}\n").find("partition"), std::string::npos);
+  EXPECT_NE(Error("partition: gpu\n").find("executor"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace drover::config

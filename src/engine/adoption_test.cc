@@ -320,3 +320,44 @@ TEST_F(AdoptionTest, AnEngineWithoutShimsLooksForNoUnrecordedStart) {
 
 }  // namespace
 }  // namespace drover
+
+namespace drover {
+namespace {
+
+// An adopted run that ends before the next engine's loop first looks (the loop's first Wait,
+// which looks for an interrupt) is recorded from that look: it does not stay running for ever.
+TEST_F(AdoptionTest, AnAdoptedRunThatEndsBeforeTheLoopsFirstLookIsRecorded) {
+  Spec spec = ParseSpec("name: one\ncommand: ./train.sh\nresources: {gpus: 0, cpus: 1}\n");
+  FakeLauncher first(clock_, [](const LaunchSpec&) {
+    FakeProcess p;
+    p.duration_ms = 3'600'000;
+    return p;
+  });
+  FakeGpuProbe probe({});
+  int64_t id = 0;
+  {
+    Engine engine(*store_, first, probe, clock_, ShimOptions());
+    auto sub = engine.Submit(spec);
+    ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+    id = sub->runs[0].id;
+    int waits = 0;
+    first.on_wait = [&](FakeLauncher& l) {
+      if (++waits == 3) l.pending_interrupt = SIGTERM;  // drain: the run is left running
+    };
+    ASSERT_TRUE(engine.Serve(nullptr).ok());
+  }
+  const Attempt a = Attempts(id).at(0);
+  ASSERT_FALSE(a.ended);
+  FakeLauncher next(clock_, [](const LaunchSpec&) { return FakeProcess{100, 0}; });
+  next.foreign[static_cast<int>(a.pid)] = {1, /*remaining_ms=*/0, 0};
+  Engine engine(*store_, next, probe, clock_, ShimOptions());
+  auto summary = engine.Recover();
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->adopted, 1);
+  ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
+  EXPECT_EQ(RunOf(id).state, RunState::kSucceeded);
+  EXPECT_TRUE(next.launches.empty());  // not run again
+}
+
+}  // namespace
+}  // namespace drover

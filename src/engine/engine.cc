@@ -42,6 +42,14 @@ Engine::Engine(Store& store, ProcessLauncher& launcher, GpuProbe& gpus, Clock& c
       options_(std::move(options)),
       hostname_(Hostname()) {
   policy_ = options_.scheduler.Policy();
+  if (placed_by_executor()) {
+    // Slurm places each attempt: drover's pool is how many may be submitted at once; every job
+    // outlives this engine and records its end (the exit record, slurm/sbatch.h); its working
+    // copy is a copy the nodes can read (an overlay is mounted in a local namespace).
+    options_.cpu_slots = std::max(1, options_.executor_max_jobs);
+    options_.use_shim = true;
+    options_.overlay_working_copies = false;
+  }
   if (options_.cpu_slots <= 0) {
     options_.cpu_slots = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
@@ -71,6 +79,12 @@ std::vector<sched::GpuState> PoolOf(const std::vector<GpuDevice>& devices, int64
 
 Status Engine::InitGpus() {
   if (gpus_ready_) return Status::Ok();
+  if (placed_by_executor()) {
+    // The GPUs are the cluster's: this machine's (if any) are not drover's to hand out.
+    book_ = sched::GpuBook(std::vector<sched::GpuState>{});
+    gpus_ready_ = true;
+    return Status::Ok();
+  }
   auto devices = probe_.Devices();
   if (!devices.ok()) return devices.status().WithContext("listing GPUs");
   devices_ = *devices;
@@ -307,14 +321,25 @@ void Engine::TakeRequests() {
   }
 }
 
+void Engine::TakeNews(const WaitResult& w, Instant now, bool serve) {
+  // Exits first: a run that ended before the interrupt keeps its real outcome, and its group id
+  // is never signalled after it was reaped.
+  // Starts before exits: a run that started and ended within one wait has its pid recorded.
+  for (const auto& started : w.started) HandleStarted(started, now);
+  for (const auto& news : w.placements) HandlePlacement(news, now);
+  for (const auto& exit : w.exits) HandleExit(exit, now);
+  OnInterrupt(w.interrupt_signal, now, serve);
+}
+
 Status Engine::Loop(EngineObserver* observer, bool serve) {
   observer_ = observer;
   serve_ = serve;
   DROVER_RETURN_IF_ERROR(InitGpus());
   SeedPredictor();
   // A Ctrl-C while the experiment was being submitted (snapshot, package list) is pending: honour
-  // it before anything starts.
-  OnInterrupt(launcher_.Wait(0).interrupt_signal, clock_.At(), serve);
+  // it before anything starts. Whatever else this first look collects counts too: an adopted run
+  // that ended since Recover() (its end is reported once, here) must not stay running for ever.
+  TakeNews(launcher_.Wait(0), clock_.At(), serve);
   next_tail_mono_ = clock_.Monotonic() + options_.tail_interval_ms;
   next_sample_mono_ = clock_.Monotonic();
   auto keep_going = [&] {
@@ -368,12 +393,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     if (!serve) wait = std::min(wait, std::max<Millis>(0, next_request_mono_ - mono));
     WaitResult w = launcher_.Wait(wait);
     now = clock_.At();
-    // Exits first: a run that ended before the interrupt keeps its real outcome, and its group id
-    // is never signalled after it was reaped.
-    // Starts before exits: a run that started and ended within one wait has its pid recorded.
-    for (const auto& started : w.started) HandleStarted(started, now);
-    for (const auto& exit : w.exits) HandleExit(exit, now);
-    OnInterrupt(w.interrupt_signal, now, serve);
+    TakeNews(w, now, serve);
     if (!serve && now.mono >= next_request_mono_) {
       next_request_mono_ = now.mono + kRequestPollMs;
       TakeRequests();
@@ -468,6 +488,7 @@ void Engine::StalledPass(Instant now) {
   WaitResult w = launcher_.Wait(std::min(wait, options_.serve_poll_ms));
   WaitResult& held = stall_->held;
   for (auto& started : w.started) held.started.push_back(std::move(started));
+  for (auto& news : w.placements) held.placements.push_back(std::move(news));
   for (auto& exit : w.exits) {
     if (exit.ended_ms == 0) exit.ended_ms = clock_.Now();  // its end time, not the recovery's
     held.exits.push_back(std::move(exit));
@@ -510,6 +531,7 @@ void Engine::LeaveStall(Instant now) {
   RaiseAlert(std::move(a), stall.since_wall);
   // What the launcher reported meanwhile, in the order it came.
   for (const auto& started : stall.held.started) HandleStarted(started, now);
+  for (const auto& news : stall.held.placements) HandlePlacement(news, now);
   for (const auto& exit : stall.held.exits) {
     Instant at = now;  // recorded as ending when it ended, not when the store came back
     if (exit.ended_ms > 0 && exit.ended_ms < now.wall) at.wall = exit.ended_ms;
@@ -680,6 +702,7 @@ void Engine::Schedule(Instant now) {
     p.priority = r.priority;
     p.seq = r.id;
     p.resources = r.resources;
+    if (placed_by_executor()) p.resources = Resources{0, 0, 1};  // one job; Slurm places it
     // The backoff waits on the monotonic clock; Decide() compares with wall time, so it gets the
     // same moment expressed in wall time now.
     p.not_before_ms =
@@ -695,7 +718,7 @@ void Engine::Schedule(Instant now) {
     auto exp_it = experiments_.find(cls.experiment_id);
     if (exp_it == experiments_.end()) continue;
     const ExperimentEntry& exp = *exp_it->second;
-    const Resources& res = exp.spec.resources;
+    const Resources res = placed_by_executor() ? Resources{0, 0, 1} : exp.spec.resources;
     const int running = view.running.count(cls.experiment_id) ? view.running.at(cls.experiment_id)
                                                               : 0;
     const bool whole_gpus = res.gpus > 0 && res.gpu_memory == 0;
@@ -840,6 +863,7 @@ void Engine::CheckDeadlines(Instant now) {
     if (it == live_.end()) continue;
     Live* live = it->second.get();
     if (!live->attempt || live->starting) continue;  // its clocks start once it has started
+    if (live->placed_pending) continue;  // waiting in Slurm: its clocks start when it runs
     if (live->collecting) continue;  // ended: its outputs are being stored
     int pid = static_cast<int>(live->attempt->pid);
     if (EndHeld(*live)) continue;  // ended during a stall: nothing left to stop or kill

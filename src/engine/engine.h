@@ -81,6 +81,9 @@ struct EngineOptions {
   // come back (engine/proposals.h). Off: proposed at once on the loop (the engine tests, for
   // determinism with the fake clock).
   bool proposals_off_loop = true;
+  // Under an executor that places attempts itself (the launcher's kind() is not local, e.g.
+  // Slurm): at most this many of its attempts submitted and not ended at once (executor.max_jobs).
+  int executor_max_jobs = 256;
 };
 
 // What Recover() found in the store.
@@ -328,6 +331,17 @@ class Engine {
   // start line, or a live process whose GPUs cannot be read): ForgetUnrecordedStart then.
   bool RecordUnrecordedStart(Live& live, Instant now);
   void HandleExit(const ProcessExit& exit, Instant now);
+  // What one Wait() reported: starts, placements and exits handled, then the interrupt.
+  void TakeNews(const WaitResult& w, Instant now, bool serve);
+  // Where an executor that places attempts (Slurm) has one now: stored with the attempt; its
+  // timeout and stall clocks start when it first runs.
+  void HandlePlacement(const PlacementNews& news, Instant now);
+  // Whether attempts run as jobs of an executor that places them (Slurm): then drover's pool is
+  // executor.max_jobs attempts at once, each one slot, and the GPUs are the executor's to give.
+  bool placed_by_executor() const { return launcher_.kind() != ExecutorKind::kLocal; }
+  // The CPU slots a run holds in the pool: its cpus, or one attempt's slot under an executor that
+  // places attempts.
+  int SlotsOf(const Live& live) const;
   void EndAttempt(Live& live, AttemptOutcome outcome, const std::string& detail, Instant now);
   void ApplyCancel(Instant now);
   void CancelLive(Live& live, Instant now);

@@ -77,6 +77,7 @@ void Engine::CountEarlierAttempts(Live& live, const std::vector<Attempt>& attemp
 
 Result<RecoverySummary> Engine::Recover() {
   DROVER_RETURN_IF_ERROR(InitGpus());
+  DROVER_RETURN_IF_ERROR(launcher_.BeginRecovery());
   // Requests left for an engine that is gone are not for this one.
   ClearEngineRequests(options_.store_dir);
   RecoverySummary summary;
@@ -188,6 +189,12 @@ Result<RecoverySummary> Engine::Recover() {
       l.started_mono = now.mono - std::max<Millis>(0, now.wall - a.started_ms);
       const Millis timeout = SpecOf(l).timeout_ms;
       l.deadline_mono = timeout > 0 ? l.started_mono + timeout : 0;
+      const std::string placed_state = a.executor.value("state", "");
+      if (placed_by_executor() && (placed_state.empty() || placed_state == "SUBMITTED" ||
+                                   placed_state == "PENDING")) {
+        l.placed_pending = true;  // still waiting in Slurm: its clocks start when it runs
+        l.deadline_mono = 0;
+      }
       l.last_output_mono = now.mono;
       if (a.pid == 0 && !a.exit_path.empty()) {
         // The engine died between recording the attempt and learning its pid: the shim's pid
@@ -201,7 +208,13 @@ Result<RecoverySummary> Engine::Recover() {
       }
       const Attempt& known = *l.attempt;
       int pid = static_cast<int>(known.pid);
-      bool alive = pid > 0 && known.pid_start > 0 && launcher_.StartTicks(pid) == known.pid_start;
+      // An attempt another executor ran (a Slurm job's id is no pid here, nor the reverse) is
+      // not this launcher's to look up or signal: its end is read from its record, or it is lost.
+      const bool other_executor =
+          known.executor.value("kind", std::string(ToString(ExecutorKind::kLocal))) !=
+          ToString(launcher_.kind());
+      bool alive = !other_executor && pid > 0 && known.pid_start > 0 &&
+                   launcher_.StartTicks(pid) == known.pid_start;
       if (alive && known.exit_path.empty()) {
         // Started without a shim by an engine that is gone: nobody can learn how it ends, so it
         // is stopped and run again rather than left running unwatched.
@@ -247,6 +260,7 @@ Result<RecoverySummary> Engine::Recover() {
     auto it = live_.find(id);
     if (it != live_.end() && !it->second->awaiting_needs) Admit(*it->second, now);
   }
+  launcher_.EndRecovery();
   DROVER_RETURN_IF_ERROR(Flush());
   return summary;
 }
@@ -286,6 +300,7 @@ bool Engine::RecordUnrecordedStart(Live& live, Instant now) {
   a.hostname = hostname_;
   a.drover_version = DROVER_VERSION;
   a.started_ms = StartedMs(a, now.wall);
+  if (placed_by_executor()) a.executor = {{"kind", ToString(launcher_.kind())}, {"job_id", a.pid}};
   spdlog::info("run {}: attempt {} was started by the last engine, which stopped before recording "
                "it; taken over ({})",
                r.id, a.number, alive ? "still running" : "ended since");

@@ -234,6 +234,7 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
   a.stdout_path = files.Stdout(a.number);
   a.stderr_path = files.Stderr(a.number);
   if (options_.use_shim) a.exit_path = files.Exit(a.number);
+  if (placed_by_executor()) live.placed_pending = true;
 
   live.last_output_mono = now.mono;
   live.started_mono = now.mono;
@@ -267,6 +268,11 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
     ls.exit_path = a.exit_path;
     ls.overlay = overlay;
     if (!overlay.empty()) ls.data = DataMounts(live, a.workdir);
+    ls.request.run_id = run.id;
+    ls.request.attempt = a.number;
+    ls.request.resources = SpecOf(live).resources;
+    ls.request.time_limit_ms = SpecOf(live).timeout_ms;
+    ls.request.executor = SpecOf(live).executor;
     if (launcher_.StartsInBackground() && !ls.exit_path.empty()) {
       // The supervisor starts it while this loop goes on; HandleStarted records it once it has
       // a pid. Meanwhile it holds its resources as a running attempt would.
@@ -284,6 +290,10 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
       if (pid.ok()) {
         a.pid = *pid;
         a.pid_start = launcher_.StartTicks(*pid);
+        if (placed_by_executor()) {
+          a.executor = {{"kind", ToString(launcher_.kind())}, {"job_id", a.pid},
+                        {"state", "SUBMITTED"}};
+        }
       } else {
         launch = pid.status();
       }
@@ -379,15 +389,47 @@ void Engine::RecordStart(Live& live, Attempt a, const Status& launch, Instant no
   }
   pid_to_run_[a.pid] = run.id;
   const Millis timeout = SpecOf(live).timeout_ms;
-  live.deadline_mono = timeout > 0 ? now.mono + timeout : 0;
+  live.deadline_mono = timeout > 0 && !live.placed_pending ? now.mono + timeout : 0;
   if (!a.stopping) live.kill_at_mono = 0;  // else stopped while it was starting: the kill stands
   SetState(live, RunEvent::kStart,
-           a.cuda_visible_devices.empty() ? "on CPU" : "on GPU " + a.cuda_visible_devices, now);
+           placed_by_executor()             ? fmt::format("submitted as Slurm job {}", a.pid)
+           : a.cuda_visible_devices.empty() ? "on CPU"
+                                            : "on GPU " + a.cuda_visible_devices,
+           now);
 }
 
 void Engine::Reserve(Live& live, const sched::StartAction& action) {
   live.placement = action;
-  book_.Apply(action, live.run.resources.cpus);
+  book_.Apply(action, SlotsOf(live));
+}
+
+int Engine::SlotsOf(const Live& live) const {
+  return placed_by_executor() ? 1 : live.run.resources.cpus;
+}
+
+void Engine::HandlePlacement(const PlacementNews& news, Instant now) {
+  auto pit = pid_to_run_.find(news.pid);
+  if (pit == pid_to_run_.end()) return;
+  auto it = live_.find(pit->second);
+  if (it == live_.end() || !it->second->attempt) return;
+  Live& live = *it->second;
+  Attempt& a = *live.attempt;
+  const std::string state = news.executor.value("state", "");
+  if (live.placed_pending && state != "SUBMITTED" && state != "PENDING" && !state.empty()) {
+    // It runs (or ended) now: its run time, timeout and stall clocks start here.
+    live.placed_pending = false;
+    live.started_mono = now.mono;
+    live.last_output_mono = now.mono;
+    const Millis timeout = SpecOf(live).timeout_ms;
+    live.deadline_mono = timeout > 0 ? now.mono + timeout : 0;
+  }
+  if (a.executor == news.executor) return;
+  a.executor = news.executor;
+  Tx();
+  if (Status st = store_.UpdateAttempt(a); !st.ok()) Fail(st);
+  const Run run = live.run;
+  const Attempt copy = a;
+  Notify([this, run, copy] { observer_->OnRunChanged(run, &copy, ""); });
 }
 
 void Engine::SetState(Live& live, RunEvent event, const std::string& note, Instant now) {
@@ -420,7 +462,7 @@ void Engine::SetState(Live& live, RunEvent event, const std::string& note, Insta
 }
 
 void Engine::Release(Live& live) {
-  book_.Release(live.placement, live.run.resources.cpus);
+  book_.Release(live.placement, SlotsOf(live));
   live.placement = {};
 }
 
@@ -442,7 +484,10 @@ void Engine::HandleExit(const ProcessExit& exit, Instant now) {
   AttemptOutcome outcome = exit.lost ? AttemptOutcome::kInterrupted
                            : a.stopping
                                ? OutcomeOf(*a.stopping, exit.exit_code == 0 && exit.signal == 0)
-                               : ClassifyExit(ExitFacts{exit.exit_code, exit.signal, tail});
+                           : exit.outcome ? *exit.outcome
+                                          : ClassifyExit(ExitFacts{exit.exit_code, exit.signal, tail});
+  // The executor's own account of an end it caused (Slurm's TIMEOUT, a preemption by Slurm).
+  if (!a.stopping && exit.outcome == AttemptOutcome::kPreempted) live.preempt_why = exit.detail;
   // Why it failed in its own words, kept with the attempt (the log may be gone by the time
   // someone asks): the last lines of stderr.
   if (outcome == AttemptOutcome::kExitCode || outcome == AttemptOutcome::kSignal ||
@@ -471,8 +516,15 @@ void Engine::HandleExit(const ProcessExit& exit, Instant now) {
   }
   if (outcome == AttemptOutcome::kPreempted) {
     size_t gpus = a.gpus.size();
-    detail = fmt::format("preempted: {}; ran {} on {} GPU{}", live.preempt_why,
-                         FormatDuration(now.mono - live.started_mono), gpus, gpus == 1 ? "" : "s");
+    detail = placed_by_executor()
+                 ? fmt::format("preempted: {}; ran {}", live.preempt_why,
+                               FormatDuration(now.mono - live.started_mono))
+                 : fmt::format("preempted: {}; ran {} on {} GPU{}", live.preempt_why,
+                               FormatDuration(now.mono - live.started_mono), gpus,
+                               gpus == 1 ? "" : "s");
+  }
+  if (!exit.detail.empty() && !a.stopping && outcome != AttemptOutcome::kPreempted) {
+    detail = exit.detail;  // the executor's words (Slurm: TIMEOUT, a job Slurm forgot)
   }
   if (outcome == AttemptOutcome::kPruned && live.exp->pruner) {
     if (const RungRecord* r = live.exp->pruner->PrunedAt(live.run.id)) {

@@ -53,6 +53,19 @@ Status CheckSpecFits(const Spec& spec, const std::vector<sched::GpuState>& pool,
 
 Status Engine::CheckSubmit(const Spec& spec) {
   DROVER_RETURN_IF_ERROR(InitGpus());
+  const ExecutorKind here = launcher_.kind();
+  if (spec.executor.given && spec.executor.kind != here) {
+    return FailedPrecondition(
+        here == ExecutorKind::kLocal
+            ? "the spec says executor: {kind: slurm}, and this drover runs attempts on this "
+              "machine; run it with `drover run` (which submits to Slurm when the spec says so), "
+              "or serve a daemon with executor: {kind: slurm} in its config (docs/slurm.md)"
+            : "the spec says executor: {kind: local}, and this daemon submits every attempt to "
+              "Slurm (its config's executor:); leave executor out of the spec, or run it with "
+              "`drover run --store OTHER` on a machine of its own");
+  }
+  // Slurm says whether a job can ever run (sbatch refuses it at once otherwise).
+  if (here != ExecutorKind::kLocal) return Status::Ok();
   return CheckSpecFits(spec, book_.gpus(), options_.scheduler.gpu_reserve, options_.cpu_slots);
 }
 

@@ -84,6 +84,9 @@ struct Engine::Live {
   // Its start was handed to the launcher (BeginStart) and has not been reported yet: the attempt
   // holds its resources but has no pid and no row in the store.
   bool starting = false;
+  // Submitted to an executor that places it (Slurm) and not running there yet: its timeout and
+  // stall clocks start when the executor says it runs (Engine::HandlePlacement).
+  bool placed_pending = false;
   // Taken over from the store by Recover: the last engine may have started its next attempt
   // without recording it (Launch looks for that attempt's exit file once, before its first start
   // here; runs this engine submitted or started cannot have one).

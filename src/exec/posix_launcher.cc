@@ -721,7 +721,8 @@ Result<ShimStart> ReadRecordedStart(const ExitRecordAt& at) {
   std::string first = text.substr(0, end);
   s.pid = std::strtoll(first.c_str(), &rest, 10);
   s.start_ticks = rest ? std::strtoll(rest, nullptr, 10) : 0;
-  if (s.pid <= 1 || s.start_ticks <= 0) {
+  // (A Slurm job's record has its job id, which may be 1: slurm/launcher.h.)
+  if (s.pid <= 0 || s.start_ticks <= 0) {
     return Status(Code::kInternal, Where(at) + " starts with '" + first.substr(0, 80) +
                                        "', not a shim's pid and start time");
   }

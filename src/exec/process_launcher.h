@@ -7,10 +7,23 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "exec/working_copy.h"
+#include "model/run.h"
+#include "model/spec.h"
 
 namespace drover {
+
+// Which attempt a launch is and what it asks for: what an executor that places attempts itself
+// (Slurm, slurm/launcher.h) hands on; the local launcher has the GPUs in the environment already.
+struct AttemptRequest {
+  int64_t run_id = 0;
+  int attempt = 0;
+  Resources resources;
+  Millis time_limit_ms = 0;  // the spec's timeout (0: none)
+  ExecutorSpec executor;     // the spec's executor: (partition, account, ...), where it wrote one
+};
 
 struct LaunchSpec {
   std::vector<std::string> argv;  // argv[0] is looked up in PATH when it has no '/'
@@ -29,6 +42,7 @@ struct LaunchSpec {
   // Data shown read-only in the overlay's working copy (bound in the run's mount namespace; only
   // with an overlay: a copied working copy has symbolic links to the data instead).
   std::vector<DataMount> data;
+  AttemptRequest request;
 };
 
 struct ProcessExit {
@@ -38,6 +52,17 @@ struct ProcessExit {
   bool lost = false;     // an adopted shim is gone and left no exit file: the end is unknown
   int64_t ended_ms = 0;  // wall-clock end from a shim's exit file; 0 when there is none
   std::string error;     // a shim could not start the program (exit_code 127): why
+  // An executor that knows more than the exit status (Slurm: TIMEOUT, PREEMPTED, NODE_FAIL,
+  // OUT_OF_MEMORY) says how the attempt ended; unset: the engine classifies the exit itself.
+  std::optional<AttemptOutcome> outcome;
+  std::string detail;  // in the executor's words, for the attempt's record ("Slurm: TIMEOUT")
+};
+
+// Where an executor placed a running attempt, as it changed (a Slurm job's state, node, pending
+// reason): stored with the attempt (Attempt::executor) and shown by ls, show and the web UI.
+struct PlacementNews {
+  int pid = 0;  // the attempt's handle (a Slurm job id)
+  Json executor;
 };
 
 // The attribute of an attempt's stdout log that holds its exit record when the supervisor wrote
@@ -69,11 +94,15 @@ struct WaitResult {
   std::vector<ProcessExit> exits;
   int interrupt_signal =
       0;  // SIGINT/SIGTERM/SIGHUP received by drover itself while waiting, else 0
+  std::vector<PlacementNews> placements;
 };
 
 class ProcessLauncher {
  public:
   virtual ~ProcessLauncher() = default;
+  // Where it runs attempts: on this machine (pids and process groups) or as Slurm jobs (the
+  // handle is the job id; GPUs are placed by Slurm, not by drover's pool).
+  virtual ExecutorKind kind() const { return ExecutorKind::kLocal; }
   // Starts the process as the leader of a new process group; returns its pid (== pgid).
   virtual Result<int> Start(const LaunchSpec& spec) = 0;
   // Whether BeginStart hands a start to another process (the daemon's supervisor) and returns
@@ -108,6 +137,12 @@ class ProcessLauncher {
   // none; a pid whose start time is not `start_ticks` is reported gone at once. SignalGroup works
   // on its group while the shim lives.
   virtual void Adopt(int pid, int64_t start_ticks, const ExitRecordAt& record) = 0;
+  // Engine::Recover calls these around its adoption: before it, the launcher may look up what it
+  // needs to tell live attempts (Slurm: the store's jobs, one squeue; an error stops the
+  // recovery: the daemon does not start blind); after it, what no attempt was adopted for may be
+  // stopped (a Slurm job the last engine submitted and did not record).
+  virtual Status BeginRecovery() { return Status::Ok(); }
+  virtual void EndRecovery() {}
   // Makes a Wait() in progress return at once (or the next one, if none is in progress), with
   // whatever it has collected: another thread has work for the waiting one (a posted command).
   // Safe from any thread. The default does nothing (Wait returns at its timeout).

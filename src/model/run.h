@@ -142,6 +142,9 @@ struct Attempt {
   std::string error;
   // While it is being stopped (not ended): why. Stored in the reason column until it ends.
   std::optional<StopReason> stopping;
+  // Where an executor other than this machine placed it (docs/slurm.md): {"kind": "slurm",
+  // "job_id", "partition", "node", "state", "reason"}; empty for a local attempt.
+  Json executor = Json::object();
 };
 
 // One run's curve of one metric in its latest attempt (the attempt whose values the run shows),
@@ -258,5 +261,9 @@ struct Environment {
   std::string hostname;
   std::string gpu_info;  // nvidia-smi -q / NVML summary, or "" without a GPU
 };
+
+// Where an executor placed an attempt, in words (Attempt::executor): "Slurm job 12 on node3
+// (partition gpu)", "Slurm job 12, pending (Priority)"; "" for a local attempt.
+std::string DescribePlacement(const Json& executor);
 
 }  // namespace drover

@@ -26,16 +26,42 @@ const StageSpec* FindStage(const Spec& spec, const std::string& name) {
   return nullptr;
 }
 
+std::string_view ToString(ExecutorKind k) { return k == ExecutorKind::kSlurm ? "slurm" : "local"; }
+
+Json ExecutorJson(const ExecutorSpec& e) {
+  Json j = {{"kind", ToString(e.kind)}};
+  if (!e.partition.empty()) j["partition"] = e.partition;
+  if (!e.account.empty()) j["account"] = e.account;
+  if (!e.qos.empty()) j["qos"] = e.qos;
+  if (!e.sbatch.empty()) j["sbatch"] = e.sbatch;
+  return j;
+}
+
+ExecutorSpec ExecutorFrom(const Json& j) {
+  ExecutorSpec e;
+  if (!j.is_object()) return e;
+  e.given = true;
+  e.kind = j.value("kind", "local") == "slurm" ? ExecutorKind::kSlurm : ExecutorKind::kLocal;
+  e.partition = j.value("partition", "");
+  e.account = j.value("account", "");
+  e.qos = j.value("qos", "");
+  e.sbatch = j.value("sbatch", std::vector<std::string>{});
+  return e;
+}
+
 namespace {
 
 Json ResourcesJson(const Resources& r) {
-  return {{"gpus", r.gpus}, {"gpu_memory", r.gpu_memory}, {"cpus", r.cpus}};
+  Json j = {{"gpus", r.gpus}, {"gpu_memory", r.gpu_memory}, {"cpus", r.cpus}};
+  if (r.memory > 0) j["memory"] = r.memory;
+  return j;
 }
 Resources ResourcesFrom(const Json& r) {
   Resources out;
   out.gpus = r.value("gpus", 0);
   out.gpu_memory = r.value("gpu_memory", int64_t{0});
   out.cpus = r.value("cpus", 1);
+  out.memory = r.value("memory", int64_t{0});
   return out;
 }
 Json MonitorJson(const MonitorPolicy& m) {
@@ -104,6 +130,7 @@ Json SpecToJson(const Spec& s) {
     j["param_order"] = order;
   }
   j["resources"] = ResourcesJson(s.resources);
+  if (s.executor.given) j["executor"] = ExecutorJson(s.executor);
   j["priority"] = s.priority;
   if (!s.group.empty()) j["group"] = s.group;
   j["preemptible"] = s.preemptible;
@@ -165,6 +192,7 @@ Result<Spec> SpecFromJson(const Json& j) {
       if (!s.params.contains(name)) s.params[name] = OrderedJson::parse(value.dump());
     }
     s.resources = ResourcesFrom(j.at("resources"));
+    if (j.contains("executor")) s.executor = ExecutorFrom(j.at("executor"));
     s.priority = j.value("priority", 0);
     s.group = j.value("group", "");
     s.preemptible = j.value("preemptible", true);
@@ -290,6 +318,28 @@ std::string ScoreSummaryText(ScoreSummary summary, int last_k) {
       break;
   }
   return "last";
+}
+
+}  // namespace drover
+
+namespace drover {
+
+std::string DescribePlacement(const Json& executor) {
+  if (!executor.is_object() || executor.value("kind", "") != "slurm") return "";
+  std::string out = "Slurm job " + std::to_string(executor.value("job_id", int64_t{0}));
+  const std::string state = executor.value("state", "");
+  const std::string node = executor.value("node", "");
+  const std::string partition = executor.value("partition", "");
+  const std::string reason = executor.value("reason", "");
+  if (state == "SUBMITTED" || state == "PENDING") {
+    out += ", pending";
+    if (!reason.empty()) out += " (" + reason + ")";
+    return out;
+  }
+  if (!node.empty()) out += " on " + node;
+  if (!partition.empty()) out += " (partition " + partition + ")";
+  if (!state.empty() && state != "RUNNING") out += ", " + state;
+  return out;
 }
 
 }  // namespace drover

@@ -20,7 +20,26 @@ struct Resources {
   int gpus = 0;            // GPUs per run; 0 = CPU only
   int64_t gpu_memory = 0;  // bytes per GPU; 0 = the whole GPU (exclusive)
   int cpus = 1;            // CPU slots per run
+  // Host memory per run in bytes (0: the executor's default). The Slurm executor asks for it
+  // (--mem); the local executor does not enforce it.
+  int64_t memory = 0;
 };
+
+// Where an experiment's attempts run (docs/slurm.md): on this machine, or each as a Slurm job.
+enum class ExecutorKind { kLocal, kSlurm };
+std::string_view ToString(ExecutorKind k);
+// `executor:` of a spec or of the daemon config. A spec's fields (where set) override the
+// daemon's; its sbatch flags come after the daemon's.
+struct ExecutorSpec {
+  ExecutorKind kind = ExecutorKind::kLocal;
+  bool given = false;      // written in the spec (else the daemon's or `drover run`'s default)
+  std::string partition;   // sbatch --partition ("": the cluster's default)
+  std::string account;     // --account
+  std::string qos;         // --qos
+  std::vector<std::string> sbatch;  // extra sbatch flags, as written ("--constraint=a100")
+};
+Json ExecutorJson(const ExecutorSpec& e);
+ExecutorSpec ExecutorFrom(const Json& j);
 
 // How a run's curve of the objective becomes the one number it is ranked by (objective.summary,
 // docs/spec.md): its last value, its best (the highest for max, the lowest for min), or the mean
@@ -133,6 +152,7 @@ struct Spec {
   // name -> scalar, array (a grid axis) or mapping (a distribution searched: search/space.h)
   OrderedJson params = OrderedJson::object();
   Resources resources;
+  ExecutorSpec executor;  // executor: (docs/slurm.md)
   int priority = 0;      // higher runs first
   // The fair-share / quota group of the experiment's runs (the daemon's scheduler.groups);
   // "" = none (the runs weigh 1 and have no quota).

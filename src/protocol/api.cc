@@ -613,6 +613,7 @@ Result<Attempt> AttemptFromJson(const Json& j) {
   f.Get("hostname", a.hostname);
   f.Get("drover_version", a.drover_version);
   if (!f.ok()) return f.status();
+  if (auto it = j.find("executor"); it != j.end() && it->is_object()) a.executor = *it;
   if (auto it = j.find("stopping"); it != j.end() && it->is_string()) {
     a.stopping = ParseStopReason(it->get<std::string>());
   }

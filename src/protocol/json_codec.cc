@@ -73,7 +73,9 @@ Json ToJson(const Attempt& a) {
           {"stdout_path", a.stdout_path},
           {"stderr_path", a.stderr_path},
           {"hostname", a.hostname},
-          {"drover_version", a.drover_version}};
+          {"drover_version", a.drover_version},
+          {"executor", a.executor},
+          {"placement", DescribePlacement(a.executor)}};
 }
 
 Json ToJson(const MetricPoint& p) {

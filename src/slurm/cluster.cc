@@ -36,9 +36,16 @@ Result<std::pair<int, std::string>> CommandCluster::Call(const std::vector<std::
   o.max_output_bytes = 256LL << 20;  // squeue --json of a busy cluster is large
   DROVER_ASSIGN_OR_RETURN(Captured c, RunAndCapture(wrapped, o));
   if (c.exit_code == 127) {
+    // The program, past `env -i NAME=VALUE...` where there is one.
+    std::string program = argv.front();
+    for (const std::string& a : argv) {
+      if (a == "/usr/bin/env" || a == "-i" || a.find('=') != std::string::npos) continue;
+      program = a;
+      break;
+    }
     return NotFound(fmt::format("{} is not installed here (Slurm's client commands: "
                                 "apt-get install slurm-client)",
-                                argv.front()));
+                                program));
   }
   return std::make_pair(c.exit_code, std::move(c.out));
 }
@@ -52,7 +59,16 @@ Result<int64_t> CommandCluster::Submit(const Target& target, const Submission& s
     if (!out) return Status(Code::kIo, "cannot write the job's script '" + s.script_path + "'");
   }
   chmod(s.script_path.c_str(), 0700);
-  DROVER_ASSIGN_OR_RETURN(auto r, Call(SbatchArgv(target, s)));
+  // sbatch runs with a small environment (what it needs to find Slurm), which the job inherits
+  // (--export=ALL) and the script then sets the run's over: nothing else of the daemon's leaks in.
+  std::vector<std::string> argv = {"/usr/bin/env", "-i"};
+  for (const char* keep : {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ",
+                           "SLURM_CONF"}) {
+    if (const char* v = std::getenv(keep)) argv.push_back(std::string(keep) + "=" + v);
+  }
+  const std::vector<std::string> sbatch = SbatchArgv(target, s);
+  argv.insert(argv.end(), sbatch.begin(), sbatch.end());
+  DROVER_ASSIGN_OR_RETURN(auto r, Call(argv));
   const std::string text(Trim(r.second));
   // --parsable: "ID" or "ID;CLUSTER".
   const std::string first = text.substr(0, text.find_first_of(";\n"));

@@ -52,18 +52,42 @@ Result<std::string> BatchScript(const Submission& s) {
   for (const std::string& a : s.argv) {
     if (a.find('\0') != std::string::npos) return InvalidArgument("the command holds a NUL byte");
   }
-  out += "cd " + Quote(s.workdir) + " || exit 127\n";
-  out += "exec";
-  for (const std::string& a : s.argv) out += " " + Quote(a);
-  return out + "\n";
+  std::string command;
+  for (const std::string& a : s.argv) command += " " + Quote(a);
+  if (s.exit_path.empty()) {
+    out += "cd " + Quote(s.workdir) + " || exit 127\n";
+    return out + "exec" + command + "\n";
+  }
+  // The end, as the local shim records it: a signal while the command runs (scancel sends
+  // SIGTERM to every process of the job) is taken after the command ends, so the record is
+  // written; SIGKILL after Slurm's KillWait leaves none (the accounting says how it ended).
+  const std::string record = Quote(s.exit_path);
+  out += "drover_end() {\n";
+  out += "  if [ \"$1\" -gt 128 ]; then c=-1; g=$(($1 - 128)); else c=$1; g=0; fi\n";
+  out += "  printf '{\"exit_code\": %d, \"signal\": %d, \"ended_ms\": %s%s}\\n' \"$c\" \"$g\" "
+         "\"$(date +%s%3N)\" \"$2\" >> " + record + "\n";
+  out += "}\n";
+  // The start line: the job id where the local shim writes its pid (kListed for start ticks).
+  out += "printf '%s 1\\n' \"$SLURM_JOB_ID\" > " + record + "\n";
+  out += "cd " + Quote(s.workdir) +
+         " || { drover_end 127 ', \"error\": \"cannot enter the working copy\"'; exit 127; }\n";
+  out += "trap : TERM INT HUP\n";
+  out += command.substr(1) + "\n";
+  out += "s=$?\n";
+  out += "drover_end \"$s\" ''\n";
+  out += "exit \"$s\"\n";
+  return out;
 }
 
 std::vector<std::string> SbatchArgv(const Target& target, const Submission& s) {
   std::vector<std::string> argv = {"sbatch", "--parsable", "--job-name=" + s.job_name,
                                    "--output=" + s.stdout_path, "--error=" + s.stderr_path,
-                                   // The script sets the whole environment; a preempted job
+                                   // The script sets the run's environment over the small one
+                                   // sbatch is run with (CommandCluster::Submit): --export=NONE
+                                   // would make slurmd load the user's login environment first,
+                                   // which costs each job more than a second. A preempted job
                                    // ends (drover starts the next attempt as a new job).
-                                   "--export=NONE", "--no-requeue", "--chdir=" + s.workdir};
+                                   "--export=ALL", "--no-requeue", "--chdir=" + s.workdir};
   if (!target.partition.empty()) argv.push_back("--partition=" + target.partition);
   if (!target.account.empty()) argv.push_back("--account=" + target.account);
   if (!target.qos.empty()) argv.push_back("--qos=" + target.qos);

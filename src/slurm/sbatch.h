@@ -30,13 +30,19 @@ struct Submission {
   std::string script_path;  // where the script is written (in the attempt's folder)
   std::string stdout_path;
   std::string stderr_path;
+  // Where the job records how the command ended, in the local shim's format (exec/shim.h): one
+  // JSON line {"exit_code", "signal", "ended_ms"} appended after the start line drover wrote at
+  // submit. "": not recorded.
+  std::string exit_path;
   int gpus = 0;
   int cpus = 0;
   int64_t memory_bytes = 0;  // 0: the partition's default
   Millis time_limit_ms = 0;  // 0: the partition's
 };
 
-// The batch script: exports the environment, enters the working folder, execs the command.
+// The batch script: exports the environment, enters the working folder, runs the command and
+// appends how it ended to exit_path (a signal that killed it as the shell reports it, 128+N);
+// without an exit_path it execs the command.
 // InvalidArgument for an environment name that is not a shell name, or a NUL in any value.
 Result<std::string> BatchScript(const Submission& s);
 // `sbatch --parsable ...  SCRIPT`: the argv, flags from the target and the submission; the

@@ -44,7 +44,7 @@ TEST(Sbatch, TheCommandLineSaysWhatTheAttemptAsks) {
   const auto argv = SbatchArgv(t, Example("/w"));
   const std::vector<std::string> want = {
       "sbatch", "--parsable", "--job-name=drover-t0-7-1", "--output=/w/out", "--error=/w/err",
-      "--export=NONE", "--no-requeue", "--chdir=/w", "--partition=debug", "--gres=gpu:1",
+      "--export=ALL", "--no-requeue", "--chdir=/w", "--partition=debug", "--gres=gpu:1",
       "--cpus-per-task=2", "--mem=1536M", "--time=0-00:02:00", "--constraint=a100",
       "/w/job.sh"};
   EXPECT_EQ(argv, want);

@@ -87,9 +87,16 @@ Result<std::vector<JobEvent>> Tracker::Poll(Millis now, bool force) {
   std::vector<int64_t> done, missing;
   auto judge = [&](int64_t id, Followed& f, const Job& j) {
     f.missing_rounds = 0;
+    const Job before = std::move(f.last);
     f.last = j;
     const Verdict v = Judge(j, f.cancel_requested);
-    if (v.phase == f.phase) return;
+    if (v.phase == f.phase) {
+      // Still waiting or running, and what the views show changed (the pending reason, the node).
+      if (before.state != j.state || before.reason != j.reason || before.nodes != j.nodes) {
+        events.push_back({f.who, id, v, j});
+      }
+      return;
+    }
     f.phase = v.phase;
     events.push_back({f.who, id, v, j});
     if (Final(v.phase)) done.push_back(id);

@@ -35,8 +35,9 @@ class Tracker {
   Status Cancel(int64_t run_id, int attempt, Millis now);
   // The store's jobs Slurm still lists (after a restart): followed from now on.
   Result<std::vector<JobEvent>> Adopt(Millis now);
-  // A round when one is due (or `force`): the events of the jobs whose phase changed. A job that
-  // ended or was lost is no longer followed.
+  // A round when one is due (or `force`): the events of the jobs whose phase changed, and of those
+  // still waiting or running whose state, pending reason or node changed (for the views). A job
+  // that ended or was lost is no longer followed.
   Result<std::vector<JobEvent>> Poll(Millis now, bool force = false);
 
   Millis next_poll_at() const { return next_poll_at_; }

@@ -11,57 +11,13 @@
 #include <thread>
 
 #include "common/subprocess.h"
+#include "testutil/fake_cluster.h"
 #include "testutil/slurm.h"
 
 namespace drover::slurm {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Lists what the test puts in `queue` and `accounting`; counts its commands.
-class FakeCluster : public Cluster {
- public:
-  Result<int64_t> Submit(const Target&, const Submission& s) override {
-    ++commands_;
-    submitted.push_back(s);
-    const int64_t id = next_id++;
-    Job j;
-    j.id = id;
-    j.name = s.job_name;
-    j.state = JobState::kPending;
-    j.reason = "Priority";
-    queue[id] = j;
-    return id;
-  }
-  Result<std::vector<Job>> List() override {
-    ++commands_;
-    ++lists;
-    std::vector<Job> out;
-    for (const auto& [id, j] : queue) out.push_back(j);
-    return out;
-  }
-  Result<std::vector<Job>> Ended(int64_t) override {
-    ++commands_;
-    ++ended_queries;
-    return accounting;
-  }
-  Status Cancel(int64_t id, int) override {
-    ++commands_;
-    cancelled.push_back(id);
-    return Status::Ok();
-  }
-  int64_t commands() const override { return commands_; }
-
-  int64_t next_id = 100;
-  std::map<int64_t, Job> queue;
-  std::vector<Job> accounting;
-  std::vector<Submission> submitted;
-  std::vector<int64_t> cancelled;
-  int lists = 0, ended_queries = 0;
-
- private:
-  int64_t commands_ = 0;
-};
 
 Submission Sub() {
   Submission s;
@@ -83,14 +39,19 @@ TEST(Tracker, AJobIsFollowedFromPendingToItsEndInOneQueryARound) {
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
   EXPECT_EQ(c.lists, 0);
-  auto pending = t.Poll(1000);  // still pending: nothing changed
+  auto pending = t.Poll(1000);  // first listed: why each waits, for the views
   ASSERT_TRUE(pending.ok());
-  EXPECT_TRUE(pending->empty());
+  ASSERT_EQ(pending->size(), 2u);
+  EXPECT_EQ((*pending)[0].verdict.phase, Phase::kWaiting);
+  EXPECT_EQ((*pending)[0].job.reason, "Priority");
   EXPECT_EQ(t.Last(7, 1)->reason, "Priority");
+  auto same = t.Poll(2000);  // still pending for the same reason: no news
+  ASSERT_TRUE(same.ok());
+  EXPECT_TRUE(same->empty());
   c.queue[*a].state = JobState::kRunning;
   c.queue[*a].nodes = "n1";
   c.queue[*b].state = JobState::kRunning;
-  auto started = t.Poll(2000);
+  auto started = t.Poll(3000);
   ASSERT_TRUE(started.ok());
   ASSERT_EQ(started->size(), 2u);
   EXPECT_EQ((*started)[0].verdict.phase, Phase::kRunning);
@@ -98,14 +59,14 @@ TEST(Tracker, AJobIsFollowedFromPendingToItsEndInOneQueryARound) {
   c.queue[*a].state = JobState::kFailed;
   c.queue[*a].exit_code = 3;
   c.queue[*a].start_s = 1;
-  auto ended = t.Poll(3000);
+  auto ended = t.Poll(4000);
   ASSERT_TRUE(ended.ok());
   ASSERT_EQ(ended->size(), 1u);
   EXPECT_EQ((*ended)[0].who.run_id, 7);
   EXPECT_EQ((*ended)[0].verdict.outcome, AttemptOutcome::kExitCode);
   EXPECT_EQ((*ended)[0].verdict.exit_code, 3);
   EXPECT_EQ(t.followed(), 1u);
-  EXPECT_EQ(c.lists, 3);  // one squeue a round for both jobs
+  EXPECT_EQ(c.lists, 4);  // one squeue a round for both jobs
   EXPECT_EQ(c.ended_queries, 0);
 }
 

@@ -1,3 +1,4 @@
+#include "spec/executor_section.h"
 #include "spec/yaml_fields.h"
 #include "spec/spec_parser.h"
 
@@ -38,13 +39,13 @@ const std::vector<std::string> kTopKeys = {
     "name",          "workdir", "command", "shell",     "params", "resources",
     "priority",      "group",   "preemptible", "max_parallel", "max_runs",    "retries",
     "retry_backoff", "timeout", "env",     "objective", "oom",    "monitor", "data",
-    "search",        "prune",   "stages",      "force", "rerun"};
+    "search",        "prune",   "stages",      "force", "rerun", "executor"};
 const std::vector<std::string> kStageKeys = {"command", "shell",     "needs",   "inputs",
                                              "outputs", "gather",    "resources", "retries",
                                              "timeout", "monitor",   "env"};
 // The highest max_runs a spec may set: each run is a row in the store and in memory.
 constexpr int64_t kMaxRunsLimit = 10'000'000;
-const std::vector<std::string> kResourceKeys = {"gpus", "gpu_memory", "cpus"};
+const std::vector<std::string> kResourceKeys = {"gpus", "gpu_memory", "cpus", "memory"};
 const std::vector<std::string> kObjectiveKeys = {"metric", "mode", "summary"};
 const std::vector<std::string> kOomKeys = {"param", "min", "accumulate"};
 const std::vector<std::string> kMonitorKeys = {"watch", "on_nan", "stall"};
@@ -63,7 +64,8 @@ const yaml::Sections kSections = {
     {"oom", &kOomKeys},
     {"monitor", &kMonitorKeys},
     {"search", &kSearchKeys},
-    {"prune", &kPruneKeys}};
+    {"prune", &kPruneKeys},
+    {"executor", &ExecutorKeys(false)}};
 
 using yaml::kStrTag;
 
@@ -811,22 +813,29 @@ Status SpecParser::ParseResources(const Field& f, Spec& spec) const {
     DROVER_ASSIGN_OR_RETURN(spec.resources.cpus, Int(*c, 0, kIntMax, "a non-negative integer",
                                                      "write the number of CPU slots per run"));
   }
+  // A size in bytes ("6GiB"); `hint` says what to write instead.
+  auto size = [&](const Field& m, std::string_view hint) -> Result<int64_t> {
+    if (!m.value.IsScalar()) {
+      return Err(m.at(), fmt::format("{} must be a size, got {}; {}", m.path, Describe(m.value),
+                                     hint));
+    }
+    Result<int64_t> bytes = ParseBytes(m.value.Scalar());
+    if (!bytes.ok()) return Err(m.at(), fmt::format("{}: {}", m.path, bytes.status().message()));
+    return *bytes;
+  };
   if (const Field* m = Find(fields, "gpu_memory")) {
-    if (!m->value.IsScalar()) {
-      return Err(m->at(), fmt::format("resources.gpu_memory must be a size, got {}; write a "
-                                      "number with a unit, such as 6GiB, 512MiB or 8GB",
-                                      Describe(m->value)));
-    }
-    Result<int64_t> bytes = ParseBytes(m->value.Scalar());
-    if (!bytes.ok()) {
-      return Err(m->at(), fmt::format("resources.gpu_memory: {}", bytes.status().message()));
-    }
+    DROVER_ASSIGN_OR_RETURN(
+        int64_t bytes, size(*m, "write a number with a unit, such as 6GiB, 512MiB or 8GB"));
     if (spec.resources.gpus == 0) {
       return Err(m->at(),
                  "resources.gpu_memory needs resources.gpus of 1 or more (it is 0, a "
                  "CPU-only run); set resources.gpus, or remove gpu_memory");
     }
-    spec.resources.gpu_memory = *bytes;
+    spec.resources.gpu_memory = bytes;
+  }
+  if (const Field* m = Find(fields, "memory")) {
+    DROVER_ASSIGN_OR_RETURN(spec.resources.memory,
+                            size(*m, "write the host memory per run, such as 16GiB"));
   }
   return Status::Ok();
 }
@@ -1142,6 +1151,11 @@ Result<Spec> SpecParser::Parse(const std::string& yaml, const std::vector<std::s
   if (command) DROVER_RETURN_IF_ERROR(ParseCommand(*command, params, spec));
   DROVER_RETURN_IF_ERROR(ParseWorkdir(Find(top, "workdir"), spec));
   if (const Field* r = Find(top, "resources")) DROVER_RETURN_IF_ERROR(ParseResources(*r, spec));
+  if (const Field* x = Find(top, "executor")) {
+    ExecutorConfig executor;
+    DROVER_RETURN_IF_ERROR(ParseExecutorSection(*this, *x, /*daemon=*/false, &executor));
+    spec.executor = executor.spec;
+  }
 
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
   if (const Field* f = Find(top, "priority")) {

@@ -229,7 +229,8 @@ TEST(SpecParserTest, UnknownKeysSuggestTheClosest) {
             "compare.yaml:3:1: unknown key 'learning_rate'; valid keys are name, workdir, "
             "command, shell, params, resources, priority, group, preemptible, max_parallel, "
             "max_runs, retries, retry_backoff, "
-            "timeout, env, objective, oom, monitor, data, search, prune, stages, force, rerun (parameters "
+            "timeout, env, objective, oom, monitor, data, search, prune, stages, force, rerun, executor "
+            "(parameters "
             "go under "
             "params:)");
   // A section's key written at the top level is pointed at its section.
@@ -837,6 +838,45 @@ objective: {metric: acc}
             "s.yaml:2:10: command uses {kernel}, which exists only in some trials (when: "
             "{\"model\":[\"cnn\"]}); read it from $DROVER_PARAMS (JSON) in the script, or drop "
             "when:");
+}
+
+}  // namespace
+}  // namespace drover
+
+namespace drover {
+namespace {
+
+TEST(SpecParserExecutor, ASpecMayAskForSlurmAndHostMemory) {
+  auto s = Parse(std::string(kMinimal) +
+                 "executor: {kind: slurm, partition: debug, sbatch: [--constraint=a100]}\n"
+                 "resources: {gpus: 1, memory: 16GiB}\n");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_TRUE(s->executor.given);
+  EXPECT_EQ(s->executor.kind, ExecutorKind::kSlurm);
+  EXPECT_EQ(s->executor.partition, "debug");
+  EXPECT_EQ(s->resources.memory, 16LL << 30);
+  // Stored with the experiment and read back the same.
+  auto back = SpecFromJson(SpecToJson(*s));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->executor.kind, ExecutorKind::kSlurm);
+  EXPECT_EQ(back->executor.sbatch, std::vector<std::string>{"--constraint=a100"});
+  EXPECT_EQ(back->resources.memory, 16LL << 30);
+  // --set reaches it; a spec that says nothing has no executor of its own.
+  auto set = Parse(kMinimal, {"executor.kind=slurm"});
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  EXPECT_EQ(set->executor.kind, ExecutorKind::kSlurm);
+  EXPECT_FALSE(Parse(kMinimal)->executor.given);
+}
+
+TEST(SpecParserExecutor, WhatTheDaemonAloneSetsIsRefusedInASpec) {
+  EXPECT_NE(Error(std::string(kMinimal) + "executor: {kind: slurm, max_jobs: 3}\n")
+                .find("max_jobs"),
+            std::string::npos);
+  EXPECT_NE(Error(std::string(kMinimal) + "executor: {kind: slurm, sbatch: [--export=ALL]}\n")
+                .find("'--export' is drover's to set"),
+            std::string::npos);
+  EXPECT_NE(Error(std::string(kMinimal) + "resources: {memory: lots}\n").find("resources.memory"),
+            std::string::npos);
 }
 
 }  // namespace

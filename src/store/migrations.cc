@@ -216,6 +216,12 @@ CREATE TABLE artifacts (
 );
 )sql";
 
+// Version 10: where an attempt ran when an executor other than this machine placed it (a Slurm
+// job: its id, partition, node, state and pending reason; docs/slurm.md), as JSON.
+constexpr const char* kV10 = R"sql(
+ALTER TABLE attempts ADD COLUMN executor TEXT NOT NULL DEFAULT '{}';
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
@@ -229,6 +235,7 @@ const std::vector<Migration>& Migrations() {
       {7, "attempts keep the last lines of a failure's stderr", kV7},
       {8, "the rungs of prune rules and the observations told to searches", kV8},
       {9, "pipelines: stages, needs, cached runs and their artifacts", kV9},
+      {10, "attempts record their executor's job (Slurm's id, partition, node)", kV10},
   };
   return kAll;
 }

@@ -38,7 +38,7 @@ using store::Stmt;
 #define DROVER_ATTEMPT_COLS                                                                 \
   "id, run_id, number, ended, reason, exit_code, signal, pid, gpus, cuda_visible_devices, " \
   "params, argv, started_ms, ended_ms, stdout_path, stderr_path, stdout_offset, hostname, " \
-  "drover_version, workdir, pid_start, exit_path, error"
+  "drover_version, workdir, pid_start, exit_path, error, executor"
 #define DROVER_METRIC_COLS "run_id, attempt_id, step, name, value, t_ms"
 #define DROVER_EVENT_COLS "id, t_ms, kind, experiment_id, run_id, data"
 #define DROVER_SNAPSHOT_COLS "hash, path, git, git_commit, git_diff, bytes, files, created_ms"
@@ -123,6 +123,8 @@ Status ReadAttempt(const Stmt& st, Attempt* a) {
   a->pid_start = st.Int(20);
   a->exit_path = st.Text(21);
   a->error = st.Text(22);
+  DROVER_RETURN_IF_ERROR(
+      ParseJson(st.Text(23), fmt::format("attempt {} executor", a->id), &a->executor));
   return Status::Ok();
 }
 
@@ -178,7 +180,8 @@ void BindAttemptFields(Stmt& st, const Attempt& a) {
   st.Bind(a.run_id, a.number, a.ended, reason, a.exit_code, a.signal, a.pid, DumpJson(Json(a.gpus)),
           a.cuda_visible_devices, DumpJson(a.params), DumpJson(Json(a.argv)), a.started_ms,
           a.ended_ms, a.stdout_path, a.stderr_path, a.stdout_offset, a.hostname, a.drover_version,
-          a.workdir, a.pid_start, a.exit_path, a.error);
+          a.workdir, a.pid_start, a.exit_path, a.error,
+          a.executor.empty() ? std::string("{}") : DumpJson(a.executor));
 }
 
 }  // namespace
@@ -634,7 +637,8 @@ Status Store::InsertAttempt(Attempt& a) {
           "INSERT INTO attempts (run_id, number, ended, reason, exit_code, signal, pid, "
           "gpus, cuda_visible_devices, params, argv, started_ms, ended_ms, stdout_path, "
           "stderr_path, stdout_offset, hostname, drover_version, workdir, pid_start, exit_path, "
-          "error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+          "error, executor) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+          "?)",
           "inserting an attempt"));
   BindAttemptFields(st, a);
   DROVER_RETURN_IF_ERROR(st.Run());
@@ -648,7 +652,8 @@ Status Store::UpdateAttempt(const Attempt& a) {
                           "exit_code = ?, signal = ?, pid = ?, gpus = ?, cuda_visible_devices = ?, "
                           "params = ?, argv = ?, started_ms = ?, ended_ms = ?, stdout_path = ?, "
                           "stderr_path = ?, stdout_offset = ?, hostname = ?, drover_version = ?, "
-                          "workdir = ?, pid_start = ?, exit_path = ?, error = ? WHERE id = ?",
+                          "workdir = ?, pid_start = ?, exit_path = ?, error = ?, executor = ? "
+                          "WHERE id = ?",
                           "updating an attempt"));
   BindAttemptFields(st, a);
   st.Bind(a.id);

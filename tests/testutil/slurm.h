@@ -10,7 +10,7 @@ namespace drover::testing {
 inline bool SlurmAnswers() {
   auto r = RunAndCapture({"sinfo", "-h", "-o", "%T"}, {.timeout_ms = 5000});
   if (!r.ok() || r->exit_code != 0) return false;
-  for (const char* state : {"idle", "mixed", "allocated"}) {
+  for (const char* state : {"idle", "mixed", "allocated", "completing"}) {
     if (r->out.find(state) != std::string::npos) return true;
   }
   return false;

@@ -166,7 +166,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
       ["ended", fmtTime(run.ended_ms)],
       ["duration", run.started_ms ? fmtDuration((run.ended_ms || Date.now()) - run.started_ms) : "—"],
       ["resources", `${run.resources?.gpus ?? 0} GPU${run.resources?.gpus === 1 ? "" : "s"}${run.resources?.gpu_memory ? `, ${fmtBytes(run.resources.gpu_memory)}` : ""}${run.resources?.cpus ? `, ${run.resources.cpus} CPU` : ""}`],
-      ["GPUs", last?.cuda_visible_devices || "—"],
+      ...(last?.placement ? [["where", h("span", { id: "placement" }, last.placement)]] : [["GPUs", last?.cuda_visible_devices || "—"]]),
       ["fingerprint", h("span", { class: "mono", title: run.fingerprint }, (run.fingerprint || "—").slice(0, 16))],
     ];
     if (run.metrics && Object.keys(run.metrics).length) {
@@ -189,7 +189,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
       return;
     }
     fill(attemptsEl, h("table", { class: "table", id: "attempts-table" },
-      h("thead", null, h("tr", null, h("th", { class: "num" }, "#"), h("th", null, "outcome"), h("th", null, "started"), h("th", { class: "num" }, "took"), h("th", null, "GPUs"), h("th", null, "params"))),
+      h("thead", null, h("tr", null, h("th", { class: "num" }, "#"), h("th", null, "outcome"), h("th", null, "started"), h("th", { class: "num" }, "took"), h("th", null, list.some((a) => a.placement) ? "where" : "GPUs"), h("th", null, "params"))),
       h("tbody", null, list.map((a, i) => {
         const next = list[i + 1];
         const diff = next ? Object.keys(next.params || {}).filter((k) => fmtValue(next.params[k]) !== fmtValue(a.params?.[k])) : [];
@@ -209,7 +209,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
           h("td", null, outcome),
           h("td", { class: "muted" }, fmtTime(a.started_ms)),
           h("td", { class: "num" }, a.started_ms ? fmtDuration((a.ended_ms || Date.now()) - a.started_ms) : "—"),
-          h("td", null, a.cuda_visible_devices || (a.gpus || []).join(",") || "—"),
+          h("td", null, a.placement || a.cuda_visible_devices || (a.gpus || []).join(",") || "—"),
           h("td", { class: "params-cell" }, Object.entries(a.params || {}).map(([k, v]) => `${k}=${fmtValue(v)}`).join(" ")));
       }))));
   };

@@ -63,22 +63,26 @@ YAML
 }
 
 echo "# $n trivial runs, $rounds rounds, store on $(df --output=source "$base" | tail -1)"
-printf '%-6s %12s %12s %8s %14s\n' round plain_s drover_s ratio cmds_per_run
+printf '%-6s %12s %12s %8s\n' round plain_s drover_s ratio
 for r in $(seq 1 "$rounds"); do
   idle
   p=$(plain "$r")
   idle
-  # The Slurm commands drover runs are counted by a PATH of wrappers in front of Slurm's own.
-  wrap="$base/wrap-$r"
-  mkdir -p "$wrap"
-  : > "$base/calls-$r"
-  for c in sbatch squeue sacct scancel; do
-    real=$(command -v "$c")
-    printf '#!/bin/sh\necho %s >> %s\nexec %s "$@"\n' "$c" "$base/calls-$r" "$real" > "$wrap/$c"
-    chmod +x "$wrap/$c"
-  done
-  d=$(PATH="$wrap:$PATH" through_drover "$r")
-  calls=$(wc -l < "$base/calls-$r")
-  printf '%-6s %12.2f %12.2f %8.2f %14.2f\n' "$r" "$p" "$d" "$(awk "BEGIN {print $d / $p}")" \
-    "$(awk "BEGIN {print $calls / $n}")"
+  d=$(through_drover "$r")
+  printf '%-6s %12.2f %12.2f %8.2f\n' "$r" "$p" "$d" "$(awk "BEGIN {print $d / $p}")"
 done
+# The Slurm commands drover runs, counted by a PATH of wrappers in front of Slurm's own, in one
+# more run of its own (a wrapper costs a shell per command, so it is not timed).
+idle
+wrap="$base/wrap"
+mkdir -p "$wrap"
+: > "$base/calls"
+for c in sbatch squeue sacct scancel; do
+  real=$(command -v "$c")
+  printf '#!/bin/sh\necho %s >> %s\nexec %s "$@"\n' "$c" "$base/calls" "$real" > "$wrap/$c"
+  chmod +x "$wrap/$c"
+done
+PATH="$wrap:$PATH" through_drover count > /dev/null
+calls=$(wc -l < "$base/calls")
+echo "drover's Slurm commands: $calls for $n runs ($(awk "BEGIN {print $calls / $n}") per run):" \
+  "$(sort "$base/calls" | uniq -c | awk '{printf "%s %s, ", $1, $2}' | sed 's/, $//')"

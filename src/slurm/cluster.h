@@ -1,7 +1,8 @@
 #pragma once
 // The commands drover runs against Slurm (issue 17's executor), behind one narrow interface so
 // the executor can be tested with a fake: submit an attempt's job (sbatch), list every job
-// (squeue --json: one query a round for all of drover's jobs, never one per job), learn how jobs
+// (squeue as text, this user's: one query a round for all of drover's jobs, never one per job;
+// jobs.h's kSqueueFormat), learn how jobs
 // that squeue no longer lists ended (sacct over a bounded window: the accounting database where
 // there is one, else the jobcomp file with -c), cancel or signal a job (scancel). Each command has
 // a timeout, and the count of commands run is kept (bench/ reports it per run).
@@ -21,7 +22,7 @@ class Cluster {
   // Writes the batch script at s.script_path and submits it: the job id. An error carries what
   // sbatch said ("Requested node configuration is not available").
   virtual Result<int64_t> Submit(const Target& target, const Submission& s) = 0;
-  // Every job Slurm lists now.
+  // Every job of this user Slurm lists now.
   virtual Result<std::vector<Job>> List() = 0;
   // Jobs that ended since `since_s` (Unix seconds), as the accounting records them.
   virtual Result<std::vector<Job>> Ended(int64_t since_s) = 0;

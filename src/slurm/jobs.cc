@@ -113,6 +113,44 @@ Result<std::vector<Job>> ParseSqueueJson(std::string_view text) {
   return jobs;
 }
 
+Result<std::vector<Job>> ParseSqueueText(std::string_view text) {
+  std::vector<std::string> lines = Split(std::string(text), '\n');
+  if (lines.empty() || Trim(lines[0]).rfind("JOBID|", 0) != 0) {
+    return InvalidArgument(fmt::format("squeue answered '{}', not its table (the header line "
+                                       "JOBID|NAME|... first)",
+                                       std::string(Trim(lines.empty() ? "" : lines[0])).substr(0, 80)));
+  }
+  std::vector<Job> jobs;
+  for (size_t n = 1; n < lines.size(); ++n) {
+    const std::string line(Trim(lines[n]));
+    if (line.empty()) continue;
+    std::vector<std::string> f = Split(line, '|');
+    if (f.size() < 8) {
+      return InvalidArgument(fmt::format("squeue's line {} has {} fields, not 8: {}", n + 1,
+                                         f.size(), line.substr(0, 120)));
+    }
+    // A name with '|' in it: the fields after it are counted from the end.
+    std::string name = f[1];
+    for (size_t i = 2; i + 6 < f.size(); ++i) name += "|" + f[i];
+    const size_t k = f.size() - 6;  // STATE
+    std::optional<int64_t> id = ToInt(f[0]);
+    if (!id) continue;  // an array's or a het job's id ("12_3", "12+1"): not drover's
+    Job job;
+    job.id = *id;
+    job.name = name;
+    job.state = ParseJobState(f[k]);
+    job.reason = f[k + 1];
+    job.partition = f[k + 2];
+    job.nodes = f[k + 3];
+    // A pending job's START_TIME is when Slurm expects to start it: not a start.
+    if (job.state != JobState::kPending) job.start_s = ParseTime(f[k + 4]);
+    job.end_s = ParseTime(f[k + 5]);
+    if (job.state == JobState::kCompleted) job.exit_code = 0;  // every process exited 0
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
 Result<std::vector<Job>> ParseSacctParsable(std::string_view text) {
   std::vector<std::string> lines = Split(std::string(text), '\n');
   if (lines.empty() || Trim(lines[0]).empty()) {

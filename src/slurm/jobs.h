@@ -58,6 +58,13 @@ struct Job {
 // --name or -u say: the caller picks its own by id and name.) InvalidArgument naming what is wrong for an answer that
 // is not one (not JSON, no "jobs" list, a job without id or state).
 Result<std::vector<Job>> ParseSqueueJson(std::string_view text);
+// `squeue -t all -u UID -o "%i|%j|%T|%r|%P|%N|%S|%e"` (kSqueueFormat; a header line, then one
+// job a line): what a round asks for, a tenth of the JSON's cost. It has no exit code (the job's
+// exit record has it, slurm/sbatch.h) and no requeue count (a job seen running that is pending
+// again was requeued: the tracker tells). A name holding '|' is kept whole. InvalidArgument for
+// an answer that is not one (no header, a line without an id or state).
+inline constexpr char kSqueueFormat[] = "%i|%j|%T|%r|%P|%N|%S|%e";
+Result<std::vector<Job>> ParseSqueueText(std::string_view text);
 // `sacct -P -o JobID,JobName,State,ExitCode,Start,End [-c]` (a header line, '|'-separated):
 // one Job per line for the job itself (its steps, "12.batch", are left out). A job listed twice
 // (its requeue, then its end) comes out once, as its last line says.

@@ -116,3 +116,42 @@ TEST(SlurmJobs, AJobNameCarriesTheStoreRunAndAttempt) {
 
 }  // namespace
 }  // namespace drover::slurm
+
+namespace drover::slurm {
+namespace {
+
+TEST(SlurmJobs, SqueueTextIsWhatARoundReadsAndIsJudgedTheSame) {
+  auto jobs = ParseSqueueText(Data("squeue-text.txt"));
+  ASSERT_TRUE(jobs.ok()) << jobs.status().message();
+  ASSERT_EQ(jobs->size(), 13u);
+  auto by = ByName(*jobs);
+  const Job& ok = by.at("drover-t-1-1");
+  EXPECT_EQ(ok.id, 3286);
+  EXPECT_EQ(ok.partition, "debug");
+  EXPECT_EQ(ok.nodes, "localhost");
+  EXPECT_GT(ok.start_s, 0);
+  EXPECT_EQ(Judge(ok, false).outcome, AttemptOutcome::kSucceeded);
+  const Verdict failed = Judge(by.at("drover-t-2-1"), false);
+  EXPECT_EQ(failed.phase, Phase::kEnded);
+  EXPECT_EQ(failed.outcome, AttemptOutcome::kExitCode);  // its code is in its exit record
+  EXPECT_EQ(Judge(by.at("drover-t-3-1"), false).outcome, AttemptOutcome::kLaunchError);
+  // A waiting job's START_TIME is Slurm's guess, not a start.
+  const Job& waiting = by.at("drover-t-fill-8");
+  EXPECT_EQ(waiting.start_s, 0);
+  EXPECT_EQ(waiting.reason, "Resources");
+  EXPECT_EQ(Judge(waiting, false).phase, Phase::kWaiting);
+  EXPECT_EQ(Judge(by.at("drover-t-fill-1"), false).phase, Phase::kRunning);
+  // A name with '|' stays whole: the fields after it are counted from the end.
+  ASSERT_TRUE(by.count("name|with|bars"));
+  EXPECT_EQ(by.at("name|with|bars").state, JobState::kRunning);
+  EXPECT_FALSE(ParseJobName("name|with|bars"));
+  // Not a table: said so.
+  EXPECT_FALSE(ParseSqueueText("squeue: error: Invalid user: nobody2\n").ok());
+  EXPECT_FALSE(ParseSqueueText("JOBID|NAME|STATE\n12|x|RUNNING\n").ok());
+  auto empty = ParseSqueueText("JOBID|NAME|STATE|REASON|PARTITION|NODELIST|START_TIME|END_TIME\n");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->empty());
+}
+
+}  // namespace
+}  // namespace drover::slurm

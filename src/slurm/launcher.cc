@@ -151,7 +151,11 @@ void SlurmLauncher::Report(const JobEvent& e, WaitResult* out) {
         }
       }
       if (cancelled && !recorded && x.signal == 0) x.signal = SIGTERM;  // scancel's
-      if (x.exit_code < 0 && x.signal == 0) x.exit_code = 0;
+      if (x.exit_code < 0 && x.signal == 0) {
+        // Failed with no record of its status (killed before its script could write it): a
+        // failure all the same, never a success.
+        x.exit_code = v.outcome == AttemptOutcome::kSucceeded ? 0 : 1;
+      }
       if (v.outcome == AttemptOutcome::kTimeout || v.outcome == AttemptOutcome::kLaunchError ||
           (v.outcome == AttemptOutcome::kSignal && !by_status)) {
         x.outcome = v.outcome;

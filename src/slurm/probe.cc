@@ -61,7 +61,8 @@ Status ProbeSharedFolder(Cluster& cluster, const Target& target, const std::stri
           dir, timeout_ms / 1000, ToString(last.state),
           last.reason.empty() || last.reason == "None" ? "" : "waiting: " + last.reason));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    // Often: a `drover run` waits for this before its first job is submitted.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   std::ifstream in(base + ".seen");
   std::stringstream seen;

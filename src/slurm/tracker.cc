@@ -89,7 +89,12 @@ Result<std::vector<JobEvent>> Tracker::Poll(Millis now, bool force) {
     f.missing_rounds = 0;
     const Job before = std::move(f.last);
     f.last = j;
-    const Verdict v = Judge(j, f.cancel_requested);
+    Verdict v = Judge(j, f.cancel_requested);
+    // Seen running, pending again: Slurm requeued it (squeue's text has no requeue count).
+    if (f.phase == Phase::kRunning && v.phase == Phase::kWaiting) {
+      v.phase = Phase::kRequeued;
+      v.why = "REQUEUED";
+    }
     if (v.phase == f.phase) {
       // Still waiting or running, and what the views show changed (the pending reason, the node).
       if (before.state != j.state || before.reason != j.reason || before.nodes != j.nodes) {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/subprocess.h"
+#include "exec/process_launcher.h"
 #include "testutil/fake_cluster.h"
 #include "testutil/slurm.h"
 
@@ -166,6 +167,7 @@ TEST(Tracker, ASweepOnTheTestCluster) {
     s.script_path = (dir / ("job" + std::to_string(i) + ".sh")).string();
     s.stdout_path = (dir / ("job" + std::to_string(i) + ".out")).string();
     s.stderr_path = (dir / ("job" + std::to_string(i) + ".err")).string();
+    s.exit_path = (dir / ("job" + std::to_string(i) + ".exit")).string();
     s.gpus = 1;
     ASSERT_TRUE(t.Submit(Target{}, s, i, 1, 0).ok());
   }
@@ -182,7 +184,10 @@ TEST(Tracker, ASweepOnTheTestCluster) {
   }
   ASSERT_EQ(ends.size(), 4u);
   EXPECT_EQ(ends[3].outcome, AttemptOutcome::kExitCode);
-  EXPECT_EQ(ends[3].exit_code, 3);
+  // squeue's text has no exit code: the job's own record has it (the launcher reads it).
+  auto record = ReadExitRecord({(dir / "job3.exit").string(), ""});
+  ASSERT_TRUE(record.ok()) << record.status().message();
+  EXPECT_EQ(record->exit_code, 3);
   for (int i : {1, 2, 4}) EXPECT_EQ(ends[i].outcome, AttemptOutcome::kSucceeded) << i;
   fs::remove_all(dir);
 }

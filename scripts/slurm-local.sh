@@ -3,8 +3,12 @@
 # munged, slurmctld and slurmd from Debian's packages, with tests/slurm/slurm.conf (8 CPU slots
 # declared on any machine, 4 fake GPUs as character devices /dev/fakegpu0-3, partitions debug and
 # high (high preempts debug by requeue), no accounting database: finished jobs in the jobcomp file).
-#   scripts/slurm-local.sh install   # apt-get the packages (slurmctld slurmd slurm-client munge)
-#   scripts/slurm-local.sh start     # (re)start it; ready when it returns (sinfo says idle)
+#   scripts/slurm-local.sh install [--accounting]  # apt-get the packages (slurmctld slurmd
+#                                    # slurm-client munge; with --accounting also slurmdbd and
+#                                    # mariadb-server)
+#   scripts/slurm-local.sh start [--accounting]    # (re)start it; ready when it returns (sinfo
+#                                    # says idle). --accounting: with an accounting database
+#                                    # (MariaDB and slurmdbd on localhost, sacct without -c)
 #   scripts/slurm-local.sh stop      # stop the daemons by their pid files
 #   scripts/slurm-local.sh status
 set -euo pipefail
@@ -23,10 +27,51 @@ stop_one() {  # name pidfile
   rm -f "$2"
 }
 
+accounting=0
+[[ "${2:-}" == --accounting ]] && accounting=1
+
+# MariaDB and slurmdbd on localhost, without systemd; slurm.conf (installed) then stores jobs there.
+start_accounting() {
+  command -v slurmdbd >/dev/null && command -v mariadbd >/dev/null ||
+    { echo "no slurmdbd or mariadbd: run $0 install --accounting first" >&2; exit 1; }
+  install -d -o mysql -g mysql -m 0755 /run/mysqld
+  [[ -d /var/lib/mysql/mysql ]] ||
+    mariadb-install-db --user=mysql --datadir=/var/lib/mysql >/dev/null
+  if ! mariadb-admin ping >/dev/null 2>&1; then
+    (setsid /usr/sbin/mariadbd --user=mysql --datadir=/var/lib/mysql --bind-address=127.0.0.1 \
+       --socket=/run/mysqld/mysqld.sock --pid-file=/run/mysqld/mysqld.pid \
+       >/var/log/slurm/mariadb.log 2>&1 &)
+    for _ in $(seq 100); do mariadb-admin ping >/dev/null 2>&1 && break; sleep 0.2; done
+  fi
+  mariadb -e "CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'drover-test';
+              GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost'; FLUSH PRIVILEGES;"
+  cat > /etc/slurm/slurmdbd.conf <<CONF
+AuthType=auth/munge
+DbdHost=localhost
+SlurmUser=root
+StorageType=accounting_storage/mysql
+StorageHost=localhost
+StorageUser=slurm
+StoragePass=drover-test
+StorageLoc=slurm_acct_db
+PidFile=/run/slurm/slurmdbd.pid
+LogFile=/var/log/slurm/slurmdbd.log
+CONF
+  chmod 0600 /etc/slurm/slurmdbd.conf
+  stop_one slurmdbd /run/slurm/slurmdbd.pid
+  /usr/sbin/slurmdbd
+  for _ in $(seq 100); do sacctmgr -n show cluster >/dev/null 2>&1 && break; sleep 0.2; done
+  sacctmgr -i -Q add cluster localci >/dev/null 2>&1 || true
+  sed -i 's|^AccountingStorageType=.*|AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=localhost|' \
+    /etc/slurm/slurm.conf
+}
+
 case "${1:-}" in
   install)
-    apt-get install -y -o DPkg::Lock::Timeout=600 --no-install-recommends \
-      slurmctld slurmd slurm-client munge
+    extra=()
+    ((accounting)) && extra=(slurmdbd mariadb-server)
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -o DPkg::Lock::Timeout=600 \
+      --no-install-recommends slurmctld slurmd slurm-client munge "${extra[@]}"
     ;;
   start)
     command -v slurmctld >/dev/null || { echo "no slurmctld: run $0 install first" >&2; exit 1; }
@@ -50,6 +95,7 @@ case "${1:-}" in
       runuser -u munge -- /usr/sbin/munged
     fi
     for _ in $(seq 50); do munge -n >/dev/null 2>&1 && break; sleep 0.1; done
+    if ((accounting)); then start_accounting; else stop_one slurmdbd /run/slurm/slurmdbd.pid; fi
     /usr/sbin/slurmctld -c          # cold start: no job of an earlier test is left
     /usr/sbin/slurmd -N localhost   # the node's name in slurm.conf, whatever the hostname
     state=unknown
@@ -66,6 +112,8 @@ case "${1:-}" in
   stop)
     stop_one slurmd /run/slurm/slurmd.pid
     stop_one slurmctld /run/slurm/slurmctld.pid
+    stop_one slurmdbd /run/slurm/slurmdbd.pid
+    stop_one mariadbd /run/mysqld/mysqld.pid
     stop_one munged /run/munge/munged.pid
     ;;
   status)

@@ -885,3 +885,24 @@ TEST_F(EngineTest, GpuReserveIsKeptFreeAndNamedWhenARunDoesNotFit) {
 
 }  // namespace
 }  // namespace drover
+
+namespace drover {
+namespace {
+
+// A spec that asks for an executor this engine does not run is refused at submit, saying what
+// to do; one that says nothing, or the same kind, is taken.
+TEST_F(EngineTest, ASpecAskingForAnotherExecutorIsRefusedWithWhatToDo) {
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{100, 0}; });
+  FakeGpuProbe probe({});
+  auto engine = MakeEngine(launcher, probe);
+  Spec slurm = ParseSpec("name: s\ncommand: ./train.sh\nexecutor: {kind: slurm}\n");
+  Status st = engine->CheckSubmit(slurm);
+  EXPECT_EQ(st.code(), Code::kFailedPrecondition);
+  EXPECT_NE(st.message().find("drover run"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("docs/slurm.md"), std::string::npos) << st.message();
+  EXPECT_TRUE(engine->CheckSubmit(ParseSpec("name: l\ncommand: ./train.sh\nexecutor: {kind: local}\n")).ok());
+  EXPECT_TRUE(engine->CheckSubmit(ParseSpec("name: n\ncommand: ./train.sh\n")).ok());
+}
+
+}  // namespace
+}  // namespace drover

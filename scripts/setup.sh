@@ -22,8 +22,6 @@ packages=(
   # the web UI's browser tests drive Debian's Chromium with playwright-core; a CJK font so their
   # screenshots show the recipes' Chinese aliases
   chromium fonts-wqy-microhei
-  # the Slurm executor's tests run against a one-node Slurm (scripts/slurm-local.sh, docs/slurm.md)
-  slurmctld slurmd slurm-client munge
 )
 # The official MCP TypeScript SDK client drives `drover mcp` and /mcp in the tests. A machine that
 # already has Node.js with its own npm (NodeSource's nodejs bundles npm and conflicts with Debian's

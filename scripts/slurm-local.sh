@@ -68,10 +68,28 @@ CONF
 
 case "${1:-}" in
   install)
+    [[ $(id -u) == 0 ]] || { echo "$0 install must run as root (apt-get)" >&2; exit 1; }
     extra=()
     ((accounting)) && extra=(slurmdbd mariadb-server)
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -o DPkg::Lock::Timeout=600 \
-      --no-install-recommends slurmctld slurmd slurm-client munge "${extra[@]}"
+    # The packages' scripts start their services and munge's makes its key as the munge user;
+    # neither is wanted here (this script starts the daemons, as root): the key is made first,
+    # and a policy-rc.d keeps invoke-rc.d from starting anything while they install.
+    if [[ ! -s /etc/munge/munge.key ]]; then
+      install -d -m 0700 /etc/munge
+      dd if=/dev/urandom of=/etc/munge/munge.key bs=1 count=1024 status=none
+      chmod 0400 /etc/munge/munge.key
+    fi
+    policy=""
+    if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+      policy=/usr/sbin/policy-rc.d
+      printf '#!/bin/sh\nexit 101\n' > "$policy"
+      chmod 0755 "$policy"
+    fi
+    status=0
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=600 \
+      --no-install-recommends slurmctld slurmd slurm-client munge "${extra[@]}" || status=$?
+    [[ -z "$policy" ]] || rm -f "$policy"
+    exit "$status"
     ;;
   start)
     command -v slurmctld >/dev/null || { echo "no slurmctld: run $0 install first" >&2; exit 1; }

@@ -8,8 +8,9 @@ scripts/setup.sh
 # The Slurm executor's tests need a one-node Slurm (docs/slurm.md, "The test cluster"): started here
 # as root, stopped at the end; elsewhere those tests skip and say so.
 if [[ $(id -u) -eq 0 ]]; then
-  scripts/slurm-local.sh start
   trap 'scripts/slurm-local.sh stop || true' EXIT
+  { scripts/slurm-local.sh install >/dev/null && scripts/slurm-local.sh start; } ||
+    echo "test: WARNING: the test Slurm did not start (see /var/log/slurm/): the Slurm tests skip" >&2
 else
   echo "test: not root, so no test Slurm is started: the Slurm tests skip" >&2
 fi

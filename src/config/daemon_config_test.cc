@@ -585,7 +585,8 @@ namespace {
 TEST(DaemonConfigExecutor, SlurmWithItsTargetAndLimits) {
   auto c = Parse(
       "executor:\n  kind: slurm\n  partition: gpu\n  account: vision\n  qos: normal\n"
-      "  sbatch: [--constraint=a100, --nice=5]\n  max_jobs: 40\n  accounting: jobcomp\n");
+      "  sbatch: [--constraint=a100, --nice=5]\n  max_jobs: 40\n  accounting: jobcomp\n"
+      "  shared_dir: /shared/drover\n");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->executor.spec.kind, ExecutorKind::kSlurm);
   EXPECT_EQ(c->executor.spec.partition, "gpu");
@@ -594,6 +595,7 @@ TEST(DaemonConfigExecutor, SlurmWithItsTargetAndLimits) {
   EXPECT_EQ(c->executor.spec.sbatch, (std::vector<std::string>{"--constraint=a100", "--nice=5"}));
   EXPECT_EQ(c->executor.max_jobs, 40);
   EXPECT_EQ(c->executor.accounting, "jobcomp");
+  EXPECT_EQ(c->executor.shared_dir, "/shared/drover");
   auto d = Parse("telemetry: {period: 5s}\n");
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->executor.spec.kind, ExecutorKind::kLocal);
@@ -613,6 +615,8 @@ TEST(DaemonConfigExecutor, MistakesSayWhatToWrite) {
                 .find("does not start with '-'"),
             std::string::npos);
   EXPECT_NE(Error("executor: {partition: gpu}\n").find("write kind: slurm"), std::string::npos);
+  EXPECT_NE(Error("executor: {kind: slurm, shared_dir: shared}\n").find("absolute path"),
+            std::string::npos);
   EXPECT_NE(Error("executor: {kind: slurm, partition: \"gpu; rm -rf /\"}\n")
                 .find("must be a Slurm name"),
             std::string::npos);

@@ -183,7 +183,7 @@ Result<Cleanup> PlanRemoval(Store& store, const std::string& store_dir,
     DROVER_ASSIGN_OR_RETURN(auto runs, store.ListRuns(filter));
     plan.runs += static_cast<int64_t>(runs.size());
     for (const Run& r : runs) removed_runs.insert(r.id);
-    const std::string logs = store_dir + "/logs/" + std::to_string(id);
+    const std::string logs = RunFiles::Folder(store_dir, "logs") + "/" + std::to_string(id);
     Add(plan, logs, fmt::format("logs of experiment {}", id));
     for (const Run& r : runs) {
       const RunFiles f = RunFiles::In(store_dir, id, r.id);

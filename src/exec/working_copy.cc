@@ -247,11 +247,23 @@ WorkingCopies WorkingCopies::Probe(const std::string& scratch_dir) {
   return CopyOnly(message);
 }
 
+std::string RunFiles::Folder(const std::string& store_dir, const char* name) {
+  const std::string path = store_dir + "/" + name;
+  char target[4096];
+  const ssize_t n = readlink(path.c_str(), target, sizeof target - 1);
+  if (n <= 0) return path;
+  target[n] = '\0';
+  // A link to a shared folder (the Slurm executor's shared_dir): the folder itself, so a node
+  // that sees only the shared file system reads the paths drover records.
+  return target[0] == '/' ? std::string(target) : store_dir + "/" + target;
+}
+
 RunFiles RunFiles::In(const std::string& store_dir, int64_t experiment_id, int64_t run_id,
                       bool begun) {
   const std::string id = std::to_string(run_id);
   RunFiles f;
-  const std::string old_dir = store_dir + "/runs/" + id;
+  const std::string runs = Folder(store_dir, "runs");
+  const std::string old_dir = runs + "/" + id;
   struct stat st;
   if (begun && stat((old_dir + "/work").c_str(), &st) == 0 &&
       stat((old_dir + "/attempt-1.out").c_str(), &st) == 0) {
@@ -267,8 +279,8 @@ RunFiles RunFiles::In(const std::string& store_dir, int64_t experiment_id, int64
   f.work = old_dir;
   f.changes = store_dir + "/changes/" + id;
   f.overlay_scratch = store_dir + "/changes/." + id;
-  f.logs = store_dir + "/logs/" + std::to_string(experiment_id);
-  f.checkpoints = store_dir + "/checkpoints/" + id;
+  f.logs = Folder(store_dir, "logs") + "/" + std::to_string(experiment_id);
+  f.checkpoints = Folder(store_dir, "checkpoints") + "/" + id;
   f.log_prefix = f.logs + "/" + id + "-";
   return f;
 }

@@ -50,6 +50,9 @@ struct RunFiles {
   // false for a run never started, whose layout is the new one without a look at the disk.
   static RunFiles In(const std::string& store_dir, int64_t experiment_id, int64_t run_id,
                      bool begun = true);
+  // <store>/<name> (runs, logs, checkpoints), or where it links to: with the Slurm executor's
+  // shared_dir these are links into a folder every node sees (docs/slurm.md).
+  static std::string Folder(const std::string& store_dir, const char* name);
   std::string work;             // runs/<id>/: the run's cwd, its working copy
   std::string changes;          // changes/<id>/: what an overlay run wrote
   std::string overlay_scratch;  // changes/.<id>/: overlayfs' own

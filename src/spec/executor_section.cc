@@ -12,8 +12,9 @@ using yaml::Find;
 
 const std::vector<std::string>& ExecutorKeys(bool daemon) {
   static const std::vector<std::string> spec = {"kind", "partition", "account", "qos", "sbatch"};
-  static const std::vector<std::string> config = {"kind", "partition", "account", "qos",
-                                                  "sbatch", "max_jobs", "accounting"};
+  static const std::vector<std::string> config = {"kind",     "partition",  "account",
+                                                  "qos",      "sbatch",     "max_jobs",
+                                                  "accounting", "shared_dir"};
   return daemon ? config : spec;
 }
 
@@ -121,9 +122,20 @@ Status ParseExecutorSection(const yaml::Reader& r, const Field& f, bool daemon,
   if (const Field* a = Find(fields, "accounting")) {
     DROVER_ASSIGN_OR_RETURN(out->accounting, r.Choice(*a, {"auto", "database", "jobcomp"}));
   }
-  if (e.kind == ExecutorKind::kLocal &&
-      (!e.partition.empty() || !e.account.empty() || !e.qos.empty() || !e.sbatch.empty())) {
-    return r.Err(f.at(), fmt::format("{} sets Slurm's partition, account, qos or sbatch with "
+  if (const Field* d = Find(fields, "shared_dir")) {
+    DROVER_ASSIGN_OR_RETURN(out->shared_dir,
+                            r.Text(*d, "write a folder every node sees at the same path"));
+    if (out->shared_dir.empty() || out->shared_dir[0] != '/' || out->shared_dir.size() > 1024) {
+      return r.Err(d->at(), fmt::format("{} must be an absolute path, got '{}'; write the folder "
+                                        "every node sees, such as /shared/drover",
+                                        d->path, out->shared_dir.substr(0, 80)));
+    }
+  }
+  if (e.kind == ExecutorKind::kLocal && (!e.partition.empty() || !e.account.empty() ||
+                                         !e.qos.empty() || !e.sbatch.empty() ||
+                                         !out->shared_dir.empty())) {
+    return r.Err(f.at(), fmt::format("{} sets Slurm's partition, account, qos, sbatch or "
+                                     "shared_dir with "
                                      "kind local; write kind: slurm to run attempts as Slurm jobs",
                                      f.path.empty() ? "executor" : f.path));
   }

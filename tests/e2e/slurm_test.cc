@@ -74,8 +74,8 @@ class SlurmTest : public testing::CliFixture {
     return "";
   }
 
-  void StartDaemon() {
-    const std::string config = Write("slurm.yaml", "executor: {kind: slurm, max_jobs: 8}\n");
+  void StartDaemon(const std::string& executor = "executor: {kind: slurm, max_jobs: 8}\n") {
+    const std::string config = Write("slurm.yaml", executor);
     fs::remove(store_ + "/daemon.json");
     pid_ = testing::SpawnDrover({"serve", "--listen", "127.0.0.1:0", "--store", store_,
                                  "--config", config},
@@ -312,6 +312,35 @@ TEST_F(SlurmTest, ADaemonKilledMidSweepAdoptsItsJobsAndRunsNothingTwice) {
     EXPECT_EQ(times[std::to_string(run.id)], 1) << "run " << run.id << " ran more than once";
   }
   EXPECT_NE(ReadFile((dir_ / "serve.out").string()).find("adopted"), std::string::npos);
+}
+
+// executor.shared_dir: the runs' folders live in a folder the nodes see, the database stays in
+// the store; a store that already holds runs' files is not moved behind the user's back.
+TEST_F(SlurmTest, SharedDirHoldsTheRunsFoldersAndTheDatabaseStaysInTheStore) {
+  const std::string shared = (dir_ / "shared").string();
+  StartDaemon("executor: {kind: slurm, shared_dir: " + shared + "}\n");
+  EXPECT_TRUE(fs::is_symlink(store_ + "/runs"));
+  EXPECT_TRUE(fs::is_symlink(store_ + "/logs"));
+  EXPECT_TRUE(fs::exists(store_ + "/drover.db"));
+  const std::string spec = Write(
+      "one.yaml", "name: one\nworkdir: code\nshell: true\ncommand: \"echo at $PWD\"\n");
+  ASSERT_EQ(RunDrover({"submit", spec, "--store", store_}).exit_code, 0);
+  auto runs = WaitFinal(1, 60);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].state, RunState::kSucceeded);
+  const Attempt a = AttemptsOf(1).at(0);
+  EXPECT_EQ(a.stdout_path.rfind(shared + "/logs/", 0), 0u) << a.stdout_path;
+  EXPECT_EQ(a.workdir.rfind(shared + "/runs/", 0), 0u) << a.workdir;
+  EXPECT_NE(ReadFile(a.stdout_path).find("at " + shared + "/runs/1"), std::string::npos);
+  auto logs = RunDrover({"logs", "1", "--store", store_});
+  EXPECT_NE(logs.out.find("at " + shared), std::string::npos) << logs.out << logs.err;
+  StopDaemon(SIGTERM);
+  // Another shared_dir for a store whose folders link elsewhere: refused, saying what to move.
+  Write("slurm.yaml", "executor: {kind: slurm, shared_dir: " + shared + "2}\n");
+  auto serve = RunDrover({"serve", "--listen", "127.0.0.1:0", "--store", store_, "--config",
+                          (dir_ / "slurm.yaml").string()});
+  EXPECT_NE(serve.exit_code, 0);
+  EXPECT_NE(serve.err.find("move its contents there"), std::string::npos) << serve.err;
 }
 
 // A spec's executor key that drover sets itself is refused with what to do.

@@ -93,6 +93,8 @@ case "${1:-}" in
     ;;
   start)
     command -v slurmctld >/dev/null || { echo "no slurmctld: run $0 install first" >&2; exit 1; }
+    # The node and the controller are "localhost": a minimal root may have no /etc/hosts.
+    getent hosts localhost >/dev/null || echo "127.0.0.1 localhost" >> /etc/hosts
     [[ $(id -u) == 0 ]] || { echo "$0 start must run as root (it runs Slurm's daemons)" >&2; exit 1; }
     stop_one slurmd /run/slurm/slurmd.pid
     stop_one slurmctld /run/slurm/slurmctld.pid
@@ -110,7 +112,12 @@ case "${1:-}" in
       chmod 0400 /etc/munge/munge.key
     fi
     if ! { [[ -s /run/munge/munged.pid ]] && kill -0 "$(cat /run/munge/munged.pid)" 2>/dev/null; }; then
-      runuser -u munge -- /usr/sbin/munged
+      # As the munge user; where this machine lets no other user run programs (some minimal
+      # roots), as root with the key root's (munged --force).
+      if ! runuser -u munge -- /usr/sbin/munged 2>/dev/null; then
+        chown root:root /etc/munge /etc/munge/munge.key /var/lib/munge /var/log/munge /run/munge
+        /usr/sbin/munged --force
+      fi
     fi
     for _ in $(seq 50); do munge -n >/dev/null 2>&1 && break; sleep 0.1; done
     if ((accounting)); then start_accounting; else stop_one slurmdbd /run/slurm/slurmdbd.pid; fi

@@ -150,6 +150,37 @@ int DryRunPipeline(const Spec& spec, const RunFlags& f) {
   return kExitOk;
 }
 
+int DryRunRuns(const Spec& spec, const RunFlags& f);
+
+// `sbatch --test-only` for the spec's resources (each stage's for a pipeline).
+Status CheckWithSlurm(const Spec& spec, const ExecutorSpec& daemon) {
+  slurm::Target target;
+  target.partition = !spec.executor.partition.empty() ? spec.executor.partition : daemon.partition;
+  target.account = !spec.executor.account.empty() ? spec.executor.account : daemon.account;
+  target.qos = !spec.executor.qos.empty() ? spec.executor.qos : daemon.qos;
+  target.sbatch = daemon.sbatch;
+  target.sbatch.insert(target.sbatch.end(), spec.executor.sbatch.begin(), spec.executor.sbatch.end());
+  slurm::CommandCluster cluster;
+  auto check = [&](const Resources& r, Millis timeout, const std::string& what) -> Status {
+    slurm::Submission s;
+    s.job_name = "drover-dry-run";
+    s.workdir = "/tmp";
+    s.stdout_path = "/dev/null";
+    s.stderr_path = "/dev/null";
+    s.gpus = r.gpus;
+    s.cpus = std::max(1, r.cpus);
+    s.memory_bytes = r.memory;
+    s.time_limit_ms = timeout;
+    Status st = cluster.WouldAccept(target, s);
+    return st.ok() || what.empty() ? st : Status(st.code(), what + ": " + st.message());
+  };
+  if (spec.stages.empty()) return check(spec.resources, spec.timeout_ms, "");
+  for (const StageSpec& st : spec.stages) {
+    DROVER_RETURN_IF_ERROR(check(st.resources, st.timeout_ms, "stage " + st.name));
+  }
+  return Status::Ok();
+}
+
 int DryRun(Globals& g, const Spec& spec, const RunFlags& f, const std::string& fake) {
   if (auto daemon = FindDaemon(g)) {
     // The daemon's pool decides: it checks the spec as its submit would, and records nothing.
@@ -162,6 +193,13 @@ int DryRun(Globals& g, const Spec& spec, const RunFlags& f, const std::string& f
     // more than the machine has is refused now, not after the dry run said it was fine.
     auto setup = PrepareEngine(g, fake, f.engine);
     if (!setup.ok()) return ReportError(setup.status());
+    const ExecutorSpec& daemon_ex = setup->config.executor.spec;
+    if (spec.executor.given ? spec.executor.kind == ExecutorKind::kSlurm
+                            : daemon_ex.kind == ExecutorKind::kSlurm) {
+      // Slurm places the runs: it says whether it would take their jobs (sbatch --test-only).
+      if (Status ok = CheckWithSlurm(spec, daemon_ex); !ok.ok()) return ReportError(ok);
+      return DryRunRuns(spec, f);
+    }
     auto devices = setup->probe->Devices();
     if (!devices.ok()) return ReportError(devices.status().WithContext("listing GPUs"));
     const int64_t reserve = setup->config.scheduler.gpu_reserve;
@@ -171,6 +209,10 @@ int DryRun(Globals& g, const Spec& spec, const RunFlags& f, const std::string& f
       return ReportError(fits);
     }
   }
+  return DryRunRuns(spec, f);
+}
+
+int DryRunRuns(const Spec& spec, const RunFlags& f) {
   if (spec.search && spec.search->sampler != SamplerKind::kGrid) return DryRunSearch(spec, f);
   if (!spec.stages.empty()) return DryRunPipeline(spec, f);
   auto grid = ExpandGrid(spec);

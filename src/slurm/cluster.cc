@@ -81,6 +81,19 @@ Result<int64_t> CommandCluster::Submit(const Target& target, const Submission& s
   return std::stoll(first);
 }
 
+Status CommandCluster::WouldAccept(const Target& target, const Submission& s) {
+  std::vector<std::string> argv = SbatchArgv(target, s);
+  argv.pop_back();  // the script: --wrap instead
+  argv.insert(argv.begin() + 1, "--test-only");
+  argv.push_back("--wrap=true");
+  DROVER_ASSIGN_OR_RETURN(auto r, Call(argv));
+  if (r.first != 0) {
+    return FailedPrecondition("Slurm would not take these runs' jobs: " +
+                              std::string(Trim(r.second)).substr(0, 500));
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<Job>> CommandCluster::List() {
   // This user's jobs only (filtered by the controller), as text: a tenth of the JSON's cost to
   // make and to read, asked once a round.

@@ -48,6 +48,9 @@ class CommandCluster : public Cluster {
   Result<std::vector<Job>> Ended(int64_t since_s) override;
   Status Cancel(int64_t job_id, int signal) override;
   int64_t commands() const override { return commands_; }
+  // `sbatch --test-only`: whether Slurm would take a job asking for this (nothing is submitted);
+  // FailedPrecondition with what sbatch said when it would not. `drover run --dry-run` asks it.
+  Status WouldAccept(const Target& target, const Submission& s);
 
  private:
   // The command's stdout and stderr together, and its exit code.

@@ -343,6 +343,28 @@ TEST_F(SlurmTest, SharedDirHoldsTheRunsFoldersAndTheDatabaseStaysInTheStore) {
   EXPECT_NE(serve.err.find("move its contents there"), std::string::npos) << serve.err;
 }
 
+// --dry-run of a Slurm spec asks Slurm (sbatch --test-only), not this machine's GPUs: it submits
+// nothing, and says why Slurm would refuse.
+TEST_F(SlurmTest, ADryRunAsksSlurmWhetherItWouldTakeTheJobs) {
+  const std::string spec = Write(
+      "dry.yaml", "name: dry\nworkdir: code\nexecutor: {kind: slurm}\nresources: {gpus: 2}\n"
+                  "command: \"true {i}\"\nparams: {i: [1, 2]}\n");
+  auto ok = RunDrover({"run", spec, "--store", store_, "--dry-run"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("2 runs (dry run"), std::string::npos) << ok.out;
+  auto too_big = RunDrover({"run", spec, "--store", store_, "--dry-run", "--set",
+                            "resources.gpus=9"});
+  EXPECT_NE(too_big.exit_code, 0);
+  EXPECT_NE(too_big.err.find("Requested node configuration is not available"), std::string::npos)
+      << too_big.err;
+  auto bad = RunDrover({"run", spec, "--store", store_, "--dry-run", "--set",
+                        "executor.partition=nope"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("invalid partition"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(store_ + "/drover.db") &&
+               !OpenStore()->ListRuns(RunFilter{}).value().empty());
+}
+
 // A spec's executor key that drover sets itself is refused with what to do.
 TEST_F(SlurmTest, SbatchFlagsDroverOwnsAreRefused) {
   const std::string spec = Write(

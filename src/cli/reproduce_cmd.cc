@@ -91,6 +91,7 @@ int Reproduce(Globals& g, ReproduceFlags& f) {
     code = FollowExperiment(api, made->experiment_id, follow);
     if (code == kExitInterrupted) return code;
   } else {
+    run_flags.executor = spec->executor;  // where the original ran: Slurm or here
     code = RunInForeground(g, run_flags, [&](Engine& engine, Store&) -> Result<QueuedRuns> {
     DROVER_ASSIGN_OR_RETURN(SubmitResult sub, engine.Submit(*spec));
     if (sub.snapshot.hash != snap.hash) {

@@ -103,7 +103,9 @@ int Retry(Globals& g, RetryFlags& f) {
   if (!spec.ok()) return ReportError(spec.status());
   const std::string metric = spec->objective ? spec->objective->metric : "";
   const Experiment e = *exp;
-  return RunInForeground(g, f.run, [&](Engine& engine, Store&) -> Result<QueuedRuns> {
+  RunFlags run = f.run;
+  run.executor = spec->executor;  // a Slurm experiment's runs go back to Slurm
+  return RunInForeground(g, run, [&](Engine& engine, Store&) -> Result<QueuedRuns> {
     QueuedRuns q;
     q.experiment_id = e.id;
     q.name = e.name;

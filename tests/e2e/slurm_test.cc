@@ -229,6 +229,13 @@ TEST_F(SlurmTest, AFailingJobKeepsItsExitCodeAndReason) {
   EXPECT_EQ(attempts[0].reason, "exit_code");
   EXPECT_NE(attempts[0].error.find("ValueError: bad lr"), std::string::npos) << attempts[0].error;
   EXPECT_EQ(SlurmState(attempts[0].pid), "FAILED");
+  // drover retry in the foreground sends it back to Slurm, as the spec said.
+  auto retry = RunDrover({"retry", "1", "--store", store_});
+  EXPECT_NE(retry.exit_code, 0);
+  attempts = AttemptsOf(1);
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(attempts[1].executor.value("kind", ""), "slurm");
+  EXPECT_NE(attempts[1].pid, attempts[0].pid);
 }
 
 // A CUDA OOM (the error text PyTorch prints) is retried with half the batch, each attempt a job

@@ -238,27 +238,31 @@ TEST_F(SlurmTest, AFailingJobKeepsItsExitCodeAndReason) {
   EXPECT_NE(attempts[1].pid, attempts[0].pid);
 }
 
-// A CUDA OOM (the error text PyTorch prints) is retried with half the batch, each attempt a job
-// of its own, until it fits.
+// The OOM example (examples/digits/oom.yaml: PyTorch raises a real torch.cuda.OutOfMemoryError
+// above a batch of 100) through Slurm: each OOM is retried with half the batch and twice the
+// gradient accumulation, each attempt a job of its own, until 64 fits.
 TEST_F(SlurmTest, AnOomIsRetriedSmallerAsANewJob) {
-  const std::string spec = Write(
-      "oom.yaml",
-      "name: oom\nworkdir: code\nshell: true\nexecutor: {kind: slurm}\n"
-      "params: {batch: 64}\noom: {param: batch}\n"
-      "command: \"if [ {batch} -gt 16 ]; then echo 'torch.OutOfMemoryError: CUDA out of memory. "
-      "Tried to allocate 2.00 GiB' >&2; exit 1; fi; echo loss=0.5\"\n");
-  auto r = RunDrover({"run", spec, "--store", store_});
+  const std::string spec = std::string(DROVER_SOURCE_DIR) + "/examples/digits/oom.yaml";
+  auto r = RunDrover({"run", spec, "--store", store_, "--set", "executor.kind=slurm", "--set",
+                      "params.epochs=1"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   auto attempts = AttemptsOf(1);
-  ASSERT_EQ(attempts.size(), 3u);
-  EXPECT_EQ(attempts[0].reason, "cuda_oom");
-  EXPECT_EQ(attempts[0].params["batch"], 64);
-  EXPECT_EQ(attempts[1].params["batch"], 32);
-  EXPECT_EQ(attempts[2].params["batch"], 16);
-  EXPECT_EQ(attempts[2].reason, "succeeded");
+  ASSERT_EQ(attempts.size(), 4u);
   std::set<int64_t> jobs;
-  for (const auto& a : attempts) jobs.insert(a.pid);
-  EXPECT_EQ(jobs.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(attempts[i].reason, "cuda_oom") << i;
+    EXPECT_NE(attempts[i].error.find("OutOfMemoryError"), std::string::npos) << attempts[i].error;
+  }
+  EXPECT_EQ(attempts[0].params["batch_size"], 512);
+  EXPECT_EQ(attempts[1].params["batch_size"], 256);
+  EXPECT_EQ(attempts[3].params["batch_size"], 64);
+  EXPECT_EQ(attempts[3].params["grad_accum"], 8);
+  EXPECT_EQ(attempts[3].reason, "succeeded");
+  for (const auto& a : attempts) {
+    EXPECT_EQ(a.executor.value("kind", ""), "slurm");
+    jobs.insert(a.pid);
+  }
+  EXPECT_EQ(jobs.size(), 4u);
 }
 
 // A higher-priority partition preempts drover's job: the attempt ends preempted (no retry spent)

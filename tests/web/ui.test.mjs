@@ -381,8 +381,72 @@ async function main() {
   // ---- drover report: the same digits experiment as one HTML file, opened from disk
   await reportCheck(expId);
 
+  // ---- a run placed by Slurm says where it is (where a test Slurm answers)
+  await slurmCheck(watchConsole);
+
   expect(consoleProblems.length === 0, `console errors or warnings:\n${consoleProblems.join("\n")}`);
   log("no console errors or warnings, no page errors");
+}
+
+// A second daemon with the Slurm executor (docs/slurm.md), where scripts/slurm-local.sh has one
+// running: its run page says which job runs the run, on which node, and its attempts table has a
+// "where" column instead of GPUs. Skipped, and said so, where no Slurm answers.
+async function slurmCheck(watchConsole) {
+  const sinfo = spawnSync("sinfo", ["-h", "-o", "%T"], { encoding: "utf8", timeout: 5000 });
+  if (sinfo.status !== 0 || !/idle|mixed|allocated|completing/.test(sinfo.stdout || "")) {
+    log("Slurm run page: skipped (no Slurm answers here: scripts/slurm-local.sh start)");
+    return;
+  }
+  const dir = path.join(work, "slurm");
+  const store2 = path.join(dir, "store");
+  mkdirSync(path.join(dir, "code"), { recursive: true });
+  const config = path.join(dir, "config.yaml");
+  writeFileSync(config, "executor: {kind: slurm}\n");
+  const out = path.join(artifacts, "serve-slurm.log");
+  writeFileSync(out, "");
+  const d2 = spawn(drover, ["serve", "--store", store2, "--listen", "127.0.0.1:0", "--config", config], { stdio: ["ignore", "pipe", "pipe"] });
+  d2.stdout.on("data", (d) => writeFileSync(out, d, { flag: "a" }));
+  d2.stderr.on("data", (d) => writeFileSync(out, d, { flag: "a" }));
+  try {
+    const info = await waitFor("the Slurm daemon", () => {
+      try { return JSON.parse(readFileSync(path.join(store2, "daemon.json"), "utf8")); } catch { return null; }
+    }, 60000);
+    const base2 = `http://127.0.0.1:${info.port}`;
+    const token2 = readFileSync(path.join(store2, "token"), "utf8").trim();
+    const spec = path.join(dir, "sleep.yaml");
+    writeFileSync(spec, "name: on-slurm\nworkdir: code\ncommand: [sleep, \"120\"]\n");
+    const sub = spawnSync(drover, ["--store", store2, "submit", spec], { encoding: "utf8", cwd: dir, timeout: 60000 });
+    expect(sub.status === 0, `drover submit to the Slurm daemon failed:\n${sub.stdout}\n${sub.stderr}`);
+    const run = await waitFor("the job to run in Slurm", async () => {
+      const r = await fetch(`${base2}/api/v1/runs/1`, { headers: { Authorization: `Bearer ${token2}` } });
+      const j = r.ok ? await r.json() : null;
+      const a = j?.attempt_list?.at(-1);
+      return a?.executor?.state === "RUNNING" ? j : null;
+    }, 60000, 250);
+    const job = run.attempt_list.at(-1).executor.job_id;
+    const context = await browser.newContext({ viewport: { width: 1280, height: 860 }, colorScheme: "light" });
+    const page = await context.newPage();
+    watchConsole(page, "slurm");
+    await page.goto(`${base2}/`);
+    await page.fill("input[name=token]", token2);
+    await Promise.all([page.waitForURL(`${base2}/`), page.click("button[type=submit]")]);
+    await page.goto(`${base2}/#/runs/1`);
+    await page.waitForSelector("#placement");
+    const where = (await page.textContent("#placement")).trim();
+    expect(where === `Slurm job ${job} on localhost (partition debug)`, `the run page says where the run is: "${where}"`);
+    await page.waitForSelector("#attempts-table tbody tr");
+    const head = await page.$$eval("#attempts-table thead th", (ths) => ths.map((t) => t.textContent.trim()));
+    const cell = await page.$$eval("#attempts-table tbody tr td", (tds) => tds.map((t) => t.textContent.trim()));
+    expect(head.includes("where") && cell.some((c) => c.startsWith(`Slurm job ${job}`)), `the attempts table: ${JSON.stringify(head)} ${JSON.stringify(cell)}`);
+    await shot(page, "slurm-run");
+    await context.close();
+    const cancel = spawnSync(drover, ["--store", store2, "cancel", "1"], { encoding: "utf8", timeout: 60000 });
+    expect(cancel.status === 0, `drover cancel on the Slurm daemon: ${cancel.stderr}`);
+    log(`Slurm run page: "${where}", attempts table "where" column (slurm-run.png)`);
+  } finally {
+    d2.kill("SIGTERM");
+    await waitFor("the Slurm daemon to stop", () => d2.exitCode !== null || d2.signalCode !== null, 15000).catch(() => d2.kill("SIGKILL"));
+  }
 }
 
 // Two runs whose val_acc peaks and last values disagree ("peak" peaks highest, "steady" ends

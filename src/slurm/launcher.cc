@@ -231,6 +231,23 @@ void SlurmLauncher::Adopt(int job, int64_t start_ticks, const ExitRecordAt& reco
 Status SlurmLauncher::BeginRecovery() {
   DROVER_ASSIGN_OR_RETURN(std::vector<JobEvent> events, tracker_.Adopt(clock_.Monotonic()));
   for (JobEvent& e : events) listed_[e.job_id] = std::move(e);
+  // Jobs that ended while no daemon followed them and that squeue has since forgotten: how they
+  // ended, from the accounting, over a bounded window (older ones are taken as lost and rerun).
+  const int64_t since = clock_.Now() / 1000 - kAccountingWindowS;
+  Result<std::vector<Job>> ended = cluster_.Ended(since);
+  if (!ended.ok()) {
+    spdlog::warn("reading how drover's Slurm jobs ended from the accounting: {} (a job squeue no "
+                 "longer lists is taken as lost and run again)",
+                 ended.status().message());
+    return Status::Ok();
+  }
+  for (const Job& j : *ended) {
+    std::optional<JobIdentity> who = ParseJobName(j.name);
+    if (!who || who->store_id != store_id_ || listed_.count(j.id)) continue;
+    const Verdict v = Judge(j, false);
+    if (v.phase == Phase::kWaiting || v.phase == Phase::kRunning) continue;  // squeue would list it
+    listed_[j.id] = JobEvent{*who, j.id, v, j};
+  }
   return Status::Ok();
 }
 

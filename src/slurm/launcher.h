@@ -45,8 +45,9 @@ class SlurmLauncher : public ProcessLauncher {
   void Adopt(int job, int64_t start_ticks, const ExitRecordAt& record) override;
   void Wake() override { local_.Wake(); }
 
-  // Before the engine's recovery: the store's jobs Slurm lists (one squeue), so adoption can tell
-  // which live.
+  // Before the engine's recovery: the store's jobs Slurm lists (one squeue) and those the
+  // accounting says ended in the last kAccountingWindowS (one sacct), so adoption can tell which
+  // live and how the others ended.
   Status BeginRecovery() override;
   // After it: jobs of this store that Slurm lists and no attempt was adopted for (a submit the
   // last engine did not get to record, or a run since removed) are cancelled, so nothing runs
@@ -55,6 +56,8 @@ class SlurmLauncher : public ProcessLauncher {
 
   // The value StartTicks gives a listed job (and what an attempt's pid_start holds).
   static constexpr int64_t kListed = 1;
+  // How far back a restart reads the accounting for jobs that ended while no daemon ran.
+  static constexpr int64_t kAccountingWindowS = 14 * 24 * 3600;
   int64_t commands() const { return cluster_.commands(); }
   size_t followed() const { return tracker_.followed(); }
 

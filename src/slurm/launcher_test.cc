@@ -189,6 +189,15 @@ TEST_F(SlurmLauncherTest, ARestartAdoptsListedJobsReadsEndedOnesAndCancelsUnclai
     j.exit_code = 0;
     cluster_.queue[id] = j;
   };
+  // And one squeue has forgotten that the accounting says ended with exit code 4 (run 4).
+  Job gone;
+  gone.id = 90;
+  gone.name = "drover-s1-4-1";
+  gone.state = JobState::kFailed;
+  gone.exit_code = 4;
+  gone.nodes = "node2";
+  gone.start_s = 1;
+  cluster_.accounting.push_back(gone);
   job(100, "drover-s1-1-1", JobState::kRunning);
   job(101, "drover-s1-2-1", JobState::kCompleted);
   job(102, "drover-s1-3-1", JobState::kPending);
@@ -198,14 +207,18 @@ TEST_F(SlurmLauncherTest, ARestartAdoptsListedJobsReadsEndedOnesAndCancelsUnclai
   EXPECT_EQ(l.StartTicks(100), SlurmLauncher::kListed);
   EXPECT_EQ(l.StartTicks(101), SlurmLauncher::kListed);
   EXPECT_EQ(l.StartTicks(103), 0);  // not this store's
+  EXPECT_EQ(l.StartTicks(90), SlurmLauncher::kListed);  // from the accounting
+  l.Adopt(90, SlurmLauncher::kListed, {(dir_ / "4.exit").string(), ""});
   l.Adopt(100, SlurmLauncher::kListed, {(dir_ / "1.exit").string(), ""});
   l.Adopt(101, SlurmLauncher::kListed, {(dir_ / "2.exit").string(), ""});
   l.EndRecovery();
   EXPECT_EQ(cluster_.cancelled, std::vector<int64_t>{102});
   WaitResult w = l.Wait(0);
-  ASSERT_EQ(w.exits.size(), 1u);  // 101 ended while no engine followed it
-  EXPECT_EQ(w.exits[0].pid, 101);
-  EXPECT_EQ(w.exits[0].exit_code, 0);
+  ASSERT_EQ(w.exits.size(), 2u);  // 90 and 101 ended while no engine followed them
+  EXPECT_EQ(w.exits[0].pid, 90);
+  EXPECT_EQ(w.exits[0].exit_code, 4);
+  EXPECT_EQ(w.exits[1].pid, 101);
+  EXPECT_EQ(w.exits[1].exit_code, 0);
   Listed(100).state = JobState::kCompleted;
   w = Round(l);
   ASSERT_EQ(w.exits.size(), 1u);

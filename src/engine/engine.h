@@ -191,7 +191,8 @@ struct StoreStall : Retrying {
 };
 
 // The engine's state while no run can be prepared to start (its working copy or log folder
-// cannot be made: a full or failing disk under the store's runs folder): Engine::HoldStarts.
+// cannot be made: a full or failing disk under the store's runs folder; or the executor's
+// controller does not answer, e.g. Slurm down): Engine::HoldStarts.
 struct StartHold : Retrying {};
 
 class Engine {

@@ -206,7 +206,9 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
     HoldStarts(live, wc.status(), now);
     return false;
   }
-  if (wc.ok() && start_hold_) ReleaseStarts(now);
+  // (Under an executor that places runs, the hold may be the executor's: it ends when a start
+  // goes through, below.)
+  if (wc.ok() && start_hold_ && !placed_by_executor()) ReleaseStarts(now);
   Tx();
   Run& run = live.run;
   // An attempt number whose exit file already names a process was started by an engine that
@@ -218,6 +220,10 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
     }
   }
   live.from_last_engine = false;
+  // What this start changes in the run, kept in case the executor cannot take it (below).
+  const int attempts_before = run.attempts;
+  const Millis started_before = run.started_ms;
+  const Json metrics_before = run.final_metrics;
   Attempt a;
   a.run_id = run.id;
   a.number = run.attempts + 1;
@@ -287,6 +293,19 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
       launch = ticket.status();
     } else {
       auto pid = launcher_.Start(ls);
+      if (!pid.ok() && placed_by_executor() && pid.status().code() == Code::kUnavailable) {
+        // The executor's controller does not answer (Slurm down or restarting): not the run's
+        // fault. It stays queued, charged nothing, and no run starts until a retry gets through.
+        Release(live);
+        live.watch.reset();
+        live.placed_pending = false;
+        run.attempts = attempts_before;
+        run.started_ms = started_before;
+        run.final_metrics = metrics_before;
+        HoldStarts(live, pid.status(), now);
+        return false;
+      }
+      if (pid.ok() && start_hold_) ReleaseStarts(now);
       if (pid.ok()) {
         a.pid = *pid;
         a.pid_start = launcher_.StartTicks(*pid);
@@ -307,7 +326,7 @@ void Engine::HoldStarts(const Live& live, const Status& why, Instant now) {
   const bool first = !start_hold_;
   if (first) start_hold_.emplace();
   start_hold_->Failed(why, now);
-  spdlog::warn("run {}: {}; no run starts until a working copy can be made (next try in {})",
+  spdlog::warn("run {}: {}; no run starts until that is fixed (next try in {})",
                live.run.id, why.message(), FormatDuration(start_hold_->backoff_ms));
   if (observer_) observer_->OnStartsHeld(live.run.id, why, start_hold_->backoff_ms);
   if (!first) return;
@@ -316,10 +335,13 @@ void Engine::HoldStarts(const Live& live, const Status& why, Instant now) {
   a.severity = "error";
   a.key = "engine:starts_held";
   a.message = fmt::format(
-      "drover cannot prepare run {} to start: {}. Running runs keep running; queued runs wait, "
-      "charged nothing, until there is room (free space on the disk that holds the store's runs "
-      "folder, or fix what the error names).",
-      live.run.id, why.message());
+      "drover cannot start run {}: {}. Running runs keep running; queued runs wait, charged "
+      "nothing, until it can ({}).",
+      live.run.id, why.message(),
+      why.code() == Code::kUnavailable
+          ? "the executor's controller answers again: starts are retried with backoff"
+          : "free space on the disk that holds the store's runs folder, or fix what the error "
+            "names");
   a.data = Json{{"run_id", live.run.id}};
   RaiseAlert(std::move(a), now.wall);
 }
@@ -328,7 +350,8 @@ void Engine::ReleaseStarts(Instant now) {
   StartHold hold = std::move(*start_hold_);
   start_hold_.reset();
   const Millis held_ms = now.mono - hold.since_mono;
-  spdlog::info("runs start again: a working copy could be made after {}", FormatDuration(held_ms));
+  spdlog::info("runs start again after {} ({} no longer stops them)", FormatDuration(held_ms),
+               hold.why.message());
   Alert a;
   a.kind = "starts_held";
   a.severity = "error";

@@ -906,3 +906,53 @@ TEST_F(EngineTest, ASpecAskingForAnotherExecutorIsRefusedWithWhatToDo) {
 
 }  // namespace
 }  // namespace drover
+
+namespace drover {
+namespace {
+
+// An executor that places runs (Slurm) whose controller does not answer for its first two
+// submits: the run is not charged an attempt, no run starts while starts are held, and it runs
+// once the controller answers again; the hold is an alert raised and then cleared.
+class UnreachableController : public FakeLauncher {
+ public:
+  using FakeLauncher::FakeLauncher;
+  ExecutorKind kind() const override { return ExecutorKind::kSlurm; }
+  Result<int> Start(const LaunchSpec& spec) override {
+    ++tries;
+    if (down > 0) {
+      --down;
+      return Status(Code::kUnavailable, "the Slurm controller did not take job drover-x-1-1: "
+                                        "Unable to contact slurm controller (connect failure)");
+    }
+    return FakeLauncher::Start(spec);
+  }
+  int down = 2;
+  int tries = 0;
+};
+
+TEST_F(EngineTest, AnExecutorWhoseControllerDoesNotAnswerHoldsStartsAndChargesNothing) {
+  UnreachableController launcher(clock_, [](const LaunchSpec&) { return FakeProcess{1000, 0}; });
+  FakeGpuProbe probe({});
+  auto engine = MakeEngine(launcher, probe);
+  auto sub = engine->Submit(ParseSpec("name: s\ncommand: ./train.sh\nresources: {gpus: 1}\n"));
+  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+  const int64_t id = sub->runs[0].id;
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  EXPECT_EQ(launcher.tries, 3);
+  const drover::Run run = store_->GetRun(id).value().value();
+  EXPECT_EQ(run.state, RunState::kSucceeded);
+  EXPECT_EQ(run.attempts, 1);  // the two refused submits were no attempts
+  EXPECT_EQ(run.retries_used, 0);
+  EXPECT_EQ(Attempts(id).size(), 1u);
+  auto alerts = store_->ListAlerts({.kind = "starts_held"}).value();
+  ASSERT_FALSE(alerts.empty());
+  bool held = false, resumed = false;
+  for (const Alert& a : alerts) {
+    held = held || a.message.find("Unable to contact slurm controller") != std::string::npos;
+    resumed = resumed || a.message.find("they start again now") != std::string::npos;
+  }
+  EXPECT_TRUE(held && resumed);
+}
+
+}  // namespace
+}  // namespace drover

@@ -75,6 +75,16 @@ Result<int64_t> CommandCluster::Submit(const Target& target, const Submission& s
   const std::string first = text.substr(0, text.find_first_of(";\n"));
   if (r.first != 0 || first.empty() ||
       first.find_first_not_of("0123456789") != std::string::npos) {
+    // The controller did not answer (down, restarting, overloaded): nothing is wrong with the
+    // job, and it is asked again later; anything else is Slurm refusing this job.
+    for (const char* down : {"Unable to contact slurm controller", "Socket timed out",
+                             "Slurm temporarily unable", "Connection refused",
+                             "Zero Bytes were transmitted"}) {
+      if (text.find(down) != std::string::npos) {
+        return Unavailable(fmt::format("the Slurm controller did not take job {}: {}",
+                                       s.job_name, text.substr(0, 300)));
+      }
+    }
     return FailedPrecondition(fmt::format("sbatch refused the job {}: {}", s.job_name,
                                           text.empty() ? "(it said nothing)" : text));
   }

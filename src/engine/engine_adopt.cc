@@ -189,7 +189,7 @@ Result<RecoverySummary> Engine::Recover() {
       l.started_mono = now.mono - std::max<Millis>(0, now.wall - a.started_ms);
       const Millis timeout = SpecOf(l).timeout_ms;
       l.deadline_mono = timeout > 0 ? l.started_mono + timeout : 0;
-      const std::string placed_state = a.executor.value("state", "");
+      const std::string placed_state = PlacementText(a.executor, "state");
       if (placed_by_executor() && (placed_state.empty() || placed_state == "SUBMITTED" ||
                                    placed_state == "PENDING")) {
         l.placed_pending = true;  // still waiting in Slurm: its clocks start when it runs
@@ -210,8 +210,9 @@ Result<RecoverySummary> Engine::Recover() {
       int pid = static_cast<int>(known.pid);
       // An attempt another executor ran (a Slurm job's id is no pid here, nor the reverse) is
       // not this launcher's to look up or signal: its end is read from its record, or it is lost.
+      const std::string kind = PlacementText(known.executor, "kind");
       const bool other_executor =
-          known.executor.value("kind", std::string(ToString(ExecutorKind::kLocal))) !=
+          (kind.empty() ? std::string(ToString(ExecutorKind::kLocal)) : kind) !=
           ToString(launcher_.kind());
       bool alive = !other_executor && pid > 0 && known.pid_start > 0 &&
                    launcher_.StartTicks(pid) == known.pid_start;

@@ -437,7 +437,7 @@ void Engine::HandlePlacement(const PlacementNews& news, Instant now) {
   if (it == live_.end() || !it->second->attempt) return;
   Live& live = *it->second;
   Attempt& a = *live.attempt;
-  const std::string state = news.executor.value("state", "");
+  const std::string state = PlacementText(news.executor, "state");
   if (live.placed_pending && state != "SUBMITTED" && state != "PENDING" && !state.empty()) {
     // It runs (or ended) now: its run time, timeout and stall clocks start here.
     live.placed_pending = false;

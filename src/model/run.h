@@ -265,5 +265,8 @@ struct Environment {
 // Where an executor placed an attempt, in words (Attempt::executor): "Slurm job 12 on node3
 // (partition gpu)", "Slurm job 12, pending (Priority)"; "" for a local attempt.
 std::string DescribePlacement(const Json& executor);
+// One text field of Attempt::executor ("kind", "state", "node", ...): "" when it is missing or not
+// text, so a record edited by hand is shown as unknown rather than thrown on.
+std::string PlacementText(const Json& executor, const char* key);
 
 }  // namespace drover

@@ -324,13 +324,22 @@ std::string ScoreSummaryText(ScoreSummary summary, int last_k) {
 
 namespace drover {
 
+std::string PlacementText(const Json& executor, const char* key) {
+  if (!executor.is_object()) return "";
+  auto it = executor.find(key);
+  return it != executor.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 std::string DescribePlacement(const Json& executor) {
-  if (!executor.is_object() || executor.value("kind", "") != "slurm") return "";
-  std::string out = "Slurm job " + std::to_string(executor.value("job_id", int64_t{0}));
-  const std::string state = executor.value("state", "");
-  const std::string node = executor.value("node", "");
-  const std::string partition = executor.value("partition", "");
-  const std::string reason = executor.value("reason", "");
+  if (PlacementText(executor, "kind") != "slurm") return "";
+  auto id = executor.find("job_id");
+  std::string out = "Slurm job " + (id != executor.end() && id->is_number_integer()
+                                        ? std::to_string(id->get<int64_t>())
+                                        : std::string("?"));
+  const std::string state = PlacementText(executor, "state");
+  const std::string node = PlacementText(executor, "node");
+  const std::string partition = PlacementText(executor, "partition");
+  const std::string reason = PlacementText(executor, "reason");
   if (state == "SUBMITTED" || state == "PENDING") {
     out += ", pending";
     if (!reason.empty()) out += " (" + reason + ")";

@@ -114,6 +114,10 @@ TEST_F(SlurmLauncherTest, WhereAJobIsReachesTheViewsAndItsEndIsTheAttempts) {
   EXPECT_EQ(w.placements[0].executor["state"], "PENDING");
   EXPECT_EQ(w.placements[0].executor["reason"], "Priority");
   EXPECT_EQ(DescribePlacement(w.placements[0].executor), "Slurm job 100, pending (Priority)");
+  // A record edited by hand into other types is shown as unknown, never thrown on.
+  EXPECT_EQ(DescribePlacement(Json{{"kind", "slurm"}, {"job_id", "x"}, {"state", 3}}), "Slurm job ?");
+  EXPECT_EQ(DescribePlacement(Json{{"kind", 1}}), "");
+  EXPECT_EQ(DescribePlacement(Json::array()), "");
   Listed(100).state = JobState::kRunning;
   Listed(100).reason = "None";
   Listed(100).nodes = "node3";

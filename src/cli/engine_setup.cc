@@ -137,7 +137,17 @@ Result<ExecutorSetup> PrepareExecutor(const config::DaemonConfig& config,
   const ExecutorSpec& daemon = config.executor.spec;
   const bool slurm = spec_executor.given ? spec_executor.kind == ExecutorKind::kSlurm
                                          : daemon.kind == ExecutorKind::kSlurm;
-  if (!slurm) return out;
+  // Attempts whose spec has container: run in their image (docs/containers.md), on this
+  // machine or in the Slurm job; the others pass through as they are.
+  auto containers = [&]() {
+    out.containers =
+        std::make_unique<container::ContainerLauncher>(*out.launcher, slurm::StoreId(store_dir));
+    out.launcher = out.containers.get();
+  };
+  if (!slurm) {
+    containers();
+    return out;
+  }
   slurm::CommandClusterOptions co;
   co.accounting = config.executor.accounting;
   out.cluster = std::make_unique<slurm::CommandCluster>(co);
@@ -170,6 +180,7 @@ Result<ExecutorSetup> PrepareExecutor(const config::DaemonConfig& config,
                                                      slurm::StoreId(store_dir), daemon);
   out.launcher = out.slurm.get();
   out.max_jobs = config.executor.max_jobs;
+  containers();
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include "cli/common.h"
 #include "gpu/gpu_probe.h"
 #include "config/daemon_config.h"
+#include "container/launcher.h"
 #include "exec/process_launcher.h"
 #include "slurm/cluster.h"
 #include "slurm/launcher.h"
@@ -39,6 +40,7 @@ Result<EngineSetup> PrepareEngine(const Globals& g, const std::string& fake_gpus
 struct ExecutorSetup {
   std::unique_ptr<slurm::CommandCluster> cluster;
   std::unique_ptr<slurm::SlurmLauncher> slurm;
+  std::unique_ptr<container::ContainerLauncher> containers;  // over the local or Slurm launcher
   ProcessLauncher* launcher = nullptr;  // what the engine gets
   int max_jobs = 0;                     // EngineOptions::executor_max_jobs
 };

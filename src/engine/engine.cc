@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/strings.h"
+#include "container/runtime.h"
 #include "engine/environment_capture.h"
 #include "engine/live.h"
 #include "exec/working_copy.h"
@@ -90,6 +91,13 @@ Status Engine::InitGpus() {
   devices_ = *devices;
   book_ = sched::GpuBook(PoolOf(*devices, options_.scheduler.gpu_reserve));
   gpus_ready_ = true;
+  // Containers get GPUs by their CDI names: said once at start where podman is here and the
+  // CDI specs miss a GPU (a submit that needs them checks again and is refused).
+  if (!devices_.empty() && container::Installed(ContainerRuntime::kPodman)) {
+    if (Status cdi = container::CheckCdi(devices_, options_.cdi_dirs); !cdi.ok()) {
+      spdlog::warn("containers: {}", cdi.message());
+    }
+  }
   return Status::Ok();
 }
 

@@ -84,6 +84,9 @@ struct EngineOptions {
   // Under an executor that places attempts itself (the launcher's kind() is not local, e.g.
   // Slurm): at most this many of its attempts submitted and not ended at once (executor.max_jobs).
   int executor_max_jobs = 256;
+  // Where the Container Device Interface specs are (container/runtime.h, CheckCdi): a container
+  // run that needs GPUs is refused at submit when they name no device for a GPU.
+  std::vector<std::string> cdi_dirs = {"/etc/cdi", "/var/run/cdi"};
 };
 
 // What Recover() found in the store.
@@ -314,6 +317,11 @@ class Engine {
   void ReleaseStarts(Instant now);
   // The spec's data as mounts into this working copy.
   std::vector<DataMount> DataMounts(const Live& live, const std::string& workdir) const;
+  // What a container run is given besides its working copy (AttemptRequest::binds): its
+  // checkpoint folder (writable, made here), data, needs' outputs, the project folder, drover's
+  // Python client, a stage's inputs file.
+  std::vector<std::pair<std::string, bool>> ContainerBinds(Live& live, const RunFiles& files,
+                                                           const std::vector<std::string>& env) const;
   // Where the run's files go (cached in the Live).
   const RunFiles& FilesOf(Live& live);
   // The run's log folder and working copy, made if missing.

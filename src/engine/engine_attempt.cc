@@ -76,7 +76,9 @@ std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt
   if (!exp.base_env_ready) {
     // What every run of the experiment shares, made once.
     std::map<std::string, std::string>& env = exp.base_env;
-    for (const auto& kv : options_.base_env) {
+    // A container has its own environment (the image's): drover's own is not carried in.
+    const bool host = !exp.spec.container;
+    for (const auto& kv : host ? options_.base_env : std::vector<std::string>{}) {
       auto eq = kv.find('=');
       if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
     }
@@ -143,6 +145,27 @@ std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt
       out.push_back(o->first + "=" + o->second);
       ++o;
     }
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, bool>> Engine::ContainerBinds(
+    Live& live, const RunFiles& files, const std::vector<std::string>& env) const {
+  std::vector<std::pair<std::string, bool>> out;
+  // The checkpoint folder is the run's to write, kept across attempts; it must exist to be bound.
+  std::error_code ec;
+  fs::create_directories(files.checkpoints, ec);
+  out.emplace_back(files.checkpoints, true);
+  // Data and a stage's needs' outputs: shown in the working copy (bound in an overlay, linked in
+  // a copy), so their sources are bound where the links point.
+  for (const DataMount& d : DataMounts(live, files.work)) out.emplace_back(d.source, false);
+  const std::string& project = live.exp->spec.project_dir;
+  if (!project.empty() && fs::is_directory(project, ec)) out.emplace_back(project, false);
+  if (!python_client_dir_.empty() && fs::is_directory(python_client_dir_, ec)) {
+    out.emplace_back(python_client_dir_, false);
+  }
+  for (const std::string& kv : env) {
+    if (kv.rfind("DROVER_INPUTS=", 0) == 0) out.emplace_back(kv.substr(14), false);
   }
   return out;
 }
@@ -279,6 +302,16 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
     ls.request.resources = SpecOf(live).resources;
     ls.request.time_limit_ms = SpecOf(live).timeout_ms;
     ls.request.executor = SpecOf(live).executor;
+    if (live.exp->spec.container) {
+      ls.request.container = live.exp->spec.container;
+      ls.request.experiment_id = run.experiment_id;
+      for (int g : a.gpus) {
+        for (const GpuDevice& d : devices_) {
+          if (d.index == g) ls.request.gpu_uuids.push_back(d.uuid);
+        }
+      }
+      ls.request.binds = ContainerBinds(live, files, ls.env);
+    }
     if (launcher_.StartsInBackground() && !ls.exit_path.empty()) {
       // The supervisor starts it while this loop goes on; HandleStarted records it once it has
       // a pid. Meanwhile it holds its resources as a running attempt would.

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "common/strings.h"
+#include "container/runtime.h"
 #include "engine/engine.h"
 #include "engine/environment_capture.h"
 #include "engine/live.h"
@@ -64,6 +65,22 @@ Status Engine::CheckSubmit(const Spec& spec) {
               "Slurm (its config's executor:); leave executor out of the spec, or run it with "
               "`drover run --store OTHER` on a machine of its own");
   }
+  if (spec.container) {
+    const ContainerSpec& c = *spec.container;
+    if (c.runtime == ContainerRuntime::kPyxis && here == ExecutorKind::kLocal) {
+      return FailedPrecondition(
+          "container.runtime pyxis starts containers through Slurm's srun, and this drover runs "
+          "attempts on this machine; write runtime: podman (or docker), or run it under "
+          "executor: {kind: slurm} (docs/containers.md)");
+    }
+    // GPUs reach a podman container by their CDI names: checked at every submit that needs
+    // them, so a driver update that left the CDI spec behind is said here, not by a failed run.
+    bool gpus = spec.resources.gpus > 0;
+    for (const StageSpec& st : spec.stages) gpus = gpus || st.resources.gpus > 0;
+    if (gpus && here == ExecutorKind::kLocal && c.runtime == ContainerRuntime::kPodman) {
+      DROVER_RETURN_IF_ERROR(container::CheckCdi(devices_, options_.cdi_dirs));
+    }
+  }
   // Slurm says whether a job can ever run (sbatch refuses it at once otherwise).
   if (here != ExecutorKind::kLocal) return Status::Ok();
   return CheckSpecFits(spec, book_.gpus(), options_.scheduler.gpu_reserve, options_.cpu_slots);
@@ -72,6 +89,15 @@ Status Engine::CheckSubmit(const Spec& spec) {
 Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_dir) {
   PreparedSubmit p;
   p.spec = spec;
+  if (p.spec.container) {
+    // The image is pinned to its id now: every attempt, retry and reproduction runs this one,
+    // whatever its tag names later. One that cannot be found fails the submit, not the runs.
+    ContainerSpec& c = *p.spec.container;
+    DROVER_RETURN_IF_ERROR(container::PinImage(&c, [&](std::string_view line) {
+      spdlog::info("experiment {}: pull {}: {}", spec.name, c.image,
+                   std::string(line.substr(0, line.find_last_not_of('\n') + 1)));
+    }));
+  }
   if (spec.search && spec.search->sampler != SamplerKind::kGrid) {
     // A search: its first trials (as many as may run at once), proposed with no history yet.
     if (!p.spec.search->seeded) {
@@ -259,6 +285,10 @@ void Engine::CaptureEnvironment(int64_t experiment_id,
   req.interpreters.assign(interpreters.begin(), interpreters.end());
   req.workdir = spec.workdir;
   req.hostname = hostname_;
+  // A container's packages are the image's: listed inside it (pyxis images are on the nodes).
+  if (spec.container && spec.container->runtime != ContainerRuntime::kPyxis) {
+    req.container = spec.container;
+  }
   env_capture_->Start(std::move(req));
 }
 

@@ -64,12 +64,28 @@ Environment EnvironmentCapture::Capture(const EnvironmentRequest& r,
   o.cwd = r.workdir;
   o.timeout_ms = timeout_ms_;
   o.max_output_bytes = 8LL << 20;  // a package list is kilobytes
-  auto cap = RunAndCapture({interpreter, "-c", kPackageListScript}, o);
+  std::vector<std::string> argv = {interpreter, "-c", kPackageListScript};
+  std::string key;
+  if (r.container) {
+    key = r.container->image_id + " " + interpreter;
+    env.interpreter = interpreter + " in image " + r.container->image_id;
+    if (auto it = image_packages_.find(key); it != image_packages_.end()) {
+      env.packages = it->second;
+      return env;
+    }
+    const bool podman = r.container->runtime == ContainerRuntime::kPodman;
+    argv = {podman ? "podman" : "docker", "run", "--rm", "--network", "none"};
+    if (podman) argv.push_back("--pull=never");
+    argv.insert(argv.end(), {r.container->image_id, interpreter, "-c", kPackageListScript});
+    o.cwd.clear();
+  }
+  auto cap = RunAndCapture(argv, o);
   if (cap.ok() && cap->exit_code == 0) {
     auto lines = Split(cap->out, '\n');
     lines.erase(std::remove(lines.begin(), lines.end(), ""), lines.end());
     std::sort(lines.begin(), lines.end());
     env.packages = Join(lines, "\n");
+    if (!key.empty()) image_packages_[key] = env.packages;
   } else if (!cap.ok() && cap.status().code() == Code::kUnavailable) {
     env.packages =
         fmt::format("# could not list packages of {}: {}", interpreter, cap.status().message());

@@ -5,6 +5,8 @@
 // run's record a line ("timed out") and nothing else; the runs start meanwhile and the loop
 // keeps answering.
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,9 @@ struct EnvironmentRequest {
   std::vector<std::string> interpreters;  // "" = not a Python run: no package list
   std::string workdir;                    // where the interpreter is started
   std::string hostname;
+  // Set: the runs are in this (pinned) image, and its interpreter is listed inside it, once per
+  // image and interpreter however many experiments use it.
+  std::optional<ContainerSpec> container;
 };
 
 class EnvironmentCapture {
@@ -59,6 +64,7 @@ class EnvironmentCapture {
   Millis timeout_ms_;
   bool described_ = false;  // the capture thread's own
   std::string gpu_info_;
+  std::map<std::string, std::string> image_packages_;  // "<image id> <interpreter>" -> list
   // Last: it is stopped (the capture in progress waited for, each helper bounded by the
   // timeout) before what it uses goes.
   Worker<EnvironmentRequest, std::vector<Environment>> worker_;

@@ -23,6 +23,15 @@ struct AttemptRequest {
   Resources resources;
   Millis time_limit_ms = 0;  // the spec's timeout (0: none)
   ExecutorSpec executor;     // the spec's executor: (partition, account, ...), where it wrote one
+  // The spec's container, pinned (image_id set): the attempt runs in its own container
+  // (container/launcher.h wraps the command); unset: on the host.
+  std::optional<ContainerSpec> container;
+  int64_t experiment_id = 0;
+  std::vector<std::string> gpu_uuids;  // the attempt's GPUs, for the runtime's device names (CDI)
+  // Host paths the run is given besides its working copy (its checkpoint folder, data, the
+  // pipeline's inputs file, drover's Python client): bound at the same path in a container,
+  // read-only unless the flag says writable.
+  std::vector<std::pair<std::string, bool>> binds;
 };
 
 struct LaunchSpec {

@@ -49,6 +49,47 @@ ExecutorSpec ExecutorFrom(const Json& j) {
   return e;
 }
 
+std::string_view ToString(ContainerRuntime r) {
+  switch (r) {
+    case ContainerRuntime::kDocker: return "docker";
+    case ContainerRuntime::kPyxis: return "pyxis";
+    case ContainerRuntime::kPodman: break;
+  }
+  return "podman";
+}
+
+Json ContainerJson(const ContainerSpec& c) {
+  Json j = {{"image", c.image}, {"runtime", ToString(c.runtime)}, {"network", c.network}};
+  if (!c.mounts.empty()) j["mounts"] = c.mounts;
+  if (!c.image_id.empty()) j["image_id"] = c.image_id;
+  if (!c.digest.empty()) j["digest"] = c.digest;
+  return j;
+}
+
+ContainerSpec ContainerFrom(const Json& j) {
+  ContainerSpec c;
+  if (!j.is_object()) return c;
+  auto text = [&](const char* key) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  c.image = text("image");
+  const std::string runtime = text("runtime");
+  c.runtime = runtime == "docker"  ? ContainerRuntime::kDocker
+              : runtime == "pyxis" ? ContainerRuntime::kPyxis
+                                   : ContainerRuntime::kPodman;
+  if (auto it = j.find("mounts"); it != j.end() && it->is_array()) {
+    for (const Json& m : *it) {
+      if (m.is_string()) c.mounts.push_back(m.get<std::string>());
+    }
+  }
+  auto net = j.find("network");
+  c.network = net != j.end() && net->is_boolean() && net->get<bool>();
+  c.image_id = text("image_id");
+  c.digest = text("digest");
+  return c;
+}
+
 namespace {
 
 Json ResourcesJson(const Resources& r) {
@@ -131,6 +172,7 @@ Json SpecToJson(const Spec& s) {
   }
   j["resources"] = ResourcesJson(s.resources);
   if (s.executor.given) j["executor"] = ExecutorJson(s.executor);
+  if (s.container) j["container"] = ContainerJson(*s.container);
   j["priority"] = s.priority;
   if (!s.group.empty()) j["group"] = s.group;
   j["preemptible"] = s.preemptible;
@@ -193,6 +235,7 @@ Result<Spec> SpecFromJson(const Json& j) {
     }
     s.resources = ResourcesFrom(j.at("resources"));
     if (j.contains("executor")) s.executor = ExecutorFrom(j.at("executor"));
+    if (j.contains("container")) s.container = ContainerFrom(j.at("container"));
     s.priority = j.value("priority", 0);
     s.group = j.value("group", "");
     s.preemptible = j.value("preemptible", true);

@@ -41,6 +41,26 @@ struct ExecutorSpec {
 Json ExecutorJson(const ExecutorSpec& e);
 ExecutorSpec ExecutorFrom(const Json& j);
 
+// Which program runs a container (docs/containers.md): podman (rootful or rootless), docker, or
+// pyxis (the Slurm plugin: srun --container-image in the job; Slurm executor only).
+enum class ContainerRuntime { kPodman, kDocker, kPyxis };
+std::string_view ToString(ContainerRuntime r);
+// `container:` of a spec: each attempt runs in its own container of this image. The image is
+// pinned at submit: image_id (and the registry digest, where the image has one) are resolved
+// then and stored with the spec, so every attempt, a retry and `drover reproduce` run that exact
+// image whatever the tag names later.
+struct ContainerSpec {
+  std::string image;  // as written: localhost/digits:latest, docker.io/library/python:3.11
+  ContainerRuntime runtime = ContainerRuntime::kPodman;
+  std::vector<std::string> mounts;  // "HOST:CONTAINER" or "HOST:CONTAINER:ro"
+  bool network = false;             // false: no network inside (only loopback of its own)
+  // Pinned at submit (empty until then).
+  std::string image_id;  // "sha256:<64 hex>": what runs
+  std::string digest;    // "sha256:..." the registry's manifest digest, where there is one
+};
+Json ContainerJson(const ContainerSpec& c);
+ContainerSpec ContainerFrom(const Json& j);
+
 // How a run's curve of the objective becomes the one number it is ranked by (objective.summary,
 // docs/spec.md): its last value, its best (the highest for max, the lowest for min), or the mean
 // of its last K values.
@@ -153,6 +173,7 @@ struct Spec {
   OrderedJson params = OrderedJson::object();
   Resources resources;
   ExecutorSpec executor;  // executor: (docs/slurm.md)
+  std::optional<ContainerSpec> container;  // container: (docs/containers.md)
   int priority = 0;      // higher runs first
   // The fair-share / quota group of the experiment's runs (the daemon's scheduler.groups);
   // "" = none (the runs weigh 1 and have no quota).

@@ -218,6 +218,8 @@ std::string Fingerprint(const Spec& spec, const std::vector<std::string>& argv, 
                     {"params", params},
                     {"shell", spec.shell},
                     {"snapshot", snapshot_hash}};
+  // The image a container run runs in is part of what it computes (absent on the host).
+  if (spec.container) canonical["image"] = spec.container->image_id;
   return Sha256Hex(canonical.dump());
 }
 

@@ -1,3 +1,4 @@
+#include "spec/container_section.h"
 #include "spec/executor_section.h"
 #include "spec/yaml_fields.h"
 #include "spec/spec_parser.h"
@@ -39,7 +40,7 @@ const std::vector<std::string> kTopKeys = {
     "name",          "workdir", "command", "shell",     "params", "resources",
     "priority",      "group",   "preemptible", "max_parallel", "max_runs",    "retries",
     "retry_backoff", "timeout", "env",     "objective", "oom",    "monitor", "data",
-    "search",        "prune",   "stages",      "force", "rerun", "executor"};
+    "search",        "prune",   "stages",      "force", "rerun", "executor", "container"};
 const std::vector<std::string> kStageKeys = {"command", "shell",     "needs",   "inputs",
                                              "outputs", "gather",    "resources", "retries",
                                              "timeout", "monitor",   "env"};
@@ -65,7 +66,8 @@ const yaml::Sections kSections = {
     {"monitor", &kMonitorKeys},
     {"search", &kSearchKeys},
     {"prune", &kPruneKeys},
-    {"executor", &ExecutorKeys(false)}};
+    {"executor", &ExecutorKeys(false)},
+    {"container", &ContainerKeys()}};
 
 using yaml::kStrTag;
 
@@ -1155,6 +1157,16 @@ Result<Spec> SpecParser::Parse(const std::string& yaml, const std::vector<std::s
     ExecutorConfig executor;
     DROVER_RETURN_IF_ERROR(ParseExecutorSection(*this, *x, /*daemon=*/false, &executor));
     spec.executor = executor.spec;
+  }
+  if (const Field* c = Find(top, "container"); c && !c->value.IsNull()) {
+    ContainerSpec container;
+    DROVER_RETURN_IF_ERROR(ParseContainerSection(*this, *c, &container));
+    if (container.runtime == ContainerRuntime::kPyxis &&
+        spec.executor.kind != ExecutorKind::kSlurm && spec.executor.given) {
+      return Err(c->at(), "container.runtime pyxis runs containers through Slurm's srun; write "
+                          "executor: {kind: slurm} or runtime: podman");
+    }
+    spec.container = container;
   }
 
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();

@@ -1,0 +1,78 @@
+#pragma once
+// Attempts in containers (docs/containers.md): a ProcessLauncher over the engine's own (the
+// local one, or Slurm's) that runs each attempt whose spec has `container:` as `podman run`
+// (or docker, or pyxis's srun) of its pinned image, in the foreground. The runtime's client is
+// the run's process, so the log files, the exit record, adoption after a restart, timeouts,
+// cancel (SIGTERM reaches the container through the client's signal proxy and the container's
+// init) and CUDA OOM retries work as for any run. What the client cannot do this launcher does:
+// a SIGKILL of the client leaves its container running, so the container is removed too; a
+// client that could not start the container (image gone, bad mount) is a launch error, not a
+// crash; and after a restart the store's containers no attempt owns any more are removed.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/worker.h"
+#include "container/command.h"
+#include "exec/process_launcher.h"
+
+namespace drover::container {
+
+class ContainerLauncher : public ProcessLauncher {
+ public:
+  // `store_id`: the store's short id (StoreId), in container names and the store label.
+  ContainerLauncher(ProcessLauncher& inner, std::string store_id);
+  ~ContainerLauncher() override;
+
+  ExecutorKind kind() const override { return inner_.kind(); }
+  Result<int> Start(const LaunchSpec& spec) override;
+  bool StartsInBackground() const override { return inner_.StartsInBackground(); }
+  Result<int64_t> BeginStart(const LaunchSpec& spec) override;
+  void SignalGroup(int pgid, int sig) override;
+  WaitResult Wait(int64_t timeout_ms) override;
+  int64_t StartTicks(int pid) override { return inner_.StartTicks(pid); }
+  std::optional<std::string> EnvOf(int pid, const std::string& name) override {
+    return inner_.EnvOf(pid, name);
+  }
+  int GroupOf(int pid) override { return inner_.GroupOf(pid); }
+  void Adopt(int pid, int64_t start_ticks, const ExitRecordAt& record) override;
+  Status BeginRecovery() override { return inner_.BeginRecovery(); }
+  // After the engine's adoption: the store's containers that no adopted attempt owns (their
+  // client is gone: the attempt was requeued) are removed.
+  void EndRecovery() override;
+  void Wake() override { inner_.Wake(); }
+
+  // The launch `spec` becomes for its container (its argv the runtime's; public for tests).
+  LaunchSpec Wrap(const LaunchSpec& spec) const;
+  // Removals queued and not yet done (tests wait for 0).
+  size_t removals_pending() const { return remover_.Busy() ? 1 : 0; }
+  void WaitRemovals() { remover_.WaitIdle(); }
+
+ private:
+  struct Container {
+    std::string name;
+    ContainerRuntime runtime = ContainerRuntime::kPodman;
+    std::string stderr_path;
+  };
+  struct Removal {
+    ContainerRuntime runtime = ContainerRuntime::kPodman;
+    std::vector<std::string> names;
+  };
+  Container Describe(const LaunchSpec& spec) const;
+  void Remove(const Container& c);
+  // An exit of a container's client: a launch error where the runtime said it could not run it.
+  void Judge(const Container& c, ProcessExit* exit) const;
+
+  ProcessLauncher& inner_;
+  std::string store_id_;
+  std::map<int, Container> running_;         // by pid (the client's; a Slurm job id)
+  std::map<int64_t, Container> starting_;    // by BeginStart's ticket
+  Worker<Removal, int> remover_;
+};
+
+// The name a runtime client's command line gives its container (--name X), from
+// /proc/<pid>/cmdline; "" when it is not a runtime's `run`.
+std::string ContainerNameOf(int pid);
+
+}  // namespace drover::container

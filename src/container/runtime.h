@@ -1,0 +1,51 @@
+#pragma once
+// What drover asks of a container runtime besides running attempts (docs/containers.md):
+// pinning an image to its id at submit (pulling it when it is not here), the store's containers
+// (to leave none behind), and whether the GPUs have CDI names. Runs the runtime's commands.
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "model/gpu.h"
+#include "model/spec.h"
+
+namespace drover::container {
+
+// Pins `c` to the image it names: image_id (and digest) from the runtime's image store. An
+// image that is not there is pulled first (a registry reference; `progress` gets each line the
+// pull prints), except a localhost/ one, which cannot be pulled: NotFound saying how to make
+// it. A spec already pinned (a retry, `drover reproduce`) keeps its id, which must be there.
+// Pyxis images are imported on the nodes by enroot: nothing to resolve here.
+Status PinImage(ContainerSpec* c, const std::function<void(std::string_view)>& progress = {});
+
+// Parses InspectArgv's line: "<id>|<digest>|<repo digests>" -> image_id "sha256:<hex>", digest.
+Status ParseInspect(std::string_view line, ContainerSpec* c);
+
+// The store's containers the runtime lists (ListArgv): name and state ("running", "exited").
+struct Listed {
+  std::string name;
+  std::string state;
+};
+Result<std::vector<Listed>> ListContainers(ContainerRuntime r, const std::string& store_id);
+std::vector<Listed> ParseList(std::string_view text);
+// Removes (stopping first) the named containers; errors are logged, not returned.
+void RemoveContainers(ContainerRuntime r, const std::vector<std::string>& names);
+
+// Whether the runtime's program is on PATH.
+bool Installed(ContainerRuntime r);
+
+// The Container Device Interface specs in `dirs` (default /etc/cdi and /var/run/cdi): whether
+// each of `gpus` has a device of kind nvidia.com/gpu named by its UUID (or index). Failed
+// precondition naming the GPUs without one and what to run (nvidia-ctk cdi generate).
+inline const std::vector<std::string>& DefaultCdiDirs() {
+  static const std::vector<std::string> dirs = {"/etc/cdi", "/var/run/cdi"};
+  return dirs;
+}
+Status CheckCdi(const std::vector<GpuDevice>& gpus,
+                const std::vector<std::string>& dirs = DefaultCdiDirs());
+// The device names of kind nvidia.com/gpu in one CDI spec's text (YAML or JSON).
+Result<std::vector<std::string>> CdiGpuNames(const std::string& text);
+
+}  // namespace drover::container

@@ -149,6 +149,10 @@ int Diff(Globals& g, const DiffFlags& f) {
     }
   }
   out["code"] = code;
+  // The image each ran in (pinned at submit): the packages below are the image's.
+  const std::string ca = DescribeContainer(A.experiment.spec);
+  const std::string cb = DescribeContainer(B.experiment.spec);
+  out["container"] = {ca.empty() ? Json(nullptr) : Json(ca), cb.empty() ? Json(nullptr) : Json(cb)};
 
   // Interpreter, packages, host, GPUs.
   const Environment* ea = EnvOf(A);
@@ -249,6 +253,11 @@ int Diff(Globals& g, const DiffFlags& f) {
       text += code_text;
       if (!code_text.empty() && code_text.back() != '\n') text += "\n";
     }
+  }
+  if (!ca.empty() || !cb.empty()) {
+    auto show = [](const std::string& c) { return c.empty() ? std::string("(host)") : c; };
+    text += ca == cb ? fmt::format("container    the same ({})\n", ca)
+                     : fmt::format("container    {}\n          -> {}\n", show(ca), show(cb));
   }
   if (!ea || !eb) {
     text += "environment  not recorded for both\n";

@@ -88,6 +88,9 @@ int Show(Globals& g, const ShowFlags& f) {
                                                           Split(e.git_diff, '\n').size()));
     }
   }
+  if (const std::string c = DescribeContainer(e.spec); !c.empty()) {
+    out += fmt::format("container    {}\n", c);
+  }
   {
     for (const auto& env : env_list) {
       out += fmt::format("host         {}\n", env.hostname);

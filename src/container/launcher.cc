@@ -41,8 +41,12 @@ std::string RuntimeError(const std::string& path) {
   std::string tail((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::string found;
   for (const std::string& line : Split(tail, '\n')) {
+    // podman's and docker's own errors, and their init's (catatonit, tini) when it cannot
+    // start the command.
     if (line.rfind("Error: ", 0) == 0 || line.rfind("docker: Error", 0) == 0 ||
-        line.find("OCI runtime") != std::string::npos) {
+        line.find("OCI runtime") != std::string::npos ||
+        (line.rfind("ERROR (catatonit:", 0) == 0 && line.find("failed to exec") != std::string::npos) ||
+        (line.rfind("[FATAL tini", 0) == 0 && line.find("exec ") != std::string::npos)) {
       found = line;
     }
   }
@@ -175,8 +179,9 @@ void ContainerLauncher::SignalGroup(int pgid, int sig) {
 void ContainerLauncher::Judge(const Container& c, ProcessExit* exit) const {
   if (exit->outcome || exit->lost) return;
   if (exit->signal != 0) return;
-  // podman and docker: 125 the runtime failed, 126 the command cannot be run, 127 not found.
-  if (exit->exit_code < 125 || exit->exit_code > 127) return;
+  // podman and docker: 125 the runtime failed, 126 the command cannot be run, 127 not found;
+  // the init process that could not start the command: 1 (catatonit) or 127 (tini).
+  if (exit->exit_code != 1 && (exit->exit_code < 125 || exit->exit_code > 127)) return;
   const std::string error = RuntimeError(c.stderr_path);
   if (error.empty()) return;  // the program's own exit status
   exit->outcome = AttemptOutcome::kLaunchError;

@@ -68,7 +68,6 @@ Environment EnvironmentCapture::Capture(const EnvironmentRequest& r,
   std::string key;
   if (r.container) {
     key = r.container->image_id + " " + interpreter;
-    env.interpreter = interpreter + " in image " + r.container->image_id;
     if (auto it = image_packages_.find(key); it != image_packages_.end()) {
       env.packages = it->second;
       return env;

@@ -90,6 +90,18 @@ ContainerSpec ContainerFrom(const Json& j) {
   return c;
 }
 
+std::string DescribeContainer(const Json& spec) {
+  if (!spec.is_object()) return "";
+  auto it = spec.find("container");
+  if (it == spec.end() || !it->is_object()) return "";
+  const ContainerSpec c = ContainerFrom(*it);
+  std::string out = c.image + " (" + std::string(ToString(c.runtime)) + ")";
+  if (!c.image_id.empty()) out += ", image " + c.image_id;
+  if (!c.digest.empty()) out += ", digest " + c.digest;
+  out += c.network ? ", network" : ", no network";
+  return out;
+}
+
 namespace {
 
 Json ResourcesJson(const Resources& r) {

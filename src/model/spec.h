@@ -60,6 +60,9 @@ struct ContainerSpec {
 };
 Json ContainerJson(const ContainerSpec& c);
 ContainerSpec ContainerFrom(const Json& j);
+// "localhost/digits:latest (podman), image sha256:0123456789ab, digest sha256:..." for ls/show/diff
+// from a stored spec's `container` (""  when it has none).
+std::string DescribeContainer(const Json& spec);
 
 // How a run's curve of the objective becomes the one number it is ranked by (objective.summary,
 // docs/spec.md): its last value, its best (the highest for max, the lowest for min), or the mean

@@ -11,8 +11,12 @@ if [[ $(id -u) -eq 0 ]]; then
   trap 'scripts/slurm-local.sh stop || true' EXIT
   { scripts/slurm-local.sh install >/dev/null && scripts/slurm-local.sh start; } ||
     echo "test: WARNING: the test Slurm did not start (see /var/log/slurm/): the Slurm tests skip" >&2
+  # The container tests need podman and two images built here (docs/containers.md, "The test
+  # images"): about 3 minutes the first time (the digits image is Debian with python3-torch).
+  { scripts/podman-local.sh install && scripts/podman-local.sh images; } ||
+    echo "test: WARNING: podman or its test images are not ready: the container tests skip" >&2
 else
-  echo "test: not root, so no test Slurm is started: the Slurm tests skip" >&2
+  echo "test: not root, so no test Slurm or podman is set up: their tests skip" >&2
 fi
 ctest --preset default "$@"
 scripts/sanitize.sh

@@ -1,6 +1,7 @@
 // The Slurm executor end to end (docs/slurm.md): the drover binary against a real one-node Slurm
 // from Debian's packages (scripts/slurm-local.sh start; 8 CPU slots, 4 fake GPUs, partitions debug
 // and high, high preempting debug). Every test skips where no Slurm answers.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -180,6 +181,35 @@ TEST_F(SlurmTest, ConcurrentJobsSeeDistinctGpusFromSlurm) {
   }
   // Four jobs of one GPU each on a node of four: all ran at once, each on its own.
   EXPECT_EQ(seen.size(), 4u);
+}
+
+// A container run under Slurm: the job starts podman on the node (docs/containers.md, "Under
+// Slurm"); the job's GPUs are Slurm's, the container has the node's and picks the job's by
+// CUDA_VISIBLE_DEVICES. Skips where podman has no test image (scripts/podman-local.sh images).
+TEST_F(SlurmTest, AContainerRunIsAJobThatStartsItsContainerOnTheNode) {
+  auto have = RunAndCapture({"podman", "image", "exists", "localhost/drover-bb:test"},
+                            {.timeout_ms = 30'000});
+  if (!have.ok() || have->exit_code != 0) GTEST_SKIP() << "no podman test image";
+  const std::string spec = Write(
+      "c.yaml",
+      "name: c\nworkdir: code\nexecutor: {kind: slurm}\nresources: {gpus: 1}\n"
+      "container: {image: localhost/drover-bb:test}\nparams: {i: [1, 2]}\n"
+      "command: [sh, -c, \"echo host=$(hostname) cvd=$CUDA_VISIBLE_DEVICES; ls /dev | grep -c "
+      "fakegpu; echo i={i}\"]\n");
+  auto r = RunDrover({"run", spec, "--store", store_});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto store = OpenStore();
+  auto runs = store->ListRuns(RunFilter{}).value();
+  ASSERT_EQ(runs.size(), 2u);
+  for (const drover::Run& run : runs) {
+    EXPECT_EQ(run.state, RunState::kSucceeded);
+    const Attempt a = store->ListAttempts(run.id).value().back();
+    EXPECT_EQ(a.executor.value("kind", ""), "slurm");
+    const std::string out = ReadFile(a.stdout_path);
+    EXPECT_NE(out.find(fmt::format("host=drover-run-{} cvd=", run.id)), std::string::npos) << out;
+    EXPECT_EQ(out.find("cvd=\n"), std::string::npos) << "Slurm gave the job no GPU: " << out;
+    EXPECT_NE(out.find("\n4\n"), std::string::npos) << "the node's 4 GPUs: " << out;
+  }
 }
 
 // Cancel through the daemon: scancel, the run cancelled, Slurm records the job CANCELLED.

@@ -881,3 +881,45 @@ TEST(SpecParserExecutor, WhatTheDaemonAloneSetsIsRefusedInASpec) {
 
 }  // namespace
 }  // namespace drover
+
+namespace drover {
+namespace {
+
+TEST(ContainerSpecTest, ParsesTheSectionAndRefusesWhatARuntimeCouldMisread) {
+  auto spec = ParseSpecString(
+      "name: c\ncommand: [true]\ncontainer:\n  image: localhost/digits:latest\n"
+      "  runtime: docker\n  mounts: [/data/imagenet:/data:ro]\n  network: true\n", "c.yaml", "/tmp");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ASSERT_TRUE(spec->container.has_value());
+  EXPECT_EQ(spec->container->image, "localhost/digits:latest");
+  EXPECT_EQ(spec->container->runtime, ContainerRuntime::kDocker);
+  EXPECT_EQ(spec->container->mounts, std::vector<std::string>{"/data/imagenet:/data:ro"});
+  EXPECT_TRUE(spec->container->network);
+  // Round trip through the stored JSON, with the pinned id.
+  spec->container->image_id = "sha256:" + std::string(64, 'a');
+  auto back = SpecFromJson(SpecToJson(*spec));
+  ASSERT_TRUE(back.ok());
+  ASSERT_TRUE(back->container.has_value());
+  EXPECT_EQ(back->container->image_id, spec->container->image_id);
+  EXPECT_TRUE(back->container->network);
+
+  for (const auto& [yaml, says] : std::vector<std::pair<std::string, std::string>>{
+           {"container: {runtime: podman}", "has no image"},
+           {"container: {image: --privileged}", "is not an image reference"},
+           {"container: {image: 'a b'}", "is not an image reference"},
+           {"container: {image: x, runtime: lxc}", "runtime"},
+           {"container: {image: x, mounts: [data:/data]}", "not an absolute path"},
+           {"container: {image: x, mounts: ['/a:/b:z']}", "not ro or rw"},
+           {"container: {image: x, mounts: ['/a,b:/b']}", "holds a ','"},
+           {"container: {image: x, network: yes}", "true or false"},
+           {"container: {image: x, imgae: y}", "imgae"},
+           {"executor: {kind: local}\ncontainer: {image: x, runtime: pyxis}", "pyxis"}}) {
+    auto bad = ParseSpecString("name: c\ncommand: [true]\n" + yaml + "\n", "c.yaml", "/tmp");
+    ASSERT_FALSE(bad.ok()) << yaml;
+    EXPECT_NE(bad.status().message().find(says), std::string::npos)
+        << yaml << ": " << bad.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace drover

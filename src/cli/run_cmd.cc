@@ -10,6 +10,7 @@
 #include "cli/client.h"
 #include "cli/common.h"
 #include "cli/engine_setup.h"
+#include "container/runtime.h"
 #include "cli/comparison.h"
 #include "cli/follow.h"
 #include "cli/progress.h"
@@ -182,6 +183,18 @@ Status CheckWithSlurm(const Spec& spec, const ExecutorSpec& daemon) {
 }
 
 int DryRun(Globals& g, const Spec& spec, const RunFlags& f, const std::string& fake) {
+  if (spec.container && spec.container->runtime != ContainerRuntime::kPyxis) {
+    // The image as the submit would pin it (without pulling).
+    ContainerSpec c = *spec.container;
+    Status pinned = container::PinImage(&c, {}, /*pull=*/false);
+    if (!pinned.ok() && (c.image.rfind("localhost/", 0) == 0 ||
+                         pinned.code() != Code::kNotFound)) {
+      return ReportError(pinned);
+    }
+    std::printf("%s: container %s\n", spec.name.c_str(),
+                pinned.ok() ? fmt::format("{} is image {}", c.image, c.image_id).c_str()
+                            : pinned.message().c_str());
+  }
   if (auto daemon = FindDaemon(g)) {
     // The daemon's pool decides: it checks the spec as its submit would, and records nothing.
     ApiClient api(*daemon);
@@ -207,6 +220,10 @@ int DryRun(Globals& g, const Spec& spec, const RunFlags& f, const std::string& f
                                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     if (Status fits = CheckSpecFits(spec, PoolOf(*devices, reserve), reserve, cpus); !fits.ok()) {
       return ReportError(fits);
+    }
+    if (spec.container && spec.container->runtime == ContainerRuntime::kPodman &&
+        spec.resources.gpus > 0) {
+      if (Status cdi = container::CheckCdi(*devices); !cdi.ok()) return ReportError(cdi);
     }
   }
   return DryRunRuns(spec, f);

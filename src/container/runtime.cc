@@ -66,7 +66,8 @@ Status ParseInspect(std::string_view line, ContainerSpec* c) {
   return Status::Ok();
 }
 
-Status PinImage(ContainerSpec* c, const std::function<void(std::string_view)>& progress) {
+Status PinImage(ContainerSpec* c, const std::function<void(std::string_view)>& progress,
+                bool pull) {
   if (c->runtime == ContainerRuntime::kPyxis) return Status::Ok();
   const std::string program = RuntimeProgram(c->runtime);
   if (!Installed(c->runtime)) {
@@ -98,6 +99,11 @@ Status PinImage(ContainerSpec* c, const std::function<void(std::string_view)>& p
                                 "pulled; build or import it first ({} build -t {} ., or {} "
                                 "import ROOTFS.tar {})",
                                 c->image, program, program, c->image, program, c->image));
+    }
+    if (!pull) {
+      return Status(Code::kNotFound,
+                    fmt::format("image {} is not in {}'s images yet: the submit pulls it",
+                                c->image, program));
     }
     spdlog::info("pulling image {} with {}", c->image, program);
     CaptureOptions po;

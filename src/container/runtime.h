@@ -18,7 +18,9 @@ namespace drover::container {
 // pull prints), except a localhost/ one, which cannot be pulled: NotFound saying how to make
 // it. A spec already pinned (a retry, `drover reproduce`) keeps its id, which must be there.
 // Pyxis images are imported on the nodes by enroot: nothing to resolve here.
-Status PinImage(ContainerSpec* c, const std::function<void(std::string_view)>& progress = {});
+// `pull` false (a dry run): a missing registry image is NotFound too, saying the submit pulls it.
+Status PinImage(ContainerSpec* c, const std::function<void(std::string_view)>& progress = {},
+                bool pull = true);
 
 // Parses InspectArgv's line: "<id>|<digest>|<repo digests>" -> image_id "sha256:<hex>", digest.
 Status ParseInspect(std::string_view line, ContainerSpec* c);

@@ -33,6 +33,38 @@ class EngineTest : public testing::EngineFixture {
 
 constexpr int64_t GiB = 1024LL * 1024 * 1024;
 
+// A container run that needs GPUs is refused at submit while the CDI specs name no device for
+// them (docs/containers.md, "GPUs"), and taken once they do; a CPU one needs none.
+TEST_F(EngineTest, AContainerSpecNeedingGpusIsRefusedUntilTheCdiSpecsNameThem) {
+  Spec spec = ParseSpec(R"(
+name: c
+command: python train.py
+resources: {gpus: 1}
+container: {image: localhost/digits:latest}
+)");
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{}; });
+  FakeGpuProbe probe(
+      {{0, "GPU-fake-0", "Fake", 16 * GiB, 0}, {1, "GPU-fake-1", "Fake", 16 * GiB, 0}});
+  const fs::path cdi = root_ / "cdi";
+  fs::create_directories(cdi);
+  EngineOptions o = BaseOptions();
+  o.cdi_dirs = {cdi.string()};
+  Engine engine(*store_, launcher, probe, clock_, o);
+  Status st = engine.CheckSubmit(spec);
+  EXPECT_EQ(st.code(), Code::kFailedPrecondition);
+  EXPECT_NE(st.message().find("nvidia-ctk cdi generate"), std::string::npos) << st.message();
+  spec.resources.gpus = 0;
+  EXPECT_TRUE(engine.CheckSubmit(spec).ok());
+  spec.resources.gpus = 1;
+  std::ofstream(cdi / "gpus.yaml")
+      << "kind: nvidia.com/gpu\ndevices:\n- name: GPU-fake-0\n- name: GPU-fake-1\n";
+  EXPECT_TRUE(engine.CheckSubmit(spec).ok());
+  // pyxis runs through Slurm's srun: not on this machine.
+  spec.container->runtime = ContainerRuntime::kPyxis;
+  st = engine.CheckSubmit(spec);
+  EXPECT_NE(st.message().find("pyxis"), std::string::npos) << st.message();
+}
+
 TEST_F(EngineTest, PacksFourRunsTwoPerFakeGpuAndRecordsEverything) {
   Spec spec = ParseSpec(R"(
 name: compare

@@ -752,6 +752,12 @@ Json ToJson(const RunDetail& d) {
   }
   j["environments"] = Json::array();
   for (const auto& env : d.environments) j["environments"].push_back(ToJson(env));
+  // The image the run ran in, pinned at submit (docs/containers.md); absent on the host.
+  if (d.experiment.spec.is_object() && d.experiment.spec.contains("container") &&
+      d.experiment.spec["container"].is_object()) {
+    j["container"] = d.experiment.spec["container"];
+    j["container"]["description"] = DescribeContainer(d.experiment.spec);
+  }
   j["rungs"] = Json::array();
   for (const RungRecord& r : d.rungs) {
     j["rungs"].push_back({{"bracket", r.bracket}, {"rung", r.rung}, {"step", r.step},
@@ -790,6 +796,9 @@ Result<RunDetail> RunDetailFromJson(const Json& j) {
       d.experiment.git_commit = snap.git_commit;
       d.experiment.git_diff = snap.git_diff;
       d.snapshot = snap;
+    }
+    if (auto c = j.find("container"); c != j.end() && c->is_object()) {
+      d.experiment.spec = {{"container", ContainerJson(ContainerFrom(*c))}};
     }
     for (const auto& e : j.value("environments", Json::array())) {
       Environment env;

@@ -353,5 +353,30 @@ TEST(ApiCodec, BadJsonNamesTheField) {
   expect_error(GpuStatusFromJson(Json{{"index", -1}, {"runs", {"a"}}}).status(), "gpu.runs");
 }
 
+TEST(RunDetailJson, TheContainerARunRanInGoesToClientsAndBack) {
+  RunDetail d;
+  d.run.id = 3;
+  d.run.experiment_id = 1;
+  d.experiment.id = 1;
+  d.experiment.name = "c";
+  ContainerSpec c;
+  c.image = "localhost/digits:latest";
+  c.image_id = "sha256:" + std::string(64, 'a');
+  c.digest = "sha256:" + std::string(64, 'b');
+  d.experiment.spec = SpecToJson(Spec{});
+  d.experiment.spec["container"] = ContainerJson(c);
+  const Json j = ToJson(d);
+  ASSERT_TRUE(j.contains("container"));
+  EXPECT_EQ(j["container"]["image_id"], c.image_id);
+  EXPECT_NE(j["container"]["description"].get<std::string>().find("no network"), std::string::npos);
+  auto back = RunDetailFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(DescribeContainer(back->experiment.spec), DescribeContainer(d.experiment.spec));
+  // A run on the host has none.
+  RunDetail host = d;
+  host.experiment.spec = SpecToJson(Spec{});
+  EXPECT_FALSE(ToJson(host).contains("container"));
+}
+
 }  // namespace
 }  // namespace drover::protocol

@@ -229,7 +229,7 @@ TEST(SpecParserTest, UnknownKeysSuggestTheClosest) {
             "compare.yaml:3:1: unknown key 'learning_rate'; valid keys are name, workdir, "
             "command, shell, params, resources, priority, group, preemptible, max_parallel, "
             "max_runs, retries, retry_backoff, "
-            "timeout, env, objective, oom, monitor, data, search, prune, stages, force, rerun, executor "
+            "timeout, env, objective, oom, monitor, data, search, prune, stages, force, rerun, executor, container "
             "(parameters "
             "go under "
             "params:)");

@@ -198,6 +198,25 @@ container: {image: localhost/drover-bb:test}
                           c.value("image_id", "")),
             std::string::npos)
       << show.out;
+  // A run of a tag that is removed afterwards: reproduce runs the recorded image.
+  const std::string moved = "localhost/drover-moved:test";
+  Podman({"tag", kBusybox, moved});
+  const std::string moved_spec = Write("m.yaml", R"(name: moved
+command: ["sh", "-c", "echo moved"]
+container: {image: localhost/drover-moved:test}
+)");
+  ASSERT_EQ(RunDrover({"run", moved_spec, "--store", store_}).exit_code, 0);
+  const int64_t moved_run = static_cast<int64_t>(Runs().size());
+  const int64_t moved_exp = Runs().back().experiment_id;
+  Podman({"untag", kBusybox, moved});
+  // The tag is gone: reproduce runs the recorded image by its id.
+  auto repro = RunDrover({"reproduce", std::to_string(moved_run), "--store", store_});
+  EXPECT_EQ(repro.exit_code, 0) << repro.out << repro.err;
+  int64_t newest = 0;
+  for (const auto& run : Runs()) newest = std::max(newest, run.experiment_id);
+  ASSERT_GT(newest, moved_exp);
+  EXPECT_EQ(SpecOf(newest).value("container", Json::object()).value("image_id", ""),
+            SpecOf(moved_exp).value("container", Json::object()).value("image_id", ""));
   EXPECT_EQ(StoreContainers(), "");
 }
 

@@ -226,6 +226,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
         row("code snapshot", snap.hash ? h("span", { class: "mono", title: snap.path }, `${snap.hash.slice(0, 16)} · ${fmtNum(snap.files)} files · ${fmtBytes(snap.bytes)}`) : "—"),
         row("command", last?.argv ? h("code", { class: "mono wrap" }, last.argv.join(" ")) : "—"),
         row("working folder", last?.workdir ? h("span", { class: "mono wrap" }, last.workdir) : "—"),
+        ...(run.container ? [row("container", h("span", { class: "mono wrap", id: "container" }, run.container.description || run.container.image))] : []),
         row("interpreter", env.interpreter || "—"),
         row("host", env.hostname || last?.hostname || "—"),
         row("drover", last?.drover_version || "—")),

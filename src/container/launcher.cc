@@ -78,6 +78,23 @@ std::string ContainerNameOf(int pid) {
   return "";
 }
 
+std::string ContainerNameFromRecord(const std::string& store_id, const std::string& record_path) {
+  std::string base = record_path.substr(record_path.rfind('/') + 1);
+  const std::string ext = ".exit";
+  if (base.size() <= ext.size() || base.compare(base.size() - ext.size(), ext.size(), ext) != 0) {
+    return "";
+  }
+  base.resize(base.size() - ext.size());
+  const size_t dash = base.find('-');
+  if (dash == std::string::npos || dash == 0 || dash + 1 == base.size()) return "";
+  const std::string run = base.substr(0, dash), attempt = base.substr(dash + 1);
+  auto digits = [](const std::string& t) {
+    return t.size() <= 18 && std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (!digits(run) || !digits(attempt)) return "";
+  return ContainerName(store_id, std::stoll(run), std::stoi(attempt));
+}
+
 ContainerLauncher::ContainerLauncher(ProcessLauncher& inner, std::string store_id)
     : inner_(inner),
       store_id_(std::move(store_id)),
@@ -212,12 +229,16 @@ WaitResult ContainerLauncher::Wait(int64_t timeout_ms) {
 void ContainerLauncher::Adopt(int pid, int64_t start_ticks, const ExitRecordAt& record) {
   inner_.Adopt(pid, start_ticks, record);
   if (inner_.kind() != ExecutorKind::kLocal) return;
-  const std::string name = ContainerNameOf(pid);
-  if (name.empty()) return;
   Container c;
-  c.name = name;
+  c.name = ContainerNameOf(pid);  // the supervisor's runs: the client leads the group
   if (CmdlineOf(pid).find("docker") != std::string::npos) c.runtime = ContainerRuntime::kDocker;
-  running_[pid] = std::move(c);
+  if (!c.name.empty()) {
+    running_[pid] = std::move(c);
+    return;
+  }
+  // A shim leads it: the name its container would have, if it is a container run at all.
+  c.name = ContainerNameFromRecord(store_id_, record.file);
+  if (!c.name.empty()) maybe_[pid] = std::move(c);
 }
 
 void ContainerLauncher::EndRecovery() {
@@ -225,6 +246,8 @@ void ContainerLauncher::EndRecovery() {
   if (inner_.kind() != ExecutorKind::kLocal) return;
   std::set<std::string> owned;
   for (const auto& [pid, c] : running_) owned.insert(c.name);
+  for (const auto& [pid, c] : maybe_) owned.insert(c.name);
+  std::set<std::string> listed_names;
   for (ContainerRuntime rt : {ContainerRuntime::kPodman, ContainerRuntime::kDocker}) {
     if (!Installed(rt)) continue;
     // A docker client without an engine to talk to has nothing to list.
@@ -240,6 +263,7 @@ void ContainerLauncher::EndRecovery() {
     }
     std::vector<std::string> stray;
     for (const Listed& l : *listed) {
+      listed_names.insert(l.name);
       if (!owned.count(l.name)) stray.push_back(l.name);
     }
     if (stray.empty()) continue;
@@ -247,6 +271,11 @@ void ContainerLauncher::EndRecovery() {
                  stray.size(), RuntimeProgram(rt), Join(stray, " "));
     RemoveContainers(rt, stray);
   }
+  // A shim's run that has a container: its container is removed with it when it is killed.
+  for (auto& [pid, c] : maybe_) {
+    if (listed_names.count(c.name)) running_[pid] = std::move(c);
+  }
+  maybe_.clear();
 }
 
 }  // namespace drover::container

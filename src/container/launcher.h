@@ -68,11 +68,17 @@ class ContainerLauncher : public ProcessLauncher {
   std::string store_id_;
   std::map<int, Container> running_;         // by pid (the client's; a Slurm job id)
   std::map<int64_t, Container> starting_;    // by BeginStart's ticket
+  // Adopted attempts whose process is not the runtime's client (a shim leads it): their
+  // container's name from the exit record's, confirmed by the listing at EndRecovery.
+  std::map<int, Container> maybe_;
   Worker<Removal, int> remover_;
 };
 
 // The name a runtime client's command line gives its container (--name X), from
 // /proc/<pid>/cmdline; "" when it is not a runtime's `run`.
 std::string ContainerNameOf(int pid);
+// The container name an attempt whose exit record is `record_path` (<run>-<attempt>.exit) would
+// have; "" when the path is not such a record.
+std::string ContainerNameFromRecord(const std::string& store_id, const std::string& record_path);
 
 }  // namespace drover::container

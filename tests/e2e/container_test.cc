@@ -359,6 +359,37 @@ container: {image: localhost/drover-bb:test}
   EXPECT_EQ(StoreContainers(), "");
 }
 
+// Runs started while the daemon has no supervisor are led by a shim (docs/architecture.md): a
+// restarted daemon adopts such a run by its shim and must know its container is owned, not a
+// stray to remove.
+TEST_F(ContainerTest, ARunLedByAShimIsAdoptedWithItsContainer) {
+  StartDaemon();
+  // The supervisor is the daemon's child; without it, each run gets a shim of its own.
+  auto children = RunAndCapture({"pgrep", "-P", std::to_string(pid_)}, {.timeout_ms = 10'000});
+  ASSERT_TRUE(children.ok());
+  for (const std::string& p : Split(children->out, '\n')) {
+    if (!p.empty()) kill(std::stoi(p), SIGKILL);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const std::string spec = Write("shim.yaml", R"(name: shim
+command: ["sh", "-c", "i=0; while [ $i -lt 40 ]; do echo '{{\"step\": '$i', \"loss\": 1}}'; sleep 0.1; i=$((i+1)); done"]
+container: {image: localhost/drover-bb:test}
+)");
+  auto r = RunDrover({"submit", spec, "--store", store_});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(WaitContainers(1)) << StoreContainers();
+  ASSERT_EQ(StopDaemon(SIGKILL), 128 + SIGKILL);
+  StartDaemon();
+  auto runs = WaitFinal(1, 60);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].state, RunState::kSucceeded) << ReadFile((dir_ / "serve.err").string());
+  EXPECT_EQ(AttemptsOf(runs[0].id).size(), 1u) << "adopted, its container left running";
+  EXPECT_NE(Out(1, 1).find("\"step\": 39"), std::string::npos) << Out(1, 1);
+  EXPECT_EQ(ReadFile((dir_ / "serve.err").string()).find("removing"), std::string::npos)
+      << ReadFile((dir_ / "serve.err").string());
+  EXPECT_EQ(StoreContainers(), "");
+}
+
 class DigitsContainerTest : public ContainerTest {
  protected:
   void SetUp() override {

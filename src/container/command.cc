@@ -80,20 +80,22 @@ std::vector<std::string> RunArgv(const ContainerRun& run, const std::vector<std:
     // keeps a second copy. The image is pinned by id: never pulled here.
     out.insert(out.end(), {"--log-driver=passthrough", "--pull=never"});
   }
-  for (const auto& [k, v] : run.labels) out.insert(out.end(), {"--label", k + "=" + v});
+  // Values joined to their flags (--env=KEY): nothing a spec holds can be read as a flag.
+  for (const auto& [k, v] : run.labels) out.push_back("--label=" + k + "=" + v);
   out.insert(out.end(), {"--network", run.spec.network ? "host" : "none"});
   if (podman && run.rootless) {
     out.push_back("--userns=keep-id");
   } else {
     out.insert(out.end(), {"--user", fmt::format("{}:{}", run.uid, run.gid)});
   }
-  out.insert(out.end(), {"--volume", run.workdir + ":" + run.workdir, "--workdir", run.workdir});
+  out.push_back("--volume=" + run.workdir + ":" + run.workdir);
+  out.push_back("--workdir=" + run.workdir);
   for (const auto& [path, writable] : run.binds) {
-    out.insert(out.end(), {"--volume", path + ":" + path + (writable ? "" : ":ro")});
+    out.push_back("--volume=" + path + ":" + path + (writable ? "" : ":ro"));
   }
-  for (const std::string& m : run.spec.mounts) out.insert(out.end(), {"--volume", m});
-  for (const std::string& k : run.env_keys) out.insert(out.end(), {"--env", k});
-  for (const std::string& kv : run.inline_env) out.insert(out.end(), {"--env", kv});
+  for (const std::string& m : run.spec.mounts) out.push_back("--volume=" + m);
+  for (const std::string& k : run.env_keys) out.push_back("--env=" + k);
+  for (const std::string& kv : run.inline_env) out.push_back("--env=" + kv);
   if (run.all_gpus) {
     out.insert(out.end(), {podman ? "--device" : "--gpus", podman ? CdiDeviceName("all") : "all"});
   } else if (!run.gpu_uuids.empty()) {
@@ -106,7 +108,7 @@ std::vector<std::string> RunArgv(const ContainerRun& run, const std::vector<std:
       out.insert(out.end(), {"--gpus", "\"device=" + Join(run.gpu_uuids, ",") + "\""});
     }
   }
-  if (run.memory > 0) out.insert(out.end(), {"--memory", std::to_string(run.memory)});
+  if (run.memory > 0) out.push_back("--memory=" + std::to_string(run.memory));
   out.push_back(PinnedImage(run.spec));
   out.insert(out.end(), argv.begin(), argv.end());
   return out;

@@ -45,15 +45,15 @@ TEST(RunArgvTest, PodmanRunsThePinnedImageInTheForegroundWithNoNetworkAndTheUser
   EXPECT_TRUE(Has(argv, {"--name", "drover-abcd1234-7-2"}));
   EXPECT_TRUE(Has(argv, {"--hostname", "drover-run-7"}));
   EXPECT_TRUE(Has(argv, {"--log-driver=passthrough", "--pull=never"}));
-  EXPECT_TRUE(Has(argv, {"--label", "drover.run=7"}));
+  EXPECT_TRUE(Has(argv, {"--label=drover.run=7"}));
   EXPECT_TRUE(Has(argv, {"--network", "none"}));
   EXPECT_TRUE(Has(argv, {"--user", "1000:100"}));
-  EXPECT_TRUE(Has(argv, {"--volume", "/store/runs/7:/store/runs/7", "--workdir", "/store/runs/7"}));
-  EXPECT_TRUE(Has(argv, {"--volume", "/store/checkpoints/7:/store/checkpoints/7"}));
-  EXPECT_TRUE(Has(argv, {"--volume", "/opt/drover/python:/opt/drover/python:ro"}));
-  EXPECT_TRUE(Has(argv, {"--volume", "/data/imagenet:/data:ro"}));
-  EXPECT_TRUE(Has(argv, {"--env", "DROVER_RUN_ID"}));
-  EXPECT_TRUE(Has(argv, {"--env", "CUDA_VISIBLE_DEVICES=0,1"}));
+  EXPECT_TRUE(Has(argv, {"--volume=/store/runs/7:/store/runs/7", "--workdir=/store/runs/7"}));
+  EXPECT_TRUE(Has(argv, {"--volume=/store/checkpoints/7:/store/checkpoints/7"}));
+  EXPECT_TRUE(Has(argv, {"--volume=/opt/drover/python:/opt/drover/python:ro"}));
+  EXPECT_TRUE(Has(argv, {"--volume=/data/imagenet:/data:ro"}));
+  EXPECT_TRUE(Has(argv, {"--env=DROVER_RUN_ID"}));
+  EXPECT_TRUE(Has(argv, {"--env=CUDA_VISIBLE_DEVICES=0,1"}));
   EXPECT_TRUE(Has(argv, {"--device", "nvidia.com/gpu=GPU-1", "--device", "nvidia.com/gpu=GPU-3"}));
   // The pinned id, then the command as given.
   EXPECT_TRUE(Has(argv, {"sha256:" + std::string(64, 'a'), "python3", "train.py", "--lr", "0.1"}));
@@ -217,10 +217,10 @@ TEST(ContainerLauncherTest, WrapsOnlyContainerRunsAndKeepsTheHostsGpuNumberingFo
   const LaunchSpec& w = inner.started.back();
   EXPECT_EQ(w.argv[0], "podman");
   EXPECT_TRUE(Has(w.argv, {"--name", "drover-abcd1234-3-1"}));
-  EXPECT_TRUE(Has(w.argv, {"--env", "CUDA_VISIBLE_DEVICES=0"}));
-  EXPECT_TRUE(Has(w.argv, {"--env", "DROVER_RUN_ID"}));
+  EXPECT_TRUE(Has(w.argv, {"--env=CUDA_VISIBLE_DEVICES=0"}));
+  EXPECT_TRUE(Has(w.argv, {"--env=DROVER_RUN_ID"}));
   // The spec's own PATH is for inside; the client finds podman with drover's.
-  EXPECT_TRUE(Has(w.argv, {"--env", "PATH=/opt/in/image/bin"}));
+  EXPECT_TRUE(Has(w.argv, {"--env=PATH=/opt/in/image/bin"}));
   EXPECT_TRUE(Has(w.argv, {"--device", "nvidia.com/gpu=GPU-2"}));
   EXPECT_NE(std::find(w.env.begin(), w.env.end(), "CUDA_VISIBLE_DEVICES=2"), w.env.end())
       << "a restarted engine reads the host's numbering back from the client";

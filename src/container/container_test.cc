@@ -130,6 +130,31 @@ TEST(ImageTest, AMissingRuntimeSaysWhatToInstall) {
   EXPECT_NE(st.message().find("docker is not installed"), std::string::npos) << st.message();
 }
 
+TEST(ImageTest, WithoutARuntimeWrittenDockerIsTakenWhereOnlyDockerIsInstalled) {
+  // A docker on PATH that answers image inspect as docker does; no podman.
+  const fs::path dir = fs::temp_directory_path() / ("docker-only-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string id(64, 'e');
+  std::ofstream(dir / "docker") << "#!/bin/sh\necho 'sha256:" << id << "||[]'\n";
+  fs::permissions(dir / "docker", fs::perms::owner_all);
+  const std::string saved = getenv("PATH") ? getenv("PATH") : "";
+  setenv("PATH", dir.string().c_str(), 1);  // the script needs only /bin/sh and echo
+  ContainerSpec c;
+  c.image = "docker.io/library/python:3.11";
+  Status st = PinImage(&c);
+  ContainerSpec written;
+  written.image = c.image;
+  written.runtime_given = true;  // runtime: podman, written: kept
+  Status st2 = PinImage(&written);
+  setenv("PATH", saved.c_str(), 1);
+  fs::remove_all(dir);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(c.runtime, ContainerRuntime::kDocker);
+  EXPECT_EQ(c.image_id, "sha256:" + id);
+  EXPECT_EQ(st2.code(), Code::kFailedPrecondition);
+  EXPECT_NE(st2.message().find("podman is not installed"), std::string::npos) << st2.message();
+}
+
 TEST(ListTest, NamesAndStates) {
   auto l = ParseList("drover-a-1-1\trunning\ndrover-a-2-1\texited\n\nbroken\n");
   ASSERT_EQ(l.size(), 2u);

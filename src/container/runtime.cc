@@ -69,6 +69,12 @@ Status ParseInspect(std::string_view line, ContainerSpec* c) {
 Status PinImage(ContainerSpec* c, const std::function<void(std::string_view)>& progress,
                 bool pull) {
   if (c->runtime == ContainerRuntime::kPyxis) return Status::Ok();
+  // No runtime written: podman, or docker where only docker is here.
+  if (!c->runtime_given && c->runtime == ContainerRuntime::kPodman &&
+      !Installed(ContainerRuntime::kPodman) && Installed(ContainerRuntime::kDocker)) {
+    c->runtime = ContainerRuntime::kDocker;
+  }
+  c->runtime_given = true;
   const std::string program = RuntimeProgram(c->runtime);
   if (!Installed(c->runtime)) {
     return Status(Code::kFailedPrecondition,

@@ -77,7 +77,9 @@ Status Engine::CheckSubmit(const Spec& spec) {
     // them, so a driver update that left the CDI spec behind is said here, not by a failed run.
     bool gpus = spec.resources.gpus > 0;
     for (const StageSpec& st : spec.stages) gpus = gpus || st.resources.gpus > 0;
-    if (gpus && here == ExecutorKind::kLocal && c.runtime == ContainerRuntime::kPodman) {
+    const bool podman = c.runtime == ContainerRuntime::kPodman &&
+                        (c.runtime_given || container::Installed(ContainerRuntime::kPodman));
+    if (gpus && here == ExecutorKind::kLocal && podman) {
       DROVER_RETURN_IF_ERROR(container::CheckCdi(devices_, options_.cdi_dirs));
     }
   }

@@ -78,6 +78,7 @@ ContainerSpec ContainerFrom(const Json& j) {
   c.runtime = runtime == "docker"  ? ContainerRuntime::kDocker
               : runtime == "pyxis" ? ContainerRuntime::kPyxis
                                    : ContainerRuntime::kPodman;
+  c.runtime_given = !runtime.empty();  // a stored spec has the runtime its pin decided
   if (auto it = j.find("mounts"); it != j.end() && it->is_array()) {
     for (const Json& m : *it) {
       if (m.is_string()) c.mounts.push_back(m.get<std::string>());

@@ -52,6 +52,9 @@ std::string_view ToString(ContainerRuntime r);
 struct ContainerSpec {
   std::string image;  // as written: localhost/digits:latest, docker.io/library/python:3.11
   ContainerRuntime runtime = ContainerRuntime::kPodman;
+  // The spec wrote `runtime` (else podman, or docker where only docker is installed: decided
+  // when the image is pinned and stored as decided).
+  bool runtime_given = false;
   std::vector<std::string> mounts;  // "HOST:CONTAINER" or "HOST:CONTAINER:ro"
   bool network = false;             // false: no network inside (only loopback of its own)
   // Pinned at submit (empty until then).

@@ -81,6 +81,7 @@ Status ParseContainerSection(const yaml::Reader& r, const Field& f, ContainerSpe
   if (Status st = CheckImageReference(out->image); !st.ok()) return r.Err(image->at(), st.message());
   if (const Field* rt = Find(fields, "runtime")) {
     DROVER_ASSIGN_OR_RETURN(std::string runtime, r.Choice(*rt, {"podman", "docker", "pyxis"}));
+    out->runtime_given = true;
     out->runtime = runtime == "docker"  ? ContainerRuntime::kDocker
                    : runtime == "pyxis" ? ContainerRuntime::kPyxis
                                         : ContainerRuntime::kPodman;

@@ -274,7 +274,18 @@ Result<std::optional<Experiment>> ExperimentToResume(Globals& g, const Spec& spe
   }
   // Experiments stored before the order of params was kept compare without it.
   if (!found->spec.contains("param_order")) written.erase("param_order");
-  if (found->spec != written) {
+  // The image as pinned at submit (its id, digest and the runtime decided then) is the
+  // experiment's, as the search seed is: the spec as written has none of it.
+  Json stored = found->spec;
+  if (stored.contains("container") && stored["container"].is_object() &&
+      written.contains("container")) {
+    for (const char* pinned : {"image_id", "digest"}) stored["container"].erase(pinned);
+    if (!spec.container->runtime_given) {
+      stored["container"].erase("runtime");
+      written["container"].erase("runtime");
+    }
+  }
+  if (stored != written) {
     return FailedPrecondition(fmt::format(
         "the spec has changed since experiment {} ({}) was submitted, so it cannot be resumed "
         "as it was: run it without --resume for a new experiment, or rerun that experiment's "

@@ -29,6 +29,16 @@ std::string ContainerName(const std::string& store_id, int64_t run_id, int attem
 
 namespace {
 
+// A bind of `source` at `target`: --volume, or --mount where a path holds a ':' (which
+// --volume would take as its separator; --mount's is ',').
+std::string BindFlag(const std::string& source, const std::string& target, bool writable) {
+  if (source.find(':') == std::string::npos && target.find(':') == std::string::npos) {
+    return "--volume=" + source + ":" + target + (writable ? "" : ":ro");
+  }
+  return "--mount=type=bind,source=" + source + ",destination=" + target +
+         (writable ? "" : ",readonly=true");
+}
+
 // The image a run names: its pinned id where there is one.
 std::string PinnedImage(const ContainerSpec& c) {
   return c.image_id.empty() ? c.image : c.image_id;
@@ -88,12 +98,11 @@ std::vector<std::string> RunArgv(const ContainerRun& run, const std::vector<std:
   } else {
     out.insert(out.end(), {"--user", fmt::format("{}:{}", run.uid, run.gid)});
   }
-  out.push_back("--volume=" + run.workdir + ":" + run.workdir);
+  out.push_back(BindFlag(run.workdir, run.workdir, true));
   out.push_back("--workdir=" + run.workdir);
-  for (const auto& [path, writable] : run.binds) {
-    out.push_back("--volume=" + path + ":" + path + (writable ? "" : ":ro"));
-  }
+  for (const auto& [path, writable] : run.binds) out.push_back(BindFlag(path, path, writable));
   for (const std::string& m : run.spec.mounts) out.push_back("--volume=" + m);
+  if (!run.env_file.empty()) out.push_back("--env-file=" + run.env_file);
   for (const std::string& k : run.env_keys) out.push_back("--env=" + k);
   for (const std::string& kv : run.inline_env) out.push_back("--env=" + kv);
   if (run.all_gpus) {

@@ -20,6 +20,7 @@ struct ContainerRun {
   std::vector<std::pair<std::string, bool>> binds;  // host path, writable: same path inside
   std::vector<std::string> env_keys;  // passed in by name (values from the runtime's environment)
   std::vector<std::string> inline_env;  // "KEY=VALUE" passed on the command line
+  std::string env_file;                 // KEY=VALUE lines the runtime reads (--env-file)
   std::vector<std::string> gpu_uuids;
   bool all_gpus = false;  // the node's GPUs (a Slurm job: CUDA_VISIBLE_DEVICES picks the job's)
   int64_t memory = 0;  // bytes; 0: no limit

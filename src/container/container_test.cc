@@ -212,7 +212,13 @@ class RecordingLauncher : public ProcessLauncher {
     return 4242;
   }
   void SignalGroup(int pgid, int sig) override { signals.emplace_back(pgid, sig); }
-  WaitResult Wait(int64_t) override { return {}; }
+  WaitResult Wait(int64_t) override {
+    WaitResult r;
+    r.exits = std::move(exits);
+    exits.clear();
+    return r;
+  }
+  std::vector<ProcessExit> exits;  // what the next Wait reports
   int64_t StartTicks(int) override { return 0; }
   void Adopt(int, int64_t, const ExitRecordAt&) override {}
   std::vector<LaunchSpec> started;
@@ -243,7 +249,7 @@ TEST(ContainerLauncherTest, WrapsOnlyContainerRunsAndKeepsTheHostsGpuNumberingFo
   EXPECT_EQ(w.argv[0], "podman");
   EXPECT_TRUE(Has(w.argv, {"--name", "drover-abcd1234-3-1"}));
   EXPECT_TRUE(Has(w.argv, {"--env=CUDA_VISIBLE_DEVICES=0"}));
-  EXPECT_TRUE(Has(w.argv, {"--env=DROVER_RUN_ID"}));
+  EXPECT_TRUE(Has(w.argv, {"--env=DROVER_RUN_ID=3"}));
   // The spec's own PATH is for inside; the client finds podman with drover's.
   EXPECT_TRUE(Has(w.argv, {"--env=PATH=/opt/in/image/bin"}));
   EXPECT_TRUE(Has(w.argv, {"--device", "nvidia.com/gpu=GPU-2"}));
@@ -261,6 +267,76 @@ TEST(ContainerLauncherTest, AShimsRunIsNamedFromItsExitRecord) {
                           "/s/logs/3/99999999999999999999-1.exit"}) {
     EXPECT_EQ(ContainerNameFromRecord("abcd1234", bad), "") << bad;
   }
+}
+
+TEST(ContainerLauncherTest, TheRunsEnvironmentGoesInByAFileNeverThroughTheClient) {
+  const fs::path dir = fs::temp_directory_path() / ("wrap-env-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  RecordingLauncher inner;
+  ContainerLauncher launcher(inner, "abcd1234");
+  LaunchSpec ls;
+  ls.argv = {"true"};
+  ls.cwd = "/store/runs/3";
+  ls.stdout_path = (dir / "3-1.out").string();
+  ls.env = {"CUDA_VISIBLE_DEVICES=2", "DROVER_RUN_ID=3", "LD_PRELOAD=/tmp/x.so", "*=x",
+            "MULTI=a\nb"};
+  ls.request.run_id = 3;
+  ls.request.attempt = 1;
+  ls.request.container = ContainerSpec{};
+  ls.request.container->image_id = "sha256:" + std::string(64, 'a');
+  ls.request.gpu_uuids = {"GPU-2"};
+  ASSERT_TRUE(launcher.Start(ls).ok());
+  const LaunchSpec& w = inner.started.back();
+  const std::string file = (dir / "3-1.env").string();
+  EXPECT_TRUE(Has(w.argv, {"--env-file=" + file}));
+  std::ifstream in(file);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "CUDA_VISIBLE_DEVICES=0\nDROVER_RUN_ID=3\nLD_PRELOAD=/tmp/x.so\n");
+  EXPECT_EQ(fs::status(file).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_TRUE(Has(w.argv, {"--env=MULTI=a\nb"})) << "a value of more than one line: inline";
+  for (const std::string& kv : w.env) {
+    EXPECT_NE(kv.rfind("LD_PRELOAD=", 0), 0u) << "the spec's env never reaches the client";
+    EXPECT_NE(kv.rfind("DROVER_RUN_ID=", 0), 0u);
+  }
+  for (const std::string& a : w.argv) EXPECT_EQ(a.find("*"), std::string::npos) << a;
+  fs::remove_all(dir);
+}
+
+TEST(ContainerLauncherTest, OnlyTheRuntimesOwnAccountOfAFailedStartIsALaunchError) {
+  const fs::path dir = fs::temp_directory_path() / ("judge-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  RecordingLauncher inner;
+  ContainerLauncher launcher(inner, "abcd1234");
+  auto judge = [&](int code, const std::string& stderr_text) {
+    LaunchSpec ls;
+    ls.argv = {"true"};
+    ls.stderr_path = (dir / "err").string();
+    std::ofstream(ls.stderr_path) << stderr_text;
+    ls.request.run_id = 1;
+    ls.request.attempt = 1;
+    ls.request.container = ContainerSpec{};
+    auto pid = launcher.Start(ls);
+    ProcessExit e;
+    e.pid = *pid;
+    e.exit_code = code;
+    inner.exits.push_back(e);
+    return launcher.Wait(0).exits.at(0);
+  };
+  auto launch = [](const ProcessExit& e) { return e.outcome == AttemptOutcome::kLaunchError; };
+  EXPECT_TRUE(launch(judge(125, "Error: statfs /nope: no such file or directory\n")));
+  EXPECT_TRUE(launch(judge(127, "Error: runc: exec: \"x\": executable file not found in $PATH: "
+                                "OCI runtime attempted to invoke a command that was not found\n")));
+  EXPECT_TRUE(launch(judge(1, "ERROR (catatonit:7): failed to exec pid1: No such file or directory\n")));
+  // The program's own words and codes are its own.
+  EXPECT_FALSE(launch(judge(1, "Error: transient\n")));
+  EXPECT_FALSE(launch(judge(1, "warning: OCI runtime hooks are fine\n")));
+  EXPECT_FALSE(launch(judge(126, "Error: x\n")));
+  EXPECT_FALSE(launch(judge(125, "")));
+  EXPECT_FALSE(launch(judge(125, "Error: early\nthen the program went on\n")));
+  const ProcessExit killed = judge(137, "");
+  EXPECT_EQ(killed.signal, 9);
+  EXPECT_FALSE(killed.outcome.has_value());
+  fs::remove_all(dir);
 }
 
 }  // namespace

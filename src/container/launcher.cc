@@ -3,7 +3,11 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <fstream>
@@ -30,27 +34,45 @@ const std::vector<std::string>& ClientKeys() {
 
 std::string KeyOf(const std::string& kv) { return kv.substr(0, kv.find('=')); }
 
-// The last line of `path`'s last 4 KiB that the runtime wrote as its own error ("Error: ...").
-std::string RuntimeError(const std::string& path) {
+bool EnvName(const std::string& k) {
+  if (k.empty() || k.size() > 256 || std::isdigit(static_cast<unsigned char>(k[0]))) return false;
+  return std::all_of(k.begin(), k.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
+
+// The last non-empty line of `path`'s last 4 KiB: where a runtime that could not start the
+// container, or the container's init that could not start the command, says why (and exits).
+std::string LastErrorLine(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return "";
   in.seekg(0, std::ios::end);
   const std::streamoff size = in.tellg();
-  const std::streamoff from = std::max<std::streamoff>(0, size - 4096);
-  in.seekg(from);
+  in.seekg(std::max<std::streamoff>(0, size - 4096));
   std::string tail((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::string found;
+  std::string last;
   for (const std::string& line : Split(tail, '\n')) {
-    // podman's and docker's own errors, and their init's (catatonit, tini) when it cannot
-    // start the command.
-    if (line.rfind("Error: ", 0) == 0 || line.rfind("docker: Error", 0) == 0 ||
-        line.find("OCI runtime") != std::string::npos ||
-        (line.rfind("ERROR (catatonit:", 0) == 0 && line.find("failed to exec") != std::string::npos) ||
-        (line.rfind("[FATAL tini", 0) == 0 && line.find("exec ") != std::string::npos)) {
-      found = line;
-    }
+    if (!line.empty()) last = line;
   }
-  return found.substr(0, 500);
+  return last.substr(0, 500);
+}
+
+// Whether the last line is the runtime's (podman's "Error: ...", docker's "docker: Error") or
+// its init's (catatonit, tini) own account of a start that failed, for this exit code: 125 the
+// runtime failed (bad mount, image gone), 126/127 the OCI runtime could not execute the command
+// (podman says so: "... OCI runtime attempted to invoke a command that was not found", "OCI
+// permission denied"), 1 catatonit could not exec it. A program's own "Error:" on exit 1 is not.
+bool RuntimeSaidIt(int code, const std::string& line) {
+  const bool runtime = line.rfind("Error: ", 0) == 0 || line.rfind("docker: Error", 0) == 0;
+  if (code == 125) return runtime;
+  if (code == 126 || code == 127) {
+    return (runtime && line.find("OCI ") != std::string::npos) ||
+           (line.rfind("[FATAL tini", 0) == 0 && line.find("exec ") != std::string::npos);
+  }
+  if (code == 1) {
+    return line.rfind("ERROR (catatonit:", 0) == 0 && line.find("failed to exec") != std::string::npos;
+  }
+  return false;
 }
 
 }  // namespace
@@ -113,7 +135,7 @@ ContainerLauncher::Container ContainerLauncher::Describe(const LaunchSpec& spec)
   return c;
 }
 
-LaunchSpec ContainerLauncher::Wrap(const LaunchSpec& spec) const {
+Result<LaunchSpec> ContainerLauncher::Wrap(const LaunchSpec& spec) const {
   const AttemptRequest& req = spec.request;
   ContainerRun run;
   run.spec = *req.container;
@@ -131,50 +153,78 @@ LaunchSpec ContainerLauncher::Wrap(const LaunchSpec& spec) const {
   run.gid = static_cast<int>(getgid());
   run.rootless = getuid() != 0;
 
+  // The run's environment goes into the container through a file the runtime reads (or, where a
+  // value cannot be one line of it, on the command line), never through the client's own
+  // environment: the spec's LD_PRELOAD or XDG_DATA_HOME must not change podman itself, and a
+  // name is never taken as a pattern of the client's variables.
   LaunchSpec out = spec;
+  if (run.spec.runtime == ContainerRuntime::kPyxis) {
+    // srun hands the job's environment (the batch script's exports) into the container.
+    out.argv = RunArgv(run, spec.argv);
+    return out;
+  }
   out.env.clear();
-  std::set<std::string> given;
-  std::vector<std::string> inline_env;  // KEY=VALUE on the command line
+  std::string file;  // KEY=VALUE lines
   for (const std::string& kv : spec.env) {
     const std::string key = KeyOf(kv);
-    given.insert(key);
-    if (key == "CUDA_VISIBLE_DEVICES" && inner_.kind() != ExecutorKind::kLocal) {
-      // A Slurm job's GPUs are Slurm's: the container is given the node's GPUs and the job's
-      // CUDA_VISIBLE_DEVICES (host numbering) picks its own among them.
-      run.env_keys.push_back(key);
+    std::string value = kv.size() > key.size() ? kv.substr(key.size() + 1) : "";
+    if (!EnvName(key)) {
+      spdlog::warn("run {}: environment variable '{}' is not a name a container takes; left out",
+                   req.run_id, key.substr(0, 80));
+      continue;
+    }
+    if (key == "CUDA_VISIBLE_DEVICES") {
+      // The client keeps the host's numbering (what a restarted engine reads back).
       out.env.push_back(kv);
-    } else if (key == "CUDA_VISIBLE_DEVICES") {
-      // The client keeps the host's numbering (what a restarted engine reads back); inside,
-      // the container's GPUs are numbered from 0.
-      inline_env.push_back("CUDA_VISIBLE_DEVICES=" + InnerVisibleDevices(req.gpu_uuids.size()));
-      out.env.push_back(kv);
-    } else if (std::find(ClientKeys().begin(), ClientKeys().end(), key) != ClientKeys().end()) {
-      inline_env.push_back(kv);  // the spec's own PATH (or HOME): for inside only
+      if (inner_.kind() != ExecutorKind::kLocal) {
+        // A Slurm job's GPUs are Slurm's: the container is given the node's GPUs and the job's
+        // CUDA_VISIBLE_DEVICES (host numbering, in the client's environment) picks its own.
+        run.env_keys.push_back(key);
+        continue;
+      }
+      // Inside, the container's GPUs are numbered from 0.
+      value = InnerVisibleDevices(req.gpu_uuids.size());
+    }
+    if (value.find('\n') != std::string::npos || spec.stdout_path.empty()) {
+      run.inline_env.push_back(key + "=" + value);
     } else {
-      run.env_keys.push_back(key);
-      out.env.push_back(kv);
+      file += key + "=" + value + "\n";
     }
   }
   for (const std::string& key : ClientKeys()) {
     if (const char* v = getenv(key.c_str())) out.env.push_back(key + "=" + v);
   }
-  if (inner_.kind() != ExecutorKind::kLocal && req.resources.gpus > 0) run.all_gpus = true;
-  run.inline_env = std::move(inline_env);
-  std::vector<std::string> argv = RunArgv(run, spec.argv);
-  out.argv = std::move(argv);
+  if (!file.empty()) {
+    // Beside the attempt's logs (shared with the nodes under Slurm), readable by its user only.
+    std::string path = spec.stdout_path;
+    if (path.size() > 4 && path.compare(path.size() - 4, 4, ".out") == 0) path.resize(path.size() - 4);
+    path += ".env";
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0 || write(fd, file.data(), file.size()) != static_cast<ssize_t>(file.size())) {
+      const int err = errno;
+      if (fd >= 0) close(fd);
+      return Status(Code::kIo, fmt::format("cannot write the container's environment file {}: {}",
+                                           path, strerror(err)));
+    }
+    close(fd);
+    run.env_file = path;
+  }
+  out.argv = RunArgv(run, spec.argv);
   return out;
 }
 
 Result<int> ContainerLauncher::Start(const LaunchSpec& spec) {
   if (!spec.request.container) return inner_.Start(spec);
-  Result<int> pid = inner_.Start(Wrap(spec));
+  DROVER_ASSIGN_OR_RETURN(LaunchSpec wrapped, Wrap(spec));
+  Result<int> pid = inner_.Start(wrapped);
   if (pid.ok()) running_[*pid] = Describe(spec);
   return pid;
 }
 
 Result<int64_t> ContainerLauncher::BeginStart(const LaunchSpec& spec) {
   if (!spec.request.container) return inner_.BeginStart(spec);
-  Result<int64_t> ticket = inner_.BeginStart(Wrap(spec));
+  DROVER_ASSIGN_OR_RETURN(LaunchSpec wrapped, Wrap(spec));
+  Result<int64_t> ticket = inner_.BeginStart(wrapped);
   if (ticket.ok()) starting_[*ticket] = Describe(spec);
   return ticket;
 }
@@ -194,17 +244,21 @@ void ContainerLauncher::SignalGroup(int pgid, int sig) {
 }
 
 void ContainerLauncher::Judge(const Container& c, ProcessExit* exit) const {
-  if (exit->outcome || exit->lost) return;
-  if (exit->signal != 0) return;
-  // podman and docker: 125 the runtime failed, 126 the command cannot be run, 127 not found;
-  // the init process that could not start the command: 1 (catatonit) or 127 (tini).
-  if (exit->exit_code != 1 && (exit->exit_code < 125 || exit->exit_code > 127)) return;
-  const std::string error = RuntimeError(c.stderr_path);
-  if (error.empty()) return;  // the program's own exit status
-  exit->outcome = AttemptOutcome::kLaunchError;
-  exit->detail = fmt::format("{} could not run the container: {}", RuntimeProgram(c.runtime),
-                             error);
-  if (exit->error.empty()) exit->error = exit->detail;
+  if (exit->outcome || exit->lost || exit->signal != 0) return;
+  const std::string line = c.stderr_path.empty() ? "" : LastErrorLine(c.stderr_path);
+  if (RuntimeSaidIt(exit->exit_code, line)) {
+    exit->outcome = AttemptOutcome::kLaunchError;
+    exit->detail = fmt::format("{} could not run the container: {}",
+                               RuntimeProgram(c.runtime), line);
+    exit->error = exit->detail;
+    return;
+  }
+  // The runtime exits 128+N when the container's command was killed by signal N: a signal, as
+  // the same end on the host is recorded.
+  if (exit->exit_code > 128 && exit->exit_code < 128 + 65) {
+    exit->signal = exit->exit_code - 128;
+    exit->exit_code = -1;
+  }
 }
 
 WaitResult ContainerLauncher::Wait(int64_t timeout_ms) {
@@ -231,7 +285,12 @@ void ContainerLauncher::Adopt(int pid, int64_t start_ticks, const ExitRecordAt& 
   if (inner_.kind() != ExecutorKind::kLocal) return;
   Container c;
   c.name = ContainerNameOf(pid);  // the supervisor's runs: the client leads the group
-  if (CmdlineOf(pid).find("docker") != std::string::npos) c.runtime = ContainerRuntime::kDocker;
+  const std::string argv0 = Split(CmdlineOf(pid), '\0').front();
+  if (argv0.substr(argv0.rfind('/') + 1) == "docker") c.runtime = ContainerRuntime::kDocker;
+  // Its stderr log: beside the exit record (<run>-<attempt>.exit -> .err).
+  if (record.file.size() > 5 && record.file.compare(record.file.size() - 5, 5, ".exit") == 0) {
+    c.stderr_path = record.file.substr(0, record.file.size() - 5) + ".err";
+  }
   if (!c.name.empty()) {
     running_[pid] = std::move(c);
     return;

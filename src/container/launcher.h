@@ -43,8 +43,9 @@ class ContainerLauncher : public ProcessLauncher {
   void EndRecovery() override;
   void Wake() override { inner_.Wake(); }
 
-  // The launch `spec` becomes for its container (its argv the runtime's; public for tests).
-  LaunchSpec Wrap(const LaunchSpec& spec) const;
+  // The launch `spec` becomes for its container (its argv the runtime's; the run's environment
+  // in <logs>/<run>-<attempt>.env, read by the runtime; public for tests).
+  Result<LaunchSpec> Wrap(const LaunchSpec& spec) const;
   // Removals queued and not yet done (tests wait for 0).
   size_t removals_pending() const { return remover_.Busy() ? 1 : 0; }
   void WaitRemovals() { remover_.WaitIdle(); }

@@ -550,6 +550,8 @@ void Engine::HandleExit(const ProcessExit& exit, Instant now) {
       outcome == AttemptOutcome::kCudaOom) {
     a.error = LastLines(tail, kAttemptErrorLines, kAttemptErrorBytes);
   }
+  // An executor's launch error in its words (a container runtime that could not start it).
+  if (outcome == AttemptOutcome::kLaunchError && !exit.error.empty()) a.error = exit.error;
   std::string detail;
   if (outcome == AttemptOutcome::kExitCode) detail = fmt::format("exit code {}", exit.exit_code);
   if (outcome == AttemptOutcome::kExitCode || outcome == AttemptOutcome::kSignal) {

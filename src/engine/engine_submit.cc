@@ -73,6 +73,23 @@ Status Engine::CheckSubmit(const Spec& spec) {
           "attempts on this machine; write runtime: podman (or docker), or run it under "
           "executor: {kind: slurm} (docs/containers.md)");
     }
+    // The environment goes into the container by name: each must be one.
+    std::vector<const std::map<std::string, std::string>*> envs = {&spec.env};
+    for (const StageSpec& st : spec.stages) envs.push_back(&st.env);
+    for (const auto* env : envs) {
+      for (const auto& [k, v] : *env) {
+        const bool name = !k.empty() && !std::isdigit(static_cast<unsigned char>(k[0])) &&
+                          std::all_of(k.begin(), k.end(), [](char ch) {
+                            return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+                          });
+        if (!name) {
+          return InvalidArgument(fmt::format(
+              "env: '{}' cannot be passed into a container: a name there is letters, digits and "
+              "'_', not starting with a digit; rename it",
+              k.substr(0, 80)));
+        }
+      }
+    }
     // GPUs reach a podman container by their CDI names: checked at every submit that needs
     // them, so a driver update that left the CDI spec behind is said here, not by a failed run.
     bool gpus = spec.resources.gpus > 0;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "common/strings.h"
@@ -73,7 +75,8 @@ Environment EnvironmentCapture::Capture(const EnvironmentRequest& r,
       return env;
     }
     const bool podman = r.container->runtime == ContainerRuntime::kPodman;
-    argv = {podman ? "podman" : "docker", "run", "--rm", "--network", "none"};
+    argv = {podman ? "podman" : "docker", "run", "--rm", "--init", "--network", "none",
+            fmt::format("--user={}:{}", getuid(), getgid())};
     if (podman) argv.push_back("--pull=never");
     argv.insert(argv.end(), {r.container->image_id, interpreter, "-c", kPackageListScript});
     o.cwd.clear();

@@ -218,8 +218,13 @@ std::string Fingerprint(const Spec& spec, const std::vector<std::string>& argv, 
                     {"params", params},
                     {"shell", spec.shell},
                     {"snapshot", snapshot_hash}};
-  // The image a container run runs in is part of what it computes (absent on the host).
-  if (spec.container) canonical["image"] = spec.container->image_id;
+  // The image a container run runs in, what is mounted into it and whether it has a network are
+  // part of what it computes (absent on the host).
+  if (spec.container) {
+    canonical["container"] = {{"image", spec.container->image_id},
+                              {"mounts", spec.container->mounts},
+                              {"network", spec.container->network}};
+  }
   return Sha256Hex(canonical.dump());
 }
 

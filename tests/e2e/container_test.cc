@@ -359,6 +359,45 @@ container: {image: localhost/drover-bb:test}
   EXPECT_EQ(StoreContainers(), "");
 }
 
+// What a container run computes depends on its image, mounts and network: the same spec is
+// cached, a different network is not; an interrupted container experiment resumes.
+TEST_F(ContainerTest, TheFingerprintCoversMountsAndNetworkAndAContainerExperimentResumes) {
+  fs::create_directories(dir_ / "data");
+  const std::string spec = Write("fp.yaml", fmt::format(R"(name: fp
+command: ["sh", "-c", "ls /data"]
+container: {{image: localhost/drover-bb:test, mounts: ["{}:/data:ro"]}}
+)",
+                                                        (dir_ / "data").string()));
+  ASSERT_EQ(RunDrover({"run", spec, "--store", store_}).exit_code, 0);
+  ASSERT_EQ(RunDrover({"run", spec, "--store", store_}).exit_code, 0);
+  auto r = RunDrover({"run", spec, "--store", store_, "--set", "container.network=true"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto runs = Runs();
+  ASSERT_EQ(runs.size(), 3u);
+  std::sort(runs.begin(), runs.end(),
+            [](const drover::Run& a, const drover::Run& b) { return a.id < b.id; });
+  EXPECT_EQ(runs[0].cached_from, 0);
+  EXPECT_EQ(runs[1].cached_from, runs[0].id) << "the same container spec is cached";
+  EXPECT_EQ(runs[2].cached_from, 0) << "with a network it computes something else";
+
+  const std::string slow = Write("slow.yaml", R"(name: slow
+command: ["sh", "-c", "sleep {s}"]
+params: {s: 5}
+container: {image: localhost/drover-bb:test}
+)");
+  pid_t run = testing::SpawnDrover({"run", slow, "--store", store_},
+                                   (dir_ / "slow.out").string(), (dir_ / "slow.err").string());
+  ASSERT_TRUE(WaitContainers(1));
+  kill(run, SIGINT);
+  testing::WaitExit(run);
+  ASSERT_TRUE(WaitContainers(0));
+  r = RunDrover({"run", "--resume", slow, "--store", store_, "--set", "s=6"});
+  EXPECT_NE(r.exit_code, 0) << "a changed spec is not resumed";
+  r = RunDrover({"run", "--resume", slow, "--store", store_});
+  EXPECT_EQ(r.err.find("has changed"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("resumed"), std::string::npos) << r.out << r.err;
+}
+
 // Runs started while the daemon has no supervisor are led by a shim (docs/architecture.md): a
 // restarted daemon adopts such a run by its shim and must know its container is owned, not a
 // stray to remove.

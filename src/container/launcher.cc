@@ -209,6 +209,8 @@ Result<LaunchSpec> ContainerLauncher::Wrap(const LaunchSpec& spec) const {
     close(fd);
     run.env_file = path;
   }
+  // A Slurm job: the node's GPUs, the job's CUDA_VISIBLE_DEVICES picks its own.
+  if (inner_.kind() != ExecutorKind::kLocal && req.resources.gpus > 0) run.all_gpus = true;
   out.argv = RunArgv(run, spec.argv);
   return out;
 }

@@ -264,7 +264,8 @@ TEST(ContainerLauncherTest, AShimsRunIsNamedFromItsExitRecord) {
   EXPECT_EQ(ContainerNameFromRecord("abcd1234", "17-2.exit"), "drover-abcd1234-17-2");
   for (const char* bad : {"", "/s/logs/3/17-2.out", "/s/logs/3/-2.exit", "/s/logs/3/17-.exit",
                           "/s/logs/3/x-2.exit", "/s/logs/3/.exit", "/s/logs/3/1-2-3.exit",
-                          "/s/logs/3/99999999999999999999-1.exit"}) {
+                          "/s/logs/3/99999999999999999999-1.exit",
+                          "/s/logs/3/1-99999999999.exit"}) {
     EXPECT_EQ(ContainerNameFromRecord("abcd1234", bad), "") << bad;
   }
 }

@@ -113,7 +113,7 @@ std::string ContainerNameFromRecord(const std::string& store_id, const std::stri
   auto digits = [](const std::string& t) {
     return t.size() <= 18 && std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
   };
-  if (!digits(run) || !digits(attempt)) return "";
+  if (!digits(run) || !digits(attempt) || attempt.size() > 9) return "";
   return ContainerName(store_id, std::stoll(run), std::stoi(attempt));
 }
 
@@ -287,7 +287,8 @@ void ContainerLauncher::Adopt(int pid, int64_t start_ticks, const ExitRecordAt& 
   if (inner_.kind() != ExecutorKind::kLocal) return;
   Container c;
   c.name = ContainerNameOf(pid);  // the supervisor's runs: the client leads the group
-  const std::string argv0 = Split(CmdlineOf(pid), '\0').front();
+  const std::vector<std::string> args = Split(CmdlineOf(pid), '\0');
+  const std::string argv0 = args.empty() ? "" : args.front();
   if (argv0.substr(argv0.rfind('/') + 1) == "docker") c.runtime = ContainerRuntime::kDocker;
   // Its stderr log: beside the exit record (<run>-<attempt>.exit -> .err).
   if (record.file.size() > 5 && record.file.compare(record.file.size() - 5, 5, ".exit") == 0) {

@@ -24,6 +24,11 @@ void AddEngineFlags(CLI::App* app, EngineFlags& flags) {
   app->add_option("--policy", flags.policy,
                   "Scheduling policy: fifo, priority, las, srtf, gittins or default (overrides the "
                   "config's scheduler.policy; docs/scheduling.md)");
+  app->add_option("--gpu-leases", flags.gpu_leases,
+                  "Machine-wide folder where drover engines publish the GPUs they hold, so two "
+                  "stores never double-book a GPU (default $DROVER_GPU_LEASES, else "
+                  "/tmp/drover-gpu-leases for real GPUs; 'off': this engine owns every GPU; "
+                  "docs/lab-server.md)");
   app->add_option("--fake-telemetry", flags.fake_telemetry,
                   "Scripted utilisation/memory/temperature for the fake GPUs (docs/metrics.md)");
 }
@@ -42,6 +47,13 @@ Result<EngineSetup> PrepareEngine(const Globals& g, const std::string& fake_gpus
     // MakeGpuProbe made a FakeGpuProbe: fake_gpus is set.
     static_cast<FakeGpuProbe*>(setup.probe.get())->SetScript(std::move(script));
   }
+  std::string leases = flags.gpu_leases;
+  if (leases.empty()) {
+    if (const char* env = std::getenv("DROVER_GPU_LEASES")) leases = env;
+  }
+  if (leases.empty() && fake_gpus.empty()) leases = kDefaultGpuLeaseDir;
+  if (leases == "off") leases.clear();
+  setup.gpu_lease_dir = leases;
   std::string path = flags.config;
   // (The probe is wrapped below, once the config says how often to read it.)
   if (path.empty()) {
@@ -128,6 +140,19 @@ std::string NetworkFileSystem(const std::string& dir) {
 }
 
 }  // namespace
+
+Status OpenGpuLedger(const Globals& g, EngineSetup& setup) {
+  if (setup.gpu_lease_dir.empty() || setup.probe->Kind() == "none") return Status::Ok();
+  auto ledger = FileGpuLedger::Open(setup.gpu_lease_dir, slurm::StoreId(StoreDir(g)));
+  if (!ledger.ok()) {
+    return Status(ledger.status().code(),
+                  ledger.status().message() +
+                      " (engines on one machine share GPUs through this folder; --gpu-leases off "
+                      "runs without, owning every GPU)");
+  }
+  setup.ledger = std::move(*ledger);
+  return Status::Ok();
+}
 
 Result<ExecutorSetup> PrepareExecutor(const config::DaemonConfig& config,
                                       const ExecutorSpec& spec_executor, ProcessLauncher& local,

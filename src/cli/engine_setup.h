@@ -7,6 +7,7 @@
 
 #include "cli/common.h"
 #include "gpu/gpu_probe.h"
+#include "gpu/leases.h"
 #include "config/daemon_config.h"
 #include "container/launcher.h"
 #include "exec/process_launcher.h"
@@ -20,6 +21,10 @@ struct EngineFlags {
   std::string fake_telemetry;  // --fake-telemetry FILE (needs fake GPUs)
   std::string config;          // --config FILE; default <store>/config.yaml when it exists
   std::string policy;          // --policy NAME: overrides the config's scheduler.policy
+  // --gpu-leases DIR|off: the machine-wide folder where engines publish the GPUs they hold
+  // (gpu/leases.h); else $DROVER_GPU_LEASES; else /tmp/drover-gpu-leases for real GPUs and none
+  // for fake ones (so tests on one machine do not wait on each other unless they ask to).
+  std::string gpu_leases;
 };
 void AddEngineFlags(CLI::App* app, EngineFlags& flags);
 
@@ -28,11 +33,17 @@ struct EngineSetup {
   config::DaemonConfig config;
   std::string config_path;  // "" when the defaults apply
   std::unique_ptr<watch::FanOutSink> sinks;
+  std::string gpu_lease_dir;          // "" when this engine coordinates with no other
+  std::unique_ptr<GpuLedger> ledger;  // opened by OpenGpuLedger, once the engine lock is held
 };
 
 // `fake_gpus` from the flag or $DROVER_FAKE_GPUS ("" for real GPUs).
 Result<EngineSetup> PrepareEngine(const Globals& g, const std::string& fake_gpus,
                                   const EngineFlags& flags);
+
+// Opens the machine's GPU leases the setup names (a no-op when it names none), under the store's
+// id: call once the store's engine lock is held.
+Status OpenGpuLedger(const Globals& g, EngineSetup& setup);
 
 // Where the engine's attempts run: on this machine (`local` itself), or as Slurm jobs when the
 // config's executor (or, for `drover run`, the spec's) says kind: slurm (docs/slurm.md). Before

@@ -336,6 +336,7 @@ int RunInForeground(Globals& g, const RunFlags& f, const QueueStep& queue) {
   if (!setup.ok()) return ReportError(setup.status());
   auto lock = EngineLock::Acquire(StoreDir(g));
   if (!lock.ok()) return ReportError(lock.status());
+  if (Status st = OpenGpuLedger(g, *setup); !st.ok()) return ReportError(st);
   auto store = OpenStore(g, /*create=*/true);
   if (!store.ok()) return ReportError(store.status());
 
@@ -352,6 +353,7 @@ int RunInForeground(Globals& g, const RunFlags& f, const QueueStep& queue) {
   opts.scheduler = setup->config.scheduler;
   opts.environment = setup->config.environment;
   opts.alert_sink = setup->sinks.get();
+  opts.gpu_ledger = setup->ledger.get();
   Engine engine(**store, *executor->launcher, *setup->probe, clock, opts);
   // Unfinished runs left by an engine that was killed are taken over first (and run again where
   // their end is unknown), so nothing submitted to this store is lost.

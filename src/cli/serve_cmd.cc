@@ -120,6 +120,7 @@ int Serve(Globals& g, const ServeFlags& f) {
   if (!setup.ok()) return ReportError(setup.status());
   auto lock = EngineLock::Acquire(StoreDir(g));
   if (!lock.ok()) return ReportError(lock.status());
+  if (Status st = OpenGpuLedger(g, *setup); !st.ok()) return ReportError(st);
   auto token = LoadOrCreateToken(TokenPath(g));
   if (!token.ok()) return ReportError(token.status());
   auto store = OpenStore(g, /*create=*/true);
@@ -138,6 +139,7 @@ int Serve(Globals& g, const ServeFlags& f) {
   opts.environment = setup->config.environment;
   opts.commit_interval_ms = kCommitIntervalMs;  // engine.h
   opts.alert_sink = setup->sinks.get();
+  opts.gpu_ledger = setup->ledger.get();
   Engine engine(**store, *executor->launcher, *setup->probe, clock, opts);
   auto recovered = engine.Recover();
   if (!recovered.ok()) return ReportError(recovered.status());

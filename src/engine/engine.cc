@@ -768,6 +768,18 @@ void Engine::Schedule(Instant now) {
     preempt_for_ = 0;
   }
   view.first = preempt_for_;
+  // Other engines on this machine (another store's daemon, a foreground run) hold GPUs too: what
+  // they hold is out of the pool, and what this pass starts is published before the lock goes.
+  struct LedgerHold {
+    Engine* engine = nullptr;
+    ~LedgerHold() {
+      if (engine == nullptr) return;
+      engine->PublishLeases();
+      engine->options_.gpu_ledger->Unlock();
+    }
+  } hold;
+  if (TakeForeignLeases(queue, view)) hold.engine = this;
+  if (queue.empty()) return;
   sched::Decision decision = sched::Decide(queue, view, now.wall, policy_);
   for (const auto& action : decision.starts) {
     auto it = live_.find(action.run_id);
@@ -787,6 +799,74 @@ void Engine::Schedule(Instant now) {
   // Held for it until its victims are gone (at most the grace and a minute more).
   preempt_for_ = decision.preempt_for;
   preempt_for_until_mono_ = now.mono + options_.scheduler.grace_ms + 60'000;
+}
+
+bool Engine::TakeForeignLeases(std::vector<sched::PendingRun>& queue, sched::ClusterView& view) {
+  GpuLedger* ledger = options_.gpu_ledger;
+  if (ledger == nullptr || placed_by_executor() || view.gpus.empty()) return false;
+  auto needs_gpus = [](const sched::PendingRun& p) { return p.resources.gpus > 0; };
+  if (std::none_of(queue.begin(), queue.end(), needs_gpus)) return false;
+  auto hold_back = [&](const Status& why) {
+    // Nothing that needs a GPU starts blind: it waits for the next pass (a few hundred ms).
+    std::erase_if(queue, needs_gpus);
+    const Millis mono = clock_.Monotonic();
+    if (ledger_warned_mono_ < 0 || mono - ledger_warned_mono_ > 60'000) {
+      ledger_warned_mono_ = mono;
+      spdlog::warn("GPU runs wait: the machine's GPU leases in {} cannot be read: {}",
+                   ledger->Where(), why.message());
+    }
+  };
+  if (Status locked = ledger->Lock(500); !locked.ok()) {
+    hold_back(locked);
+    return false;
+  }
+  auto others = ledger->Others();
+  if (!others.ok()) {
+    ledger->Unlock();
+    hold_back(others.status());
+    return false;
+  }
+  for (const GpuLease& lease : *others) {
+    for (const GpuDevice& d : devices_) {
+      if (d.uuid != lease.uuid) continue;
+      for (sched::GpuState& g : view.gpus) {
+        if (g.index != d.index) continue;
+        g.runs += 1;
+        if (lease.whole) {
+          g.exclusive = true;
+          g.reserved = std::max(g.reserved, g.capacity);
+        } else {
+          g.reserved += lease.bytes;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+void Engine::PublishLeases() {
+  GpuLedger* ledger = options_.gpu_ledger;
+  if (ledger == nullptr || placed_by_executor()) return;
+  std::vector<GpuLease> mine;
+  for (int64_t id : queue_.running()) {
+    auto found = live_.find(id);
+    if (found == live_.end()) continue;
+    const Live& live = *found->second;
+    for (int index : live.placement.gpus) {
+      for (const GpuDevice& d : devices_) {
+        if (d.index != index) continue;
+        GpuLease l;
+        l.uuid = d.uuid;
+        l.bytes = live.placement.gpu_memory;
+        l.whole = live.placement.exclusive;
+        l.pid = live.attempt ? live.attempt->pid : 0;
+        mine.push_back(std::move(l));
+      }
+    }
+  }
+  if (Status st = ledger->Publish(mine); !st.ok()) {
+    spdlog::warn("publishing this engine's GPU leases in {}: {}", ledger->Where(), st.message());
+  }
 }
 
 bool Engine::EndHeld(const Live& live) const {

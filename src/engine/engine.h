@@ -17,6 +17,7 @@
 #include "engine/commands.h"
 #include "exec/process_launcher.h"
 #include "gpu/gpu_probe.h"
+#include "gpu/leases.h"
 #include "model/run.h"
 #include "model/run_state.h"
 #include "model/spec.h"
@@ -87,6 +88,10 @@ struct EngineOptions {
   // Where the Container Device Interface specs are (container/runtime.h, CheckCdi): a container
   // run that needs GPUs is refused at submit when they name no device for a GPU.
   std::vector<std::string> cdi_dirs = {"/etc/cdi", "/var/run/cdi"};
+  // The machine's GPU leases (gpu/leases.h; not owned; nullptr: this engine owns every GPU it
+  // sees): what other engines on the machine hold is taken out of the pool before each decision,
+  // and what this one holds is published after it, under the machine-wide lock.
+  GpuLedger* gpu_ledger = nullptr;
 };
 
 // What Recover() found in the store.
@@ -421,6 +426,13 @@ class Engine {
   void CollectOutputs(Live& live, Instant now);
   void TakeCollected(Instant now);
   void Release(Live& live);
+  // The machine's GPU leases (EngineOptions::gpu_ledger): takes the machine-wide lock and takes
+  // what other engines hold out of `view` (true: locked; the caller publishes and unlocks); when
+  // the lock or the leases cannot be had, the runs that need GPUs leave `queue` for this pass.
+  bool TakeForeignLeases(std::vector<sched::PendingRun>& queue, sched::ClusterView& view);
+  // Publishes what this engine's running runs hold.
+  void PublishLeases();
+  Millis ledger_warned_mono_ = -1;
   void Retire(int64_t run_id);
   // Tells the index that the run waits now (in the class its fields make).
   void Queue(const Live& live);

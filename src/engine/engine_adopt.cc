@@ -262,6 +262,7 @@ Result<RecoverySummary> Engine::Recover() {
     if (it != live_.end() && !it->second->awaiting_needs) Admit(*it->second, now);
   }
   launcher_.EndRecovery();
+  PublishLeases();  // the adopted runs' GPUs are held again under this engine's name
   DROVER_RETURN_IF_ERROR(Flush());
   return summary;
 }

@@ -519,7 +519,9 @@ void Engine::SetState(Live& live, RunEvent event, const std::string& note, Insta
 
 void Engine::Release(Live& live) {
   book_.Release(live.placement, SlotsOf(live));
+  const bool held_gpus = !live.placement.gpus.empty();
   live.placement = {};
+  if (held_gpus) PublishLeases();
 }
 
 void Engine::HandleExit(const ProcessExit& exit, Instant now) {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli/unix_http.h"
 #include "common/strings.h"
 #include "protocol/api.h"
 
@@ -24,6 +25,7 @@ std::optional<DaemonInfo> FindDaemon(const Globals& g) {
   info.host = j.value("host", "127.0.0.1");
   info.port = j.value("port", 0);
   info.pid = j.value("pid", 0);
+  info.socket = j.value("socket", std::string());
   // A daemon killed with SIGKILL leaves its file behind: only a live pid counts.
   if (info.port <= 0 || info.pid <= 0 || (::kill(info.pid, 0) != 0 && errno == ESRCH)) {
     return std::nullopt;
@@ -46,15 +48,10 @@ ApiClient::~ApiClient() = default;
 
 namespace {
 
-Result<Json> Decode(const httplib::Result& res, const std::string& what, const DaemonInfo& info) {
-  if (!res) {
-    return Unavailable(fmt::format("cannot reach the drover daemon at {}:{} ({}) for {}; is "
-                                   "`drover serve` still running?",
-                                   info.host, info.port, httplib::to_string(res.error()), what));
-  }
-  Json body = Json::parse(res->body, nullptr, /*allow_exceptions=*/false);
-  if (res->status >= 400) {
-    return protocol::StatusFromErrorJson(body.is_discarded() ? Json() : body, res->status);
+Result<Json> DecodeBody(int status, const std::string& text, const std::string& what) {
+  Json body = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (status >= 400) {
+    return protocol::StatusFromErrorJson(body.is_discarded() ? Json() : body, status);
   }
   if (body.is_discarded()) {
     return Internal(fmt::format("the daemon answered {} with something that is not JSON", what));
@@ -64,23 +61,42 @@ Result<Json> Decode(const httplib::Result& res, const std::string& what, const D
 
 }  // namespace
 
-Result<Json> ApiClient::Get(const std::string& path, int timeout_s) {
+Result<Json> ApiClient::Call(const std::string& method, const std::string& path,
+                             const std::string& body, int timeout_s) {
+  const std::string what = method + " " + path;
+  const std::string target = std::string(protocol::kApiPrefix) + path;
+  if (!info_.socket.empty()) {
+    auto reply = UnixHttpRequest(info_.socket, method, target, body, timeout_s);
+    if (reply.ok()) return DecodeBody(reply->status, reply->body, what);
+    // Only a socket that could not be reached at all (nothing sent) falls back to the token.
+    if (reply.status().code() != Code::kNotFound || info_.token.empty()) {
+      return Unavailable(fmt::format("cannot reach the drover daemon at {} ({}) for {}; is `drover "
+                                     "serve` still running?",
+                                     info_.socket, reply.status().message(), what));
+    }
+  }
   http_->set_read_timeout(timeout_s, 0);
-  return Decode(http_->Get((std::string(protocol::kApiPrefix) + path).c_str()), "GET " + path,
-                info_);
+  httplib::Result res = method == "GET"    ? http_->Get(target.c_str())
+                        : method == "POST" ? http_->Post(target.c_str(), body, "application/json")
+                                           : http_->Delete(target.c_str());
+  if (!res) {
+    return Unavailable(fmt::format("cannot reach the drover daemon at {}:{} ({}) for {}; is "
+                                   "`drover serve` still running?",
+                                   info_.host, info_.port, httplib::to_string(res.error()), what));
+  }
+  return DecodeBody(res->status, res->body, what);
+}
+
+Result<Json> ApiClient::Get(const std::string& path, int timeout_s) {
+  return Call("GET", path, "", timeout_s);
 }
 
 Result<Json> ApiClient::Post(const std::string& path, const Json& body) {
-  http_->set_read_timeout(300, 0);  // a submit snapshots the code first
-  return Decode(http_->Post((std::string(protocol::kApiPrefix) + path).c_str(), body.dump(),
-                            "application/json"),
-                "POST " + path, info_);
+  return Call("POST", path, body.dump(), 300);  // a submit snapshots the code first
 }
 
 Result<Json> ApiClient::Delete(const std::string& path) {
-  http_->set_read_timeout(300, 0);  // a removal moves its files aside first
-  return Decode(http_->Delete((std::string(protocol::kApiPrefix) + path).c_str()),
-                "DELETE " + path, info_);
+  return Call("DELETE", path, "", 300);  // a removal moves its files aside first
 }
 
 }  // namespace drover::cli

@@ -20,7 +20,8 @@ struct DaemonInfo {
   std::string host = "127.0.0.1";
   int port = 0;
   int pid = 0;
-  std::string token;
+  std::string token;   // "" when the caller may not read it (another user's or the lab's daemon)
+  std::string socket;  // the daemon's Unix socket ("" for none): preferred, the kernel names us
 };
 
 std::string DaemonInfoPath(const Globals& g);  // <store>/daemon.json
@@ -40,6 +41,10 @@ class ApiClient {
   const DaemonInfo& info() const { return info_; }
 
  private:
+  // One request: over the Unix socket when the daemon has one, else (or when the socket cannot
+  // be reached and the token can be read) over HTTP with the token.
+  Result<Json> Call(const std::string& method, const std::string& path, const std::string& body,
+                    int timeout_s);
   DaemonInfo info_;
   std::unique_ptr<httplib::Client> http_;
 };

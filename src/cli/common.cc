@@ -60,6 +60,7 @@ int ReportError(const Status& st) {
     case Code::kNotFound:
     case Code::kFailedPrecondition:
     case Code::kUnavailable:
+    case Code::kPermissionDenied:
       return kExitBadInput;
     case Code::kCancelled:
       return kExitInterrupted;

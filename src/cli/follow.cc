@@ -46,6 +46,7 @@ Result<std::vector<Run>> FetchRuns(ApiClient& api, const RunFilter& f) {
                                 f.newest_first ? "desc" : "asc");
     if (f.experiment_id > 0) q += fmt::format("&experiment={}", f.experiment_id);
     if (f.state) q += fmt::format("&state={}", ToString(*f.state));
+    if (!f.user.empty()) q += "&user=" + httplib::detail::encode_query_param(f.user);
     DROVER_ASSIGN_OR_RETURN(Json j, api.Get(q));
     const Json& list = j.contains("runs") ? j["runs"] : j;
     for (const auto& r : list) {

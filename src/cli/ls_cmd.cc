@@ -1,9 +1,13 @@
 // drover ls: list runs (or experiments) in the store.
 #include <fmt/format.h>
+#include <unistd.h>
+
+#include <set>
 
 #include "cli/catalog.h"
 #include "cli/common.h"
 #include "common/strings.h"
+#include "common/users.h"
 #include "protocol/json_codec.h"
 
 namespace drover::cli {
@@ -17,6 +21,8 @@ struct LsFlags {
   int limit = -1;  // -1: 50 in a table, all with --json
   bool experiments = false;
   bool json = false;
+  std::string user;  // --user NAME (--mine: the caller)
+  bool mine = false;
 };
 
 int ListExperiments(Catalog& store, const LsFlags& f) {
@@ -76,6 +82,7 @@ int List(Globals& g, LsFlags f) {
     if (!exp.ok()) return ReportError(exp.status());
     filter.experiment_id = exp->id;
   }
+  filter.user = f.mine ? DisplayName(LookupUser(::geteuid(), ::getegid())) : f.user;
   if (!f.state.empty()) {
     filter.state = ParseRunState(f.state);
     if (!filter.state) {
@@ -119,6 +126,10 @@ int List(Globals& g, LsFlags f) {
       }
     }
   }
+  // Whose runs: a column once the listing holds more than one submitter's.
+  std::set<std::string> users;
+  for (const auto& r : *runs) users.insert(r.user);
+  const bool user_column = users.size() > 1;
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : *runs) {
     if (!names.count(r.experiment_id)) {
@@ -143,15 +154,16 @@ int List(Globals& g, LsFlags f) {
                     std::to_string(r.attempts),
                     ParamsSummary(r.current_params, varying[r.experiment_id]), metrics,
                     FormatTime(r.created_ms)});
+    if (user_column) rows.back().insert(rows.back().begin() + 2, r.user.empty() ? "-" : r.user);
   }
   if (rows.empty()) {
     std::printf("no runs\n");
     return kExitOk;
   }
-  std::fputs(RenderTable(
-                 {"run", "experiment", "state", "attempts", "params", "metrics", "submitted"}, rows)
-                 .c_str(),
-             stdout);
+  std::vector<std::string> header = {"run",    "experiment", "state",    "attempts",
+                                     "params", "metrics",    "submitted"};
+  if (user_column) header.insert(header.begin() + 2, "user");
+  std::fputs(RenderTable(header, rows).c_str(), stdout);
   if (cut) std::fprintf(stderr, "(the newest %d runs; -n 0 lists all)\n", f.limit);
   return kExitOk;
 }
@@ -163,6 +175,8 @@ Command RegisterLs(CLI::App& root, Globals& g) {
   CLI::App* app = root.add_subcommand("ls", "List runs, newest first (or experiments)");
   app->add_option("-e,--experiment", f->experiment, "Only runs of this experiment (id or name)");
   app->add_option("-s,--state", f->state, "Only runs in this state");
+  app->add_option("-u,--user", f->user, "Only runs this user submitted");
+  app->add_flag("--mine", f->mine, "Only runs you submitted");
   app->add_option("-n,--limit", f->limit,
                   "At most this many, newest first (0 = all; default 50, all with --json)")
       ->check(CLI::NonNegativeNumber);

@@ -16,6 +16,7 @@
 #include "cli/mcp_tools.h"
 #include "drover_version.h"
 #include "common/strings.h"
+#include "common/users.h"
 #include "daemon/daemon.h"
 #include "engine/engine.h"
 #include "exec/posix_launcher.h"
@@ -33,6 +34,8 @@ struct ServeFlags {
   bool stop_runs = false;
   EngineFlags engine;
   std::vector<std::string> recipes;
+  std::string socket;  // default <store>/daemon.sock
+  bool shared = false;
 };
 
 // The token every request must carry: made at first start, kept 0600 in the store folder.
@@ -70,13 +73,16 @@ Result<std::string> LoadOrCreateToken(const std::string& path) {
   return token;
 }
 
-Status WriteDaemonInfo(const std::string& path, const std::string& host, int port) {
+Status WriteDaemonInfo(const std::string& path, const std::string& host, int port,
+                       const std::string& socket) {
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
-    out << Json({{"host", host}, {"port", port}, {"pid", ::getpid()}}).dump() << "\n";
+    out << Json({{"host", host}, {"port", port}, {"pid", ::getpid()}, {"socket", socket}}).dump()
+        << "\n";
     if (!out) return ErrnoStatus("writing " + tmp);
   }
+  ::chmod(tmp.c_str(), 0644);  // local clients of a shared daemon find its socket here
   if (std::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus("renaming " + tmp);
   return Status::Ok();
 }
@@ -116,6 +122,15 @@ int Serve(Globals& g, const ServeFlags& f) {
     if (const char* env = std::getenv("DROVER_FAKE_GPUS")) fake = env;
   }
   if (Status st = CheckStoreDir(g); !st.ok()) return ReportError(st);
+  if (f.shared) {
+    // Users reach the daemon through its socket, never the store's files: everything it writes
+    // is its own user's alone (the store, logs, outputs), and the folder only lets them through
+    // to the socket and daemon.json (docs/lab-server.md, "Files").
+    ::umask(077);
+    std::error_code ec;
+    std::filesystem::create_directories(StoreDir(g), ec);
+    ::chmod(StoreDir(g).c_str(), 0711);
+  }
   auto setup = PrepareEngine(g, fake, f.engine);
   if (!setup.ok()) return ReportError(setup.status());
   auto lock = EngineLock::Acquire(StoreDir(g));
@@ -150,13 +165,30 @@ int Serve(Globals& g, const ServeFlags& f) {
   so.host = listen->first;
   so.port = listen->second;
   so.token = *token;
+  std::error_code ec;
+  so.unix_socket = f.socket.empty() ? StoreDir(g) + "/daemon.sock" : f.socket;
+  so.unix_socket = std::filesystem::absolute(so.unix_socket, ec).string();
+  so.shared = f.shared;
+  so.admin_group = setup->config.lab.admin_group;
+  so.audit_path = StoreDir(g) + "/audit.log";
+  if (f.shared && ::geteuid() == 0) {
+    return ReportError(FailedPrecondition(
+        "drover serve --shared as root would run every user's commands as root; run the shared "
+        "daemon as a service user of its own (docs/lab-server.md)"));
+  }
+  if (!so.admin_group.empty() && !LookupGroup(so.admin_group)) {
+    return ReportError(InvalidArgument("lab.admin_group: there is no Unix group named '" +
+                                       so.admin_group + "' on this machine (groupadd it, or fix "
+                                       "the config)"));
+  }
   for (const std::string& r : f.recipes) {
     std::error_code ec;
     so.recipe_dirs.push_back(std::filesystem::absolute(r, ec).string());
   }
   server::HttpServer http(so, daemon);
   if (Status st = http.Bind(); !st.ok()) return ReportError(st);
-  if (Status st = WriteDaemonInfo(DaemonInfoPath(g), so.host, http.port()); !st.ok()) {
+  if (Status st = WriteDaemonInfo(DaemonInfoPath(g), so.host, http.port(), so.unix_socket);
+      !st.ok()) {
     return ReportError(st);
   }
   // MCP at /mcp: the same tools as `drover mcp`, over this daemon's own API on loopback.
@@ -181,6 +213,10 @@ int Serve(Globals& g, const ServeFlags& f) {
               self.host.find(':') != std::string::npos ? ("[" + self.host + "]").c_str()
                                                        : self.host.c_str(),
               http.port(), StoreDir(g).c_str());
+  std::printf("local clients: %s (%s)\n", so.unix_socket.c_str(),
+              f.shared ? "shared: every local user, each known by their uid; runs execute as this "
+                         "daemon's user"
+                       : "this user only");
   if (!setup->config_path.empty()) std::printf("config: %s\n", setup->config_path.c_str());
   if (executor->slurm) {
     std::printf("executor: slurm (at most %d jobs at once; the store's folders are seen by the "
@@ -227,6 +263,12 @@ Command RegisterServe(CLI::App& root, Globals& g) {
                   "experiments; repeatable. The daemon's folder and those of submitted "
                   "experiments are offered anyway")
       ->check(CLI::ExistingPath);
+  app->add_option("--socket", f->socket,
+                  "Unix socket for local clients, who need no token there (default "
+                  "<store>/daemon.sock; docs/lab-server.md)");
+  app->add_flag("--shared", f->shared,
+                "Let every local user use the socket (mode 0666), each known by the kernel; "
+                "they act on their own experiments, admins (lab.admin_group) on all");
   AddEngineFlags(app, f->engine);
   return {app, [&g, f] { return Serve(g, *f); }};
 }

@@ -56,6 +56,9 @@ int Show(Globals& g, const ShowFlags& f) {
   if (!run->reason.empty() && run->state != RunState::kSucceeded) {
     out += fmt::format("reason       {}\n", run->reason);
   }
+  if (!e.user.empty()) {
+    out += fmt::format("submitted    by {}, {}\n", e.user, FormatTime(e.created_ms));
+  }
   out += fmt::format("params       {}\n", run->params.dump());
   if (run->current_params != run->params) {
     out += fmt::format("last params  {}\n", run->current_params.dump());

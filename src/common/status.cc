@@ -22,6 +22,8 @@ std::string_view CodeName(Code code) {
       return "unavailable";
     case Code::kCancelled:
       return "cancelled";
+    case Code::kPermissionDenied:
+      return "permission_denied";
   }
   return "unknown";
 }

@@ -18,6 +18,7 @@ enum class Code {
   kInternal,            // a bug or a library error (SQLite)
   kUnavailable,         // a resource is missing (no GPU, no NVML)
   kCancelled,
+  kPermissionDenied,    // the caller may not do this (another user's run; not an admin)
 };
 
 std::string_view CodeName(Code code);
@@ -44,6 +45,9 @@ inline Status InvalidArgument(std::string m) {
   return Status(Code::kInvalidArgument, std::move(m));
 }
 inline Status NotFound(std::string m) { return Status(Code::kNotFound, std::move(m)); }
+inline Status PermissionDenied(std::string m) {
+  return Status(Code::kPermissionDenied, std::move(m));
+}
 inline Status FailedPrecondition(std::string m) {
   return Status(Code::kFailedPrecondition, std::move(m));
 }

@@ -15,8 +15,20 @@ using yaml::Describe;
 using yaml::Field;
 using yaml::Find;
 
-const std::vector<std::string> kTopKeys = {"telemetry", "alerts",      "detectors",
-                                           "scheduler", "environment", "executor"};
+const std::vector<std::string> kTopKeys = {"telemetry",   "alerts",   "detectors", "scheduler",
+                                           "environment", "executor", "lab"};
+const std::vector<std::string> kLabKeys = {"admin_group"};
+
+Status ParseLabSection(const yaml::Reader& r, const Field& f, LabConfig* out) {
+  yaml::MapRules rules;
+  rules.valid = &kLabKeys;
+  rules.example = "lab: {admin_group: drover-admins}";
+  DROVER_ASSIGN_OR_RETURN(std::vector<Field> fields, r.ReadMap(f.at(), f.value, "lab", rules));
+  if (const Field* g = Find(fields, "admin_group")) {
+    DROVER_ASSIGN_OR_RETURN(out->admin_group, r.Text(*g, "the name of a Unix group"));
+  }
+  return Status::Ok();
+}
 
 Result<DaemonConfig> Parse(const std::string& text, const std::string& source) {
   yaml::Reader r(source);
@@ -36,7 +48,8 @@ Result<DaemonConfig> Parse(const std::string& text, const std::string& source) {
                                    {"detectors", &watch::DetectorKeys()},
                                    {"scheduler", &sched::SchedulerKeys()},
                                    {"environment", &EnvironmentKeys()},
-                                   {"executor", &ExecutorKeys(true)}};
+                                   {"executor", &ExecutorKeys(true)},
+                                   {"lab", &kLabKeys}};
   yaml::MapRules rules;
   rules.valid = &kTopKeys;
   rules.sections = &sections;
@@ -56,6 +69,7 @@ Result<DaemonConfig> Parse(const std::string& text, const std::string& source) {
   if (const Field* f = Find(top, "executor")) {
     DROVER_RETURN_IF_ERROR(ParseExecutorSection(r, *f, /*daemon=*/true, &c.executor));
   }
+  if (const Field* f = Find(top, "lab")) DROVER_RETURN_IF_ERROR(ParseLabSection(r, *f, &c.lab));
   return c;
 }
 

@@ -6,6 +6,7 @@
 //   scheduler:                        sched/scheduler_config.h (docs/scheduling.md, "In the daemon")
 //   environment:                      engine/environment_capture.h (docs/execution.md)
 //   executor:                         spec/executor_section.h (docs/slurm.md)
+//   lab:                              who administers a shared daemon (docs/lab-server.md)
 //
 // Every section and field is optional. Errors carry file:line:column, a did-you-mean for a
 // misspelt key (and, for a section's key written at the top, the section it belongs under), and
@@ -20,11 +21,18 @@
 
 namespace drover::config {
 
+// A shared daemon's people (docs/lab-server.md): members of `admin_group` (a Unix group) may
+// act on every experiment; everyone else on their own.
+struct LabConfig {
+  std::string admin_group;
+};
+
 struct DaemonConfig {
   watch::WatchConfig watch;
   sched::SchedulerConfig scheduler;
   EnvironmentConfig environment;
   ExecutorConfig executor;  // where the daemon's attempts run (local unless kind: slurm)
+  LabConfig lab;
 };
 
 // The largest config file read: a config is a few hundred bytes; a path to something else (a

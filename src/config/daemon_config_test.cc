@@ -626,3 +626,19 @@ TEST(DaemonConfigExecutor, MistakesSayWhatToWrite) {
 
 }  // namespace
 }  // namespace drover::config
+
+namespace drover::config {
+namespace {
+
+TEST(DaemonConfigLabTest, AdminGroupIsReadAndTyposArePointedOut) {
+  auto c = ParseDaemonConfig("lab: {admin_group: lab-admins}\n", "config.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->lab.admin_group, "lab-admins");
+  auto typo = ParseDaemonConfig("lab: {admin_grup: x}\n", "config.yaml");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(typo.status().message().find("admin_group"), std::string::npos)
+      << typo.status().message();
+}
+
+}  // namespace
+}  // namespace drover::config

@@ -37,21 +37,23 @@ Status Daemon::CheckSubmit(const protocol::SubmitRequest& request) {
   return Call(cmd::CheckSubmit{*spec}).status();
 }
 
-Result<protocol::SubmitResponse> Daemon::Submit(const protocol::SubmitRequest& request) {
+Result<protocol::SubmitResponse> Daemon::Submit(const protocol::SubmitRequest& request,
+                                                const UnixUser& submitter) {
   // Parsing is pure: do it here, so a bad spec never reaches the loop.
   auto spec =
       ParseSpecString(request.spec_yaml, request.spec_name, request.base_dir, request.overrides);
   if (!spec.ok()) return spec.status();
-  return SubmitSpec(*spec);
+  return SubmitSpec(*spec, submitter);
 }
 
-Result<protocol::SubmitResponse> Daemon::SubmitSpec(const Spec& spec) {
+Result<protocol::SubmitResponse> Daemon::SubmitSpec(const Spec& spec, const UnixUser& submitter) {
   // Whether it could ever run is the loop's to say (it owns the pool), and quick; the snapshot
   // can take long (a big workdir, a slow git) and happens here, on the HTTP worker, so the loop
   // keeps scheduling, reaping and answering meanwhile.
   DROVER_RETURN_IF_ERROR(Call(cmd::CheckSubmit{spec}).status());
   auto prepared = PrepareSubmit(spec, engine_.store_dir());
   if (!prepared.ok()) return prepared.status();
+  prepared->submitter = submitter;
   DROVER_ASSIGN_OR_RETURN(
       CommandReply reply,
       Call(cmd::Commit{std::make_shared<PreparedSubmit>(std::move(*prepared))}));

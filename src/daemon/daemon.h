@@ -17,8 +17,9 @@ class Daemon : public server::EngineControl, public EngineObserver {
   Daemon(Engine& engine, const Clock& clock);
 
   // server::EngineControl, from HTTP threads.
-  Result<protocol::SubmitResponse> Submit(const protocol::SubmitRequest& request) override;
-  Result<protocol::SubmitResponse> SubmitSpec(const Spec& spec) override;
+  Result<protocol::SubmitResponse> Submit(const protocol::SubmitRequest& request,
+                                          const UnixUser& submitter) override;
+  Result<protocol::SubmitResponse> SubmitSpec(const Spec& spec, const UnixUser& submitter) override;
   Status CancelRun(int64_t run_id) override;
   Status CancelExperiment(int64_t experiment_id) override;
   Status SetPriority(int64_t run_id, int priority) override;

@@ -14,6 +14,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "common/users.h"
 #include "engine/commands.h"
 #include "exec/process_launcher.h"
 #include "gpu/gpu_probe.h"
@@ -171,6 +172,8 @@ struct PreparedSubmit {
   // empty for other specs. The stages' inputs are hashed into spec.stages[i].input_hashes.
   std::vector<int> stages;
   std::vector<std::vector<int>> needs;
+  // Who submitted it (the daemon's caller); left unknown (uid -1), the engine's own user.
+  UnixUser submitter;
 };
 Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_dir);
 

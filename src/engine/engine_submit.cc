@@ -1,6 +1,7 @@
 // Submitting an experiment: whether it fits, the grid, the code snapshot (off the loop in the
 // daemon: PrepareSubmit), recording it with its queued runs (Commit), and its environment,
 // captured in the background and stored when ready.
+#include <unistd.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -202,6 +203,12 @@ Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
   e.git_commit = snap.git_commit;
   e.git_diff = snap.git_diff;
   e.created_ms = clock_.Now();
+  const UnixUser who = prepared.submitter.uid >= 0
+                           ? prepared.submitter
+                           : LookupUser(::geteuid(), ::getegid());
+  e.user = DisplayName(who);
+  e.uid = who.uid;
+  e.gid = who.gid;
 
   SubmitResult result;
   result.snapshot = snap;
@@ -217,6 +224,7 @@ Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
     for (size_t i = 0; i < runs_params.size(); ++i) {
       Run r;
       r.experiment_id = e.id;
+      r.user = e.user;
       r.index = static_cast<int>(i);
       r.params = runs_params[i];
       r.current_params = runs_params[i];

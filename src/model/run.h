@@ -68,11 +68,17 @@ struct Experiment {
   std::string git_diff;           // `git diff HEAD` at submit ("" when clean)
   std::string status = "active";  // active | done
   Millis created_ms = 0;
+  // Who submitted it (docs/lab-server.md): the Unix user the daemon learnt from the socket, a
+  // token or the web session ("" in stores from before), and that user's ids when submitted.
+  std::string user;
+  int64_t uid = -1;
+  int64_t gid = -1;
 };
 
 struct Run {
   int64_t id = 0;
   int64_t experiment_id = 0;
+  std::string user;                      // its experiment's submitter (read with it; not stored twice)
   int index = 0;                         // position in the expanded grid
   Json params = Json::object();          // the resolved parameters as expanded
   Json current_params = Json::object();  // what the next attempt uses (after OOM halving)

@@ -169,7 +169,8 @@ class FieldReader {
 
 std::optional<Code> CodeFromName(std::string_view name) {
   for (Code c : {Code::kOk, Code::kInvalidArgument, Code::kNotFound, Code::kFailedPrecondition,
-                 Code::kIo, Code::kInternal, Code::kUnavailable, Code::kCancelled}) {
+                 Code::kIo, Code::kInternal, Code::kUnavailable, Code::kCancelled,
+                 Code::kPermissionDenied}) {
     if (CodeName(c) == name) return c;
   }
   return std::nullopt;
@@ -214,6 +215,8 @@ int HttpStatusFor(Code code) {
       return 409;
     case Code::kCancelled:
       return 409;
+    case Code::kPermissionDenied:
+      return 403;
     case Code::kUnavailable:
       return 503;
     case Code::kIo:
@@ -516,6 +519,7 @@ Result<Experiment> ExperimentFromJson(const Json& j) {
   f.Get("git_diff", e.git_diff);
   f.Get("spec_yaml", e.spec_yaml);
   f.Get("created_ms", e.created_ms);
+  f.Get("user", e.user);
   f.GetJson("spec", e.spec, false);
   if (!f.ok()) return f.status();
   if (dirty && e.git_diff.empty()) e.git_diff = kDiffNotIncluded;
@@ -549,6 +553,7 @@ Result<Run> RunFromJson(const Json& j) {
   FieldReader f(j, "run");
   f.Get("id", r.id, true);
   f.Get("experiment_id", r.experiment_id);
+  f.Get("user", r.user);
   f.Get("index", r.index);
   std::string state = std::string(ToString(r.state));
   f.Get("state", state);
@@ -740,7 +745,10 @@ Result<AddTrialRequest> AddTrialRequestFromJson(const Json& j) {
 
 Json ToJson(const RunDetail& d) {
   Json j = ToJson(d.run);
-  j["experiment"] = {{"id", d.experiment.id}, {"name", d.experiment.name}};
+  j["experiment"] = {{"id", d.experiment.id},
+                     {"name", d.experiment.name},
+                     {"user", d.experiment.user},
+                     {"created_ms", d.experiment.created_ms}};
   j["attempt_list"] = Json::array();
   for (const auto& a : d.attempts) j["attempt_list"].push_back(ToJson(a));
   if (d.snapshot) {
@@ -773,6 +781,8 @@ Result<RunDetail> RunDetailFromJson(const Json& j) {
   try {
     d.experiment.id = j.at("experiment").at("id").get<int64_t>();
     d.experiment.name = j.at("experiment").at("name").get<std::string>();
+    d.experiment.user = j.at("experiment").value("user", std::string());
+    d.experiment.created_ms = j.at("experiment").value("created_ms", int64_t{0});
     for (const auto& a : j.at("attempt_list")) {
       DROVER_ASSIGN_OR_RETURN(Attempt at, AttemptFromJson(a));
       d.attempts.push_back(std::move(at));

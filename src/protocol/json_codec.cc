@@ -10,12 +10,14 @@ Json ToJson(const Experiment& e) {
           {"git_commit", e.git_commit},
           {"git_dirty", !e.git_diff.empty()},
           {"created_ms", e.created_ms},
+          {"user", e.user},
           {"spec", e.spec}};
 }
 
 Json ToJson(const Run& r) {
   Json j = {{"id", r.id},
           {"experiment_id", r.experiment_id},
+          {"user", r.user},
           {"index", r.index},
           {"state", ToString(r.state)},
           {"params", r.params},

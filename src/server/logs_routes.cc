@@ -70,6 +70,10 @@ void TrimPartialUtf8(std::string& data) {
 
 Status Logs(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(int64_t id, ParseId(req.matches[1].str(), "run id"));
+  {
+    DROVER_ASSIGN_OR_RETURN(Run owned, LoadRun(ctx, id));
+    DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), owned.user, "read the logs of"));
+  }
   DROVER_ASSIGN_OR_RETURN(auto attempt_q, QueryInt(req, "attempt", 1, 1'000'000));
   DROVER_ASSIGN_OR_RETURN(auto offset_q, QueryInt(req, "offset", 0, INT64_MAX));
   DROVER_ASSIGN_OR_RETURN(auto limit_q, QueryInt(req, "limit_bytes", 1, kMaxLimitBytes));

@@ -22,7 +22,19 @@ void SendRpcError(httplib::Response& res, int http_status, int code, const std::
 
 const mcp::McpServer* Enabled(ServerContext& ctx, httplib::Response& res) {
   const mcp::McpServer* server = ctx.mcp.load();
-  if (!server) SendRpcError(res, 404, -32601, "MCP is not served here");
+  if (!server) {
+    SendRpcError(res, 404, -32601, "MCP is not served here");
+    return nullptr;
+  }
+  // The tools at /mcp act with the daemon's own token, so only its admins may use them; anyone
+  // else runs `drover mcp` (stdio), whose tools act as them through the socket.
+  if (!CurrentCaller().admin) {
+    SendRpcError(res, 403, -32600,
+                 DisplayName(CurrentCaller().user) +
+                     " may not use this daemon's /mcp (its tools act as the daemon's admin); run "
+                     "`drover mcp`, whose tools act as you");
+    return nullptr;
+  }
   return server;
 }
 

@@ -15,7 +15,9 @@
 #include "mcp/server.h"
 #include "mcp/sessions.h"
 #include "protocol/api.h"
+#include "server/audit.h"
 #include "server/engine_control.h"
+#include "server/identity.h"
 #include "server/connection_gate.h"
 #include "server/server.h"
 #include "store/store.h"
@@ -23,10 +25,13 @@
 namespace drover::server {
 
 struct ServerContext {
-  ServerContext(const ServerOptions& o, EngineControl& e) : options(o), engine(e) {}
+  ServerContext(const ServerOptions& o, EngineControl& e)
+      : options(o), engine(e), audit(o.audit_path) {}
 
   const ServerOptions& options;
   EngineControl& engine;
+  AuditLog audit;
+  int64_t admin_gid = -1;  // options.admin_group's id (-1: none)
   std::atomic<bool> stopping{false};
   // MCP over streamable HTTP at /mcp, once the daemon has set it up (mcp_routes.cc).
   std::atomic<const mcp::McpServer*> mcp{nullptr};
@@ -102,6 +107,7 @@ void RegisterWebRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterRecipesRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterTableRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterStoreRoutes(httplib::Server& http, ServerContext& ctx);
+void RegisterAuditRoutes(httplib::Server& http, ServerContext& ctx);
 // Ask/tell on a search: suggest, tell, trials (search_routes.cc).
 void RegisterSearchRoutes(httplib::Server& http, ServerContext& ctx);
 

@@ -39,6 +39,12 @@ Status List(ServerContext& ctx, const httplib::Request& req, httplib::Response& 
     }
     filter.state = state;
   }
+  if (req.has_param("user")) {
+    filter.user = req.get_param_value("user");
+    if (filter.user.empty() || filter.user.size() > 256) {
+      return InvalidArgument("query parameter 'user' must be a user name (1-256 bytes)");
+    }
+  }
   if (req.has_param("order")) {
     std::string o = req.get_param_value("order");
     if (o != "asc" && o != "desc") {
@@ -101,6 +107,7 @@ Status Attempts(ServerContext& ctx, const httplib::Request& req, httplib::Respon
 Status Cancel(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(int64_t id, ParseId(req.matches[1].str(), "run id"));
   DROVER_ASSIGN_OR_RETURN(Run run, LoadRun(ctx, id));
+  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), run.user, "cancel"));
   DROVER_RETURN_IF_ERROR(ctx.engine.CancelRun(run.id));
   SendJson(res, 200, {{"run_id", run.id}, {"cancelled", true}});
   return Status::Ok();
@@ -112,6 +119,7 @@ Status Cancel(ServerContext& ctx, const httplib::Request& req, httplib::Response
 Status Reproduce(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(int64_t id, ParseId(req.matches[1].str(), "run id"));
   DROVER_ASSIGN_OR_RETURN(Run run, LoadRun(ctx, id));
+  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), run.user, "reproduce"));
   DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
   DROVER_ASSIGN_OR_RETURN(std::optional<Experiment> exp, store->GetExperiment(run.experiment_id));
   if (!exp) return NotFound(fmt::format("run {}'s experiment is gone", id));
@@ -122,7 +130,7 @@ Status Reproduce(ServerContext& ctx, const httplib::Request& req, httplib::Respo
                                 exp->snapshot_hash.substr(0, 16), id));
   }
   DROVER_ASSIGN_OR_RETURN(Spec spec, ReproduceSpec(run, *exp, *snap));
-  DROVER_ASSIGN_OR_RETURN(protocol::SubmitResponse sub, ctx.engine.SubmitSpec(spec));
+  DROVER_ASSIGN_OR_RETURN(protocol::SubmitResponse sub, ctx.engine.SubmitSpec(spec, CurrentCaller().user));
   protocol::ReproduceResponse r;
   r.experiment_id = sub.experiment_id;
   r.run_ids = sub.run_ids;
@@ -143,6 +151,7 @@ Status Priority(ServerContext& ctx, const httplib::Request& req, httplib::Respon
   DROVER_ASSIGN_OR_RETURN(Json body, ParseJsonBody(req));
   DROVER_ASSIGN_OR_RETURN(protocol::PriorityRequest p, protocol::PriorityRequestFromJson(body));
   DROVER_ASSIGN_OR_RETURN(Run run, LoadRun(ctx, id));
+  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), run.user, "reprioritise"));
   DROVER_RETURN_IF_ERROR(ctx.engine.SetPriority(run.id, p.priority));
   SendJson(res, 200, {{"run_id", run.id}, {"priority", p.priority}});
   return Status::Ok();
@@ -160,6 +169,8 @@ std::string StoreDir(const ServerContext& ctx) {
 // GET /runs/{id}/artifacts: its stored outputs (a cached run: its source's).
 Status Artifacts(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(int64_t id, ParseId(req.matches[1].str(), "run id"));
+  DROVER_ASSIGN_OR_RETURN(Run run, LoadRun(ctx, id));
+  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), run.user, "read the outputs of"));
   DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
   DROVER_ASSIGN_OR_RETURN(RunArtifacts a, store->RunOutputs(id, StoreDir(ctx)));
   SendJson(res, 200, protocol::ToJson(a));
@@ -189,6 +200,8 @@ Status ArtifactFile(ServerContext& ctx, const httplib::Request& req, httplib::Re
     return InvalidArgument("give the file as ?path=..., one of GET /runs/{id}/artifacts' paths");
   }
   const std::string path = req.get_param_value("path");
+  DROVER_ASSIGN_OR_RETURN(Run run, LoadRun(ctx, id));
+  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), run.user, "read the outputs of"));
   DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
   DROVER_ASSIGN_OR_RETURN(RunArtifacts a, store->RunOutputs(id, StoreDir(ctx)));
   for (const Artifact& f : a.files) {

@@ -9,6 +9,8 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,11 +20,42 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "server/audit.h"
+#include "server/identity.h"
 #include "server/routes.h"
+#include "common/unix_socket.h"
 #include "server/web_auth.h"
 
 namespace drover::server {
 namespace {
+
+// The connection a worker serves now: over the Unix socket, the kernel's word for who is at the
+// other end (SO_PEERCRED, taken when the connection is served).
+struct Peer {
+  bool unix_socket = false;
+  int64_t uid = -1;
+  int64_t gid = -1;
+  int64_t pid = 0;
+};
+thread_local Peer t_peer;
+
+Peer PeerOf(int fd) {
+  Peer p;
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0 || a.ss_family != AF_UNIX) {
+    return p;
+  }
+  p.unix_socket = true;
+  ucred cr{};
+  socklen_t cl = sizeof cr;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0) {
+    p.uid = cr.uid;
+    p.gid = cr.gid;
+    p.pid = cr.pid;
+  }
+  return p;
+}
 
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -109,6 +142,20 @@ void ChooseCompression(httplib::Request& req) {
   bool gzip = !loopback && it->second.find("gzip") != std::string::npos;
   req.headers.erase("Accept-Encoding");
   if (gzip) req.headers.emplace("Accept-Encoding", "gzip");
+}
+
+// The caller the store's token or the web session stands for: the daemon's own user, an admin.
+Caller OwnerCaller(int64_t owner_uid, const std::string& via, const httplib::Request& req) {
+  Caller c;
+  c.user = LookupUser(owner_uid, static_cast<int64_t>(::getegid()));
+  c.via = via;
+  c.from = req.remote_addr + ":" + std::to_string(req.remote_port);
+  c.admin = true;
+  return c;
+}
+
+bool StateChanging(const std::string& method) {
+  return method != "GET" && method != "HEAD" && method != "OPTIONS";
 }
 
 // Who may go on: the sign-in page and the UI's static files are public; everything else needs
@@ -262,6 +309,8 @@ class GatedServer : public httplib::Server {
   // httplib listens with a backlog of 5: 50 clients connecting at once overflowed it and waited
   // for SYN retransmissions (1, 3, 7 s). A second listen() on the bound socket raises it.
   void RaiseBacklog() { ::listen(svr_sock_, kListenBacklog); }
+  // A connection accepted on the Unix socket: to the gate like any other.
+  void AdmitUnix(int fd) { gate_.Admit(fd); }
 
  private:
   bool process_and_close_socket(socket_t sock) override {
@@ -273,6 +322,7 @@ class GatedServer : public httplib::Server {
     return true;
   }
   void ServeOne(int fd) {
+    t_peer = PeerOf(fd);
     ConnectionStream strm(fd, read_ms_, write_ms_);
     // The next request of a busy kept-alive client usually comes at once (or came with this one):
     // it is served here, once its headers are all in. One that takes longer, or comes in pieces,
@@ -319,6 +369,10 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
       ctx_(std::make_unique<ServerContext>(options_, engine)),
       http_(std::make_unique<GatedServer>(static_cast<size_t>(std::max(options_.threads, 9)),
                                           options_.limits, kReadTimeoutMs, kWriteTimeoutMs)) {
+  if (options_.owner_uid < 0) options_.owner_uid = static_cast<int64_t>(::geteuid());
+  if (!options_.admin_group.empty()) {
+    if (auto gid = LookupGroup(options_.admin_group)) ctx_->admin_gid = *gid;
+  }
   // httplib reads and discards a larger body, then answers 413 (FillErrorBody writes the JSON).
   http_->set_payload_max_length(protocol::kMaxBodyBytes);
   // An idle keep-alive connection holds a worker; Stop() waits for it to notice, so keep it short.
@@ -336,6 +390,36 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
   http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     ConnectionGate::HeadersRead();  // the body, if any, has limits.body_ms from here
     ChooseCompression(const_cast<httplib::Request&>(req));
+    SetCurrentCaller(Caller{});
+    if (t_peer.unix_socket) {
+      // The kernel says who this is; a browser cannot reach a Unix socket, so neither Host nor
+      // Origin matters, and no token is needed.
+      Caller c;
+      c.user = LookupUser(t_peer.uid, t_peer.gid);
+      c.via = "socket";
+      c.from = "unix pid " + std::to_string(t_peer.pid);
+      c.admin = t_peer.uid == 0 || t_peer.uid == options_.owner_uid ||
+                (ctx_->admin_gid >= 0 && InGroup(c.user, ctx_->admin_gid));
+      SetCurrentCaller(c);
+      if (t_peer.uid < 0 ||
+          (!options_.shared && t_peer.uid != 0 && t_peer.uid != options_.owner_uid)) {
+        SendErrorCode(res, 403, "permission_denied",
+                      DisplayName(c.user) + " may not use this daemon: it runs as " +
+                          DisplayName(LookupUser(options_.owner_uid, -1)) +
+                          " and serves only that user (a lab's shared daemon is started with "
+                          "drover serve --shared: docs/lab-server.md)");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      if (req.has_header("Transfer-Encoding")) {
+        SendErrorCode(res, 411, std::string(CodeName(Code::kInvalidArgument)),
+                      "chunked request bodies are not accepted; send Content-Length");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      if (!req.has_header("Content-Length") && StateChanging(req.method)) {
+        const_cast<httplib::Request&>(req).headers.emplace("Content-Length", "0");
+      }
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
     const std::string p = ":" + std::to_string(port_);
     std::string host = Lower(req.get_header_value("Host"));
     if (!Contains(AllowedHosts(options_.host, port_), host)) {
@@ -360,6 +444,12 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
     if (!Authorized(options_.token, port_, req, res)) {
       return httplib::Server::HandlerResponse::Handled;
     }
+    if (!req.path.starts_with("/static/") && req.path != "/login" && req.path != "/favicon.ico" &&
+        req.path != "/login/status") {
+      const bool bearer = !req.get_header_value("Authorization").empty() ||
+                          (req.path == "/mcp" && req.has_param("token"));
+      SetCurrentCaller(OwnerCaller(options_.owner_uid, bearer ? "token" : "session", req));
+    }
     // httplib 0.11 does not bound chunked request bodies; every client we serve sends a length.
     if (req.has_header("Transfer-Encoding")) {
       SendErrorCode(res, 411, std::string(CodeName(Code::kInvalidArgument)),
@@ -377,8 +467,30 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
   });
 
   // The response goes out within limits.response_ms.
-  http_->set_post_routing_handler(
-      [](const httplib::Request&, httplib::Response&) { ConnectionGate::HandlerDone(); });
+  // Then every request that changes something, and every refusal, goes to the audit log.
+  http_->set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    ConnectionGate::HandlerDone();
+    if (!StateChanging(req.method) && res.status != 401 && res.status != 403) return;
+    const Caller& c = CurrentCaller();
+    AuditEntry e;
+    e.t_ms = RealClock().Now();
+    e.user = c.user.uid >= 0 || !c.user.name.empty() ? DisplayName(c.user) : "";
+    e.uid = c.user.uid;
+    e.via = c.via;
+    e.from = !c.from.empty() ? c.from
+             : t_peer.unix_socket ? "unix pid " + std::to_string(t_peer.pid)
+                                  : req.remote_addr + ":" + std::to_string(req.remote_port);
+    e.method = req.method;
+    e.path = req.target.size() > 2048 ? req.target.substr(0, 2048) + "..." : req.target;
+    e.status = res.status;
+    if (res.status >= 400) {
+      Json body = Json::parse(res.body, nullptr, /*allow_exceptions=*/false);
+      if (body.is_object() && body.contains("error") && body["error"].is_object()) {
+        e.error = body["error"].value("message", std::string());
+      }
+    }
+    ctx_->audit.Append(e);
+  });
   http_->set_error_handler(httplib::Server::HandlerWithResponse(FillErrorBody));
   http_->set_exception_handler([](const httplib::Request& req, httplib::Response& res,
                                   std::exception_ptr ep) {
@@ -407,6 +519,7 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
   RegisterWebRoutes(*http_, *ctx_);
   RegisterRecipesRoutes(*http_, *ctx_);
   RegisterTableRoutes(*http_, *ctx_);
+  RegisterAuditRoutes(*http_, *ctx_);
 }
 
 void HttpServer::SetMcp(const mcp::McpServer* server) { ctx_->mcp = server; }
@@ -440,8 +553,36 @@ Status HttpServer::Bind() {
   }
   static_cast<GatedServer&>(*http_).RaiseBacklog();
   ctx_->port = port_;
+  DROVER_RETURN_IF_ERROR(BindUnix());
   bound_ = true;
   return Status::Ok();
+}
+
+Status HttpServer::BindUnix() {
+  if (options_.unix_socket.empty()) return Status::Ok();
+  auto listener = ListenUnix(options_.unix_socket, options_.shared ? 0666 : 0600, kListenBacklog);
+  if (!listener.ok()) return listener.status();
+  unix_fd_ = listener->fd;
+  unix_ino_ = listener->inode;
+  unix_thread_ = std::thread([this] { AcceptUnix(); });
+  return Status::Ok();
+}
+
+void HttpServer::AcceptUnix() {
+  auto& gated = static_cast<GatedServer&>(*http_);
+  while (!ctx_->stopping) {
+    pollfd p{unix_fd_, POLLIN, 0};
+    int r = ::poll(&p, 1, 100);
+    if (r <= 0) continue;
+    int fd = ::accept4(unix_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));  // out of descriptors: wait
+      }
+      continue;
+    }
+    gated.AdmitUnix(fd);
+  }
 }
 
 void HttpServer::Run() {
@@ -452,6 +593,14 @@ void HttpServer::Run() {
 
 void HttpServer::Stop() {
   ctx_->stopping = true;
+  // The socket's accept loop first (it sees `stopping` within 100 ms), so nothing reaches the
+  // gate once it shuts down.
+  if (unix_thread_.joinable()) unix_thread_.join();
+  if (unix_fd_ >= 0) {
+    ::close(unix_fd_);
+    unix_fd_ = -1;
+    RemoveUnixSocket(options_.unix_socket, unix_ino_);
+  }
   if (!run_entered_) return;  // Run() sees `stopping` and returns at once
   // listen may not have started yet when stop() is first called (then it does nothing): repeat.
   while (!run_done_) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/status.h"
@@ -39,6 +40,15 @@ struct ServerOptions {
   // How long a client may take to send a request and to take its response, and how many may
   // wait (server/connection_gate.h).
   ConnectionLimits limits;
+  // The Unix socket local clients use ("" for none): the kernel names each caller, so no token
+  // is needed (docs/lab-server.md). A stale socket file is replaced; anything else there is not.
+  std::string unix_socket;
+  // Whether users other than the daemon's own (and root) may use the socket: a shared daemon
+  // (`drover serve --shared`). The socket is then 0666, else 0600.
+  bool shared = false;
+  int64_t owner_uid = -1;   // the daemon's user (default: the process's effective uid)
+  std::string admin_group;  // members act on any experiment (the config's lab.admin_group)
+  std::string audit_path;   // where state-changing requests are logged ("" for nowhere)
 };
 
 class HttpServer {
@@ -63,11 +73,16 @@ class HttpServer {
   void Stop();
 
  private:
+  Status BindUnix();
+  void AcceptUnix();
   ServerOptions options_;
   std::unique_ptr<ServerContext> ctx_;
   std::unique_ptr<httplib::Server> http_;
   int port_ = 0;
   bool bound_ = false;
+  int unix_fd_ = -1;
+  int64_t unix_ino_ = 0;  // the socket file's inode, removed at Stop() only while it is still ours
+  std::thread unix_thread_;
   std::atomic<bool> run_entered_{false};
   std::atomic<bool> run_done_{false};
 };

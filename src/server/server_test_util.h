@@ -21,15 +21,19 @@ namespace fs = std::filesystem;
 
 class FakeEngineControl : public EngineControl {
  public:
-  Result<protocol::SubmitResponse> Submit(const protocol::SubmitRequest& request) override {
+  Result<protocol::SubmitResponse> Submit(const protocol::SubmitRequest& request,
+                                          const UnixUser& submitter) override {
     std::lock_guard<std::mutex> l(mu_);
     submits.push_back(request);
+    submitters.push_back(submitter);
     if (!submit_error.ok()) return submit_error;
     return submit_reply;
   }
-  Result<protocol::SubmitResponse> SubmitSpec(const Spec& spec) override {
+  Result<protocol::SubmitResponse> SubmitSpec(const Spec& spec,
+                                              const UnixUser& submitter) override {
     std::lock_guard<std::mutex> l(mu_);
     submitted_specs.push_back(spec);
+    submitters.push_back(submitter);
     if (!submit_error.ok()) return submit_error;
     return submit_reply;
   }
@@ -140,6 +144,7 @@ class FakeEngineControl : public EngineControl {
   }
 
   // What the server asked (read through Locked()).
+  std::vector<UnixUser> submitters;
   std::vector<protocol::SubmitRequest> submits;
   std::vector<Spec> submitted_specs;
   std::vector<int64_t> cancelled_runs;

@@ -6,6 +6,11 @@ namespace drover::server {
 namespace {
 
 Status Gc(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  if (!CurrentCaller().admin) {
+    return PermissionDenied(DisplayName(CurrentCaller().user) +
+                            " may not collect the store's garbage: only the daemon's admins may "
+                            "(docs/lab-server.md)");
+  }
   DROVER_ASSIGN_OR_RETURN(Json body, ParseJsonBody(req));
   DROVER_ASSIGN_OR_RETURN(protocol::GcRequest request, protocol::GcRequestFromJson(body));
   DROVER_ASSIGN_OR_RETURN(Cleanup done, ctx.engine.CollectGarbage(request));

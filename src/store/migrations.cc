@@ -222,6 +222,14 @@ constexpr const char* kV10 = R"sql(
 ALTER TABLE attempts ADD COLUMN executor TEXT NOT NULL DEFAULT '{}';
 )sql";
 
+// Version 11: who submitted an experiment (docs/lab-server.md): the Unix user and their ids.
+constexpr const char* kV11 = R"sql(
+ALTER TABLE experiments ADD COLUMN user TEXT    NOT NULL DEFAULT '';
+ALTER TABLE experiments ADD COLUMN uid  INTEGER NOT NULL DEFAULT -1;
+ALTER TABLE experiments ADD COLUMN gid  INTEGER NOT NULL DEFAULT -1;
+CREATE INDEX experiments_by_user ON experiments(user);
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
@@ -236,6 +244,7 @@ const std::vector<Migration>& Migrations() {
       {8, "the rungs of prune rules and the observations told to searches", kV8},
       {9, "pipelines: stages, needs, cached runs and their artifacts", kV9},
       {10, "attempts record their executor's job (Slurm's id, partition, node)", kV10},
+      {11, "experiments record their submitter", kV11},
   };
   return kAll;
 }

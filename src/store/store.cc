@@ -29,12 +29,14 @@ using store::SqliteStatus;
 using store::Stmt;
 
 // Column lists, in the order the row readers below expect them.
-#define DROVER_EXPERIMENT_COLS \
-  "id, name, spec_yaml, spec, snapshot_hash, status, created_ms, git_commit, git_diff"
+#define DROVER_EXPERIMENT_COLS                                                            \
+  "id, name, spec_yaml, spec, snapshot_hash, status, created_ms, git_commit, git_diff, user, " \
+  "uid, gid"
 #define DROVER_RUN_COLS                                                                         \
   "id, experiment_id, grid_index, params, current_params, fingerprint, state, priority, gpus, " \
   "gpu_memory, cpus, attempts, retries_used, not_before_ms, created_ms, started_ms, ended_ms, " \
-  "reason, final_metrics, stage, needs, cached_from"
+  "reason, final_metrics, stage, needs, cached_from, "                                        \
+  "(SELECT user FROM experiments WHERE experiments.id = runs.experiment_id)"
 #define DROVER_ATTEMPT_COLS                                                                 \
   "id, run_id, number, ended, reason, exit_code, signal, pid, gpus, cuda_visible_devices, " \
   "params, argv, started_ms, ended_ms, stdout_path, stderr_path, stdout_offset, hostname, " \
@@ -54,6 +56,9 @@ Status ReadExperiment(const Stmt& st, Experiment* e) {
   e->created_ms = st.Int(6);
   e->git_commit = st.Text(7);
   e->git_diff = st.Text(8);
+  e->user = st.Text(9);
+  e->uid = st.Int(10);
+  e->gid = st.Int(11);
   return Status::Ok();
 }
 
@@ -85,6 +90,7 @@ Status ReadRun(const Stmt& st, Run* r) {
   r->stage = st.Text(19);
   DROVER_RETURN_IF_ERROR(ParseJsonArray(st.Text(20), fmt::format("run {} needs", r->id), &r->needs));
   r->cached_from = st.Int(21);
+  r->user = st.Text(22);
   return Status::Ok();
 }
 
@@ -434,10 +440,11 @@ bool Store::CommitPending() const { return impl_->pending; }
 Status Store::InsertExperiment(Experiment& e) {
   DROVER_ASSIGN_OR_RETURN(
       Stmt st, impl_->Use("INSERT INTO experiments (name, spec_yaml, spec, snapshot_hash, status, "
-                          "created_ms, git_commit, git_diff) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                          "created_ms, git_commit, git_diff, user, uid, gid) VALUES "
+                          "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                           "inserting an experiment"));
   st.Bind(e.name, e.spec_yaml, DumpJson(e.spec), e.snapshot_hash, e.status, e.created_ms,
-          e.git_commit, e.git_diff);
+          e.git_commit, e.git_diff, e.user, e.uid, e.gid);
   DROVER_RETURN_IF_ERROR(st.Run());
   e.id = sqlite3_last_insert_rowid(impl_->db);
   return Status::Ok();
@@ -612,12 +619,18 @@ Result<std::vector<Run>> Store::ListRuns(const RunFilter& filter) {
   if (filter.state) {
     sql += glue;
     sql += "state = ?";
+    glue = " AND ";
+  }
+  if (!filter.user.empty()) {
+    sql += glue;
+    sql += "experiment_id IN (SELECT id FROM experiments WHERE user = ?)";
   }
   sql += filter.newest_first ? " ORDER BY id DESC" : " ORDER BY id ASC";
   sql += " LIMIT ? OFFSET ?";
   DROVER_ASSIGN_OR_RETURN(Stmt st, impl_->Use(sql, "listing runs"));
   if (filter.experiment_id != 0) st.Bind(filter.experiment_id);
   if (filter.state) st.Bind(ToString(*filter.state));
+  if (!filter.user.empty()) st.Bind(filter.user);
   st.Bind(filter.limit > 0 ? filter.limit : -1, filter.offset > 0 ? filter.offset : 0);
   std::vector<Run> out;
   for (;;) {

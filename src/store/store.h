@@ -24,6 +24,7 @@ struct RunFilter {
   int limit = 0;                  // 0 = no limit
   int offset = 0;
   bool newest_first = false;  // default: by id ascending
+  std::string user;           // "" = any; else runs of experiments this user submitted
 };
 
 struct AlertFilter {

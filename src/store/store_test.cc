@@ -238,10 +238,10 @@ class StoreTest : public ::testing::Test {
 // ---- opening ----
 
 TEST_F(StoreTest, FreshStoreIsAtLatestVersion) {
-  EXPECT_EQ(Store::LatestSchemaVersion(), 10);
+  EXPECT_EQ(Store::LatestSchemaVersion(), 11);
   auto v = store_->SchemaVersion();
   ASSERT_TRUE(v.ok());
-  EXPECT_EQ(*v, 10);
+  EXPECT_EQ(*v, 11);
   auto ok = store_->IntegrityOk();
   ASSERT_TRUE(ok.ok());
   EXPECT_TRUE(*ok);
@@ -268,7 +268,7 @@ TEST(StoreOpen, FileStoreCreatesFoldersUsesWalAndPersists) {
   EXPECT_TRUE(fs::exists(path));
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), 10);
+  EXPECT_EQ(*store->SchemaVersion(), 11);
   auto r = store->GetRun(run_id);
   ASSERT_TRUE(r.ok());
   ASSERT_TRUE(r->has_value());
@@ -385,15 +385,15 @@ TEST(StoreOpen, GarbageFileGivesClearErrorAndIsLeftAlone) {
 TEST(StoreOpen, NewerSchemaIsRefusedAndLeftByteIdentical) {
   TempDir dir;
   const std::string path = dir / "drover.db";
-  RawExec(path, "CREATE TABLE future (x); INSERT INTO future VALUES (1); PRAGMA user_version = 11;");
+  RawExec(path, "CREATE TABLE future (x); INSERT INTO future VALUES (1); PRAGMA user_version = 12;");
   const std::string before = ReadFile(path);
   ASSERT_FALSE(before.empty());
   auto s = Store::Open(path);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), Code::kFailedPrecondition);
   EXPECT_EQ(s.status().message(), "store at " + path +
-                                      " has schema version 11, newer than this drover "
-                                      "understands (10); upgrade drover");
+                                      " has schema version 12, newer than this drover "
+                                      "understands (11); upgrade drover");
   EXPECT_EQ(ReadFile(path), before);
   EXPECT_FALSE(fs::exists(path + "-wal"));
 }
@@ -417,7 +417,7 @@ TEST(StoreOpen, EmptyFileBecomesAStore) {
   WriteFile(path, "");
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), 10);
+  EXPECT_EQ(*store->SchemaVersion(), 11);
 }
 
 TEST(StoreOpen, AMissingOrEmptyDatabaseBesideRunFoldersIsRefused) {
@@ -469,8 +469,8 @@ TEST(StoreMigration, OpensVersion1FileAndUpgrades) {
 
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), 10);
-  EXPECT_EQ(RawQueryText(path, "PRAGMA user_version"), "10");
+  EXPECT_EQ(*store->SchemaVersion(), 11);
+  EXPECT_EQ(RawQueryText(path, "PRAGMA user_version"), "11");
   EXPECT_TRUE(*store->IntegrityOk());
 
   // Old rows read back through the API.

@@ -1,8 +1,17 @@
 // A shared machine (docs/lab-server.md): engines of different stores on one machine coordinate
 // through the machine's GPU leases, so together they never hand out more of a GPU than it has.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -106,6 +115,222 @@ TEST_F(LabTest, WithoutLeasesTwoStoresDoubleBookAGpu) {
   const int most = RunTwoStores("off", &runs);
   EXPECT_EQ(runs, 24);
   EXPECT_GT(most, 15);
+}
+
+}  // namespace
+}  // namespace drover
+
+namespace drover {
+namespace {
+
+// Users made for the test (root only): a service user that runs the shared daemon, two
+// researchers and an admin in the admin group.
+constexpr const char* kSvc = "drover-t-svc";
+constexpr const char* kAlice = "drover-t-alice";
+constexpr const char* kBob = "drover-t-bob";
+constexpr const char* kAdmin = "drover-t-adm";
+constexpr const char* kAdmins = "drover-t-admins";
+
+int Sh(const std::string& cmd) { return std::system(cmd.c_str()); }
+
+class SharedDaemonTest : public testing::CliFixture {
+ protected:
+  void SetUp() override {
+    CliFixture::SetUp();
+    if (::geteuid() != 0 || Sh("command -v useradd setpriv >/dev/null 2>&1") != 0) {
+      GTEST_SKIP() << "needs root, useradd and setpriv to make the test's users";
+    }
+    for (const char* u : {kSvc, kAlice, kBob, kAdmin}) {
+      Sh(std::string("id ") + u + " >/dev/null 2>&1 || useradd -M -s /bin/sh " + u);
+    }
+    Sh(std::string("getent group ") + kAdmins + " >/dev/null || groupadd " + kAdmins);
+    Sh(std::string("usermod -aG ") + kAdmins + " " + kAdmin);
+    fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                              fs::perms::others_read | fs::perms::others_exec);
+    store_ = (dir_ / "shared-store").string();
+    fs::create_directories(store_);
+    Sh("chown " + std::string(kSvc) + ": " + store_);
+    for (const char* u : {kAlice, kBob}) {
+      const fs::path home = dir_ / u;
+      fs::create_directories(home);
+      Write(std::string(u) + "/long.yaml", "name: long\ncommand: sleep 60\n");
+      Write(std::string(u) + "/who.yaml", "name: who\ncommand: sh -c \"id -un > " +
+                                              (dir_ / "out" / "ran-as.txt").string() + "\"\n");
+      Sh("chown -R " + std::string(u) + ": " + home.string() + " && chmod -R a+rX " + home.string());
+    }
+    fs::create_directories(dir_ / "out");
+    fs::permissions(dir_ / "out", fs::perms::all);
+    Write("config.yaml", std::string("lab: {admin_group: ") + kAdmins + "}\n");
+    StartDaemon();
+  }
+  void TearDown() override {
+    if (daemon_ > 0) {
+      ::kill(daemon_, SIGTERM);
+      testing::WaitExit(daemon_);
+    }
+    Sh("pkill -u " + std::string(kSvc) + " -f 'sleep 60' >/dev/null 2>&1");
+    CliFixture::TearDown();
+  }
+
+  // `drover ARGS` as `user`, in `cwd` (setpriv: the user's uid, gid and groups).
+  testing::CliResult As(const std::string& user, std::vector<std::string> args,
+                        const std::string& cwd = "") {
+    static int n = 0;
+    const std::string base = (dir_ / ("as-" + std::to_string(n++))).string();
+    std::vector<std::string> argv = {"/usr/bin/setpriv", "--reuid=" + user, "--regid=" + user,
+                                     "--init-groups", testing::DroverBin(), "--store", store_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    testing::CliResult r;
+    r.exit_code = testing::WaitExit(Spawn(argv, base + ".out", base + ".err", cwd));
+    r.out = ReadFile(base + ".out");
+    r.err = ReadFile(base + ".err");
+    return r;
+  }
+
+  pid_t Spawn(const std::vector<std::string>& args, const std::string& out, const std::string& err,
+              const std::string& cwd) {
+    std::vector<char*> cargv;
+    std::vector<std::string> copy = args;
+    for (auto& a : copy) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
+    pid_t pid = -1;
+    posix_spawn(&pid, cargv[0], &fa, nullptr, cargv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    return pid;
+  }
+
+  void StartDaemon() {
+    fs::remove(store_ + "/daemon.json");
+    daemon_ = Spawn({"/usr/bin/setpriv", "--reuid=" + std::string(kSvc),
+                     "--regid=" + std::string(kSvc), "--init-groups", testing::DroverBin(),
+                     "--store", store_, "serve", "--listen", "127.0.0.1:0", "--shared",
+                     "--config", (dir_ / "config.yaml").string(), "--fake-gpus", "1x16GiB",
+                     "--gpu-leases", "off"},
+                    (dir_ / "serve.out").string(), (dir_ / "serve.err").string(), dir_.string());
+    for (int i = 0; i < 200 && !fs::exists(store_ + "/daemon.json"); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_TRUE(fs::exists(store_ + "/daemon.json")) << ReadFile((dir_ / "serve.err").string());
+  }
+
+  std::string Home(const char* user) { return (dir_ / user).string(); }
+  pid_t daemon_ = -1;
+};
+
+TEST_F(SharedDaemonTest, EachUserIsKnownByTheKernelAndActsOnTheirOwnRunsOnly) {
+  // Two users submit over the socket, with no token (they cannot read it).
+  EXPECT_NE(::access((store_ + "/token").c_str(), F_OK), -1);
+  auto a = As(kAlice, {"submit", "long.yaml"}, Home(kAlice));
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  auto b = As(kBob, {"submit", "long.yaml"}, Home(kBob));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  auto ls = As(kAlice, {"ls", "--json"});
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  auto runs = nlohmann::json::parse(ls.out);
+  ASSERT_EQ(runs.size(), 2u);
+  std::map<std::string, int64_t> run_of;
+  for (const auto& r : runs) run_of[r["user"].get<std::string>()] = r["id"].get<int64_t>();
+  ASSERT_TRUE(run_of.count(kAlice) && run_of.count(kBob)) << ls.out;
+  const std::string bobs = std::to_string(run_of[kBob]);
+  const std::string alices = std::to_string(run_of[kAlice]);
+  auto only_bob = As(kAlice, {"ls", "--user", kBob, "--json"});
+  ASSERT_EQ(nlohmann::json::parse(only_bob.out).size(), 1u) << only_bob.out;
+  EXPECT_NE(As(kAlice, {"show", alices}).out.find(std::string("by ") + kAlice), std::string::npos);
+
+  // Alice may not cancel, reprioritise or read the logs of Bob's run.
+  for (const std::vector<std::string>& cmd :
+       {std::vector<std::string>{"cancel", bobs}, {"priority", "5", bobs}, {"logs", bobs}}) {
+    auto r = As(kAlice, cmd);
+    EXPECT_NE(r.exit_code, 0) << cmd[0] << ": " << r.out;
+    EXPECT_NE(r.err.find("may not"), std::string::npos) << cmd[0] << ": " << r.err;
+  }
+  // Her own, yes; an admin, any.
+  EXPECT_EQ(As(kAlice, {"priority", "3", alices}).exit_code, 0);
+  auto admin_cancel = As(kAdmin, {"cancel", bobs});
+  EXPECT_EQ(admin_cancel.exit_code, 0) << admin_cancel.err;
+  EXPECT_EQ(As(kAlice, {"cancel", alices}).exit_code, 0);
+
+  // Every action is in the audit log, which only admins read.
+  auto denied = As(kAlice, {"audit"});
+  EXPECT_NE(denied.exit_code, 0);
+  EXPECT_NE(denied.err.find("may not read the audit log"), std::string::npos) << denied.err;
+  auto audit = As(kAdmin, {"audit", "--json"});
+  ASSERT_EQ(audit.exit_code, 0) << audit.err;
+  auto entries = nlohmann::json::parse(audit.out)["entries"];
+  auto has = [&](const std::string& user, const std::string& method, const std::string& path,
+                 int status) {
+    return std::any_of(entries.begin(), entries.end(), [&](const nlohmann::json& e) {
+      return e["user"] == user && e["method"] == method &&
+             e["path"].get<std::string>().find(path) == 0 && e["status"] == status &&
+             e["via"] == "socket" && e["from"].get<std::string>().starts_with("unix pid ");
+    });
+  };
+  EXPECT_TRUE(has(kAlice, "POST", "/api/v1/experiments", 201)) << audit.out;
+  EXPECT_TRUE(has(kBob, "POST", "/api/v1/experiments", 201)) << audit.out;
+  EXPECT_TRUE(has(kAlice, "POST", "/api/v1/runs/" + bobs + "/cancel", 403)) << audit.out;
+  EXPECT_TRUE(has(kAlice, "POST", "/api/v1/runs/" + bobs + "/priority", 403)) << audit.out;
+  EXPECT_TRUE(has(kAlice, "GET", "/api/v1/runs/" + bobs + "/logs", 403)) << audit.out;
+  EXPECT_TRUE(has(kAdmin, "POST", "/api/v1/runs/" + bobs + "/cancel", 200)) << audit.out;
+  EXPECT_TRUE(has(kAlice, "GET", "/api/v1/audit", 403)) << audit.out;
+
+  // The store's files are the daemon user's alone: users go through the socket.
+  struct stat st {};
+  ASSERT_EQ(::stat((store_ + "/drover.db").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 077, 0u);
+  ASSERT_EQ(::stat((store_ + "/daemon.sock").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0666u);
+}
+
+TEST_F(SharedDaemonTest, ADaemonKilledLeavesASocketTheNextOneReplaces) {
+  ASSERT_EQ(As(kAlice, {"submit", "who.yaml"}, Home(kAlice)).exit_code, 0);
+  ::kill(daemon_, SIGKILL);
+  testing::WaitExit(daemon_);
+  daemon_ = -1;
+  ASSERT_TRUE(fs::exists(store_ + "/daemon.sock"));  // stale: nobody listens
+  StartDaemon();
+  auto ls = As(kBob, {"ls", "--json"});
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_EQ(nlohmann::json::parse(ls.out).size(), 1u);
+  // The run (adopted or queued again) runs as the daemon's own user: a daemon that is not root
+  // runs everything as itself (docs/lab-server.md).
+  const std::string ran_as = (dir_ / "out" / "ran-as.txt").string();
+  for (int i = 0; i < 200 && ReadFile(ran_as).empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(ReadFile(ran_as), std::string(kSvc) + "\n");
+}
+
+TEST_F(SharedDaemonTest, ADaemonThatIsNotSharedServesOnlyItsOwnUser) {
+  // Alice's own daemon on her own store: Bob is refused (the socket is hers, 0600).
+  const std::string own = Home(kAlice) + "/own-store";
+  pid_t alices_daemon = Spawn({"/usr/bin/setpriv", "--reuid=" + std::string(kAlice),
+                               "--regid=" + std::string(kAlice), "--init-groups",
+                               testing::DroverBin(), "--store", own, "serve", "--listen",
+                               "127.0.0.1:0", "--gpu-leases", "off"},
+                              (dir_ / "own.out").string(), (dir_ / "own.err").string(),
+                              Home(kAlice));
+  for (int i = 0; i < 200 && !fs::exists(own + "/daemon.json"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(fs::exists(own + "/daemon.json")) << ReadFile((dir_ / "own.err").string());
+  struct stat st {};
+  ASSERT_EQ(::stat((own + "/daemon.sock").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  std::string saved = store_;
+  store_ = own;
+  auto bob = As(kBob, {"ls"});
+  auto alice = As(kAlice, {"ls"});
+  store_ = saved;
+  ::kill(alices_daemon, SIGTERM);
+  testing::WaitExit(alices_daemon);
+  EXPECT_NE(bob.exit_code, 0) << bob.out;
+  EXPECT_EQ(alice.exit_code, 0) << alice.err;
 }
 
 }  // namespace

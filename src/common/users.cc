@@ -1,0 +1,78 @@
+#include "common/users.h"
+
+#include <grp.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace drover {
+namespace {
+
+constexpr size_t kBuf = 16384;
+constexpr int kMaxGroups = 1024;
+
+UnixUser FromPasswd(const passwd& pw) {
+  UnixUser u;
+  u.uid = pw.pw_uid;
+  u.gid = pw.pw_gid;
+  u.name = pw.pw_name ? pw.pw_name : "";
+  u.home = pw.pw_dir ? pw.pw_dir : "";
+  u.shell = pw.pw_shell ? pw.pw_shell : "";
+  int n = kMaxGroups;
+  std::vector<gid_t> groups(static_cast<size_t>(n));
+  if (getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &n) < 0) n = std::min(n, kMaxGroups);
+  n = std::max(0, std::min(n, kMaxGroups));
+  for (int i = 0; i < n; ++i) u.groups.push_back(groups[static_cast<size_t>(i)]);
+  if (std::find(u.groups.begin(), u.groups.end(), u.gid) == u.groups.end()) u.groups.push_back(u.gid);
+  std::sort(u.groups.begin(), u.groups.end());
+  u.groups.erase(std::unique(u.groups.begin(), u.groups.end()), u.groups.end());
+  return u;
+}
+
+}  // namespace
+
+UnixUser LookupUser(int64_t uid, int64_t gid) {
+  passwd pw{};
+  passwd* found = nullptr;
+  std::vector<char> buf(kBuf);
+  if (uid >= 0 && getpwuid_r(static_cast<uid_t>(uid), &pw, buf.data(), buf.size(), &found) == 0 &&
+      found != nullptr) {
+    return FromPasswd(pw);
+  }
+  UnixUser u;
+  u.uid = uid;
+  u.gid = gid;
+  if (gid >= 0) u.groups.push_back(gid);
+  return u;
+}
+
+Result<UnixUser> LookupUserByName(const std::string& name) {
+  passwd pw{};
+  passwd* found = nullptr;
+  std::vector<char> buf(kBuf);
+  if (getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+    return NotFound("no user named '" + name + "' on this machine");
+  }
+  return FromPasswd(pw);
+}
+
+std::optional<int64_t> LookupGroup(const std::string& name) {
+  group gr{};
+  group* found = nullptr;
+  std::vector<char> buf(kBuf * 4);
+  if (getgrnam_r(name.c_str(), &gr, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(gr.gr_gid);
+}
+
+std::string DisplayName(const UnixUser& user) {
+  return user.name.empty() ? "uid " + std::to_string(user.uid) : user.name;
+}
+
+bool InGroup(const UnixUser& user, int64_t gid) {
+  return gid >= 0 && std::find(user.groups.begin(), user.groups.end(), gid) != user.groups.end();
+}
+
+}  // namespace drover

@@ -1,0 +1,60 @@
+#include "server/audit.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+namespace drover::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(AuditLogTest, AppendsPrivatelyReadsFilteredAndRotates) {
+  char tmpl[] = "/tmp/drover-audit-test-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  const std::string path = dir + "/audit.log";
+  AuditLog log(path, /*rotate_bytes=*/2000);
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 4; ++t) {
+    writers.emplace_back([&, t] {
+      for (int i = 0; i < 10; ++i) {
+        AuditEntry e;
+        e.t_ms = 1000 * t + i;
+        e.user = t % 2 ? "alice" : "bob";
+        e.uid = 1000 + t % 2;
+        e.via = "socket";
+        e.from = "unix pid 1";
+        e.method = "POST";
+        e.path = "/api/v1/runs/" + std::to_string(i) + "/cancel";
+        e.status = t % 2 ? 200 : 403;
+        log.Append(e);
+      }
+    });
+  }
+  for (auto& w : writers) w.join();
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_TRUE(fs::exists(path + ".1"));  // rotated at 2000 bytes
+  EXPECT_LE(fs::file_size(path), 2000u + 200u);
+  AuditQuery q;
+  q.limit = 0;
+  auto all = log.Read(q);
+  ASSERT_TRUE(all.ok());
+  EXPECT_GT(all->size(), 5u);
+  for (const Json& e : *all) EXPECT_TRUE(e.contains("user") && e.contains("status"));
+  q.user = "alice";
+  auto alice = log.Read(q);
+  ASSERT_TRUE(alice.ok());
+  for (const Json& e : *alice) EXPECT_EQ(e["user"], "alice");
+  q.user.clear();
+  q.limit = 3;
+  EXPECT_EQ(log.Read(q)->size(), 3u);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace drover::server

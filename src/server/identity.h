@@ -1,0 +1,32 @@
+#pragma once
+// Who sends the request a worker serves (docs/lab-server.md, "Who is who"): over the daemon's
+// Unix socket the kernel says (SO_PEERCRED: the peer's uid and gid, its groups from the system's
+// databases); over TCP the store's token stands for the daemon's own user, and the web UI's
+// session cookie for whoever signed in with it. Admins (root, the daemon's own user, members of
+// the config's `lab.admin_group`) may act on any experiment; other users on their own.
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "common/users.h"
+
+namespace drover::server {
+
+struct Caller {
+  UnixUser user;
+  std::string via;   // "socket", "token", "session"
+  std::string from;  // "unix pid 4242" or "127.0.0.1:51234"
+  bool admin = false;
+};
+
+// The caller of the request this thread serves (set by the server before routing; a default
+// Caller, nobody, outside a request).
+const Caller& CurrentCaller();
+void SetCurrentCaller(Caller caller);
+
+// Whether `caller` may `what` ("cancel", "read the logs of", ...) an experiment submitted by
+// `owner` (its user name; "" for one from before submitters were recorded, which only admins
+// may touch): PermissionDenied names the owner and what to do.
+Status MayActOn(const Caller& caller, const std::string& owner, std::string_view what);
+
+}  // namespace drover::server

@@ -102,7 +102,8 @@ TEST_F(RunsRoutesTest, RunDetailLikeShowJson) {
   ASSERT_EQ(r.status, 200) << r.raw;
   EXPECT_EQ(r.body["id"], 2);
   EXPECT_EQ(r.body["state"], "failed");
-  EXPECT_EQ(r.body["experiment"], Json::parse(R"({"id": 1, "name": "alpha"})"));
+  EXPECT_EQ(r.body["experiment"],
+            Json::parse(R"({"id": 1, "name": "alpha", "user": "", "created_ms": 1700000000000})"));
   ASSERT_EQ(r.body["attempt_list"].size(), 2u);
   EXPECT_EQ(r.body["attempt_list"][1]["number"], 2);
   EXPECT_TRUE(protocol::AttemptFromJson(r.body["attempt_list"][0]).ok());

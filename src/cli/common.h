@@ -83,6 +83,7 @@ Command RegisterTop(CLI::App& root, Globals& g);
 Command RegisterAlerts(CLI::App& root, Globals& g);
 Command RegisterDaemon(CLI::App& root, Globals& g);
 Command RegisterAudit(CLI::App& root, Globals& g);
+Command RegisterUsage(CLI::App& root, Globals& g);
 Command RegisterSim(CLI::App& root, Globals& g);
 
 }  // namespace drover::cli

@@ -159,7 +159,7 @@ int Serve(Globals& g, const ServeFlags& f) {
   auto recovered = engine.Recover();
   if (!recovered.ok()) return ReportError(recovered.status());
 
-  Daemon daemon(engine, clock);
+  Daemon daemon(engine, clock, DaemonOptions{setup->config.lab, f.shared});
   server::ServerOptions so;
   so.store_path = StorePath(g);
   so.host = listen->first;
@@ -180,6 +180,12 @@ int Serve(Globals& g, const ServeFlags& f) {
     return ReportError(InvalidArgument("lab.admin_group: there is no Unix group named '" +
                                        so.admin_group + "' on this machine (groupadd it, or fix "
                                        "the config)"));
+  }
+  for (const std::string& team : setup->config.lab.teams) {
+    if (!LookupGroup(team)) {
+      return ReportError(InvalidArgument("lab.teams: there is no Unix group named '" + team +
+                                         "' on this machine (groupadd it, or fix the config)"));
+    }
   }
   for (const std::string& r : f.recipes) {
     std::error_code ec;

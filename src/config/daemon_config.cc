@@ -17,7 +17,7 @@ using yaml::Find;
 
 const std::vector<std::string> kTopKeys = {"telemetry",   "alerts",   "detectors", "scheduler",
                                            "environment", "executor", "lab"};
-const std::vector<std::string> kLabKeys = {"admin_group"};
+const std::vector<std::string> kLabKeys = {"admin_group", "teams"};
 
 Status ParseLabSection(const yaml::Reader& r, const Field& f, LabConfig* out) {
   yaml::MapRules rules;
@@ -26,6 +26,17 @@ Status ParseLabSection(const yaml::Reader& r, const Field& f, LabConfig* out) {
   DROVER_ASSIGN_OR_RETURN(std::vector<Field> fields, r.ReadMap(f.at(), f.value, "lab", rules));
   if (const Field* g = Find(fields, "admin_group")) {
     DROVER_ASSIGN_OR_RETURN(out->admin_group, r.Text(*g, "the name of a Unix group"));
+  }
+  if (const Field* t = Find(fields, "teams")) {
+    if (!t->value.IsSequence()) {
+      return r.Err(t->value, "lab.teams is a list of Unix group names, e.g. [vision, nlp]");
+    }
+    for (const YAML::Node& item : t->value) {
+      if (!item.IsScalar() || item.Scalar().empty() || item.Scalar().size() > 64) {
+        return r.Err(item, "a team is the name of a Unix group (1-64 characters)");
+      }
+      out->teams.push_back(item.Scalar());
+    }
   }
   return Status::Ok();
 }

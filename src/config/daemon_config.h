@@ -14,18 +14,13 @@
 #include <string>
 
 #include "common/status.h"
+#include "config/lab.h"
 #include "engine/environment_capture.h"
 #include "sched/scheduler_config.h"
 #include "spec/executor_section.h"
 #include "watch/config.h"
 
 namespace drover::config {
-
-// A shared daemon's people (docs/lab-server.md): members of `admin_group` (a Unix group) may
-// act on every experiment; everyone else on their own.
-struct LabConfig {
-  std::string admin_group;
-};
 
 struct DaemonConfig {
   watch::WatchConfig watch;

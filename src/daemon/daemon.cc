@@ -20,7 +20,8 @@ constexpr size_t kMaxBufferedEvents = 10000;
 constexpr auto kCommandTimeout = std::chrono::minutes(2);
 }  // namespace
 
-Daemon::Daemon(Engine& engine, const Clock& clock) : engine_(engine), clock_(clock) {}
+Daemon::Daemon(Engine& engine, const Clock& clock, DaemonOptions options)
+    : engine_(engine), clock_(clock), options_(std::move(options)) {}
 
 Result<CommandReply> Daemon::Call(Command command) {
   auto reply = engine_.Post(std::move(command));
@@ -38,7 +39,7 @@ Status Daemon::CheckSubmit(const protocol::SubmitRequest& request) {
 }
 
 Result<protocol::SubmitResponse> Daemon::Submit(const protocol::SubmitRequest& request,
-                                                const UnixUser& submitter) {
+                                                const server::Caller& submitter) {
   // Parsing is pure: do it here, so a bad spec never reaches the loop.
   auto spec =
       ParseSpecString(request.spec_yaml, request.spec_name, request.base_dir, request.overrides);
@@ -46,14 +47,19 @@ Result<protocol::SubmitResponse> Daemon::Submit(const protocol::SubmitRequest& r
   return SubmitSpec(*spec, submitter);
 }
 
-Result<protocol::SubmitResponse> Daemon::SubmitSpec(const Spec& spec, const UnixUser& submitter) {
+Result<protocol::SubmitResponse> Daemon::SubmitSpec(const Spec& given,
+                                                    const server::Caller& submitter) {
+  // Whose share its runs count against: the submitter's own team on a shared daemon.
+  Spec spec = given;
+  DROVER_ASSIGN_OR_RETURN(spec.group, config::GroupFor(submitter.user, submitter.admin, spec.group,
+                                                       options_.lab, options_.shared));
   // Whether it could ever run is the loop's to say (it owns the pool), and quick; the snapshot
   // can take long (a big workdir, a slow git) and happens here, on the HTTP worker, so the loop
   // keeps scheduling, reaping and answering meanwhile.
   DROVER_RETURN_IF_ERROR(Call(cmd::CheckSubmit{spec}).status());
   auto prepared = PrepareSubmit(spec, engine_.store_dir());
   if (!prepared.ok()) return prepared.status();
-  prepared->submitter = submitter;
+  prepared->submitter = submitter.user;
   DROVER_ASSIGN_OR_RETURN(
       CommandReply reply,
       Call(cmd::Commit{std::make_shared<PreparedSubmit>(std::move(*prepared))}));

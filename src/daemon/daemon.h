@@ -7,19 +7,27 @@
 #include <mutex>
 
 #include "common/clock.h"
+#include "config/lab.h"
 #include "engine/engine.h"
 #include "server/engine_control.h"
 
 namespace drover {
 
+// Who the daemon serves (docs/lab-server.md): a shared daemon puts each submit in its
+// submitter's own team (config::GroupFor).
+struct DaemonOptions {
+  config::LabConfig lab;
+  bool shared = false;
+};
+
 class Daemon : public server::EngineControl, public EngineObserver {
  public:
-  Daemon(Engine& engine, const Clock& clock);
+  Daemon(Engine& engine, const Clock& clock, DaemonOptions options = {});
 
   // server::EngineControl, from HTTP threads.
   Result<protocol::SubmitResponse> Submit(const protocol::SubmitRequest& request,
-                                          const UnixUser& submitter) override;
-  Result<protocol::SubmitResponse> SubmitSpec(const Spec& spec, const UnixUser& submitter) override;
+                                          const server::Caller& submitter) override;
+  Result<protocol::SubmitResponse> SubmitSpec(const Spec& spec, const server::Caller& submitter) override;
   Status CancelRun(int64_t run_id) override;
   Status CancelExperiment(int64_t experiment_id) override;
   Status SetPriority(int64_t run_id, int priority) override;
@@ -54,6 +62,7 @@ class Daemon : public server::EngineControl, public EngineObserver {
   static std::vector<protocol::GpuStatus> StatusOf(const GpuReading& reading);
 
   Engine& engine_;
+  DaemonOptions options_;
   const Clock& clock_;
 
   std::mutex mu_;

@@ -517,7 +517,10 @@ class Engine {
   std::map<int64_t, std::vector<int64_t>> dependents_;
   // The unfinished run each fingerprint's duplicates wait for (Admit), so no two runs with one
   // fingerprint run at once.
+  // Keyed by TwinKey: a run is deduplicated only against runs of the same submitter (another
+  // user's outputs are not theirs to read, and their runs are not to wait on).
   std::unordered_map<std::string, int64_t> twins_;
+  static std::string TwinKey(const Run& run) { return run.user + '\n' + run.fingerprint; }
   std::unique_ptr<OutputCollector> collector_;  // made at the first stage with outputs
   int collections_in_flight_ = 0;
   bool copies_said_ = false;  // whether the log says how working copies are made

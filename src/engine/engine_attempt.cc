@@ -678,7 +678,7 @@ void Engine::Retire(int64_t run_id) {
   if (it == live_.end()) return;
   ExperimentEntry* exp = it->second->exp;
   queue_.Drop(run_id);
-  if (auto twin = twins_.find(it->second->run.fingerprint);
+  if (auto twin = twins_.find(TwinKey(it->second->run));
       twin != twins_.end() && twin->second == run_id) {
     twins_.erase(twin);
   }

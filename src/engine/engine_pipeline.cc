@@ -137,7 +137,7 @@ bool Engine::Dedups(const Live& live) const {
 void Engine::Admit(Live& live, Instant now) {
   if (TryCache(live, now)) return;
   if (Dedups(live) && live.run.attempts == 0) {
-    auto [it, fresh] = twins_.try_emplace(live.run.fingerprint, live.run.id);
+    auto [it, fresh] = twins_.try_emplace(TwinKey(live.run), live.run.id);
     auto twin = fresh || it->second == live.run.id ? live_.end() : live_.find(it->second);
     if (twin != live_.end()) {
       // Its twin is queued or running: this one waits for it, and is cached from it when it
@@ -161,13 +161,14 @@ void Engine::Admit(Live& live, Instant now) {
 }
 
 void Engine::ClaimTwin(const Live& live) {
-  if (Dedups(live)) twins_.try_emplace(live.run.fingerprint, live.run.id);
+  if (Dedups(live)) twins_.try_emplace(TwinKey(live.run), live.run.id);
 }
 
 bool Engine::TryCache(Live& live, Instant now) {
   if (!Dedups(live) || live.run.attempts > 0) return false;
   const StageSpec* stage = FindStage(live.exp->spec, live.run.stage);
-  Result<std::optional<Run>> found = store_.LatestSuccess(live.run.fingerprint, live.run.id);
+  Result<std::optional<Run>> found =
+      store_.LatestSuccess(live.run.fingerprint, live.run.id, live.run.user);
   if (!found.ok() || !*found) return false;
   const Run& earlier = **found;
   const int64_t source = earlier.cached_from ? earlier.cached_from : earlier.id;

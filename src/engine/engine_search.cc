@@ -194,6 +194,7 @@ Result<Run> Engine::MakeTrial(ExperimentEntry& ep, Json params, Instant now) {
   }
   Run r;
   r.experiment_id = ep.experiment.id;
+  r.user = ep.experiment.user;
   r.index = static_cast<int>(s.created);
   r.params = params;
   r.current_params = params;

@@ -8,6 +8,7 @@
 
 #include "common/status.h"
 #include "common/users.h"
+#include "server/identity.h"
 #include "model/spec.h"
 #include "protocol/api.h"
 
@@ -25,13 +26,14 @@ struct StreamEvent {
 class EngineControl {
  public:
   virtual ~EngineControl() = default;
-  // `submitter` is recorded as the experiment's (docs/lab-server.md).
+  // `submitter` is recorded as the experiment's, and on a shared daemon decides its fair-share
+  // group (docs/lab-server.md).
   virtual Result<protocol::SubmitResponse> Submit(const protocol::SubmitRequest& request,
-                                                  const UnixUser& submitter) = 0;
+                                                  const Caller& submitter) = 0;
   // A spec made by the server itself from what the store recorded (a run to reproduce): submitted
   // as Submit does, without parsing.
   virtual Result<protocol::SubmitResponse> SubmitSpec(const Spec& spec,
-                                                      const UnixUser& submitter) = 0;
+                                                      const Caller& submitter) = 0;
   // Whether the spec is valid and its runs could ever start on the pool; records nothing.
   virtual Status CheckSubmit(const protocol::SubmitRequest& request) = 0;
   virtual Status CancelRun(int64_t run_id) = 0;

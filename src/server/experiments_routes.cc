@@ -44,7 +44,7 @@ Status Get(ServerContext& ctx, const httplib::Request& req, httplib::Response& r
 Status Submit(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(Json body, ParseJsonBody(req));
   DROVER_ASSIGN_OR_RETURN(protocol::SubmitRequest request, protocol::SubmitRequestFromJson(body));
-  DROVER_ASSIGN_OR_RETURN(protocol::SubmitResponse reply, ctx.engine.Submit(request, CurrentCaller().user));
+  DROVER_ASSIGN_OR_RETURN(protocol::SubmitResponse reply, ctx.engine.Submit(request, CurrentCaller()));
   res.set_header("Location", std::string(protocol::kApiPrefix) + "/experiments/" +
                                  std::to_string(reply.experiment_id));
   SendJson(res, 201, protocol::ToJson(reply));

@@ -108,6 +108,7 @@ void RegisterRecipesRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterTableRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterStoreRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterAuditRoutes(httplib::Server& http, ServerContext& ctx);
+void RegisterUsageRoutes(httplib::Server& http, ServerContext& ctx);
 // Ask/tell on a search: suggest, tell, trials (search_routes.cc).
 void RegisterSearchRoutes(httplib::Server& http, ServerContext& ctx);
 

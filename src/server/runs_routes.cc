@@ -130,7 +130,7 @@ Status Reproduce(ServerContext& ctx, const httplib::Request& req, httplib::Respo
                                 exp->snapshot_hash.substr(0, 16), id));
   }
   DROVER_ASSIGN_OR_RETURN(Spec spec, ReproduceSpec(run, *exp, *snap));
-  DROVER_ASSIGN_OR_RETURN(protocol::SubmitResponse sub, ctx.engine.SubmitSpec(spec, CurrentCaller().user));
+  DROVER_ASSIGN_OR_RETURN(protocol::SubmitResponse sub, ctx.engine.SubmitSpec(spec, CurrentCaller()));
   protocol::ReproduceResponse r;
   r.experiment_id = sub.experiment_id;
   r.run_ids = sub.run_ids;

@@ -520,6 +520,7 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
   RegisterRecipesRoutes(*http_, *ctx_);
   RegisterTableRoutes(*http_, *ctx_);
   RegisterAuditRoutes(*http_, *ctx_);
+  RegisterUsageRoutes(*http_, *ctx_);
 }
 
 void HttpServer::SetMcp(const mcp::McpServer* server) { ctx_->mcp = server; }

@@ -22,18 +22,18 @@ namespace fs = std::filesystem;
 class FakeEngineControl : public EngineControl {
  public:
   Result<protocol::SubmitResponse> Submit(const protocol::SubmitRequest& request,
-                                          const UnixUser& submitter) override {
+                                          const Caller& submitter) override {
     std::lock_guard<std::mutex> l(mu_);
     submits.push_back(request);
-    submitters.push_back(submitter);
+    submitters.push_back(submitter.user);
     if (!submit_error.ok()) return submit_error;
     return submit_reply;
   }
   Result<protocol::SubmitResponse> SubmitSpec(const Spec& spec,
-                                              const UnixUser& submitter) override {
+                                              const Caller& submitter) override {
     std::lock_guard<std::mutex> l(mu_);
     submitted_specs.push_back(spec);
-    submitters.push_back(submitter);
+    submitters.push_back(submitter.user);
     if (!submit_error.ok()) return submit_error;
     return submit_reply;
   }

@@ -61,13 +61,15 @@ Result<RunArtifacts> Store::RunOutputs(int64_t run_id, const std::string& store_
   return out;
 }
 
-Result<std::optional<Run>> Store::LatestSuccess(const std::string& fingerprint, int64_t except) {
+Result<std::optional<Run>> Store::LatestSuccess(const std::string& fingerprint, int64_t except,
+                                                const std::string& user) {
   if (fingerprint.empty()) return std::optional<Run>();
   DROVER_ASSIGN_OR_RETURN(
       Stmt st, impl_->Use("SELECT id FROM runs WHERE fingerprint = ? AND state = 'succeeded' "
-                          "AND id != ? ORDER BY id DESC LIMIT 1",
+                          "AND id != ? AND experiment_id IN (SELECT id FROM experiments WHERE "
+                          "user = ?) ORDER BY id DESC LIMIT 1",
                           "looking for an earlier success"));
-  st.Bind(fingerprint, except);
+  st.Bind(fingerprint, except, user);
   DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row) return std::optional<Run>();
   const int64_t id = st.Int(0);

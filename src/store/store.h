@@ -36,6 +36,14 @@ struct AlertFilter {
   bool newest_first = true;
 };
 
+// One submitter's use of one fair-share group's GPUs over a window.
+struct UsageRow {
+  std::string user;
+  std::string group;
+  double gpu_ms = 0;  // GPUs held x time (a run sharing a GPU by memory counts the GPU whole)
+  int64_t runs = 0;   // runs that held GPUs in the window
+};
+
 // What Prometheus is told about the whole store (GET /metrics).
 struct StoreTotals {
   std::map<std::string, int64_t> runs_by_state;
@@ -175,7 +183,13 @@ class Store {
   std::string Dir() const;
   // The newest succeeded run with this fingerprint that is not `except` and whose outputs are
   // where it stored them (a run cached from another names it: cached_from), if any.
-  Result<std::optional<Run>> LatestSuccess(const std::string& fingerprint, int64_t except = 0);
+  // Only runs of experiments `user` submitted count.
+  Result<std::optional<Run>> LatestSuccess(const std::string& fingerprint, int64_t except = 0,
+                                           const std::string& user = "");
+
+  // GPU time by submitter and fair-share group between since_ms and until_ms (attempts still
+  // running count up to until_ms): `drover usage` (docs/lab-server.md).
+  Result<std::vector<UsageRow>> Usage(Millis since_ms, Millis until_ms);
 
   // Totals over the whole store for /metrics; `wait_bounds_s` are the histogram's buckets.
   Result<StoreTotals> Totals(const std::vector<double>& wait_bounds_s);

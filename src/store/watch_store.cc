@@ -179,6 +179,33 @@ Result<std::vector<std::string>> Store::RecentOutcomes(const std::string& finger
   return out;
 }
 
+Result<std::vector<UsageRow>> Store::Usage(Millis since_ms, Millis until_ms) {
+  DROVER_ASSIGN_OR_RETURN(
+      Stmt st,
+      impl_->Use("SELECT e.user, COALESCE(json_extract(e.spec, '$.group'), ''), "
+                 "SUM((MIN(CASE WHEN a.ended THEN a.ended_ms ELSE ?1 END, ?1) - "
+                 "MAX(a.started_ms, ?2)) * json_array_length(a.gpus)), COUNT(DISTINCT r.id) "
+                 "FROM attempts a JOIN runs r ON r.id = a.run_id "
+                 "JOIN experiments e ON e.id = r.experiment_id "
+                 "WHERE a.started_ms > 0 AND a.started_ms < ?1 AND json_array_length(a.gpus) > 0 "
+                 "AND (a.ended = 0 OR a.ended_ms > ?2) "
+                 "GROUP BY 1, 2 ORDER BY 3 DESC",
+                 "summing GPU time by user"));
+  st.Bind(until_ms, since_ms);
+  std::vector<UsageRow> out;
+  for (;;) {
+    DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    UsageRow u;
+    u.user = st.Text(0);
+    u.group = st.Text(1);
+    u.gpu_ms = std::max(0.0, st.Real(2));
+    u.runs = st.Int(3);
+    out.push_back(std::move(u));
+  }
+  return out;
+}
+
 Result<StoreTotals> Store::Totals(const std::vector<double>& wait_bounds_s) {
   StoreTotals t;
   auto group = [&](const char* sql, const char* context,

@@ -130,6 +130,8 @@ constexpr const char* kAlice = "drover-t-alice";
 constexpr const char* kBob = "drover-t-bob";
 constexpr const char* kAdmin = "drover-t-adm";
 constexpr const char* kAdmins = "drover-t-admins";
+constexpr const char* kVision = "drover-t-vision";  // Alice's team
+constexpr const char* kNlp = "drover-t-nlp";        // Bob's
 
 int Sh(const std::string& cmd) { return std::system(cmd.c_str()); }
 
@@ -145,6 +147,11 @@ class SharedDaemonTest : public testing::CliFixture {
     }
     Sh(std::string("getent group ") + kAdmins + " >/dev/null || groupadd " + kAdmins);
     Sh(std::string("usermod -aG ") + kAdmins + " " + kAdmin);
+    for (const char* team : {kVision, kNlp}) {
+      Sh(std::string("getent group ") + team + " >/dev/null || groupadd " + team);
+    }
+    Sh(std::string("usermod -aG ") + kVision + " " + kAlice);
+    Sh(std::string("usermod -aG ") + kNlp + " " + kBob);
     fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                               fs::perms::others_read | fs::perms::others_exec);
     store_ = (dir_ / "shared-store").string();
@@ -160,7 +167,17 @@ class SharedDaemonTest : public testing::CliFixture {
     }
     fs::create_directories(dir_ / "out");
     fs::permissions(dir_ / "out", fs::perms::all);
-    Write("config.yaml", std::string("lab: {admin_group: ") + kAdmins + "}\n");
+    Write("config.yaml", std::string("lab: {admin_group: ") + kAdmins + ", teams: [" + kVision +
+                             ", " + kNlp + "]}\n" + "scheduler: {grace: 1s, groups: {" + kVision +
+                             ": {quota: 1}, " + kNlp + ": {quota: 1}}}\n");
+    for (const char* u : {kAlice, kBob}) {
+      Write(std::string(u) + "/flood.yaml",
+            "name: flood\ncommand: sleep 60\nparams: {i: [1, 2, 3, 4]}\nresources: {gpus: 1}\n");
+      Write(std::string(u) + "/forged.yaml",
+            std::string("name: forged\ncommand: sleep 1\ngroup: ") + kNlp + "\n");
+      Sh("chown -R " + std::string(u) + ": " + (dir_ / u).string() + " && chmod -R a+rX " +
+         (dir_ / u).string());
+    }
     StartDaemon();
   }
   void TearDown() override {
@@ -168,7 +185,7 @@ class SharedDaemonTest : public testing::CliFixture {
       ::kill(daemon_, SIGTERM);
       testing::WaitExit(daemon_);
     }
-    Sh("pkill -u " + std::string(kSvc) + " -f 'sleep 60' >/dev/null 2>&1");
+    Sh("pkill -u " + std::string(kSvc) + " sleep >/dev/null 2>&1");
     CliFixture::TearDown();
   }
 
@@ -210,8 +227,8 @@ class SharedDaemonTest : public testing::CliFixture {
     daemon_ = Spawn({"/usr/bin/setpriv", "--reuid=" + std::string(kSvc),
                      "--regid=" + std::string(kSvc), "--init-groups", testing::DroverBin(),
                      "--store", store_, "serve", "--listen", "127.0.0.1:0", "--shared",
-                     "--config", (dir_ / "config.yaml").string(), "--fake-gpus", "1x16GiB",
-                     "--gpu-leases", "off"},
+                     "--config", (dir_ / "config.yaml").string(), "--fake-gpus", "2x16GiB",
+                     "--cpus", "8", "--gpu-leases", "off"},
                     (dir_ / "serve.out").string(), (dir_ / "serve.err").string(), dir_.string());
     for (int i = 0; i < 200 && !fs::exists(store_ + "/daemon.json"); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -304,6 +321,55 @@ TEST_F(SharedDaemonTest, ADaemonKilledLeavesASocketTheNextOneReplaces) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_EQ(ReadFile(ran_as), std::string(kSvc) + "\n");
+}
+
+TEST_F(SharedDaemonTest, TeamsDecideTheShareAForgedGroupIsRefusedAndAFloodKeepsItsQuota) {
+  // Alice (vision) may not count her runs against Bob's team.
+  auto forged = As(kAlice, {"submit", "forged.yaml"}, Home(kAlice));
+  EXPECT_NE(forged.exit_code, 0);
+  EXPECT_NE(forged.err.find(std::string("group: ") + kNlp + " is not " + kAlice + "'s"),
+            std::string::npos)
+      << forged.err;
+  // Bob may: it is his team.
+  EXPECT_EQ(As(kBob, {"submit", "forged.yaml"}, Home(kBob)).exit_code, 0);
+
+  // Alice floods both GPUs (idle quota is borrowed); once Bob's run waits, his team is within
+  // its quota of 1 GPU and hers past it: one of hers is stopped and requeued, his starts.
+  ASSERT_EQ(As(kAlice, {"submit", "flood.yaml"}, Home(kAlice)).exit_code, 0);
+  auto running_of = [&](const std::string& user) {
+    auto r = As(kAdmin, {"ls", "--user", user, "--state", "running", "--json"});
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out).size() : size_t{99};
+  };
+  for (int i = 0; i < 100 && running_of(kAlice) < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(running_of(kAlice), 2u);  // both GPUs, borrowed
+  ASSERT_EQ(As(kBob, {"submit", "flood.yaml"}, Home(kBob)).exit_code, 0);
+  size_t bob = 0, alice = 0;
+  for (int i = 0; i < 150; ++i) {
+    bob = running_of(kBob);
+    alice = running_of(kAlice);
+    if (bob == 1 && alice == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(bob, 1u) << As(kAdmin, {"ls"}).out << ReadFile((dir_ / "serve.err").string());
+  EXPECT_EQ(alice, 1u);
+  // And it holds: a second look a moment later finds each team at its quota.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(running_of(kBob), 1u);
+  EXPECT_EQ(running_of(kAlice), 1u);
+
+  // GPU time by user and by team.
+  auto usage = As(kBob, {"usage", "--since", "1h", "--json"});
+  ASSERT_EQ(usage.exit_code, 0) << usage.err;
+  std::map<std::string, std::string> team_of;
+  const auto parsed = nlohmann::json::parse(usage.out);
+  for (const auto& u : parsed["usage"]) {
+    team_of[u["user"].get<std::string>()] = u["group"].get<std::string>();
+    EXPECT_GT(u["gpu_hours"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(team_of[kAlice], kVision) << usage.out;
+  EXPECT_EQ(team_of[kBob], kNlp) << usage.out;
 }
 
 TEST_F(SharedDaemonTest, ADaemonThatIsNotSharedServesOnlyItsOwnUser) {

@@ -28,6 +28,7 @@ namespace {
 struct McpFlags {
   std::string fake_gpus;  // for the daemon it starts
   int cpus = 0;
+  std::string idle_exit = "30m";  // the daemon it starts exits after this long idle
 };
 
 Result<DaemonInfo> StartDaemon(const Globals& g, const McpFlags& f) {
@@ -39,6 +40,9 @@ Result<DaemonInfo> StartDaemon(const Globals& g, const McpFlags& f) {
                                    "127.0.0.1:0"};
   if (!f.fake_gpus.empty()) args.insert(args.end(), {"--fake-gpus", f.fake_gpus});
   if (f.cpus > 0) args.insert(args.end(), {"--cpus", std::to_string(f.cpus)});
+  if (!f.idle_exit.empty() && f.idle_exit != "0") {
+    args.insert(args.end(), {"--idle-exit", f.idle_exit});
+  }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -103,6 +107,9 @@ Command RegisterMcp(CLI::App& root, Globals& g) {
   app->add_option("--fake-gpus", f->fake_gpus,
                   "GPUs for the daemon it starts, e.g. 2x16GiB (ignored when one runs)");
   app->add_option("--cpus", f->cpus, "CPU slots for the daemon it starts")->check(CLI::PositiveNumber);
+  app->add_option("--idle-exit", f->idle_exit,
+                  "The daemon it starts exits after this long with nothing queued or running and "
+                  "no request (default 30m; 0: never)");
   return {app, [&g, f] { return Mcp(g, *f); }};
 }
 

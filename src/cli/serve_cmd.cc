@@ -8,6 +8,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <fstream>
+#include <condition_variable>
+#include <csignal>
+#include <mutex>
 #include <thread>
 
 #include "cli/client.h"
@@ -36,6 +39,95 @@ struct ServeFlags {
   std::vector<std::string> recipes;
   std::string socket;  // default <store>/daemon.sock
   bool shared = false;
+  std::string idle_exit;  // --idle-exit DURATION ("" or 0: never)
+};
+
+// Ends the daemon the usual way (SIGTERM to itself: it drains) when its store folder is gone,
+// stopping its runs first since no engine would ever adopt them; or, with --idle-exit, once it
+// has had nothing queued or running and no request for that long (docs/lab-server.md, "Daemons
+// started on demand").
+class Watchdog {
+ public:
+  Watchdog(const Globals& g, Engine& engine, const server::HttpServer& http, Millis idle_ms)
+      : g_(g), engine_(engine), http_(http), idle_ms_(idle_ms) {}
+  ~Watchdog() { Stop(); }
+  void Start() {
+    if (::stat(StoreDir(g_).c_str(), &store_) != 0) return;
+    thread_ = std::thread([this] { Loop(); });
+  }
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  static int64_t NowMs() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  bool StoreGone() const {
+    struct stat st {};
+    return ::stat(StoreDir(g_).c_str(), &st) != 0 || st.st_ino != store_.st_ino ||
+           st.st_dev != store_.st_dev;
+  }
+  bool RunsLeft(Store& store) const {
+    for (RunState s : {RunState::kQueued, RunState::kRunning, RunState::kRetrying}) {
+      RunFilter f;
+      f.state = s;
+      f.limit = 1;
+      auto runs = store.ListRuns(f);
+      if (!runs.ok() || !runs->empty()) return true;  // unsure: not idle
+    }
+    return false;
+  }
+  void Loop() {
+    std::unique_ptr<Store> store;
+    int64_t idle_since = NowMs();
+    for (int tick = 0;; ++tick) {
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        if (cv_.wait_for(l, std::chrono::milliseconds(500), [this] { return stop_; })) return;
+      }
+      if (StoreGone()) {
+        spdlog::warn("the store folder {} is gone: stopping its runs and exiting",
+                     StoreDir(g_));
+        engine_.StopRunsOnDrain();
+        ::kill(::getpid(), SIGTERM);
+        return;
+      }
+      if (idle_ms_ <= 0 || tick % 4 != 0) continue;
+      if (!store) {
+        auto opened = OpenStore(g_, /*create=*/false);
+        if (!opened.ok()) continue;
+        store = std::move(*opened);
+      }
+      const int64_t now = NowMs();
+      if (RunsLeft(*store) || now - http_.last_request_ms() < idle_ms_) {
+        idle_since = now;
+        continue;
+      }
+      if (now - idle_since >= idle_ms_) {
+        spdlog::info("idle for {} (nothing queued or running, no request): exiting",
+                     FormatDuration(idle_ms_));
+        ::kill(::getpid(), SIGTERM);
+        return;
+      }
+    }
+  }
+  const Globals& g_;
+  Engine& engine_;
+  const server::HttpServer& http_;
+  Millis idle_ms_;
+  struct stat store_ {};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 // The token every request must carry: made at first start, kept 0600 in the store folder.
@@ -211,6 +303,18 @@ int Serve(Globals& g, const ServeFlags& f) {
                             McpInstructions());
   http.SetMcp(&mcp_server);
   std::thread http_thread([&http] { http.Run(); });
+  Millis idle_ms = 0;
+  if (!f.idle_exit.empty()) {
+    auto d = ParseDurationMs(f.idle_exit);
+    if (!d.ok()) {
+      http.Stop();
+      http_thread.join();
+      return ReportError(InvalidArgument("--idle-exit: " + d.status().message()));
+    }
+    idle_ms = *d;
+  }
+  Watchdog watchdog(g, engine, http, idle_ms);
+  watchdog.Start();
 
   const RecoverySummary& r = *recovered;
   std::printf("drover serve: listening on http://%s:%d/api/v1 (store %s, pid %d)\n",
@@ -238,7 +342,10 @@ int Serve(Globals& g, const ServeFlags& f) {
   }
   std::fflush(stdout);
 
+  if (idle_ms > 0) std::printf("exits after %s idle\n", FormatDuration(idle_ms).c_str());
+  std::fflush(stdout);
   Status st = engine.Serve(&daemon);
+  watchdog.Stop();
   setup->sinks->Flush(15'000);  // alerts raised while stopping still go out
   daemon.Close();
   http.Stop();
@@ -275,6 +382,10 @@ Command RegisterServe(CLI::App& root, Globals& g) {
   app->add_flag("--shared", f->shared,
                 "Let every local user use the socket (mode 0666), each known by the kernel; "
                 "they act on their own experiments, admins (lab.admin_group) on all");
+  app->add_option("--idle-exit", f->idle_exit,
+                  "Exit after this long with nothing queued or running and no request (e.g. "
+                  "30m; daemons started on demand use it). A daemon also exits when its store "
+                  "folder is removed");
   AddEngineFlags(app, f->engine);
   return {app, [&g, f] { return Serve(g, *f); }};
 }

@@ -171,7 +171,7 @@ void Engine::OnInterrupt(int signal, Instant now, bool serve) {
     // --stop-runs, stopped and recorded as interrupted, to be requeued by the next engine.
     bool again = draining_;
     draining_ = true;
-    if (!options_.stop_runs_on_drain) return;
+    if (!options_.stop_runs_on_drain && !stop_runs_on_drain_) return;
     for (auto& [id, live] : live_) {
       if (!live->attempt) continue;
       Stop(*live, StopReason::kDrain, now, options_.kill_grace_ms);
@@ -363,7 +363,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     if (!draining_) return true;
     // Draining: with --stop-runs wait until every stopped run has ended; otherwise leave now and
     // let the next engine adopt what still runs.
-    if (!options_.stop_runs_on_drain) return false;
+    if (!options_.stop_runs_on_drain && !stop_runs_on_drain_) return false;
     return !queue_.running().empty();
   };
   while (keep_going()) {

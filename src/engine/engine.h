@@ -3,6 +3,7 @@
 // ProcessLauncher, reads their metrics from the log files, decides retries, and is the only
 // writer to the store (one transaction per loop iteration). `drover run` hosts it in the
 // foreground; the same code will sit behind the daemon.
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -236,6 +237,9 @@ class Engine {
   // commands, and on SIGINT/SIGTERM drains (nothing new starts; runs are left for adoption, or
   // stopped and requeued with options.stop_runs_on_drain) and returns.
   Status Serve(EngineObserver* observer);
+  // From any thread, before the interrupt that drains the daemon: stop its runs when it drains
+  // (as --stop-runs), e.g. because its store folder is gone and no engine will adopt them.
+  void StopRunsOnDrain() { stop_runs_on_drain_ = true; }
   // Queues a command for the loop's thread and returns the future of its reply (thread-safe;
   // the daemon's HTTP workers use it). Commands not dispatched when the loop ends are refused.
   std::future<Result<CommandReply>> Post(Command command);
@@ -435,6 +439,7 @@ class Engine {
   bool TakeForeignLeases(std::vector<sched::PendingRun>& queue, sched::ClusterView& view);
   // Publishes what this engine's running runs hold.
   void PublishLeases();
+  std::atomic<bool> stop_runs_on_drain_{false};
   Millis ledger_warned_mono_ = -1;
   void Retire(int64_t run_id);
   // Tells the index that the run waits now (in the class its fields make).

@@ -38,6 +38,7 @@ struct ServerContext {
   mcp::SessionStore mcp_sessions;
   std::atomic<int> long_polls{0};  // event streams and following log requests now open
   std::atomic<int> port{0};        // the bound port (names the web UI's session cookie)
+  std::atomic<int64_t> last_request_ms{0};  // steady clock: when the last request came
 
   // This thread's connection to the store (opened on first use; SQLite connections are not
   // shared across threads). Dropped after an error so the next request reopens it.

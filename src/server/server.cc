@@ -389,6 +389,9 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
 
   http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     ConnectionGate::HeadersRead();  // the body, if any, has limits.body_ms from here
+    ctx_->last_request_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::steady_clock::now().time_since_epoch())
+                                .count();
     ChooseCompression(const_cast<httplib::Request&>(req));
     SetCurrentCaller(Caller{});
     if (t_peer.unix_socket) {
@@ -524,6 +527,8 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
 }
 
 void HttpServer::SetMcp(const mcp::McpServer* server) { ctx_->mcp = server; }
+
+int64_t HttpServer::last_request_ms() const { return ctx_->last_request_ms.load(); }
 
 HttpServer::~HttpServer() { Stop(); }
 

@@ -61,6 +61,8 @@ class HttpServer {
   // Binds the listening socket. Fails on an empty token or when the address cannot be bound.
   Status Bind();
   int port() const { return port_; }  // the bound port, after Bind()
+  // When the last request came (steady clock, ms; 0: none yet): an idle daemon may exit.
+  int64_t last_request_ms() const;
   // Serves MCP over streamable HTTP at /mcp with this server (which must outlive Stop()); until
   // then /mcp answers 404.
   void SetMcp(const mcp::McpServer* server);

@@ -314,7 +314,12 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path,
         Stmt st, s->impl_->Use("SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'",
                                "cannot open store"));
     DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (row && st.Int(0) > 0) {
+    const bool has_tables = row && st.Int(0) > 0;
+    st.Reset();
+    // Tables but no version: a foreign database, or a drover creating this store right now
+    // (its first migration committed between the two reads): read the version again.
+    Result<int> again = has_tables ? store::ReadUserVersion(db, context) : Result<int>(0);
+    if (has_tables && (!again.ok() || *again == 0)) {
       return FailedPrecondition(fmt::format(
           "{}: it is a SQLite database but not a drover store; point --store at a drover store "
           "folder or an empty one",

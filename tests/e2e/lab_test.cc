@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -397,6 +398,71 @@ TEST_F(SharedDaemonTest, ADaemonThatIsNotSharedServesOnlyItsOwnUser) {
   testing::WaitExit(alices_daemon);
   EXPECT_NE(bob.exit_code, 0) << bob.out;
   EXPECT_EQ(alice.exit_code, 0) << alice.err;
+}
+
+}  // namespace
+}  // namespace drover
+
+namespace drover {
+namespace {
+
+class OnDemandDaemonTest : public testing::CliFixture {
+ protected:
+  pid_t Serve(const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"--store", store_, "serve", "--listen", "127.0.0.1:0",
+                                     "--gpu-leases", "off"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid_t pid = testing::SpawnDrover(args, (dir_ / "serve.out").string(),
+                                     (dir_ / "serve.err").string(), (dir_ / "code").string());
+    for (int i = 0; i < 200 && !fs::exists(store_ + "/daemon.json"); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_TRUE(fs::exists(store_ + "/daemon.json")) << ReadFile((dir_ / "serve.err").string());
+    return pid;
+  }
+  // Whether `pid` has exited within `ms` (reaped), and its exit code.
+  static bool ExitsWithin(pid_t pid, int ms, int* code) {
+    for (int waited = 0; waited < ms; waited += 50) {
+      int status = 0;
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        *code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+};
+
+TEST_F(OnDemandDaemonTest, AnIdleDaemonExitsOnceItsRunsAreDone) {
+  pid_t daemon = Serve({"--idle-exit", "1s"});
+  Write("code/spec.yaml", "name: short\ncommand: sleep 3\n");
+  auto sub = testing::RunDrover({"--store", store_, "submit", "spec.yaml"}, (dir_ / "code").string());
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  int code = -1;
+  // Busy while the run runs (3 s), idle a second after.
+  EXPECT_FALSE(ExitsWithin(daemon, 2500, &code));
+  ASSERT_TRUE(ExitsWithin(daemon, 8000, &code)) << ReadFile((dir_ / "serve.out").string());
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(ReadFile((dir_ / "serve.err").string()).find("idle for"), std::string::npos);
+  auto ls = testing::RunDrover({"--store", store_, "ls", "--json"});
+  ASSERT_EQ(ls.exit_code, 0);
+  EXPECT_NE(ls.out.find("succeeded"), std::string::npos) << ls.out;
+}
+
+TEST_F(OnDemandDaemonTest, ADaemonWhoseStoreIsRemovedStopsItsRunsAndExits) {
+  pid_t daemon = Serve({});
+  const std::string marker = (dir_ / "still-running").string();
+  Write("code/spec.yaml", "name: long\ncommand: sh -c \"sleep 60; touch " + marker + "\"\n");
+  auto sub = testing::RunDrover({"--store", store_, "submit", "spec.yaml"}, (dir_ / "code").string());
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  fs::remove_all(store_);
+  int code = -1;
+  ASSERT_TRUE(ExitsWithin(daemon, 10'000, &code)) << "the daemon outlived its store";
+  EXPECT_NE(ReadFile((dir_ / "serve.err").string()).find("is gone"), std::string::npos);
+  // Its run was stopped, not left to run for nobody.
+  EXPECT_NE(Sh("pgrep -f '[s]leep 60; touch " + marker + "' >/dev/null"), 0);
 }
 
 }  // namespace

@@ -222,6 +222,15 @@ int Serve(Globals& g, const ServeFlags& f) {
     std::error_code ec;
     std::filesystem::create_directories(StoreDir(g), ec);
     ::chmod(StoreDir(g).c_str(), 0711);
+    // A store used before by a daemon that was not shared: what it holds becomes private too
+    // (the top level is enough: a 0700 folder keeps out everything below it).
+    for (const auto& entry : std::filesystem::directory_iterator(StoreDir(g), ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name == "daemon.json" || name == "daemon.sock") continue;
+      struct stat st {};
+      if (::lstat(entry.path().c_str(), &st) != 0 || S_ISLNK(st.st_mode)) continue;
+      ::chmod(entry.path().c_str(), st.st_mode & 07700);
+    }
   }
   auto setup = PrepareEngine(g, fake, f.engine);
   if (!setup.ok()) return ReportError(setup.status());

@@ -1,5 +1,7 @@
 #include "daemon/daemon.h"
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <future>
 
@@ -51,6 +53,16 @@ Result<protocol::SubmitResponse> Daemon::SubmitSpec(const Spec& given,
                                                     const server::Caller& submitter) {
   // Whose share its runs count against: the submitter's own team on a shared daemon.
   Spec spec = given;
+  if (options_.shared && !submitter.admin) {
+    // The snapshot is read with the daemon's rights: only a folder the submitter owns.
+    struct stat st {};
+    if (::stat(spec.workdir.c_str(), &st) != 0 ||
+        static_cast<int64_t>(st.st_uid) != submitter.user.uid) {
+      return PermissionDenied("the project folder " + spec.workdir + " is not " +
+                              DisplayName(submitter.user) +
+                              "'s: on a shared daemon a user submits from a folder they own");
+    }
+  }
   DROVER_ASSIGN_OR_RETURN(spec.group, config::GroupFor(submitter.user, submitter.admin, spec.group,
                                                        options_.lab, options_.shared));
   // Whether it could ever run is the loop's to say (it owns the pool), and quick; the snapshot

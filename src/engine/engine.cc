@@ -820,6 +820,12 @@ bool Engine::TakeForeignLeases(std::vector<sched::PendingRun>& queue, sched::Clu
     hold_back(locked);
     return false;
   }
+  // What this engine holds must be known to the others before it takes more.
+  if (leases_unpublished_ && !PublishLeases()) {
+    ledger->Unlock();
+    hold_back(Unavailable("this engine's own leases cannot be written"));
+    return false;
+  }
   auto others = ledger->Others();
   if (!others.ok()) {
     ledger->Unlock();
@@ -832,8 +838,9 @@ bool Engine::TakeForeignLeases(std::vector<sched::PendingRun>& queue, sched::Clu
       for (sched::GpuState& g : view.gpus) {
         if (g.index != d.index) continue;
         g.runs += 1;
-        if (lease.whole) {
-          g.exclusive = true;
+        if (lease.whole || lease.bytes >= g.capacity - g.reserved) {
+          // Saturated: never past the capacity, whatever a lease file says.
+          g.exclusive = g.exclusive || lease.whole;
           g.reserved = std::max(g.reserved, g.capacity);
         } else {
           g.reserved += lease.bytes;
@@ -844,9 +851,9 @@ bool Engine::TakeForeignLeases(std::vector<sched::PendingRun>& queue, sched::Clu
   return true;
 }
 
-void Engine::PublishLeases() {
+bool Engine::PublishLeases() {
   GpuLedger* ledger = options_.gpu_ledger;
-  if (ledger == nullptr || placed_by_executor()) return;
+  if (ledger == nullptr || placed_by_executor()) return true;
   std::vector<GpuLease> mine;
   for (int64_t id : queue_.running()) {
     auto found = live_.find(id);
@@ -865,8 +872,15 @@ void Engine::PublishLeases() {
     }
   }
   if (Status st = ledger->Publish(mine); !st.ok()) {
-    spdlog::warn("publishing this engine's GPU leases in {}: {}", ledger->Where(), st.message());
+    if (!leases_unpublished_) {
+      spdlog::warn("publishing this engine's GPU leases in {}: {} (GPU runs wait until it works)",
+                   ledger->Where(), st.message());
+    }
+    leases_unpublished_ = true;
+    return false;
   }
+  leases_unpublished_ = false;
+  return true;
 }
 
 bool Engine::EndHeld(const Live& live) const {

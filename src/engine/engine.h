@@ -437,8 +437,9 @@ class Engine {
   // what other engines hold out of `view` (true: locked; the caller publishes and unlocks); when
   // the lock or the leases cannot be had, the runs that need GPUs leave `queue` for this pass.
   bool TakeForeignLeases(std::vector<sched::PendingRun>& queue, sched::ClusterView& view);
-  // Publishes what this engine's running runs hold.
-  void PublishLeases();
+  // Publishes what this engine's running runs hold (false: it could not, and GPU runs wait).
+  bool PublishLeases();
+  bool leases_unpublished_ = false;
   std::atomic<bool> stop_runs_on_drain_{false};
   Millis ledger_warned_mono_ = -1;
   void Retire(int64_t run_id);

@@ -431,6 +431,8 @@ void Engine::RecordStart(Live& live, Attempt a, const Status& launch, Instant no
   if (Status st = store_.InsertAttempt(a); !st.ok()) Fail(st);
   live.attempt = a;
   queue_.Run(run.id);
+  // Its pid is known now: its GPU leases name it, so they outlive this engine while it runs.
+  if (!live.placement.gpus.empty() && launch.ok()) PublishLeases();
   if (!launch.ok()) {
     // Leave the reason where `drover logs --stderr` looks.
     std::error_code ec;

@@ -1,6 +1,7 @@
 #include "exec/file_hashes.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,10 +26,18 @@ FileKey KeyOf(const struct stat& st) {
 
 Status CopyAndHash(const std::string& src, const std::string& dst, bool exec, std::string* hex,
                    int64_t* bytes, std::optional<FileKey>* stable) {
-  int in = open(src.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // Non-blocking: a file swapped for a FIFO since it was listed must not hang the copy (and the
+  // daemon's worker with it); only a regular file is copied.
+  int in = open(src.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (in < 0) return ErrnoStatus("cannot read '" + src + "'");
   struct stat before {};
-  const bool stat_before = stable != nullptr && fstat(in, &before) == 0;
+  if (fstat(in, &before) != 0 || !S_ISREG(before.st_mode)) {
+    close(in);
+    return Status(Code::kInvalidArgument,
+                  "'" + src + "' is not a regular file (a FIFO, socket or device); it cannot be "
+                  "captured");
+  }
+  const bool stat_before = stable != nullptr;
   const mode_t mode = exec ? 0755 : 0644;
   int out = FileFault(dst) ? -1 : open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (out < 0) {
@@ -73,13 +82,17 @@ Status CopyAndHash(const std::string& src, const std::string& dst, bool exec, st
 
 
 Result<std::string> HashFile(const std::string& path, HashCache* cache, int64_t* bytes) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return ErrnoStatus("cannot read '" + path + "'");
   struct stat before {};
   if (fstat(fd, &before) != 0) {
     Status s = ErrnoStatus("cannot stat '" + path + "'");
     close(fd);
     return s;
+  }
+  if (!S_ISREG(before.st_mode)) {
+    close(fd);
+    return Status(Code::kInvalidArgument, "'" + path + "' is not a regular file; it cannot be hashed");
   }
   if (bytes) *bytes = before.st_size;
   const FileKey key = KeyOf(before);

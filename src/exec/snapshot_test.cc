@@ -1,5 +1,6 @@
 // Snapshots against real git repositories and plain folders in temp dirs.
 #include "exec/snapshot.h"
+#include "exec/file_hashes.h"
 
 #include <gtest/gtest.h>
 #include <fcntl.h>
@@ -408,6 +409,29 @@ TEST_F(SnapshotTest, MaterializeMissingSnapshotIsAnError) {
   ASSERT_TRUE(MaterializeSnapshot(s, (dir_ / "empty").string()).ok());
   EXPECT_TRUE(fs::is_directory(dir_ / "empty"));
   EXPECT_TRUE(fs::is_empty(dir_ / "empty"));
+}
+
+}  // namespace
+}  // namespace drover
+
+namespace drover {
+namespace {
+
+TEST(CopyAndHashTest, AFifoIsRefusedAtOnceNotWaitedOn) {
+  char tmpl[] = "/tmp/drover-fifo-test-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  const std::string fifo = dir + "/swapped";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  std::string hex;
+  int64_t bytes = 0;
+  const auto start = std::chrono::steady_clock::now();
+  Status st = CopyAndHash(fifo, dir + "/copy", false, &hex, &bytes, nullptr);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("not a regular file"), std::string::npos) << st.message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  auto hashed = HashFile(fifo, nullptr, nullptr);
+  EXPECT_FALSE(hashed.ok());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -84,7 +85,8 @@ Result<std::vector<GpuLease>> ParseLeases(const std::string& text) {
     }
     GpuLease l;
     l.uuid = e["uuid"].get<std::string>();
-    l.bytes = std::max<int64_t>(0, e["bytes"].get<int64_t>());
+    // Bounded (1 PiB): a forged huge value must not wrap a sum.
+    l.bytes = std::clamp<int64_t>(e["bytes"].get<int64_t>(), 0, int64_t{1} << 50);
     l.whole = e.contains("whole") && e["whole"].is_boolean() && e["whole"].get<bool>();
     if (e.contains("pid") && e["pid"].is_number_integer()) l.pid = e["pid"].get<int64_t>();
     out.push_back(std::move(l));
@@ -109,6 +111,13 @@ Result<std::unique_ptr<FileGpuLedger>> FileGpuLedger::Open(const std::string& di
                            " is not a folder (a link or a file); remove it or choose another "
                            "with --gpu-leases");
   }
+  if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
+    return FailedPrecondition(
+        "the GPU lease folder " + dir + " belongs to uid " + std::to_string(st.st_uid) +
+        ", not to root or this user: whoever owns it can remove every engine's leases. Have root "
+        "create it (install -d -m 1777 " + dir + ", deploy/drover-tmpfiles.conf), or choose "
+        "another with --gpu-leases");
+  }
   if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
     return InvalidArgument("the GPU lease folder " + dir +
                            " is writable by everyone without the sticky bit: any user could "
@@ -127,9 +136,9 @@ Result<std::unique_ptr<FileGpuLedger>> FileGpuLedger::Open(const std::string& di
 
 FileGpuLedger::~FileGpuLedger() {
   Unlock();
-  // Nothing held any more: the file goes (a dead engine's runs still count until they end, but
-  // an engine that closes has stopped or handed over its runs).
-  if (published_once_) ::unlink((dir_ + "/" + owner_ + ".json").c_str());
+  // Nothing held any more: the file goes. Runs left running (a daemon drained for the next one
+  // to adopt) keep their leases: the file stays and counts while their processes live.
+  if (published_once_ && published_.empty()) ::unlink((dir_ + "/" + owner_ + ".json").c_str());
   if (live_fd_ >= 0) ::close(live_fd_);
 }
 
@@ -217,10 +226,10 @@ Result<std::vector<GpuLease>> FileGpuLedger::Others() {
 Status FileGpuLedger::Publish(const std::vector<GpuLease>& mine) {
   if (published_once_ && mine == published_) return Status::Ok();
   const std::string path = dir_ + "/" + owner_ + ".json";
-  const std::string tmp = dir_ + "/." + owner_ + ".json.tmp";
-  ::unlink(tmp.c_str());
-  int fd = OpenIn(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
-  if (fd < 0) return Errno("cannot write " + tmp);
+  // A fresh name each time (a fixed one could be taken by anyone in the folder).
+  std::string tmp = dir_ + "/." + owner_ + ".json.XXXXXX";
+  int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) return Errno("cannot write a lease file in " + dir_);
   ::fchmod(fd, 0644);
   const std::string text = FormatLeases(::getpid(), mine);
   size_t done = 0;

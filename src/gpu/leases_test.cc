@@ -148,3 +148,58 @@ TEST(ParseLeasesTest, RoundTripAndRefusals) {
 
 }  // namespace
 }  // namespace drover
+
+namespace drover {
+namespace {
+
+class LeasesRedTeamTest : public LeasesTest {};
+
+TEST_F(LeasesRedTeamTest, HugeBytesAreBoundedNotWrapped) {
+  auto parsed = ParseLeases(R"({"leases":[{"uuid":"GPU-fake-0","bytes":9223372036854775000}]})");
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ((*parsed)[0].bytes, int64_t{1} << 50);
+  auto negative = ParseLeases(R"({"leases":[{"uuid":"GPU-fake-0","bytes":-5}]})");
+  ASSERT_TRUE(negative.ok());
+  EXPECT_EQ((*negative)[0].bytes, 0);
+}
+
+TEST_F(LeasesRedTeamTest, AnEngineThatClosesWithRunsLeftKeepsTheirLeases) {
+  {
+    auto a = FileGpuLedger::Open(dir_, "aaaa");
+    ASSERT_TRUE(a.ok());
+    ASSERT_TRUE((*a)->Publish({{"GPU-fake-0", 100, false, ::getpid()}}).ok());
+  }  // closed (a daemon drained, its run left for the next one)
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/aaaa.json"));
+  auto b = FileGpuLedger::Open(dir_, "bbbb");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ((*b)->Others()->size(), 1u);  // its run lives: still counted
+  {
+    auto c = FileGpuLedger::Open(dir_, "cccc");
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE((*c)->Publish({}).ok());
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/cccc.json"));  // held nothing: gone
+}
+
+TEST_F(LeasesRedTeamTest, ATakenTempNameDoesNotStopPublishing) {
+  auto a = FileGpuLedger::Open(dir_, "aaaa");
+  ASSERT_TRUE(a.ok());
+  std::ofstream(dir_ + "/.aaaa.json.tmp") << "squatter";
+  ASSERT_TRUE((*a)->Publish({{"GPU-fake-0", 1, false, 0}}).ok());
+  auto b = FileGpuLedger::Open(dir_, "bbbb");
+  EXPECT_EQ((*b)->Others()->size(), 1u);
+}
+
+TEST_F(LeasesRedTeamTest, AFolderOwnedByAnotherUserIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give the folder away";
+  std::filesystem::create_directory(dir_);
+  ::chmod(dir_.c_str(), 01777);
+  ASSERT_EQ(::chown(dir_.c_str(), 65534, 65534), 0);  // nobody
+  auto open = FileGpuLedger::Open(dir_, "aaaa");
+  ASSERT_FALSE(open.ok());
+  EXPECT_NE(open.status().message().find("belongs to uid 65534"), std::string::npos)
+      << open.status().message();
+}
+
+}  // namespace
+}  // namespace drover

@@ -18,6 +18,7 @@ Json ToJson(const AuditEntry& e) {
   Json j = {{"t_ms", e.t_ms},   {"user", e.user},     {"uid", e.uid},       {"via", e.via},
             {"from", e.from},   {"method", e.method}, {"path", e.path},     {"status", e.status}};
   if (!e.error.empty()) j["error"] = e.error;
+  if (e.suppressed > 0) j["refusals_not_logged_before"] = e.suppressed;
   return j;
 }
 
@@ -61,6 +62,24 @@ void AuditLog::Append(const AuditEntry& entry) {
     done += static_cast<size_t>(n);
   }
   size_ += static_cast<int64_t>(done);
+}
+
+bool AuditLog::AdmitRefusal(const std::string& who, Millis now_ms, int64_t* suppressed_before) {
+  constexpr int64_t kPerMinute = 30;
+  std::lock_guard<std::mutex> lock(refusals_mu_);
+  if (refusals_.size() > 10'000) refusals_.clear();  // bounded: a fresh start for everyone
+  Window& w = refusals_[who];
+  *suppressed_before = 0;
+  if (now_ms - w.start_ms >= 60'000) {
+    *suppressed_before = w.suppressed;
+    w = Window{now_ms, 0, 0};
+  }
+  if (w.logged >= kPerMinute) {
+    ++w.suppressed;
+    return false;
+  }
+  ++w.logged;
+  return true;
 }
 
 Result<std::vector<Json>> AuditLog::Read(const AuditQuery& query) const {

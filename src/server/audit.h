@@ -4,6 +4,7 @@
 // where and what came of it, one JSON object per line in <store>/audit.log (0600; at 64 MiB it
 // moves to audit.log.1, replacing the one before). Read by admins with `drover audit`.
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@ struct AuditEntry {
   std::string path;  // with its query
   int status = 0;
   std::string error;  // the refusal's or failure's message
+  int64_t suppressed = 0;  // refusals of this user not logged in the minute before (flood)
 };
 
 struct AuditQuery {
@@ -41,6 +43,10 @@ class AuditLog {
   // Appends one line (thread-safe). A failure to write is reported once per minute on the
   // daemon's log; the request itself is not failed for it.
   void Append(const AuditEntry& entry);
+  // A refusal (401/403) by `who` at now_ms: whether to log it. Past 30 a minute per user the rest
+  // of that minute is counted, and the count logged with the next one admitted, so a flood of
+  // refusals cannot push the rest of the log out.
+  bool AdmitRefusal(const std::string& who, Millis now_ms, int64_t* suppressed_before);
   // The newest entries matching, oldest first (from audit.log.1 and audit.log).
   Result<std::vector<Json>> Read(const AuditQuery& query) const;
   const std::string& path() const { return path_; }
@@ -52,6 +58,13 @@ class AuditLog {
   int fd_ = -1;
   int64_t size_ = 0;
   Millis warned_ms_ = 0;
+  struct Window {
+    Millis start_ms = 0;
+    int64_t logged = 0;
+    int64_t suppressed = 0;
+  };
+  std::mutex refusals_mu_;
+  std::map<std::string, Window> refusals_;
 };
 
 Json ToJson(const AuditEntry& e);

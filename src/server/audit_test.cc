@@ -58,3 +58,21 @@ TEST(AuditLogTest, AppendsPrivatelyReadsFilteredAndRotates) {
 
 }  // namespace
 }  // namespace drover::server
+
+namespace drover::server {
+namespace {
+
+TEST(AuditLogTest, AFloodOfRefusalsIsSummarisedNotLogged) {
+  AuditLog log("");
+  int64_t suppressed = 0;
+  int logged = 0;
+  for (int i = 0; i < 1000; ++i) logged += log.AdmitRefusal("eve", 1000 + i, &suppressed) ? 1 : 0;
+  EXPECT_EQ(logged, 30);
+  EXPECT_TRUE(log.AdmitRefusal("alice", 2000, &suppressed));  // others are not held back
+  // The next minute: admitted again, with the count of what was left out.
+  EXPECT_TRUE(log.AdmitRefusal("eve", 1000 + 60'000, &suppressed));
+  EXPECT_EQ(suppressed, 970);
+}
+
+}  // namespace
+}  // namespace drover::server

@@ -12,13 +12,14 @@ Status List(ServerContext& ctx, const httplib::Request& req, httplib::Response& 
   DROVER_ASSIGN_OR_RETURN(auto list, store->ListExperiments(static_cast<int>(limit.value_or(50)),
                                                             offset.value_or(0)));
   Json out = Json::array();
-  for (const auto& e : list) out.push_back(protocol::ToJson(e));
+  for (const auto& e : list) out.push_back(protocol::ToJson(RedactedFor(CurrentCaller(), e)));
   SendJson(res, 200, {{"experiments", out}});
   return Status::Ok();
 }
 
 Status Get(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  DROVER_ASSIGN_OR_RETURN(Experiment e, LoadExperiment(ctx, req.matches[1].str()));
+  DROVER_ASSIGN_OR_RETURN(Experiment found, LoadExperiment(ctx, req.matches[1].str()));
+  const Experiment e = RedactedFor(CurrentCaller(), std::move(found));
   DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
   // Counts, not the runs themselves: a sweep can hold thousands; /runs?experiment= pages them.
   DROVER_ASSIGN_OR_RETURN(auto by_state, store->CountRuns(e.id));

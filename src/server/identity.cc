@@ -14,7 +14,7 @@ void SetCurrentCaller(Caller caller) { t_caller = std::move(caller); }
 
 Status MayActOn(const Caller& caller, const std::string& owner, std::string_view what) {
   if (caller.admin) return Status::Ok();
-  if (!owner.empty() && owner == caller.user.name) return Status::Ok();
+  if (!owner.empty() && owner == DisplayName(caller.user)) return Status::Ok();
   return PermissionDenied(fmt::format(
       "{} may not {} {}: only its submitter and the daemon's admins may (ask {}, or an admin: "
       "docs/lab-server.md)",

@@ -8,6 +8,8 @@
 
 #include "plan/planner.h"
 #include "plan/recipe.h"
+#include <sys/stat.h>
+
 #include "server/routes.h"
 
 namespace drover::server {
@@ -55,7 +57,21 @@ Status List(ServerContext& ctx, const httplib::Request&, httplib::Response& res)
   return Status::Ok();
 }
 
+// On a shared daemon a user may read their own recipes only: the daemon could read any file.
+Status MayRead(const std::string& path) {
+  const Caller& c = CurrentCaller();
+  if (c.admin) return Status::Ok();
+  struct stat st {};
+  if (::stat(RecipePath(path).c_str(), &st) == 0 && static_cast<int64_t>(st.st_uid) == c.user.uid) {
+    return Status::Ok();
+  }
+  return PermissionDenied(DisplayName(c.user) +
+                          " may read only their own recipes through this daemon (a drover.yaml "
+                          "they own); `drover plan` reads one directly");
+}
+
 Result<Recipe> LoadFromQuery(const std::string& path) {
+  if (!path.empty()) DROVER_RETURN_IF_ERROR(MayRead(path));
   if (path.empty()) {
     return InvalidArgument("name the recipe: path=<a drover.yaml, or the folder that holds it> "
                            "(GET /api/v1/recipes lists those the daemon knows)");

@@ -138,4 +138,14 @@ Result<Experiment> LoadExperiment(ServerContext& ctx, const std::string& id_or_n
   return std::move(**e);
 }
 
+Experiment RedactedFor(const Caller& caller, Experiment e) {
+  if (MayActOn(caller, e.user, "read").ok()) return e;
+  if (e.spec.is_object() && e.spec.contains("env") && e.spec["env"].is_object()) {
+    for (auto& [key, value] : e.spec["env"].items()) value = "(hidden)";
+  }
+  e.spec_yaml = "(not shown: another user's spec)";
+  if (!e.git_diff.empty()) e.git_diff = "(not shown: another user's changes)";
+  return e;
+}
+
 }  // namespace drover::server

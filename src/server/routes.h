@@ -113,6 +113,10 @@ void RegisterUsageRoutes(httplib::Server& http, ServerContext& ctx);
 // Ask/tell on a search: suggest, tell, trials (search_routes.cc).
 void RegisterSearchRoutes(httplib::Server& http, ServerContext& ctx);
 
+// What another user (not an admin) is shown of an experiment on a shared daemon: its record,
+// not its secrets: the spec's env values, its YAML text and the uncommitted diff are hidden.
+Experiment RedactedFor(const Caller& caller, Experiment e);
+
 // The web UI's valid session cookie in a request, or "" (web_routes.cc).
 std::string SessionCookieOf(const ServerContext& ctx, const httplib::Request& req);
 

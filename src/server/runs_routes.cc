@@ -86,6 +86,13 @@ Status Get(ServerContext& ctx, const httplib::Request& req, httplib::Response& r
   d.attempts = std::move(attempts);
   d.experiment = e;
   d.snapshot = snap;
+  // Another user's run on a shared daemon: its record, not what its output and code hold (the
+  // last lines of a failure's stderr, the uncommitted diff).
+  if (!MayActOn(CurrentCaller(), run.user, "read").ok()) {
+    for (Attempt& a : d.attempts) a.error.clear();
+    d.experiment = RedactedFor(CurrentCaller(), std::move(d.experiment));
+    if (d.snapshot) d.snapshot->git_diff = d.experiment.git_diff;
+  }
   d.environments = std::move(envs);
   d.rungs = std::move(rungs);
   Json j = protocol::ToJson(d);
@@ -98,8 +105,12 @@ Status Attempts(ServerContext& ctx, const httplib::Request& req, httplib::Respon
   DROVER_ASSIGN_OR_RETURN(Run run, LoadRun(ctx, id));
   DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
   DROVER_ASSIGN_OR_RETURN(auto attempts, store->ListAttempts(run.id));
+  const bool owns = MayActOn(CurrentCaller(), run.user, "read").ok();
   Json out = Json::array();
-  for (const auto& a : attempts) out.push_back(protocol::ToJson(a));
+  for (auto& a : attempts) {
+    if (!owns) a.error.clear();  // the last lines of its stderr: the submitter's to read
+    out.push_back(protocol::ToJson(a));
+  }
   SendJson(res, 200, {{"run_id", run.id}, {"attempts", out}});
   return Status::Ok();
 }

@@ -483,6 +483,11 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
     e.from = !c.from.empty() ? c.from
              : t_peer.unix_socket ? "unix pid " + std::to_string(t_peer.pid)
                                   : req.remote_addr + ":" + std::to_string(req.remote_port);
+    if ((res.status == 401 || res.status == 403) &&
+        !ctx_->audit.AdmitRefusal(e.user.empty() ? "ip " + req.remote_addr : e.user, e.t_ms,
+                                   &e.suppressed)) {
+      return;
+    }
     e.method = req.method;
     e.path = req.target.size() > 2048 ? req.target.substr(0, 2048) + "..." : req.target;
     e.status = res.status;

@@ -161,7 +161,9 @@ class SharedDaemonTest : public testing::CliFixture {
     for (const char* u : {kAlice, kBob}) {
       const fs::path home = dir_ / u;
       fs::create_directories(home);
-      Write(std::string(u) + "/long.yaml", "name: long\ncommand: sleep 60\n");
+      Write(std::string(u) + "/long.yaml",
+            "name: long\ncommand: sleep 60\nenv: {API_KEY: sk-" + std::string(u).substr(9) +
+                "-secret}\n");
       Write(std::string(u) + "/who.yaml", "name: who\ncommand: sh -c \"id -un > " +
                                               (dir_ / "out" / "ran-as.txt").string() + "\"\n");
       Sh("chown -R " + std::string(u) + ": " + home.string() + " && chmod -R a+rX " + home.string());
@@ -238,6 +240,24 @@ class SharedDaemonTest : public testing::CliFixture {
   }
 
   std::string Home(const char* user) { return (dir_ / user).string(); }
+
+  // A raw GET over the daemon's socket as `user` (Python's socket module, from the store folder:
+  // the socket's full path is longer than AF_UNIX takes), the whole reply.
+  std::string RawGetAs(const std::string& user, const std::string& target) {
+    static int n = 0;
+    const std::string base = (dir_ / ("raw-" + std::to_string(n++))).string();
+    const std::string script =
+        "import socket,sys\n"
+        "s=socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\n"
+        "s.sendall(('GET '+sys.argv[2]+' HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n').encode())\n"
+        "out=b''\nwhile True:\n  b=s.recv(65536)\n  if not b: break\n  out+=b\n"
+        "sys.stdout.write(out.decode('utf-8','replace'))\n";
+    testing::WaitExit(Spawn({"/usr/bin/setpriv", "--reuid=" + user, "--regid=" + user,
+                             "--init-groups", "/usr/bin/python3", "-c", script, "daemon.sock",
+                             target},
+                            base + ".out", base + ".err", store_));
+    return ReadFile(base + ".out") + ReadFile(base + ".err");
+  }
   pid_t daemon_ = -1;
 };
 
@@ -296,6 +316,25 @@ TEST_F(SharedDaemonTest, EachUserIsKnownByTheKernelAndActsOnTheirOwnRunsOnly) {
   EXPECT_TRUE(has(kAlice, "GET", "/api/v1/runs/" + bobs + "/logs", 403)) << audit.out;
   EXPECT_TRUE(has(kAdmin, "POST", "/api/v1/runs/" + bobs + "/cancel", 200)) << audit.out;
   EXPECT_TRUE(has(kAlice, "GET", "/api/v1/audit", 403)) << audit.out;
+
+  // What another user is shown of Alice's experiment: its record, not its secrets; her recipe
+  // and the store's files are not Bob's to read through the daemon.
+  const std::string bobs_view = RawGetAs(kBob, "/api/v1/experiments?limit=10");
+  EXPECT_EQ(bobs_view.find("sk-alice-secret"), std::string::npos) << bobs_view;
+  EXPECT_NE(bobs_view.find("sk-bob-secret"), std::string::npos) << bobs_view;
+  const std::string alices_view = RawGetAs(kAlice, "/api/v1/experiments?limit=10");
+  EXPECT_NE(alices_view.find("sk-alice-secret"), std::string::npos) << alices_view;
+  EXPECT_EQ(alices_view.find("sk-bob-secret"), std::string::npos) << alices_view;
+  // A file the daemon may read but Bob may not, named as a recipe: refused, its text not shown.
+  const std::string token_text = ReadFile(store_ + "/token");
+  const std::string recipe = RawGetAs(kBob, "/api/v1/recipes/show?path=" + store_ + "/token");
+  EXPECT_NE(recipe.find("403"), std::string::npos) << recipe;
+  EXPECT_EQ(recipe.find(token_text.substr(0, 16)), std::string::npos) << recipe;
+  // Bob may not submit from Alice's folder (the daemon would read it with its own rights).
+  auto from_hers = As(kBob, {"submit", Home(kAlice) + "/long.yaml"}, Home(kBob));
+  EXPECT_NE(from_hers.exit_code, 0);
+  EXPECT_NE(from_hers.err.find("is not " + std::string(kBob) + "'s"), std::string::npos)
+      << from_hers.err;
 
   // The store's files are the daemon user's alone: users go through the socket.
   struct stat st {};

@@ -334,7 +334,7 @@ int Serve(Globals& g, const ServeFlags& f) {
               http.port(), StoreDir(g).c_str());
   std::printf("local clients: %s (%s)\n", so.unix_socket.c_str(),
               f.shared ? "shared: every local user, each known by their uid; runs execute as this "
-                         "daemon's user"
+                         "daemon's user, so its users must trust each other: docs/lab-server.md"
                        : "this user only");
   if (!setup->config_path.empty()) std::printf("config: %s\n", setup->config_path.c_str());
   if (executor->slurm) {

@@ -23,7 +23,7 @@ constexpr auto kCommandTimeout = std::chrono::minutes(2);
 }  // namespace
 
 Daemon::Daemon(Engine& engine, const Clock& clock, DaemonOptions options)
-    : engine_(engine), clock_(clock), options_(std::move(options)) {}
+    : engine_(engine), options_(std::move(options)), clock_(clock) {}
 
 Result<CommandReply> Daemon::Call(Command command) {
   auto reply = engine_.Post(std::move(command));

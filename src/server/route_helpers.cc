@@ -45,11 +45,32 @@ Result<Store*> ServerContext::ThreadStore() {
 void ServerContext::DropThreadStore() { Slot().store.reset(); }
 
 std::shared_ptr<void> ServerContext::AcquireLongPoll() {
+  // On a shared daemon one user (not an admin) holds at most a quarter of them, so nobody can
+  // take every event stream and log follow from the others.
+  const Caller& caller = CurrentCaller();
+  const bool capped = options.shared && !caller.admin;
+  const int64_t uid = caller.user.uid;
+  if (capped) {
+    std::lock_guard<std::mutex> lock(long_polls_mu);
+    int& mine = long_polls_by_user[uid];
+    if (mine >= std::max(1, MaxLongPolls() / 4)) return nullptr;
+    ++mine;
+  }
+  auto release_user = [this, capped, uid] {
+    if (!capped) return;
+    std::lock_guard<std::mutex> lock(long_polls_mu);
+    auto it = long_polls_by_user.find(uid);
+    if (it != long_polls_by_user.end() && --it->second <= 0) long_polls_by_user.erase(it);
+  };
   if (++long_polls > MaxLongPolls()) {
     --long_polls;
+    release_user();
     return nullptr;
   }
-  return std::shared_ptr<void>(static_cast<void*>(this), [this](void*) { --long_polls; });
+  return std::shared_ptr<void>(static_cast<void*>(this), [this, release_user](void*) {
+    --long_polls;
+    release_user();
+  });
 }
 
 int ServerContext::MaxLongPolls() const { return std::max(1, std::max(options.threads, 9) - 8); }

@@ -6,7 +6,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +39,8 @@ struct ServerContext {
   std::atomic<const mcp::McpServer*> mcp{nullptr};
   mcp::SessionStore mcp_sessions;
   std::atomic<int> long_polls{0};  // event streams and following log requests now open
+  std::mutex long_polls_mu;                  // guards long_polls_by_user
+  std::map<int64_t, int> long_polls_by_user;  // on a shared daemon: each user's open ones
   std::atomic<int> port{0};        // the bound port (names the web UI's session cookie)
   std::atomic<int64_t> last_request_ms{0};  // steady clock: when the last request came
 

@@ -241,6 +241,29 @@ class SharedDaemonTest : public testing::CliFixture {
 
   std::string Home(const char* user) { return (dir_ / user).string(); }
 
+  // Opens `n` event streams at once as `user` and, holding them, one as `other`: the HTTP status
+  // of each ("200 200 ... | 200"). One root process switches its effective ids around each
+  // connect (the kernel names a socket's peer by the effective ids at connect time).
+  std::string StreamsAs(const std::string& user, int n, const std::string& other) {
+    const std::string base = (dir_ / ("streams-" + user)).string();
+    const std::string script =
+        "import os,pwd,socket,sys\n"
+        "def open_as(name):\n"
+        "  pw=pwd.getpwnam(name); os.setegid(pw.pw_gid); os.seteuid(pw.pw_uid)\n"
+        "  s=socket.socket(socket.AF_UNIX); s.connect('daemon.sock')\n"
+        "  os.seteuid(0); os.setegid(0)\n"
+        "  s.sendall(b'GET /api/v1/events HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')\n"
+        "  line=b''\n"
+        "  while not line.endswith(b'\\r\\n'): line+=s.recv(1)\n"
+        "  return s, line.split()[1].decode()\n"
+        "held=[open_as(sys.argv[1]) for _ in range(int(sys.argv[2]))]\n"
+        "last=open_as(sys.argv[3])\n"
+        "print(' '.join(c for _,c in held)+' | '+last[1])\n";
+    testing::WaitExit(Spawn({"/usr/bin/python3", "-c", script, user, std::to_string(n), other},
+                            base + ".out", base + ".err", store_));
+    return ReadFile(base + ".out") + ReadFile(base + ".err");
+  }
+
   // A raw GET over the daemon's socket as `user` (Python's socket module, from the store folder:
   // the socket's full path is longer than AF_UNIX takes), the whole reply.
   std::string RawGetAs(const std::string& user, const std::string& target) {
@@ -335,6 +358,9 @@ TEST_F(SharedDaemonTest, EachUserIsKnownByTheKernelAndActsOnTheirOwnRunsOnly) {
   EXPECT_NE(from_hers.exit_code, 0);
   EXPECT_NE(from_hers.err.find("is not " + std::string(kBob) + "'s"), std::string::npos)
       << from_hers.err;
+
+  // One user cannot take every event stream and log follow: 24 are allowed, 6 per user.
+  EXPECT_EQ(StreamsAs(kBob, 7, kAlice), "200 200 200 200 200 200 503 | 200\n");
 
   // The store's files are the daemon user's alone: users go through the socket.
   struct stat st {};

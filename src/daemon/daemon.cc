@@ -33,11 +33,30 @@ Result<CommandReply> Daemon::Call(Command command) {
   return reply.get();
 }
 
-Status Daemon::CheckSubmit(const protocol::SubmitRequest& request) {
+Status Daemon::CheckSubmit(const protocol::SubmitRequest& request,
+                           const server::Caller& submitter) {
   auto spec =
       ParseSpecString(request.spec_yaml, request.spec_name, request.base_dir, request.overrides);
   if (!spec.ok()) return spec.status();
+  DROVER_RETURN_IF_ERROR(ForSubmitter(*spec, submitter));
   return Call(cmd::CheckSubmit{*spec}).status();
+}
+
+Status Daemon::ForSubmitter(Spec& spec, const server::Caller& submitter) const {
+  if (options_.shared && !submitter.admin) {
+    // The snapshot is read with the daemon's rights: only a folder the submitter owns.
+    struct stat st {};
+    if (::stat(spec.workdir.c_str(), &st) != 0 ||
+        static_cast<int64_t>(st.st_uid) != submitter.user.uid) {
+      return PermissionDenied("the project folder " + spec.workdir + " is not " +
+                              DisplayName(submitter.user) +
+                              "'s: on a shared daemon a user submits from a folder they own");
+    }
+  }
+  // Whose share its runs count against: the submitter's own team on a shared daemon.
+  DROVER_ASSIGN_OR_RETURN(spec.group, config::GroupFor(submitter.user, submitter.admin, spec.group,
+                                                       options_.lab, options_.shared));
+  return Status::Ok();
 }
 
 Result<protocol::SubmitResponse> Daemon::Submit(const protocol::SubmitRequest& request,
@@ -51,20 +70,8 @@ Result<protocol::SubmitResponse> Daemon::Submit(const protocol::SubmitRequest& r
 
 Result<protocol::SubmitResponse> Daemon::SubmitSpec(const Spec& given,
                                                     const server::Caller& submitter) {
-  // Whose share its runs count against: the submitter's own team on a shared daemon.
   Spec spec = given;
-  if (options_.shared && !submitter.admin) {
-    // The snapshot is read with the daemon's rights: only a folder the submitter owns.
-    struct stat st {};
-    if (::stat(spec.workdir.c_str(), &st) != 0 ||
-        static_cast<int64_t>(st.st_uid) != submitter.user.uid) {
-      return PermissionDenied("the project folder " + spec.workdir + " is not " +
-                              DisplayName(submitter.user) +
-                              "'s: on a shared daemon a user submits from a folder they own");
-    }
-  }
-  DROVER_ASSIGN_OR_RETURN(spec.group, config::GroupFor(submitter.user, submitter.admin, spec.group,
-                                                       options_.lab, options_.shared));
+  DROVER_RETURN_IF_ERROR(ForSubmitter(spec, submitter));
   // Whether it could ever run is the loop's to say (it owns the pool), and quick; the snapshot
   // can take long (a big workdir, a slow git) and happens here, on the HTTP worker, so the loop
   // keeps scheduling, reaping and answering meanwhile.

@@ -31,7 +31,8 @@ class Daemon : public server::EngineControl, public EngineObserver {
   Status CancelRun(int64_t run_id) override;
   Status CancelExperiment(int64_t experiment_id) override;
   Status SetPriority(int64_t run_id, int priority) override;
-  Status CheckSubmit(const protocol::SubmitRequest& request) override;
+  Status CheckSubmit(const protocol::SubmitRequest& request,
+                     const server::Caller& submitter) override;
   Result<std::vector<int64_t>> Retry(int64_t experiment_id,
                                      const protocol::RetryRequest& which) override;
   Result<std::vector<Json>> Suggest(int64_t experiment_id, int count) override;
@@ -56,6 +57,9 @@ class Daemon : public server::EngineControl, public EngineObserver {
   void Close();
 
  private:
+  // What a shared daemon asks of a submit (docs/lab-server.md): a project folder the submitter
+  // owns, and their own team as the spec's group.
+  Status ForSubmitter(Spec& spec, const server::Caller& submitter) const;
   // Posts `command` to the engine's loop and waits for its reply.
   Result<CommandReply> Call(Command command);
   void Publish(EventKind kind, Json data);

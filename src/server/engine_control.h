@@ -35,7 +35,7 @@ class EngineControl {
   virtual Result<protocol::SubmitResponse> SubmitSpec(const Spec& spec,
                                                       const Caller& submitter) = 0;
   // Whether the spec is valid and its runs could ever start on the pool; records nothing.
-  virtual Status CheckSubmit(const protocol::SubmitRequest& request) = 0;
+  virtual Status CheckSubmit(const protocol::SubmitRequest& request, const Caller& submitter) = 0;
   virtual Status CancelRun(int64_t run_id) = 0;
   virtual Status CancelExperiment(int64_t experiment_id) = 0;
   virtual Status SetPriority(int64_t run_id, int priority) = 0;

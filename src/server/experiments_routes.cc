@@ -56,7 +56,7 @@ Status Submit(ServerContext& ctx, const httplib::Request& req, httplib::Response
 Status Check(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(Json body, ParseJsonBody(req));
   DROVER_ASSIGN_OR_RETURN(protocol::SubmitRequest request, protocol::SubmitRequestFromJson(body));
-  DROVER_RETURN_IF_ERROR(ctx.engine.CheckSubmit(request));
+  DROVER_RETURN_IF_ERROR(ctx.engine.CheckSubmit(request, CurrentCaller()));
   SendJson(res, 200, {{"fits", true}});
   return Status::Ok();
 }

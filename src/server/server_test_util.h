@@ -58,7 +58,7 @@ class FakeEngineControl : public EngineControl {
     retried.emplace_back(experiment_id, which);
     return which.runs;
   }
-  Status CheckSubmit(const protocol::SubmitRequest& request) override {
+  Status CheckSubmit(const protocol::SubmitRequest& request, const Caller&) override {
     std::lock_guard<std::mutex> l(mu_);
     checked.push_back(request);
     return check_error;

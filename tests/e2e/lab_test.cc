@@ -396,6 +396,10 @@ TEST_F(SharedDaemonTest, TeamsDecideTheShareAForgedGroupIsRefusedAndAFloodKeepsI
   EXPECT_NE(forged.err.find(std::string("group: ") + kNlp + " is not " + kAlice + "'s"),
             std::string::npos)
       << forged.err;
+  // A dry run says so too, before anything is submitted.
+  auto dry = As(kAlice, {"run", "forged.yaml", "--dry-run"}, Home(kAlice));
+  EXPECT_NE(dry.exit_code, 0) << dry.out;
+  EXPECT_NE(dry.err.find("is not " + std::string(kAlice) + "'s"), std::string::npos) << dry.err;
   // Bob may: it is his team.
   EXPECT_EQ(As(kBob, {"submit", "forged.yaml"}, Home(kBob)).exit_code, 0);
 

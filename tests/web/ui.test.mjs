@@ -354,6 +354,17 @@ async function main() {
   await page.click("a.nav-link[data-nav=experiments]");
   await waitFor("2 experiments listed", async () => (await page.locator("#experiments-table tbody tr[data-id]").count()) === 2);
   await page.waitForSelector(`#experiments-table tr[data-id="${expId}"] .state-bar .seg`);
+  // Each experiment names its submitter, and the list filters by user.
+  const submitter = (await page.locator(`#experiments-table tr[data-id="${expId}"] td.user`).textContent()).trim();
+  const apiUser = (await api(`/experiments/${expId}`)).user;
+  expect(submitter && submitter === apiUser, `experiment ${expId} shows user '${submitter}', the API says '${apiUser}'`);
+  await page.selectOption("#experiments-user", submitter);
+  await waitFor("the user filter keeps that user's experiments", async () => (await page.locator("#experiments-table tbody tr[data-id]").count()) === 2);
+  await page.fill("input[aria-label='filter experiments']", "nobody-of-that-name");
+  await waitFor("a filter for another user shows none", async () => (await page.locator("#experiments-table tbody tr[data-id]").count()) === 0);
+  await page.fill("input[aria-label='filter experiments']", "");
+  await page.selectOption("#experiments-user", "");
+  log(`experiments list: submitter ${submitter} shown and filtered`);
   await shot(page, "experiments");
 
   await page.goto(`${base}/#/experiments/${expId}`);

@@ -22,15 +22,17 @@ export function countsText(counts) {
 
 export async function mount(root, { scope }) {
   const signal = scope.signal;
-  const filter = h("input", { type: "search", class: "input", placeholder: "Filter by name or id", "aria-label": "filter experiments" });
+  const filter = h("input", { type: "search", class: "input", placeholder: "Filter by name, id or user", "aria-label": "filter experiments" });
+  // Whose experiments: everyone's, or one submitter's (a shared daemon records each one).
+  const userFilter = h("select", { class: "input", id: "experiments-user", "aria-label": "only this user's experiments" }, h("option", { value: "" }, "all users"));
   const body = h("tbody");
   const info = h("span", { class: "muted" });
   root.append(
-    h("div", { class: "page-head" }, h("h1", null, "Experiments"), h("div", { class: "toolbar" }, filter, h("a", { href: "#/new", class: "btn btn-primary" }, "New experiment"))),
+    h("div", { class: "page-head" }, h("h1", null, "Experiments"), h("div", { class: "toolbar" }, userFilter, filter, h("a", { href: "#/new", class: "btn btn-primary" }, "New experiment"))),
     h("section", { class: "panel" },
       h("table", { class: "table", id: "experiments-table" },
         h("thead", null, h("tr", null,
-          h("th", { class: "num" }, "#"), h("th", null, "name"), h("th", null, "status"), h("th", { class: "w-bar" }, "runs"),
+          h("th", { class: "num" }, "#"), h("th", null, "name"), h("th", null, "user"), h("th", null, "status"), h("th", { class: "w-bar" }, "runs"),
           h("th", null, ""), h("th", null, "objective"), h("th", null, "commit"), h("th", null, "created"))),
         body),
       h("div", { class: "panel-foot" }, info)));
@@ -45,6 +47,7 @@ export async function mount(root, { scope }) {
     return h("tr", { dataset: { id: String(e.id) } },
       h("td", { class: "num" }, e.id),
       h("td", null, h("a", { href: `#/experiments/${e.id}`, class: "strong" }, e.name)),
+      h("td", { class: "user" }, e.user || h("span", { class: "muted" }, "—")),
       h("td", null, h("span", { class: `badge exp-${e.status}` }, e.status)),
       h("td", { class: "w-bar" }, d ? stateBar(d.counts, d.total_runs) : h("span", { class: "muted" }, "…")),
       h("td", { class: "counts" }, d ? [h("span", { class: "muted" }, `${fmtNum(d.total_runs)} run${d.total_runs === 1 ? "" : "s"} `), countsText(d.counts)] : null),
@@ -55,7 +58,9 @@ export async function mount(root, { scope }) {
 
   const render = () => {
     const q = filter.value.trim().toLowerCase();
-    const shown = list.filter((e) => !q || e.name.toLowerCase().includes(q) || String(e.id) === q.replace(/^#/, ""));
+    const who = userFilter.value;
+    const shown = list.filter((e) => (!who || e.user === who) &&
+      (!q || e.name.toLowerCase().includes(q) || (e.user || "").toLowerCase() === q || String(e.id) === q.replace(/^#/, "")));
     body.replaceChildren();
     rows.clear();
     for (const e of shown) {
@@ -63,7 +68,7 @@ export async function mount(root, { scope }) {
       rows.set(e.id, tr);
       body.append(tr);
     }
-    if (!list.length) body.append(h("tr", null, h("td", { colspan: 8, class: "empty" }, "No experiments yet. ", h("a", { href: "#/new" }, "Start one"), ".")));
+    if (!list.length) body.append(h("tr", null, h("td", { colspan: 9, class: "empty" }, "No experiments yet. ", h("a", { href: "#/new" }, "Start one"), ".")));
     info.textContent = `${shown.length} of ${list.length}${list.length >= LIMIT ? "+" : ""} experiments`;
   };
 
@@ -87,11 +92,16 @@ export async function mount(root, { scope }) {
 
   const load = async () => {
     list = (await api(`/experiments?limit=${LIMIT}`, { signal })).experiments;
+    const users = [...new Set(list.map((e) => e.user).filter(Boolean))].sort();
+    const chosen = userFilter.value;
+    userFilter.replaceChildren(h("option", { value: "" }, "all users"), ...users.map((u) => h("option", { value: u }, u)));
+    userFilter.value = users.includes(chosen) ? chosen : "";
     render();
     await loadDetail(list.map((e) => e.id));
   };
 
   filter.addEventListener("input", render);
+  userFilter.addEventListener("change", render);
   const changed = new Set();
   const refreshChanged = refresher(() => {
     const ids = [...changed];

@@ -321,6 +321,7 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
   // runs is not (bench/README.md, "Scheduling"). One heap per group; without groups, one heap.
   std::vector<GroupQueue> groups;
   std::unordered_map<std::string, size_t> group_of;
+  std::map<std::string, Entry> slot_waiting;  // each group's best run waiting for a CPU slot only
   auto group = [&](const std::string& name) -> GroupQueue& {
     auto [it, added] =
         group_of.try_emplace(cluster.groups.empty() ? std::string() : name, groups.size());
@@ -340,15 +341,19 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
   // taken and it needs one. Starts only use up slots and raise the counts, so start() would skip
   // it each time it came up; left in, a long queue behind a full machine would be popped whole
   // on every pass (n log n per pass, for nothing). Its group still counts as waiting.
-  auto may_start = [&](const PendingRun& p) {
+  auto startable_but_for_slots = [&](const PendingRun& p) {
     if (p.not_before_ms > now) return false;
     if (auto limit = cluster.max_parallel.find(p.experiment_id);
         limit != cluster.max_parallel.end() && limit->second > 0) {
       auto it = cluster.running.find(p.experiment_id);
       if (it != cluster.running.end() && it->second >= limit->second) return false;
     }
-    return cluster.cpu_slots_total <= 0 ||
-           cluster.cpu_slots_used + p.resources.cpus <= cluster.cpu_slots_total;
+    return true;
+  };
+  auto may_start = [&](const PendingRun& p) {
+    return startable_but_for_slots(p) &&
+           (cluster.cpu_slots_total <= 0 ||
+            cluster.cpu_slots_used + p.resources.cpus <= cluster.cpu_slots_total);
   };
   if (cluster.groups.empty()) {
     GroupQueue& all = group("");
@@ -360,7 +365,15 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
   } else {
     for (const auto& p : queue) {
       GroupQueue& g = group(p.group);
-      if (may_start(p)) g.heap.push_back({RankOf(policy, InputOf(p, now)), &p});
+      if (may_start(p)) {
+        g.heap.push_back({RankOf(policy, InputOf(p, now)), &p});
+      } else if (startable_but_for_slots(p) && GpusOf(p) > 0) {
+        // Waiting for a CPU slot alone: it starts nowhere this pass, but a group within its
+        // quota still reclaims the GPUs borrowed from it (below).
+        Entry e{RankOf(policy, InputOf(p, now)), &p};
+        auto [it, fresh] = slot_waiting.try_emplace(p.group, e);
+        if (!fresh && Worse(it->second, e)) it->second = e;
+      }
     }
     for (const RunningRun& r : cluster.active) {
       group(r.group).held += static_cast<int>(r.gpus.size());
@@ -633,6 +646,20 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
   }
   unreserve();
   const int allocated = static_cast<int>(c.gpus.size()) - idle.idle();
+
+  // A group within its quota whose best run waits only for a CPU slot reclaims too (the runs
+  // stopped for it free their slots with their GPUs).
+  if (!quota_blocked) {
+    for (const auto& [name, e] : slot_waiting) {
+      auto gi = group_of.find(name);
+      if (gi == group_of.end()) continue;
+      const GroupQueue& q = groups[gi->second];
+      if (q.quota > 0 && q.Within(GpusOf(*e.run)) && e.run->resources.gpu_memory == 0) {
+        quota_blocked = e;
+        break;
+      }
+    }
+  }
 
   // Reclaim: a group within its quota waits while others run past theirs: stop runs of the
   // groups past their quota, on one machine, those of the group furthest past first, the most

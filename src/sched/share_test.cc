@@ -108,6 +108,24 @@ TEST(Quota, BorrowedGpusAreReclaimedByPreemptionEvenUnderFifo) {
   EXPECT_EQ(next.starts[0].gpus, (std::vector<int>{2, 3}));
 }
 
+TEST(Quota, ReclaimHappensWhenTheBorrowersHoldEveryCpuSlotToo) {
+  // alice borrowed both GPUs and her runs hold both CPU slots: bob's run (within his quota) has
+  // no slot either, yet his GPU is reclaimed (the stopped run frees a slot with it).
+  ClusterView c = Machines(1, 2);
+  c.groups["alice"].quota_gpus = 1;
+  c.groups["bob"].quota_gpus = 1;
+  c.cpu_slots_total = 2;
+  c.cpu_slots_used = 2;
+  Hold(c, 10, {0}, 0, 5 * kHour, {}, "alice");
+  Hold(c, 11, {1}, 1000, 5 * kHour, {}, "alice");
+  PendingRun bob = Job(1, 1, 0, "bob");
+  bob.resources.cpus = 1;
+  Decision d = Decide({bob}, c, 3000, Fifo());
+  EXPECT_TRUE(d.starts.empty());
+  EXPECT_EQ(d.preempt, (std::vector<int64_t>{11}));
+  EXPECT_EQ(d.preempt_for, 1);
+}
+
 TEST(Quota, AGroupWithinItsQuotaIsNotPreempted) {
   // alice is within her quota of 4: bob (quota 2) waits, nothing is reclaimed.
   ClusterView c = Machines(1, 4);

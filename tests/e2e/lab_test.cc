@@ -231,7 +231,7 @@ class SharedDaemonTest : public testing::CliFixture {
                      "--regid=" + std::string(kSvc), "--init-groups", testing::DroverBin(),
                      "--store", store_, "serve", "--listen", "127.0.0.1:0", "--shared",
                      "--config", (dir_ / "config.yaml").string(), "--fake-gpus", "2x16GiB",
-                     "--cpus", "8", "--gpu-leases", "off"},
+                     "--gpu-leases", "off"},
                     (dir_ / "serve.out").string(), (dir_ / "serve.err").string(), dir_.string());
     for (int i = 0; i < 200 && !fs::exists(store_ + "/daemon.json"); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -91,8 +91,11 @@ Result<std::vector<Json>> AuditLog::Read(const AuditQuery& query) const {
     while (std::getline(in, line)) {
       Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
       if (!j.is_object()) continue;  // a torn last line after a crash
-      if (!query.user.empty() && j.value("user", std::string()) != query.user) continue;
-      if (query.since_ms > 0 && j.value("t_ms", int64_t{0}) < query.since_ms) continue;
+      // A line that is not one of ours (edited by hand, another version) is skipped, never thrown on.
+      const bool user_ok = j.contains("user") && j["user"].is_string();
+      const bool t_ok = j.contains("t_ms") && j["t_ms"].is_number_integer();
+      if (!query.user.empty() && (!user_ok || j["user"].get<std::string>() != query.user)) continue;
+      if (query.since_ms > 0 && (!t_ok || j["t_ms"].get<int64_t>() < query.since_ms)) continue;
       kept.push_back(std::move(j));
       if (query.limit > 0 && kept.size() > query.limit) kept.pop_front();
     }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 namespace drover::server {
@@ -50,6 +51,11 @@ TEST(AuditLogTest, AppendsPrivatelyReadsFilteredAndRotates) {
   auto alice = log.Read(q);
   ASSERT_TRUE(alice.ok());
   for (const Json& e : *alice) EXPECT_EQ(e["user"], "alice");
+  // A line that is not the log's own shape is skipped, not thrown on.
+  { std::ofstream(path, std::ios::app) << "{\"user\": 7, \"t_ms\": \"x\"}\n[1,2]\n"; }
+  q.since_ms = 1;
+  EXPECT_TRUE(log.Read(q).ok());
+  q.since_ms = 0;
   q.user.clear();
   q.limit = 3;
   EXPECT_EQ(log.Read(q)->size(), 3u);

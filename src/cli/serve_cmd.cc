@@ -256,6 +256,13 @@ int Serve(Globals& g, const ServeFlags& f) {
   opts.commit_interval_ms = kCommitIntervalMs;  // engine.h
   opts.alert_sink = setup->sinks.get();
   opts.gpu_ledger = setup->ledger.get();
+  // A root daemon serving a lab runs each run as its submitter (docs/lab-server.md).
+  opts.runs_as_submitter = f.shared && ::geteuid() == 0;
+  if (opts.runs_as_submitter && executor->slurm) {
+    return ReportError(FailedPrecondition(
+        "drover serve --shared as root runs each run as its submitter, which the Slurm executor "
+        "does not do yet; serve Slurm from a service user's daemon (docs/lab-server.md)"));
+  }
   Engine engine(**store, *executor->launcher, *setup->probe, clock, opts);
   auto recovered = engine.Recover();
   if (!recovered.ok()) return ReportError(recovered.status());
@@ -272,11 +279,6 @@ int Serve(Globals& g, const ServeFlags& f) {
   so.shared = f.shared;
   so.admin_group = setup->config.lab.admin_group;
   so.audit_path = StoreDir(g) + "/audit.log";
-  if (f.shared && ::geteuid() == 0) {
-    return ReportError(FailedPrecondition(
-        "drover serve --shared as root would run every user's commands as root; run the shared "
-        "daemon as a service user of its own (docs/lab-server.md)"));
-  }
   if (!so.admin_group.empty() && !LookupGroup(so.admin_group)) {
     return ReportError(InvalidArgument("lab.admin_group: there is no Unix group named '" +
                                        so.admin_group + "' on this machine (groupadd it, or fix "
@@ -333,9 +335,13 @@ int Serve(Globals& g, const ServeFlags& f) {
                                                        : self.host.c_str(),
               http.port(), StoreDir(g).c_str());
   std::printf("local clients: %s (%s)\n", so.unix_socket.c_str(),
-              f.shared ? "shared: every local user, each known by their uid; runs execute as this "
-                         "daemon's user, so its users must trust each other: docs/lab-server.md"
-                       : "this user only");
+              !f.shared ? "this user only"
+              : opts.runs_as_submitter
+                  ? "shared: every local user, each known by their uid; each run executes as "
+                    "its submitter: docs/lab-server.md"
+                  : "shared: every local user, each known by their uid; runs execute as this "
+                    "daemon's user, so its users must trust each other (run it as root for runs "
+                    "as their submitters): docs/lab-server.md");
   if (!setup->config_path.empty()) std::printf("config: %s\n", setup->config_path.c_str());
   if (executor->slurm) {
     std::printf("executor: slurm (at most %d jobs at once; the store's folders are seen by the "

@@ -2,6 +2,8 @@
 
 #include <grp.h>
 #include <pwd.h>
+#include <sys/fsuid.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -73,6 +75,52 @@ std::string DisplayName(const UnixUser& user) {
 
 bool InGroup(const UnixUser& user, int64_t gid) {
   return gid >= 0 && std::find(user.groups.begin(), user.groups.end(), gid) != user.groups.end();
+}
+
+ActingAs::ActingAs(const UnixUser* user) {
+  if (user == nullptr || user->uid <= 0 || ::geteuid() != 0) return;
+  user_ = user;
+  const int n = ::getgroups(0, nullptr);
+  own_groups_.resize(static_cast<size_t>(std::max(n, 0)));
+  if (n > 0) {
+    std::vector<gid_t> g(static_cast<size_t>(n));
+    const int got = ::getgroups(n, g.data());
+    own_groups_.assign(g.begin(), g.begin() + std::max(got, 0));
+  }
+  own_fsuid_ = ::geteuid();
+  own_fsgid_ = ::getegid();
+  Resume();
+}
+
+ActingAs::~ActingAs() { Pause(); }
+
+void ActingAs::Resume() {
+  if (user_ == nullptr || active_) return;
+  std::vector<gid_t> groups;
+  for (int64_t g : user_->groups) groups.push_back(static_cast<gid_t>(g));
+  // Raw syscalls: they change this thread's credentials alone.
+  if (::syscall(SYS_setgroups, groups.size(), groups.data()) != 0) {
+    status_ = ErrnoStatus("cannot take the groups of " + DisplayName(*user_));
+    return;
+  }
+  ::syscall(SYS_setfsgid, static_cast<gid_t>(user_->gid));
+  ::syscall(SYS_setfsuid, static_cast<uid_t>(user_->uid));
+  // setfsuid reports nothing: read the value back.
+  if (static_cast<int64_t>(::syscall(SYS_setfsuid, static_cast<uid_t>(-1))) != user_->uid) {
+    status_ = Internal("cannot act as " + DisplayName(*user_));
+    Pause();
+    return;
+  }
+  active_ = true;
+}
+
+void ActingAs::Pause() {
+  if (user_ == nullptr) return;
+  ::syscall(SYS_setfsuid, own_fsuid_);
+  ::syscall(SYS_setfsgid, own_fsgid_);
+  std::vector<gid_t> groups(own_groups_.begin(), own_groups_.end());
+  ::syscall(SYS_setgroups, groups.size(), groups.data());
+  active_ = false;
 }
 
 }  // namespace drover

@@ -32,4 +32,31 @@ std::optional<int64_t> LookupGroup(const std::string& name);
 std::string DisplayName(const UnixUser& user);
 bool InGroup(const UnixUser& user, int64_t gid);
 
+// Reads and writes files with `user`'s rights on the calling thread alone, while it lives: the
+// thread's file-system uid and gid and its supplementary groups become the user's (setfsuid,
+// setfsgid and a raw setgroups: glibc's would change every thread). A root daemon reads a
+// submitter's project folder this way (docs/lab-server.md, "Runs as their submitter"), so a user
+// cannot make it read what they could not. Does nothing when `user` is null, is root, or this
+// process is not root. Pause()/Resume() step back to the process's own rights in between (to
+// write the store).
+class ActingAs {
+ public:
+  explicit ActingAs(const UnixUser* user);
+  ~ActingAs();
+  ActingAs(const ActingAs&) = delete;
+  ActingAs& operator=(const ActingAs&) = delete;
+  // Whether the switch is on now; false also when it could not be made (then Status says why).
+  bool active() const { return active_; }
+  const Status& status() const { return status_; }
+  void Pause();
+  void Resume();
+
+ private:
+  const UnixUser* user_ = nullptr;
+  bool active_ = false;
+  Status status_;
+  std::vector<unsigned> own_groups_;
+  unsigned own_fsuid_ = 0, own_fsgid_ = 0;
+};
+
 }  // namespace drover

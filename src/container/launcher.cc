@@ -152,12 +152,19 @@ Result<LaunchSpec> ContainerLauncher::Wrap(const LaunchSpec& spec) const {
   run.uid = static_cast<int>(getuid());
   run.gid = static_cast<int>(getgid());
   run.rootless = getuid() != 0;
+  if (spec.run_as.set()) {
+    // A root daemon's run as its submitter: the runtime stays root's, the container's process
+    // is the submitter's (--user).
+    run.uid = static_cast<int>(spec.run_as.uid);
+    run.gid = static_cast<int>(spec.run_as.gid);
+  }
 
   // The run's environment goes into the container through a file the runtime reads (or, where a
   // value cannot be one line of it, on the command line), never through the client's own
   // environment: the spec's LD_PRELOAD or XDG_DATA_HOME must not change podman itself, and a
   // name is never taken as a pattern of the client's variables.
   LaunchSpec out = spec;
+  out.run_as = RunAs{};  // the runtime runs as the daemon; the container as run.uid
   if (run.spec.runtime == ContainerRuntime::kPyxis) {
     // srun hands the job's environment (the batch script's exports) into the container.
     out.argv = RunArgv(run, spec.argv);

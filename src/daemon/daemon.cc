@@ -43,8 +43,9 @@ Status Daemon::CheckSubmit(const protocol::SubmitRequest& request,
 }
 
 Status Daemon::ForSubmitter(Spec& spec, const server::Caller& submitter) const {
-  if (options_.shared && !submitter.admin) {
-    // The snapshot is read with the daemon's rights: only a folder the submitter owns.
+  if (options_.shared && !submitter.admin && !engine_.runs_as_submitter()) {
+    // The snapshot is read with the daemon's rights: only a folder the submitter owns. (A root
+    // daemon reads it with the submitter's own rights instead: any folder they can read.)
     struct stat st {};
     if (::stat(spec.workdir.c_str(), &st) != 0 ||
         static_cast<int64_t>(st.st_uid) != submitter.user.uid) {
@@ -76,7 +77,11 @@ Result<protocol::SubmitResponse> Daemon::SubmitSpec(const Spec& given,
   // can take long (a big workdir, a slow git) and happens here, on the HTTP worker, so the loop
   // keeps scheduling, reaping and answering meanwhile.
   DROVER_RETURN_IF_ERROR(Call(cmd::CheckSubmit{spec}).status());
-  auto prepared = PrepareSubmit(spec, engine_.store_dir());
+  // A root daemon reads the project as its submitter (their snapshot, their rights).
+  const bool as_them = engine_.runs_as_submitter() && submitter.user.uid > 0 &&
+                       submitter.user.uid != static_cast<int64_t>(::geteuid());
+  auto prepared =
+      PrepareSubmit(spec, engine_.store_dir(), as_them ? &submitter.user : nullptr);
   if (!prepared.ok()) return prepared.status();
   prepared->submitter = submitter.user;
   DROVER_ASSIGN_OR_RETURN(

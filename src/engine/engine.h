@@ -61,6 +61,10 @@ struct EngineOptions {
   // Working copies of more than a few small files are overlays of the snapshot mounted in the
   // run's own mount namespace, where this machine allows it (exec/working_copy.h); off: copies.
   bool overlay_working_copies = true;
+  // A root daemon serving a lab (`drover serve --shared` as root, docs/lab-server.md): each run
+  // executes as its submitter (uid, gid, groups; their HOME and a clean environment), its
+  // working copy, logs and checkpoints are theirs, and submits are read with their rights.
+  bool runs_as_submitter = false;
   bool stop_runs_on_drain = false;  // serve: on SIGTERM stop runs (else leave them for adoption)
   // serve: the longest the loop waits without looking at posted commands (a fallback: Post()
   // wakes it at once through ProcessLauncher::Wake).
@@ -176,7 +180,10 @@ struct PreparedSubmit {
   // Who submitted it (the daemon's caller); left unknown (uid -1), the engine's own user.
   UnixUser submitter;
 };
-Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_dir);
+// `reader` set (a root daemon's submit, EngineOptions::runs_as_submitter): the project's files
+// are read with that user's rights, and the snapshot is theirs.
+Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_dir,
+                                     const UnixUser* reader = nullptr);
 
 struct SubmitResult {
   int64_t experiment_id = 0;
@@ -283,6 +290,7 @@ class Engine {
   const std::vector<sched::GpuState>& gpus() const { return book_.gpus(); }
   int cpu_slots() const { return options_.cpu_slots; }
   const std::string& store_dir() const { return options_.store_dir; }
+  bool runs_as_submitter() const { return options_.runs_as_submitter; }
   // For tests: whether the index of running and waiting runs (engine/run_queue.h) agrees with the
   // runs themselves; an error names the first run where it does not.
   Status CheckIndex() const;
@@ -292,6 +300,9 @@ class Engine {
   struct ExperimentEntry;
 
   Status InitGpus();
+  // Whose rights the experiment's runs have (EngineOptions::runs_as_submitter): its submitter's,
+  // looked up once; nothing when they are the engine's own. Fails when the submitter is gone.
+  Result<std::optional<RunAs>> RunAsOf(ExperimentEntry& exp) const;
   // The engine's entry for a stored experiment, made (spec, snapshot) when it has none yet.
   Result<ExperimentEntry*> EntryFor(const Experiment& e);
   // What a run's ended attempts count for (its GPU time; the work of its preempted attempts).

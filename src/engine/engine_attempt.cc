@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -70,6 +71,50 @@ void Engine::Preempt(Live& live, const std::string& why, Instant now) {
   if (Stop(live, StopReason::kPreempt, now, grace)) live.preempt_why = why;
 }
 
+namespace {
+
+// The user's environment of a login, not the daemon's: what a root daemon's runs start from.
+std::vector<std::string> CleanEnvFor(const UnixUser& user) {
+  std::vector<std::string> env = {
+      "HOME=" + (user.home.empty() ? std::string("/") : user.home),
+      "PATH=/usr/local/bin:/usr/bin:/bin",
+      "SHELL=" + (user.shell.empty() ? std::string("/bin/sh") : user.shell),
+  };
+  if (!user.name.empty()) {
+    env.push_back("USER=" + user.name);
+    env.push_back("LOGNAME=" + user.name);
+  }
+  const char* lang = std::getenv("LANG");
+  env.push_back(std::string("LANG=") + (lang != nullptr && *lang != '\0' ? lang : "C.UTF-8"));
+  return env;
+}
+
+Status GiveTo(const std::string& path, const RunAs& who) {
+  if (lchown(path.c_str(), static_cast<uid_t>(who.uid), static_cast<gid_t>(who.gid)) != 0) {
+    return ErrnoStatus("cannot give '" + path + "' to uid " + std::to_string(who.uid));
+  }
+  return Status::Ok();
+}
+
+// `path` and everything below it (a copied working copy).
+Status GiveTreeTo(const std::string& path, const RunAs& who) {
+  DROVER_RETURN_IF_ERROR(GiveTo(path, who));
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(path, fs::directory_options::none, ec), end;
+       !ec && it != end; it.increment(ec)) {
+    DROVER_RETURN_IF_ERROR(GiveTo(it->path().string(), who));
+  }
+  if (ec) return Status(Code::kIo, "cannot list '" + path + "': " + ec.message());
+  return Status::Ok();
+}
+
+// The store's folder of such folders only lets users through to their own (0711).
+void OpenToUsers(const std::string& child) {
+  chmod(fs::path(child).parent_path().c_str(), 0711);
+}
+
+}  // namespace
+
 std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt,
                                         const std::string& checkpoint_dir) const {
   ExperimentEntry& exp = *live.exp;
@@ -78,7 +123,11 @@ std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt
     std::map<std::string, std::string>& env = exp.base_env;
     // A container has its own environment (the image's): drover's own is not carried in.
     const bool host = !exp.spec.container;
-    for (const auto& kv : host ? options_.base_env : std::vector<std::string>{}) {
+    // A run as its submitter starts from their login's environment, not the daemon's.
+    const std::vector<std::string> start =
+        !host ? std::vector<std::string>{}
+              : exp.submitter ? CleanEnvFor(*exp.submitter) : options_.base_env;
+    for (const auto& kv : start) {
       auto eq = kv.find('=');
       if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
     }
@@ -187,14 +236,44 @@ const RunFiles& Engine::FilesOf(Live& live) {
   return *live.files;
 }
 
+Result<std::optional<RunAs>> Engine::RunAsOf(ExperimentEntry& exp) const {
+  if (!options_.runs_as_submitter) return std::optional<RunAs>();
+  if (!exp.run_as) {
+    const Experiment& e = exp.experiment;
+    RunAs r;
+    if (e.uid >= 0 && e.uid != static_cast<int64_t>(::geteuid())) {
+      UnixUser who = LookupUser(e.uid, e.gid);
+      if (who.name.empty()) {
+        return FailedPrecondition("its submitter (uid " + std::to_string(e.uid) +
+                                  ") is no longer a user of this machine; runs execute as their "
+                                  "submitter on this daemon");
+      }
+      r.uid = who.uid;
+      r.gid = who.gid;
+      for (int64_t g : who.groups) r.groups.push_back(static_cast<uint32_t>(g));
+      exp.submitter = std::move(who);
+    }
+    exp.run_as = std::move(r);
+  }
+  if (!exp.run_as->set()) return std::optional<RunAs>();
+  return exp.run_as;
+}
+
 Result<WorkingCopy> Engine::MakeWorkingCopy(Live& live) {
   const RunFiles& files = FilesOf(live);
+  DROVER_ASSIGN_OR_RETURN(const std::optional<RunAs> run_as, RunAsOf(*live.exp));
   if (!live.exp->logs_ready) {
     // One log folder per experiment, not per run (each folder is an inode).
     std::error_code ec;
     if (FileFault(files.logs)) ec = std::error_code(errno, std::generic_category());
     else fs::create_directories(files.logs, ec);
     if (ec) return Status(Code::kIo, "cannot create '" + files.logs + "': " + ec.message());
+    if (run_as) {
+      // The experiment's logs are its submitter's alone.
+      DROVER_RETURN_IF_ERROR(GiveTo(files.logs, *run_as));
+      chmod(files.logs.c_str(), 0700);
+      OpenToUsers(files.logs);
+    }
     live.exp->logs_ready = true;
   }
   // One working copy per run, from the immutable snapshot; retries reuse it.
@@ -211,6 +290,23 @@ Result<WorkingCopy> Engine::MakeWorkingCopy(Live& live) {
   }
   DROVER_ASSIGN_OR_RETURN(WorkingCopy wc, working_copies_->Prepare(live.exp->snapshot, files, fresh,
                                                                    DataMounts(live, files.work)));
+  if (run_as) {
+    // What the run writes is its submitter's: its working copy (a copy's files, or an overlay's
+    // mount point and upper layer, whose owner the merged folder takes) and its checkpoints.
+    if (wc.overlay.empty()) {
+      DROVER_RETURN_IF_ERROR(GiveTreeTo(wc.path, *run_as));
+    } else {
+      DROVER_RETURN_IF_ERROR(GiveTo(wc.path, *run_as));
+      DROVER_RETURN_IF_ERROR(GiveTo(wc.overlay.upper, *run_as));
+      OpenToUsers(wc.overlay.upper);
+    }
+    OpenToUsers(wc.path);
+    std::error_code ec;
+    fs::create_directories(files.checkpoints, ec);
+    if (ec) return Status(Code::kIo, "cannot create '" + files.checkpoints + "': " + ec.message());
+    DROVER_RETURN_IF_ERROR(GiveTo(files.checkpoints, *run_as));
+    OpenToUsers(files.checkpoints);
+  }
   if (!copies_said_ && working_copies_->probed()) {
     copies_said_ = true;
     if (!working_copies_->overlay()) {
@@ -290,6 +386,7 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
     ls.argv = a.argv;
     ls.env = RunEnv(live, a, files.checkpoints);
     ls.cwd = a.workdir;
+    if (live.exp->run_as) ls.run_as = *live.exp->run_as;
     ls.stdout_path = a.stdout_path;
     ls.stderr_path = a.stderr_path;
     // The daemon's runs are started by its supervisor (or under a shim), which records how each

@@ -106,7 +106,8 @@ Status Engine::CheckSubmit(const Spec& spec) {
   return CheckSpecFits(spec, book_.gpus(), options_.scheduler.gpu_reserve, options_.cpu_slots);
 }
 
-Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_dir) {
+Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_dir,
+                                     const UnixUser* reader) {
   PreparedSubmit p;
   p.spec = spec;
   if (p.spec.container) {
@@ -141,7 +142,11 @@ Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_
         const fs::path path(in);
         const std::string abs =
             path.is_absolute() ? in : (fs::path(spec.project_dir) / path).lexically_normal().string();
-        Result<std::string> hash = HashTree(abs, &cache);
+        Result<std::string> hash = [&]() -> Result<std::string> {
+          ActingAs as(reader);  // the submitter's files, read with their rights
+          if (!as.status().ok()) return as.status();
+          return HashTree(abs, &cache);
+        }();
         if (!hash.ok()) {
           return Status(hash.status().code(), fmt::format("stage {}: input '{}': {}", st.name, in,
                                                           hash.status().message()));
@@ -160,7 +165,8 @@ Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_
     DROVER_ASSIGN_OR_RETURN(auto argv, RenderCommand(view, p.params[i]));
     p.argvs.push_back(std::move(argv));
   }
-  DROVER_ASSIGN_OR_RETURN(p.snapshot, TakeSnapshot(spec.workdir, store_dir + "/snapshots", {.excluded = store_dir}));
+  DROVER_ASSIGN_OR_RETURN(p.snapshot, TakeSnapshot(spec.workdir, store_dir + "/snapshots",
+                                                {.excluded = store_dir, .owner = reader}));
   return p;
 }
 

@@ -71,6 +71,10 @@ struct Engine::ExperimentEntry {
   // with the client), by name; made at its first launch (Engine::RunEnv).
   std::map<std::string, std::string> base_env;
   bool base_env_ready = false;
+  // Whose rights its runs have (EngineOptions::runs_as_submitter), looked up at its first launch;
+  // unset: the engine's own.
+  std::optional<RunAs> run_as;
+  std::optional<UnixUser> submitter;
   std::optional<SearchState> search;     // spec.search with a sampler: trials made as proposed
   std::optional<search::Pruner> pruner;  // spec.prune: runs stopped when their curve is behind
   // A pipeline's stages: the spec each stage's runs run under (StageView), by stage name.

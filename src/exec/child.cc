@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,6 +33,14 @@ std::vector<char*> Pointers(const std::vector<std::string>& v) {
 
 }  // namespace
 
+int DropTo(uint32_t uid, uint32_t gid, const uint32_t* groups, size_t ngroups) {
+  static_assert(sizeof(gid_t) == sizeof(uint32_t));
+  if (syscall(SYS_setgroups, ngroups, groups) != 0) return errno;
+  if (syscall(SYS_setresgid, gid, gid, gid) != 0) return errno;
+  if (syscall(SYS_setresuid, uid, uid, uid) != 0) return errno;
+  return 0;
+}
+
 namespace {
 
 // What a spawned child needs, prepared by its parent: the child shares the parent's memory until
@@ -43,6 +52,7 @@ struct SpawnTask {
   const char* cwd;  // nullptr = stay
   int out_fd;
   int err_fd;
+  const RunAs* run_as;
   int err = 0;
   const char* step = nullptr;
 };
@@ -77,6 +87,12 @@ __attribute__((no_sanitize("address", "undefined"))) int SpawnEntry(void* arg) {
     const long max_fd = std::min<long>(sysconf(_SC_OPEN_MAX), 1 << 16);
     for (int fd = 3; fd < max_fd; ++fd) close(fd);
   }
+  if (t->run_as->set()) {
+    const RunAs& r = *t->run_as;
+    errno = DropTo(static_cast<uint32_t>(r.uid), static_cast<uint32_t>(r.gid), r.groups.data(),
+                   r.groups.size());
+    if (errno != 0) fail("taking its submitter's user and groups");
+  }
   if (t->cwd != nullptr && chdir(t->cwd) != 0) fail("entering the working directory");
   sigset_t none;
   sigemptyset(&none);
@@ -106,7 +122,8 @@ ForkOutcome SpawnChild(const ChildPlan& plan, int out_fd, int err_fd) {
                  envp.data(),
                  plan.cwd.empty() ? nullptr : plan.cwd.c_str(),
                  AboveStdio(out_fd, &owned_out),
-                 AboveStdio(err_fd, &owned_err)};
+                 AboveStdio(err_fd, &owned_err),
+                 &plan.run_as};
   // The child's stack, one per thread that spawns, kept: the child is done with it once clone
   // returns (it has exec'd or exited).
   constexpr size_t kStack = 64 * 1024;
@@ -154,6 +171,7 @@ ForkOutcome ForkChild(const ChildPlan& plan, int out_fd, int err_fd) {
     task.program = plan.program.c_str();
     task.argv = argv.data();
     task.envp = envp.data();
+    task.run_as = &plan.run_as;
   }
   const char* exec_path = plan.exec_path.c_str();
   const char* cwd = plan.cwd.empty() ? nullptr : plan.cwd.c_str();
@@ -197,6 +215,16 @@ ForkOutcome ForkChild(const ChildPlan& plan, int out_fd, int err_fd) {
     if (plan.mount_overlay) {
       const char* step = "";
       if (int e = EnterOverlay(plan.overlay, &step); e != 0) fail(e, step);
+    }
+    // A run without a shim takes its submitter's rights now (the mount needed the starter's);
+    // under a shim, the shim keeps them to record the end and the run drops (ShimMain).
+    if (!plan.shim && plan.run_as.set()) {
+      const RunAs& r = plan.run_as;
+      if (int e = DropTo(static_cast<uint32_t>(r.uid), static_cast<uint32_t>(r.gid),
+                         r.groups.data(), r.groups.size());
+          e != 0) {
+        fail(e, "taking its submitter's user and groups");
+      }
     }
     // After the mount: a cwd taken before it would be the empty folder under the overlay.
     if (cwd != nullptr && chdir(cwd) != 0) fail(errno, "entering the working directory");

@@ -16,6 +16,22 @@
 
 namespace drover {
 
+// Whose rights a run has (docs/lab-server.md, "Runs as their submitter"): a root daemon starts
+// each run as its submitter, with their uid, primary gid and supplementary groups; unset (uid
+// -1), the run keeps the starter's.
+struct RunAs {
+  int64_t uid = -1;
+  int64_t gid = -1;
+  std::vector<uint32_t> groups;
+  bool set() const { return uid >= 0; }
+};
+
+// Takes `who`'s rights for good (supplementary groups, then gid, then uid: real, effective and
+// saved), with raw syscalls that change only the calling process (glibc's wrappers would signal
+// every thread of a process a vfork child shares memory with). Async-signal-safe. Returns 0 or
+// the errno of the step that failed.
+int DropTo(uint32_t uid, uint32_t gid, const uint32_t* groups, size_t ngroups);
+
 struct ChildPlan {
   // With `shim`, the child becomes the run's shim (ShimMain): it starts `program` with `argv`
   // and `env` in its group and records the end in `exit_path`. Without, it execs `exec_path`
@@ -32,6 +48,9 @@ struct ChildPlan {
   std::string cwd;  // "" = stay where we are
   bool mount_overlay = false;
   PreparedOverlay overlay;
+  // The run (not its shim, which stays the starter's to record the end) drops to these rights
+  // after its working copy is mounted and before it enters its folder.
+  RunAs run_as;
 };
 
 // How a fork went: the child's pid (0 when there is none), and when its setup failed, the errno

@@ -152,6 +152,20 @@ Status PosixLauncher::PlanStart(const LaunchSpec& spec, ChildPlan* plan, int* ou
     close(*out_fd);
     return s;
   }
+  if (spec.run_as.set()) {
+    // The run's logs are its submitter's, like everything it writes.
+    for (int fd : {*out_fd, *err_fd}) {
+      if (fchown(fd, static_cast<uid_t>(spec.run_as.uid), static_cast<gid_t>(spec.run_as.gid)) !=
+          0) {
+        Status s = ErrnoStatus("cannot give the output file '" + spec.stdout_path + "' to uid " +
+                               std::to_string(spec.run_as.uid));
+        close(*out_fd);
+        if (*err_fd != *out_fd) close(*err_fd);
+        return s;
+      }
+    }
+  }
+  plan->run_as = spec.run_as;
   plan->exit_path = spec.exit_path;
   plan->exit_log = spec.stdout_path;
   plan->program = resolved;

@@ -360,5 +360,35 @@ TEST_F(PosixLauncherTest, WakeFromAnotherThreadEndsTheWaitAtOnce) {
   launcher_.SignalGroup(pid, SIGKILL);
 }
 
+TEST_F(PosixLauncherTest, ARunGivenAUserRunsWithItsIdsAndGroupsOnly) {
+  if (geteuid() != 0) GTEST_SKIP() << "dropping to another user needs root";
+  fs::permissions(dir_, fs::perms::all);
+  LaunchSpec spec = Spec({"sh", "-c", "id -u; id -g; id -G; cat /proc/self/status | grep ^CapEff"});
+  spec.run_as.uid = 65534;
+  spec.run_as.gid = 65534;
+  spec.run_as.groups = {65534, 100};
+  ProcessExit e = WaitFor(StartOk(spec));
+  EXPECT_EQ(e.exit_code, 0);
+  std::ifstream in(dir_ + "/out.txt");
+  std::stringstream out;
+  out << in.rdbuf();
+  // Its uid, gid and exactly the groups given (none of root's), and no capability left.
+  EXPECT_EQ(out.str(), "65534\n65534\n65534 100\nCapEff:\t0000000000000000\n");
+}
+
+TEST_F(PosixLauncherTest, ARunThatCannotEnterItsFolderAsItsUserFailsToStart) {
+  if (geteuid() != 0) GTEST_SKIP() << "dropping to another user needs root";
+  fs::create_directories(dir_ + "/private");
+  fs::permissions(dir_ + "/private", fs::perms::owner_all);
+  fs::permissions(dir_, fs::perms::all);
+  LaunchSpec spec = Spec({"true"});
+  spec.cwd = dir_ + "/private";
+  spec.run_as.uid = 65534;
+  spec.run_as.gid = 65534;
+  Result<int> pid = launcher_.Start(spec);
+  ASSERT_FALSE(pid.ok());
+  EXPECT_NE(pid.status().message().find("entering the working directory"), std::string::npos)
+      << pid.status().message();
+}
 }  // namespace
 }  // namespace drover

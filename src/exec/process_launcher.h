@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "exec/child.h"
 #include "exec/working_copy.h"
 #include "model/run.h"
 #include "model/spec.h"
@@ -51,6 +52,9 @@ struct LaunchSpec {
   // Data shown read-only in the overlay's working copy (bound in the run's mount namespace; only
   // with an overlay: a copied working copy has symbolic links to the data instead).
   std::vector<DataMount> data;
+  // Set: the run executes as this user (a root daemon's runs, docs/lab-server.md); its output
+  // files are theirs.
+  RunAs run_as;
   AttemptRequest request;
 };
 

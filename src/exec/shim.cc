@@ -183,9 +183,49 @@ void ShimMain(const ShimTask& task) {
   posix_spawnattr_setsigmask(&attr, &empty);
   posix_spawnattr_setsigdefault(&attr, &defaults);
   pid_t pid = 0;
-  int err = (task.program == nullptr || task.program[0] == '\0')
-                ? ENOENT
-                : posix_spawn(&pid, task.program, nullptr, &attr, task.argv, task.envp);
+  int err = 0;
+  if (task.program == nullptr || task.program[0] == '\0') {
+    err = ENOENT;
+  } else if (task.run_as == nullptr || !task.run_as->set()) {
+    err = posix_spawn(&pid, task.program, nullptr, &attr, task.argv, task.envp);
+  } else {
+    // The run as its submitter: posix_spawn cannot change users, so a fork (the shim has one
+    // thread) that drops before it execs; the shim keeps the starter's rights, so the run can
+    // neither stop it nor write its exit file. The errno of a failed step comes back on a pipe.
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) != 0) {
+      err = errno;
+    } else {
+      pid = fork();
+      if (pid == 0) {
+        close(report[0]);
+        for (int sig : kChildDefaultSignals) signal(sig, SIG_DFL);
+        const RunAs& r = *task.run_as;
+        int e = DropTo(static_cast<uint32_t>(r.uid), static_cast<uint32_t>(r.gid),
+                       r.groups.data(), r.groups.size());
+        if (e == 0) {
+          execve(task.program, task.argv, task.envp);
+          e = errno;
+        }
+        (void)!write(report[1], &e, sizeof e);
+        _exit(127);
+      }
+      err = pid < 0 ? errno : 0;
+      close(report[1]);
+      int child_err = 0;
+      ssize_t n;
+      do {
+        n = read(report[0], &child_err, sizeof child_err);
+      } while (n < 0 && errno == EINTR);
+      close(report[0]);
+      if (pid > 0 && n == static_cast<ssize_t>(sizeof child_err)) {
+        // It never ran: reaped here, reported as a start that failed.
+        while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+        }
+        err = child_err != 0 ? child_err : EIO;
+      }
+    }
+  }
   posix_spawnattr_destroy(&attr);
 
   int exit_code = -1, sig = 0;

@@ -31,6 +31,7 @@ int RunShim(int argc, char** argv);
 // prepared by the caller, so nothing here allocates before the run starts. First it writes
 // "<pid> <start ticks>\n" to the exit file: an engine that dies before it records the pid finds
 // the shim through that line (ReadShimStart), and its absence proves the run never started.
+struct RunAs;  // exec/child.h
 struct ShimTask {
   const char* exit_path = nullptr;
   const char* program = nullptr;  // resolved path of argv[0]; null or "" = not found
@@ -39,6 +40,8 @@ struct ShimTask {
   // Closed once the start line is written (the launcher waits for that before it returns, so an
   // engine that dies right after a start finds the run through its exit file); -1: none.
   int started_fd = -1;
+  // Set: the run (not the shim) takes these rights before it execs (child.h, RunAs).
+  const RunAs* run_as = nullptr;
 };
 [[noreturn]] void ShimMain(const ShimTask& task);
 

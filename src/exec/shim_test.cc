@@ -503,6 +503,23 @@ TEST_P(ShimTest, ReusedPidIsGoneAtOnceAndLeftAlone) {
 
 namespace drover {
 namespace {
+TEST_P(ShimTest, TheRunDropsToItsSubmitterWhileTheShimRecordsItsEnd) {
+  if (geteuid() != 0) GTEST_SKIP() << "dropping to another user needs root";
+  // The run's folder and logs are the user's; the exit file is the shim's.
+  fs::permissions(dir_, fs::perms::all);
+  LaunchSpec spec = Spec({"sh", "-c", "id -u; id -G; touch /proc/1/drover-x 2>/dev/null || echo denied"});
+  spec.run_as.uid = 65534;
+  spec.run_as.gid = 65534;
+  spec.run_as.groups = {65534};
+  const int pid = StartOk(spec);
+  ProcessExit e = WaitFor(pid);
+  EXPECT_EQ(e.exit_code, 0) << ReadFile(dir_ + "/err.txt");
+  EXPECT_EQ(ReadFile(dir_ + "/out.txt"), "65534\n65534\ndenied\n");
+  struct stat st {};
+  ASSERT_EQ(stat((dir_ + "/out.txt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u) << "the run's log is its user's";
+}
+
 INSTANTIATE_TEST_SUITE_P(ForkAndExec, ShimTest, ::testing::Values(ShimMode::kFork, ShimMode::kExec),
                          [](const ::testing::TestParamInfo<ShimMode>& i) {
                            switch (i.param) {

@@ -38,17 +38,38 @@ namespace {
 // Git helpers run with our environment minus what would point git at another repository, and
 // with optional locks off so a snapshot never contends with the user's own git commands for the
 // index lock.
-CaptureOptions GitOptions() {
+// For a snapshot read with its submitter's rights (SnapshotOptions::owner), git runs as them too
+// (setpriv: their uid, gid and groups, their HOME so their git config and excludes apply).
+CaptureOptions GitOptions(const UnixUser* as) {
   CaptureOptions o;
   o.unset_env = {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OPTIONAL_LOCKS"};
   o.set_env = {"GIT_OPTIONAL_LOCKS=0"};
+  if (as != nullptr) {
+    o.unset_env.insert(o.unset_env.end(), {"HOME", "USER", "LOGNAME", "XDG_CONFIG_HOME"});
+    o.set_env.push_back("HOME=" + (as->home.empty() ? std::string("/") : as->home));
+    if (!as->name.empty()) {
+      o.set_env.push_back("USER=" + as->name);
+      o.set_env.push_back("LOGNAME=" + as->name);
+    }
+  }
   // A repository on a hung network mount must not hold a submit for ever.
   o.timeout_ms = 120'000;
   return o;
 }
 
-Result<Captured> RunGit(const std::vector<std::string>& args) {
-  return RunAndCapture(args, GitOptions());
+std::vector<std::string> AsUser(std::vector<std::string> args, const UnixUser* as) {
+  if (as == nullptr) return args;
+  std::string groups;
+  for (int64_t g : as->groups) groups += (groups.empty() ? "" : ",") + std::to_string(g);
+  std::vector<std::string> out = {"setpriv", "--reuid=" + std::to_string(as->uid),
+                                  "--regid=" + std::to_string(as->gid),
+                                  groups.empty() ? "--clear-groups" : "--groups=" + groups, "--"};
+  out.insert(out.end(), std::make_move_iterator(args.begin()), std::make_move_iterator(args.end()));
+  return out;
+}
+
+Result<Captured> RunGit(const std::vector<std::string>& args, const UnixUser* as) {
+  return RunAndCapture(AsUser(args, as), GitOptions(as));
 }
 
 std::string TrimNewline(std::string s) {
@@ -91,6 +112,7 @@ std::string Mib(int64_t bytes) {
 struct Listing {
   std::string root;
   std::vector<std::string> excluded;  // folders relative to root, never captured
+  const UnixUser* as = nullptr;       // git runs as this user (SnapshotOptions::owner)
   int64_t max_bytes = 0;
   int64_t max_files = 0;
   int64_t bytes = 0;
@@ -182,7 +204,7 @@ Status AddPath(const fs::path& root, const std::string& rel, Listing* entries) {
 Status AddListed(const fs::path& root, const std::vector<std::string>& git_args, Listing* entries) {
   std::string partial;
   Status added;
-  CaptureOptions o = GitOptions();
+  CaptureOptions o = GitOptions(entries->as);
   o.on_output = [&](std::string_view chunk) {
     partial.append(chunk);
     size_t start = 0;
@@ -195,7 +217,7 @@ Status AddListed(const fs::path& root, const std::vector<std::string>& git_args,
     partial.erase(0, start);
     return true;
   };
-  auto run = RunAndCapture(git_args, o);
+  auto run = RunAndCapture(AsUser(git_args, entries->as), o);
   if (!added.ok()) return added;
   if (!run.ok()) return run.status();
   if (run->exit_code != 0) {
@@ -220,6 +242,19 @@ void RemoveStaleTemps(const fs::path& dir) {
 
 Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& snapshots_dir,
                               const SnapshotOptions& options) {
+  // The submitter's files are read with the submitter's rights (a root daemon's submits): this
+  // thread acts as them, stepping back to the daemon's own rights only to write the store.
+  const UnixUser* owner = options.owner;
+  ActingAs as(owner);
+  if (!as.status().ok()) return as.status();
+  const UnixUser* git_as = as.active() ? owner : nullptr;
+  // Runs the store's side of the work with the daemon's own rights.
+  auto own = [&](auto&& step) {
+    as.Pause();
+    auto result = step();
+    as.Resume();
+    return result;
+  };
   std::error_code ec;
   fs::path root = fs::canonical(workdir, ec);
   if (ec || !fs::is_directory(root)) {
@@ -232,6 +267,7 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
   listing.root = root_s;
   listing.max_bytes = options.max_bytes;
   listing.max_files = options.max_files;
+  listing.as = git_as;
   // The store's folders, where they lie inside the workdir: a store captured into itself grows
   // with every submit, and its temp folders vanish while they are copied.
   for (const std::string& folder : {snapshots_dir, options.excluded}) {
@@ -246,7 +282,7 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
   }
 
   // Is it a git work tree? (No git installed reads as "no".)
-  auto inside = RunGit({"git", "-C", root_s, "rev-parse", "--is-inside-work-tree"});
+  auto inside = RunGit({"git", "-C", root_s, "rev-parse", "--is-inside-work-tree"}, git_as);
   const bool have_git = inside.ok();
   snap.git = inside.ok() && inside->exit_code == 0 && TrimNewline(inside->out) == "true";
 
@@ -257,11 +293,12 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
     // git_commit restores the tracked changes (untracked files are in the files); without a
     // commit there is no diff.
     auto head = std::async(std::launch::async, [&] {
-      return RunGit({"git", "-C", root_s, "rev-parse", "--verify", "-q", "HEAD"});
+      return RunGit({"git", "-C", root_s, "rev-parse", "--verify", "-q", "HEAD"}, git_as);
     });
     auto diff = std::async(std::launch::async, [&] {
       return RunGit({"git", "-C", root_s, "diff", "HEAD", "--binary", "--no-color",
-                     "--no-ext-diff", "--", "."});
+                     "--no-ext-diff", "--", "."},
+                    git_as);
     });
     // Tracked plus untracked-but-not-ignored, relative to the workdir: the committed tree plus
     // the uncommitted changes, as `git status` sees them.
@@ -278,12 +315,20 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
     // Not a repository: list the files through a throwaway empty repository whose work tree is
     // the workdir, so .gitignore files (and the user's global excludes) are honoured.
     std::error_code mk;
-    fs::create_directories(snapshots_dir, mk);
     std::string tmpl = (fs::path(snapshots_dir) / ".tmp-gitdir-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr)
-      return ErrnoStatus("cannot create a temp folder in '" + snapshots_dir + "'");
+    const bool made = own([&] {
+      fs::create_directories(snapshots_dir, mk);
+      if (mkdtemp(tmpl.data()) == nullptr) return false;
+      // The throwaway repository is the submitter's to write.
+      if (git_as != nullptr && lchown(tmpl.c_str(), static_cast<uid_t>(git_as->uid),
+                                      static_cast<gid_t>(git_as->gid)) != 0) {
+        return false;
+      }
+      return true;
+    });
+    if (!made) return ErrnoStatus("cannot create a temp folder in '" + snapshots_dir + "'");
     const std::string gitdir = tmpl;
-    auto init = RunGit({"git", "init", "-q", "--bare", "--template=", gitdir});
+    auto init = RunGit({"git", "init", "-q", "--bare", "--template=", gitdir}, git_as);
     Status listed = Internal("git init failed");
     if (init.ok() && init->exit_code == 0) {
       listed = AddListed(root,
@@ -291,7 +336,7 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
                           "ls-files", "-z", "-co", "--exclude-standard"},
                          &listing);
     }
-    fs::remove_all(gitdir, mk);
+    own([&] { return fs::remove_all(gitdir, mk); });
     if (listed.code() == Code::kFailedPrecondition) return listed;  // over a limit
     if (!listed.ok()) {
       listing.entries.clear();
@@ -313,6 +358,12 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
   // The tree's hash: every path, mode and content hash, in path order.
   auto tree_hash = [&](const std::vector<std::string>& content) {
     Sha256 tree;
+    // A submitter's own snapshot (its files are theirs) is stored apart from the same tree of
+    // anyone else's.
+    if (owner != nullptr) {
+      tree.Update("owner " + std::to_string(owner->uid) + ":" + std::to_string(owner->gid));
+      tree.Update(nul);
+    }
     for (size_t i = 0; i < entries.size(); ++i) {
       tree.Update(entries[i].rel);
       tree.Update(nul);
@@ -325,6 +376,11 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
   };
   // What `drover verify` checks the stored files against (exec/snapshot.h: SnapshotManifest).
   auto write_manifest = [&](const std::vector<std::string>& content) {
+    as.Pause();
+    struct Resume {
+      ActingAs& as;
+      ~Resume() { as.Resume(); }
+    } resume{as};
     const std::string path = SnapshotManifest(snapshots_dir, snap.hash);
     struct stat st;
     if (stat(path.c_str(), &st) == 0) return;
@@ -350,7 +406,7 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
   const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
-  HashCache cache(snapshots_dir);
+  HashCache cache = own([&] { return HashCache(snapshots_dir); });
   {
     // Unchanged files since an earlier snapshot are known by their keys: when all are and that
     // snapshot is stored, it is the answer, and nothing is read or copied.
@@ -385,18 +441,34 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
 
   // Copy into a temp folder beside the final one and rename it into place at the end, so a crash
   // never leaves a half-written snapshot under a hash name.
-  fs::create_directories(snapshots_dir, ec);
-  if (ec) return Status(Code::kIo, "cannot create '" + snapshots_dir + "': " + ec.message());
-  RemoveStaleTemps(snapshots_dir);
   std::string tmp = (fs::path(snapshots_dir) / ".tmp-XXXXXX").string();
-  if (FileFault(tmp) || mkdtemp(tmp.data()) == nullptr) {
-    return ErrnoStatus("cannot create a temp folder in '" + snapshots_dir + "'");
-  }
-  chmod(tmp.c_str(), 0755);  // mkdtemp makes it 0700
+  Status made = own([&]() -> Status {
+    fs::create_directories(snapshots_dir, ec);
+    if (ec) return Status(Code::kIo, "cannot create '" + snapshots_dir + "': " + ec.message());
+    RemoveStaleTemps(snapshots_dir);
+    if (FileFault(tmp) || mkdtemp(tmp.data()) == nullptr) {
+      return ErrnoStatus("cannot create a temp folder in '" + snapshots_dir + "'");
+    }
+    if (owner == nullptr) {
+      chmod(tmp.c_str(), 0755);  // mkdtemp makes it 0700
+      return Status::Ok();
+    }
+    // A submitter's snapshot is theirs alone: they write it (as them, below), and others
+    // cannot enter it; the folder of snapshots only lets them through to it.
+    if (git_as != nullptr) {  // acting as them (paused just now)
+      chmod(snapshots_dir.c_str(), 0711);
+      if (lchown(tmp.c_str(), static_cast<uid_t>(owner->uid), static_cast<gid_t>(owner->gid)) !=
+          0) {
+        return ErrnoStatus("cannot give '" + tmp + "' to " + DisplayName(*owner));
+      }
+    }
+    return Status::Ok();
+  });
+  if (!made.ok()) return made;
 
   auto drop_tmp = [&] {
     std::error_code ignored;
-    fs::remove_all(tmp, ignored);
+    own([&] { return fs::remove_all(tmp, ignored); });
   };
   auto fail = [&](Status s) {
     drop_tmp();
@@ -435,6 +507,8 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
     }
     content.push_back(std::move(content_hash));
   }
+  // The rest is the store's: the daemon's own rights.
+  as.Pause();
   cache.Save();
 
   snap.hash = tree_hash(content);

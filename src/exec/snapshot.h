@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/users.h"
 #include "model/run.h"
 
 namespace drover {
@@ -23,6 +24,10 @@ struct SnapshotOptions {
   // --store runs-db` in the project folder). snapshots_dir is never captured either, and a folder
   // named .drover (the default store) is skipped wherever it is.
   std::string excluded;
+  // Set (a root daemon's submit, docs/lab-server.md): the workdir is read with this user's rights
+  // (git runs as them) and the snapshot's files are theirs, stored apart from anyone else's same
+  // tree (the owner is part of the hash).
+  const UnixUser* owner = nullptr;
 };
 
 // Captures `workdir` into `<snapshots_dir>/<hash>` (reused when it exists). A workdir over

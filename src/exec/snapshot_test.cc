@@ -434,5 +434,49 @@ TEST(CopyAndHashTest, AFifoIsRefusedAtOnceNotWaitedOn) {
   std::filesystem::remove_all(dir);
 }
 
+TEST_F(SnapshotTest, ASubmittersSnapshotIsReadWithTheirRightsAndIsTheirs) {
+  if (geteuid() != 0) GTEST_SKIP() << "reading as another user needs root";
+  UnixUser nobody = LookupUser(65534, 65534);
+  fs::permissions(dir_, fs::perms::owner_all | fs::perms::others_exec | fs::perms::others_read);
+  fs::permissions(work_, fs::perms::owner_all | fs::perms::others_exec | fs::perms::others_read);
+  WriteFile(work_ / "train.py", "print(1)\n");
+  WriteFile(work_ / "sub" / "util.py", "x = 2\n");
+  fs::permissions(work_ / "sub", fs::perms::owner_all | fs::perms::others_exec |
+                                     fs::perms::others_read);
+  fs::permissions(work_ / "sub" / "util.py", fs::perms::owner_read | fs::perms::others_read);
+  WriteFile(work_ / "secret.key", "root only\n");
+  fs::permissions(work_ / "secret.key", fs::perms::owner_read | fs::perms::owner_write);
+  // A file the user may not read is not read for them (git ignores nothing here: no repo).
+  SnapshotOptions as_nobody;
+  as_nobody.owner = &nobody;
+  Result<Snapshot> refused = TakeSnapshot(work_.string(), store_.string(), as_nobody);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("secret.key"), std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("Permission denied"), std::string::npos);
+  // This thread is itself again: root reads it.
+  EXPECT_EQ(ReadFile(work_ / "secret.key"), "root only\n");
+  fs::remove(work_ / "secret.key");
+  Result<Snapshot> theirs = TakeSnapshot(work_.string(), store_.string(), as_nobody);
+  ASSERT_TRUE(theirs.ok()) << theirs.status().ToString();
+  Snapshot plain = Take(work_);
+  // The same tree, stored apart: theirs is theirs, files and folders.
+  EXPECT_NE(theirs->hash, plain.hash);
+  for (const fs::path& p : {fs::path(theirs->path), fs::path(theirs->path) / "train.py",
+                            fs::path(theirs->path) / "sub" / "util.py"}) {
+    struct stat st {};
+    ASSERT_EQ(lstat(p.c_str(), &st), 0) << p;
+    EXPECT_EQ(st.st_uid, 65534u) << p;
+  }
+  struct stat st {};
+  ASSERT_EQ(stat(theirs->path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 077, 0u) << "nobody else enters a submitter's snapshot";
+  ASSERT_EQ(stat(plain.path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  // Taken again: the same snapshot, found without a copy.
+  Result<Snapshot> again = TakeSnapshot(work_.string(), store_.string(), as_nobody);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->hash, theirs->hash);
+}
 }  // namespace
 }  // namespace drover

@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <time.h>
+
+#include <cstdio>
 #include <unistd.h>
 
 #include <algorithm>
@@ -398,6 +400,9 @@ std::string Supervisor::Encode(const ChildPlan& p) {
     PutU32(&out, b.dir ? 1 : 0);
     PutU32(&out, static_cast<uint32_t>(b.flags));
   }
+  PutString(&out, std::to_string(p.run_as.uid) + " " + std::to_string(p.run_as.gid));
+  PutU32(&out, static_cast<uint32_t>(p.run_as.groups.size()));
+  for (uint32_t g : p.run_as.groups) PutU32(&out, g);
   return out;
 }
 
@@ -418,6 +423,21 @@ Result<ChildPlan> Supervisor::Decode(const std::string& bytes) {
     ok = r.String(&b.source) && r.String(&b.target) && r.Flag(&b.dir) && r.U32(&flags);
     b.flags = flags;
     p.overlay.binds.push_back(std::move(b));
+  }
+  std::string ids;
+  uint32_t groups = 0;
+  ok = ok && r.String(&ids) && r.U32(&groups) && groups <= 65536;
+  if (ok) {
+    long long uid = -1, gid = -1;
+    ok = std::sscanf(ids.c_str(), "%lld %lld", &uid, &gid) == 2 && uid >= -1 && gid >= -1 &&
+         uid <= UINT32_MAX && gid <= UINT32_MAX;
+    p.run_as.uid = uid;
+    p.run_as.gid = gid;
+  }
+  for (uint32_t i = 0; ok && i < groups; ++i) {
+    uint32_t g = 0;
+    ok = r.U32(&g);
+    p.run_as.groups.push_back(g);
   }
   ok = ok && r.AtEnd();
   if (!ok || p.argv.empty()) return InvalidArgument("not a supervisor request");

@@ -49,6 +49,9 @@ ChildPlan FullPlan() {
   p.overlay.gid_map = "1000 1000 1\n";
   p.overlay.binds = {{"/datasets/imagenet", "/store/runs/2/imagenet", true, 6},
                      {"/data/labels.csv", "/store/runs/2/labels.csv", false, 0}};
+  p.run_as.uid = 1001;
+  p.run_as.gid = 1002;
+  p.run_as.groups = {1002, 27, 44};
   return p;
 }
 
@@ -75,6 +78,15 @@ TEST(SupervisorEncodingTest, RoundTripsEveryField) {
   EXPECT_TRUE(back->overlay.binds[0].dir);
   EXPECT_EQ(back->overlay.binds[0].flags, 6u);
   EXPECT_FALSE(back->overlay.binds[1].dir);
+  EXPECT_EQ(back->run_as.uid, 1001);
+  EXPECT_EQ(back->run_as.gid, 1002);
+  EXPECT_EQ(back->run_as.groups, (std::vector<uint32_t>{1002, 27, 44}));
+  // Unset stays unset.
+  ChildPlan plain = FullPlan();
+  plain.run_as = RunAs{};
+  Result<ChildPlan> again = Supervisor::Decode(Supervisor::Encode(plain));
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->run_as.set());
 }
 
 TEST(SupervisorEncodingTest, RefusesEveryTruncationAndTrailingBytes) {

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/users.h"
 #include "testutil/cli_fixture.h"
 #include "testutil/cli_runner.h"
 
@@ -157,7 +158,7 @@ class SharedDaemonTest : public testing::CliFixture {
                               fs::perms::others_read | fs::perms::others_exec);
     store_ = (dir_ / "shared-store").string();
     fs::create_directories(store_);
-    Sh("chown " + std::string(kSvc) + ": " + store_);
+    if (!root_daemon_) Sh("chown " + std::string(kSvc) + ": " + store_);
     for (const char* u : {kAlice, kBob}) {
       const fs::path home = dir_ / u;
       fs::create_directories(home);
@@ -188,7 +189,7 @@ class SharedDaemonTest : public testing::CliFixture {
       ::kill(daemon_, SIGTERM);
       testing::WaitExit(daemon_);
     }
-    Sh("pkill -u " + std::string(kSvc) + " sleep >/dev/null 2>&1");
+    Sh("pkill -u " + std::string(kSvc) + "," + kAlice + "," + kBob + " sleep >/dev/null 2>&1");
     CliFixture::TearDown();
   }
 
@@ -225,14 +226,23 @@ class SharedDaemonTest : public testing::CliFixture {
     return pid;
   }
 
+  // The lab's daemon: root's (the system service: each run as its submitter), or with
+  // root_daemon_ false a service user's (every run as that user).
   void StartDaemon() {
     fs::remove(store_ + "/daemon.json");
-    daemon_ = Spawn({"/usr/bin/setpriv", "--reuid=" + std::string(kSvc),
-                     "--regid=" + std::string(kSvc), "--init-groups", testing::DroverBin(),
-                     "--store", store_, "serve", "--listen", "127.0.0.1:0", "--shared",
-                     "--config", (dir_ / "config.yaml").string(), "--fake-gpus", "2x16GiB",
-                     "--gpu-leases", "off"},
-                    (dir_ / "serve.out").string(), (dir_ / "serve.err").string(), dir_.string());
+    std::vector<std::string> argv = {testing::DroverBin(), "--store", store_, "serve",
+                                     "--listen", "127.0.0.1:0", "--shared", "--config",
+                                     (dir_ / "config.yaml").string(), "--fake-gpus", "2x16GiB",
+                                     "--gpu-leases", "off"};
+    if (!root_daemon_) {
+      argv.insert(argv.begin(), {"/usr/bin/setpriv", "--reuid=" + std::string(kSvc),
+                                 "--regid=" + std::string(kSvc), "--init-groups"});
+    }
+    // Something of the daemon's own environment that its users' runs must not see.
+    ::setenv("DROVER_TEST_DAEMONS_OWN", "not-for-runs", 1);
+    daemon_ = Spawn(argv, (dir_ / "serve.out").string(), (dir_ / "serve.err").string(),
+                    dir_.string());
+    ::unsetenv("DROVER_TEST_DAEMONS_OWN");
     for (int i = 0; i < 200 && !fs::exists(store_ + "/daemon.json"); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
@@ -282,6 +292,13 @@ class SharedDaemonTest : public testing::CliFixture {
     return ReadFile(base + ".out") + ReadFile(base + ".err");
   }
   pid_t daemon_ = -1;
+  bool root_daemon_ = true;
+};
+
+// A shared daemon run as a service user rather than root.
+class ServiceUserDaemonTest : public SharedDaemonTest {
+ protected:
+  ServiceUserDaemonTest() { root_daemon_ = false; }
 };
 
 TEST_F(SharedDaemonTest, EachUserIsKnownByTheKernelAndActsOnTheirOwnRunsOnly) {
@@ -353,11 +370,17 @@ TEST_F(SharedDaemonTest, EachUserIsKnownByTheKernelAndActsOnTheirOwnRunsOnly) {
   const std::string recipe = RawGetAs(kBob, "/api/v1/recipes/show?path=" + store_ + "/token");
   EXPECT_NE(recipe.find("403"), std::string::npos) << recipe;
   EXPECT_EQ(recipe.find(token_text.substr(0, 16)), std::string::npos) << recipe;
-  // Bob may not submit from Alice's folder (the daemon would read it with its own rights).
-  auto from_hers = As(kBob, {"submit", Home(kAlice) + "/long.yaml"}, Home(kBob));
+  // Bob may not capture a folder only Alice can read: the root daemon reads it as Bob.
+  fs::create_directories(Home(kAlice) + "/private");
+  Write(std::string(kAlice) + "/private/secret.py", "KEY = 'alice-only'\n");
+  Sh("chown -R " + std::string(kAlice) + ": " + Home(kAlice) + "/private && chmod 700 " +
+     Home(kAlice) + "/private");
+  Write(std::string(kBob) + "/steal.yaml",
+        "name: steal\ncommand: cat secret.py\nworkdir: " + Home(kAlice) + "/private\n");
+  Sh("chown " + std::string(kBob) + ": " + Home(kBob) + "/steal.yaml");
+  auto from_hers = As(kBob, {"submit", "steal.yaml"}, Home(kBob));
   EXPECT_NE(from_hers.exit_code, 0);
-  EXPECT_NE(from_hers.err.find("is not " + std::string(kBob) + "'s"), std::string::npos)
-      << from_hers.err;
+  EXPECT_NE(from_hers.err.find("Permission denied"), std::string::npos) << from_hers.err;
 
   // One user cannot take every event stream and log follow: 24 are allowed, 6 per user.
   EXPECT_EQ(StreamsAs(kBob, 7, kAlice), "200 200 200 200 200 200 503 | 200\n");
@@ -380,13 +403,120 @@ TEST_F(SharedDaemonTest, ADaemonKilledLeavesASocketTheNextOneReplaces) {
   auto ls = As(kBob, {"ls", "--json"});
   ASSERT_EQ(ls.exit_code, 0) << ls.err;
   EXPECT_EQ(nlohmann::json::parse(ls.out).size(), 1u);
-  // The run (adopted or queued again) runs as the daemon's own user: a daemon that is not root
-  // runs everything as itself (docs/lab-server.md).
+  // The run (adopted or queued again) runs as its submitter.
+  const std::string ran_as = (dir_ / "out" / "ran-as.txt").string();
+  for (int i = 0; i < 200 && ReadFile(ran_as).empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(ReadFile(ran_as), std::string(kAlice) + "\n");
+}
+
+TEST_F(ServiceUserDaemonTest, RunsExecuteAsTheServiceUserAndItSaysSo) {
+  // A daemon that is not root runs everything as itself (docs/lab-server.md).
+  ASSERT_EQ(As(kAlice, {"submit", "who.yaml"}, Home(kAlice)).exit_code, 0);
   const std::string ran_as = (dir_ / "out" / "ran-as.txt").string();
   for (int i = 0; i < 200 && ReadFile(ran_as).empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_EQ(ReadFile(ran_as), std::string(kSvc) + "\n");
+  EXPECT_NE(ReadFile((dir_ / "serve.out").string()).find("runs execute as this daemon's user"),
+            std::string::npos);
+}
+
+TEST_F(SharedDaemonTest, EachRunExecutesAsItsSubmitterAndItsFilesAreTheirs) {
+  // The run checks itself: its uid and groups, its HOME and environment, a file it may not read
+  // (the store's token) and a folder it may not write (root's home); it writes into a folder of
+  // its code and rewrites a file of it. Alice's code is big enough to be mounted (an overlay);
+  // Bob's is copied.
+  const std::string probe =
+      "name: self\ncommand: >-\n  sh -c 'id -u > uid.txt; id -G > groups.txt; echo \"$HOME\" > "
+      "home.txt; env > env.txt; cat \"$DROVER_STORE/token\" > token.txt 2>&1; touch "
+      "/root/drover-was-here 2>/dev/null && echo wrote > root.txt; echo more >> src/code.py && "
+      "mkdir -p src/out && echo ok > src/out/result.txt && echo done > done.txt'\n";
+  for (const char* u : {kAlice, kBob}) {
+    fs::create_directories(dir_ / u / "self" / "src");
+    Write(std::string(u) + "/self/self.yaml", probe);
+    Write(std::string(u) + "/self/src/code.py", "print('hi')\n");
+  }
+  for (int i = 0; i < 12; ++i) {  // past the copy limit of 8 files: Alice's is an overlay
+    Write(std::string(kAlice) + "/self/src/m" + std::to_string(i) + ".py", "x = 1\n");
+  }
+  for (const char* u : {kAlice, kBob}) {
+    Sh("chown -R " + std::string(u) + ": " + Home(u) + "/self && chmod -R go-rwx " + Home(u) +
+       "/self");
+  }
+  std::map<std::string, int64_t> run_of;
+  for (const char* u : {kAlice, kBob}) {
+    auto r = As(u, {"run", "self.yaml"}, Home(u) + "/self");
+    ASSERT_EQ(r.exit_code, 0) << u << ": " << r.out << r.err << ReadFile((dir_ / "serve.err").string());
+    auto ls = As(u, {"ls", "--mine", "--json"});
+    for (const auto& run : nlohmann::json::parse(ls.out)) {
+      if (run["state"] == "succeeded") run_of[u] = run["id"].get<int64_t>();
+    }
+    ASSERT_TRUE(run_of.count(u)) << ls.out;
+  }
+  for (const char* u : {kAlice, kBob}) {
+    SCOPED_TRACE(u);
+    const int64_t id = run_of[u];
+    auto user = LookupUserByName(u);
+    ASSERT_TRUE(user.ok());
+    // Alice's was mounted: what it wrote is in changes/; Bob's was copied: it is in runs/.
+    const std::string dir = store_ + (std::string(u) == kAlice ? "/changes/" : "/runs/") +
+                            std::to_string(id);
+    ASSERT_EQ(ReadFile(dir + "/done.txt"), "done\n") << dir;
+    EXPECT_EQ(ReadFile(dir + "/uid.txt"), std::to_string(user->uid) + "\n");
+    const std::string groups = ReadFile(dir + "/groups.txt");
+    const int64_t team = *LookupGroup(std::string(u) == kAlice ? kVision : kNlp);
+    EXPECT_NE((" " + groups).find(" " + std::to_string(team)), std::string::npos) << groups;
+    EXPECT_EQ((" " + groups).find(" 0 "), std::string::npos) << groups;  // not root's group
+    EXPECT_EQ(ReadFile(dir + "/home.txt"), user->home + "\n");
+    const std::string env = ReadFile(dir + "/env.txt");
+    EXPECT_EQ(env.find("DROVER_TEST_DAEMONS_OWN"), std::string::npos) << env;
+    EXPECT_NE(env.find("USER=" + std::string(u)), std::string::npos) << env;
+    EXPECT_NE(ReadFile(dir + "/token.txt").find("Permission denied"), std::string::npos);
+    EXPECT_FALSE(fs::exists(dir + "/root.txt"));
+    EXPECT_FALSE(fs::exists("/root/drover-was-here"));
+    EXPECT_EQ(ReadFile(dir + "/src/out/result.txt"), "ok\n");
+    EXPECT_EQ(ReadFile(dir + "/src/code.py"), "print('hi')\nmore\n");
+    // Every file it wrote, its folder and its logs are the submitter's.
+    for (const std::string& f : {dir, dir + "/done.txt", dir + "/src/out/result.txt",
+                                 dir + "/src/code.py"}) {
+      struct stat st {};
+      ASSERT_EQ(::lstat(f.c_str(), &st), 0) << f;
+      EXPECT_EQ(static_cast<int64_t>(st.st_uid), user->uid) << f;
+    }
+    auto show = As(u, {"show", std::to_string(id), "--json"});
+    ASSERT_EQ(show.exit_code, 0) << show.err;
+    const auto shown = nlohmann::json::parse(show.out);
+    const std::string log = shown["attempt_list"][0]["stdout_path"].get<std::string>();
+    struct stat st {};
+    ASSERT_EQ(::stat(log.c_str(), &st), 0) << log;
+    EXPECT_EQ(static_cast<int64_t>(st.st_uid), user->uid);
+    ASSERT_EQ(::stat(fs::path(log).parent_path().c_str(), &st), 0);
+    EXPECT_EQ(static_cast<int64_t>(st.st_uid), user->uid);
+    EXPECT_EQ(st.st_mode & 077, 0u) << "an experiment's logs are its submitter's alone";
+    // Its submitter reads it straight from the store; the other user cannot.
+    const char* other = std::string(u) == kAlice ? kBob : kAlice;
+    const std::string cat = "/usr/bin/setpriv --reuid=%s --regid=%s --init-groups cat " + log +
+                            " >/dev/null 2>&1";
+    char cmd[4096];
+    std::snprintf(cmd, sizeof cmd, cat.c_str(), u, u);
+    EXPECT_EQ(Sh(cmd), 0) << "the submitter reads their own log";
+    std::snprintf(cmd, sizeof cmd, cat.c_str(), other, other);
+    EXPECT_NE(Sh(cmd), 0) << "another user cannot";
+  }
+  // Each user's snapshot is theirs, and nobody else may enter it.
+  int theirs = 0;
+  for (const auto& e : fs::directory_iterator(store_ + "/snapshots")) {
+    if (e.path().filename().string().starts_with(".")) continue;
+    struct stat st {};
+    ASSERT_EQ(::stat(e.path().c_str(), &st), 0);
+    if (st.st_uid != 0) {
+      ++theirs;
+      EXPECT_EQ(st.st_mode & 077, 0u) << e.path();
+    }
+  }
+  EXPECT_GE(theirs, 2);
 }
 
 TEST_F(SharedDaemonTest, TeamsDecideTheShareAForgedGroupIsRefusedAndAFloodKeepsItsQuota) {

@@ -292,19 +292,47 @@ bool Worse(const Entry& a, const Entry& b) {
   return a.run->seq > b.run->seq;
 }
 
-// The runs of one group waiting, best first (a heap), and its share of the pool.
+// One user's runs waiting in a group, best first (a heap), and the GPUs they hold.
+struct UserQueue {
+  int held = 0;  // GPUs its runs hold, those started by this pass included
+  std::vector<Entry> heap;
+  size_t left = 0;  // entries not yet taken: heap[0, left)
+};
+
+// The runs of one group waiting, and its share of the pool. Inside the group, users share it
+// (two levels: docs/scheduling.md, "Fair share"): its next run is the best-ranked run of the
+// user holding the fewest of its GPUs. One user (every personal daemon) is the policy's order.
 struct GroupQueue {
   std::string name;
   double weight = 1;
   int quota = 0;  // 0: none
   int held = 0;   // GPUs its runs hold, those started by this pass included
-  std::vector<Entry> heap;
-  size_t left = 0;  // entries not yet taken: heap[0, left)
-  bool Empty() const { return left == 0; }
-  const Entry& Top() const { return heap.front(); }
+  std::vector<UserQueue> users;
+  std::unordered_map<std::string, size_t> user_of;
+  UserQueue& User(const std::string& user) {
+    auto [it, added] = user_of.try_emplace(user, users.size());
+    if (added) users.emplace_back();
+    return users[it->second];
+  }
+  UserQueue* Next() {
+    UserQueue* best = nullptr;
+    for (UserQueue& u : users) {
+      if (u.left == 0) continue;
+      if (!best || u.held < best->held ||
+          (u.held == best->held && Worse(best->heap.front(), u.heap.front()))) {
+        best = &u;
+      }
+    }
+    return best;
+  }
+  bool Empty() const {
+    return std::all_of(users.begin(), users.end(), [](const UserQueue& u) { return u.left == 0; });
+  }
+  const Entry& Top() { return Next()->heap.front(); }
   Entry Pop() {
-    std::pop_heap(heap.begin(), heap.begin() + left, Worse);
-    return heap[--left];
+    UserQueue& u = *Next();
+    std::pop_heap(u.heap.begin(), u.heap.begin() + u.left, Worse);
+    return u.heap[--u.left];
   }
   double Share() const { return held / std::max(weight, 1e-9); }
   bool Within(int gpus) const { return quota <= 0 || held + gpus <= quota; }
@@ -357,16 +385,18 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
   };
   if (cluster.groups.empty()) {
     GroupQueue& all = group("");
-    all.heap.reserve(queue.size());
     for (const auto& p : queue) {
-      if (may_start(p)) all.heap.push_back({RankOf(policy, InputOf(p, now)), &p});
+      if (may_start(p)) all.User(p.user).heap.push_back({RankOf(policy, InputOf(p, now)), &p});
     }
-    for (const RunningRun& r : cluster.active) all.held += static_cast<int>(r.gpus.size());
+    for (const RunningRun& r : cluster.active) {
+      all.held += static_cast<int>(r.gpus.size());
+      all.User(r.user).held += static_cast<int>(r.gpus.size());
+    }
   } else {
     for (const auto& p : queue) {
       GroupQueue& g = group(p.group);
       if (may_start(p)) {
-        g.heap.push_back({RankOf(policy, InputOf(p, now)), &p});
+        g.User(p.user).heap.push_back({RankOf(policy, InputOf(p, now)), &p});
       } else if (startable_but_for_slots(p) && GpusOf(p) > 0) {
         // Waiting for a CPU slot alone: it starts nowhere this pass, but a group within its
         // quota still reclaims the GPUs borrowed from it (below).
@@ -376,15 +406,21 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
       }
     }
     for (const RunningRun& r : cluster.active) {
-      group(r.group).held += static_cast<int>(r.gpus.size());
+      GroupQueue& g = group(r.group);
+      g.held += static_cast<int>(r.gpus.size());
+      g.User(r.user).held += static_cast<int>(r.gpus.size());
     }
   }
   // The fewest CPU slots a run in the heaps needs: once fewer are free, the pass is over.
   int64_t min_cpus = std::numeric_limits<int>::max();
   for (GroupQueue& g : groups) {
-    std::make_heap(g.heap.begin(), g.heap.end(), Worse);
-    g.left = g.heap.size();
-    for (const Entry& e : g.heap) min_cpus = std::min<int64_t>(min_cpus, std::max(0, e.run->resources.cpus));
+    for (UserQueue& u : g.users) {
+      std::make_heap(u.heap.begin(), u.heap.end(), Worse);
+      u.left = u.heap.size();
+      for (const Entry& e : u.heap) {
+        min_cpus = std::min<int64_t>(min_cpus, std::max(0, e.run->resources.cpus));
+      }
+    }
   }
 
   // What this pass hands out is taken from a copy of the pool (not of the running runs, which it
@@ -550,6 +586,7 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
     c.cpu_slots_used += p.resources.cpus;
     c.running[p.experiment_id] += 1;
     g.held += GpusOf(p);
+    g.User(p.user).held += GpusOf(p);
     d.starts.push_back(std::move(a));
     return Tried::kStarted;
   };
@@ -623,8 +660,10 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
   if (c.cpu_slots_total <= 0 || c.cpu_slots_used + min_cpus <= c.cpu_slots_total) {
     std::vector<std::pair<Entry, size_t>> cpu_only;
     for (size_t gi = 0; gi < groups.size(); ++gi) {
-      for (size_t i = 0; i < groups[gi].left; ++i) {
-        if (GpusOf(*groups[gi].heap[i].run) == 0) cpu_only.emplace_back(groups[gi].heap[i], gi);
+      for (const UserQueue& u : groups[gi].users) {
+        for (size_t i = 0; i < u.left; ++i) {
+          if (GpusOf(*u.heap[i].run) == 0) cpu_only.emplace_back(u.heap[i], gi);
+        }
       }
     }
     std::stable_sort(cpu_only.begin(), cpu_only.end(),

@@ -5,7 +5,8 @@
 //
 // What a pass does (docs/scheduling.md):
 //   - ranks waiting runs by the policy (sched/policy.h); with groups, offers GPUs to groups in
-//     order of GPUs held / weight (fair share), each group's best-ranked run first;
+//     order of GPUs held / weight (fair share), and inside a group to its users in order of
+//     GPUs held (two levels), each user's best-ranked run first;
 //   - places each where it fits: a run that declares gpu_memory goes to an idle GPU when one
 //     fits, and shares a GPU (several runs on one) when none does or when idle GPUs are worth
 //     keeping whole (a whole-GPU run waits): the least busy by telemetry, then the tightest fit;
@@ -43,6 +44,9 @@ struct PendingRun {
   Millis attained_gpu_ms = 0;          // GPU time its earlier attempts had
   std::optional<Millis> predicted_ms;  // predicted run time at its size
   std::string group;                   // fair share and quota (ClusterView::groups); "" = none
+  // Its submitter: inside a group, users share the group's GPUs (the run of the user holding
+  // the fewest goes first); "" = one user, the policy's order.
+  std::string user;
   bool preemptible = true;             // false: never borrows GPUs past its group's quota
 };
 
@@ -70,6 +74,7 @@ struct RunningRun {
   std::optional<Millis> predicted_ms;
   bool preemptible = true;
   std::string group;
+  std::string user;
 };
 
 // A group's (a user's or a team's) share of the pool: the scheduler offers GPUs to groups in

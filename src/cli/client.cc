@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <fmt/format.h>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -29,6 +30,12 @@ std::optional<DaemonInfo> FindDaemon(const Globals& g) {
   // A daemon killed with SIGKILL leaves its file behind: only a live pid counts.
   if (info.port <= 0 || info.pid <= 0 || (::kill(info.pid, 0) != 0 && errno == ESRCH)) {
     return std::nullopt;
+  }
+  if (const char* mine = std::getenv("DROVER_TOKEN"); mine != nullptr && *mine != '\0') {
+    // A personal token (drover token create): over HTTP, as its user.
+    info.token = std::string(Trim(mine));
+    info.socket.clear();
+    return info;
   }
   std::ifstream tok(TokenPath(g));
   std::stringstream ss;

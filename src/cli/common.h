@@ -84,6 +84,7 @@ Command RegisterAlerts(CLI::App& root, Globals& g);
 Command RegisterDaemon(CLI::App& root, Globals& g);
 Command RegisterAudit(CLI::App& root, Globals& g);
 Command RegisterUsage(CLI::App& root, Globals& g);
+Command RegisterToken(CLI::App& root, Globals& g);
 Command RegisterSim(CLI::App& root, Globals& g);
 
 }  // namespace drover::cli

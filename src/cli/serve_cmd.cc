@@ -279,6 +279,7 @@ int Serve(Globals& g, const ServeFlags& f) {
   so.shared = f.shared;
   so.admin_group = setup->config.lab.admin_group;
   so.audit_path = StoreDir(g) + "/audit.log";
+  so.tokens_path = StoreDir(g) + "/tokens.json";
   if (!so.admin_group.empty() && !LookupGroup(so.admin_group)) {
     return ReportError(InvalidArgument("lab.admin_group: there is no Unix group named '" +
                                        so.admin_group + "' on this machine (groupadd it, or fix "

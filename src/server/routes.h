@@ -22,17 +22,19 @@
 #include "server/identity.h"
 #include "server/connection_gate.h"
 #include "server/server.h"
+#include "server/tokens.h"
 #include "store/store.h"
 
 namespace drover::server {
 
 struct ServerContext {
   ServerContext(const ServerOptions& o, EngineControl& e)
-      : options(o), engine(e), audit(o.audit_path) {}
+      : options(o), engine(e), audit(o.audit_path), tokens(o.tokens_path) {}
 
   const ServerOptions& options;
   EngineControl& engine;
   AuditLog audit;
+  TokenBook tokens;  // personal tokens (server/tokens.h)
   int64_t admin_gid = -1;  // options.admin_group's id (-1: none)
   std::atomic<bool> stopping{false};
   // MCP over streamable HTTP at /mcp, once the daemon has set it up (mcp_routes.cc).
@@ -114,6 +116,7 @@ void RegisterTableRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterStoreRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterAuditRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterUsageRoutes(httplib::Server& http, ServerContext& ctx);
+void RegisterTokensRoutes(httplib::Server& http, ServerContext& ctx);
 // Ask/tell on a search: suggest, tell, trials (search_routes.cc).
 void RegisterSearchRoutes(httplib::Server& http, ServerContext& ctx);
 

@@ -161,8 +161,23 @@ bool StateChanging(const std::string& method) {
 // Who may go on: the sign-in page and the UI's static files are public; everything else needs
 // the Bearer token, or the web UI's session cookie (docs/web.md) plus, for a request that changes
 // something, the session's CSRF token. Answers the refusal itself and returns false.
-bool Authorized(const std::string& token, int port, const httplib::Request& req,
-                httplib::Response& res) {
+// A person the kernel or a personal token names: an admin when root, the daemon's own user or
+// a member of lab.admin_group.
+Caller PersonCaller(const ServerContext& ctx, int64_t uid, int64_t gid, std::string via,
+                    std::string from) {
+  Caller c;
+  c.user = LookupUser(uid, gid);
+  c.via = std::move(via);
+  c.from = std::move(from);
+  c.admin = uid == 0 || uid == ctx.options.owner_uid ||
+            (ctx.admin_gid >= 0 && InGroup(c.user, ctx.admin_gid));
+  return c;
+}
+
+bool Authorized(ServerContext& ctx, int port, const httplib::Request& req,
+                httplib::Response& res, Caller* who) {
+  const std::string& token = ctx.options.token;
+  const std::string from = req.remote_addr + ":" + std::to_string(req.remote_port);
   if (req.path == "/login" || req.path == "/login/status" || req.path == "/favicon.ico" ||
       req.path.starts_with("/static/")) {
     return true;
@@ -173,9 +188,29 @@ bool Authorized(const std::string& token, int port, const httplib::Request& req,
   // MCP clients configured with a bare URL (no header option) may carry the token in it:
   // /mcp?token=... (only there; the API wants the header).
   if (given.empty() && req.path == "/mcp") given = req.get_param_value("token");
-  if (!given.empty() && SecretsEqual(given, token)) return true;
-  std::string cookie =
-      ValidSessionCookie(token, req.get_header_value("Cookie"), port, RealClock().Now());
+  const Millis now = RealClock().Now();
+  if (!given.empty() && SecretsEqual(given, token)) {
+    *who = OwnerCaller(ctx.options.owner_uid, "token", req);
+    return true;
+  }
+  if (!given.empty()) {
+    // A personal token acts as its user (docs/lab-server.md, "Tokens").
+    if (auto t = ctx.tokens.Check(given, now)) {
+      *who = PersonCaller(ctx, t->uid, t->gid, "token", from);
+      return true;
+    }
+  }
+  std::string cookie = ValidSessionCookie(token, req.get_header_value("Cookie"), port, now);
+  if (const int64_t id = PersonSessionTokenId(token, cookie, now); id > 0) {
+    // A person's session lasts while the token it was opened with is in force.
+    if (auto t = ctx.tokens.Live(id)) {
+      *who = PersonCaller(ctx, t->uid, t->gid, "session", from);
+    } else {
+      cookie.clear();
+    }
+  } else if (!cookie.empty()) {
+    *who = OwnerCaller(ctx.options.owner_uid, "session", req);
+  }
   if (given.empty() && !cookie.empty()) {
     if (req.method == "GET" || req.method == "HEAD") return true;
     if (SecretsEqual(req.get_header_value(kCsrfHeader), CsrfFor(token, cookie))) return true;
@@ -397,12 +432,8 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
     if (t_peer.unix_socket) {
       // The kernel says who this is; a browser cannot reach a Unix socket, so neither Host nor
       // Origin matters, and no token is needed.
-      Caller c;
-      c.user = LookupUser(t_peer.uid, t_peer.gid);
-      c.via = "socket";
-      c.from = "unix pid " + std::to_string(t_peer.pid);
-      c.admin = t_peer.uid == 0 || t_peer.uid == options_.owner_uid ||
-                (ctx_->admin_gid >= 0 && InGroup(c.user, ctx_->admin_gid));
+      Caller c = PersonCaller(*ctx_, t_peer.uid, t_peer.gid, "socket",
+                              "unix pid " + std::to_string(t_peer.pid));
       SetCurrentCaller(c);
       if (t_peer.uid < 0 ||
           (!options_.shared && t_peer.uid != 0 && t_peer.uid != options_.owner_uid)) {
@@ -444,15 +475,11 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
         return httplib::Server::HandlerResponse::Handled;
       }
     }
-    if (!Authorized(options_.token, port_, req, res)) {
+    Caller who;
+    if (!Authorized(*ctx_, port_, req, res, &who)) {
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (!req.path.starts_with("/static/") && req.path != "/login" && req.path != "/favicon.ico" &&
-        req.path != "/login/status") {
-      const bool bearer = !req.get_header_value("Authorization").empty() ||
-                          (req.path == "/mcp" && req.has_param("token"));
-      SetCurrentCaller(OwnerCaller(options_.owner_uid, bearer ? "token" : "session", req));
-    }
+    SetCurrentCaller(who);
     // httplib 0.11 does not bound chunked request bodies; every client we serve sends a length.
     if (req.has_header("Transfer-Encoding")) {
       SendErrorCode(res, 411, std::string(CodeName(Code::kInvalidArgument)),
@@ -529,6 +556,7 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
   RegisterTableRoutes(*http_, *ctx_);
   RegisterAuditRoutes(*http_, *ctx_);
   RegisterUsageRoutes(*http_, *ctx_);
+  RegisterTokensRoutes(*http_, *ctx_);
 }
 
 void HttpServer::SetMcp(const mcp::McpServer* server) { ctx_->mcp = server; }
@@ -544,6 +572,7 @@ Status HttpServer::Bind() {
   }
   if (bound_)
     return FailedPrecondition("the HTTP server is already bound to port " + std::to_string(port_));
+  DROVER_RETURN_IF_ERROR(ctx_->tokens.Load());
   std::string where = (IsIpv6(options_.host) ? "[" + options_.host + "]" : options_.host) + ":" +
                       std::to_string(options_.port);
   errno = 0;

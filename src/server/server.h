@@ -48,6 +48,7 @@ struct ServerOptions {
   bool shared = false;
   int64_t owner_uid = -1;   // the daemon's user (default: the process's effective uid)
   std::string admin_group;  // members act on any experiment (the config's lab.admin_group)
+  std::string tokens_path;  // the personal tokens' book (server/tokens.h; "" keeps none)
   std::string audit_path;   // where state-changing requests are logged ("" for nowhere)
 };
 

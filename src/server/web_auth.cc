@@ -1,6 +1,7 @@
 #include "server/web_auth.h"
 
 #include <charconv>
+#include <optional>
 
 #include "common/hash.h"
 
@@ -23,7 +24,43 @@ std::string MakeSessionCookie(const std::string& token, Millis now) {
   return "v1." + issued + "." + HmacSha256Hex(token, "session." + issued);
 }
 
+namespace {
+
+// "<decimal>" of a whole field, or nothing.
+std::optional<int64_t> Whole(std::string_view s) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+std::string MakePersonSessionCookie(const std::string& token, int64_t token_id, Millis now) {
+  const std::string body = std::to_string(token_id) + "." + std::to_string(now);
+  return "p1." + body + "." + HmacSha256Hex(token, "person." + body);
+}
+
+int64_t PersonSessionTokenId(const std::string& token, std::string_view cookie, Millis now) {
+  if (token.empty() || !cookie.starts_with("p1.")) return 0;
+  std::string_view rest = cookie.substr(3);
+  const size_t d1 = rest.find('.');
+  if (d1 == std::string_view::npos) return 0;
+  const size_t d2 = rest.find('.', d1 + 1);
+  if (d2 == std::string_view::npos) return 0;
+  auto id = Whole(rest.substr(0, d1));
+  auto issued = Whole(rest.substr(d1 + 1, d2 - d1 - 1));
+  if (!id || !issued || *id <= 0) return 0;
+  if (*issued > now + 60'000 || now - *issued > kSessionMaxAgeS * 1000) return 0;
+  if (!SecretsEqual(rest.substr(d2 + 1),
+                    HmacSha256Hex(token, "person." + std::string(rest.substr(0, d2))))) {
+    return 0;
+  }
+  return *id;
+}
+
 bool SessionValid(const std::string& token, std::string_view cookie, Millis now) {
+  if (PersonSessionTokenId(token, cookie, now) > 0) return true;
   if (token.empty() || !cookie.starts_with("v1.")) return false;
   std::string_view rest = cookie.substr(3);
   size_t dot = rest.find('.');

@@ -21,11 +21,18 @@ std::string SessionCookieName(int port);
 
 // "v1.<issued_ms>.<hex HMAC-SHA256(token, "session.<issued_ms>")>".
 std::string MakeSessionCookie(const std::string& token, Millis now);
-// Whether `cookie` was made by MakeSessionCookie with this token, at most kSessionMaxAgeS ago
+// Whether `cookie` was made by MakeSessionCookie (or MakePersonSessionCookie) with this token, at
+// most kSessionMaxAgeS ago
 // (and not in the future beyond a minute of clock skew). Constant-time comparison.
 bool SessionValid(const std::string& token, std::string_view cookie, Millis now);
 // The CSRF token of a session: HMAC-SHA256(token, "csrf." + cookie).
 std::string CsrfFor(const std::string& token, std::string_view cookie);
+// A person's session (signed in with a personal token, server/tokens.h):
+// "p1.<token id>.<issued_ms>.<hex HMAC-SHA256(token, "person.<id>.<issued_ms>")>", under the
+// store's token like the others; it acts as that token's user while the token is in force.
+std::string MakePersonSessionCookie(const std::string& token, int64_t token_id, Millis now);
+// The token id of a valid person's session cookie, or 0 (not one, forged, or too old).
+int64_t PersonSessionTokenId(const std::string& token, std::string_view cookie, Millis now);
 
 // Every value of cookie `name` in a Cookie header ("a=1; drover_session_7070=v1...."), in order.
 // A page on another port of the same host can set a cookie of the same name (for a narrower

@@ -49,8 +49,15 @@ void SendLogin(httplib::Response& res, int status, const std::string& error) {
 }  // namespace
 
 std::string SessionCookieOf(const ServerContext& ctx, const httplib::Request& req) {
-  return ValidSessionCookie(ctx.options.token, req.get_header_value("Cookie"), ctx.port,
-                            RealClock().Now());
+  const Millis now = RealClock().Now();
+  std::string cookie =
+      ValidSessionCookie(ctx.options.token, req.get_header_value("Cookie"), ctx.port, now);
+  // A person's session ends with the token it was opened with.
+  if (const int64_t id = PersonSessionTokenId(ctx.options.token, cookie, now);
+      id > 0 && !ctx.tokens.Live(id)) {
+    return "";
+  }
+  return cookie;
 }
 
 void RegisterWebRoutes(httplib::Server& http, ServerContext& ctx) {
@@ -59,17 +66,23 @@ void RegisterWebRoutes(httplib::Server& http, ServerContext& ctx) {
   http.Post("/login", [&ctx](const httplib::Request& req, httplib::Response& res) {
     std::string token = req.has_param("token") ? req.get_param_value("token") : "";
     token = std::string(Trim(token));
-    if (token.empty() || !SecretsEqual(token, ctx.options.token)) {
+    const Millis now = RealClock().Now();
+    std::string cookie;
+    if (!token.empty() && SecretsEqual(token, ctx.options.token)) {
+      cookie = MakeSessionCookie(ctx.options.token, now);  // the daemon's own user
+    } else if (auto person = token.empty() ? std::nullopt : ctx.tokens.Check(token, now)) {
+      // A personal token signs its user in as themselves (drover token create).
+      cookie = MakePersonSessionCookie(ctx.options.token, person->id, now);
+    }
+    if (cookie.empty()) {
       SendLogin(res, 401,
-                token.empty() ? "Paste the token to sign in."
-                              : "That is not this daemon's token. It is in <store>/token "
-                                "(cat .drover/token).");
+                token.empty() ? "Paste a token to sign in."
+                              : "That is not a token of this daemon: paste yours (drover token "
+                                "create) or the daemon's (<store>/token).");
       return;
     }
     NoStore(res);
-    res.set_header("Set-Cookie",
-                   SessionSetCookie(ctx.port, MakeSessionCookie(ctx.options.token,
-                                                                RealClock().Now())));
+    res.set_header("Set-Cookie", SessionSetCookie(ctx.port, cookie));
     res.set_redirect("/", 303);
   });
 

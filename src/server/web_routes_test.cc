@@ -120,7 +120,7 @@ TEST_F(WebRoutesTest, SignInSetsAnHttpOnlyStrictCookieThatOpensTheApp) {
   auto wrong = anon->Post("/login", "token=nope", "application/x-www-form-urlencoded");
   ASSERT_TRUE(wrong);
   EXPECT_EQ(wrong->status, 401);
-  EXPECT_NE(wrong->body.find("not this daemon&#39;s token"), std::string::npos) << wrong->body;
+  EXPECT_NE(wrong->body.find("not a token of this daemon"), std::string::npos) << wrong->body;
   EXPECT_FALSE(wrong->has_header("Set-Cookie"));
 
   auto right = anon->Post("/login", "token=" + std::string(kToken), "application/x-www-form-urlencoded");

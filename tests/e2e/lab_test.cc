@@ -2,6 +2,7 @@
 // through the machine's GPU leases, so together they never hand out more of a GPU than it has.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -409,6 +410,95 @@ TEST_F(SharedDaemonTest, ADaemonKilledLeavesASocketTheNextOneReplaces) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_EQ(ReadFile(ran_as), std::string(kAlice) + "\n");
+}
+
+TEST_F(SharedDaemonTest, PersonalTokensActAsTheirUserOverHttpAndStopWhenRevoked) {
+  ASSERT_EQ(As(kBob, {"submit", "long.yaml"}, Home(kBob)).exit_code, 0);
+  // Alice makes a token over the socket (the kernel says it is her).
+  auto made = As(kAlice, {"token", "create", "--name", "laptop", "--json"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const auto created = nlohmann::json::parse(made.out);
+  const std::string token = created["token"].get<std::string>();
+  const std::string id = std::to_string(created["id"].get<int64_t>());
+  EXPECT_EQ(created["user"], kAlice);
+  // With it, over HTTP (DROVER_TOKEN: no socket), she is herself: her own runs, not Bob's.
+  auto with_token = [&](const char* user, std::vector<std::string> args, const std::string& cwd) {
+    args.insert(args.begin(), {"/usr/bin/env", "DROVER_TOKEN=" + token, testing::DroverBin(),
+                               "--store", store_});
+    args.insert(args.begin(), {"/usr/bin/setpriv", std::string("--reuid=") + user,
+                               std::string("--regid=") + user, "--init-groups"});
+    static int n = 0;
+    const std::string base = (dir_ / ("tok-" + std::to_string(n++))).string();
+    testing::CliResult r;
+    r.exit_code = testing::WaitExit(Spawn(args, base + ".out", base + ".err", cwd));
+    r.out = ReadFile(base + ".out");
+    r.err = ReadFile(base + ".err");
+    return r;
+  };
+  auto sub = with_token(kAlice, {"submit", "long.yaml"}, Home(kAlice));
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  auto mine = with_token(kAlice, {"ls", "--mine", "--json"}, "");
+  ASSERT_EQ(mine.exit_code, 0) << mine.err;
+  const auto mine_runs = nlohmann::json::parse(mine.out);
+  ASSERT_EQ(mine_runs.size(), 1u) << mine.out;
+  EXPECT_EQ(mine_runs[0]["user"], kAlice);
+  auto all = As(kAdmin, {"ls", "--json"});
+  int64_t bobs = 0;
+  for (const auto& r : nlohmann::json::parse(all.out)) {
+    if (r["user"] == kBob) bobs = r["id"].get<int64_t>();
+  }
+  ASSERT_GT(bobs, 0) << all.out;
+  auto cancel = with_token(kAlice, {"cancel", std::to_string(bobs)}, "");
+  EXPECT_NE(cancel.exit_code, 0);
+  EXPECT_NE(cancel.err.find("may not"), std::string::npos) << cancel.err;
+  // Anyone holding the token is Alice, even Bob: that is what a token is. It makes no tokens.
+  auto more = with_token(kBob, {"token", "create"}, "");
+  EXPECT_NE(more.exit_code, 0);
+  EXPECT_NE(more.err.find("from a shell on the daemon's machine"), std::string::npos) << more.err;
+  // Bob may not revoke her token; an admin lists everyone's.
+  auto bob_revokes = As(kBob, {"token", "revoke", id});
+  EXPECT_NE(bob_revokes.exit_code, 0);
+  EXPECT_NE(bob_revokes.err.find("may not revoke"), std::string::npos) << bob_revokes.err;
+  EXPECT_NE(As(kAdmin, {"token", "list"}).out.find("laptop"), std::string::npos);
+  EXPECT_EQ(As(kBob, {"token", "list"}).out.find("laptop"), std::string::npos);
+
+  // The web UI signs her in as herself.
+  const auto info = nlohmann::json::parse(ReadFile(store_ + "/daemon.json"));
+  httplib::Client web("127.0.0.1", info["port"].get<int>());
+  auto login = web.Post("/login", "token=" + token, "application/x-www-form-urlencoded");
+  ASSERT_TRUE(login);
+  ASSERT_EQ(login->status, 303);
+  std::string cookie = login->get_header_value("Set-Cookie");
+  cookie = cookie.substr(0, cookie.find(';'));
+  ASSERT_NE(cookie.find("=p1."), std::string::npos) << cookie;
+  httplib::Headers h = {{"Cookie", cookie}};
+  auto runs = web.Get("/api/v1/runs?user=" + std::string(kAlice), h);
+  ASSERT_TRUE(runs);
+  EXPECT_EQ(runs->status, 200);
+  auto audit = web.Get("/api/v1/audit", h);
+  ASSERT_TRUE(audit);
+  EXPECT_EQ(audit->status, 403) << "she is not an admin";
+  EXPECT_NE(audit->body.find(kAlice), std::string::npos) << audit->body;
+
+  // Revoked: the token and its web session stop at once.
+  auto revoke = As(kAlice, {"token", "revoke", id});
+  ASSERT_EQ(revoke.exit_code, 0) << revoke.err;
+  auto after = with_token(kAlice, {"ls"}, "");
+  EXPECT_NE(after.exit_code, 0);
+  EXPECT_NE(after.err.find("token"), std::string::npos) << after.err;
+  auto session_after = web.Get("/api/v1/runs", h);
+  ASSERT_TRUE(session_after);
+  EXPECT_EQ(session_after->status, 401);
+  // And the audit log says who used which way.
+  auto log = As(kAdmin, {"audit", "--json"});
+  const auto entries = nlohmann::json::parse(log.out)["entries"];
+  EXPECT_TRUE(std::any_of(entries.begin(), entries.end(), [&](const nlohmann::json& e) {
+    return e["user"] == kAlice && e["via"] == "token" && e["method"] == "POST" &&
+           e["status"] == 201;
+  })) << log.out;
+  EXPECT_TRUE(std::any_of(entries.begin(), entries.end(), [&](const nlohmann::json& e) {
+    return e["user"] == kAlice && e["method"] == "DELETE" && e["status"] == 200;
+  })) << log.out;
 }
 
 TEST_F(ServiceUserDaemonTest, RunsExecuteAsTheServiceUserAndItSaysSo) {

@@ -52,7 +52,7 @@ params: {i: [$(seq -s, 1 "$n")]}
 $extra
 SPEC
   t0=$(now)
-  "$drover" run "$dir/spec.yaml" --store "$dir/store" --cpus 2 >/dev/null 2>"$dir/err" ||
+  "$drover" run "$dir/spec.yaml" --store "$dir/store" --cpus 2 --foreground >/dev/null 2>"$dir/err" ||
     { cat "$dir/err" >&2; exit 1; }
   t1=$(now)
   local done

@@ -143,7 +143,7 @@ side_run() {
   local dir="$1" t0 t1
   write_spec "$dir"
   t0=$EPOCHREALTIME
-  if ! "$BIN" --store "$dir/store" run "$dir/bench.yaml" --cpus "$P" --quiet; then
+  if ! "$BIN" --store "$dir/store" run "$dir/bench.yaml" --cpus "$P" --quiet --foreground; then
     echo "drover run failed (see above)" >&2
     FAILED=1
   fi

@@ -57,7 +57,7 @@ command: "true {i}"
 params: {i: [$values]}
 YAML
   t0=$(now)
-  "$drover" run "$dir/spec.yaml" --store "$dir/store" --quiet > "$dir/out.txt" 2>&1
+  "$drover" run "$dir/spec.yaml" --store "$dir/store" --quiet --foreground > "$dir/out.txt" 2>&1
   t1=$(now)
   awk "BEGIN {print $t1 - $t0}"
 }

@@ -8,6 +8,7 @@
 
 #include "cli/catalog.h"
 #include "cli/client.h"
+#include "cli/daemon_start.h"
 #include "cli/common.h"
 #include "cli/engine_setup.h"
 #include "container/runtime.h"
@@ -308,14 +309,21 @@ int InterruptedNote(int64_t experiment_id, const RunFlags& f) {
 
 int FollowInDaemon(Globals& g, const DaemonInfo& daemon, int64_t experiment_id,
                    const std::string& name, const std::string& what, const RunFlags& f) {
-  if (!f.fake_gpus.empty() || f.cpus > 0 || !f.engine.policy.empty()) {
+  if (!f.started_daemon && (!f.fake_gpus.empty() || f.cpus > 0 || !f.engine.policy.empty())) {
     std::fprintf(stderr,
                  "drover: note: the daemon's own --fake-gpus/--cpus/--policy apply, not these\n");
   }
   if (!f.json && !f.quiet) {
-    std::printf("experiment %lld (%s): %s in the daemon (pid %d); Ctrl-C detaches%s\n",
-                static_cast<long long>(experiment_id), name.c_str(), what.c_str(), daemon.pid,
-                f.cancel_on_exit ? " and cancels" : "");
+    if (f.started_daemon) {
+      std::printf("experiment %lld (%s): %s in a daemon started for the store (pid %d; it exits "
+                  "after %s idle); Ctrl-C cancels\n",
+                  static_cast<long long>(experiment_id), name.c_str(), what.c_str(), daemon.pid,
+                  f.idle_exit.c_str());
+    } else {
+      std::printf("experiment %lld (%s): %s in the daemon (pid %d); Ctrl-C detaches%s\n",
+                  static_cast<long long>(experiment_id), name.c_str(), what.c_str(), daemon.pid,
+                  f.cancel_on_exit ? " and cancels" : "");
+    }
     std::fflush(stdout);
   }
   ApiClient api(daemon);
@@ -458,8 +466,28 @@ int RunSpec(Globals& g, const RunFlags& given) {
     }
   };
 
-  if (auto daemon = FindDaemon(g)) {
+  std::optional<DaemonInfo> daemon = FindDaemon(g);
+  RunFlags through = f;
+  if (!daemon && !InForeground(f)) {
+    // No daemon serves the store: start one for it (it outlives this terminal and exits once
+    // idle), and follow it as in the foreground: Ctrl-C cancels.
+    OnDemandDaemon o;
+    o.fake_gpus = f.fake_gpus;
+    o.cpus = f.cpus;
+    o.idle_exit = f.idle_exit;
+    o.engine = f.engine;
+    auto started = StartDaemonOnDemand(g, o);
+    if (!started.ok()) {
+      return ReportError(started.status().WithContext(
+          "starting a daemon for the store (drover run --foreground runs in this process)"));
+    }
+    daemon = *started;
+    through.started_daemon = true;
+    through.cancel_on_exit = true;
+  }
+  if (daemon) {
     // A daemon owns this store: it runs the experiment; this process only follows it.
+    const RunFlags& f = through;
     ApiClient api(*daemon);
     CatchInterruptsForFollow();
     int64_t experiment_id = 0;
@@ -527,6 +555,12 @@ void AddRunOptions(CLI::App* app, RunFlags* flags, bool json) {
   AddEngineRunOptions(app, flags, json);
 }
 
+bool InForeground(const RunFlags& f) {
+  if (f.foreground) return true;
+  const char* env = std::getenv("DROVER_FOREGROUND");
+  return env != nullptr && *env != '\0' && std::string_view(env) != "0";
+}
+
 void AddEngineRunOptions(CLI::App* app, RunFlags* flags, bool json) {
   app->add_option("--fake-gpus", flags->fake_gpus,
                   "Schedule onto declared GPUs instead of real ones, e.g. 2x16GiB "
@@ -573,6 +607,12 @@ Command RegisterRun(CLI::App& root, Globals& g) {
   AddRunOptions(app, flags.get());
   AddResumeOption(app, flags.get());
   AddCacheOptions(app, &flags->force, &flags->rerun);
+  app->add_flag("--foreground", flags->foreground,
+                "Run the engine in this process (containers, CI) instead of in a daemon started "
+                "for the store when none serves it (or $DROVER_FOREGROUND=1)");
+  app->add_option("--idle-exit", flags->idle_exit,
+                  "The daemon started for the store exits after this long with nothing queued "
+                  "or running and no request (default 5m; 0: never)");
   return {app, [&g, flags] { return RunSpec(g, *flags); }};
 }
 

@@ -33,7 +33,18 @@ struct RunFlags {
   ExecutorSpec executor;
   int cpus = 0;
   EngineFlags engine;
+  // --foreground (or $DROVER_FOREGROUND=1): the engine runs in this process, as in a container or
+  // CI job; otherwise a store no daemon serves gets one started on demand (docs/lab-server.md),
+  // which exits after `idle_exit` with nothing to do.
+  bool foreground = false;
+  std::string idle_exit = "5m";
+  // Set when this `drover run` started the daemon it follows: its flags are the daemon's, and
+  // Ctrl-C cancels as in the foreground.
+  bool started_daemon = false;
 };
+
+// Whether `drover run` keeps its engine in its own process (--foreground, $DROVER_FOREGROUND).
+bool InForeground(const RunFlags& f);
 
 // Every option of `drover run` but its spec argument; --json only with `json` (drover ask has
 // its own).

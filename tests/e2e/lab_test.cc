@@ -754,5 +754,40 @@ TEST_F(OnDemandDaemonTest, ADaemonWhoseStoreIsRemovedStopsItsRunsAndExits) {
   EXPECT_NE(Sh("pgrep -f '[s]leep 60; touch " + marker + "' >/dev/null"), 0);
 }
 
+TEST_F(OnDemandDaemonTest, RunStartsADaemonForItsStoreThatExitsOnceIdleAndForegroundDoesNot) {
+  Write("code/spec.yaml", "name: two\ncommand: sh -c \"echo loss=0.{i}\"\nparams: {i: [1, 2]}\n");
+  // With --foreground: the engine runs in this process, and no daemon is left.
+  auto fg = testing::RunDrover({"--store", store_, "run", "spec.yaml", "--foreground",
+                                "--fake-gpus", "1x8GiB"},
+                               (dir_ / "code").string());
+  ASSERT_EQ(fg.exit_code, 0) << fg.err;
+  EXPECT_EQ(fg.out.find("daemon"), std::string::npos) << fg.out;
+  EXPECT_FALSE(fs::exists(store_ + "/daemon.json"));
+  // By default (as a user runs it): a daemon is started for the store and followed.
+  ::unsetenv("DROVER_FOREGROUND");
+  auto run = testing::RunDrover({"--store", store_, "run", "spec.yaml", "--fake-gpus", "1x8GiB",
+                                 "--idle-exit", "1s", "--rerun"},
+                                (dir_ / "code").string());
+  ::setenv("DROVER_FOREGROUND", "1", 1);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("in a daemon started for the store"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("Ctrl-C cancels"), std::string::npos) << run.out;
+  const auto info = nlohmann::json::parse(ReadFile(store_ + "/daemon.json"), nullptr, false);
+  ASSERT_TRUE(info.is_object());
+  const int pid = info["pid"].get<int>();
+  EXPECT_EQ(::kill(pid, 0), 0) << "the daemon serves the store after the run";
+  auto ls = testing::RunDrover({"--store", store_, "ls", "--json"});
+  ASSERT_EQ(ls.exit_code, 0);
+  EXPECT_EQ(nlohmann::json::parse(ls.out).size(), 4u) << ls.out;
+  // Idle, it goes by itself (its parent is gone: it is not ours to reap).
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    gone = ::kill(pid, 0) != 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(gone) << ReadFile(store_ + "/serve.log");
+  EXPECT_NE(ReadFile(store_ + "/serve.log").find("idle for"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace drover

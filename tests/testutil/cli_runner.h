@@ -17,6 +17,13 @@ extern char** environ;
 
 namespace drover::testing {
 
+// `drover run` in these tests keeps its engine in its own process, as in CI (the tests of the
+// daemon it starts on demand unset this themselves).
+inline const bool kRunInForegroundForTests = [] {
+  ::setenv("DROVER_FOREGROUND", "1", /*overwrite=*/0);
+  return true;
+}();
+
 struct CliResult {
   int exit_code = -1;
   std::string out;

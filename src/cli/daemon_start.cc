@@ -1,0 +1,77 @@
+#include "cli/daemon_start.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+extern char** environ;
+
+namespace drover::cli {
+
+Result<DaemonInfo> StartDaemonOnDemand(const Globals& g, const OnDemandDaemon& f) {
+  std::error_code ec;
+  std::filesystem::create_directories(StoreDir(g), ec);
+  std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) return Internal("cannot find drover's own binary: " + ec.message());
+  std::vector<std::string> args = {self, "serve", "--store", StoreDir(g), "--listen",
+                                   "127.0.0.1:0"};
+  if (!f.fake_gpus.empty()) args.insert(args.end(), {"--fake-gpus", f.fake_gpus});
+  if (f.cpus > 0) args.insert(args.end(), {"--cpus", std::to_string(f.cpus)});
+  if (!f.idle_exit.empty() && f.idle_exit != "0") {
+    args.insert(args.end(), {"--idle-exit", f.idle_exit});
+  }
+  if (!f.engine.config.empty()) {
+    args.insert(args.end(), {"--config", std::filesystem::absolute(f.engine.config, ec).string()});
+  }
+  if (!f.engine.policy.empty()) args.insert(args.end(), {"--policy", f.engine.policy});
+  if (!f.engine.gpu_leases.empty()) args.insert(args.end(), {"--gpu-leases", f.engine.gpu_leases});
+  if (!f.engine.fake_telemetry.empty()) {
+    args.insert(args.end(), {"--fake-telemetry",
+                             std::filesystem::absolute(f.engine.fake_telemetry, ec).string()});
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::string log = StoreDir(g) + "/serve.log";
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  // Its output goes to its log, never to ours (stdout is an MCP client's channel).
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);  // not stopped with the agent's session
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, argv[0], &fa, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return Internal(std::string("cannot start drover serve: ") + std::strerror(rc));
+  for (int i = 0; i < 200; ++i) {
+    if (auto d = FindDaemon(g)) {
+      // From now on the daemon is on its own: should it end while we run, the kernel reaps it
+      // (no zombie that would look alive to the next drover).
+      std::signal(SIGCHLD, SIG_IGN);
+      return *d;
+    }
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      // Another drover may have won the race to own the store: use its daemon.
+      if (auto d = FindDaemon(g)) return *d;
+      return Unavailable("drover serve for the store " + StoreDir(g) + " exited at start; see " +
+                         log);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return Unavailable("started drover serve for the store " + StoreDir(g) +
+                     " but it did not come up within 10 s; see " + log);
+}
+
+}  // namespace drover::cli

@@ -1,0 +1,25 @@
+#pragma once
+// A daemon started on demand (docs/lab-server.md, "Daemons started on demand"): `drover mcp` and
+// `drover run` start `drover serve` for their store when none serves it, detached (its own
+// session, so its runs outlive the caller's terminal or agent), logging to <store>/serve.log,
+// and exiting by itself once idle for `idle_exit`.
+#include <string>
+
+#include "cli/client.h"
+#include "cli/common.h"
+#include "cli/engine_setup.h"
+
+namespace drover::cli {
+
+struct OnDemandDaemon {
+  std::string fake_gpus;  // --fake-gpus for it ("" for real GPUs)
+  int cpus = 0;           // --cpus (0: the machine's)
+  std::string idle_exit;  // --idle-exit ("" or "0": never)
+  EngineFlags engine;     // --config, --policy, --gpu-leases, --fake-telemetry
+};
+
+// Starts it and waits (up to 10 s) until it serves; another drover that won the race to own the
+// store serves instead. Its SIGCHLD is ignored from then on (the kernel reaps it).
+Result<DaemonInfo> StartDaemonOnDemand(const Globals& g, const OnDemandDaemon& o);
+
+}  // namespace drover::cli

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cli/client.h"
+#include "cli/unix_http.h"
 #include "cli/common.h"
 #include "common/strings.h"
 #include "protocol/api.h"
@@ -138,18 +139,25 @@ int Top(Globals& g, const TopFlags& f) {
   std::condition_variable cv;
   bool dirty = true;
   std::thread events([&] {
+    auto changed = [&] {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        dirty = true;
+      }
+      cv.notify_one();
+      return !g_stop.load();
+    };
     httplib::Client c(daemon->host, daemon->port);
     c.set_bearer_token_auth(daemon->token.c_str());
     c.set_read_timeout(30, 0);
     while (!g_stop) {
-      c.Get("/api/v1/events", [&](const char*, size_t) {
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          dirty = true;
-        }
-        cv.notify_one();
-        return !g_stop.load();
-      });
+      if (!daemon->socket.empty()) {
+        // Over the socket, as the caller (a shared daemon's users have no token).
+        (void)UnixHttpStream(daemon->socket, "/api/v1/events",
+                             [&](std::string_view) { return changed(); }, 30);
+      } else {
+        c.Get("/api/v1/events", [&](const char*, size_t) { return changed(); });
+      }
       if (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
   });

@@ -126,4 +126,48 @@ Result<HttpReply> UnixHttpRequest(const std::string& socket_path, const std::str
   return reply;
 }
 
+Status UnixHttpStream(const std::string& socket_path, const std::string& target,
+                      const std::function<bool(std::string_view)>& on_data, int idle_timeout_s) {
+  auto connected = ConnectUnix(socket_path, 5000);
+  if (!connected.ok()) return NotFound(connected.status().message());
+  const int fd = *connected;
+  const std::string request =
+      "GET " + target + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+  Status st = SendAll(fd, request, Clock::now() + std::chrono::seconds(5));
+  std::string head;
+  bool in_body = false;
+  char buf[16384];
+  while (st.ok()) {
+    pollfd p{fd, POLLIN, 0};
+    int r = ::poll(&p, 1, idle_timeout_s * 1000);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;  // quiet for too long: the caller asks again
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    std::string_view got(buf, static_cast<size_t>(n));
+    if (!in_body) {
+      head.append(got);
+      const size_t end = head.find("\r\n\r\n");
+      if (end == std::string::npos) {
+        if (head.size() > 65536) st = Unavailable("the daemon's reply headers are too long");
+        continue;
+      }
+      const int status = head.starts_with("HTTP/1.") ? std::atoi(head.c_str() + head.find(' ') + 1) : 0;
+      if (status < 200 || status > 299) {
+        st = Unavailable("the daemon answered " + std::to_string(status) + " for " + target);
+        break;
+      }
+      in_body = true;
+      got = std::string_view(head).substr(end + 4);
+      if (got.empty()) continue;
+      if (!on_data(got)) break;
+      continue;
+    }
+    if (!on_data(got)) break;
+  }
+  ::close(fd);
+  return st;
+}
+
 }  // namespace drover::cli

@@ -1,7 +1,9 @@
 #pragma once
 // One HTTP/1.1 request to the daemon over its Unix socket (docs/lab-server.md): the kernel tells
 // the daemon who the caller is, so no token goes with it. One connection per request.
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 
@@ -18,5 +20,11 @@ struct HttpReply {
 Result<HttpReply> UnixHttpRequest(const std::string& socket_path, const std::string& method,
                                   const std::string& target, const std::string& body,
                                   int timeout_s);
+
+// A GET whose reply streams (the event stream): `on_data` gets what arrives after the headers, as
+// it arrives (chunk framing included), until it returns false, the daemon ends the reply, or
+// nothing arrives for idle_timeout_s. An error status (not 2xx) is returned as a failure.
+Status UnixHttpStream(const std::string& socket_path, const std::string& target,
+                      const std::function<bool(std::string_view)>& on_data, int idle_timeout_s);
 
 }  // namespace drover::cli

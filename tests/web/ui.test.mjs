@@ -322,6 +322,11 @@ async function main() {
   // the overview while it runs: which run holds which GPU
   await page.click("a.nav-link[data-nav=overview]");
   await page.waitForSelector(`.gpu-card a.gpu-run[href="#/runs/${longRun}"]`);
+  // the running runs name their submitter (the user filter appears once several users run)
+  const runningHead = await page.locator(".panel .table thead").first().innerText();
+  expect(/\buser\b/.test(runningHead), `the running runs should have a user column: ${runningHead}`);
+  const runningSubmitter = (await page.locator(".panel .table tbody td.user").first().innerText()).trim();
+  expect(runningSubmitter.length > 0 && runningSubmitter !== "—", `the running run should name its submitter, got ${runningSubmitter}`);
   await shot(page, "overview");
   await page.emulateMedia({ colorScheme: "dark" });
   await page.waitForTimeout(300);

@@ -9,13 +9,16 @@ export async function mount(root, { scope }) {
   const countsEl = h("div", { class: "stat-row" });
   const gpuGrid = h("div", { class: "gpu-grid", id: "gpu-grid" });
   const runningEl = h("div", { class: "panel-body" });
+  // Whose running runs (a shared daemon's users: docs/lab-server.md).
+  const runningUser = h("select", { class: "input input-small", id: "running-user", "aria-label": "only this user's running runs" }, h("option", { value: "" }, "all users"));
+  let lastRunning = [];
   const alertsEl = h("div", { class: "panel-body", id: "recent-alerts" });
   const expsEl = h("div", { class: "panel-body" });
   root.append(
     h("div", { class: "page-head" }, h("h1", null, "Overview"), countsEl),
     h("section", { class: "section" }, h("h2", null, "GPUs"), gpuGrid),
     h("div", { class: "two-col" },
-      h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", null, "Running")), runningEl),
+      h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", null, "Running"), runningUser), runningEl),
       h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", null, "Recent alerts")), alertsEl)),
     h("section", { class: "panel" },
       h("div", { class: "panel-head" }, h("h2", null, "Recent experiments"), h("a", { href: "#/experiments", class: "btn btn-small" }, "All experiments")),
@@ -75,18 +78,31 @@ export async function mount(root, { scope }) {
     runInfo.clear();
     for (const r of runs) runInfo.set(r.id, r);
     if (runs.some((r) => !expNames.has(r.experiment_id))) await loadExperiments().catch(() => {});
-    if (!runs.length) fill(runningEl, h("p", { class: "empty" }, "Nothing is running."));
+    lastRunning = runs;
+    renderRunning();
+    renderGpuRuns();
+  };
+  const renderRunning = () => {
+    const all = lastRunning;
+    const users = [...new Set(all.map((r) => r.user).filter(Boolean))].sort();
+    const chosen = runningUser.value;
+    runningUser.replaceChildren(h("option", { value: "" }, "all users"), ...users.map((u) => h("option", { value: u }, u)));
+    runningUser.value = users.includes(chosen) ? chosen : "";
+    runningUser.hidden = users.length < 2 && !runningUser.value;
+    const runs = all.filter((r) => !runningUser.value || r.user === runningUser.value);
+    if (!runs.length) fill(runningEl, h("p", { class: "empty" }, all.length ? "None of this user's runs is running." : "Nothing is running."));
     else
       fill(runningEl, h("table", { class: "table" },
-        h("thead", null, h("tr", null, h("th", { class: "num" }, "run"), h("th", null, "experiment"), h("th", null, "params"), h("th", null, "state"), h("th", { class: "num" }, "running for"))),
+        h("thead", null, h("tr", null, h("th", { class: "num" }, "run"), h("th", null, "experiment"), h("th", null, "user"), h("th", null, "params"), h("th", null, "state"), h("th", { class: "num" }, "running for"))),
         h("tbody", null, runs.map((r) => h("tr", null,
           h("td", { class: "num" }, h("a", { href: `#/runs/${r.id}` }, `#${r.id}`)),
           h("td", null, h("a", { href: `#/experiments/${r.experiment_id}` }, expNames.get(r.experiment_id) || `#${r.experiment_id}`)),
+          h("td", { class: "user" }, r.user || h("span", { class: "muted" }, "—")),
           h("td", { class: "params-cell", title: paramsText(r.params) }, paramsText(r.current_params || r.params)),
           h("td", null, stateBadge(r.state)),
           h("td", { class: "num" }, r.started_ms ? fmtDuration(Date.now() - r.started_ms) : "—"))))));
-    renderGpuRuns();
   };
+  runningUser.addEventListener("change", renderRunning);
 
   // ---- GPUs
   const gpuCard = (g) => {

@@ -214,6 +214,8 @@ int Serve(Globals& g, const ServeFlags& f) {
     if (const char* env = std::getenv("DROVER_FAKE_GPUS")) fake = env;
   }
   if (Status st = CheckStoreDir(g); !st.ok()) return ReportError(st);
+  // A root daemon's store is root's alone, shared or not (its database holds every spec's env).
+  if (!f.shared && ::geteuid() == 0) ::umask(077);
   if (f.shared) {
     // Users reach the daemon through its socket, never the store's files: everything it writes
     // is its own user's alone (the store, logs, outputs), and the folder only lets them through

@@ -27,6 +27,8 @@ Result<Captured> RunAndCapture(const std::vector<std::string>& args, const Captu
   posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
   posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
   if (!opts.cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, opts.cwd.c_str());
+  // Nothing else of ours reaches the helper (a descriptor the daemon inherited, the store).
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   // The caller may block SIGCHLD/SIGINT for its own loop; the helper must start with defaults.
@@ -43,7 +45,7 @@ Result<Captured> RunAndCapture(const std::vector<std::string>& args, const Captu
   posix_spawnattr_setsigdefault(&attr, &defaults);
 
   std::vector<std::string> env_strings;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+  for (char** e = environ; !opts.clean_env && e != nullptr && *e != nullptr; ++e) {
     std::string_view kv(*e);
     std::string_view name = kv.substr(0, kv.find('='));
     if (std::find(opts.unset_env.begin(), opts.unset_env.end(), name) != opts.unset_env.end()) {

@@ -20,6 +20,7 @@ struct CaptureOptions {
   std::string cwd;                     // "" = ours
   std::vector<std::string> unset_env;  // names removed from our environment
   std::vector<std::string> set_env;    // "K=V" added after that
+  bool clean_env = false;              // none of our environment: set_env alone
   // > 0: a helper still running after this long is killed (SIGKILL) and the call fails as
   // Unavailable. For tools that can hang (nvidia-smi on a wedged driver).
   int64_t timeout_ms = 0;

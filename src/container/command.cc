@@ -97,6 +97,11 @@ std::vector<std::string> RunArgv(const ContainerRun& run, const std::vector<std:
     out.push_back("--userns=keep-id");
   } else {
     out.insert(out.end(), {"--user", fmt::format("{}:{}", run.uid, run.gid)});
+    // A root runtime starting a user's process (a root daemon's run as its submitter): no way
+    // back to root inside (a setuid binary of the image) and no capability.
+    if (run.uid != 0) {
+      out.insert(out.end(), {"--security-opt=no-new-privileges", "--cap-drop=ALL"});
+    }
   }
   out.push_back(BindFlag(run.workdir, run.workdir, true));
   out.push_back("--workdir=" + run.workdir);

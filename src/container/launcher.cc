@@ -16,6 +16,7 @@
 
 #include "common/files.h"
 #include "common/strings.h"
+#include "common/users.h"
 #include "container/runtime.h"
 
 namespace drover::container {
@@ -154,9 +155,24 @@ Result<LaunchSpec> ContainerLauncher::Wrap(const LaunchSpec& spec) const {
   run.rootless = getuid() != 0;
   if (spec.run_as.set()) {
     // A root daemon's run as its submitter: the runtime stays root's, the container's process
-    // is the submitter's (--user).
+    // is the submitter's (--user). What the runtime binds in with its rights must be what the
+    // submitter could read (checked as them; docs/lab-server.md).
     run.uid = static_cast<int>(spec.run_as.uid);
     run.gid = static_cast<int>(spec.run_as.gid);
+    UnixUser who = LookupUser(spec.run_as.uid, spec.run_as.gid);
+    std::vector<std::string> sources;
+    for (const auto& [path, writable] : req.binds) sources.push_back(path);
+    for (const std::string& m : run.spec.mounts) sources.push_back(m.substr(0, m.find(':')));
+    ActingAs as(&who);
+    if (!as.status().ok()) return as.status();
+    for (const std::string& src : sources) {
+      // AT_EACCESS: checked with this thread's file rights (the submitter's), not root's.
+      if (::faccessat(AT_FDCWD, src.c_str(), R_OK, AT_EACCESS) != 0) {
+        return PermissionDenied("cannot start the container: " + DisplayName(who) +
+                                " may not read '" + src + "', which the run would be given (a "
+                                "run is given only what its submitter can read)");
+      }
+    }
   }
 
   // The run's environment goes into the container through a file the runtime reads (or, where a

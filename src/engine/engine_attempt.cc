@@ -89,22 +89,14 @@ std::vector<std::string> CleanEnvFor(const UnixUser& user) {
   return env;
 }
 
+// Only ever an entry of one of the store's own folders (checkpoints/<id>): a path no user can
+// swap for a link.
 Status GiveTo(const std::string& path, const RunAs& who) {
-  if (lchown(path.c_str(), static_cast<uid_t>(who.uid), static_cast<gid_t>(who.gid)) != 0) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+      lchown(path.c_str(), static_cast<uid_t>(who.uid), static_cast<gid_t>(who.gid)) != 0) {
     return ErrnoStatus("cannot give '" + path + "' to uid " + std::to_string(who.uid));
   }
-  return Status::Ok();
-}
-
-// `path` and everything below it (a copied working copy).
-Status GiveTreeTo(const std::string& path, const RunAs& who) {
-  DROVER_RETURN_IF_ERROR(GiveTo(path, who));
-  std::error_code ec;
-  for (fs::recursive_directory_iterator it(path, fs::directory_options::none, ec), end;
-       !ec && it != end; it.increment(ec)) {
-    DROVER_RETURN_IF_ERROR(GiveTo(it->path().string(), who));
-  }
-  if (ec) return Status(Code::kIo, "cannot list '" + path + "': " + ec.message());
   return Status::Ok();
 }
 
@@ -230,7 +222,10 @@ std::vector<DataMount> Engine::DataMounts(const Live& live, const std::string& w
 const RunFiles& Engine::FilesOf(Live& live) {
   if (!live.files) {
     // A run this engine queued and never started has the new layout (no stat per launch).
-    const bool begun = live.run.attempts > 0 || live.from_last_engine;
+    // A user's run (a root daemon's) has the new layout, whatever is on disk: its folders are
+    // the user's, so what is in them decides nothing.
+    const bool begun =
+        !options_.runs_as_submitter && (live.run.attempts > 0 || live.from_last_engine);
     live.files = RunFiles::In(options_.store_dir, live.run.experiment_id, live.run.id, begun);
   }
   return *live.files;
@@ -238,13 +233,16 @@ const RunFiles& Engine::FilesOf(Live& live) {
 
 Result<std::optional<RunAs>> Engine::RunAsOf(ExperimentEntry& exp) const {
   if (!options_.runs_as_submitter) return std::optional<RunAs>();
-  if (!exp.run_as) {
+  {
+    // Looked up at every launch, as a login would: groups changed since take effect, and a
+    // user removed since (whose uid may be someone else's by now) runs nothing.
     const Experiment& e = exp.experiment;
     RunAs r;
+    exp.submitter.reset();
     if (e.uid >= 0 && e.uid != static_cast<int64_t>(::geteuid())) {
       UnixUser who = LookupUser(e.uid, e.gid);
-      if (who.name.empty()) {
-        return FailedPrecondition("its submitter (uid " + std::to_string(e.uid) +
+      if (who.name.empty() || (!e.user.empty() && who.name != e.user)) {
+        return FailedPrecondition("its submitter " + e.user + " (uid " + std::to_string(e.uid) +
                                   ") is no longer a user of this machine; runs execute as their "
                                   "submitter on this daemon");
       }
@@ -269,9 +267,9 @@ Result<WorkingCopy> Engine::MakeWorkingCopy(Live& live) {
     else fs::create_directories(files.logs, ec);
     if (ec) return Status(Code::kIo, "cannot create '" + files.logs + "': " + ec.message());
     if (run_as) {
-      // The experiment's logs are its submitter's alone.
-      DROVER_RETURN_IF_ERROR(GiveTo(files.logs, *run_as));
-      chmod(files.logs.c_str(), 0700);
+      // The log folder stays the daemon's (no user may put a link where the daemon opens the
+      // next attempt's logs), and lets the submitter through to their log files (0600, theirs).
+      chmod(files.logs.c_str(), 0711);
       OpenToUsers(files.logs);
     }
     live.exp->logs_ready = true;
@@ -288,18 +286,14 @@ Result<WorkingCopy> Engine::MakeWorkingCopy(Live& live) {
   if (!live.run.needs.empty()) {
     DROVER_ASSIGN_OR_RETURN(live.need_mounts, NeedMounts(live, files.work));
   }
-  DROVER_ASSIGN_OR_RETURN(WorkingCopy wc, working_copies_->Prepare(live.exp->snapshot, files, fresh,
-                                                                   DataMounts(live, files.work)));
+  DROVER_ASSIGN_OR_RETURN(
+      WorkingCopy wc,
+      working_copies_->Prepare(live.exp->snapshot, files, fresh, DataMounts(live, files.work),
+                               run_as && live.exp->submitter ? &*live.exp->submitter : nullptr));
   if (run_as) {
-    // What the run writes is its submitter's: its working copy (a copy's files, or an overlay's
-    // mount point and upper layer, whose owner the merged folder takes) and its checkpoints.
-    if (wc.overlay.empty()) {
-      DROVER_RETURN_IF_ERROR(GiveTreeTo(wc.path, *run_as));
-    } else {
-      DROVER_RETURN_IF_ERROR(GiveTo(wc.path, *run_as));
-      DROVER_RETURN_IF_ERROR(GiveTo(wc.overlay.upper, *run_as));
-      OpenToUsers(wc.overlay.upper);
-    }
+    // What the run writes is its submitter's: its working copy (made theirs by Prepare) and its
+    // checkpoints.
+    if (!wc.overlay.empty()) OpenToUsers(wc.overlay.upper);
     OpenToUsers(wc.path);
     std::error_code ec;
     fs::create_directories(files.checkpoints, ec);
@@ -700,6 +694,8 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
   a.ended = true;
   a.ended_ms = now.wall;
   a.reason = std::string(ToString(outcome));
+  // Why it could not start is the attempt's record (drover show, the web UI), not only a note.
+  if (outcome == AttemptOutcome::kLaunchError && a.error.empty()) a.error = detail;
   a.stopping.reset();
   Tx();
   Status st = store_.UpdateAttempt(a);

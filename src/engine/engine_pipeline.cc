@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -202,7 +203,7 @@ Result<std::vector<DataMount>> Engine::NeedMounts(Live& live, const std::string&
       outputs[o] = path;
       // A run of its needs' runs sees their outputs where they were written; a gather reads
       // them from $DROVER_INPUTS (its needs' outputs share their paths).
-      if (stage && !stage->gather) mounts.push_back({path, workdir + "/" + o});
+      if (stage && !stage->gather) mounts.push_back({path, workdir + "/" + o, /*trusted=*/true});
     }
     inputs.push_back({{"run", need->id},
                       {"stage", need->stage},
@@ -217,6 +218,13 @@ Result<std::vector<DataMount>> Engine::NeedMounts(Live& live, const std::string&
   out << inputs.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
   out.close();
   if (!out) return Status(Code::kIo, "cannot write '" + file + "'");
+  if (live.exp->run_as && live.exp->run_as->set()) {
+    // The run's to read (0600 theirs, in the daemon's log folder).
+    if (lchown(file.c_str(), static_cast<uid_t>(live.exp->run_as->uid),
+               static_cast<gid_t>(live.exp->run_as->gid)) != 0) {
+      return Status(Code::kIo, "cannot give '" + file + "' to its run's user");
+    }
+  }
   return mounts;
 }
 
@@ -233,6 +241,8 @@ void Engine::CollectOutputs(Live& live, Instant now) {
   } else {
     job.tree = RunTree{files.work, "", ""};
   }
+  // A user's tree, read with the daemon's rights: nothing is followed out of it.
+  job.tree.confined = live.exp->run_as && live.exp->run_as->set();
   job.outputs = stage->outputs;
   if (!collector_) {
     collector_ = MakeOutputCollector([this] { launcher_.Wake(); }, options_.proposals_off_loop);

@@ -71,7 +71,7 @@ struct Engine::ExperimentEntry {
   // with the client), by name; made at its first launch (Engine::RunEnv).
   std::map<std::string, std::string> base_env;
   bool base_env_ready = false;
-  // Whose rights its runs have (EngineOptions::runs_as_submitter), looked up at its first launch;
+  // Whose rights its runs have (EngineOptions::runs_as_submitter), looked up at each launch;
   // unset: the engine's own.
   std::optional<RunAs> run_as;
   std::optional<UnixUser> submitter;

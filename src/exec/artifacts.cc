@@ -1,11 +1,13 @@
 #include "exec/artifacts.h"
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -25,6 +27,7 @@ struct Found {
   std::string source;
   bool link = false;
   bool exec = false;
+  std::string root;  // the tree it was found in (source is root/rel)
 };
 
 bool Opaque(const std::string& dir) {
@@ -68,7 +71,7 @@ void Walk(const std::string& root, const std::string& rel, std::map<std::string,
   }
   if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) return;
   if (out.count(rel)) return;  // the upper layer's wins
-  out[rel] = Found{path, S_ISLNK(st.st_mode), (st.st_mode & 0111) != 0};
+  out[rel] = Found{path, S_ISLNK(st.st_mode), (st.st_mode & 0111) != 0, root};
 }
 
 Status Link(const std::string& object, const std::string& dest) {
@@ -131,9 +134,29 @@ Result<std::vector<Artifact>> StoreOutputs(const std::string& store_dir, int64_t
     Artifact a;
     a.run_id = run_id;
     a.path = rel;
+    // In a user's tree, opened beneath its root through no link.
+    int in = -1;
+    if (tree.confined) {
+      in = OpenBeneath(f.root, rel, f.link ? O_PATH | O_NOFOLLOW : O_RDONLY | O_NONBLOCK);
+      if (in < 0) {
+        return FailedPrecondition(
+            fmt::format("its output '{}' cannot be read inside its working copy ({}); an output "
+                        "is not stored through a symbolic link",
+                        rel, std::strerror(errno)));
+      }
+    }
     if (f.link) {
       // A link is kept as a link (its target's text), not followed out of the working copy.
-      const std::string target = fs::read_symlink(f.source, ec).string();
+      std::string target;
+      if (in >= 0) {
+        char buf[4096];
+        const ssize_t n = readlinkat(in, "", buf, sizeof buf);
+        close(in);
+        if (n < 0) return ErrnoStatus("cannot read link '" + f.source + "'");
+        target.assign(buf, static_cast<size_t>(n));
+      } else {
+        target = fs::read_symlink(f.source, ec).string();
+      }
       if (ec) return Status(Code::kIo, "cannot read link '" + f.source + "': " + ec.message());
       a.hash = Sha256Hex(target);
       a.bytes = static_cast<int64_t>(target.size());
@@ -148,13 +171,16 @@ Result<std::vector<Artifact>> StoreOutputs(const std::string& store_dir, int64_t
     // Copied beside the objects while hashed, then renamed to its hash (kept once).
     std::string tmp = objects + "/.tmp-XXXXXX";
     int fd = mkstemp(tmp.data());
-    if (fd < 0) return ErrnoStatus("cannot write under '" + objects + "'");
+    if (fd < 0) {
+      if (in >= 0) close(in);
+      return ErrnoStatus("cannot write under '" + objects + "'");
+    }
     close(fd);
     unlink(tmp.c_str());
     std::string hex;
     int64_t bytes = 0;
     std::optional<FileKey> stable;
-    Status s = CopyAndHash(f.source, tmp, f.exec, &hex, &bytes, &stable);
+    Status s = CopyAndHash(f.source, tmp, f.exec, &hex, &bytes, &stable, in);
     if (!s.ok()) {
       unlink(tmp.c_str());
       return s;

@@ -17,6 +17,10 @@ struct RunTree {
   std::string work;   // the working copy (a copy)
   std::string upper;  // the overlay's upper layer ("" for a copy)
   std::string lower;  // the snapshot under it
+  // The tree is a user's and the caller is not (a root daemon's run, docs/lab-server.md): every
+  // file is opened beneath its root without following a link (OpenBeneath), so an output path
+  // through a link the run planted (`d -> /root`, `outputs: [d/secret]`) is refused.
+  bool confined = false;
 };
 
 // <store>/outputs/<run id>: the run's outputs, as it wrote them.

@@ -214,7 +214,7 @@ ForkOutcome ForkChild(const ChildPlan& plan, int out_fd, int err_fd) {
     dup2(err_fd, 2);
     if (plan.mount_overlay) {
       const char* step = "";
-      if (int e = EnterOverlay(plan.overlay, &step); e != 0) fail(e, step);
+      if (int e = EnterOverlay(plan.overlay, &step, &plan.run_as); e != 0) fail(e, step);
     }
     // A run without a shim takes its submitter's rights now (the mount needed the starter's);
     // under a shim, the shim keeps them to record the end and the run drops (ShimMain).

@@ -1,6 +1,8 @@
 #include "exec/file_hashes.h"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,11 +26,25 @@ FileKey KeyOf(const struct stat& st) {
           static_cast<int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec};
 }
 
+int OpenBeneath(const std::string& root, const std::string& rel, int flags) {
+  const int dir = open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return -1;
+  open_how how;
+  std::memset(&how, 0, sizeof how);
+  how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  const int fd = static_cast<int>(syscall(SYS_openat2, dir, rel.c_str(), &how, sizeof how));
+  const int err = errno;
+  close(dir);
+  errno = err;
+  return fd;
+}
+
 Status CopyAndHash(const std::string& src, const std::string& dst, bool exec, std::string* hex,
-                   int64_t* bytes, std::optional<FileKey>* stable) {
+                   int64_t* bytes, std::optional<FileKey>* stable, int in) {
   // Non-blocking: a file swapped for a FIFO since it was listed must not hang the copy (and the
   // daemon's worker with it); only a regular file is copied.
-  int in = open(src.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (in < 0) in = open(src.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (in < 0) return ErrnoStatus("cannot read '" + src + "'");
   struct stat before {};
   if (fstat(in, &before) != 0 || !S_ISREG(before.st_mode)) {

@@ -117,8 +117,16 @@ class HashCache {
 // Copies one file into the temp tree, hashing the bytes as they are copied, so the hash always
 // describes exactly what was stored even when the source changes meanwhile.
 // `stable`, when given, is set to the file's key if it did not change while it was read.
+// `in` >= 0: the source already opened (by OpenBeneath; taken over and closed), `src` only names
+// it in messages.
 Status CopyAndHash(const std::string& src, const std::string& dst, bool exec, std::string* hex,
-                   int64_t* bytes, std::optional<FileKey>* stable = nullptr);
+                   int64_t* bytes, std::optional<FileKey>* stable = nullptr, int in = -1);
+
+// `rel` beneath the folder `root`, resolved without following any symbolic link and without
+// leaving `root` (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS): a file in a tree a user
+// controls, opened with the daemon's rights. `flags` as open(2)'s (O_CLOEXEC is added); with
+// O_PATH | O_NOFOLLOW a trailing link is itself opened. -1 and errno when refused.
+int OpenBeneath(const std::string& root, const std::string& rel, int flags);
 
 // The sha256 of one file's content, from `cache` when its key is there (and added to it when the
 // file did not change while read). `bytes` gets its size.

@@ -53,7 +53,7 @@ Status OpenOutput(const std::string& path, int* fd) {
   if (path.empty()) {
     *fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
   } else {
-    *fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    *fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   }
   if (*fd < 0) return ErrnoStatus("cannot open output file '" + path + "'");
   return Status::Ok();

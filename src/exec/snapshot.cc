@@ -45,7 +45,9 @@ CaptureOptions GitOptions(const UnixUser* as) {
   o.unset_env = {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OPTIONAL_LOCKS"};
   o.set_env = {"GIT_OPTIONAL_LOCKS=0"};
   if (as != nullptr) {
-    o.unset_env.insert(o.unset_env.end(), {"HOME", "USER", "LOGNAME", "XDG_CONFIG_HOME"});
+    // The user's login environment, nothing of the daemon's.
+    o.clean_env = true;
+    o.set_env.push_back("PATH=/usr/local/bin:/usr/bin:/bin");
     o.set_env.push_back("HOME=" + (as->home.empty() ? std::string("/") : as->home));
     if (!as->name.empty()) {
       o.set_env.push_back("USER=" + as->name);
@@ -646,6 +648,62 @@ Status MaterializeSnapshot(const Snapshot& snapshot, const std::string& dest) {
     // one is the working copy, as it would have been found had the caller looked first.
     if (errno == ENOTEMPTY || errno == EEXIST) return fail(Status::Ok());
     return fail(ErrnoStatus("cannot move working copy into '" + dest + "'"));
+  }
+  return Status::Ok();
+}
+
+Status MaterializeSnapshotAs(const Snapshot& snapshot, const std::string& dest,
+                             const UnixUser& as) {
+  std::error_code ec;
+  const std::string partial = dest + ".partial";
+  const uid_t uid = static_cast<uid_t>(as.uid);
+  const gid_t gid = static_cast<gid_t>(as.gid);
+  // The folder is made by the daemon (its parent is the store's) and given to the user; what
+  // goes in it is copied as the user, so nothing they could plant in it acts with the daemon's
+  // rights. A partial copy of an earlier try is emptied as the user first.
+  struct stat st {};
+  if (lstat(partial.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode) || st.st_uid != uid) {
+      if (S_ISDIR(st.st_mode)) {
+        fs::remove_all(partial, ec);
+      } else {
+        unlink(partial.c_str());
+      }
+    } else {
+      ActingAs user(&as);
+      if (!user.status().ok()) return user.status();
+      for (fs::directory_iterator it(partial, ec), end; !ec && it != end; it.increment(ec)) {
+        std::error_code ignored;
+        fs::remove_all(it->path(), ignored);
+      }
+    }
+  }
+  if (mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) {
+    return ErrnoStatus("cannot create working copy '" + partial + "'");
+  }
+  if (lstat(partial.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+      lchown(partial.c_str(), uid, gid) != 0) {
+    return ErrnoStatus("cannot give working copy '" + partial + "' to " + DisplayName(as));
+  }
+  {
+    ActingAs user(&as);
+    if (!user.status().ok()) return user.status();
+    if (snapshot.files > 0) {
+      fs::copy(snapshot.path, partial,
+               fs::copy_options::recursive | fs::copy_options::copy_symlinks |
+                   fs::copy_options::overwrite_existing,
+               ec);
+    }
+    if (ec) {
+      // The user's own files would not copy (something in their snapshot that is not a file,
+      // a link or a folder): this run's failure, not the machine's.
+      return FailedPrecondition("cannot copy snapshot " + snapshot.hash + " to '" + dest +
+                                "' as " + DisplayName(as) + ": " + ec.message());
+    }
+  }
+  if (rename(partial.c_str(), dest.c_str()) != 0) {
+    if (errno == ENOTEMPTY || errno == EEXIST) return Status::Ok();
+    return ErrnoStatus("cannot move working copy into '" + dest + "'");
   }
   return Status::Ok();
 }

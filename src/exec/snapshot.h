@@ -46,5 +46,11 @@ Result<std::vector<std::string>> VerifySnapshot(const Snapshot& snapshot,
 
 // Copies a snapshot's files into `dest` (created), a writable working copy for one run.
 Status MaterializeSnapshot(const Snapshot& snapshot, const std::string& dest);
+// The same for a run that executes as `as` (a root daemon's, docs/lab-server.md): the folder is
+// made by the caller and given to the user, its files are copied as the user (ActingAs), so the
+// copy is theirs and nothing in it acts with the caller's rights. A copy that fails as the user
+// is FailedPrecondition (the run's failure).
+Status MaterializeSnapshotAs(const Snapshot& snapshot, const std::string& dest,
+                             const UnixUser& as);
 
 }  // namespace drover

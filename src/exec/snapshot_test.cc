@@ -478,5 +478,37 @@ TEST_F(SnapshotTest, ASubmittersSnapshotIsReadWithTheirRightsAndIsTheirs) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->hash, theirs->hash);
 }
+TEST_F(SnapshotTest, AWorkingCopyForAUserIsCopiedAsThemAndIsTheirs) {
+  if (geteuid() != 0) GTEST_SKIP() << "copying as another user needs root";
+  UnixUser nobody = LookupUser(65534, 65534);
+  WriteFile(work_ / "train.py", "print(1)\n");
+  WriteFile(work_ / "pkg" / "mod.py", "x = 1\n");
+  Snapshot snap = Take(work_);
+  // Their snapshot is theirs to read; here the store's is opened to them for the copy.
+  fs::permissions(dir_, fs::perms::owner_all | fs::perms::others_exec);
+  fs::permissions(dir_ / "store", fs::perms::owner_all | fs::perms::others_exec);
+  fs::permissions(store_, fs::perms::owner_all | fs::perms::others_exec);
+  for (const auto& e : fs::recursive_directory_iterator(snap.path)) {
+    if (e.is_directory()) fs::permissions(e.path(), fs::perms::others_read | fs::perms::others_exec, fs::perm_options::add);
+  }
+  fs::permissions(snap.path, fs::perms::others_read | fs::perms::others_exec, fs::perm_options::add);
+  const fs::path runs = dir_ / "runs";
+  fs::create_directories(runs);
+  // A partial copy left by an earlier try holds a link the user planted: emptied as the user.
+  const fs::path partial = runs / "7.partial";
+  fs::create_directories(partial);
+  fs::create_symlink("/etc", partial / "etc");
+  ASSERT_EQ(lchown(partial.c_str(), 65534, 65534), 0);
+  ASSERT_TRUE(MaterializeSnapshotAs(snap, (runs / "7").string(), nobody).ok());
+  for (const fs::path& p : {runs / "7", runs / "7" / "train.py", runs / "7" / "pkg" / "mod.py"}) {
+    struct stat st {};
+    ASSERT_EQ(lstat(p.c_str(), &st), 0) << p;
+    EXPECT_EQ(st.st_uid, 65534u) << p;
+  }
+  std::error_code ec;
+  EXPECT_FALSE(fs::exists(runs / "7" / "etc", ec));
+  EXPECT_TRUE(fs::exists("/etc/passwd"));
+}
+
 }  // namespace
 }  // namespace drover

@@ -399,6 +399,7 @@ std::string Supervisor::Encode(const ChildPlan& p) {
     PutString(&out, b.target);
     PutU32(&out, b.dir ? 1 : 0);
     PutU32(&out, static_cast<uint32_t>(b.flags));
+    PutU32(&out, b.trusted ? 1 : 0);
   }
   PutString(&out, std::to_string(p.run_as.uid) + " " + std::to_string(p.run_as.gid));
   PutU32(&out, static_cast<uint32_t>(p.run_as.groups.size()));
@@ -420,7 +421,8 @@ Result<ChildPlan> Supervisor::Decode(const std::string& bytes) {
   for (uint32_t i = 0; ok && i < binds; ++i) {
     PreparedOverlay::Bind b;
     uint32_t flags = 0;
-    ok = r.String(&b.source) && r.String(&b.target) && r.Flag(&b.dir) && r.U32(&flags);
+    ok = r.String(&b.source) && r.String(&b.target) && r.Flag(&b.dir) && r.U32(&flags) &&
+         r.Flag(&b.trusted);
     b.flags = flags;
     p.overlay.binds.push_back(std::move(b));
   }

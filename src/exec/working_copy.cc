@@ -4,19 +4,23 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <linux/openat2.h>
 #include <sys/mount.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "common/file_faults.h"
+#include "exec/child.h"
 #include "exec/snapshot.h"
 
 namespace drover {
@@ -76,12 +80,119 @@ Result<PreparedOverlay> PrepareOverlay(const OverlayMount& m, const std::string&
       if (vfs.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
       if (vfs.f_flag & ST_RELATIME) flags |= MS_RELATIME;
     }
-    p.binds.push_back({d.source, d.target, S_ISDIR(st.st_mode), flags});
+    p.binds.push_back({d.source, d.target, S_ISDIR(st.st_mode), flags, d.trusted});
   }
   return p;
 }
 
-int EnterOverlay(const PreparedOverlay& p, const char** step) {
+namespace {
+
+// "/proc/self/fd/N" into buf (no allocation: a forked child).
+const char* FdPath(char* buf, size_t n, int fd) {
+  std::snprintf(buf, n, "/proc/self/fd/%d", fd);
+  return buf;
+}
+
+// `name` (one component) beneath `root`, never through a link, as an O_PATH descriptor.
+int OpenBeneath(int root, const char* name) {
+  open_how how;
+  std::memset(&how, 0, sizeof how);
+  how.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  return static_cast<int>(syscall(SYS_openat2, root, name, &how, sizeof how));
+}
+
+// The data of a run that drops to its submitter (EnterOverlay), in the forked child.
+int BindAsUser(const PreparedOverlay& p, const char** step, const RunAs& as) {
+  *step = "opening the working copy for its data";
+  const int root = open(p.target.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) return errno;
+  gid_t own_groups[256];
+  const int own_n = getgroups(256, own_groups);
+  *step = "taking the submitter's file rights for its data";
+  if (own_n < 0 || syscall(SYS_setgroups, as.groups.size(), as.groups.data()) != 0) return errno;
+  syscall(SYS_setfsgid, static_cast<gid_t>(as.gid));
+  syscall(SYS_setfsuid, static_cast<uid_t>(as.uid));
+  int err = 0;
+  for (const PreparedOverlay::Bind& b : p.binds) {
+    // PrepareOverlay made each target <working copy>/<name>.
+    if (b.target.size() <= p.target.size() + 1 ||
+        b.target.compare(0, p.target.size(), p.target) != 0) {
+      *step = "placing a data mount";
+      err = EINVAL;
+      break;
+    }
+    const char* name = b.target.c_str() + p.target.size() + 1;
+    *step = "making a data mount point";
+    if (b.dir) {
+      if (mkdirat(root, name, 0755) != 0 && errno != EEXIST) { err = errno; break; }
+    } else {
+      int fd = openat(root, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+      if (fd < 0 && errno != EEXIST) { err = errno; break; }
+      if (fd >= 0) close(fd);
+    }
+    const int target = OpenBeneath(root, name);
+    struct stat st;
+    if (target < 0 || fstat(target, &st) != 0) {
+      err = errno;
+      *step = "opening a data mount point (a link there is refused)";
+      if (target >= 0) close(target);
+      break;
+    }
+    if (S_ISDIR(st.st_mode) != b.dir || (!b.dir && !S_ISREG(st.st_mode))) {
+      close(target);
+      *step = "opening a data mount point (something else is in its place)";
+      err = b.dir ? ENOTDIR : EISDIR;
+      break;
+    }
+    *step = b.trusted ? "opening a need's outputs" : "opening the data as the submitter";
+    if (b.trusted) {
+      syscall(SYS_setfsuid, geteuid());
+      syscall(SYS_setfsgid, getegid());
+    }
+    const int source = open(b.source.c_str(), O_PATH | O_CLOEXEC);
+    const int open_err = errno;
+    if (b.trusted) {
+      syscall(SYS_setfsgid, static_cast<gid_t>(as.gid));
+      syscall(SYS_setfsuid, static_cast<uid_t>(as.uid));
+    }
+    if (source < 0) {
+      err = open_err;
+      close(target);
+      break;
+    }
+    char src_path[40], dst_path[40];
+    *step = "binding data into the working copy";
+    const int bound = mount(FdPath(src_path, sizeof src_path, source),
+                            FdPath(dst_path, sizeof dst_path, target), nullptr, MS_BIND | MS_REC,
+                            nullptr);
+    if (bound != 0) err = errno;
+    close(source);
+    close(target);
+    if (bound != 0) break;
+    // The new mount's root, for the remount that makes it read-only.
+    *step = "making a data mount read-only";
+    const int mounted = OpenBeneath(root, name);
+    if (mounted < 0) { err = errno; break; }
+    if (mount(nullptr, FdPath(dst_path, sizeof dst_path, mounted), nullptr,
+              MS_BIND | MS_REMOUNT | MS_RDONLY | b.flags, nullptr) != 0) {
+      err = errno;
+      close(mounted);
+      break;
+    }
+    close(mounted);
+  }
+  close(root);
+  // Back to the starter's file rights (a shim goes on as the starter).
+  syscall(SYS_setfsuid, geteuid());
+  syscall(SYS_setfsgid, getegid());
+  syscall(SYS_setgroups, static_cast<size_t>(own_n), own_groups);
+  return err;
+}
+
+}  // namespace
+
+int EnterOverlay(const PreparedOverlay& p, const char** step, const RunAs* as) {
   if (p.user_namespace) {
     *step = "unshare(CLONE_NEWUSER|CLONE_NEWNS)";
     if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return errno;
@@ -103,6 +214,7 @@ int EnterOverlay(const PreparedOverlay& p, const char** step) {
   if (mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) return errno;
   *step = "mounting the overlay";
   if (mount("overlay", p.target.c_str(), "overlay", 0, p.options.c_str()) != 0) return errno;
+  if (as != nullptr && as->set() && !p.binds.empty()) return BindAsUser(p, step, *as);
   // Data, read-only: a bind, then a remount that adds ro (keeping the source mount's flags).
   for (const PreparedOverlay::Bind& b : p.binds) {
     *step = "making a data mount point";
@@ -286,25 +398,47 @@ RunFiles RunFiles::In(const std::string& store_dir, int64_t experiment_id, int64
 }
 
 Result<WorkingCopy> WorkingCopies::Prepare(const Snapshot& snapshot, const RunFiles& files,
-                                           bool fresh, const std::vector<DataMount>& data) {
+                                           bool fresh, const std::vector<DataMount>& data,
+                                           const UnixUser* as) {
   WorkingCopy w;
   w.path = files.work;
   OverlayMount m{snapshot.path, files.changes, files.overlay_scratch};
+  // The mount point and the upper layer are the user's (entries of the store's own folders, so
+  // given by path without a race); the overlay's scratch folder stays the daemon's.
+  auto give = [&](const std::string& dir) -> Status {
+    if (as == nullptr) return Status::Ok();
+    struct stat st {};
+    if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+        lchown(dir.c_str(), static_cast<uid_t>(as->uid), static_cast<gid_t>(as->gid)) != 0) {
+      return ErrnoStatus("cannot give '" + dir + "' to " + DisplayName(*as));
+    }
+    chmod(dir.c_str(), 0700);
+    return Status::Ok();
+  };
   struct stat st;
   if (!fresh && stat(m.upper.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     // An earlier attempt's overlay: its changes are kept for this one (and its mount point and
     // scratch folder made again if a crash came between them).
     DROVER_RETURN_IF_ERROR(MakeDir(m.work));
     DROVER_RETURN_IF_ERROR(MakeDir(w.path));
+    DROVER_RETURN_IF_ERROR(give(w.path));
+    DROVER_RETURN_IF_ERROR(give(m.upper));
     w.overlay = m;
     return w;
   }
   if (!fresh && stat(w.path.c_str(), &st) == 0) return w;  // an earlier attempt's copy
   const bool small = snapshot.files <= kCopyMaxFiles && snapshot.bytes <= kCopyMaxBytes;
-  if ((!small || !data.empty()) && !probed()) *this = Probe(scratch_dir_);
-  if (!overlay_ || (small && data.empty()) || !PrepareOverlay(m, w.path).ok()) {
-    DROVER_RETURN_IF_ERROR(MaterializeSnapshot(snapshot, w.path));
-    // No mount namespace for this run: its data are links (writable through; docs/spec.md).
+  if ((!small || !data.empty() || as != nullptr) && !probed()) *this = Probe(scratch_dir_);
+  // A user's run is mounted wherever overlays work, whatever its size: nothing of it is copied
+  // with the daemon's rights.
+  const bool copy = !overlay_ || (small && data.empty() && as == nullptr);
+  if (copy || !PrepareOverlay(m, w.path).ok()) {
+    DROVER_RETURN_IF_ERROR(as != nullptr ? MaterializeSnapshotAs(snapshot, w.path, *as)
+                                         : MaterializeSnapshot(snapshot, w.path));
+    // No mount namespace for this run: its data are links (writable through; docs/spec.md),
+    // made as the user in their working copy.
+    ActingAs user(as);
+    if (!user.status().ok()) return user.status();
     for (const DataMount& d : data) {
       std::error_code ec;
       fs::remove_all(d.target, ec);
@@ -331,6 +465,8 @@ Result<WorkingCopy> WorkingCopies::Prepare(const Snapshot& snapshot, const RunFi
   DROVER_RETURN_IF_ERROR(MakeDir(m.work));
   DROVER_RETURN_IF_ERROR(MakeDir(m.upper));
   DROVER_RETURN_IF_ERROR(MakeDir(w.path));
+  DROVER_RETURN_IF_ERROR(give(m.upper));
+  DROVER_RETURN_IF_ERROR(give(w.path));
   w.overlay = m;
   return w;
 }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/users.h"
 #include "model/run.h"
 
 namespace drover {
@@ -33,6 +34,9 @@ namespace drover {
 struct DataMount {
   std::string source;  // absolute
   std::string target;  // <working copy>/<name>
+  // drover's own (a pipeline's earlier outputs under <store>/outputs): bound with the daemon's
+  // rights even for a run as its submitter, whose data are reached with theirs.
+  bool trusted = false;
 };
 
 struct OverlayMount {
@@ -93,8 +97,12 @@ class WorkingCopies {
   // `data`: the run's data (DataMount::target inside files.work); an overlay is used even for a
   // small snapshot then, so the data can be bound read-only in the run's mount namespace; a copy
   // gets symbolic links to it instead.
+  // `as` set (a root daemon's run, docs/lab-server.md): the working copy is that user's: a copy
+  // is made as them (MaterializeSnapshotAs), an overlay's mount point and upper layer are given
+  // to them (top folders only: their parents are the store's).
   Result<WorkingCopy> Prepare(const Snapshot& snapshot, const RunFiles& files, bool fresh = false,
-                              const std::vector<DataMount>& data = {});
+                              const std::vector<DataMount>& data = {},
+                              const UnixUser* as = nullptr);
 
  private:
   bool overlay_ = false;
@@ -119,12 +127,18 @@ struct PreparedOverlay {
     std::string target;
     bool dir = true;
     unsigned long flags = 0;
+    bool trusted = false;  // DataMount::trusted
   };
   std::vector<Bind> binds;
 };
 // Fails (InvalidArgument) for paths overlayfs' options cannot carry (',', ':', '\\').
 Result<PreparedOverlay> PrepareOverlay(const OverlayMount& mount, const std::string& target,
                                        const std::vector<DataMount>& data = {});
-int EnterOverlay(const PreparedOverlay& p, const char** step);
+// `as` set (a run that will drop to its submitter, exec/child.h): the data are bound with the
+// user's file rights (a source they cannot reach is refused) onto mount points resolved beneath
+// the working copy without following any link (openat2), so nothing the user put in their
+// working copy can point a mount made with the daemon's rights elsewhere.
+struct RunAs;
+int EnterOverlay(const PreparedOverlay& p, const char** step, const RunAs* as = nullptr);
 
 }  // namespace drover

@@ -412,6 +412,79 @@ TEST_F(SharedDaemonTest, ADaemonKilledLeavesASocketTheNextOneReplaces) {
   EXPECT_EQ(ReadFile(ran_as), std::string(kAlice) + "\n");
 }
 
+// What a red-team pass did with a root daemon's rights from inside a run (docs/lab-server.md):
+// links planted where the daemon opens logs, mounts data or collects outputs, another user's
+// file as data. Each is refused and the machine's files stay as they were.
+TEST_F(SharedDaemonTest, ARunCannotTurnTheDaemonsRightsAgainstTheMachine) {
+  const std::string victim = (dir_ / "victim").string();
+  fs::create_directories(victim);
+  Write("victim/secret", "root only\n");
+  Write("victim-file", "untouched\n");
+  Sh("chown -R root: " + victim + " " + (dir_ / "victim-file").string() + " && chmod 700 " +
+     victim + " && chmod 600 " + victim + "/secret " + (dir_ / "victim-file").string());
+  const std::string home = Home(kAlice) + "/attack";
+  fs::create_directories(home + "/mine");
+  Write(std::string(kAlice) + "/attack/mine/ok.txt", "hers\n");
+  fs::create_symlink(victim, home + "/x");
+  Write(std::string(kAlice) + "/attack/logs.yaml",
+        "name: logs\nretries: 1\ncommand: >-\n  sh -c 'ln -s " + (dir_ / "victim-file").string() +
+            " \"$DROVER_STORE/logs/$DROVER_EXPERIMENT_ID/$DROVER_RUN_ID-2.out\"; ln -s " + victim +
+            " work; touch attempt-1.out; exit 1'\n");
+  Write(std::string(kAlice) + "/attack/link.yaml",
+        "name: link\ncommand: ls x\ndata: {x: " + home + "/mine}\n");
+  Write(std::string(kAlice) + "/attack/theirs.yaml",
+        "name: theirs\ncommand: cat n\ndata: {n: " + Home(kBob) + "/private/secret.py}\n");
+  Write(std::string(kAlice) + "/attack/outputs.yaml",
+        "name: outputs\nstages:\n  a: {command: \"ln -s " + victim +
+            " d\", outputs: [d/secret]}\n");
+  fs::create_directories(Home(kBob) + "/private");
+  Write(std::string(kBob) + "/private/secret.py", "KEY = 'bob-only'\n");
+  Sh("chown -R " + std::string(kBob) + ": " + Home(kBob) + "/private && chmod 700 " + Home(kBob) +
+     "/private");
+  Sh("chown -R " + std::string(kAlice) + ": " + home + " && chown -h " + kAlice + ": " + home +
+     "/x");
+  std::map<std::string, std::string> said;
+  for (const char* spec : {"logs.yaml", "link.yaml", "theirs.yaml", "outputs.yaml"}) {
+    auto r = As(kAlice, {"run", spec}, home);
+    EXPECT_NE(r.exit_code, 0) << spec << ": " << r.out << r.err;
+    said[spec] = r.out + r.err;
+  }
+  auto ls = As(kAlice, {"ls", "--json"});
+  std::map<std::string, std::string> reason_of;
+  for (const auto& r : nlohmann::json::parse(ls.out)) {
+    auto shown = nlohmann::json::parse(As(kAlice, {"show", std::to_string(r["id"].get<int64_t>()),
+                                                   "--json"}).out);
+    std::string why = r.value("reason", "");
+    for (const auto& a : shown["attempt_list"]) why += " " + a.value("error", std::string());
+    reason_of[shown["experiment"]["name"].get<std::string>()] = why;
+  }
+  // A link where the logs of the next attempt go: the folder is not the run's to write.
+  EXPECT_NE(reason_of["logs"].find("Permission denied"), std::string::npos) << reason_of["logs"];
+  // A link where data is bound: refused before the mount.
+  EXPECT_NE(reason_of["link"].find("data mount point"), std::string::npos) << reason_of["link"];
+  // Another user's private file as data: not hers to give the run.
+  EXPECT_EQ(reason_of.count("theirs"), 0u) << said["theirs.yaml"];
+  EXPECT_NE(said["theirs.yaml"].find("secret.py"), std::string::npos) << said["theirs.yaml"];
+  // An output through a link out of the working copy: not stored.
+  EXPECT_NE(reason_of["outputs"].find("missing_output"), std::string::npos) << reason_of["outputs"];
+  // The machine's files are as they were: contents, owners, nothing added.
+  EXPECT_EQ(ReadFile((dir_ / "victim-file").string()), "untouched\n");
+  struct stat st {};
+  ASSERT_EQ(::stat((dir_ / "victim-file").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  ASSERT_EQ(::stat(victim.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  ASSERT_EQ(::stat((victim + "/secret").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(std::distance(fs::directory_iterator(victim), fs::directory_iterator()), 1);
+  // Nothing of the secret was stored as an output.
+  if (fs::exists(store_ + "/artifacts")) {
+    for (const auto& e : fs::recursive_directory_iterator(store_ + "/artifacts")) {
+      if (e.is_regular_file()) EXPECT_NE(ReadFile(e.path().string()), "root only\n");
+    }
+  }
+}
+
 TEST_F(SharedDaemonTest, PersonalTokensActAsTheirUserOverHttpAndStopWhenRevoked) {
   ASSERT_EQ(As(kBob, {"submit", "long.yaml"}, Home(kBob)).exit_code, 0);
   // Alice makes a token over the socket (the kernel says it is her).
@@ -516,8 +589,8 @@ TEST_F(ServiceUserDaemonTest, RunsExecuteAsTheServiceUserAndItSaysSo) {
 TEST_F(SharedDaemonTest, EachRunExecutesAsItsSubmitterAndItsFilesAreTheirs) {
   // The run checks itself: its uid and groups, its HOME and environment, a file it may not read
   // (the store's token) and a folder it may not write (root's home); it writes into a folder of
-  // its code and rewrites a file of it. Alice's code is big enough to be mounted (an overlay);
-  // Bob's is copied.
+  // its code and rewrites a file of it. A user's run is always mounted (an overlay of their own
+  // snapshot), small or big: Alice's code has a dozen files, Bob's one.
   const std::string probe =
       "name: self\ncommand: >-\n  sh -c 'id -u > uid.txt; id -G > groups.txt; echo \"$HOME\" > "
       "home.txt; env > env.txt; cat \"$DROVER_STORE/token\" > token.txt 2>&1; touch "
@@ -550,9 +623,8 @@ TEST_F(SharedDaemonTest, EachRunExecutesAsItsSubmitterAndItsFilesAreTheirs) {
     const int64_t id = run_of[u];
     auto user = LookupUserByName(u);
     ASSERT_TRUE(user.ok());
-    // Alice's was mounted: what it wrote is in changes/; Bob's was copied: it is in runs/.
-    const std::string dir = store_ + (std::string(u) == kAlice ? "/changes/" : "/runs/") +
-                            std::to_string(id);
+      // A user's run is always mounted: what it wrote is in its overlay's changes/.
+    const std::string dir = store_ + "/changes/" + std::to_string(id);
     ASSERT_EQ(ReadFile(dir + "/done.txt"), "done\n") << dir;
     EXPECT_EQ(ReadFile(dir + "/uid.txt"), std::to_string(user->uid) + "\n");
     const std::string groups = ReadFile(dir + "/groups.txt");
@@ -582,9 +654,11 @@ TEST_F(SharedDaemonTest, EachRunExecutesAsItsSubmitterAndItsFilesAreTheirs) {
     struct stat st {};
     ASSERT_EQ(::stat(log.c_str(), &st), 0) << log;
     EXPECT_EQ(static_cast<int64_t>(st.st_uid), user->uid);
+    EXPECT_EQ(st.st_mode & 077, 0u) << "a run's logs are its submitter's alone";
+    // Their folder stays the daemon's: nobody may put a link where the next logs are opened.
     ASSERT_EQ(::stat(fs::path(log).parent_path().c_str(), &st), 0);
-    EXPECT_EQ(static_cast<int64_t>(st.st_uid), user->uid);
-    EXPECT_EQ(st.st_mode & 077, 0u) << "an experiment's logs are its submitter's alone";
+    EXPECT_EQ(st.st_uid, 0u);
+    EXPECT_EQ(st.st_mode & 0777, 0711u);
     // Its submitter reads it straight from the store; the other user cannot.
     const char* other = std::string(u) == kAlice ? kBob : kAlice;
     const std::string cat = "/usr/bin/setpriv --reuid=%s --regid=%s --init-groups cat " + log +

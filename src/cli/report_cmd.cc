@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 
@@ -152,7 +153,18 @@ std::string DefaultReportPath(const Globals& g, const Experiment& exp) {
     name += safe ? ch : '-';
   }
   if (name.empty()) name = "experiment";
-  return (fs::path(StoreDir(g)) / "reports" / fmt::format("{}-{}.html", name, exp.id)).string();
+  const std::string file = fmt::format("{}-{}.html", name, exp.id);
+  // A store this user may not write (a lab's shared daemon's): their own cache folder instead.
+  if (::access(StoreDir(g).c_str(), W_OK) != 0 && errno == EACCES) {
+    const char* cache = std::getenv("XDG_CACHE_HOME");
+    const char* home = std::getenv("HOME");
+    const fs::path base = cache != nullptr && *cache != '\0' ? fs::path(cache)
+                          : home != nullptr && *home != '\0'
+                              ? fs::path(home) / ".cache"
+                              : fs::temp_directory_path();
+    return (base / "drover" / "reports" / file).string();
+  }
+  return (fs::path(StoreDir(g)) / "reports" / file).string();
 }
 
 Status WriteTextFile(const std::string& path, const std::string& text, bool make_dirs) {
@@ -200,7 +212,8 @@ Command RegisterReport(CLI::App& root, Globals& g) {
   app->add_option("experiment", f->experiment, "Experiment id or name (the newest of that name)")
       ->required();
   app->add_option("-o,--output", f->output,
-                  "The file to write (default <store>/reports/<name>-<id>.html)");
+                  "The file to write (default <store>/reports/<name>-<id>.html; "
+                  "~/.cache/drover/reports/ when the store is not yours to write)");
   app->add_option("-m,--metric", f->metric,
                   "Rank and plot by this metric instead of the objective");
   app->add_option("--summary", f->summary,

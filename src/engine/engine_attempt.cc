@@ -239,7 +239,14 @@ Result<std::optional<RunAs>> Engine::RunAsOf(ExperimentEntry& exp) const {
     const Experiment& e = exp.experiment;
     RunAs r;
     exp.submitter.reset();
-    if (e.uid >= 0 && e.uid != static_cast<int64_t>(::geteuid())) {
+    if (e.uid < 0) {
+      // Recorded before drover knew submitters: whose rights it should have is unknown, and
+      // the daemon's (root's) are not to be given away.
+      return FailedPrecondition(
+          "its experiment was recorded before drover kept submitters, so this daemon does not "
+          "know whose rights it runs with; submit it again");
+    }
+    if (e.uid != static_cast<int64_t>(::geteuid())) {
       UnixUser who = LookupUser(e.uid, e.gid);
       if (who.name.empty() || (!e.user.empty() && who.name != e.user)) {
         return FailedPrecondition("its submitter " + e.user + " (uid " + std::to_string(e.uid) +

@@ -231,7 +231,12 @@ int Serve(Globals& g, const ServeFlags& f) {
       if (name == "daemon.json" || name == "daemon.sock") continue;
       struct stat st {};
       if (::lstat(entry.path().c_str(), &st) != 0 || S_ISLNK(st.st_mode)) continue;
-      ::chmod(entry.path().c_str(), st.st_mode & 07700);
+      // A root daemon's users reach their own runs' files through these (each run's own folder
+      // is theirs alone): they let them through, and show nobody what is in them.
+      const bool theirs = ::geteuid() == 0 && S_ISDIR(st.st_mode) &&
+                          (name == "runs" || name == "changes" || name == "logs" ||
+                           name == "checkpoints" || name == "snapshots");
+      ::chmod(entry.path().c_str(), theirs ? 0711 : st.st_mode & 07700);
     }
   }
   auto setup = PrepareEngine(g, fake, f.engine);

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <iterator>
 
 namespace drover {
 namespace {
@@ -75,6 +77,31 @@ std::string DisplayName(const UnixUser& user) {
 
 bool InGroup(const UnixUser& user, int64_t gid) {
   return gid >= 0 && std::find(user.groups.begin(), user.groups.end(), gid) != user.groups.end();
+}
+
+std::vector<std::string> LoginEnvironment(const UnixUser& user) {
+  std::vector<std::string> env = {
+      "HOME=" + (user.home.empty() ? std::string("/") : user.home),
+      "PATH=/usr/local/bin:/usr/bin:/bin",
+      "SHELL=" + (user.shell.empty() ? std::string("/bin/sh") : user.shell),
+  };
+  if (!user.name.empty()) {
+    env.push_back("USER=" + user.name);
+    env.push_back("LOGNAME=" + user.name);
+  }
+  const char* lang = std::getenv("LANG");
+  env.push_back(std::string("LANG=") + (lang != nullptr && *lang != '\0' ? lang : "C.UTF-8"));
+  return env;
+}
+
+std::vector<std::string> AsUserArgv(const UnixUser& user, std::vector<std::string> argv) {
+  std::string groups;
+  for (int64_t g : user.groups) groups += (groups.empty() ? "" : ",") + std::to_string(g);
+  std::vector<std::string> out = {"setpriv", "--reuid=" + std::to_string(user.uid),
+                                  "--regid=" + std::to_string(user.gid),
+                                  groups.empty() ? "--clear-groups" : "--groups=" + groups, "--"};
+  out.insert(out.end(), std::make_move_iterator(argv.begin()), std::make_move_iterator(argv.end()));
+  return out;
 }
 
 ActingAs::ActingAs(const UnixUser* user) {

@@ -32,6 +32,12 @@ std::optional<int64_t> LookupGroup(const std::string& name);
 std::string DisplayName(const UnixUser& user);
 bool InGroup(const UnixUser& user, int64_t gid);
 
+// The environment of `user`'s login, nothing of ours: HOME, USER, LOGNAME, SHELL,
+// PATH=/usr/local/bin:/usr/bin:/bin, LANG (ours, or C.UTF-8).
+std::vector<std::string> LoginEnvironment(const UnixUser& user);
+// `argv` run as `user` (their uid, gid and groups) through setpriv(1).
+std::vector<std::string> AsUserArgv(const UnixUser& user, std::vector<std::string> argv);
+
 // Reads and writes files with `user`'s rights on the calling thread alone, while it lives: the
 // thread's file-system uid and gid and its supplementary groups become the user's (setfsuid,
 // setfsgid and a raw setgroups: glibc's would change every thread). A root daemon reads a

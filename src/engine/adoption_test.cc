@@ -85,7 +85,7 @@ TEST_F(AdoptionTest, TheNextEngineAdoptsReadsRequeuesAndGoesOnStopping) {
   const std::string record = std::to_string(a[1].pid) + " 1\n{\"exit_code\":0,\"signal\":0," +
                              "\"ended_ms\":" + std::to_string(clock_.Now()) + "}\n";
   std::ofstream(a[1].stdout_path).flush();
-  if (setxattr(a[1].stdout_path.c_str(), kExitAttribute, record.data(), record.size(), 0) != 0) {
+  if (setxattr(a[1].stdout_path.c_str(), ExitAttribute(), record.data(), record.size(), 0) != 0) {
     std::ofstream(a[1].exit_path) << record;  // a file system without user attributes
   }
   const int64_t pid4 = a[3].pid;

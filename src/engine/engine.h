@@ -469,7 +469,8 @@ class Engine {
   // Whether this failure makes `watch.detectors.failure_streak` in a row for the run's config;
   // raises the repeated_failure alert when it does.
   bool RepeatedFailure(Live& live, AttemptOutcome outcome, Millis now);
-  void CaptureEnvironment(int64_t experiment_id, const std::vector<std::vector<std::string>>& argvs,
+  void CaptureEnvironment(const Experiment& experiment,
+                          const std::vector<std::vector<std::string>>& argvs,
                           const Spec& spec);
   // Stores the environments captured so far (all of them, waiting, when `wait`).
   void StoreEnvironments(bool wait);

@@ -73,22 +73,6 @@ void Engine::Preempt(Live& live, const std::string& why, Instant now) {
 
 namespace {
 
-// The user's environment of a login, not the daemon's: what a root daemon's runs start from.
-std::vector<std::string> CleanEnvFor(const UnixUser& user) {
-  std::vector<std::string> env = {
-      "HOME=" + (user.home.empty() ? std::string("/") : user.home),
-      "PATH=/usr/local/bin:/usr/bin:/bin",
-      "SHELL=" + (user.shell.empty() ? std::string("/bin/sh") : user.shell),
-  };
-  if (!user.name.empty()) {
-    env.push_back("USER=" + user.name);
-    env.push_back("LOGNAME=" + user.name);
-  }
-  const char* lang = std::getenv("LANG");
-  env.push_back(std::string("LANG=") + (lang != nullptr && *lang != '\0' ? lang : "C.UTF-8"));
-  return env;
-}
-
 // Only ever an entry of one of the store's own folders (checkpoints/<id>): a path no user can
 // swap for a link.
 Status GiveTo(const std::string& path, const RunAs& who) {
@@ -118,7 +102,7 @@ std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt
     // A run as its submitter starts from their login's environment, not the daemon's.
     const std::vector<std::string> start =
         !host ? std::vector<std::string>{}
-              : exp.submitter ? CleanEnvFor(*exp.submitter) : options_.base_env;
+              : exp.submitter ? LoginEnvironment(*exp.submitter) : options_.base_env;
     for (const auto& kv : start) {
       auto eq = kv.find('=');
       if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);

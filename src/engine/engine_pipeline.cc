@@ -203,7 +203,10 @@ Result<std::vector<DataMount>> Engine::NeedMounts(Live& live, const std::string&
       outputs[o] = path;
       // A run of its needs' runs sees their outputs where they were written; a gather reads
       // them from $DROVER_INPUTS (its needs' outputs share their paths).
-      if (stage && !stage->gather) mounts.push_back({path, workdir + "/" + o, /*trusted=*/true});
+      if (stage && !stage->gather) {
+        mounts.push_back(
+            {path, workdir + "/" + o, /*trusted=*/true, OutputsDir(options_.store_dir, source)});
+      }
     }
     inputs.push_back({{"run", need->id},
                       {"stage", need->stage},

@@ -271,7 +271,7 @@ Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
   }
   result.experiment_id = e.id;
   if (observer_) observer_->OnExperimentSubmitted(e, result.runs);
-  if (options_.capture_environment) CaptureEnvironment(e.id, argvs, spec);
+  if (options_.capture_environment) CaptureEnvironment(e, argvs, spec);
 
   ExperimentEntry* ep = entry.get();
   ep->unfinished = static_cast<int>(result.runs.size());
@@ -299,7 +299,7 @@ Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
   return result;
 }
 
-void Engine::CaptureEnvironment(int64_t experiment_id,
+void Engine::CaptureEnvironment(const Experiment& experiment,
                                 const std::vector<std::vector<std::string>>& argvs,
                                 const Spec& spec) {
   // Once per experiment and interpreter, not per run: a sweep shares one interpreter.
@@ -314,10 +314,20 @@ void Engine::CaptureEnvironment(int64_t experiment_id,
         options_.environment.package_list_timeout_ms);
   }
   EnvironmentRequest req;
-  req.experiment_id = experiment_id;
+  req.experiment_id = experiment.id;
   req.interpreters.assign(interpreters.begin(), interpreters.end());
   req.workdir = spec.workdir;
   req.hostname = hostname_;
+  if (options_.runs_as_submitter) {
+    // Its interpreter is the submitter's code: listed as them (or not at all when unknown).
+    const Experiment* e = &experiment;
+    if (e->uid < 0) return;
+    if (e->uid != static_cast<int64_t>(::geteuid())) {
+      UnixUser who = LookupUser(e->uid, e->gid);
+      if (who.name.empty()) return;
+      req.as = std::move(who);
+    }
+  }
   // A container's packages are the image's: listed inside it (pyxis images are on the nodes).
   if (spec.container && spec.container->runtime != ContainerRuntime::kPyxis) {
     req.container = spec.container;

@@ -76,10 +76,18 @@ Environment EnvironmentCapture::Capture(const EnvironmentRequest& r,
     }
     const bool podman = r.container->runtime == ContainerRuntime::kPodman;
     argv = {podman ? "podman" : "docker", "run", "--rm", "--init", "--network", "none",
-            fmt::format("--user={}:{}", getuid(), getgid())};
+            r.as ? fmt::format("--user={}:{}", r.as->uid, r.as->gid)
+                 : fmt::format("--user={}:{}", getuid(), getgid())};
+    if (r.as) argv.insert(argv.end(), {"--security-opt=no-new-privileges", "--cap-drop=ALL"});
     if (podman) argv.push_back("--pull=never");
     argv.insert(argv.end(), {r.container->image_id, interpreter, "-c", kPackageListScript});
     o.cwd.clear();
+  }
+  if (r.as && !r.container) {
+    // The user's interpreter, from their folder: as them, never with the daemon's rights.
+    argv = AsUserArgv(*r.as, std::move(argv));
+    o.clean_env = true;
+    o.set_env = LoginEnvironment(*r.as);
   }
   auto cap = RunAndCapture(argv, o);
   if (cap.ok() && cap->exit_code == 0) {

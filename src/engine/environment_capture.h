@@ -12,6 +12,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "common/users.h"
 #include "common/worker.h"
 #include "model/run.h"
 #include "spec/yaml_fields.h"
@@ -38,6 +39,9 @@ struct EnvironmentRequest {
   // Set: the runs are in this (pinned) image, and its interpreter is listed inside it, once per
   // image and interpreter however many experiments use it.
   std::optional<ContainerSpec> container;
+  // Set (a root daemon's experiment of another user): the listing runs as them, with their
+  // login's environment (it runs their interpreter, from their folder).
+  std::optional<UnixUser> as;
 };
 
 class EnvironmentCapture {

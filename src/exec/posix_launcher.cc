@@ -61,6 +61,11 @@ Status OpenOutput(const std::string& path, int* fd) {
 
 }  // namespace
 
+const char* ExitAttribute() {
+  static const bool root = ::geteuid() == 0;
+  return root ? kTrustedExitAttribute : kUserExitAttribute;
+}
+
 PosixLauncher::PosixLauncher(Mode mode) {
   // SIGCHLD, SIGINT, SIGTERM and SIGHUP are taken synchronously through a signalfd in Wait(), so
   // no handler runs at an awkward moment and a child ending between a reap and the wait is never
@@ -546,7 +551,7 @@ void PosixLauncher::SupervisorLost() {
       o.error = Status(Code::kIo, "cannot start '" + p.program +
                                       "': the supervisor went away during its launch (it may "
                                       "have started the run: see its exit record, " +
-                                      p.record.file + " or the attribute " + kExitAttribute +
+                                      p.record.file + " or the attribute " + ExitAttribute() +
                                       " of " + p.record.log + ")");
     }
     ready_.push_back(std::move(o));
@@ -672,7 +677,7 @@ Result<std::string> ReadRecordText(const ExitRecordAt& at) {
   std::string attr;
   if (!at.log.empty()) {
     char buf[4096];
-    ssize_t n = getxattr(at.log.c_str(), kExitAttribute, buf, sizeof buf);
+    ssize_t n = getxattr(at.log.c_str(), ExitAttribute(), buf, sizeof buf);
     if (n >= 0) {
       attr.assign(buf, static_cast<size_t>(n));
     } else if (errno != ENODATA && errno != ENOTSUP && errno != ENOENT) {

@@ -80,11 +80,15 @@ struct PlacementNews {
 
 // The attribute of an attempt's stdout log that holds its exit record when the supervisor wrote
 // it there: the same text as an exit file ("<pid> <start ticks>\n", then the end's JSON line).
-inline constexpr char kExitAttribute[] = "user.drover.exit";
+// A root daemon's (whose logs are their runs' users' files) keeps it in the trusted namespace,
+// which only root may write: a user cannot forge the record of their run's start or end.
+inline constexpr char kUserExitAttribute[] = "user.drover.exit";
+inline constexpr char kTrustedExitAttribute[] = "trusted.drover.exit";
+const char* ExitAttribute();  // kTrustedExitAttribute when this process is root
 
 // Where the exit record of a run that outlives the engine is (docs/execution.md, "The exit
 // record"): a shim writes the file of its own; the supervisor sets the attribute
-// kExitAttribute of the attempt's stdout log, which costs no inode, and writes the file only
+// ExitAttribute() of the attempt's stdout log, which costs no inode, and writes the file only
 // where the log's file system takes no user attributes. The file, when there is one, is the
 // record.
 struct ExitRecordAt {

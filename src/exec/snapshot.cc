@@ -47,12 +47,8 @@ CaptureOptions GitOptions(const UnixUser* as) {
   if (as != nullptr) {
     // The user's login environment, nothing of the daemon's.
     o.clean_env = true;
-    o.set_env.push_back("PATH=/usr/local/bin:/usr/bin:/bin");
-    o.set_env.push_back("HOME=" + (as->home.empty() ? std::string("/") : as->home));
-    if (!as->name.empty()) {
-      o.set_env.push_back("USER=" + as->name);
-      o.set_env.push_back("LOGNAME=" + as->name);
-    }
+    const std::vector<std::string> login = LoginEnvironment(*as);
+    o.set_env.insert(o.set_env.end(), login.begin(), login.end());
   }
   // A repository on a hung network mount must not hold a submit for ever.
   o.timeout_ms = 120'000;
@@ -60,14 +56,7 @@ CaptureOptions GitOptions(const UnixUser* as) {
 }
 
 std::vector<std::string> AsUser(std::vector<std::string> args, const UnixUser* as) {
-  if (as == nullptr) return args;
-  std::string groups;
-  for (int64_t g : as->groups) groups += (groups.empty() ? "" : ",") + std::to_string(g);
-  std::vector<std::string> out = {"setpriv", "--reuid=" + std::to_string(as->uid),
-                                  "--regid=" + std::to_string(as->gid),
-                                  groups.empty() ? "--clear-groups" : "--groups=" + groups, "--"};
-  out.insert(out.end(), std::make_move_iterator(args.begin()), std::make_move_iterator(args.end()));
-  return out;
+  return as == nullptr ? args : AsUserArgv(*as, std::move(args));
 }
 
 Result<Captured> RunGit(const std::vector<std::string>& args, const UnixUser* as) {

@@ -211,7 +211,7 @@ bool ReceiveRequest(int fd, std::string* payload, int* out_fd, int* err_fd) {
   return true;
 }
 
-// A run the supervisor watches, and where its exit record is: the attribute kExitAttribute of
+// A run the supervisor watches, and where its exit record is: the attribute ExitAttribute() of
 // its stdout log (`log`), or, where that could not be set, the exit file.
 struct Watched {
   std::string exit_path;
@@ -224,8 +224,8 @@ struct Watched {
 // takes no user attributes (or refuses this one): the caller writes the exit file instead.
 bool SetRecord(int fd, const std::string& log, const std::string& text) {
   if (log.empty() || FileFault(log) != 0) return false;
-  int r = fd >= 0 ? fsetxattr(fd, kExitAttribute, text.data(), text.size(), 0)
-                  : setxattr(log.c_str(), kExitAttribute, text.data(), text.size(), 0);
+  int r = fd >= 0 ? fsetxattr(fd, ExitAttribute(), text.data(), text.size(), 0)
+                  : setxattr(log.c_str(), ExitAttribute(), text.data(), text.size(), 0);
   return r == 0;
 }
 
@@ -400,6 +400,7 @@ std::string Supervisor::Encode(const ChildPlan& p) {
     PutU32(&out, b.dir ? 1 : 0);
     PutU32(&out, static_cast<uint32_t>(b.flags));
     PutU32(&out, b.trusted ? 1 : 0);
+    PutString(&out, b.source_root);
   }
   PutString(&out, std::to_string(p.run_as.uid) + " " + std::to_string(p.run_as.gid));
   PutU32(&out, static_cast<uint32_t>(p.run_as.groups.size()));
@@ -422,7 +423,7 @@ Result<ChildPlan> Supervisor::Decode(const std::string& bytes) {
     PreparedOverlay::Bind b;
     uint32_t flags = 0;
     ok = r.String(&b.source) && r.String(&b.target) && r.Flag(&b.dir) && r.U32(&flags) &&
-         r.Flag(&b.trusted);
+         r.Flag(&b.trusted) && r.String(&b.source_root);
     b.flags = flags;
     p.overlay.binds.push_back(std::move(b));
   }

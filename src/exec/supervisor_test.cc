@@ -177,7 +177,7 @@ bool TakesAttributes(const std::string& dir) {
 // The raw value of the exit record's attribute on `log`, "" when there is none.
 std::string RecordAttribute(const std::string& log) {
   char buf[512];
-  ssize_t n = getxattr(log.c_str(), kExitAttribute, buf, sizeof buf);
+  ssize_t n = getxattr(log.c_str(), ExitAttribute(), buf, sizeof buf);
   return n < 0 ? "" : std::string(buf, static_cast<size_t>(n));
 }
 

@@ -80,7 +80,7 @@ Result<PreparedOverlay> PrepareOverlay(const OverlayMount& m, const std::string&
       if (vfs.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
       if (vfs.f_flag & ST_RELATIME) flags |= MS_RELATIME;
     }
-    p.binds.push_back({d.source, d.target, S_ISDIR(st.st_mode), flags, d.trusted});
+    p.binds.push_back({d.source, d.target, S_ISDIR(st.st_mode), flags, d.trusted, d.source_root});
   }
   return p;
 }
@@ -150,7 +150,26 @@ int BindAsUser(const PreparedOverlay& p, const char** step, const RunAs& as) {
       syscall(SYS_setfsuid, geteuid());
       syscall(SYS_setfsgid, getegid());
     }
-    const int source = open(b.source.c_str(), O_PATH | O_CLOEXEC);
+    int source = -1;
+    if (b.trusted && !b.source_root.empty() && b.source.size() > b.source_root.size() + 1 &&
+        b.source.compare(0, b.source_root.size(), b.source_root) == 0) {
+      // Beneath its folder, through no link: a stored output that is a link is not followed.
+      const int from = open(b.source_root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+      source = from < 0 ? -1 : OpenBeneath(from, b.source.c_str() + b.source_root.size() + 1);
+      struct stat sst;
+      if (source >= 0 && (fstat(source, &sst) != 0 || S_ISLNK(sst.st_mode))) {
+        close(source);
+        source = -1;
+        errno = ELOOP;
+      }
+      const int e = errno;
+      if (from >= 0) close(from);
+      errno = e;
+    } else if (!b.trusted) {
+      source = open(b.source.c_str(), O_PATH | O_CLOEXEC);
+    } else {
+      errno = EINVAL;
+    }
     const int open_err = errno;
     if (b.trusted) {
       syscall(SYS_setfsgid, static_cast<gid_t>(as.gid));
@@ -377,7 +396,10 @@ RunFiles RunFiles::In(const std::string& store_dir, int64_t experiment_id, int64
   const std::string runs = Folder(store_dir, "runs");
   const std::string old_dir = runs + "/" + id;
   struct stat st;
-  if (begun && stat((old_dir + "/work").c_str(), &st) == 0 &&
+  // Only a folder of this process's own user can be an old one: another user's (a root daemon's
+  // run as its submitter) decides nothing by what they put in it.
+  if (begun && lstat(old_dir.c_str(), &st) == 0 && st.st_uid == ::geteuid() &&
+      stat((old_dir + "/work").c_str(), &st) == 0 &&
       stat((old_dir + "/attempt-1.out").c_str(), &st) == 0) {
     // Begun by an older drover: its folder held its logs, working copy and checkpoints.
     f.work = old_dir + "/work";

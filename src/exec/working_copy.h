@@ -37,6 +37,9 @@ struct DataMount {
   // drover's own (a pipeline's earlier outputs under <store>/outputs): bound with the daemon's
   // rights even for a run as its submitter, whose data are reached with theirs.
   bool trusted = false;
+  // A trusted one's folder, beneath which `source` is opened through no link (a need's output
+  // that is itself a link, stored as the run wrote it, is refused rather than followed).
+  std::string source_root;
 };
 
 struct OverlayMount {
@@ -128,6 +131,7 @@ struct PreparedOverlay {
     bool dir = true;
     unsigned long flags = 0;
     bool trusted = false;  // DataMount::trusted
+    std::string source_root;  // DataMount::source_root
   };
   std::vector<Bind> binds;
 };

@@ -344,5 +344,22 @@ TEST(RunFiles, NewRunsUseFewFoldersAndOldRunsKeepTheirs) {
   fs::remove_all(tmpl);
 }
 
+TEST(RunFilesTest, AnotherUsersRunFolderNeverPassesForTheOldLayout) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to make another user's folder";
+  std::string tmpl = (fs::temp_directory_path() / "drover-layout-XXXXXX").string();
+  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+  const std::string run = tmpl + "/runs/6";
+  fs::create_directories(run + "/work");
+  std::ofstream(run + "/attempt-1.out") << "";
+  // The daemon's own folder with the old files: the old layout.
+  EXPECT_EQ(RunFiles::In(tmpl, 1, 6).work, run + "/work");
+  // The same, but a user's (a root daemon's run as its submitter): what they put there decides
+  // nothing.
+  ASSERT_EQ(lchown(run.c_str(), 65534, 65534), 0);
+  EXPECT_EQ(RunFiles::In(tmpl, 1, 6).work, run);
+  EXPECT_EQ(RunFiles::In(tmpl, 1, 6).Exit(2), tmpl + "/logs/1/6-2.exit");
+  fs::remove_all(tmpl);
+}
+
 }  // namespace
 }  // namespace drover

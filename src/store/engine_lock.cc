@@ -1,6 +1,7 @@
 #include "store/engine_lock.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <fmt/format.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -22,6 +23,20 @@ Result<EngineLock> EngineLock::Acquire(const std::string& store_dir) {
   std::string path = store_dir + "/engine.lock";
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus("opening " + path);
+  // The holder named in the file is gone, yet the lock is held: a short-lived child of it
+  // (forked while it held the lock: a working-copy probe) still has the lock's file open. It
+  // lets go within moments; wait for it rather than refuse a restarted daemon.
+  auto holder_gone = [&] {
+    char b[32] = {0};
+    const ssize_t got = ::pread(fd, b, sizeof b - 1, 0);
+    const long holder = got > 0 ? std::strtol(b, nullptr, 10) : 0;
+    return holder > 0 && ::kill(static_cast<pid_t>(holder), 0) != 0 && errno == ESRCH;
+  };
+  for (int tries = 0; tries < 50 && ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK &&
+                      holder_gone();
+       ++tries) {
+    ::usleep(100'000);
+  }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     int err = errno;
     char buf[32] = {0};

@@ -437,6 +437,17 @@ TEST_F(SharedDaemonTest, ARunCannotTurnTheDaemonsRightsAgainstTheMachine) {
   Write(std::string(kAlice) + "/attack/outputs.yaml",
         "name: outputs\nstages:\n  a: {command: \"ln -s " + victim +
             " d\", outputs: [d/secret]}\n");
+  Write(std::string(kAlice) + "/attack/needlink.yaml",
+        "name: needlink\nstages:\n  a: {command: \"ln -s " + victim +
+            "/secret s\", outputs: [s]}\n  b: {command: \"cat s\", needs: [a]}\n");
+  // Her interpreter's package listing imports what is in her folder: it must run as her.
+  fs::create_directories(home + "/email");
+  const std::string marks = (dir_ / "out").string();
+  for (const char* mod : {"attack/csv.py", "attack/email/__init__.py"}) {
+    Write(std::string(kAlice) + "/" + mod,
+          "import os\nopen('" + marks + "/imported-by-' + str(os.getuid()), 'w').close()\n");
+  }
+  Write(std::string(kAlice) + "/attack/py.yaml", "name: py\ncommand: python3 -c pass\n");
   fs::create_directories(Home(kBob) + "/private");
   Write(std::string(kBob) + "/private/secret.py", "KEY = 'bob-only'\n");
   Sh("chown -R " + std::string(kBob) + ": " + Home(kBob) + "/private && chmod 700 " + Home(kBob) +
@@ -444,7 +455,8 @@ TEST_F(SharedDaemonTest, ARunCannotTurnTheDaemonsRightsAgainstTheMachine) {
   Sh("chown -R " + std::string(kAlice) + ": " + home + " && chown -h " + kAlice + ": " + home +
      "/x");
   std::map<std::string, std::string> said;
-  for (const char* spec : {"logs.yaml", "link.yaml", "theirs.yaml", "outputs.yaml"}) {
+  for (const char* spec :
+       {"logs.yaml", "link.yaml", "theirs.yaml", "outputs.yaml", "needlink.yaml"}) {
     auto r = As(kAlice, {"run", spec}, home);
     EXPECT_NE(r.exit_code, 0) << spec << ": " << r.out << r.err;
     said[spec] = r.out + r.err;
@@ -456,7 +468,7 @@ TEST_F(SharedDaemonTest, ARunCannotTurnTheDaemonsRightsAgainstTheMachine) {
                                                    "--json"}).out);
     std::string why = r.value("reason", "");
     for (const auto& a : shown["attempt_list"]) why += " " + a.value("error", std::string());
-    reason_of[shown["experiment"]["name"].get<std::string>()] = why;
+    reason_of[shown["experiment"]["name"].get<std::string>()] += why + " ";
   }
   // A link where the logs of the next attempt go: the folder is not the run's to write.
   EXPECT_NE(reason_of["logs"].find("Permission denied"), std::string::npos) << reason_of["logs"];
@@ -467,6 +479,22 @@ TEST_F(SharedDaemonTest, ARunCannotTurnTheDaemonsRightsAgainstTheMachine) {
   EXPECT_NE(said["theirs.yaml"].find("secret.py"), std::string::npos) << said["theirs.yaml"];
   // An output through a link out of the working copy: not stored.
   EXPECT_NE(reason_of["outputs"].find("missing_output"), std::string::npos) << reason_of["outputs"];
+  // An output that is itself a link is not followed into the next stage.
+  EXPECT_EQ(said["needlink.yaml"].find("root only"), std::string::npos) << said["needlink.yaml"];
+  EXPECT_NE(reason_of["needlink"].find("need's outputs"), std::string::npos)
+      << reason_of["needlink"];
+  // Her interpreter's packages are listed as her, never as root.
+  auto py = As(kAlice, {"run", "py.yaml"}, home);
+  EXPECT_EQ(py.exit_code, 0) << py.out << py.err;
+  auto user = LookupUserByName(kAlice);
+  ASSERT_TRUE(user.ok());
+  bool listed = false;
+  for (int i = 0; i < 100 && !listed; ++i) {
+    listed = fs::exists(marks + "/imported-by-" + std::to_string(user->uid));
+    if (!listed) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(listed) << "the listing should have run (as her)";
+  EXPECT_FALSE(fs::exists(marks + "/imported-by-0")) << "her code ran as root";
   // The machine's files are as they were: contents, owners, nothing added.
   EXPECT_EQ(ReadFile((dir_ / "victim-file").string()), "untouched\n");
   struct stat st {};

@@ -678,6 +678,13 @@ Result<std::string> ReadRecordText(const ExitRecordAt& at) {
   if (!at.log.empty()) {
     char buf[4096];
     ssize_t n = getxattr(at.log.c_str(), ExitAttribute(), buf, sizeof buf);
+    struct stat st {};
+    if (n < 0 && errno == ENODATA && ExitAttribute() == kTrustedExitAttribute &&
+        lstat(at.log.c_str(), &st) == 0 && st.st_uid == 0) {
+      // A root daemon's run started by a drover from before the trusted record, whose log is
+      // root's own (no user could have written its attribute).
+      n = getxattr(at.log.c_str(), kUserExitAttribute, buf, sizeof buf);
+    }
     if (n >= 0) {
       attr.assign(buf, static_cast<size_t>(n));
     } else if (errno != ENODATA && errno != ENOTSUP && errno != ENOENT) {

@@ -164,9 +164,21 @@ Experiment RedactedFor(const Caller& caller, Experiment e) {
   if (e.spec.is_object() && e.spec.contains("env") && e.spec["env"].is_object()) {
     for (auto& [key, value] : e.spec["env"].items()) value = "(hidden)";
   }
+  // Its command lines too (a key passed as a flag): its params stay visible.
+  if (e.spec.is_object() && e.spec.contains("command")) e.spec["command"] = "(hidden)";
+  if (e.spec.is_object() && e.spec.contains("stages") && e.spec["stages"].is_object()) {
+    for (auto& [name, stage] : e.spec["stages"].items()) {
+      if (stage.is_object() && stage.contains("command")) stage["command"] = "(hidden)";
+    }
+  }
   e.spec_yaml = "(not shown: another user's spec)";
   if (!e.git_diff.empty()) e.git_diff = "(not shown: another user's changes)";
   return e;
+}
+
+void RedactAttempt(Attempt& a) {
+  a.error.clear();  // the last lines of its stderr: the submitter's to read
+  a.argv = {"(hidden: another user's command)"};
 }
 
 }  // namespace drover::server

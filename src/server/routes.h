@@ -123,6 +123,8 @@ void RegisterSearchRoutes(httplib::Server& http, ServerContext& ctx);
 // What another user (not an admin) is shown of an experiment on a shared daemon: its record,
 // not its secrets: the spec's env values, its YAML text and the uncommitted diff are hidden.
 Experiment RedactedFor(const Caller& caller, Experiment e);
+// What of an attempt another user is not shown: its command line and its stderr's last lines.
+void RedactAttempt(Attempt& a);
 
 // The web UI's valid session cookie in a request, or "" (web_routes.cc).
 std::string SessionCookieOf(const ServerContext& ctx, const httplib::Request& req);

@@ -89,7 +89,7 @@ Status Get(ServerContext& ctx, const httplib::Request& req, httplib::Response& r
   // Another user's run on a shared daemon: its record, not what its output and code hold (the
   // last lines of a failure's stderr, the uncommitted diff).
   if (!MayActOn(CurrentCaller(), run.user, "read").ok()) {
-    for (Attempt& a : d.attempts) a.error.clear();
+    for (Attempt& a : d.attempts) RedactAttempt(a);
     d.experiment = RedactedFor(CurrentCaller(), std::move(d.experiment));
     if (d.snapshot) d.snapshot->git_diff = d.experiment.git_diff;
   }
@@ -108,7 +108,7 @@ Status Attempts(ServerContext& ctx, const httplib::Request& req, httplib::Respon
   const bool owns = MayActOn(CurrentCaller(), run.user, "read").ok();
   Json out = Json::array();
   for (auto& a : attempts) {
-    if (!owns) a.error.clear();  // the last lines of its stderr: the submitter's to read
+    if (!owns) RedactAttempt(a);
     out.push_back(protocol::ToJson(a));
   }
   SendJson(res, 200, {{"run_id", run.id}, {"attempts", out}});

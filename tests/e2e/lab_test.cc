@@ -164,8 +164,8 @@ class SharedDaemonTest : public testing::CliFixture {
       const fs::path home = dir_ / u;
       fs::create_directories(home);
       Write(std::string(u) + "/long.yaml",
-            "name: long\ncommand: sleep 60\nenv: {API_KEY: sk-" + std::string(u).substr(9) +
-                "-secret}\n");
+            "name: long\ncommand: sh -c 'sleep 60' --key=cmd-" + std::string(u).substr(9) +
+                "-secret\nenv: {API_KEY: sk-" + std::string(u).substr(9) + "-secret}\n");
       Write(std::string(u) + "/who.yaml", "name: who\ncommand: sh -c \"id -un > " +
                                               (dir_ / "out" / "ran-as.txt").string() + "\"\n");
       Sh("chown -R " + std::string(u) + ": " + home.string() + " && chmod -R a+rX " + home.string());
@@ -363,6 +363,11 @@ TEST_F(SharedDaemonTest, EachUserIsKnownByTheKernelAndActsOnTheirOwnRunsOnly) {
   const std::string bobs_view = RawGetAs(kBob, "/api/v1/experiments?limit=10");
   EXPECT_EQ(bobs_view.find("sk-alice-secret"), std::string::npos) << bobs_view;
   EXPECT_NE(bobs_view.find("sk-bob-secret"), std::string::npos) << bobs_view;
+  // Nor its command line (a key passed as a flag), in its run's record either.
+  EXPECT_EQ(bobs_view.find("cmd-alice-secret"), std::string::npos) << bobs_view;
+  const std::string bobs_look = RawGetAs(kBob, "/api/v1/runs/" + alices);
+  EXPECT_EQ(bobs_look.find("cmd-alice-secret"), std::string::npos) << bobs_look;
+  EXPECT_NE(RawGetAs(kAlice, "/api/v1/runs/" + alices).find("cmd-alice-secret"), std::string::npos);
   const std::string alices_view = RawGetAs(kAlice, "/api/v1/experiments?limit=10");
   EXPECT_NE(alices_view.find("sk-alice-secret"), std::string::npos) << alices_view;
   EXPECT_EQ(alices_view.find("sk-bob-secret"), std::string::npos) << alices_view;

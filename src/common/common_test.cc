@@ -1,4 +1,10 @@
 #include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "common/worker.h"
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -204,6 +210,22 @@ TEST(ParseBytesTest, ASizePastWhatFitsIsAnErrorNotAWrappedNumber) {
   Result<int64_t> ok = ParseBytes("4096TiB");
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(*ok, int64_t{4096} << 40);
+}
+
+TEST(Worker, AShutdownWaitsForTheJobInProgressNotForAQueueSomeoneFilled) {
+  std::atomic<int> done{0};
+  Worker<int, int> w([&](int& ms, const std::function<bool()>&) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return ++done;
+  });
+  for (int i = 0; i < 20; ++i) w.Start(200);  // 4 s of work, queued
+  const auto t0 = std::chrono::steady_clock::now();
+  w.WaitIdleFor(300);
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(waited, std::chrono::milliseconds(1500));
+  EXPECT_FALSE(w.Busy());
+  EXPECT_LT(done.load(), 20);
+  EXPECT_GE(done.load(), 1);
 }
 
 }  // namespace

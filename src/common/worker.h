@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -73,6 +74,18 @@ class Worker {
   void WaitIdle() {
     std::unique_lock<std::mutex> lock(mu_);
     idle_.wait(lock, [&] { return !working_ && queue_.empty(); });
+  }
+  // Blocks until every started job is done or `ms` have passed; then the jobs not begun are
+  // dropped and only the one in progress is waited for (a queue someone filled must not hold a
+  // shutdown for as long as all of it would take).
+  void WaitIdleFor(int64_t ms) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (idle_.wait_for(lock, std::chrono::milliseconds(ms),
+                       [&] { return !working_ && queue_.empty(); })) {
+      return;
+    }
+    queue_.clear();
+    idle_.wait(lock, [&] { return !working_; });
   }
 
  private:

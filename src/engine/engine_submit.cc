@@ -337,7 +337,9 @@ void Engine::CaptureEnvironment(const Experiment& experiment,
 
 void Engine::StoreEnvironments(bool wait) {
   if (!env_capture_) return;
-  if (wait) env_capture_->WaitIdle();
+  // Waited for at most 10 s (then only the listing in progress, bounded by its own timeout):
+  // one user's queue of slow interpreters must not hold the daemon's stop for minutes.
+  if (wait) env_capture_->WaitIdleFor(10'000);
   for (const Environment& env : env_capture_->TakeFinished()) {
     Tx();
     if (Status st = store_.PutEnvironment(env); !st.ok()) Fail(st);

@@ -58,6 +58,8 @@ class EnvironmentCapture {
   bool Busy() const { return worker_.Busy(); }
   // Blocks until every started request is captured.
   void WaitIdle() { worker_.WaitIdle(); }
+  // At most `ms` for the queue, then only the request in progress (a shutdown).
+  void WaitIdleFor(int64_t ms) { worker_.WaitIdleFor(ms); }
 
  private:
   std::vector<Environment> CaptureAll(const EnvironmentRequest& r,

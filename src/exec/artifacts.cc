@@ -211,6 +211,16 @@ Result<std::vector<Artifact>> StoreOutputs(const std::string& store_dir, int64_t
   for (const std::string& o : outputs) {
     if (!fs::exists(out_dir + "/" + o, ec)) fs::create_directories(out_dir + "/" + o, ec);
   }
+  // The stored tree is drover's (root's on a root daemon) and read-only; its folders are open to
+  // whoever reaches them (a later stage's run, as its user, through its bind: outputs/ itself is
+  // the daemon's alone).
+  std::error_code walk;
+  for (fs::recursive_directory_iterator it(out_dir, walk), end; !walk && it != end;
+       it.increment(walk)) {
+    std::error_code kind;
+    if (it->is_directory(kind) && !it->is_symlink(kind)) chmod(it->path().c_str(), 0755);
+  }
+  chmod(out_dir.c_str(), 0755);
   return stored;
 }
 

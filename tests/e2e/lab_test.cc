@@ -518,6 +518,20 @@ TEST_F(SharedDaemonTest, ARunCannotTurnTheDaemonsRightsAgainstTheMachine) {
   }
 }
 
+TEST_F(SharedDaemonTest, AUsersPipelineReadsItsEarlierStagesOutputs) {
+  // Stage b runs as Alice and reads the folder and file stage a declared (bound read-only).
+  const std::string home = Home(kAlice) + "/pipe";
+  fs::create_directories(home);
+  Write(std::string(kAlice) + "/pipe/pipe.yaml",
+        "name: pipe\nstages:\n  a: {command: \"sh -c 'mkdir d; echo hi > d/x; echo yo > y'\", "
+        "outputs: [d, y]}\n  b: {command: \"sh -c 'cat d/x y'\", needs: [a]}\n");
+  Sh("chown -R " + std::string(kAlice) + ": " + home);
+  auto r = As(kAlice, {"run", "pipe.yaml"}, home);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto logs = As(kAlice, {"logs", "2"});
+  EXPECT_EQ(logs.out, "hi\nyo\n") << logs.err;
+}
+
 TEST_F(SharedDaemonTest, PersonalTokensActAsTheirUserOverHttpAndStopWhenRevoked) {
   ASSERT_EQ(As(kBob, {"submit", "long.yaml"}, Home(kBob)).exit_code, 0);
   // Alice makes a token over the socket (the kernel says it is her).

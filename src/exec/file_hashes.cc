@@ -26,14 +26,18 @@ FileKey KeyOf(const struct stat& st) {
           static_cast<int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec};
 }
 
-int OpenBeneath(const std::string& root, const std::string& rel, int flags) {
-  const int dir = open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return -1;
+int OpenBeneathAt(int root, const char* rel, int flags) {
   open_how how;
   std::memset(&how, 0, sizeof how);
   how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-  const int fd = static_cast<int>(syscall(SYS_openat2, dir, rel.c_str(), &how, sizeof how));
+  return static_cast<int>(syscall(SYS_openat2, root, rel, &how, sizeof how));
+}
+
+int OpenBeneath(const std::string& root, const std::string& rel, int flags) {
+  const int dir = open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return -1;
+  const int fd = OpenBeneathAt(dir, rel.c_str(), flags);
   const int err = errno;
   close(dir);
   errno = err;

@@ -127,6 +127,8 @@ Status CopyAndHash(const std::string& src, const std::string& dst, bool exec, st
 // controls, opened with the daemon's rights. `flags` as open(2)'s (O_CLOEXEC is added); with
 // O_PATH | O_NOFOLLOW a trailing link is itself opened. -1 and errno when refused.
 int OpenBeneath(const std::string& root, const std::string& rel, int flags);
+// The same from an open folder: no allocation (also used in a forked child, exec/working_copy.cc).
+int OpenBeneathAt(int root, const char* rel, int flags);
 
 // The sha256 of one file's content, from `cache` when its key is there (and added to it when the
 // file did not change while read). `bytes` gets its size.

@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <linux/openat2.h>
 #include <sys/mount.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
@@ -21,6 +20,7 @@
 
 #include "common/file_faults.h"
 #include "exec/child.h"
+#include "exec/file_hashes.h"
 #include "exec/snapshot.h"
 
 namespace drover {
@@ -93,13 +93,10 @@ const char* FdPath(char* buf, size_t n, int fd) {
   return buf;
 }
 
-// `name` (one component) beneath `root`, never through a link, as an O_PATH descriptor.
+// `name` beneath `root`, never through a link, as an O_PATH descriptor (a trailing link is
+// opened as itself).
 int OpenBeneath(int root, const char* name) {
-  open_how how;
-  std::memset(&how, 0, sizeof how);
-  how.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC;
-  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-  return static_cast<int>(syscall(SYS_openat2, root, name, &how, sizeof how));
+  return OpenBeneathAt(root, name, O_PATH | O_NOFOLLOW);
 }
 
 // The data of a run that drops to its submitter (EnterOverlay), in the forked child.

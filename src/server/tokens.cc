@@ -66,10 +66,23 @@ Status TokenBook::Load() {
                               "in it stops working)");
   }
   tokens_.clear();
-  next_id_ = std::max<int64_t>(1, j.value("next_id", int64_t{1}));
+  next_id_ = j.contains("next_id") && j["next_id"].is_number_integer()
+                 ? std::max<int64_t>(1, j["next_id"].get<int64_t>())
+                 : 1;
   const Json list = j["tokens"];
+  // Each field of its type, or the entry is not drover's and is left out (no exception).
+  auto integer = [](const Json& t, const char* k) {
+    return t.contains(k) && t[k].is_number_integer();
+  };
+  auto text = [](const Json& t, const char* k) { return t.contains(k) && t[k].is_string(); };
   for (const Json& t : list) {
-    if (!t.is_object()) continue;
+    if (!t.is_object() || !integer(t, "id") || !integer(t, "uid") || !text(t, "hash")) continue;
+    bool well_formed = true;
+    for (const char* k : {"gid", "created_ms", "revoked_ms", "last_used_ms"}) {
+      well_formed = well_formed && (!t.contains(k) || integer(t, k));
+    }
+    for (const char* k : {"name", "user"}) well_formed = well_formed && (!t.contains(k) || text(t, k));
+    if (!well_formed) continue;
     PersonalToken p;
     p.id = t.value("id", int64_t{0});
     p.name = t.value("name", std::string());

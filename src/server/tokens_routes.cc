@@ -27,6 +27,11 @@ Status Create(ServerContext& ctx, const httplib::Request& req, httplib::Response
   }
   DROVER_ASSIGN_OR_RETURN(Json body, ParseJsonBody(req));
   if (!body.is_object()) return InvalidArgument("the body must be a JSON object");
+  for (const char* key : {"name", "user"}) {
+    if (body.contains(key) && !body[key].is_string()) {
+      return InvalidArgument(std::string("'") + key + "' must be a string");
+    }
+  }
   const std::string name = body.value("name", std::string());
   UnixUser who = caller.user;
   if (body.contains("user") && body["user"].is_string() &&

@@ -89,6 +89,13 @@ TEST_F(TokenBookTest, LimitsOnNamesTokensPerUserAndTheFile) {
   EXPECT_NE(refused.status().message().find("revoke one first"), std::string::npos);
   EXPECT_TRUE(book.Create(User(2, "b"), "", 0).ok()) << "another user's are theirs";
   // A book drover did not write stops the daemon rather than forgetting who holds tokens.
+  // Entries of another shape are left out, never thrown on.
+  std::ofstream(path_) << R"({"next_id": "x", "tokens": [{"id": "1", "uid": 5, "hash": 3},
+      {"id": 2, "uid": 5, "hash": "0000000000000000000000000000000000000000000000000000000000000000",
+       "name": 7}, 12]})";
+  TokenBook odd(path_);
+  EXPECT_TRUE(odd.Load().ok());
+  EXPECT_TRUE(odd.List().empty());
   std::ofstream(path_) << "not json";
   TokenBook broken(path_);
   EXPECT_EQ(broken.Load().code(), Code::kFailedPrecondition);

@@ -689,7 +689,7 @@ void Engine::Schedule(Instant now) {
     rr.predicted_ms = predict(live);
     rr.preemptible = live.exp->spec.preemptible;
     rr.group = live.exp->spec.group;
-    rr.user = live.exp->experiment.user;
+    rr.user = live.exp->experiment.uid;
     view.active.push_back(std::move(rr));
   }
   for (const auto& [id, exp] : experiments_) {
@@ -720,7 +720,7 @@ void Engine::Schedule(Instant now) {
     p.attained_gpu_ms = live.attained_gpu_ms;
     p.predicted_ms = predict(live);
     p.group = live.exp->spec.group;
-    p.user = live.exp->experiment.user;
+    p.user = live.exp->experiment.uid;
     return p;
   };
   bool first_handed = false;

@@ -308,12 +308,18 @@ struct GroupQueue {
   int quota = 0;  // 0: none
   int held = 0;   // GPUs its runs hold, those started by this pass included
   std::vector<UserQueue> users;
-  std::unordered_map<std::string, size_t> user_of;
-  UserQueue& User(const std::string& user) {
+  std::unordered_map<int64_t, size_t> user_of;
+  UserQueue& User(int64_t user) {
+    // Runs come mostly in runs of one user (one user's daemon: always): no lookup then.
+    if (last_ < users.size() && last_user_ == user) return users[last_];
     auto [it, added] = user_of.try_emplace(user, users.size());
     if (added) users.emplace_back();
-    return users[it->second];
+    last_ = it->second;
+    last_user_ = user;
+    return users[last_];
   }
+  size_t last_ = SIZE_MAX;
+  int64_t last_user_ = -1;
   UserQueue* Next() {
     UserQueue* best = nullptr;
     for (UserQueue& u : users) {

@@ -44,9 +44,10 @@ struct PendingRun {
   Millis attained_gpu_ms = 0;          // GPU time its earlier attempts had
   std::optional<Millis> predicted_ms;  // predicted run time at its size
   std::string group;                   // fair share and quota (ClusterView::groups); "" = none
-  // Its submitter: inside a group, users share the group's GPUs (the run of the user holding
-  // the fewest goes first); "" = one user, the policy's order.
-  std::string user;
+  // Its submitter's uid: inside a group, users share the group's GPUs (the run of the user
+  // holding the fewest goes first); all alike (one user's daemon): the policy's order. A number,
+  // not a name: a pass reads 100,000 of these.
+  int64_t user = -1;
   bool preemptible = true;             // false: never borrows GPUs past its group's quota
 };
 
@@ -74,7 +75,7 @@ struct RunningRun {
   std::optional<Millis> predicted_ms;
   bool preemptible = true;
   std::string group;
-  std::string user;
+  int64_t user = -1;  // PendingRun::user
 };
 
 // A group's (a user's or a team's) share of the pool: the scheduler offers GPUs to groups in

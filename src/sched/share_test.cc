@@ -52,7 +52,7 @@ TEST(FairShare, OnceEveryWaitingGroupHasItsShareThePolicyDecides) {
   EXPECT_EQ(Started(Decide({urgent, Job(2, 1, 0, "bob")}, below, 0, Fifo())).front(), 2);
 }
 
-PendingRun By(PendingRun p, const std::string& user) {
+PendingRun By(PendingRun p, int64_t user) {
   p.user = user;
   return p;
 }
@@ -62,19 +62,19 @@ TEST(FairShare, InsideATeamItsUsersShareItsGpus) {
   ClusterView c = Machines(1, 4);
   c.groups["vision"].weight = 1;
   std::vector<PendingRun> q;
-  for (int i = 1; i <= 4; ++i) q.push_back(By(Job(i, 1, 0, "vision"), "alice"));
-  for (int i = 5; i <= 6; ++i) q.push_back(By(Job(i, 1, 0, "vision"), "carol"));
+  for (int i = 1; i <= 4; ++i) q.push_back(By(Job(i, 1, 0, "vision"), 1001));
+  for (int i = 5; i <= 6; ++i) q.push_back(By(Job(i, 1, 0, "vision"), 1003));
   EXPECT_EQ(Started(Decide(q, c, 0, Fifo())), (std::vector<int64_t>{1, 5, 2, 6}));
   // Alice already holds 2 of them: carol, holding none, gets both idle ones.
   ClusterView busy = Machines(1, 4);
   busy.groups = c.groups;
   Hold(busy, 20, {0}, 0, 0, {}, "vision");
   Hold(busy, 21, {1}, 0, 0, {}, "vision");
-  for (RunningRun& r : busy.active) r.user = "alice";
+  for (RunningRun& r : busy.active) r.user = 1001;
   EXPECT_EQ(Started(Decide(q, busy, 0, Fifo())), (std::vector<int64_t>{5, 6}));
   // Between teams the team's share decides first: nlp (holding none) before vision's users.
   std::vector<PendingRun> both = q;
-  both.push_back(By(Job(7, 1, 0, "nlp"), "bob"));
+  both.push_back(By(Job(7, 1, 0, "nlp"), 1002));
   busy.groups["nlp"].weight = 1;
   EXPECT_EQ(Started(Decide(both, busy, 0, Fifo())), (std::vector<int64_t>{7, 5}));
   // Without groups, users still share the machine (a shared daemon with no teams configured).

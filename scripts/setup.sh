@@ -13,6 +13,7 @@ packages=(
   # libraries (docs/dependencies.md says why each)
   libyaml-cpp-dev nlohmann-json3-dev libsqlite3-dev libcli11-dev libspdlog-dev libfmt-dev
   libssl-dev libgtest-dev libgmock-dev libcpp-httplib-dev libeigen3-dev
+  libprotobuf-dev protobuf-compiler libmuparser-dev
   # the digits example and its tests: PyTorch on CPU, sklearn's bundled digits data
   python3 python3-torch python3-sklearn
   # tests read the store with the sqlite3 shell; procps gives ps/pgrep for the no-orphans checks

@@ -9,7 +9,9 @@ stdout, so a training script runs anywhere unchanged::
     for epoch in range(epochs):
         ...
         drover.log(step=epoch, loss=loss, val_acc=acc)
-    torch.save(state, drover.checkpoint_dir() / "last.pt")
+    ckpt = drover.Checkpointer(model=model, optimizer=opt, every=100)  # drover.checkpoint
+    start = ckpt.resume()                    # the step after the saved one, 0 without one
+    drover.log_hparams(args)                 # {"drover_hparams": {"args.lr": 0.01, ...}}
 
 drover reads every stdout line that is a JSON object with numeric fields as metric points
 (docs/spec.md, "Scheduling, metrics and recovery").
@@ -22,7 +24,8 @@ import pathlib
 import sys
 import time
 
-__all__ = ["log", "params", "checkpoint_dir", "alert", "run_id", "attempt", "inside_drover"]
+__all__ = ["log", "params", "checkpoint_dir", "alert", "run_id", "attempt", "inside_drover",
+           "log_hparams", "Checkpointer"]
 __version__ = "0.1.0"
 
 _out = sys.stdout
@@ -108,3 +111,72 @@ def alert(message, level="warning", key=None, **details):
         body["details"] = details
     _out.write(json.dumps({"drover_alert": body}) + "\n")
     _out.flush()
+
+
+HPARAM_REPR_MAX = 200
+
+
+def hparam_value(value):
+    """A value as it goes into a drover_hparams line: a number, string, bool or None as is,
+    a numpy/torch scalar as its Python number, anything else its repr cut to 200 characters."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if getattr(value, "shape", None) == () and callable(getattr(value, "item", None)):
+        try:  # a 0-d numpy array or tensor, a numpy scalar
+            item = value.item()
+        except Exception:
+            item = None
+        if isinstance(item, (bool, int, float)):
+            return item
+    text = repr(value)
+    return text if len(text) <= HPARAM_REPR_MAX else text[:HPARAM_REPR_MAX]
+
+
+def _flatten(prefix, mapping, out):
+    for key, value in mapping.items():
+        name = "%s.%s" % (prefix, key) if prefix else str(key)
+        if isinstance(value, dict) and value:
+            _flatten(name, value, out)
+        else:
+            out[name] = hparam_value(value)
+
+
+def emit_hparams(prefix, mapping):
+    """Prints ``{"drover_hparams": {"<prefix>.<key>": value, ...}}`` (nested dicts flattened
+    with dots); nothing when `mapping` is empty. Returns the flat dict."""
+    flat = {}
+    _flatten(prefix, mapping, flat)
+    if flat:
+        _out.write(json.dumps({"drover_hparams": flat}) + "\n")
+        _out.flush()
+    return flat
+
+
+def log_hparams(*sources, **values):
+    """Record hyper-parameters, one line ``{"drover_hparams": {"args.lr": 0.01, ...}}``.
+
+    Each source is an argparse Namespace (its keys prefixed ``args.``, as autolog writes them)
+    or a dict (keys as given; nested dicts become dotted keys); keywords are keys as given.
+    Values are numbers, strings, bools or None; anything else is written as its repr, cut to
+    200 characters. The line has no numeric top-level field, so it is never a metric. Returns
+    the flat dict it wrote.
+    """
+    import argparse
+
+    if not sources and not values:
+        raise TypeError("drover.log_hparams: give a Namespace, a dict or keywords, "
+                        "e.g. drover.log_hparams(lr=0.01)")
+    flat = {}
+    for source in sources:
+        if isinstance(source, argparse.Namespace):
+            _flatten("args", vars(source), flat)
+        elif isinstance(source, dict):
+            _flatten("", source, flat)
+        else:
+            raise TypeError("drover.log_hparams: %r is neither an argparse Namespace nor a dict"
+                            % (type(source).__name__,))
+    _flatten("", values, flat)
+    return emit_hparams("", flat)
+
+
+from .checkpoint import Checkpointer  # noqa: E402  (it uses the functions above)

@@ -4,6 +4,11 @@
 Prints one JSON line per epoch on stdout, which drover stores as metrics:
     {"epoch": 1, "loss": 0.61, "val_loss": 0.32, "val_acc": 0.91}
 
+Checkpoints (drover.Checkpointer): model, optimizer and random generators are saved into
+$DROVER_CHECKPOINT_DIR (./checkpoints outside drover) every --checkpoint-every epochs and when
+SIGTERM arrives (then it exits with status 143); a run started again resumes after the saved
+epoch, so a preempted run's curve continues from the saved step. --no-resume starts over.
+
 --oom-above N makes any batch size above N fail the way a GPU that is too small does: a real
 torch.cuda.OutOfMemoryError at the first forward pass, uncaught, so drover's OOM recovery
 (halve the batch, double --grad-accum) can be tried on a machine without a GPU.
@@ -41,9 +46,13 @@ def parse_args():
                    help="pretend the GPU holds at most this batch size (0 = off)")
     p.add_argument("--grad-accum", type=int, default=1,
                    help="accumulate gradients over this many micro-batches per step")
+    p.add_argument("--checkpoint-every", type=int, default=1,
+                   help="save a checkpoint every N epochs (and on SIGTERM)")
+    p.add_argument("--no-resume", action="store_true",
+                   help="start over even if a checkpoint exists")
     args = p.parse_args()
-    if args.batch_size < 1 or args.epochs < 1 or args.grad_accum < 1:
-        p.error("--batch-size, --epochs and --grad-accum must be at least 1")
+    if args.batch_size < 1 or args.epochs < 1 or args.grad_accum < 1 or args.checkpoint_every < 1:
+        p.error("--batch-size, --epochs, --grad-accum and --checkpoint-every must be at least 1")
     return args
 
 
@@ -117,8 +126,15 @@ def main():
     model = Mlp() if args.model == "mlp" else Cnn()
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
 
-    global_step = 0
-    for epoch in range(1, args.epochs + 1):
+    # Saved every --checkpoint-every epochs and on SIGTERM; resume() puts back the model, the
+    # optimizer, the step counter and the random generators (so the epochs' shuffles continue
+    # as if never stopped) and returns the epoch after the saved one (1 without a checkpoint).
+    counters = {"global_step": 0}
+    ckpt = drover.Checkpointer(model=model, optimizer=opt, extra=counters,
+                               every=args.checkpoint_every)
+    first_epoch = 1 if args.no_resume else ckpt.resume(start=1)
+    global_step = counters["global_step"]
+    for epoch in range(first_epoch, args.epochs + 1):
         model.train()
         perm = torch.randperm(len(y_train))
         total_loss, seen = 0.0, 0
@@ -146,6 +162,8 @@ def main():
             val_acc = (logits.argmax(1) == y_val).float().mean().item()
         drover.log(step=epoch, loss=round(total_loss / seen, 6), val_loss=round(val_loss, 6),
                    val_acc=round(val_acc, 6))
+        counters["global_step"] = global_step
+        ckpt.step(epoch)  # every --checkpoint-every epochs; after SIGTERM: save, exit 143
 
 
 if __name__ == "__main__":

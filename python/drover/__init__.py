@@ -133,9 +133,11 @@ def hparam_value(value):
 
 
 def _flatten(prefix, mapping, out):
+    from collections.abc import Mapping
+
     for key, value in mapping.items():
         name = "%s.%s" % (prefix, key) if prefix else str(key)
-        if isinstance(value, dict) and value:
+        if isinstance(value, Mapping) and value:
             _flatten(name, value, out)
         else:
             out[name] = hparam_value(value)
@@ -156,12 +158,14 @@ def log_hparams(*sources, **values):
     """Record hyper-parameters, one line ``{"drover_hparams": {"args.lr": 0.01, ...}}``.
 
     Each source is an argparse Namespace (its keys prefixed ``args.``, as autolog writes them)
-    or a dict (keys as given; nested dicts become dotted keys); keywords are keys as given.
+    or a dict or other mapping (keys as given; nested mappings become dotted keys); keywords
+    are keys as given.
     Values are numbers, strings, bools or None; anything else is written as its repr, cut to
     200 characters. The line has no numeric top-level field, so it is never a metric. Returns
     the flat dict it wrote.
     """
     import argparse
+    from collections.abc import Mapping
 
     if not sources and not values:
         raise TypeError("drover.log_hparams: give a Namespace, a dict or keywords, "
@@ -170,10 +174,10 @@ def log_hparams(*sources, **values):
     for source in sources:
         if isinstance(source, argparse.Namespace):
             _flatten("args", vars(source), flat)
-        elif isinstance(source, dict):
+        elif isinstance(source, Mapping):
             _flatten("", source, flat)
         else:
-            raise TypeError("drover.log_hparams: %r is neither an argparse Namespace nor a dict"
+            raise TypeError("drover.log_hparams: %r is neither an argparse Namespace nor a mapping"
                             % (type(source).__name__,))
     _flatten("", values, flat)
     return emit_hparams("", flat)

@@ -74,7 +74,7 @@ def list_checkpoints(directory):
 
 
 def latest_checkpoint(directory=None):
-    """The path of the newest checkpoint in `directory` (default drover.checkpoint_dir()), or None."""
+    """The newest checkpoint's path in `directory` (default drover.checkpoint_dir()), or None."""
     found = list_checkpoints(directory if directory is not None else drover.checkpoint_dir())
     return found[-1][1] if found else None
 

@@ -120,7 +120,11 @@ def _wrap_init(cls):
     running (so the layers a model builds inside its own __init__ are not recorded)."""
     init = cls.__dict__.get("__init__")
     if init is None:
-        init = cls.__init__  # inherited (perhaps torch's own): record under this class's name
+        owner = next(c for c in cls.__mro__ if "__init__" in c.__dict__)
+        if owner is not cls and owner is not object and _is_user_class(owner):
+            _wrap_init(owner)  # its wrapper records under the class of the instance
+            return
+        init = cls.__init__  # torch's own: wrapped here, recorded under this class's name
     if getattr(init, _WRAPPED, False):
         return
 

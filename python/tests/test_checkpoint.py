@@ -68,7 +68,7 @@ class Folder(unittest.TestCase):
         self.made = []
 
     def tearDown(self):
-        for c in self.made:
+        for c in reversed(self.made):  # each puts back the handler it found
             c.close()
         self._tmp.cleanup()
 

@@ -178,6 +178,12 @@ class AutologTest(unittest.TestCase):
                     self.encoder = Encoder(dim)       # nested: no line of its own
                     self.head = torch.nn.Linear(dim, classes)
 
+            class Small(Net):                         # no __init__ of its own
+                pass
+
+            class Lin(torch.nn.Linear):               # a user class over torch's own __init__
+                pass
+
             p = argparse.ArgumentParser()
             p.add_argument("--lr", type=float, default=0.1)
             p.add_argument("--layers", type=int, default=1)
@@ -185,16 +191,22 @@ class AutologTest(unittest.TestCase):
             args = p.parse_args()
             model = Net(32)
             enc = Encoder(8, depth=1)
+            Small(classes=3)
+            Lin(2, 1, bias=False)
             torch.nn.Linear(3, 4)                     # torch's own classes are not recorded
             copy.deepcopy(model)                      # no construction, no line
             drover.log(step=0, loss=1.0)
             drover.torch.autolog(False, False)
             Net(); p.parse_args()                     # off again: nothing
             """)
+        relu = "<class 'torch.nn.modules.activation.ReLU'>"
         self.assertEqual(hparam_lines(out), [
             {"args.lr": 0.05, "args.layers": 3, "args.name": None},
-            {"Net.dim": 32, "Net.classes": 10, "Net.act": "<class 'torch.nn.modules.activation.ReLU'>"},
+            {"Net.dim": 32, "Net.classes": 10, "Net.act": relu},
             {"Encoder.dim": 8, "Encoder.depth": 1},
+            {"Small.dim": 16, "Small.classes": 3, "Small.act": relu},
+            {"Lin.in_features": 2, "Lin.out_features": 1, "Lin.bias": False, "Lin.device": None,
+             "Lin.dtype": None},
         ])
         self.assertIn({"step": 0, "loss": 1.0}, [json.loads(l) for l in out.splitlines()])
 

@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <utility>
+
+#include "plan/numerals.h"
 
 namespace drover::plan {
 namespace {
@@ -87,7 +90,7 @@ const Word kWords[] = {
     {"an", Tok::kFiller}, {"the", Tok::kFiller}, {"with", Tok::kFiller}, {"for", Tok::kFiller},
     {"on", Tok::kFiller}, {"using", Tok::kFiller}, {"use", Tok::kFiller},
     {"both", Tok::kFiller},
-    {"all", Tok::kFiller}, {"it", Tok::kFiller}, {"them", Tok::kFiller}, {"this", Tok::kFiller},
+    {"it", Tok::kFiller}, {"them", Tok::kFiller}, {"this", Tok::kFiller},
     {"these", Tok::kFiller}, {"my", Tok::kFiller}, {"our", Tok::kFiller}, {"by", Tok::kFiller},
     {"then", Tok::kFiller}, {"also", Tok::kFiller},
     {"config", Tok::kFiller}, {"configuration", Tok::kFiller}, {"grid", Tok::kFiller},
@@ -113,13 +116,17 @@ const Word kWords[] = {
     {"geometric", Tok::kLog}, {"linear", Tok::kLinear}, {"linearly", Tok::kLinear},
     {"evenly", Tok::kLinear}, {"evenly spaced", Tok::kLinear}, {"uniform", Tok::kLinear},
     {"uniformly", Tok::kLinear}, {"step", Tok::kStep}, {"step size", Tok::kStep},
-    {"stride", Tok::kStep}, {"increment", Tok::kStep}, {"every", Tok::kStep},
+    {"stride", Tok::kStep}, {"increment", Tok::kStep},
+    {"increase by", Tok::kStep}, {"increasing by", Tok::kStep}, {"increment by", Tok::kStep},
     {"repeat", Tok::kRepeat}, {"repeated", Tok::kRepeat}, {"repeating", Tok::kRepeat},
     {"repetition", Tok::kTimes}, {"replicate", Tok::kTimes}, {"trial", Tok::kTimes},
-    {"times", Tok::kTimes}, {"x", Tok::kTimes}, {"twice", Tok::kTimes, 2}, {"thrice", Tok::kTimes, 3},
+    {"times", Tok::kTimes}, {"x", Tok::kTimes}, {"runs", Tok::kRuns}, {"twice", Tok::kTimes, 2}, {"thrice", Tok::kTimes, 3},
     {"gpu", Tok::kGpu}, {"card", Tok::kGpu}, {"cpu", Tok::kCpu}, {"cpu only", Tok::kCpu},
     {"no gpu", Tok::kCpu}, {"without gpu", Tok::kCpu}, {"single gpu", Tok::kGpuCount, 1},
     {"different", Tok::kAdj}, {"random", Tok::kAdj}, {"various", Tok::kAdj},
+    {"independent", Tok::kAdj}, {"separate", Tok::kAdj}, {"distinct", Tok::kAdj},
+    {"level", Tok::kLevel}, {"group", Tok::kLevel}, {"kind", Tok::kLevel},
+    {"option", Tok::kLevel}, {"variant", Tok::kLevel}, {"candidate", Tok::kLevel},
     {"each", Tok::kEach}, {"per", Tok::kEach}, {"apiece", Tok::kEach},
     {"compare", Tok::kCompare}, {"comparing", Tok::kCompare}, {"comparison", Tok::kCompare},
     {"urgent", Tok::kUrgent}, {"urgently", Tok::kUrgent}, {"asap", Tok::kUrgent},
@@ -128,6 +135,30 @@ const Word kWords[] = {
     {"low priority", Tok::kLow}, {"not urgent", Tok::kLow}, {"whenever", Tok::kLow},
     {"no rush", Tok::kLow}, {"no hurry", Tok::kLow}, {"not important", Tok::kLow},
     {"priority", Tok::kPriority},
+    // Leaving choices out: "every model except mlp", "all but mlp and cnn".
+    {"except", Tok::kExcept}, {"except for", Tok::kExcept}, {"but", Tok::kExcept},
+    {"but not", Tok::kExcept}, {"not", Tok::kExcept}, {"don't", Tok::kExcept},
+    {"other than", Tok::kExcept}, {"apart from", Tok::kExcept}, {"aside from", Tok::kExcept},
+    {"excluding", Tok::kExcept}, {"exclude", Tok::kExcept}, {"without", Tok::kExcept},
+    {"skip", Tok::kExcept}, {"skipping", Tok::kExcept}, {"leave out", Tok::kExcept},
+    {"leaving out", Tok::kExcept}, {"minus", Tok::kExcept}, {"excluded", Tok::kExceptAfter, 1},
+    {"all", Tok::kAll}, {"every", Tok::kAll}, {"everything", Tok::kAll},
+    // Sequences: "start at 0.1 and divide by 10", "double from 32 to 256".
+    {"multiply", Tok::kMul}, {"multiply by", Tok::kMul}, {"multiplied by", Tok::kMul},
+    {"multiplying by", Tok::kMul}, {"double", Tok::kMul, 2}, {"doubling", Tok::kMul, 2},
+    {"doubled", Tok::kMul, 2}, {"increase by a factor of", Tok::kMul},
+    {"increasing by a factor of", Tok::kMul}, {"grow by a factor of", Tok::kMul},
+    {"divide", Tok::kDiv}, {"divide by", Tok::kDiv}, {"divided by", Tok::kDiv},
+    {"dividing by", Tok::kDiv}, {"halve", Tok::kDiv, 2}, {"halving", Tok::kDiv, 2},
+    {"halved", Tok::kDiv, 2}, {"decrease by a factor of", Tok::kDiv},
+    {"decreasing by a factor of", Tok::kDiv}, {"reduce by a factor of", Tok::kDiv},
+    {"reducing by a factor of", Tok::kDiv}, {"shrink by a factor of", Tok::kDiv},
+    {"a factor of", Tok::kFiller}, {"factor of", Tok::kFiller},
+    {"start at", Tok::kStart}, {"starting at", Tok::kStart}, {"start from", Tok::kStart},
+    {"starting from", Tok::kStart}, {"start with", Tok::kStart}, {"starting with", Tok::kStart},
+    {"begin at", Tok::kStart}, {"beginning at", Tok::kStart}, {"begin with", Tok::kStart},
+    {"up to", Tok::kTo}, {"stop at", Tok::kTo}, {"stopping at", Tok::kTo}, {"end at", Tok::kTo},
+    {"ending at", Tok::kTo}, {"each time", Tok::kEach}, {"every time", Tok::kEach},
     {"one", Tok::kNumber, 1}, {"two", Tok::kNumber, 2}, {"three", Tok::kNumber, 3},
     {"four", Tok::kNumber, 4}, {"five", Tok::kNumber, 5}, {"six", Tok::kNumber, 6},
     {"seven", Tok::kNumber, 7}, {"eight", Tok::kNumber, 8}, {"nine", Tok::kNumber, 9},
@@ -140,53 +171,61 @@ const Word kWords[] = {
     {"运行", Tok::kFiller}, {"训练", Tok::kFiller}, {"一下", Tok::kFiller},
     {"实验", Tok::kFiller}, {"分别", Tok::kFiller}, {"把", Tok::kFiller}, {"给", Tok::kFiller},
     {"看看", Tok::kFiller}, {"看", Tok::kFiller}, {"然后", Tok::kFiller},
-    {"同时", Tok::kFiller}, {"所有", Tok::kFiller}, {"一起", Tok::kFiller},
-    {"之间", Tok::kFiller}, {"并", Tok::kFiller}, {"并且", Tok::kFiller}, {"吧", Tok::kFiller},
+    {"同时", Tok::kFiller}, {"一起", Tok::kFiller}, {"之间", Tok::kBetween}, {"并", Tok::kFiller}, {"并且", Tok::kFiller}, {"吧", Tok::kFiller},
     {"了", Tok::kFiller}, {"哪个", Tok::kFiller}, {"更好", Tok::kFiller}, {"好", Tok::kFiller},
     {"谢谢", Tok::kFiller}, {"上", Tok::kFiller}, {"做", Tok::kFiller}, {"测试", Tok::kFiller},
     {"扫", Tok::kFiller}, {"搜索", Tok::kFiller}, {"网格", Tok::kFiller}, {"评估", Tok::kFiller},
-    {"按", Tok::kFiller}, {"按照", Tok::kFiller}, {"看谁", Tok::kFiller},
+    {"按", Tok::kFiller}, {"按照", Tok::kFiller}, {"看谁", Tok::kFiller}, {"都", Tok::kFiller},
+    {"共", Tok::kFiller}, {"一共", Tok::kFiller}, {"总共", Tok::kFiller}, {"为止", Tok::kFiller},
+    {"一些", Tok::kFiller},
     {"和", Tok::kSep}, {"与", Tok::kSep}, {"及", Tok::kSep}, {"以及", Tok::kSep},
     {"或", Tok::kSep}, {"或者", Tok::kSep}, {"跟", Tok::kSep}, {"对", Tok::kSep},
     {"为", Tok::kAssign}, {"是", Tok::kAssign}, {"取", Tok::kAssign}, {"取值", Tok::kAssign},
     {"设为", Tok::kAssign}, {"设置为", Tok::kAssign}, {"设成", Tok::kAssign},
     {"等于", Tok::kAssign}, {"分别为", Tok::kAssign}, {"分别是", Tok::kAssign},
-    {"从", Tok::kFrom}, {"到", Tok::kTo}, {"至", Tok::kTo},
+    {"从", Tok::kFrom}, {"到", Tok::kTo}, {"至", Tok::kTo}, {"直到", Tok::kTo},
+    {"一直到", Tok::kTo}, {"开始", Tok::kStart}, {"起", Tok::kStart}, {"起始", Tok::kStart},
+    {"起始值", Tok::kStart}, {"初始值", Tok::kStart},
     {"个值", Tok::kValues}, {"值", Tok::kValues}, {"个点", Tok::kValues}, {"个取值", Tok::kValues},
     {"对数", Tok::kLog}, {"对数均匀", Tok::kLog}, {"对数间隔", Tok::kLog},
     {"对数分布", Tok::kLog}, {"线性", Tok::kLinear}, {"均匀", Tok::kLinear},
     {"等间距", Tok::kLinear}, {"步长", Tok::kStep}, {"间隔", Tok::kStep},
+    {"增加", Tok::kStep}, {"递增", Tok::kStep}, {"每次加", Tok::kStep},
     {"重复", Tok::kRepeat}, {"次", Tok::kTimes}, {"遍", Tok::kTimes},
     {"卡", Tok::kGpu}, {"显卡", Tok::kGpu}, {"单卡", Tok::kGpuCount, 1},
     {"双卡", Tok::kGpuCount, 2}, {"不用gpu", Tok::kCpu}, {"不用显卡", Tok::kCpu},
     {"个", Tok::kMeasure}, {"张", Tok::kMeasure}, {"块", Tok::kMeasure}, {"台", Tok::kMeasure},
-    {"组", Tok::kMeasure}, {"种", Tok::kMeasure}, {"不同", Tok::kAdj}, {"随机", Tok::kAdj},
+    {"组", Tok::kLevel}, {"种", Tok::kLevel}, {"档", Tok::kLevel}, {"档位", Tok::kLevel},
+    {"套", Tok::kLevel}, {"类", Tok::kLevel}, {"不同", Tok::kAdj}, {"随机", Tok::kAdj},
+    {"独立", Tok::kAdj},
     {"每个", Tok::kEach}, {"每", Tok::kEach}, {"每次", Tok::kEach}, {"每组", Tok::kEach},
-    {"各", Tok::kEach}, {"各自", Tok::kEach},
+    {"各", Tok::kEach}, {"各自", Tok::kEach}, {"各个", Tok::kEach}, {"依次", Tok::kEach},
+    {"每一次", Tok::kEach},
     {"对比", Tok::kCompare}, {"比较", Tok::kCompare}, {"比一比", Tok::kCompare},
     {"紧急", Tok::kUrgent}, {"加急", Tok::kUrgent}, {"尽快", Tok::kUrgent},
     {"马上", Tok::kUrgent}, {"高优先级", Tok::kUrgent}, {"优先", Tok::kUrgent},
     {"低优先级", Tok::kLow}, {"不急", Tok::kLow}, {"不紧急", Tok::kLow}, {"不着急", Tok::kLow},
-    {"不加急", Tok::kLow}, {"优先级", Tok::kPriority},
-    {"两", Tok::kNumber, 2}, {"俩", Tok::kNumber, 2}, {"零", Tok::kNumber, 0},
+    {"不加急", Tok::kLow}, {"不用急", Tok::kLow}, {"不用着急", Tok::kLow}, {"不要急", Tok::kLow},
+    {"优先级", Tok::kPriority},
+    {"除了", Tok::kExcept}, {"除", Tok::kExcept}, {"除去", Tok::kExcept}, {"除开", Tok::kExcept},
+    {"不要", Tok::kExcept}, {"不包括", Tok::kExcept}, {"不包含", Tok::kExcept},
+    {"不含", Tok::kExcept}, {"排除", Tok::kExcept}, {"排除掉", Tok::kExcept},
+    {"去掉", Tok::kExcept}, {"去除", Tok::kExcept}, {"跳过", Tok::kExcept},
+    {"不跑", Tok::kExcept}, {"不用", Tok::kExcept}, {"不考虑", Tok::kExcept},
+    {"以外", Tok::kExceptAfter, 1}, {"之外", Tok::kExceptAfter, 1},
+    {"除外", Tok::kExceptAfter, 1}, {"外", Tok::kExceptAfter, 0},
+    {"所有", Tok::kAll}, {"全部", Tok::kAll}, {"其他", Tok::kAll}, {"其它", Tok::kAll},
+    {"其余", Tok::kAll}, {"剩下", Tok::kAll}, {"剩下的", Tok::kAll}, {"别的", Tok::kAll},
+    {"各种", Tok::kAll}, {"每种", Tok::kAll},
+    {"乘以", Tok::kMul}, {"乘", Tok::kMul}, {"翻倍", Tok::kMul, 2}, {"翻一倍", Tok::kMul, 2},
+    {"加倍", Tok::kMul, 2}, {"扩大", Tok::kMul}, {"除以", Tok::kDiv}, {"减半", Tok::kDiv, 2},
+    {"折半", Tok::kDiv, 2}, {"缩小", Tok::kDiv}, {"倍", Tok::kFold},
+    {"俩", Tok::kNumber, 2},  // other numerals: ChineseNumberAt
 };
-
-// 一 .. 九十九, so "三个值" and "训练二十轮" read as numbers.
-void AddChineseNumerals(std::vector<Entry>& out) {
-  static const char* kDigits[] = {"", "一", "二", "三", "四", "五", "六", "七", "八", "九"};
-  for (int n = 1; n < 100; ++n) {
-    int tens = n / 10, ones = n % 10;
-    std::string s;
-    if (tens > 0) s = std::string(tens > 1 ? kDigits[tens] : "") + "十";
-    s += kDigits[ones];
-    out.push_back({s, Tok::kNumber, -1, -1, static_cast<double>(n), 0});
-  }
-}
 
 std::vector<Entry> BuildLexicon(const Recipe& recipe) {
   std::vector<Entry> out;
   for (const Word& w : kWords) out.push_back({Squash(w.text), w.kind, -1, -1, w.num, 0});
-  AddChineseNumerals(out);
   for (size_t p = 0; p < recipe.params.size(); ++p) {
     const RecipeParam& param = recipe.params[p];
     out.push_back({Squash(param.name), Tok::kParam, static_cast<int>(p), -1, 0, 2});
@@ -214,8 +253,10 @@ std::vector<Entry> BuildLexicon(const Recipe& recipe) {
 bool CanTouch(char a, char b) { return IsDigit(a) != IsDigit(b); }
 
 // Where `sq` matches the text at `pos` (skipping separators inside it, and an English plural
-// after it), or npos. ASCII words must start and end at word boundaries; CJK has none.
-size_t MatchAt(const std::string& t, size_t pos, const std::string& sq) {
+// after it, which sets *plural), or npos. ASCII words must start and end at word boundaries; CJK
+// has none.
+size_t MatchAt(const std::string& t, size_t pos, const std::string& sq, bool* plural) {
+  *plural = false;
   if (t[pos] != sq[0]) return std::string::npos;
   if (pos > 0 && IsAsciiAlnum(t[pos - 1]) && IsAsciiAlnum(t[pos]) && !CanTouch(t[pos - 1], t[pos])) {
     return std::string::npos;
@@ -236,9 +277,11 @@ size_t MatchAt(const std::string& t, size_t pos, const std::string& sq) {
     if (i < t.size() && t[i] == 's' &&
         (i + 1 == t.size() || !IsAsciiAlnum(t[i + 1]))) {
       ++i;
+      *plural = true;
     } else if (i + 1 < t.size() && t[i] == 'e' && t[i + 1] == 's' &&
                (i + 2 == t.size() || !IsAsciiAlnum(t[i + 2]))) {
       i += 2;
+      *plural = true;
     }
   }
   if (i < t.size() && IsAsciiAlnum(t[i]) && IsAsciiAlnum(t[i - 1]) && !CanTouch(t[i - 1], t[i])) {
@@ -344,6 +387,15 @@ std::vector<Token> Lex(const Recipe& recipe, const Normalized& n) {
     if (IsDigit(c) || c == '.' || ((c == '-' || c == '+') && !prev_is_number)) {
       size_t e = NumberAt(t, i, !prev_is_number, &v, &integral);
       if (e != std::string::npos) {
+        // "3万", "2千": digits with a Chinese unit after them.
+        for (auto [unit, times] : {std::pair<std::string_view, double>{"万", 1e4}, {"千", 1e3}}) {
+          if (std::string_view(t).substr(e, unit.size()) == unit) {
+            v *= times;
+            integral = v == std::floor(v);
+            e += unit.size();
+            break;
+          }
+        }
         Token& tok = push(Tok::kNumber, i, e);
         tok.num = v;
         tok.integral = integral;
@@ -361,16 +413,30 @@ std::vector<Token> Lex(const Recipe& recipe, const Normalized& n) {
         continue;
       }
     }
-    // The longest lexicon match; on a tie the recipe's own words win.
+    // The longest lexicon match; on a tie the recipe's own words win, then the word that is
+    // longer without a plural ending ("runs" over "run" + s).
     const Entry* best = nullptr;
     size_t best_end = 0;
+    bool best_plural = false;
     for (const Entry& e : lexicon) {
-      size_t end = MatchAt(t, i, e.sq);
+      bool plural = false;
+      size_t end = MatchAt(t, i, e.sq, &plural);
       if (end == std::string::npos) continue;
-      if (!best || end > best_end || (end == best_end && e.rank > best->rank)) {
+      if (!best || end > best_end ||
+          (end == best_end && (e.rank > best->rank ||
+                               (e.rank == best->rank && e.sq.size() > best->sq.size())))) {
         best = &e;
         best_end = end;
+        best_plural = plural;
       }
+    }
+    // A Chinese numeral, unless a longer word starts here ("一下", "一起").
+    if (ChineseNumber cn = ChineseNumberAt(t, i); cn.len > 0 && (!best || i + cn.len >= best_end)) {
+      Token& tok = push(Tok::kNumber, i, i + cn.len);
+      tok.num = cn.value;
+      tok.integral = cn.integral;
+      i += cn.len;
+      continue;
     }
     if (best) {
       Token& tok = push(best->kind, i, best_end);
@@ -378,6 +444,7 @@ std::vector<Token> Lex(const Recipe& recipe, const Normalized& n) {
       tok.choice = best->choice;
       tok.num = best->num;
       tok.integral = true;
+      tok.plural = best_plural;
       i = best_end;
       continue;
     }

@@ -33,6 +33,8 @@ bool Reportable(Tok k) {
     case Tok::kNumber: case Tok::kParam: case Tok::kChoice: case Tok::kMetric:
     case Tok::kUnknown: case Tok::kValues: case Tok::kLog: case Tok::kLinear: case Tok::kStep:
     case Tok::kRepeat: case Tok::kTimes: case Tok::kGpu: case Tok::kPriority:
+    case Tok::kLevel: case Tok::kExcept: case Tok::kExceptAfter: case Tok::kMul: case Tok::kDiv:
+    case Tok::kFold:
       return true;
     default:
       return false;
@@ -71,12 +73,42 @@ struct Setting {
   std::string note;          // "log-spaced", "3 repeats"
 };
 
+// A sequence of values as an instruction describes it: a start, and an end, a step, a factor
+// and/or a count, with words around them ("from 1e-4 to 1e-2, 3 values", "start at 0.1 and divide
+// by 10, 3 values", "从32开始每次乘以2，直到256").
+struct Seq {
+  size_t begin = kNone, end = kNone;  // the tokens read: [begin, end)
+  size_t x = kNone;                   // the start's token
+  size_t y = kNone;                   // the end's token
+  std::vector<std::pair<int64_t, size_t>> counts;  // each count said, with its token
+  bool prefix_count = false;          // a count came before the start ("取三档：0.1、...")
+  double step = 0;
+  double factor = 0;                  // > 0: each value is the last times (or divided by) it
+  bool divide = false;
+  bool factor_conflict = false;       // two different factors
+  bool log = false, linear = false;
+  bool IsSequence() const { return x != kNone && (y != kNone || step > 0 || factor > 0); }
+};
+
+// The words right before a parameter that make the number before them a count ("三档学习率",
+// "3 levels of lr", "3个不同的学习率", "3 learning rates").
+struct CountWords {
+  size_t number = kNone;  // the number's token
+  bool strong = false;    // a level/values/adjective word: a count, never a value
+  bool measure = false;   // 个 张 ...: a count or a value, as the rest of the instruction decides
+  bool glue = false;      // "of"/"的"/"for" right before the parameter
+};
+
 class Planner {
  public:
   Planner(const Recipe& recipe, std::string_view instruction)
       : r_(recipe), instruction_(instruction), n_(plan::Normalize(instruction)) {
     toks_ = plan::Lex(recipe, n_);
     params_.resize(recipe.params.size());
+    counts_.resize(recipe.params.size());
+    excluded_.resize(recipe.params.size());
+    excluded_from_.resize(recipe.params.size());
+    all_from_.resize(recipe.params.size());
     for (size_t p = 0; p < recipe.params.size(); ++p) {
       const RecipeParam& param = recipe.params[p];
       // Repeats vary the seed: the first int parameter called seed (or with such an alias).
@@ -135,9 +167,29 @@ class Planner {
   // The values after the parameter named at toks_[at]. `loose` also steps over words it does
   // not know ("学习率下的表现：0.1，0.01"); those stay reported as ignored.
   Status ReadAfter(size_t at, bool loose = false);
-  Status ReadRange(int p, size_t lo, size_t at, Setting& s);
+  // A sequence before the parameter that has no values yet: "在1e-4到1e-2之间取3个学习率",
+  // "3 values from 1e-4 to 1e-2 for lr".
+  Status ReadBackward(size_t at);
   Status ReadBefore(size_t at);  // the values before it ("10 epochs", "3 seeds")
+  // Sequences: what a sequence starting at toks_[j] says, reading no further than `limit`;
+  // false when there is no free number to start from.
+  bool ParseSeq(size_t j, size_t limit, Seq& q) const;
+  size_t CountPhraseAt(size_t k, size_t limit, Seq& q) const;  // "3 values", "取3个值", "三档"
+  size_t OpAt(size_t k, size_t limit, Seq& q) const;           // "divide by 10", "翻倍"
+  bool SeqWord(size_t i) const;
+  Status MakeSeq(int p, const Seq& q, Setting& s) const;
+  CountWords CountBefore(size_t at) const;
+  // A count of values for parameter p, from the tokens [b, e): checked once all values are read.
+  Status RecordCount(int p, size_t number, size_t b, size_t e);
+  Status CheckCounts() const;
+  void FixTypos();
+  // The choice list at toks_[k] (one parameter's choices, separated by commas and "and"): its
+  // last token, and the parameter; kNone when there is none.
+  size_t ChoiceListEnd(size_t k, int* param) const;
+  void Exclude(int p, size_t first, size_t last);
+  void ReadNegations();
   Status ReadChoices();
+  Status ApplyExclusions();
   Status Settle(std::optional<int>& setting, std::vector<size_t>& from, int value, size_t b,
                 size_t e, std::string_view what);
   Status ReadPriority();
@@ -158,6 +210,14 @@ class Planner {
   std::vector<Token> toks_;
   std::vector<Setting> params_;
   std::vector<bool> has_after_;  // per token: a parameter that read values after itself
+  struct Count {
+    int64_t n = 0;
+    size_t b = 0, e = 0;  // the tokens it was said in
+  };
+  std::vector<std::optional<Count>> counts_;      // per parameter: "三档学习率"
+  std::vector<std::vector<Json>> excluded_;       // per parameter: "except mlp", "除了mlp"
+  std::vector<std::vector<size_t>> excluded_from_;
+  std::vector<std::vector<size_t>> all_from_;     // per parameter: "all models", "所有模型"
   int seed_ = -1;
   std::optional<int> metric_;
   std::vector<size_t> metric_from_;
@@ -175,7 +235,7 @@ bool Planner::BoundForward(size_t i) const {
     case Tok::kParam:
       return !has_after_[j];
     case Tok::kGpu: case Tok::kTimes: case Tok::kValues: case Tok::kStep: case Tok::kLog:
-    case Tok::kLinear:
+    case Tok::kLinear: case Tok::kLevel: case Tok::kRuns: case Tok::kFold:
       return true;
     default:
       return false;
@@ -220,32 +280,379 @@ Status Planner::SetCount(int p, int64_t count, size_t b, size_t e, std::string n
   return Status::Ok();
 }
 
-// "repeat 3 times", "3 times", "twice", "重复3次".
+// "repeat 3 times", "3 times", "twice", "5 runs", "5 repeats", "重复3次", "跑五次", "3次重复".
 Status Planner::ReadRepeats() {
   for (size_t i = 0; i < toks_.size(); ++i) {
     if (toks_[i].used) continue;
-    if (Is(i, Tok::kTimes)) {
+    if (Is(i, Tok::kTimes) || Is(i, Tok::kRuns)) {
       size_t b = i;
       int64_t count = 0;
       if (toks_[i].num > 0) {
         count = CountOf(toks_[i].num);
       } else {
-        size_t k = SkipBack(i - 1, {Tok::kMeasure});
+        size_t k = SkipBack(i - 1, {Tok::kMeasure, Tok::kAdj});
         if (k == kNone || !IsFree(k, Tok::kNumber) || !toks_[k].integral) continue;
         count = CountOf(toks_[k].num);
         b = k;
       }
       size_t r = SkipBack(b - 1, {Tok::kFiller, Tok::kEach});
       if (r != kNone && IsFree(r, Tok::kRepeat)) b = r;
-      DROVER_RETURN_IF_ERROR(SetCount(seed_, count, b, i + 1, fmt::format("{} repeats", count)));
+      size_t e = i + 1;
+      if (size_t after = Skip(i + 1, {Tok::kFiller}); IsFree(after, Tok::kRepeat)) e = after + 1;
+      DROVER_RETURN_IF_ERROR(SetCount(seed_, count, b, e, fmt::format("{} repeats", count)));
     } else if (Is(i, Tok::kRepeat)) {
       size_t k = Skip(i + 1, {Tok::kFiller, Tok::kEach, Tok::kAssign});
-      if (!IsFree(k, Tok::kNumber) || !toks_[k].integral) continue;
-      size_t e = k + 1;
-      if (IsFree(e, Tok::kTimes) && toks_[e].num == 0) ++e;
-      auto count = CountOf(toks_[k].num);
-      DROVER_RETURN_IF_ERROR(SetCount(seed_, count, i, e, fmt::format("{} repeats", count)));
+      if (IsFree(k, Tok::kNumber) && toks_[k].integral) {
+        size_t e = k + 1;
+        if (IsFree(e, Tok::kTimes) && toks_[e].num == 0) ++e;
+        auto count = CountOf(toks_[k].num);
+        DROVER_RETURN_IF_ERROR(SetCount(seed_, count, i, e, fmt::format("{} repeats", count)));
+        continue;
+      }
+      // "5 repeats", "5个重复"
+      size_t b = SkipBack(i - 1, {Tok::kMeasure, Tok::kAdj});
+      if (b == kNone || !IsFree(b, Tok::kNumber) || !toks_[b].integral) continue;
+      auto count = CountOf(toks_[b].num);
+      DROVER_RETURN_IF_ERROR(SetCount(seed_, count, b, i + 1, fmt::format("{} repeats", count)));
     }
+  }
+  return Status::Ok();
+}
+
+CountWords Planner::CountBefore(size_t at) const {
+  CountWords c;
+  size_t k = at == 0 ? kNone : at - 1;
+  if (k != kNone && (Is(k, Tok::kAssign) || Is(k, Tok::kFiller))) {  // "of", "的", "for"
+    c.glue = true;
+    k = k == 0 ? kNone : k - 1;
+  }
+  for (; k != kNone; k = k == 0 ? kNone : k - 1) {
+    Tok kind = toks_[k].kind;
+    if (kind == Tok::kLevel || kind == Tok::kValues || kind == Tok::kAdj) {
+      c.strong = true;
+    } else if (kind == Tok::kMeasure) {
+      c.measure = true;
+    } else if (kind == Tok::kFiller && c.strong) {  // "3个不同的"
+      continue;
+    } else {
+      break;
+    }
+  }
+  if (k == kNone || !IsFree(k, Tok::kNumber)) return {};
+  if (c.glue && !c.strong) return {};  // "32 for lr" says nothing about a count
+  c.number = k;
+  return c;
+}
+
+Status Planner::RecordCount(int p, size_t number, size_t b, size_t e) {
+  const Token& t = toks_[number];
+  std::string said = Quote(toks_[b].begin, toks_[e - 1].end);
+  if (!t.integral || t.num < 1 || t.num > static_cast<double>(kMaxValues)) {
+    return InvalidArgument(fmt::format("'{}': a number of values must be a whole number from 1 "
+                                       "to {}",
+                                       said, kMaxValues));
+  }
+  auto n = static_cast<int64_t>(t.num);
+  if (counts_[p] && counts_[p]->n != n) {
+    return InvalidArgument(fmt::format(
+        "the instruction asks for {} values of {} ('{}') and for {} ('{}'); keep one",
+        counts_[p]->n, r_.params[p].name, Quote(toks_[counts_[p]->b].begin,
+                                                toks_[counts_[p]->e - 1].end),
+        n, said));
+  }
+  counts_[p] = Count{n, b, e};
+  Use(b, e, &params_[p].from);
+  return Status::Ok();
+}
+
+Status Planner::CheckCounts() const {
+  for (size_t p = 0; p < params_.size(); ++p) {
+    if (!counts_[p]) continue;
+    const Count& c = *counts_[p];
+    const std::vector<Json>& values = params_[p].values;
+    if (static_cast<int64_t>(values.size()) == c.n) continue;
+    std::string said = Quote(toks_[c.b].begin, toks_[c.e - 1].end);
+    const RecipeParam& param = r_.params[p];
+    if (values.empty()) {
+      std::string example = param.type == "choice" ? JoinValues(param.choices)
+                            : param.type == "float" ? "'from 1e-4 to 1e-2'"
+                                                    : "'from 16 to 128'";
+      return InvalidArgument(fmt::format(
+          "'{}' asks for {} values of {}, but the instruction gives none; {} ({})", said, c.n,
+          param.name,
+          param.type == "choice" ? "name them: it is one of" : "list them or give a range", example));
+    }
+    return InvalidArgument(fmt::format("'{}' asks for {} values of {}, but the instruction gives {} "
+                                       "({})",
+                                       said, c.n, param.name, values.size(), JoinValues(values)));
+  }
+  return Status::Ok();
+}
+
+bool Planner::SeqWord(size_t i) const {
+  if (toks_[i].used) return false;
+  switch (toks_[i].kind) {
+    case Tok::kNumber: case Tok::kTo: case Tok::kFrom: case Tok::kBetween: case Tok::kStart:
+    case Tok::kMul: case Tok::kDiv: case Tok::kFold: case Tok::kEach: case Tok::kValues:
+    case Tok::kLevel: case Tok::kMeasure: case Tok::kLog: case Tok::kLinear: case Tok::kStep:
+    case Tok::kSep: case Tok::kAssign: case Tok::kFiller: case Tok::kOpen: case Tok::kClose:
+      return true;
+    default:
+      return false;
+  }
+}
+
+size_t Planner::CountPhraseAt(size_t k, size_t limit, Seq& q) const {
+  if (k >= limit || !IsFree(k, Tok::kNumber) || !toks_[k].integral) return kNone;
+  bool log = false, linear = false;
+  size_t v = k + 1;
+  for (; v < limit && !toks_[v].used; ++v) {
+    Tok kind = toks_[v].kind;
+    if (kind == Tok::kLog) log = true;
+    if (kind == Tok::kLinear) linear = true;
+    if (kind != Tok::kMeasure && kind != Tok::kLog && kind != Tok::kLinear &&
+        kind != Tok::kFiller && kind != Tok::kAdj) {
+      break;
+    }
+  }
+  if (v >= limit || toks_[v].used ||
+      !(Is(v, Tok::kValues) || Is(v, Tok::kLevel) || Is(v, Tok::kStep))) {
+    return kNone;
+  }
+  q.counts.emplace_back(CountOf(toks_[k].num), k);
+  q.log = q.log || log;
+  q.linear = q.linear || linear;
+  return v + 1;
+}
+
+size_t Planner::OpAt(size_t k, size_t limit, Seq& q) const {
+  if (k >= limit || !(IsFree(k, Tok::kMul) || IsFree(k, Tok::kDiv))) return kNone;
+  bool divide = Is(k, Tok::kDiv);
+  double f = toks_[k].num;  // "double", "halve", "翻倍": the factor is in the word
+  size_t e = k + 1;
+  if (f <= 0) {  // "divide by 10", "乘以2", "扩大10倍"
+    size_t v = Skip(k + 1, {Tok::kAssign, Tok::kFiller});
+    if (v >= limit || !IsFree(v, Tok::kNumber) || !(toks_[v].num > 0)) return kNone;
+    f = toks_[v].num;
+    e = v + 1;
+    if (e < limit && IsFree(e, Tok::kFold)) ++e;
+  }
+  if (q.factor > 0 && (q.factor != f || q.divide != divide)) q.factor_conflict = true;
+  q.factor = f;
+  q.divide = divide;
+  return e;
+}
+
+bool Planner::ParseSeq(size_t j, size_t limit, Seq& q) const {
+  q.begin = j;
+  size_t k = j;
+  bool after_count = false;
+  // Before the start: "from", "between", "start at", "取3个值，", "divide by 10 from", "=".
+  while (k < limit && !toks_[k].used) {
+    if (size_t e = CountPhraseAt(k, limit, q); e != kNone) {
+      k = e;
+      after_count = q.prefix_count = true;
+      continue;
+    }
+    if (size_t e = OpAt(k, limit, q); e != kNone) {
+      k = e;
+      continue;
+    }
+    Tok kind = toks_[k].kind;
+    bool starts_next = k + 1 < limit && (Is(k + 1, Tok::kFrom) || Is(k + 1, Tok::kBetween) ||
+                                         Is(k + 1, Tok::kStart));
+    if (kind == Tok::kLog || kind == Tok::kLinear) {
+      (kind == Tok::kLog ? q.log : q.linear) = true;
+    } else if (kind != Tok::kFrom && kind != Tok::kBetween && kind != Tok::kStart &&
+               kind != Tok::kAssign && kind != Tok::kOpen && kind != Tok::kEach &&
+               kind != Tok::kFiller && !(kind == Tok::kSep && (after_count || starts_next))) {
+      break;
+    }
+    ++k;
+  }
+  if (k >= limit || !IsFree(k, Tok::kNumber)) return false;
+  q.x = k;
+  const bool between = k > 0 && Is(k - 1, Tok::kBetween);
+  size_t confirmed = ++k;
+  if (k < limit && IsFree(k, Tok::kStart)) confirmed = ++k;  // "从0.1开始"
+  for (; k < limit && !toks_[k].used; ++k) {
+    Tok kind = toks_[k].kind;
+    if (kind == Tok::kLog || kind == Tok::kLinear) {
+      (kind == Tok::kLog ? q.log : q.linear) = true;
+      confirmed = k + 1;
+    } else if (kind == Tok::kTo && q.y == kNone && k + 1 < limit && IsFree(k + 1, Tok::kNumber)) {
+      q.y = ++k;  // "to 256", "到256", "直到256"
+      confirmed = k + 1;
+    } else if (kind == Tok::kSep && k == q.x + 1 && q.y == kNone && k + 1 < limit &&
+               IsFree(k + 1, Tok::kNumber) &&
+               (between || (k + 2 < limit && Is(k + 2, Tok::kBetween)))) {
+      q.y = ++k;  // "between 16 and 128", "在16和128之间"
+      confirmed = k + 1;
+    } else if (size_t e = CountPhraseAt(k, limit, q); e != kNone) {
+      k = e - 1;  // ", 3 values", "取3个值", "(3 log-spaced values)"
+      confirmed = e;
+    } else if (IsFree(k, Tok::kNumber) && k + 1 < limit && IsFree(k + 1, Tok::kFold) &&
+               toks_[k].num > 0) {
+      if (q.factor > 0 && (q.factor != toks_[k].num || q.divide)) q.factor_conflict = true;
+      q.factor = toks_[k].num;  // "每次2倍"
+      q.divide = false;
+      confirmed = ++k + 1;
+    } else if (kind == Tok::kStep || kind == Tok::kAll) {  // "step 10", "every 10", "每次加10"
+      size_t v = Skip(k + 1, {Tok::kAssign, Tok::kFiller});
+      if (v >= limit || !IsFree(v, Tok::kNumber) || !(toks_[v].num > 0)) break;
+      q.step = toks_[v].num;
+      k = v;
+      confirmed = v + 1;
+    } else if (size_t e = OpAt(k, limit, q); e != kNone) {
+      k = e - 1;  // "and divide by 10", "每次乘以2", "doubling"
+      confirmed = e;
+    } else if (kind == Tok::kSep || kind == Tok::kFiller || kind == Tok::kOpen ||
+               kind == Tok::kClose || kind == Tok::kAssign || kind == Tok::kEach ||
+               kind == Tok::kValues || kind == Tok::kStart || kind == Tok::kBetween) {
+      // Glue: read only if a modifier follows it, except what closes the sequence.
+      if (kind == Tok::kClose || kind == Tok::kValues || kind == Tok::kBetween) {
+        confirmed = std::max(confirmed, k + 1);
+      }
+    } else {
+      break;
+    }
+  }
+  q.end = confirmed;
+  return true;
+}
+
+Status Planner::MakeSeq(int p, const Seq& q, Setting& s) const {
+  const RecipeParam& param = r_.params[p];
+  const Token& a = toks_[q.x];
+  std::string text = Quote(toks_[q.begin].begin, toks_[q.end - 1].end);
+  if (param.type != "int" && param.type != "float") {
+    return InvalidArgument(fmt::format("'{}' is a range, but {} is not a number parameter",
+                                       text, param.name));
+  }
+  int64_t count = 0;
+  for (auto [n, at] : q.counts) {
+    if (count != 0 && n != count) {
+      return InvalidArgument(fmt::format("'{}' asks for {} values and for {}; keep one", text,
+                                         count, n));
+    }
+    count = n;
+  }
+  if (count != 0 && (count < 2 || count > static_cast<int64_t>(kMaxValues))) {
+    return InvalidArgument(fmt::format("'{}': ask for 2 to {} values", text, kMaxValues));
+  }
+  if (q.factor_conflict) {
+    return InvalidArgument(fmt::format("'{}' gives two different factors; keep one", text));
+  }
+  if (q.step > 0 && q.factor > 0) {
+    return InvalidArgument(fmt::format("'{}' gives both a step and a factor; keep one", text));
+  }
+  const double x = a.num;
+  std::vector<double> values;
+  auto too_many = [&] {
+    return InvalidArgument(fmt::format("'{}' gives more than {} values; stop it sooner", text,
+                                       kMaxValues));
+  };
+  if (q.factor > 0) {
+    // A geometric sequence: x, x*f, x*f^2, ... (or x/f, x/f^2, ...), up to an end or a count.
+    if (q.factor == 1) {
+      return InvalidArgument(fmt::format("'{}': a factor of 1 repeats one value", text));
+    }
+    if (x == 0) {
+      return InvalidArgument(fmt::format("'{}': a sequence that multiplies cannot start at 0",
+                                         text));
+    }
+    auto at = [&](int64_t i) {
+      double f = std::pow(q.factor, static_cast<double>(i));
+      return q.divide ? x / f : x * f;
+    };
+    const bool grows = (q.factor > 1) != q.divide;  // in magnitude
+    if (q.y != kNone) {
+      const double y = toks_[q.y].num;
+      if (y == 0 || (y > 0) != (x > 0) || (grows ? std::fabs(y) < std::fabs(x)
+                                                 : std::fabs(y) > std::fabs(x))) {
+        return InvalidArgument(fmt::format("'{}' never reaches {} from {}", text,
+                                           Quote(toks_[q.y].begin, toks_[q.y].end),
+                                           Quote(a.begin, a.end)));
+      }
+      const double slack = 1e-9 * std::fabs(y);
+      for (int64_t i = 0;; ++i) {
+        double v = at(i);
+        if (grows ? std::fabs(v) > std::fabs(y) + slack : std::fabs(v) < std::fabs(y) - slack) {
+          break;
+        }
+        values.push_back(v);
+        if (values.size() > kMaxValues) return too_many();
+      }
+      if (count != 0 && static_cast<int64_t>(values.size()) != count) {
+        return InvalidArgument(fmt::format("'{}' gives {} values, not {}", text, values.size(),
+                                           count));
+      }
+    } else if (count != 0) {
+      for (int64_t i = 0; i < count; ++i) values.push_back(at(i));
+    } else {
+      return InvalidArgument(fmt::format(
+          "'{}': say how many values ('3 values', '取3个值') or where to stop ('to 256', '到256')",
+          text));
+    }
+    s.note = fmt::format("{} by {} each time", q.divide ? "divided" : "multiplied", q.factor);
+  } else if (q.y != kNone) {
+    const double y = toks_[q.y].num;
+    if (count > 0) {
+      const bool spans_decades = x > 0 && y > 0 && std::max(x, y) / std::min(x, y) >= 10;
+      bool geometric = q.log || (!q.linear && x > 0 && y > 0 &&
+                                 (param.scale == "log" ||
+                                  (param.scale.empty() && param.type == "float" && spans_decades)));
+      if (geometric && (x <= 0 || y <= 0)) {
+        return InvalidArgument(fmt::format("'{}': log spacing needs both ends above 0", text));
+      }
+      for (int64_t i = 0; i < count; ++i) {
+        double f = static_cast<double>(i) / static_cast<double>(count - 1);
+        values.push_back(geometric ? x * std::pow(y / x, f) : x + (y - x) * f);
+      }
+      s.note = geometric ? "log-spaced" : "evenly spaced";
+    } else if (q.step > 0) {
+      double dir = y >= x ? 1 : -1;
+      for (double v = x; dir * (y - v) >= -1e-9 * std::max(1.0, std::fabs(y)); v += dir * q.step) {
+        values.push_back(v);
+        if (values.size() > kMaxValues) {
+          return InvalidArgument(fmt::format("'{}': that step gives more than {} values; use a "
+                                             "larger step",
+                                             text, kMaxValues));
+        }
+      }
+      s.note = fmt::format("step {}", q.step);
+    } else if (param.type == "int" && !q.linear && IsPowerOfTwo(x) && IsPowerOfTwo(y) &&
+               std::max(x, y) / std::min(x, y) >= 4) {
+      for (double v = std::min(x, y); v <= std::max(x, y); v *= 2) values.push_back(v);
+      if (y < x) std::reverse(values.begin(), values.end());
+      s.note = "powers of two";
+    } else if (param.type == "int" && std::fabs(y - x) < 10 && x == std::floor(x) &&
+               y == std::floor(y)) {
+      double dir = y >= x ? 1 : -1;
+      for (double v = x; dir * (y - v) >= 0; v += dir) values.push_back(v);
+    } else {
+      return InvalidArgument(fmt::format(
+          "'{}' is a range for {}; say how many values ('{}, 3 values', '取3个值') or the step "
+          "('step 10')",
+          text, param.name, text));
+    }
+  } else if (q.step > 0) {
+    if (count == 0) {
+      return InvalidArgument(fmt::format(
+          "'{}': say how many values ('3 values', '取3个值') or where to stop ('to 100', '到100')",
+          text));
+    }
+    for (int64_t i = 0; i < count; ++i) values.push_back(x + static_cast<double>(i) * q.step);
+    s.note = fmt::format("step {}", q.step);
+  }
+  for (double v : values) {
+    Token t;
+    t.num = param.type == "int" ? std::round(v) : Round10(v);
+    t.text = fmt::format("{}", t.num);
+    t.begin = a.begin;
+    t.end = toks_[q.end - 1].end;
+    DROVER_ASSIGN_OR_RETURN(Json j, ValueFor(p, t));
+    if (std::find(s.values.begin(), s.values.end(), j) == s.values.end()) s.values.push_back(j);
   }
   return Status::Ok();
 }
@@ -271,28 +678,62 @@ Status Planner::ReadAfter(size_t at, bool loose) {
   Setting found;
   found.from.push_back(at);
 
-  if (IsFree(j, Tok::kNumber) && !BoundForward(j) && TakesNumbers(p)) {
-    // A range: 1e-4 to 1e-2, 10-30, between 16 and 128.
-    bool between = j > 0 && Is(j - 1, Tok::kBetween);
-    if ((Is(j + 1, Tok::kTo) || (between && Is(j + 1, Tok::kSep))) &&
-        IsFree(j + 2, Tok::kNumber)) {
-      Use(at + 1, j, &found.from);
-      DROVER_RETURN_IF_ERROR(ReadRange(p, j, j + 3, found));
-    } else {
-      // A list: 32, 64 / 32 and 64 / 32 64 / [32, 64].
-      size_t last = j;
-      for (size_t k = j; k < toks_.size();) {
-        if (!IsFree(k, Tok::kNumber) || (k != j && BoundForward(k))) break;
-        DROVER_ASSIGN_OR_RETURN(Json v, ValueFor(p, toks_[k]));
-        if (std::find(found.values.begin(), found.values.end(), v) == found.values.end()) {
-          found.values.push_back(v);
-        }
-        last = k;
-        k = Skip(k + 1, {Tok::kSep, Tok::kOpen});
-      }
-      if (Is(last + 1, Tok::kClose)) ++last;
-      Use(at + 1, last + 1, &found.from);
+  Seq q;
+  const bool parsed = TakesNumbers(p) && ParseSeq(j, toks_.size(), q);
+  size_t list_at = kNone;  // where a list of values starts
+  if (IsFree(j, Tok::kNumber) && !BoundForward(j)) {
+    list_at = j;
+  } else if (parsed && q.prefix_count && !BoundForward(q.x)) {
+    list_at = q.x;  // "学习率取三档：0.1、0.01、0.001"
+  }
+  if (parsed && q.IsSequence()) {
+    // A count right before the parameter counts the sequence's values ("3 learning rates from
+    // 1e-4 to 1e-2", "三档学习率，从..."), and "double"/"halve" before it is its factor ("double
+    // the batch size from 32 to 256").
+    CountWords c = CountBefore(at);
+    size_t first = at;
+    if (c.number != kNone && toks_[c.number].integral &&
+        (c.strong || c.measure || toks_[at].plural)) {
+      q.counts.emplace_back(CountOf(toks_[c.number].num), c.number);
+      first = c.number;
     }
+    size_t op = SkipBack(first - 1, {Tok::kFiller});
+    if (op != kNone && (IsFree(op, Tok::kMul) || IsFree(op, Tok::kDiv)) && toks_[op].num > 0) {
+      if (q.factor > 0 && (q.factor != toks_[op].num || q.divide != Is(op, Tok::kDiv))) {
+        q.factor_conflict = true;
+      }
+      q.factor = toks_[op].num;
+      q.divide = Is(op, Tok::kDiv);
+      first = op;
+    }
+    Use(at + 1, j, &found.from);
+    DROVER_RETURN_IF_ERROR(MakeSeq(p, q, found));
+    Use(q.begin, q.end, &found.from);
+    Use(first, at, &found.from);
+  } else if (list_at != kNone && TakesNumbers(p)) {
+    // A list: 32, 64 / 32 and 64 / 32 64 / [32, 64].
+    size_t last = list_at;
+    for (size_t k = list_at; k < toks_.size();) {
+      if (!IsFree(k, Tok::kNumber) || (k != list_at && BoundForward(k))) break;
+      DROVER_ASSIGN_OR_RETURN(Json v, ValueFor(p, toks_[k]));
+      if (std::find(found.values.begin(), found.values.end(), v) == found.values.end()) {
+        found.values.push_back(v);
+      }
+      last = k;
+      k = Skip(k + 1, {Tok::kSep, Tok::kOpen});
+    }
+    if (Is(last + 1, Tok::kClose)) ++last;
+    if (list_at != j) {  // the count before the list, checked against it once all is read
+      DROVER_RETURN_IF_ERROR(RecordCount(p, q.counts.front().second, j, list_at));
+    } else if (Seq after; CountPhraseAt(Skip(last + 1, {Tok::kSep, Tok::kOpen}), toks_.size(),
+                                        after) != kNone) {
+      // "0.1, 0.01, 0.001 (3 values)"
+      size_t k = Skip(last + 1, {Tok::kSep, Tok::kOpen});
+      size_t e = CountPhraseAt(k, toks_.size(), after);
+      if (Is(e, Tok::kClose)) ++e;
+      DROVER_RETURN_IF_ERROR(RecordCount(p, k, k, e));
+    }
+    Use(at + 1, last + 1, &found.from);
   } else if (Is(j, Tok::kUnknown) && assigned && (param.type == "string" || param.type == "choice")) {
     if (param.type == "choice") {
       std::vector<std::string> names;
@@ -324,116 +765,42 @@ Status Planner::ReadAfter(size_t at, bool loose) {
   return Status::Ok();
 }
 
-// toks_[lo] and toks_[lo + 2] are the ends; `at` is where modifiers may start: ", 3 log-spaced
-// values", "取3个值", "step 10", "(3 values, log scale)".
-Status Planner::ReadRange(int p, size_t lo, size_t at, Setting& s) {
-  const RecipeParam& param = r_.params[p];
-  const Token& a = toks_[lo];
-  const Token& b = toks_[lo + 2];
-  std::string text = Quote(a.begin, b.end);
-  if (param.type != "int" && param.type != "float") {
-    return InvalidArgument(fmt::format("'{}' is a range, but {} is not a number parameter",
-                                       text, param.name));
+Status Planner::ReadBackward(size_t at) {
+  const int p = toks_[at].index;
+  if (at == 0 || has_after_[at] || toks_[at].used || !params_[p].values.empty() ||
+      !TakesNumbers(p)) {
+    return Status::Ok();
   }
-  int64_t count = 0;
-  double step = 0;
-  bool log = false, linear = false;
-  size_t confirmed = at;  // modifiers read up to here
-  for (size_t k = at; k < toks_.size(); ++k) {
-    Tok kind = toks_[k].kind;
-    if (kind == Tok::kLog || kind == Tok::kLinear) {
-      (kind == Tok::kLog ? log : linear) = true;
-      confirmed = k + 1;
-    } else if (kind == Tok::kNumber && !toks_[k].used && count == 0) {
-      size_t v = Skip(k + 1, {Tok::kMeasure, Tok::kLog, Tok::kLinear, Tok::kFiller});
-      if (!Is(v, Tok::kValues) && !Is(v, Tok::kStep)) break;
-      if (!toks_[k].integral) break;
-      count = CountOf(toks_[k].num);
-      for (size_t m = k + 1; m < v; ++m) {
-        if (toks_[m].kind == Tok::kLog) log = true;
-        if (toks_[m].kind == Tok::kLinear) linear = true;
-      }
-      k = v;
-      confirmed = v + 1;
-    } else if (kind == Tok::kStep) {
-      size_t v = Skip(k + 1, {Tok::kAssign, Tok::kFiller});
-      if (!IsFree(v, Tok::kNumber) || toks_[v].num <= 0) break;
-      step = toks_[v].num;
-      k = v;
-      confirmed = v + 1;
-    } else if (kind == Tok::kSep || kind == Tok::kFiller || kind == Tok::kOpen ||
-               kind == Tok::kClose || kind == Tok::kAssign || kind == Tok::kEach ||
-               kind == Tok::kValues) {
-      if (kind == Tok::kClose || kind == Tok::kValues) confirmed = std::max(confirmed, k + 1);
-      continue;
-    } else {
-      break;
-    }
+  size_t b = at;  // the words from here to the parameter: "取3个"
+  CountWords c = CountBefore(at);
+  if (c.number != kNone) {
+    if (!toks_[c.number].integral) return Status::Ok();
+    b = c.number;
   }
-  // Trailing glue that led to nothing stays unused (a filler word is never reported anyway).
-  Use(lo, lo + 3, &s.from);
-  Use(at, confirmed, &s.from);
-
-  double x = a.num, y = b.num;
-  std::vector<double> values;
-  if (count > 0) {
-    if (count < 2 || count > static_cast<int64_t>(kMaxValues)) {
-      return InvalidArgument(fmt::format("'{}': ask for 2 to {} values", text, kMaxValues));
-    }
-    bool geometric = log || (!linear && param.type == "float" && x > 0 && y > 0 &&
-                             std::max(x, y) / std::min(x, y) >= 10);
-    if (geometric && (x <= 0 || y <= 0)) {
-      return InvalidArgument(fmt::format("'{}': log spacing needs both ends above 0", text));
-    }
-    for (int64_t i = 0; i < count; ++i) {
-      double f = static_cast<double>(i) / static_cast<double>(count - 1);
-      values.push_back(geometric ? x * std::pow(y / x, f) : x + (y - x) * f);
-    }
-    s.note = geometric ? "log-spaced" : "evenly spaced";
-  } else if (step > 0) {
-    double dir = y >= x ? 1 : -1;
-    for (double v = x; dir * (y - v) >= -1e-9 * std::max(1.0, std::fabs(y)); v += dir * step) {
-      values.push_back(v);
-      if (values.size() > kMaxValues) {
-        return InvalidArgument(fmt::format("'{}': that step gives more than {} values; use a "
-                                           "larger step",
-                                           text, kMaxValues));
-      }
-    }
-    s.note = fmt::format("step {}", step);
-  } else if (param.type == "int" && !linear && IsPowerOfTwo(x) && IsPowerOfTwo(y) &&
-             std::max(x, y) / std::min(x, y) >= 4) {
-    for (double v = std::min(x, y); v <= std::max(x, y); v *= 2) values.push_back(v);
-    if (y < x) std::reverse(values.begin(), values.end());
-    s.note = "powers of two";
-  } else if (param.type == "int" && std::fabs(y - x) < 10 && x == std::floor(x) &&
-             y == std::floor(y)) {
-    double dir = y >= x ? 1 : -1;
-    for (double v = x; dir * (y - v) >= 0; v += dir) values.push_back(v);
-  } else {
-    return InvalidArgument(fmt::format(
-        "'{}' is a range for {}; say how many values ('{}, 3 values', '取3个值') or the step "
-        "('step 10')",
-        text, param.name, text));
-  }
-  for (double v : values) {
-    Token t;
-    t.num = param.type == "int" ? std::round(v) : Round10(v);
-    t.text = fmt::format("{}", t.num);
-    t.begin = a.begin;
-    t.end = b.end;
-    DROVER_ASSIGN_OR_RETURN(Json j, ValueFor(p, t));
-    if (std::find(s.values.begin(), s.values.end(), j) == s.values.end()) s.values.push_back(j);
+  size_t k = SkipBack(b - 1, {Tok::kFiller, Tok::kAssign, Tok::kSep, Tok::kEach, Tok::kBetween});
+  if (k == kNone || !IsFree(k, Tok::kNumber)) return Status::Ok();
+  size_t w = k;
+  while (w > 0 && SeqWord(w - 1)) --w;
+  for (size_t start = w; start <= k; ++start) {
+    Seq q;
+    if (!ParseSeq(start, b, q) || !q.IsSequence() || q.end <= k) continue;
+    if (c.number != kNone) q.counts.emplace_back(CountOf(toks_[c.number].num), c.number);
+    Setting& s = params_[p];
+    DROVER_RETURN_IF_ERROR(MakeSeq(p, q, s));
+    Use(q.begin, q.end, &s.from);
+    Use(b, at + 1, &s.from);
+    has_after_[at] = true;  // its values are read; nothing before it is a value of it
+    return Status::Ok();
   }
   return Status::Ok();
 }
 
 Status Planner::ReadBefore(size_t at) {
   const int p = toks_[at].index;
-  if (has_after_[at] || (p == seed_ && !params_[p].values.empty())) return Status::Ok();
-  if (!TakesNumbers(p)) return Status::Ok();  // "四种模型" counts models, it names none
-  size_t k = SkipBack(at - 1, {Tok::kMeasure, Tok::kAdj});
-  if (k == kNone || !IsFree(k, Tok::kNumber)) return Status::Ok();
+  if (p == seed_ && !params_[p].values.empty()) return Status::Ok();
+  CountWords c = CountBefore(at);
+  if (c.number == kNone) return Status::Ok();
+  const size_t k = c.number;
   if (p == seed_) {  // "3 seeds" is a count, "seed 3" a value
     if (!toks_[k].integral) return Status::Ok();
     // Past kMaxValues SetCount refuses it; past int64 the cast itself would be undefined.
@@ -441,6 +808,14 @@ Status Planner::ReadBefore(size_t at) {
     DROVER_RETURN_IF_ERROR(SetCount(p, count, k, at + 1, fmt::format("{} seeds", count)));
     return Status::Ok();
   }
+  // A count, never a value: "三档学习率", "3 levels of lr", "3 different learning rates", "四种模型"
+  // (a choice parameter takes no numbers); and "3个学习率：...", "2 batch sizes: 32 and 64" when
+  // the values are given elsewhere.
+  const bool elsewhere = has_after_[at] || !params_[p].values.empty();
+  if (c.strong || !TakesNumbers(p) || (elsewhere && (c.measure || toks_[at].plural))) {
+    return RecordCount(p, k, k, at);
+  }
+  if (elsewhere || c.glue) return Status::Ok();
   // Walk back over a list: "32 and 64 batch sizes".
   size_t first = k;
   for (size_t m = SkipBack(k - 1, {Tok::kSep}); m != kNone && IsFree(m, Tok::kNumber);
@@ -457,34 +832,129 @@ Status Planner::ReadBefore(size_t at) {
   return Status::Ok();
 }
 
-Status Planner::ReadChoices() {
-  for (size_t i = 0; i < toks_.size(); ++i) {
-    Token& t = toks_[i];
-    if (t.used) continue;
-    if (t.kind == Tok::kUnknown && t.text.size() >= 5 &&
-        static_cast<unsigned char>(t.text[0]) < 0x80) {
-      // A near miss of a choice ("efficentnet") is read as that choice, and said so.
-      for (size_t p = 0; p < r_.params.size() && t.kind == Tok::kUnknown; ++p) {
-        for (size_t c = 0; c < r_.params[p].choices.size(); ++c) {
-          std::string choice = plan::Squash(ValueText(r_.params[p].choices[c]));
-          size_t limit = choice.size() >= 9 ? 2 : 1;
-          if (choice.size() >= 5 && EditDistance(plan::Squash(t.text), choice) <= limit) {
-            t.kind = Tok::kChoice;
-            t.index = static_cast<int>(p);
-            t.choice = static_cast<int>(c);
-            notes_.push_back(fmt::format("read '{}' as {}", Quote(t.begin, t.end),
-                                         ValueText(r_.params[p].choices[c])));
-            break;
-          }
+// A near miss of a choice ("efficentnet") is read as that choice, and said so.
+void Planner::FixTypos() {
+  for (Token& t : toks_) {
+    if (t.used || t.kind != Tok::kUnknown || t.text.size() < 5 ||
+        static_cast<unsigned char>(t.text[0]) >= 0x80) {
+      continue;
+    }
+    for (size_t p = 0; p < r_.params.size() && t.kind == Tok::kUnknown; ++p) {
+      for (size_t c = 0; c < r_.params[p].choices.size(); ++c) {
+        std::string choice = plan::Squash(ValueText(r_.params[p].choices[c]));
+        size_t limit = choice.size() >= 9 ? 2 : 1;
+        if (choice.size() >= 5 && EditDistance(plan::Squash(t.text), choice) <= limit) {
+          t.kind = Tok::kChoice;
+          t.index = static_cast<int>(p);
+          t.choice = static_cast<int>(c);
+          notes_.push_back(fmt::format("read '{}' as {}", Quote(t.begin, t.end),
+                                       ValueText(r_.params[p].choices[c])));
+          break;
         }
       }
     }
-    if (t.kind != Tok::kChoice) continue;
+  }
+}
+
+size_t Planner::ChoiceListEnd(size_t k, int* param) const {
+  if (!IsFree(k, Tok::kChoice)) return kNone;
+  const int p = toks_[k].index;
+  size_t last = k;
+  for (size_t m = Skip(k + 1, {Tok::kSep}); IsFree(m, Tok::kChoice) && toks_[m].index == p;
+       m = Skip(m + 1, {Tok::kSep})) {
+    last = m;
+  }
+  *param = p;
+  return last;
+}
+
+void Planner::Exclude(int p, size_t first, size_t last) {
+  for (size_t i = first; i <= last; ++i) {
+    if (!Is(i, Tok::kChoice)) continue;
+    const Json& v = r_.params[p].choices[toks_[i].choice];
+    if (std::find(excluded_[p].begin(), excluded_[p].end(), v) == excluded_[p].end()) {
+      excluded_[p].push_back(v);
+    }
+  }
+}
+
+// "every model except mlp", "all models but mlp and cnn", "cnn but not mlp", "除了mlp以外的所有
+// 模型", "除mlp外所有模型", "不要mlp", "mlp除外": the choices named are left out. "all models",
+// "所有模型" name every choice of the parameter.
+void Planner::ReadNegations() {
+  for (size_t i = 0; i < toks_.size(); ++i) {
+    if (!IsFree(i, Tok::kExcept)) continue;
+    int p = -1;
+    size_t first = Skip(i + 1, {Tok::kFiller, Tok::kAll});  // "except for the", "不要跑"
+    size_t last = ChoiceListEnd(first, &p);
+    if (last == kNone) continue;  // "but faster": left as ignored
+    Exclude(p, first, last);
+    size_t end = last + 1;
+    if (IsFree(end, Tok::kExceptAfter)) ++end;  // 除了mlp以外, 除mlp外
+    Use(i, end, &excluded_from_[p]);
+  }
+  for (size_t i = 1; i < toks_.size(); ++i) {  // "mlp除外", "mlp以外的模型", "mlp excluded"
+    if (!IsFree(i, Tok::kExceptAfter) || toks_[i].num == 0 || !IsFree(i - 1, Tok::kChoice)) {
+      continue;
+    }
+    const int p = toks_[i - 1].index;
+    size_t first = i - 1;
+    for (size_t m = SkipBack(first - 1, {Tok::kSep});
+         m != kNone && IsFree(m, Tok::kChoice) && toks_[m].index == p;
+         m = SkipBack(m - 1, {Tok::kSep})) {
+      first = m;
+    }
+    Exclude(p, first, i - 1);
+    Use(first, i + 1, &excluded_from_[p]);
+  }
+  for (size_t i = 0; i < toks_.size(); ++i) {
+    if (!IsFree(i, Tok::kAll)) continue;
+    size_t k = Skip(i + 1, {Tok::kFiller, Tok::kAssign});  // "all the models", "所有的模型"
+    if (!Is(k, Tok::kParam) || r_.params[toks_[k].index].type != "choice") continue;
+    Use(i, i + 1, &all_from_[toks_[k].index]);
+  }
+}
+
+Status Planner::ReadChoices() {
+  for (size_t i = 0; i < toks_.size(); ++i) {
+    Token& t = toks_[i];
+    if (t.used || t.kind != Tok::kChoice) continue;
     Setting& s = params_[t.index];
     const Json& v = r_.params[t.index].choices[t.choice];
     if (std::find(s.values.begin(), s.values.end(), v) == s.values.end()) s.values.push_back(v);
     t.used = true;
     s.from.push_back(i);
+  }
+  return Status::Ok();
+}
+
+// What is left out, out of the choices named (or all of them when none are): "cnn but not mlp",
+// "every model except mlp".
+Status Planner::ApplyExclusions() {
+  for (size_t p = 0; p < params_.size(); ++p) {
+    if (excluded_[p].empty() && all_from_[p].empty()) continue;
+    Setting& s = params_[p];
+    const bool named = !s.values.empty();
+    std::vector<Json> kept;
+    for (const Json& v : named ? s.values : r_.params[p].choices) {
+      if (std::find(excluded_[p].begin(), excluded_[p].end(), v) == excluded_[p].end()) {
+        kept.push_back(v);
+      }
+    }
+    std::vector<size_t> from = excluded_from_[p];
+    from.insert(from.end(), all_from_[p].begin(), all_from_[p].end());
+    if (kept.empty()) {
+      return InvalidArgument(fmt::format(
+          "{} leaves no {} to run: it leaves out {}, and the recipe {} has {}", QuoteTokens(from),
+          r_.params[p].name, JoinValues(excluded_[p]), r_.source, JoinValues(r_.params[p].choices)));
+    }
+    s.values = std::move(kept);
+    s.from.insert(s.from.end(), from.begin(), from.end());
+    if (!excluded_[p].empty()) {
+      s.note = fmt::format("{} but {}", named ? "the named" : "all", JoinValues(excluded_[p]));
+    } else if (!named) {
+      s.note = "all";
+    }
   }
   return Status::Ok();
 }
@@ -893,25 +1363,31 @@ Result<Plan> Planner::Run() {
   DROVER_RETURN_IF_ERROR(ReadRepeats());
   DROVER_RETURN_IF_ERROR(ReadPriority());
   DROVER_RETURN_IF_ERROR(ReadGpus());
+  FixTypos();
+  ReadNegations();
   // Right to left, so whether a later parameter took the values after it is known when an
   // earlier list decides where it stops ("lr 0.1 0.01 batch size 32" vs "bs 32 10 epochs").
   for (size_t i = toks_.size(); i-- > 0;) {
     if (Is(i, Tok::kParam) && toks_[i].index != seed_) DROVER_RETURN_IF_ERROR(ReadAfter(i));
     if (Is(i, Tok::kParam) && toks_[i].index == seed_) {
       // "seeds 0,1,2" are values, but "3 seeds" (a number before) is a count: read it first.
-      size_t k = SkipBack(i - 1, {Tok::kMeasure, Tok::kAdj});
-      if (k == kNone || !IsFree(k, Tok::kNumber)) DROVER_RETURN_IF_ERROR(ReadAfter(i));
+      if (CountBefore(i).number == kNone) DROVER_RETURN_IF_ERROR(ReadAfter(i));
     }
+  }
+  for (size_t i = 0; i < toks_.size(); ++i) {
+    if (Is(i, Tok::kParam)) DROVER_RETURN_IF_ERROR(ReadBackward(i));
   }
   for (size_t i = 0; i < toks_.size(); ++i) {
     if (Is(i, Tok::kParam)) DROVER_RETURN_IF_ERROR(ReadBefore(i));
   }
   DROVER_RETURN_IF_ERROR(ReadChoices());
+  DROVER_RETURN_IF_ERROR(ApplyExclusions());
   for (size_t i = 0; i < toks_.size(); ++i) {
     if (Is(i, Tok::kParam) && params_[toks_[i].index].values.empty()) {
       DROVER_RETURN_IF_ERROR(ReadAfter(i, /*loose=*/true));
     }
   }
+  DROVER_RETURN_IF_ERROR(CheckCounts());
   ReadMetric();
   bool any = metric_ || gpus_ || priority_;
   for (size_t i = 0; i < toks_.size(); ++i) {

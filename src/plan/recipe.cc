@@ -37,7 +37,8 @@ const std::vector<std::string> kTopKeys = [] {
   keys.insert(keys.end(), kSpecDefaultKeys.begin(), kSpecDefaultKeys.end());
   return keys;
 }();
-const std::vector<std::string> kParamKeys = {"type", "choices", "default", "aliases", "min", "max"};
+const std::vector<std::string> kParamKeys = {"type", "choices", "default", "aliases",
+                                             "min",  "max",     "scale"};
 const std::vector<std::string> kMetricKeys = {"mode", "aliases"};
 const std::vector<std::string> kTypes = {"int", "float", "string", "choice"};
 
@@ -222,6 +223,18 @@ Result<RecipeParam> RecipeParser::Param(const Field& f) const {
                                           Describe(bound->value)));
     }
     (bound == min_field ? p.min : p.max) = v.get<double>();
+  }
+  if (const Field* scale = Find(fields, "scale")) {
+    if (p.type != "int" && p.type != "float") {
+      return Err(scale->key, fmt::format("{}.scale spaces a range of numbers, but {} is a {} "
+                                         "parameter; remove it",
+                                         f.path, p.name, p.type));
+    }
+    p.scale = scale->value.IsScalar() ? scale->value.Scalar() : "";
+    if (p.scale != "log" && p.scale != "linear") {
+      return Err(scale->at(), fmt::format("{}.scale must be log or linear, got {}", f.path,
+                                          Describe(scale->value)));
+    }
   }
   if (p.min && p.max && *p.min > *p.max) {
     return Err(max_field->at(), fmt::format("{}.max {} is below its min {}", f.path,

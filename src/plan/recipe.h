@@ -10,6 +10,7 @@
 //     lr: {type: float, default: 0.001, aliases: [learning rate, 学习率]}
 //     seed: 0                    # shorthand: a default (the type follows it)
 //     epochs: {type: int, default: 5, min: 1, max: 1000}   # planned values must lie in the range
+//     batch_size: {type: int, default: 64, scale: log}       # ranges with a count: geometric
 //   metrics:
 //     val_acc: {mode: max, aliases: [accuracy, 准确率]}
 //   timeout: 2h                  # optional: any spec key but name, workdir, command, params and
@@ -39,6 +40,10 @@ struct RecipeParam {
   // more often than meant), unless the default is; without `max:` there is no upper bound.
   std::optional<double> min;
   std::optional<double> max;
+  // How a range with a count is spaced, from the recipe's `scale:`: "log" (geometric, when both
+  // ends are above 0), "linear", or "" for the planner's rule (a float range spanning 10x or more
+  // is geometric, anything else linear). The instruction's own "log"/"linear" wins.
+  std::string scale;
 };
 
 struct RecipeMetric {

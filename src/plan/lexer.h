@@ -58,6 +58,7 @@ enum class Tok {
   kExceptAfter,  // 以外 之外 除外 excluded (num = 1: may follow the choices alone); 外 (num = 0:
                  // only closes 除...外)
   kAll,       // all every everything 所有 全部 其他: with a choice parameter, all its choices
+  kAlso,      // 还 也 另外: after 除了X, makes it "besides X" rather than "except X"
   kMul,       // multiply by, double (num = 2), 乘以, 翻倍 (2): a geometric sequence
   kDiv,       // divide by, halve (num = 2), 除以, 减半 (2)
   kFold,      // 倍: "每次2倍" (times 2 each time)

@@ -176,6 +176,7 @@ class Planner {
   bool ParseSeq(size_t j, size_t limit, Seq& q) const;
   size_t CountPhraseAt(size_t k, size_t limit, Seq& q) const;  // "3 values", "取3个值", "三档"
   size_t OpAt(size_t k, size_t limit, Seq& q) const;           // "divide by 10", "翻倍"
+  bool IsTimesFactor(size_t i) const;  // "×2" after "each time"/"每次": a factor, not repeats
   bool SeqWord(size_t i) const;
   Status MakeSeq(int p, const Seq& q, Setting& s) const;
   CountWords CountBefore(size_t at) const;
@@ -283,7 +284,7 @@ Status Planner::SetCount(int p, int64_t count, size_t b, size_t e, std::string n
 // "repeat 3 times", "3 times", "twice", "5 runs", "5 repeats", "重复3次", "跑五次", "3次重复".
 Status Planner::ReadRepeats() {
   for (size_t i = 0; i < toks_.size(); ++i) {
-    if (toks_[i].used) continue;
+    if (toks_[i].used || IsTimesFactor(i)) continue;
     if (Is(i, Tok::kTimes) || Is(i, Tok::kRuns)) {
       size_t b = i;
       int64_t count = 0;
@@ -374,13 +375,17 @@ Status Planner::CheckCounts() const {
     std::string said = Quote(toks_[c.b].begin, toks_[c.e - 1].end);
     const RecipeParam& param = r_.params[p];
     if (values.empty()) {
-      std::string example = param.type == "choice" ? JoinValues(param.choices)
-                            : param.type == "float" ? "'from 1e-4 to 1e-2'"
-                                                    : "'from 16 to 128'";
+      if (param.type == "choice") {
+        return InvalidArgument(fmt::format(
+            "'{}' asks for {} values of {}, but the instruction names none; {} is one of {}", said,
+            c.n, param.name, param.name, JoinValues(param.choices)));
+      }
+      std::vector<Json> example = SuggestedValues(param);
+      if (example.size() > static_cast<size_t>(c.n)) example.resize(c.n);
       return InvalidArgument(fmt::format(
-          "'{}' asks for {} values of {}, but the instruction gives none; {} ({})", said, c.n,
-          param.name,
-          param.type == "choice" ? "name them: it is one of" : "list them or give a range", example));
+          "'{}' asks for {} values of {}, but the instruction gives none; list them ('{} {}') or "
+          "give a range ('{} from A to B')",
+          said, c.n, param.name, param.name, JoinValues(example), param.name));
     }
     return InvalidArgument(fmt::format("'{}' asks for {} values of {}, but the instruction gives {} "
                                        "({})",
@@ -404,28 +409,47 @@ bool Planner::SeqWord(size_t i) const {
 
 size_t Planner::CountPhraseAt(size_t k, size_t limit, Seq& q) const {
   if (k >= limit || !IsFree(k, Tok::kNumber) || !toks_[k].integral) return kNone;
-  bool log = false, linear = false;
+  bool log = false, linear = false, measure = false;
   size_t v = k + 1;
   for (; v < limit && !toks_[v].used; ++v) {
     Tok kind = toks_[v].kind;
     if (kind == Tok::kLog) log = true;
     if (kind == Tok::kLinear) linear = true;
+    if (kind == Tok::kMeasure) measure = true;
     if (kind != Tok::kMeasure && kind != Tok::kLog && kind != Tok::kLinear &&
         kind != Tok::kFiller && kind != Tok::kAdj) {
       break;
     }
   }
-  if (v >= limit || toks_[v].used ||
-      !(Is(v, Tok::kValues) || Is(v, Tok::kLevel) || Is(v, Tok::kStep))) {
+  size_t end = v + 1;
+  if (v < limit && !toks_[v].used &&
+      (Is(v, Tok::kValues) || Is(v, Tok::kLevel) || Is(v, Tok::kStep))) {
+    // "3 values", "三档", "3 steps"
+  } else if (measure && toks_[v - 1].kind == Tok::kMeasure &&
+             (v >= toks_.size() || Is(v, Tok::kSep) || Is(v, Tok::kBreak) ||
+              Is(v, Tok::kClose) || Is(v, Tok::kPunct))) {
+    end = v;  // "取3个" with nothing after the measure word
+  } else {
     return kNone;
   }
   q.counts.emplace_back(CountOf(toks_[k].num), k);
   q.log = q.log || log;
   q.linear = q.linear || linear;
-  return v + 1;
+  return end;
+}
+
+bool Planner::IsTimesFactor(size_t i) const {
+  return IsFree(i, Tok::kTimes) && toks_[i].num > 0 && toks_[i].text[0] == 'x' && i > 0 &&
+         Is(i - 1, Tok::kEach);
 }
 
 size_t Planner::OpAt(size_t k, size_t limit, Seq& q) const {
+  if (k < limit && IsTimesFactor(k)) {  // "每次×2", "each time x2"
+    if (q.factor > 0 && (q.factor != toks_[k].num || q.divide)) q.factor_conflict = true;
+    q.factor = toks_[k].num;
+    q.divide = false;
+    return k + 1;
+  }
   if (k >= limit || !(IsFree(k, Tok::kMul) || IsFree(k, Tok::kDiv))) return kNone;
   bool divide = Is(k, Tok::kDiv);
   double f = toks_[k].num;  // "double", "halve", "翻倍": the factor is in the word
@@ -730,8 +754,8 @@ Status Planner::ReadAfter(size_t at, bool loose) {
       // "0.1, 0.01, 0.001 (3 values)"
       size_t k = Skip(last + 1, {Tok::kSep, Tok::kOpen});
       size_t e = CountPhraseAt(k, toks_.size(), after);
-      if (Is(e, Tok::kClose)) ++e;
       DROVER_RETURN_IF_ERROR(RecordCount(p, k, k, e));
+      if (Is(e, Tok::kClose)) Use(e, e + 1, &found.from);
     }
     Use(at + 1, last + 1, &found.from);
   } else if (Is(j, Tok::kUnknown) && assigned && (param.type == "string" || param.type == "choice")) {
@@ -773,9 +797,11 @@ Status Planner::ReadBackward(size_t at) {
   }
   size_t b = at;  // the words from here to the parameter: "取3个"
   CountWords c = CountBefore(at);
-  if (c.number != kNone) {
+  if (c.number != kNone && (c.strong || c.measure)) {  // a bare number there ends the sequence
     if (!toks_[c.number].integral) return Status::Ok();
     b = c.number;
+  } else {
+    c.number = kNone;
   }
   size_t k = SkipBack(b - 1, {Tok::kFiller, Tok::kAssign, Tok::kSep, Tok::kEach, Tok::kBetween});
   if (k == kNone || !IsFree(k, Tok::kNumber)) return Status::Ok();
@@ -813,7 +839,7 @@ Status Planner::ReadBefore(size_t at) {
   // the values are given elsewhere.
   const bool elsewhere = has_after_[at] || !params_[p].values.empty();
   if (c.strong || !TakesNumbers(p) || (elsewhere && (c.measure || toks_[at].plural))) {
-    return RecordCount(p, k, k, at);
+    return RecordCount(p, k, k, at + 1);
   }
   if (elsewhere || c.glue) return Status::Ok();
   // Walk back over a list: "32 and 64 batch sizes".
@@ -888,9 +914,18 @@ void Planner::ReadNegations() {
     size_t first = Skip(i + 1, {Tok::kFiller, Tok::kAll});  // "except for the", "不要跑"
     size_t last = ChoiceListEnd(first, &p);
     if (last == kNone) continue;  // "but faster": left as ignored
-    Exclude(p, first, last);
     size_t end = last + 1;
     if (IsFree(end, Tok::kExceptAfter)) ++end;  // 除了mlp以外, 除mlp外
+    bool besides = false;  // "除了cnn以外，还要跑mlp": cnn and mlp
+    for (size_t k = end; toks_[i].num == 1 && k < toks_.size() && !Is(k, Tok::kBreak); ++k) {
+      besides = besides || Is(k, Tok::kAlso);
+    }
+    if (besides) {
+      Use(i, i + 1, nullptr);
+      if (end > last + 1) Use(last + 1, end, nullptr);
+      continue;  // the choices are read as named
+    }
+    Exclude(p, first, last);
     Use(i, end, &excluded_from_[p]);
   }
   for (size_t i = 1; i < toks_.size(); ++i) {  // "mlp除外", "mlp以外的模型", "mlp excluded"
@@ -908,7 +943,7 @@ void Planner::ReadNegations() {
     Use(first, i + 1, &excluded_from_[p]);
   }
   for (size_t i = 0; i < toks_.size(); ++i) {
-    if (!IsFree(i, Tok::kAll)) continue;
+    if (!IsFree(i, Tok::kAll) && !IsFree(i, Tok::kEach)) continue;  // also "each model", "每个模型"
     size_t k = Skip(i + 1, {Tok::kFiller, Tok::kAssign});  // "all the models", "所有的模型"
     if (!Is(k, Tok::kParam) || r_.params[toks_[k].index].type != "choice") continue;
     Use(i, i + 1, &all_from_[toks_[k].index]);
@@ -934,7 +969,10 @@ Status Planner::ApplyExclusions() {
   for (size_t p = 0; p < params_.size(); ++p) {
     if (excluded_[p].empty() && all_from_[p].empty()) continue;
     Setting& s = params_[p];
-    const bool named = !s.values.empty();
+    // "cnn and the other models", "除了cnn，其他模型也跑": the others and the named are all.
+    const bool others = std::any_of(all_from_[p].begin(), all_from_[p].end(),
+                                    [&](size_t i) { return toks_[i].num == 1; });
+    const bool named = !s.values.empty() && !others;
     std::vector<Json> kept;
     for (const Json& v : named ? s.values : r_.params[p].choices) {
       if (std::find(excluded_[p].begin(), excluded_[p].end(), v) == excluded_[p].end()) {

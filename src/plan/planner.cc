@@ -331,6 +331,8 @@ CountWords Planner::CountBefore(size_t at) const {
     Tok kind = toks_[k].kind;
     if (kind == Tok::kLevel || kind == Tok::kValues || kind == Tok::kAdj) {
       c.strong = true;
+    } else if (kind == Tok::kLog || kind == Tok::kLinear) {  // "3 log-spaced values of lr"
+      continue;
     } else if (kind == Tok::kMeasure) {
       c.measure = true;
     } else if (kind == Tok::kFiller && c.strong) {  // "3个不同的"
@@ -489,7 +491,8 @@ bool Planner::ParseSeq(size_t j, size_t limit, Seq& q) const {
       (kind == Tok::kLog ? q.log : q.linear) = true;
     } else if (kind != Tok::kFrom && kind != Tok::kBetween && kind != Tok::kStart &&
                kind != Tok::kAssign && kind != Tok::kOpen && kind != Tok::kEach &&
-               kind != Tok::kFiller && !(kind == Tok::kSep && (after_count || starts_next))) {
+               kind != Tok::kFiller && kind != Tok::kValues && kind != Tok::kLevel &&
+               !(kind == Tok::kSep && (after_count || starts_next))) {
       break;
     }
     ++k;
@@ -548,7 +551,12 @@ bool Planner::ParseSeq(size_t j, size_t limit, Seq& q) const {
 Status Planner::MakeSeq(int p, const Seq& q, Setting& s) const {
   const RecipeParam& param = r_.params[p];
   const Token& a = toks_[q.x];
-  std::string text = Quote(toks_[q.begin].begin, toks_[q.end - 1].end);
+  size_t first = q.x;  // quoted from "from"/"between"/"start at" when they lead to the start
+  while (first > q.begin && (Is(first - 1, Tok::kFrom) || Is(first - 1, Tok::kBetween) ||
+                             Is(first - 1, Tok::kStart))) {
+    --first;
+  }
+  std::string text = Quote(toks_[first].begin, toks_[q.end - 1].end);
   if (param.type != "int" && param.type != "float") {
     return InvalidArgument(fmt::format("'{}' is a range, but {} is not a number parameter",
                                        text, param.name));
@@ -688,9 +696,10 @@ Status Planner::ReadAfter(size_t at, bool loose) {
   size_t j = at + 1;
   for (; j < toks_.size(); ++j) {
     Tok k = toks_[j].kind;
+    // Loosely, also a comma right after the name: "two groups of batch sizes, 64 and 512".
     bool skip_loose = loose && !toks_[j].used &&
                       (k == Tok::kFiller || k == Tok::kUnknown || k == Tok::kAdj ||
-                       k == Tok::kEach || k == Tok::kPunct);
+                       k == Tok::kEach || k == Tok::kPunct || (k == Tok::kSep && j == at + 1));
     if (k == Tok::kAssign) {
       assigned = true;
     } else if (k != Tok::kOpen && k != Tok::kFrom && k != Tok::kBetween && !skip_loose) {
@@ -716,9 +725,14 @@ Status Planner::ReadAfter(size_t at, bool loose) {
     // the batch size from 32 to 256").
     CountWords c = CountBefore(at);
     size_t first = at;
+    const bool counted = Is(at + 1, Tok::kValues) || Is(at + 1, Tok::kLevel);  // "4 epoch settings"
     if (c.number != kNone && toks_[c.number].integral &&
-        (c.strong || c.measure || toks_[at].plural)) {
+        (c.strong || c.measure || toks_[at].plural || counted)) {
       q.counts.emplace_back(CountOf(toks_[c.number].num), c.number);
+      for (size_t k = c.number; k < at; ++k) {
+        q.log = q.log || Is(k, Tok::kLog);
+        q.linear = q.linear || Is(k, Tok::kLinear);
+      }
       first = c.number;
     }
     size_t op = SkipBack(first - 1, {Tok::kFiller});
@@ -810,7 +824,13 @@ Status Planner::ReadBackward(size_t at) {
   for (size_t start = w; start <= k; ++start) {
     Seq q;
     if (!ParseSeq(start, b, q) || !q.IsSequence() || q.end <= k) continue;
-    if (c.number != kNone) q.counts.emplace_back(CountOf(toks_[c.number].num), c.number);
+    if (c.number != kNone) {
+      q.counts.emplace_back(CountOf(toks_[c.number].num), c.number);
+      for (size_t m = c.number; m < at; ++m) {
+        q.log = q.log || Is(m, Tok::kLog);
+        q.linear = q.linear || Is(m, Tok::kLinear);
+      }
+    }
     Setting& s = params_[p];
     DROVER_RETURN_IF_ERROR(MakeSeq(p, q, s));
     Use(q.begin, q.end, &s.from);
@@ -989,7 +1009,7 @@ Status Planner::ApplyExclusions() {
     s.values = std::move(kept);
     s.from.insert(s.from.end(), from.begin(), from.end());
     if (!excluded_[p].empty()) {
-      s.note = fmt::format("{} but {}", named ? "the named" : "all", JoinValues(excluded_[p]));
+      s.note = fmt::format("{} {}", named ? "but not" : "all but", JoinValues(excluded_[p]));
     } else if (!named) {
       s.note = "all";
     }

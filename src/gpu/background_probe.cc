@@ -19,6 +19,7 @@ struct BackgroundGpuProbe::State {
   bool stop = false;
   bool exited = false;
   bool have = false;
+  bool taken = false;  // Sample() has returned the latest reading (its XIDs are cleared then)
   Result<std::vector<GpuSample>> latest = std::vector<GpuSample>{};
   Millis latest_ms = 0;
 };
@@ -40,6 +41,17 @@ BackgroundGpuProbe::BackgroundGpuProbe(std::unique_ptr<GpuProbe> inner, const Cl
       Millis t = s->clock->Now();
       auto reading = s->inner->Sample(t);
       lock.lock();
+      // XIDs are events, each in one reading: those of a reading nobody took yet carry over into
+      // the next, so none is lost between the thread's readings and the engine's.
+      if (s->have && !s->taken && s->latest.ok() && reading.ok()) {
+        for (GpuSample& next : *reading) {
+          for (const GpuSample& prev : *s->latest) {
+            if (prev.index != next.index || prev.xids.empty()) continue;
+            next.xids.insert(next.xids.begin(), prev.xids.begin(), prev.xids.end());
+          }
+        }
+      }
+      s->taken = false;
       s->latest = std::move(reading);
       s->latest_ms = t;
       s->have = true;
@@ -75,7 +87,11 @@ Result<std::vector<GpuSample>> BackgroundGpuProbe::Sample(Millis now) {
     return Unavailable(fmt::format("the last GPU reading is {} ms old; the driver may be hung",
                                    now - s.latest_ms));
   }
-  return *s.latest;
+  std::vector<GpuSample> out = *s.latest;
+  // The same reading asked for again reports its XIDs once.
+  for (GpuSample& g : *s.latest) g.xids.clear();
+  s.taken = true;
+  return out;
 }
 
 }  // namespace drover

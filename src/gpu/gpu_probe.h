@@ -1,6 +1,7 @@
 #pragma once
 // What GPUs this machine has. Real: NVML loaded with dlopen (no build dependency on CUDA). Fake:
 // declared with --fake-gpus 2x16GiB, for machines without a GPU and for tests.
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,8 +28,18 @@ class GpuProbe {
 // runs.
 std::string DescribeDevicesAndSmi(const Result<std::vector<GpuDevice>>& devices);
 
-// "2x16GiB", "16GiB,24GiB", "1x80GB,2x16GiB". Errors say the accepted forms.
+// "2x16GiB", "16GiB,24GiB", "1x80GB,2x16GiB". Errors say the accepted forms. A GPU in MIG mode
+// is declared with its instances after ":mig=", joined by '+': "1x80GiB:mig=3g.40gb+3g.40gb" is
+// one GPU of 80 GiB split in two instances of 3 compute slices and 40 GiB each (a profile
+// "<slices>g.<GiB>gb", as nvidia-smi names them; at most 7 slices and the GPU's memory in all).
+// Whole GPUs keep their index; MIG instances are numbered after the last GPU, in order, and named
+// "MIG-fake-<gpu>-<n>" (docs/metrics.md, "GPU health").
 Result<std::vector<GpuDevice>> ParseFakeGpus(const std::string& text);
+
+// CUDA_VISIBLE_DEVICES for these device indices: whole GPUs by index, MIG instances by UUID
+// (CudaDeviceId); an index `devices` lacks is written as the index.
+std::string CudaVisibleDevices(const std::vector<GpuDevice>& devices,
+                               const std::vector<int>& indices);
 
 // Scripted telemetry for fake GPUs (tests, demos): each step sets some values of one GPU from
 // `at_ms` after the script starts (the first Sample call) until a later step for that GPU
@@ -37,6 +48,13 @@ Result<std::vector<GpuDevice>> ParseFakeGpus(const std::string& text);
 //   {"at": "0s", "gpu": 0, "utilization": 95, "memory_used": "10GiB", "temperature": 61,
 //    "power": 250}
 //   {"at": "30s", "gpu": 0, "utilization": 3}
+// Health fields (docs/metrics.md, "GPU health"): "ecc_corrected", "ecc_uncorrected" and
+// "retired_pages" (counts), "retired_pages_pending" and "remap_failed" (true/false), "throttle"
+// (a list of "power", "thermal", "hw_thermal", "hw_slowdown", "power_brake", "sync_boost",
+// "app_clocks", "idle"; [] for none), "sm_clock_mhz", "sm_clock_max_mhz", "mem_clock_mhz", and
+// "xid" (a code or a list of codes): an XID is an event, reported once, by the first reading at
+// or after its step (once per cycle of a repeating script). A step for a GPU in MIG mode ("gpu":
+// its index, which no device has) applies to each of its instances.
 // Durations and sizes take the spec's units ("500ms", "5m"; "512MiB"); plain numbers are
 // milliseconds and bytes. "repeat": "60s" on a line of its own makes the script start over after
 // that long (every step must then come before it). Errors name the line and the field. Steps for
@@ -48,6 +66,12 @@ struct TelemetryStep {
   std::optional<double> utilization, temperature_c, power_w, pcie_tx_bytes_per_s,
       pcie_rx_bytes_per_s;
   std::optional<int64_t> memory_used;
+  // Health.
+  std::optional<int64_t> ecc_corrected, ecc_uncorrected, retired_pages;
+  std::optional<bool> pages_pending, remap_failed;
+  std::optional<ThrottleReasons> throttle;
+  std::optional<double> sm_clock_mhz, sm_clock_max_mhz, mem_clock_mhz;
+  std::vector<int> xids;  // events: reported once (not a value that holds)
 };
 struct TelemetryScript {
   std::vector<TelemetryStep> steps;  // sorted by at_ms (stable)
@@ -70,12 +94,15 @@ class FakeGpuProbe : public GpuProbe {
   void SetScript(TelemetryScript script) {
     script_ = std::move(script);
     script_start_ms_ = -1;
+    xid_cycle_.assign(script_->steps.size(), -1);
   }
 
  private:
   std::vector<GpuDevice> devices_;
   std::optional<TelemetryScript> script_;
   Millis script_start_ms_ = -1;  // `now` of the first Sample with the script; -1 before it
+  std::vector<int64_t> xid_cycle_;  // per step: the cycle its XIDs were last reported in
+  std::map<int, std::pair<int, Millis>> last_xid_;  // per device index: the latest XID, when
 };
 
 // nvidia-smi's CSV, the fallback when NVML cannot be loaded but nvidia-smi runs. `gpu_csv` is the

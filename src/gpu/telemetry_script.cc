@@ -13,6 +13,7 @@
 
 #include "common/strings.h"
 #include "gpu/gpu_probe.h"
+#include "gpu/health_json.h"
 
 namespace drover {
 namespace {
@@ -21,7 +22,11 @@ using Json = nlohmann::json;
 
 const std::vector<std::string>& FieldNames() {
   static const std::vector<std::string> kFields = {
-      "at", "gpu", "utilization", "memory_used", "temperature", "power", "pcie_tx", "pcie_rx"};
+      "at",           "gpu",           "utilization",      "memory_used",
+      "temperature",  "power",         "pcie_tx",          "pcie_rx",
+      "xid",          "ecc_corrected", "ecc_uncorrected",  "retired_pages",
+      "retired_pages_pending",         "remap_failed",     "throttle",
+      "sm_clock_mhz", "sm_clock_max_mhz",                  "mem_clock_mhz"};
   return kFields;
 }
 
@@ -99,6 +104,48 @@ Result<double> ReadNumber(const Json& v, std::string_view field, double lo, doub
   return x;
 }
 
+Result<int64_t> ReadCount(const Json& v, std::string_view field, int line) {
+  if (!v.is_number_integer() || v.get<int64_t>() < 0) {
+    return LineError(line, fmt::format("'{}' must be a count, a whole number from 0 (got {})",
+                                       field, v.dump()));
+  }
+  return v.get<int64_t>();
+}
+
+Result<bool> ReadFlag(const Json& v, std::string_view field, int line) {
+  if (!v.is_boolean()) {
+    return LineError(line, fmt::format("'{}' must be true or false (got {})", field, v.dump()));
+  }
+  return v.get<bool>();
+}
+
+Result<ThrottleReasons> ReadThrottle(const Json& v, int line) {
+  std::vector<std::string> names;
+  for (const auto& [name, member] : ThrottleReasonTable()) names.emplace_back(name);
+  const std::string form = fmt::format(
+      "'throttle' must be a list of reasons from {} (e.g. [\"thermal\", \"power\"]; [] for none)",
+      Join(names, ", "));
+  const Json list = v.is_string() ? Json::array({v}) : v;
+  if (!list.is_array()) return LineError(line, form);
+  ThrottleReasons t;
+  t.known = true;
+  for (const Json& item : list) {
+    if (!item.is_string()) return LineError(line, fmt::format("{} (got {})", form, v.dump()));
+    const std::string name = item.get<std::string>();
+    auto it = std::find_if(ThrottleReasonTable().begin(), ThrottleReasonTable().end(),
+                           [&](const auto& n) { return name == n.first; });
+    if (it == ThrottleReasonTable().end()) {
+      auto guess = ClosestMatch(name, names);
+      return LineError(line, fmt::format("'throttle': \"{}\" is not a reason{}; {}", name,
+                                         guess ? fmt::format(" (did you mean \"{}\"?)", *guess)
+                                               : std::string(),
+                                         form));
+    }
+    t.*(it->second) = true;
+  }
+  return t;
+}
+
 Status ReadField(const std::string& key, const Json& v, int line, TelemetryStep& step) {
   if (key == "at") {
     DROVER_ASSIGN_OR_RETURN(step.at_ms, ReadDuration(v, key, line));
@@ -125,6 +172,35 @@ Status ReadField(const std::string& key, const Json& v, int line, TelemetryStep&
     DROVER_ASSIGN_OR_RETURN(int64_t rate, ReadBytes(v, key, true, line));
     (key == "pcie_tx" ? step.pcie_tx_bytes_per_s : step.pcie_rx_bytes_per_s) =
         static_cast<double>(rate);
+  } else if (key == "xid") {
+    const Json list = v.is_array() ? v : Json::array({v});
+    if (list.empty()) return LineError(line, "'xid' lists no XID code; write e.g. 79 or [48, 63]");
+    for (const Json& x : list) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 1 || x.get<int64_t>() > 999) {
+        return LineError(line, fmt::format("'xid' must be an XID code from 1 to 999, or a list "
+                                           "of them, e.g. 79 or [48, 63] (got {})",
+                                           v.dump()));
+      }
+      step.xids.push_back(static_cast<int>(x.get<int64_t>()));
+    }
+  } else if (key == "ecc_corrected") {
+    DROVER_ASSIGN_OR_RETURN(step.ecc_corrected, ReadCount(v, key, line));
+  } else if (key == "ecc_uncorrected") {
+    DROVER_ASSIGN_OR_RETURN(step.ecc_uncorrected, ReadCount(v, key, line));
+  } else if (key == "retired_pages") {
+    DROVER_ASSIGN_OR_RETURN(step.retired_pages, ReadCount(v, key, line));
+  } else if (key == "retired_pages_pending") {
+    DROVER_ASSIGN_OR_RETURN(step.pages_pending, ReadFlag(v, key, line));
+  } else if (key == "remap_failed") {
+    DROVER_ASSIGN_OR_RETURN(step.remap_failed, ReadFlag(v, key, line));
+  } else if (key == "throttle") {
+    DROVER_ASSIGN_OR_RETURN(step.throttle, ReadThrottle(v, line));
+  } else if (key == "sm_clock_mhz" || key == "sm_clock_max_mhz" || key == "mem_clock_mhz") {
+    DROVER_ASSIGN_OR_RETURN(double mhz,
+                            ReadNumber(v, key, 0, 100'000, "megahertz, a number from 0", line));
+    (key == "sm_clock_mhz" ? step.sm_clock_mhz
+                           : key == "sm_clock_max_mhz" ? step.sm_clock_max_mhz
+                                                       : step.mem_clock_mhz) = mhz;
   } else {
     std::string fields = Join(FieldNames(), ", ");
     if (key == "repeat") {
@@ -146,7 +222,9 @@ Status ReadField(const std::string& key, const Json& v, int line, TelemetryStep&
 
 bool SetsAValue(const TelemetryStep& s) {
   return s.utilization || s.memory_used || s.temperature_c || s.power_w || s.pcie_tx_bytes_per_s ||
-         s.pcie_rx_bytes_per_s;
+         s.pcie_rx_bytes_per_s || s.ecc_corrected || s.ecc_uncorrected || s.retired_pages ||
+         s.pages_pending || s.remap_failed || s.throttle || s.sm_clock_mhz || s.sm_clock_max_mhz ||
+         s.mem_clock_mhz || !s.xids.empty();
 }
 
 }  // namespace
@@ -191,7 +269,8 @@ Result<TelemetryScript> ParseTelemetryScript(const std::string& text) {
     if (!SetsAValue(step)) {
       return LineError(line,
                        "the step sets no value; give at least one of utilization, "
-                       "memory_used, temperature, power, pcie_tx, pcie_rx");
+                       "memory_used, temperature, power, pcie_tx, pcie_rx, or a health field "
+                       "(xid, ecc_uncorrected, throttle, ...)");
     }
     steps.emplace_back(std::move(step), line);
   }

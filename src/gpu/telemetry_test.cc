@@ -71,11 +71,15 @@ TEST(ParseTelemetryScriptTest, ErrorsNameTheLineAndTheAcceptedForm) {
   const Case cases[] = {
       {"{\"at\": \"0s\", \"utilization\": 5}\n\n{\"at\": \"1s\", \"utilisation\": 5}",
        "telemetry script line 3: 'utilisation' is not a field; did you mean 'utilization'? The "
-       "fields are at, gpu, utilization, memory_used, temperature, power, pcie_tx, pcie_rx (and "
-       "\"repeat\" on a line of its own)"},
+       "fields are at, gpu, utilization, memory_used, temperature, power, pcie_tx, pcie_rx, xid, "
+       "ecc_corrected, ecc_uncorrected, retired_pages, retired_pages_pending, remap_failed, "
+       "throttle, sm_clock_mhz, sm_clock_max_mhz, mem_clock_mhz (and \"repeat\" on a line of "
+       "its own)"},
       {"{\"at\": \"0s\", \"colour\": 5}",
        "telemetry script line 1: 'colour' is not a field; the fields are at, gpu, utilization, "
-       "memory_used, temperature, power, pcie_tx, pcie_rx (and \"repeat\" on a line of its own)"},
+       "memory_used, temperature, power, pcie_tx, pcie_rx, xid, ecc_corrected, ecc_uncorrected, "
+       "retired_pages, retired_pages_pending, remap_failed, throttle, sm_clock_mhz, "
+       "sm_clock_max_mhz, mem_clock_mhz (and \"repeat\" on a line of its own)"},
       {"{\"at\": \"0s\", \"utilization\": 150}",
        "telemetry script line 1: 'utilization' must be a percentage from 0 to 100 (got 150)"},
       {"{\"at\": \"0s\", \"utilization\": \"high\"}",
@@ -109,7 +113,8 @@ TEST(ParseTelemetryScriptTest, ErrorsNameTheLineAndTheAcceptedForm) {
        "telemetry script line 1: 'power' must be watts, a number from 0 (got -3)"},
       {"{\"at\": \"0s\", \"gpu\": 1}",
        "telemetry script line 1: the step sets no value; give at least one of utilization, "
-       "memory_used, temperature, power, pcie_tx, pcie_rx"},
+       "memory_used, temperature, power, pcie_tx, pcie_rx, or a health field (xid, "
+       "ecc_uncorrected, throttle, ...)"},
       {"# only a comment\n{\"at\": \"0s\", \"utilization\": 5",
        "telemetry script line 2: not a JSON object; write one object per line, e.g. {\"at\": "
        "\"30s\", \"gpu\": 0, \"utilization\": 95}"},

@@ -552,7 +552,7 @@ Status Planner::MakeSeq(int p, const Seq& q, Setting& s) const {
   const RecipeParam& param = r_.params[p];
   const Token& a = toks_[q.x];
   size_t first = q.x;  // quoted from "from"/"between"/"start at" when they lead to the start
-  while (first > q.begin && (Is(first - 1, Tok::kFrom) || Is(first - 1, Tok::kBetween) ||
+  while (first > 0 && (Is(first - 1, Tok::kFrom) || Is(first - 1, Tok::kBetween) ||
                              Is(first - 1, Tok::kStart))) {
     --first;
   }

@@ -177,6 +177,8 @@ TEST(PlannerTest, ValuesOutsideTheirRangeAreErrorsNeverNullsOrSilentPicks) {
                 "/recipe.yaml (it takes 1 to 65536)");
   EXPECT_NE(error("train mlp for -5 epochs").find("epochs = -5, below its min 1"),
             std::string::npos);
+  EXPECT_NE(error("批大小为零").find("batch_size = 0, below its min 1"), std::string::npos);
+  EXPECT_NE(error("训练二十万轮").find("epochs = 200000, above its max 100000"), std::string::npos);
   EXPECT_NE(error("train mlp lr 50").find("lr = 50.0, above its max 10"), std::string::npos);
   // No declared min: not negative.
   EXPECT_NE(error("train mlp seed -3").find("seed = -3, a negative value; the recipe"),
@@ -203,6 +205,176 @@ TEST(PlannerTest, ValuesOutsideTheirRangeAreErrorsNeverNullsOrSilentPicks) {
   ASSERT_TRUE(twice.ok()) << twice.status().message();
   EXPECT_EQ(twice->spec["priority"], 10);
   EXPECT_TRUE(twice->ignored.empty()) << Json(twice->ignored).dump();
+}
+
+// The values a plan gives a parameter, or the error's message.
+std::string Values(const Recipe& recipe, const std::string& instruction, const std::string& param) {
+  Result<Plan> r = PlanInstruction(recipe, instruction);
+  if (!r.ok()) return "error: " + r.status().message();
+  return r->spec["params"][param].dump();
+}
+
+TEST(PlannerTest, GeometricSequences) {
+  Recipe recipe = LoadTestRecipe();
+  // A start, a factor, and an end or a count; the factor before, in or after the sequence.
+  EXPECT_EQ(Values(recipe, "lr: start at 0.1 and divide by 10, 3 values", "lr"), "[0.1,0.01,0.001]");
+  EXPECT_EQ(Values(recipe, "学习率从0.1开始每次除以10，取3个值", "lr"), "[0.1,0.01,0.001]");
+  EXPECT_EQ(Values(recipe, "double the batch size from 32 to 256", "batch_size"),
+            "[32,64,128,256]");
+  EXPECT_EQ(Values(recipe, "batch size: double from 32 to 256", "batch_size"), "[32,64,128,256]");
+  EXPECT_EQ(Values(recipe, "批大小从32开始每次乘以2，直到256", "batch_size"), "[32,64,128,256]");
+  EXPECT_EQ(Values(recipe, "批大小从32开始每次×2，到256", "batch_size"), "[32,64,128,256]");
+  EXPECT_EQ(Values(recipe, "批大小从32开始每次2倍，取3个值", "batch_size"), "[32,64,128]");
+  EXPECT_EQ(Values(recipe, "学习率0.4起，每次减半，取4个", "lr"), "[0.4,0.2,0.1,0.05]");
+  EXPECT_EQ(Values(recipe, "lr from 1, decrease by a factor of 10, 3 values", "lr"),
+            "[1.0,0.1,0.01]");
+  // An end that is not hit exactly stops before it, like a step.
+  EXPECT_EQ(Values(recipe, "batch size from 32 doubling up to 200", "batch_size"), "[32,64,128]");
+  // An additive step with a count or an end.
+  EXPECT_EQ(Values(recipe, "epochs from 10, step 5, 3 values", "epochs"), "[10,15,20]");
+  EXPECT_EQ(Values(recipe, "轮数从10开始每次加10，直到30", "epochs"), "[10,20,30]");
+  // "每次×2" is a factor, never two repeats.
+  EXPECT_EQ(Values(recipe, "批大小从32开始每次×2，到256", "seed"), "[0]");
+
+  auto error = [&](const std::string& instruction) {
+    Result<Plan> r = PlanInstruction(recipe, instruction);
+    EXPECT_FALSE(r.ok()) << instruction << " planned " << (r.ok() ? r->spec_yaml : "");
+    return r.ok() ? std::string() : r.status().message();
+  };
+  EXPECT_NE(error("lr: start at 0.1 and divide by 10").find("say how many values"),
+            std::string::npos);
+  EXPECT_NE(error("batch size: double from 256 to 32").find("never reaches 32 from 256"),
+            std::string::npos);
+  EXPECT_NE(error("batch size: double from 32 to 256, 3 values").find("gives 4 values, not 3"),
+            std::string::npos);
+  EXPECT_NE(error("lr from 0.1, multiply by 1, 3 values").find("a factor of 1"), std::string::npos);
+  EXPECT_NE(error("lr from 0.1, step 0.1, divide by 2, 3 values").find("both a step and a factor"),
+            std::string::npos);
+  EXPECT_NE(error("epochs from 0, double, 3 values").find("cannot start at 0"), std::string::npos);
+  // Values past the recipe's range are errors, not clipped.
+  EXPECT_NE(error("lr: start at 0.1, divide by 10, 9 values").find("lr = 1e-08, below its min 1e-07"),
+            std::string::npos);
+  EXPECT_NE(error("batch size from 1024, double, 8 values").find("above its max 65536"),
+            std::string::npos);
+}
+
+TEST(PlannerTest, ACountBeforeARange) {
+  Recipe recipe = LoadTestRecipe();
+  const std::string want = "[0.0001,0.001,0.01]";
+  for (const char* text : {"3 values from 1e-4 to 1e-2 for lr", "lr: 3 values from 1e-4 to 1e-2",
+                           "3 learning rates from 1e-4 to 1e-2", "3 values of lr from 1e-4 to 1e-2",
+                           "学习率取3个值，从1e-4到1e-2", "在1e-4到1e-2之间取3个学习率",
+                           "三档学习率，从1e-4到1e-2", "学习率在1e-4和1e-2之间取三个值"}) {
+    EXPECT_EQ(Values(recipe, text, "lr"), want) << text;
+  }
+  // A bare number before a parameter is a value ("32 bs"), not a count, unless a plural says so.
+  EXPECT_EQ(Values(recipe, "bs 32 lr from 1e-4 to 1e-2", "lr"),
+            "error: 'from 1e-4 to 1e-2' is a range for lr; say how many values ('from 1e-4 to "
+            "1e-2, 3 values', '取3个值') or the step ('step 10')");
+  EXPECT_NE(Values(recipe, "3 learning rates from 1e-4 to 1e-2, 4 values", "lr")
+                .find("asks for 4 values and for 3"),
+            std::string::npos);
+}
+
+TEST(PlannerTest, RangeSpacingFollowsTheRecipesScale) {
+  Result<Recipe> recipe = ParseRecipe(
+      "command: echo {a} {b} {c} {d}\nparams:\n  a: 1.0\n  b: {default: 1.0, scale: linear}\n"
+      "  c: {default: 2, scale: log}\n  d: 2\n",
+      "drover.yaml", "/tmp");
+  ASSERT_TRUE(recipe.ok()) << recipe.status().message();
+  // Without a scale: a float range spanning 10x or more is log-spaced, anything else linear.
+  EXPECT_EQ(Values(*recipe, "a from 1 to 100, 3 values", "a"), "[1.0,10.0,100.0]");
+  EXPECT_EQ(Values(*recipe, "a from 1 to 5, 3 values", "a"), "[1.0,3.0,5.0]");
+  EXPECT_EQ(Values(*recipe, "d from 2 to 32, 3 values", "d"), "[2,17,32]");
+  // scale: linear and scale: log decide; the instruction's own word wins over both.
+  EXPECT_EQ(Values(*recipe, "b from 1 to 100, 3 values", "b"), "[1.0,50.5,100.0]");
+  EXPECT_EQ(Values(*recipe, "b from 1 to 100, 3 log-spaced values", "b"), "[1.0,10.0,100.0]");
+  EXPECT_EQ(Values(*recipe, "c from 2 to 32, 3 values", "c"), "[2,8,32]");
+  EXPECT_EQ(Values(*recipe, "c from 2 to 32, 3 linear values", "c"), "[2,17,32]");
+  // A log scale with an end at 0 or below is spaced evenly.
+  EXPECT_EQ(Values(*recipe, "c from 0 to 10, 3 values", "c"), "[0,5,10]");
+
+  for (auto [yaml, want] : std::vector<std::pair<std::string, std::string>>{
+           {"command: x {a}\nparams:\n  a: {default: 1.0, scale: cubic}\n",
+            "drover.yaml:3:28: params.a.scale must be log or linear, got 'cubic'"},
+           {"command: x {a}\nparams:\n  a: {choices: [p, q], scale: log}\n",
+            "params.a.scale spaces a range of numbers, but a is a choice parameter"}}) {
+    Result<Recipe> bad = ParseRecipe(yaml, "drover.yaml", "/tmp");
+    ASSERT_FALSE(bad.ok()) << yaml;
+    EXPECT_NE(bad.status().message().find(want), std::string::npos) << bad.status().message();
+  }
+}
+
+TEST(PlannerTest, NegationLeavesChoicesOut) {
+  Recipe recipe = LoadTestRecipe();
+  for (auto [text, want] : std::vector<std::pair<std::string, std::string>>{
+           {"every model except mlp", R"(["cnn","resnet50","efficientnet"])"},
+           {"all models but mlp and cnn", R"(["resnet50","efficientnet"])"},
+           {"cnn and resnet50 but not resnet50", R"(["cnn"])"},
+           {"everything other than efficientnet", R"(["mlp","cnn","resnet50"])"},
+           {"除了mlp以外的所有模型", R"(["cnn","resnet50","efficientnet"])"},
+           {"除mlp外所有模型", R"(["cnn","resnet50","efficientnet"])"},
+           {"mlp、cnn除外", R"(["resnet50","efficientnet"])"},
+           {"不要cnn", R"(["mlp","resnet50","efficientnet"])"},
+           // 除了 ... 还/也 is "besides", and "the others" with a named one is every choice.
+           {"除了cnn以外，还要跑mlp", R"(["cnn","mlp"])"},
+           {"除了cnn，其他模型也跑", R"(["mlp","cnn","resnet50","efficientnet"])"},
+           {"all models", R"(["mlp","cnn","resnet50","efficientnet"])"},
+           {"每个模型跑2次", R"(["mlp","cnn","resnet50","efficientnet"])"},
+       }) {
+    EXPECT_EQ(Values(recipe, text, "model"), want) << text;
+  }
+  Result<Plan> r = PlanInstruction(recipe, "every model except mlp and cnn");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->understood[0],
+            "model: resnet50, efficientnet (all but mlp, cnn, from 'every model except mlp and "
+            "cnn')");
+  // A word after "except" that is no choice is reported, never dropped.
+  r = PlanInstruction(recipe, "every model except vgg");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Json(r->ignored), Json({"except vgg"}));
+  // "but" before no choice is just a word it could not use.
+  r = PlanInstruction(recipe, "cnn, but faster");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Json(r->ignored), Json({"but faster"}));
+  EXPECT_NE(Values(recipe, "all models except mlp, cnn, resnet50 and efficientnet", "model")
+                .find("leaves no model to run"),
+            std::string::npos);
+}
+
+TEST(PlannerTest, MeasureWordsAreCountsNotValues) {
+  Recipe recipe = LoadTestRecipe();
+  EXPECT_EQ(Values(recipe, "三档学习率：0.1、0.01、0.001", "lr"), "[0.1,0.01,0.001]");
+  EXPECT_EQ(Values(recipe, "两组批大小：32和64", "batch_size"), "[32,64]");
+  EXPECT_EQ(Values(recipe, "3 levels of learning rate: 0.1, 0.01, 0.001", "lr"),
+            "[0.1,0.01,0.001]");
+  EXPECT_EQ(Values(recipe, "lr 0.1, 0.01, 0.001 (3 values)", "lr"), "[0.1,0.01,0.001]");
+  EXPECT_EQ(Values(recipe, "五个种子", "seed"), "[0,1,2,3,4]");
+  EXPECT_EQ(Values(recipe, "比较三种模型：mlp、cnn和resnet50", "model"), R"(["mlp","cnn","resnet50"])");
+  // A unit-like count with nothing else to give values stays a value: "训练5个epoch" is 5 epochs.
+  EXPECT_EQ(Values(recipe, "训练5个epoch", "epochs"), "[5]");
+  // The count is checked against the values given.
+  EXPECT_EQ(Values(recipe, "两组批大小：32、64和128", "batch_size"),
+            "error: '两组批大小' asks for 2 values of batch_size, but the instruction gives 3 (32, "
+            "64, 128)");
+  EXPECT_NE(Values(recipe, "三档学习率", "lr").find("asks for 3 values of lr, but the instruction "
+                                                    "gives none"),
+            std::string::npos);
+  EXPECT_NE(Values(recipe, "对比两种模型", "model").find("names none; model is one of mlp"),
+            std::string::npos);
+}
+
+TEST(PlannerTest, RunsAreRepeats) {
+  Recipe recipe = LoadTestRecipe();
+  for (const char* text : {"5 runs of cnn", "cnn, 5 repeats", "run cnn 5 times", "cnn跑五次",
+                           "cnn重复5次", "cnn做5次重复", "cnn, 5 independent runs", "5个重复，cnn"}) {
+    EXPECT_EQ(Values(recipe, text, "seed"), "[0,1,2,3,4]") << text;
+  }
+  // "runs" without a count is a plain word, as before.
+  Result<Plan> r = PlanInstruction(recipe, "compare the runs of mlp and cnn");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->spec["params"]["seed"], Json({0}));
+  EXPECT_TRUE(r->ignored.empty()) << Json(r->ignored).dump();
 }
 
 TEST(PlannerTest, IsDeterministic) {

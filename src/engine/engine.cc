@@ -647,6 +647,7 @@ void Engine::Schedule(Instant now) {
   std::vector<sched::PendingRun> queue;
   sched::ClusterView view;
   view.gpus = book_.gpus();
+  DropDrainedGpus(view.gpus, now);  // GPUs drained for their health (engine_health.cc)
   // The latest telemetry, so a run that must share a GPU goes to the least busy one.
   for (const GpuSample& sample : latest_samples_) {
     for (auto& g : view.gpus) {

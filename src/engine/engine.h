@@ -41,6 +41,7 @@ namespace drover {
 
 class EnvironmentCapture;
 class WorkingCopies;
+struct GpuHealthWatch;  // engine_health.cc
 
 // What `drover run` and the daemon use for EngineOptions::commit_interval_ms: at most this much
 // of a burst of short runs is committed at once, and the API sees a change this much later.
@@ -466,6 +467,13 @@ class Engine {
   void OnRunAlertLine(Live& live, std::string_view line, Millis now);
   void SampleTelemetry(Instant now);
   void StoreSamples(const std::vector<GpuSample>& samples, bool flush_all);
+  // GPU health (engine_health.cc; docs/metrics.md, "GPU health"): a reading's findings become
+  // alerts, a critical one drains its GPU (kept in <store>/gpu-drain.json); drained GPUs are left
+  // out of what the scheduler may start on; an admin's drain or clear is read back from the book.
+  void CheckGpuHealth(const std::vector<GpuSample>& samples, Instant now);
+  void DropDrainedGpus(std::vector<sched::GpuState>& gpus, Instant now);
+  void RefreshDrains(Instant now);
+  std::shared_ptr<GpuHealthWatch> health_;  // made at the first look at the drain book
   // Whether this failure makes `watch.detectors.failure_streak` in a row for the run's config;
   // raises the repeated_failure alert when it does.
   bool RepeatedFailure(Live& live, AttemptOutcome outcome, Millis now);

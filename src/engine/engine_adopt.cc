@@ -289,8 +289,14 @@ bool Engine::RecordUnrecordedStart(Live& live, Instant now) {
     for (const std::string& g : Split(a.cuda_visible_devices, ',')) {
       if (g.empty()) continue;
       char* rest = nullptr;
-      const long index = std::strtol(g.c_str(), &rest, 10);
-      if (rest == g.c_str() || *rest != '\0') return false;  // not a list drover made
+      long index = std::strtol(g.c_str(), &rest, 10);
+      if (rest == g.c_str() || *rest != '\0') {
+        // A MIG instance goes by its UUID.
+        auto mig = std::find_if(devices_.begin(), devices_.end(),
+                                [&](const GpuDevice& d) { return IsMig(d) && d.uuid == g; });
+        if (mig == devices_.end()) return false;  // not a list drover made
+        index = mig->index;
+      }
       a.gpus.push_back(static_cast<int>(index));
     }
   }

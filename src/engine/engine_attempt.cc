@@ -333,9 +333,7 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
   a.number = run.attempts + 1;
   a.params = run.current_params;
   a.gpus = action.gpus;
-  std::vector<std::string> ids;
-  for (int g : action.gpus) ids.push_back(std::to_string(g));
-  a.cuda_visible_devices = Join(ids, ",");
+  a.cuda_visible_devices = CudaVisibleDevices(devices_, action.gpus);  // MIG: by UUID
   a.started_ms = now.wall;
   a.hostname = hostname_;
   a.drover_version = DROVER_VERSION;

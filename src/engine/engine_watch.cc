@@ -134,6 +134,7 @@ void Engine::SampleTelemetry(Instant now) {
   }
   sample_error_.clear();
   latest_samples_ = *samples;
+  CheckGpuHealth(*samples, now);  // alerts and drains (engine_health.cc)
 
   // Which runs hold each GPU, and the GPU memory of each run's processes (by process group).
   std::map<int, std::vector<Live*>> holders;

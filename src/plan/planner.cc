@@ -389,9 +389,9 @@ Status Planner::CheckCounts() const {
           "give a range ('{} from A to B')",
           said, c.n, param.name, param.name, JoinValues(example), param.name));
     }
-    return InvalidArgument(fmt::format("'{}' asks for {} values of {}, but the instruction gives {} "
-                                       "({})",
-                                       said, c.n, param.name, values.size(), JoinValues(values)));
+    return InvalidArgument(fmt::format(
+        "'{}' asks for {} values of {}, but the instruction gives {} ({})", said, c.n, param.name,
+        values.size(), JoinValues(values)));
   }
   return Status::Ok();
 }
@@ -1004,7 +1004,8 @@ Status Planner::ApplyExclusions() {
     if (kept.empty()) {
       return InvalidArgument(fmt::format(
           "{} leaves no {} to run: it leaves out {}, and the recipe {} has {}", QuoteTokens(from),
-          r_.params[p].name, JoinValues(excluded_[p]), r_.source, JoinValues(r_.params[p].choices)));
+          r_.params[p].name, JoinValues(excluded_[p]), r_.source,
+          JoinValues(r_.params[p].choices)));
     }
     s.values = std::move(kept);
     s.from.insert(s.from.end(), from.begin(), from.end());

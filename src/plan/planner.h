@@ -4,14 +4,22 @@
 // words, and a few patterns read values from them. Nothing it could not use is dropped silently:
 // such words come back in Plan::ignored, and the caller shows them.
 //
-// What it reads (tests/data/planner/cases.jsonl has ~90 examples in both languages):
+// What it reads (tests/data/planner/cases.jsonl has ~170 examples in both languages;
+// docs/planner.md, "Plain words", gives the rules):
 //   choices      "ResNet50", "efficient-net", "model=cnn,mlp"  (case- and punctuation-insensitive)
 //   value lists  "batch_size=32,64", "bs 32 and 64", "批大小32和64", "32、64", "[32, 64]"
 //   ranges       "lr 1e-4 to 1e-2, 3 log-spaced values", "学习率从0.001到0.1取3个值",
+//                "3 values from 1e-4 to 1e-2", "在1e-4到1e-2之间取3个学习率",
 //                "epochs 10-30 step 10", "batch size 16 to 128" (powers of two)
-//                Without "log"/"linear", a float range spanning 10x or more is log-spaced.
+//                Without "log"/"linear" or the recipe's scale:, a float range spanning 10x or
+//                more is log-spaced.
+//   sequences    "start at 0.1 and divide by 10, 3 values", "double from 32 to 256", "每次乘以2"
+//   leaving out  "every model except mlp", "cnn but not mlp", "除了mlp以外的所有模型", "mlp除外"
+//   counts       "三档学习率", "两组batch size", "3 levels of lr": a count checked against the values
+//   numerals     32, 1e-4, three, 一百二十八, 三万二千七百六十八, 零点零一, 3万 (plan/numerals.h)
 //   units        "for 10 epochs", "训练20轮" (a number right before a parameter's name)
-//   repeats      "3 seeds", "repeat 3 times", "重复3次" -> the seed parameter = [0, 1, 2]
+//   repeats      "3 seeds", "repeat 3 times", "5 runs", "重复3次", "跑五次" -> the seed parameter
+//                = [0, 1, 2, ...]
 //   objective    any metric name or alias: "by accuracy", "比较准确率", "训练曲线" (recipe's mode)
 //   GPUs per run "2 GPUs each", "每个用2张卡", "gpus=2", "单卡", "on cpu" (0)
 //   priority     "urgent"/"asap"/"紧急"/"加急" -> 10, "low priority"/"不急" -> -10, "priority 5"

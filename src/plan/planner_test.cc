@@ -217,7 +217,8 @@ std::string Values(const Recipe& recipe, const std::string& instruction, const s
 TEST(PlannerTest, GeometricSequences) {
   Recipe recipe = LoadTestRecipe();
   // A start, a factor, and an end or a count; the factor before, in or after the sequence.
-  EXPECT_EQ(Values(recipe, "lr: start at 0.1 and divide by 10, 3 values", "lr"), "[0.1,0.01,0.001]");
+  EXPECT_EQ(Values(recipe, "lr: start at 0.1 and divide by 10, 3 values", "lr"),
+            "[0.1,0.01,0.001]");
   EXPECT_EQ(Values(recipe, "学习率从0.1开始每次除以10，取3个值", "lr"), "[0.1,0.01,0.001]");
   EXPECT_EQ(Values(recipe, "double the batch size from 32 to 256", "batch_size"),
             "[32,64,128,256]");
@@ -252,7 +253,8 @@ TEST(PlannerTest, GeometricSequences) {
             std::string::npos);
   EXPECT_NE(error("epochs from 0, double, 3 values").find("cannot start at 0"), std::string::npos);
   // Values past the recipe's range are errors, not clipped.
-  EXPECT_NE(error("lr: start at 0.1, divide by 10, 9 values").find("lr = 1e-08, below its min 1e-07"),
+  EXPECT_NE(error("lr: start at 0.1, divide by 10, 9 values")
+                .find("lr = 1e-08, below its min 1e-07"),
             std::string::npos);
   EXPECT_NE(error("batch size from 1024, double, 8 values").find("above its max 65536"),
             std::string::npos);

@@ -9,6 +9,8 @@
 
 namespace drover::cli {
 
+Command RegisterGpu(CLI::App& root, Globals& g);  // gpu_cmd.cc
+
 int Main(int argc, char** argv) {
   CLI::App app{
       "drover: GPU experiment automation. Say what to try; drover runs, records and "
@@ -26,6 +28,7 @@ int Main(int argc, char** argv) {
       RegisterRun(app, g),   RegisterSubmit(app, g),  RegisterLs(app, g),
       RegisterShow(app, g),  RegisterDiff(app, g), RegisterArtifacts(app, g), RegisterVerify(app, g), RegisterReproduce(app, g), RegisterExport(app, g),    RegisterLogs(app, g),    RegisterCompare(app, g),
       RegisterReport(app, g),
+      RegisterGpu(app, g),
       RegisterCancel(app, g), RegisterRetry(app, g), RegisterRm(app, g), RegisterGc(app, g), RegisterPriority(app, g), RegisterTop(app, g), RegisterAlerts(app, g), RegisterPlan(app, g), RegisterAsk(app, g),
       RegisterMcp(app, g),   RegisterServe(app, g), RegisterSim(app, g), RegisterDaemon(app, g), RegisterAudit(app, g), RegisterUsage(app, g), RegisterToken(app, g)};
   // An unknown command gets a suggestion instead of CLI11's "a subcommand is required".

@@ -126,8 +126,8 @@ void Engine::RefreshDrains(Instant now) {
     if (h.drained.count(key)) continue;
     const int index = index_of(key, e.index);
     if (first) {
-      spdlog::warn("GPU {} stays drained (since {}, by {}): {}; `drover gpu clear {}` returns it",
-                   index, e.since_ms, e.by, e.reason, index);
+      spdlog::warn("GPU {} stays drained (by {}): {} `drover gpu clear {}` returns it", index,
+                   e.by, e.reason, index);
       continue;
     }
     Alert a;
@@ -157,7 +157,6 @@ void Engine::RefreshDrains(Instant now) {
     a.message = fmt::format("GPU {} cleared by {}: new runs may start on it again.", index, by);
     a.data = {{"uuid", key}, {"by", by}, {"was", e.reason}};
     RaiseAlert(std::move(a), now.wall);
-    spdlog::info("GPU {} cleared by {}", index, by);
   }
   h.drained = std::move(read);
 }
@@ -243,8 +242,7 @@ void Engine::CheckGpuHealth(const std::vector<GpuSample>& samples, Instant now) 
         h.drained[dk] = e;
         new_drains.push_back(std::move(e));
       }
-      spdlog::error("{}", a.message);
-      RaiseAlert(std::move(a), now.wall);
+      RaiseAlert(std::move(a), now.wall);  // the log sink says it too
       for (const Live* l : on) {
         Alert r;
         r.kind = "gpu_drained";

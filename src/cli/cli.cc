@@ -26,7 +26,7 @@ int Main(int argc, char** argv) {
 
   std::vector<Command> commands = {
       RegisterRun(app, g),   RegisterSubmit(app, g),  RegisterLs(app, g),
-      RegisterShow(app, g),  RegisterDiff(app, g), RegisterArtifacts(app, g), RegisterVerify(app, g), RegisterReproduce(app, g), RegisterExport(app, g),    RegisterLogs(app, g),    RegisterCompare(app, g),
+      RegisterShow(app, g),  RegisterDiff(app, g), RegisterArtifacts(app, g), RegisterVerify(app, g), RegisterReproduce(app, g), RegisterExport(app, g),    RegisterLogs(app, g),    RegisterCompare(app, g), RegisterTensorboard(app, g), RegisterWhy(app, g), RegisterInit(app, g),
       RegisterReport(app, g),
       RegisterGpu(app, g),
       RegisterCancel(app, g), RegisterRetry(app, g), RegisterRm(app, g), RegisterGc(app, g), RegisterPriority(app, g), RegisterTop(app, g), RegisterAlerts(app, g), RegisterPlan(app, g), RegisterAsk(app, g),

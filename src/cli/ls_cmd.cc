@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <set>
 
 #include "cli/catalog.h"
@@ -123,6 +124,20 @@ int List(Globals& g, LsFlags f) {
         std::string last = LastLines(list.back().error, 1, 200);
         if (last.size() > 60) last = last.substr(0, 57) + "...";
         why[id] = last;
+      }
+    }
+  }
+  // Why queued runs wait, as the daemon's scheduler says (drover why), when a daemon serves.
+  if (std::any_of(runs->begin(), runs->end(), [](const Run& r) { return !IsFinal(r.state); })) {
+    if (auto daemon = FindDaemon(g)) {
+      ApiClient api(*daemon);
+      if (auto w = api.Get("/runs/waiting", 5); w.ok() && w->contains("waiting")) {
+        for (const auto& e : (*w)["waiting"]) {
+          if (!e.is_object() || !e.contains("run_id") || !e["run_id"].is_number_integer()) continue;
+          std::string reason = e.value("reason", std::string());
+          if (reason.size() > 70) reason = reason.substr(0, 67) + "...";
+          why[e["run_id"].get<int64_t>()] = reason;
+        }
       }
     }
   }

@@ -56,10 +56,36 @@ int Show(Globals& g, const ShowFlags& f) {
   if (!run->reason.empty() && run->state != RunState::kSucceeded) {
     out += fmt::format("reason       {}\n", run->reason);
   }
+  if (detail->waiting) out += fmt::format("waiting      {}\n", detail->waiting->reason);
   if (!e.user.empty()) {
     out += fmt::format("submitted    by {}, {}\n", e.user, FormatTime(e.created_ms));
   }
   out += fmt::format("params       {}\n", run->params.dump());
+  // What the run logged itself (drover.log_hparams, drover.torch.autolog), beside the spec's
+  // params; and its checkpoint and TensorBoard files, from its latest attempt that has them.
+  for (auto a = attempts->rbegin(); a != attempts->rend(); ++a) {
+    if (a->hparams.empty()) continue;
+    std::string h;
+    for (auto it = a->hparams.begin(); it != a->hparams.end(); ++it) {
+      h += (h.empty() ? "" : "  ") + it.key() + "=" + FormatValue(it.value());
+    }
+    out += fmt::format("hparams      {}{}\n", h,
+                       a->number == attempts->back().number
+                           ? std::string()
+                           : fmt::format(" (attempt {})", a->number));
+    break;
+  }
+  if (!attempts->empty() && attempts->back().checkpoint) {
+    const CheckpointMark& c = *attempts->back().checkpoint;
+    out += fmt::format("checkpoint   step {}, saved {}\n", c.step, FormatTime(c.t_ms));
+  }
+  if (!attempts->empty() && !attempts->back().event_files.empty()) {
+    for (const auto& [path, ef] : attempts->back().event_files) {
+      out += fmt::format("tensorboard  {} ({} read{})\n", path, FormatBytes(ef.offset),
+                         ef.corrupt > 0 ? fmt::format(", {} damaged record(s) skipped", ef.corrupt)
+                                        : std::string());
+    }
+  }
   if (run->current_params != run->params) {
     out += fmt::format("last params  {}\n", run->current_params.dump());
   }

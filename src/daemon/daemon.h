@@ -41,6 +41,12 @@ class Daemon : public server::EngineControl, public EngineObserver {
   Result<Cleanup> RemoveExperiments(const std::vector<int64_t>& ids, bool dry_run) override;
   Result<Cleanup> CollectGarbage(const protocol::GcRequest& request) override;
   std::vector<protocol::GpuStatus> Gpus() override;
+  std::optional<protocol::WaitInfo> WaitingReason(int64_t run_id) override {
+    return engine_.WaitingReason(run_id);
+  }
+  std::map<int64_t, protocol::WaitInfo> WaitingReasons() override {
+    return engine_.WaitingReasons();
+  }
   std::vector<server::StreamEvent> WaitEvents(int64_t after_seq, int64_t timeout_ms) override;
   int64_t LastEventSeq() override;
 

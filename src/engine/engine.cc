@@ -378,6 +378,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     TakeCollected(now);
     if (cancel_requested_) ApplyCancel(now);
     if (!draining_ && (!start_hold_ || now.mono >= start_hold_->retry_mono)) Schedule(now);
+    ExplainWaiting(now);
     if (options_.check_index) {
       if (Status st = CheckIndex(); !st.ok()) Fail(st);
     }
@@ -642,9 +643,9 @@ Status Engine::CheckIndex() const {
   return Status::Ok();
 }
 
-void Engine::Schedule(Instant now) {
+sched::ClusterView Engine::SchedulerView(Instant now, PredictCache& predicted,
+                                         bool* stop_in_flight) {
   const sched::SchedulerConfig& config = options_.scheduler;
-  std::vector<sched::PendingRun> queue;
   sched::ClusterView view;
   view.gpus = book_.gpus();
   DropDrainedGpus(view.gpus, now);  // GPUs drained for their health (engine_health.cc)
@@ -659,14 +660,6 @@ void Engine::Schedule(Instant now) {
   view.cpu_slots_total = options_.cpu_slots;
   view.cpu_slots_used = book_.cpu_slots_used();
   view.groups = config.groups;
-  bool stop_in_flight = false;
-  // Runs of one experiment share their prediction (same key, same GPU count): one look-up each.
-  std::map<int64_t, std::optional<Millis>> predicted;
-  auto predict = [&](const Live& live) {
-    auto it = predicted.find(live.run.experiment_id);
-    if (it == predicted.end()) it = predicted.emplace(live.run.experiment_id, Predict(live)).first;
-    return it->second;
-  };
   // The running runs: what every policy reads (quotas and fair share count what groups hold,
   // backfill waits for GPUs to free, preemptive policies pick what they may stop).
   for (int64_t id : queue_.running()) {
@@ -675,7 +668,7 @@ void Engine::Schedule(Instant now) {
     const Live& live = *found->second;
     const Run& r = live.run;
     view.running[r.experiment_id] += 1;
-    stop_in_flight = stop_in_flight || Stopping(live);
+    *stop_in_flight = *stop_in_flight || Stopping(live);
     if (live.placement.gpus.empty()) continue;
     const Attempt& a = *live.attempt;
     sched::RunningRun rr;
@@ -687,7 +680,7 @@ void Engine::Schedule(Instant now) {
     rr.started_ms = a.started_ms;
     Millis running_ms = std::max<Millis>(0, now.mono - live.started_mono);
     rr.attained_gpu_ms = live.attained_gpu_ms + static_cast<Millis>(a.gpus.size()) * running_ms;
-    rr.predicted_ms = predict(live);
+    rr.predicted_ms = PredictCached(live, predicted);
     rr.preemptible = live.exp->spec.preemptible;
     rr.group = live.exp->spec.group;
     rr.user = live.exp->experiment.uid;
@@ -696,6 +689,44 @@ void Engine::Schedule(Instant now) {
   for (const auto& [id, exp] : experiments_) {
     if (exp->spec.max_parallel > 0) view.max_parallel[id] = exp->spec.max_parallel;
   }
+  return view;
+}
+
+std::optional<Millis> Engine::PredictCached(const Live& live, PredictCache& predicted) {
+  // Runs of one experiment share their prediction (same key, same GPU count): one look-up each.
+  auto it = predicted.find(live.run.experiment_id);
+  if (it == predicted.end()) it = predicted.emplace(live.run.experiment_id, Predict(live)).first;
+  return it->second;
+}
+
+sched::PendingRun Engine::PendingOf(const Live& live, Instant now, PredictCache& predicted) {
+  const Run& r = live.run;
+  sched::PendingRun p;
+  p.run_id = r.id;
+  p.experiment_id = r.experiment_id;
+  p.priority = r.priority;
+  p.seq = r.id;
+  p.resources = r.resources;
+  if (placed_by_executor()) p.resources = Resources{0, 0, 1};  // one job; Slurm places it
+  // The backoff waits on the monotonic clock; Decide() compares with wall time, so it gets the
+  // same moment expressed in wall time now.
+  p.not_before_ms = live.retry_at_mono > now.mono ? now.wall + (live.retry_at_mono - now.mono) : 0;
+  p.submitted_ms = r.created_ms;
+  p.attained_gpu_ms = live.attained_gpu_ms;
+  p.predicted_ms = PredictCached(live, predicted);
+  p.group = live.exp->spec.group;
+  p.user = live.exp->experiment.uid;
+  p.preemptible = live.exp->spec.preemptible;
+  return p;
+}
+
+void Engine::Schedule(Instant now) {
+  const sched::SchedulerConfig& config = options_.scheduler;
+  std::vector<sched::PendingRun> queue;
+  bool stop_in_flight = false;
+  PredictCache predicted;
+  sched::ClusterView view = SchedulerView(now, predicted, &stop_in_flight);
+  auto pending = [&](const Live& live) { return PendingOf(live, now, predicted); };
   // The waiting runs, class by class (engine/run_queue.h). A class that cannot start in this pass
   // whatever starts in it is not handed to Decide(), which would skip it anyway: its experiment
   // runs max_parallel runs, or every CPU slot is taken and it needs one. Unless it could still
@@ -704,26 +735,6 @@ void Engine::Schedule(Instant now) {
   // runs as could start (StartsAtMost) and one more, in id order, skipping those in backoff: a
   // pass then costs what can start, however long the queue.
   const bool cpu_full = view.cpu_slots_total > 0 && view.cpu_slots_used >= view.cpu_slots_total;
-  auto pending = [&](const Live& live) {
-    const Run& r = live.run;
-    sched::PendingRun p;
-    p.run_id = r.id;
-    p.experiment_id = r.experiment_id;
-    p.priority = r.priority;
-    p.seq = r.id;
-    p.resources = r.resources;
-    if (placed_by_executor()) p.resources = Resources{0, 0, 1};  // one job; Slurm places it
-    // The backoff waits on the monotonic clock; Decide() compares with wall time, so it gets the
-    // same moment expressed in wall time now.
-    p.not_before_ms =
-        live.retry_at_mono > now.mono ? now.wall + (live.retry_at_mono - now.mono) : 0;
-    p.submitted_ms = r.created_ms;
-    p.attained_gpu_ms = live.attained_gpu_ms;
-    p.predicted_ms = predict(live);
-    p.group = live.exp->spec.group;
-    p.user = live.exp->experiment.uid;
-    return p;
-  };
   bool first_handed = false;
   for (const auto& [cls, ids] : queue_.waiting()) {
     auto exp_it = experiments_.find(cls.experiment_id);

@@ -23,6 +23,7 @@
 #include "model/run.h"
 #include "model/run_state.h"
 #include "model/spec.h"
+#include "protocol/api.h"
 #include "sched/gpu_book.h"
 #include "sched/predictor.h"
 #include "sched/scheduler.h"
@@ -295,6 +296,11 @@ class Engine {
   // For tests: whether the index of running and waiting runs (engine/run_queue.h) agrees with the
   // runs themselves; an error names the first run where it does not.
   Status CheckIndex() const;
+  // Why a queued run waits (drover why), as of the engine's last look (at most kExplainEveryMs
+  // old); nothing for a run that is not waiting. Any thread.
+  std::optional<protocol::WaitInfo> WaitingReason(int64_t run_id) const;
+  std::map<int64_t, protocol::WaitInfo> WaitingReasons() const;
+  static constexpr Millis kExplainEveryMs = 2000;
 
  private:
   struct Live;
@@ -322,6 +328,18 @@ class Engine {
   void Notify(std::function<void()> note);
   void Fail(Status st);
   void Schedule(Instant now);
+  // What a scheduling pass reads: the pool, the running runs and the limits (Schedule, Explain).
+  using PredictCache = std::map<int64_t, std::optional<Millis>>;
+  sched::ClusterView SchedulerView(Instant now, PredictCache& predicted, bool* stop_in_flight);
+  sched::PendingRun PendingOf(const Live& live, Instant now, PredictCache& predicted);
+  std::optional<Millis> PredictCached(const Live& live, PredictCache& predicted);
+  // drover why (engine_why.cc): every kExplainEveryMs, a pass of Decide() over every waiting run
+  // with explain on, and what the engine itself knows (needs, an executor's queue), published for
+  // the API's threads.
+  void ExplainWaiting(Instant now);
+  Millis explain_at_mono_ = 0;
+  mutable std::mutex waiting_mu_;
+  std::map<int64_t, protocol::WaitInfo> waiting_;
   // SIGTERM to a running run so a better-ranked one gets its GPUs; SIGKILL after the grace.
   void Preempt(Live& live, const std::string& why, Instant now);
   // Whether the engine is already stopping the run's attempt (cancel, timeout, preemption, ...).
@@ -394,6 +412,14 @@ class Engine {
   // Notes whether the run's logs grew since last seen (its clock for monitor.stall_ms).
   void NoteOutput(Live& live, Instant now);
   void TailMetrics(Live& live, bool final, Instant now);
+  // One metric point of the run (from stdout or an event file): recorded as its last value, fed
+  // to its derived metrics, and a NaN in a watched metric stops it as diverged.
+  void TakePoint(Live& live, int64_t step, std::string name, double value, Millis t, Instant now,
+                 std::vector<MetricPoint>* points);
+  // The folder a run's TensorBoard event files are looked for in ("" = none).
+  std::string EventFileRoot(Live& live);
+  void TailEventFiles(Live& live, bool final, Instant now, std::vector<MetricPoint>* points,
+                      bool* changed);
   Millis NextWakeup(Instant now) const;
   void SetState(Live& live, RunEvent event, const std::string& note, Instant now);
   // Searches and pruning (engine_search.cc).
@@ -525,6 +551,7 @@ class Engine {
   Millis next_sample_mono_ = 0;
   std::vector<GpuSample> latest_samples_;
   std::map<int, watch::IdleGpuDetector> idle_detectors_;
+  std::map<int, watch::InputStallDetector> input_detectors_;  // by GPU index
   std::map<int, std::vector<int64_t>> idle_holders_;  // the runs each idle detector is about
   std::string sample_error_;                          // the last sampling error, logged once
   std::vector<Alert> unsent_alerts_;                  // raised this iteration, sent after commit

@@ -664,6 +664,15 @@ void Engine::HandleExit(const ProcessExit& exit, Instant now) {
                  : fmt::format("preempted: {}; ran {} on {} GPU{}", live.preempt_why,
                                FormatDuration(now.mono - live.started_mono), gpus,
                                gpus == 1 ? "" : "s");
+    // What the stop cost: the time since the run's last checkpoint (it resumes from there).
+    if (a.checkpoint) {
+      detail += fmt::format("; its checkpoint of step {} was saved {} before the stop: that much "
+                            "work is redone",
+                            a.checkpoint->step,
+                            FormatDuration(std::max<Millis>(0, now.wall - a.checkpoint->t_ms)));
+    } else if (SpecOf(live).checkpoint) {
+      detail += "; it reported no checkpoint in this attempt: it starts over";
+    }
   }
   if (!exit.detail.empty() && !a.stopping && outcome != AttemptOutcome::kPreempted) {
     detail = exit.detail;  // the executor's words (Slurm: TIMEOUT, a job Slurm forgot)

@@ -45,38 +45,73 @@ void Engine::NoteOutput(Live& live, Instant now) {
   }
 }
 
+void Engine::TakePoint(Live& live, int64_t step, std::string name, double value, Millis t,
+                       Instant now, std::vector<MetricPoint>* points) {
+  const Attempt& a = *live.attempt;
+  const Spec& spec = SpecOf(live);
+  auto add = [&](int64_t at, std::string metric, double v) {
+    MetricPoint p;
+    p.run_id = a.run_id;
+    p.attempt_id = a.id;
+    p.step = at;
+    p.value = v;
+    p.t_ms = t;
+    live.run.final_metrics[metric] = v;
+    if (!std::isfinite(v) && !Stopping(live) && spec.monitor.stop_on_nan && Watched(spec, metric)) {
+      // A diverged run only burns GPU time from here on: stop it now.
+      Stop(live, StopReason::kDiverged, now, options_.kill_grace_ms);
+      spdlog::info("run {}: {} is {} at step {}: stopping it as diverged", a.run_id, metric, v, at);
+      watch::Finding f;
+      f.kind = "diverged";
+      f.severity = "error";
+      f.message = fmt::format("{} became {} at step {}: stopped the run as diverged", metric,
+                              std::isnan(v) ? "NaN" : "infinite", at);
+      f.data = {{"metric", metric}, {"step", at}};
+      RaiseRunAlert(live, f, "diverged", now.wall);
+    }
+    p.name = std::move(metric);
+    points->push_back(std::move(p));
+  };
+  if (!spec.metrics.empty() && !live.derived) {
+    live.derived = std::make_unique<DerivedMetrics>(spec.metrics);
+    std::map<std::string, double> last;
+    for (const auto& [k, v] : live.run.final_metrics.items()) {
+      if (v.is_number()) last[k] = v.get<double>();
+    }
+    live.derived->Seed(last);
+  }
+  if (live.derived) {
+    for (auto& [at, d] : live.derived->Feed(step, name, value)) add(at, d.first, d.second);
+  }
+  add(step, std::move(name), value);
+}
+
 void Engine::TailMetrics(Live& live, bool final, Instant now) {
   Attempt& a = *live.attempt;
   std::vector<MetricPoint> points;
+  bool reported = false;  // the attempt's own record changed (a checkpoint, hyper-parameters)
   auto offset = ReadNewLines(a.stdout_path, a.stdout_offset, final, [&](std::string_view line) {
     OnRunAlertLine(live, line, now.wall);
+    if (auto r = ParseReportLine(line)) {
+      reported = true;
+      if (r->kind == ReportLine::Kind::kCheckpoint) {
+        a.checkpoint = CheckpointMark{r->step, now.wall};
+      } else if (r->kind == ReportLine::Kind::kResume) {
+        if (!a.checkpoint) a.checkpoint = CheckpointMark{r->step, now.wall};
+        a.hparams["resumed_from_step"] = r->step;
+      } else {
+        for (auto it = r->hparams.begin(); it != r->hparams.end(); ++it) {
+          if (a.hparams.size() >= kMaxHparams && !a.hparams.contains(it.key())) break;
+          a.hparams[it.key()] = it.value();
+        }
+      }
+      return;
+    }
     auto m = ParseMetricLine(line, live.metric_lines);
     if (!m) return;
     ++live.metric_lines;
     for (auto& [name, value] : m->values) {
-      MetricPoint p;
-      p.run_id = a.run_id;
-      p.attempt_id = a.id;
-      p.step = m->step;
-      p.name = name;
-      p.value = value;
-      p.t_ms = now.wall;
-      live.run.final_metrics[name] = value;
-      if (!std::isfinite(value) && !Stopping(live) && SpecOf(live).monitor.stop_on_nan &&
-          Watched(SpecOf(live), name)) {
-        // A diverged run only burns GPU time from here on: stop it now.
-        Stop(live, StopReason::kDiverged, now, options_.kill_grace_ms);
-        spdlog::info("run {}: {} is {} at step {}: stopping it as diverged", a.run_id, name, value,
-                     m->step);
-        watch::Finding f;
-        f.kind = "diverged";
-        f.severity = "error";
-        f.message = fmt::format("{} became {} at step {}: stopped the run as diverged", name,
-                                std::isnan(value) ? "NaN" : "infinite", m->step);
-        f.data = {{"metric", name}, {"step", m->step}};
-        RaiseRunAlert(live, f, "diverged", now.wall);
-      }
-      points.push_back(std::move(p));
+      TakePoint(live, m->step, std::move(name), value, now.wall, now, &points);
     }
   }, kEngineLineLimits);
   if (!offset.ok()) {
@@ -84,10 +119,25 @@ void Engine::TailMetrics(Live& live, bool final, Instant now) {
     return;
   }
   NoteOutput(live, now);
-  if (*offset == a.stdout_offset) return;
+  bool changed = reported || *offset != a.stdout_offset;
   a.stdout_offset = *offset;
+  TailEventFiles(live, final, now, &points, &changed);
+  if (live.derived) {
+    for (auto& [at, d] : live.derived->Flush()) {
+      MetricPoint p;
+      p.run_id = a.run_id;
+      p.attempt_id = a.id;
+      p.step = at;
+      p.name = d.first;
+      p.value = d.second;
+      p.t_ms = now.wall;
+      live.run.final_metrics[p.name] = p.value;
+      points.push_back(std::move(p));
+    }
+  }
+  if (!changed && points.empty()) return;
   Tx();
-  // Points and the offset they reach land in one transaction, so none is lost or stored twice.
+  // Points and the offsets they reach land in one transaction, so none is lost or stored twice.
   Status st = store_.InsertMetrics(points);
   if (st.ok()) st = store_.UpdateAttempt(a);
   if (st.ok()) st = store_.UpdateRun(live.run);

@@ -739,7 +739,8 @@ EngineOptions LasOptions(EngineOptions o) {
 }
 
 TEST_F(EngineTest, PreemptionStopsTheLongRunWithTermThenKillAndRequeuesIt) {
-  Spec long_spec = ParseSpec("name: long\ncommand: ./train --long\nresources: {gpus: 1}\n");
+  Spec long_spec = ParseSpec(
+      "name: long\ncommand: ./train --long\nresources: {gpus: 1}\ncheckpoint: true\n");
   Spec short_spec = ParseSpec("name: short\ncommand: ./train --short\nresources: {gpus: 1}\n");
   FakeLauncher launcher(clock_, [](const LaunchSpec& ls) {
     FakeProcess p;
@@ -804,7 +805,8 @@ TEST_F(EngineTest, PreemptionStopsTheLongRunWithTermThenKillAndRequeuesIt) {
 
 TEST_F(EngineTest, PreemptedRunThatHonoursSigtermStopsAtOnceAndKeepsItsRetries) {
   Spec long_spec =
-      ParseSpec("name: long\ncommand: ./train --long\nresources: {gpus: 1}\nretries: 1\n");
+      ParseSpec("name: long\ncommand: ./train --long\nresources: {gpus: 1}\nretries: 1\n"
+                "checkpoint: true\n");
   Spec short_spec = ParseSpec("name: short\ncommand: ./train --short\nresources: {gpus: 1}\n");
   FakeLauncher launcher(clock_, [](const LaunchSpec& ls) {
     FakeProcess p;
@@ -831,12 +833,14 @@ TEST_F(EngineTest, PreemptedRunThatHonoursSigtermStopsAtOnceAndKeepsItsRetries) 
   EXPECT_EQ(attempts[1].reason, "succeeded");
 }
 
-TEST_F(EngineTest, NoPreemptionUnderFifoOrForANonPreemptibleSpec) {
-  for (bool fifo : {true, false}) {
-    SCOPED_TRACE(fifo ? "fifo" : "preemptible: false");
+TEST_F(EngineTest, NoPreemptionUnderFifoOrForANonPreemptibleSpecOrARunWithoutCheckpoints) {
+  // fifo; a checkpointing run whose spec says preemptible: false; a run without checkpoints.
+  for (const char* extra : {"checkpoint: true\n", "checkpoint: true\npreemptible: false\n", ""}) {
+    const bool fifo = std::string(extra) == "checkpoint: true\n";
+    SCOPED_TRACE(extra);
     store_ = std::move(Store::Open(":memory:").value());
     Spec long_spec = ParseSpec(std::string("name: long\ncommand: ./train --long\n") +
-                               "resources: {gpus: 1}\n" + (fifo ? "" : "preemptible: false\n"));
+                               "resources: {gpus: 1}\n" + extra);
     Spec short_spec = ParseSpec("name: short\ncommand: ./train --short\nresources: {gpus: 1}\n");
     FakeLauncher launcher(clock_, [](const LaunchSpec& ls) {
       return FakeProcess{ls.argv.back() == "--short" ? 10'000 : 300'000};

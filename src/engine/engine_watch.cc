@@ -16,6 +16,11 @@ namespace drover {
 
 void Engine::RaiseAlert(Alert alert, Millis now) {
   Tx();
+  // What it usually means and what to try (watch::AdviceFor), unless the alert says its own.
+  if (auto advice = watch::AdviceFor(alert.kind); advice && !alert.data.contains("remedies")) {
+    alert.data["cause"] = advice->cause;
+    alert.data["remedies"] = advice->remedies;
+  }
   alert.first_ms = alert.last_ms = now;
   auto previous = store_.LatestAlert(alert.key);
   if (!previous.ok()) {
@@ -162,7 +167,16 @@ void Engine::SampleTelemetry(Instant now) {
     if (!inserted && idle_holders_[s.index] != ids) {
       it->second = watch::IdleGpuDetector(s.index, options_.watch.detectors);
     }
+    auto [input, input_new] =
+        input_detectors_.try_emplace(s.index, s.index, options_.watch.detectors);
+    if (!input_new && idle_holders_[s.index] != ids) {
+      input->second = watch::InputStallDetector(s.index, options_.watch.detectors);
+    }
     idle_holders_[s.index] = ids;
+    if (auto stall = input->second.Add(now.wall, s.utilization, !held.empty())) {
+      for (Live* live : held) RaiseRunAlert(*live, *stall, fmt::format("gpu:{}:input", s.index),
+                                            now.wall);
+    }
     auto f = it->second.Add(now.wall, s.utilization, !held.empty());
     if (!f) continue;
     for (Live* live : held) {

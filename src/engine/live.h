@@ -15,6 +15,7 @@
 #include "exec/working_copy.h"
 #include "search/pruner.h"
 #include "search/sampler.h"
+#include "spec/derived_metrics.h"
 
 namespace drover {
 
@@ -111,6 +112,9 @@ struct Engine::Live {
   Millis started_mono = 0;        // when the running attempt started (its run time)
   int64_t output_bytes = 0;       // stdout + stderr size at that time
   int64_t metric_lines = 0;       // fallback step for lines without step/epoch
+  Millis event_scan_at_mono = 0;  // when to look for new TensorBoard event files
+  // The spec's derived metrics for this run (spec.metrics), seeded with its last values.
+  std::unique_ptr<DerivedMetrics> derived;
   std::unique_ptr<watch::RunWatch> watch;  // this attempt's detectors
   // Pipelines: it waits for runs it needs (kept out of the queue until they have all succeeded);
   // its succeeded attempt's outputs are being stored (the attempt has ended; the run ends when

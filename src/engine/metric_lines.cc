@@ -86,6 +86,38 @@ std::optional<AlertLine> ParseAlertLine(std::string_view line) {
   return a;
 }
 
+std::optional<ReportLine> ParseReportLine(std::string_view line) {
+  if (line.find("\"drover_") == std::string_view::npos) return std::nullopt;
+  std::string_view t = Trim(line);
+  nlohmann::json j = nlohmann::json::parse(t, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) j = nlohmann::json::parse(MarkNonFinite(t), nullptr, false);
+  if (!j.is_object() || j.size() != 1) return std::nullopt;
+  const auto& [key, body] = *j.items().begin();
+  if (!body.is_object()) return std::nullopt;
+  ReportLine r;
+  if (key == "drover_checkpoint" || key == "drover_resume") {
+    auto step = body.find("step");
+    if (step == body.end() || !step->is_number_integer()) return std::nullopt;
+    r.kind = key == "drover_checkpoint" ? ReportLine::Kind::kCheckpoint : ReportLine::Kind::kResume;
+    r.step = step->get<int64_t>();
+    return r;
+  }
+  if (key != "drover_hparams") return std::nullopt;
+  r.kind = ReportLine::Kind::kHparams;
+  for (auto it = body.begin(); it != body.end() && r.hparams.size() < kMaxHparams; ++it) {
+    std::string name = it.key().substr(0, kMaxHparamBytes);
+    const auto& v = it.value();
+    if (v.is_number() || v.is_boolean() || v.is_null()) {
+      r.hparams[name] = v;
+    } else if (v.is_string()) {
+      r.hparams[name] = v.get<std::string>().substr(0, kMaxHparamBytes);
+    } else {
+      r.hparams[name] = v.dump().substr(0, kMaxHparamBytes);
+    }
+  }
+  return r;
+}
+
 namespace {
 
 // The common case, read without building a JSON tree: one flat object whose values are numbers
@@ -227,13 +259,16 @@ std::optional<MetricLine> ParseMetricLine(std::string_view line, int64_t fallbac
 
 // Adds the numbers of `obj` to `m`, nested objects flattened with dots ({"val": {"acc": 0.9}} is
 // val.acc, as TensorBoard's tags and W&B's keys name them) down to kMaxMetricDepth levels. At the
-// top, the step field and a run's own alert object are not metrics. `marked`: NaN and infinities
+// top, the step field and the run's own reports (drover_alert, drover_checkpoint, ...) are not
+// metrics. `marked`: NaN and infinities
 // stand as marker strings (MarkNonFinite); the top level's were replaced already.
 static void Flatten(const nlohmann::json& obj, const std::string& prefix, int depth, bool marked,
                     const std::string& step_key, MetricLine* m) {
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     const nlohmann::json& v = it.value();
-    if (depth == 0 && (it.key() == step_key || (it.key() == "drover_alert" && v.is_object()))) {
+    // drover_alert, drover_checkpoint, drover_hparams...: what the run reports, not metrics.
+    if (depth == 0 &&
+        (it.key() == step_key || (v.is_object() && it.key().starts_with("drover_")))) {
       continue;
     }
     std::string name = prefix + it.key();

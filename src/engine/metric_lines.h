@@ -46,6 +46,21 @@ struct AlertLine {
 };
 std::optional<AlertLine> ParseAlertLine(std::string_view line);
 
+// What a run reports about itself through the Python client (docs/python.md), one JSON line each:
+//   {"drover_checkpoint": {"step": N, ...}}   a checkpoint saved at step N (drover.Checkpointer)
+//   {"drover_resume": {"step": N}}            resumed from the checkpoint of step N
+//   {"drover_hparams": {"args.lr": 0.01, ...}} hyper-parameters (numbers, strings, booleans, null)
+// Anything else, or a line of another shape, is none of these.
+struct ReportLine {
+  enum class Kind { kCheckpoint, kResume, kHparams };
+  Kind kind = Kind::kCheckpoint;
+  int64_t step = 0;                                 // checkpoint and resume
+  nlohmann::json hparams = nlohmann::json::object();  // at most kMaxHparams, values cut
+};
+inline constexpr size_t kMaxHparams = 256;
+inline constexpr size_t kMaxHparamBytes = 200;  // a string value or a key longer is cut
+std::optional<ReportLine> ParseReportLine(std::string_view line);
+
 // Bounds on one ReadNewLines call. Memory stays within a chunk and max_line whatever the file
 // holds (a run can print gigabytes between two looks).
 struct LineLimits {

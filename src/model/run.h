@@ -2,6 +2,7 @@
 // Experiments, runs, attempts, metric points and events: the records the store keeps.
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -120,6 +121,23 @@ struct RunArtifacts {
   std::vector<Artifact> files;
 };
 
+// How far drover has read one TensorBoard event file of an attempt (docs/metrics.md).
+struct EventFileProgress {
+  int64_t offset = 0;   // bytes read: after the last whole record
+  int64_t corrupt = 0;  // records skipped because their checksum or encoding was wrong
+  bool operator==(const EventFileProgress&) const = default;
+};
+
+// Event files read per attempt at most (more are left unread, and said so).
+inline constexpr size_t kMaxEventFiles = 64;
+
+// A checkpoint the run said it saved ({"drover_checkpoint": {"step": N}}, drover.Checkpointer).
+struct CheckpointMark {
+  int64_t step = 0;
+  Millis t_ms = 0;  // when drover read the line
+  bool operator==(const CheckpointMark&) const = default;
+};
+
 struct Attempt {
   int64_t id = 0;
   int64_t run_id = 0;
@@ -151,6 +169,12 @@ struct Attempt {
   // Where an executor other than this machine placed it (docs/slurm.md): {"kind": "slurm",
   // "job_id", "partition", "node", "state", "reason"}; empty for a local attempt.
   Json executor = Json::object();
+  // What the run reported about itself beside metric lines (stored as one JSON column):
+  // how far each TensorBoard event file it writes has been read (by path relative to its working
+  // folder), the hyper-parameters it logged (drover.log_hparams, autolog), and its last checkpoint.
+  std::map<std::string, EventFileProgress> event_files;
+  Json hparams = Json::object();
+  std::optional<CheckpointMark> checkpoint;
 };
 
 // One run's curve of one metric in its latest attempt (the attempt whose values the run shows),

@@ -189,6 +189,19 @@ Json SpecToJson(const Spec& s) {
   j["priority"] = s.priority;
   if (!s.group.empty()) j["group"] = s.group;
   j["preemptible"] = s.preemptible;
+  if (s.checkpoint) j["checkpoint"] = true;
+  if (s.tensorboard_off) {
+    j["tensorboard"] = false;
+  } else if (!s.tensorboard.empty()) {
+    j["tensorboard"] = s.tensorboard;
+  }
+  if (!s.metrics.empty()) {
+    Json m = Json::array();
+    for (const auto& d : s.metrics) {
+      m.push_back({{"name", d.name}, {"expression", d.expression}, {"inputs", d.inputs}});
+    }
+    j["metrics"] = std::move(m);
+  }
   j["max_parallel"] = s.max_parallel;
   j["retries"] = s.retries;
   if (s.retries_given) j["retries_given"] = true;
@@ -252,6 +265,15 @@ Result<Spec> SpecFromJson(const Json& j) {
     s.priority = j.value("priority", 0);
     s.group = j.value("group", "");
     s.preemptible = j.value("preemptible", true);
+    s.checkpoint = j.value("checkpoint", false);
+    if (auto tb = j.find("tensorboard"); tb != j.end()) {
+      if (tb->is_boolean()) s.tensorboard_off = !tb->get<bool>();
+      if (tb->is_string()) s.tensorboard = tb->get<std::string>();
+    }
+    for (const auto& d : j.value("metrics", Json::array())) {
+      s.metrics.push_back({d.at("name").get<std::string>(), d.at("expression").get<std::string>(),
+                           d.value("inputs", std::vector<std::string>{})});
+    }
     s.max_parallel = j.value("max_parallel", 0);
     s.retries = j.value("retries", 0);
     s.retries_given = j.value("retries_given", false);

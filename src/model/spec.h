@@ -167,6 +167,16 @@ struct StageSpec {
 inline constexpr size_t kMaxStages = 64;
 inline constexpr size_t kMaxStagePaths = 64;  // inputs or outputs per stage
 
+// A derived metric (the spec's metrics: section): `expression` over logged metrics and derived
+// ones written above it ("1 - val_acc", "samples / time_s"), evaluated by muparser.
+struct DerivedMetricSpec {
+  std::string name;
+  std::string expression;
+  std::vector<std::string> inputs;  // the metric names it reads, in first-use order
+};
+inline constexpr size_t kMaxDerivedMetrics = 64;
+inline constexpr size_t kMaxExpressionBytes = 1024;
+
 struct Spec {
   std::string name;
   // The command template. shell == false: argv words, each may hold {param} placeholders and is
@@ -184,7 +194,18 @@ struct Spec {
   // The fair-share / quota group of the experiment's runs (the daemon's scheduler.groups);
   // "" = none (the runs weigh 1 and have no quota).
   std::string group;
-  bool preemptible = true;  // a preemptive policy may stop a run to make room (it is requeued)
+  // The runs save checkpoints and resume from the latest (drover.Checkpointer, docs/python.md):
+  // stopping one loses only the time since its last save, so a preemptive policy may stop it.
+  bool checkpoint = false;
+  // A preemptive policy may stop a run to make room (it is requeued). As written, else
+  // `checkpoint`: a run that cannot resume is never preempted unless its spec says it may be.
+  bool preemptible = false;
+  // Where the runs' TensorBoard event files are read from (docs/metrics.md): "" = any folder the
+  // run writes in its working copy; else a folder inside it ("lightning_logs"); off = none.
+  std::string tensorboard;
+  bool tensorboard_off = false;
+  // Metrics computed from logged ones per step (metrics: name: expression), in the order written.
+  std::vector<DerivedMetricSpec> metrics;
   int max_parallel = 0;  // 0 = no limit beyond resources
   // The most runs the grid may expand to (max_runs:), checked by counting before anything is
   // expanded: a typo such as ten axes of ten values must not make 10^10 runs.

@@ -619,6 +619,25 @@ Result<Attempt> AttemptFromJson(const Json& j) {
   f.Get("drover_version", a.drover_version);
   if (!f.ok()) return f.status();
   if (auto it = j.find("executor"); it != j.end() && it->is_object()) a.executor = *it;
+  if (auto it = j.find("hparams"); it != j.end() && it->is_object()) a.hparams = *it;
+  if (auto it = j.find("checkpoint"); it != j.end() && it->is_object()) {
+    auto step = it->find("step");
+    auto t = it->find("t_ms");
+    if (step != it->end() && step->is_number_integer()) {
+      a.checkpoint = CheckpointMark{step->get<int64_t>(),
+                                    t != it->end() && t->is_number_integer() ? t->get<Millis>() : 0};
+    }
+  }
+  if (auto it = j.find("event_files"); it != j.end() && it->is_object()) {
+    for (auto f = it->begin(); f != it->end() && a.event_files.size() < kMaxEventFiles; ++f) {
+      if (!f->is_object()) continue;
+      auto num = [&](const char* k) {
+        auto v = f->find(k);
+        return v != f->end() && v->is_number_integer() ? v->get<int64_t>() : int64_t{0};
+      };
+      a.event_files[f.key()] = EventFileProgress{num("offset"), num("corrupt")};
+    }
+  }
   if (auto it = j.find("stopping"); it != j.end() && it->is_string()) {
     a.stopping = ParseStopReason(it->get<std::string>());
   }
@@ -766,6 +785,7 @@ Json ToJson(const RunDetail& d) {
     j["container"] = d.experiment.spec["container"];
     j["container"]["description"] = DescribeContainer(d.experiment.spec);
   }
+  if (d.waiting) j["waiting"] = {{"code", d.waiting->code}, {"reason", d.waiting->reason}};
   j["rungs"] = Json::array();
   for (const RungRecord& r : d.rungs) {
     j["rungs"].push_back({{"bracket", r.bracket}, {"rung", r.rung}, {"step", r.step},
@@ -786,6 +806,9 @@ Result<RunDetail> RunDetailFromJson(const Json& j) {
     for (const auto& a : j.at("attempt_list")) {
       DROVER_ASSIGN_OR_RETURN(Attempt at, AttemptFromJson(a));
       d.attempts.push_back(std::move(at));
+    }
+    if (auto w = j.find("waiting"); w != j.end() && w->is_object()) {
+      d.waiting = WaitInfo{w->value("code", std::string()), w->value("reason", std::string())};
     }
     if (j.contains("snapshot") && j["snapshot"].is_object()) {
       const Json& s = j["snapshot"];

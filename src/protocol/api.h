@@ -135,6 +135,14 @@ Result<RunArtifacts> RunArtifactsFromJson(const Json& j);
 Result<GpuStatus> GpuStatusFromJson(const Json& j);
 
 // Everything recorded about one run (GET /api/v1/runs/{id}, `drover show RUN --json`).
+// Why a queued run waits, as the daemon's scheduler says it (drover why; sched::WaitKind's name
+// as the code: gpu_memory, whole_gpus, max_parallel, quota, held_for_run, cpu_slots, backoff,
+// preempting, queued; and needs, executor, starting, not_scheduled for what the engine knows).
+struct WaitInfo {
+  std::string code;
+  std::string reason;
+};
+
 struct RunDetail {
   Run run;
   std::vector<Attempt> attempts;
@@ -142,6 +150,7 @@ struct RunDetail {
   std::optional<Snapshot> snapshot;
   std::vector<Environment> environments;
   std::vector<RungRecord> rungs;  // where the prune rule compared it (and stopped it)
+  std::optional<WaitInfo> waiting;  // a queued run on a daemon: why it waits
 };
 Json ToJson(const RunDetail& d);
 Result<RunDetail> RunDetailFromJson(const Json& j);

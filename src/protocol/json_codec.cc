@@ -52,6 +52,16 @@ Json ToJson(const RunArtifacts& a) {
   return {{"run_id", a.run_id}, {"source_run", a.source_run}, {"dir", a.dir}, {"files", files}};
 }
 
+namespace {
+Json EventFilesJson(const Attempt& a) {
+  Json j = Json::object();
+  for (const auto& [path, f] : a.event_files) {
+    j[path] = {{"offset", f.offset}, {"corrupt", f.corrupt}};
+  }
+  return j;
+}
+}  // namespace
+
 Json ToJson(const Attempt& a) {
   return {{"id", a.id},
           {"run_id", a.run_id},
@@ -77,7 +87,12 @@ Json ToJson(const Attempt& a) {
           {"hostname", a.hostname},
           {"drover_version", a.drover_version},
           {"executor", a.executor},
-          {"placement", DescribePlacement(a.executor)}};
+          {"placement", DescribePlacement(a.executor)},
+          {"hparams", a.hparams},
+          {"checkpoint", a.checkpoint ? Json{{"step", a.checkpoint->step},
+                                             {"t_ms", a.checkpoint->t_ms}}
+                                      : Json(nullptr)},
+          {"event_files", EventFilesJson(a)}};
 }
 
 Json ToJson(const MetricPoint& p) {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "common/strings.h"
 #include "sched/gpu_book.h"
@@ -348,8 +349,24 @@ int GpusOf(const PendingRun& p) { return std::max(0, p.resources.gpus); }
 
 }  // namespace
 
+namespace {
+Decision DecidePass(const std::vector<PendingRun>& queue, const ClusterView& cluster, Millis now,
+                    const PolicyConfig& policy);
+void Explain(const std::vector<PendingRun>& queue, const ClusterView& cluster, Millis now,
+             const PolicyConfig& policy, Decision& d);
+}  // namespace
+
 Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster, Millis now,
                 const PolicyConfig& policy) {
+  Decision d = DecidePass(queue, cluster, now, policy);
+  if (cluster.explain) Explain(queue, cluster, now, policy, d);
+  return d;
+}
+
+namespace {
+
+Decision DecidePass(const std::vector<PendingRun>& queue, const ClusterView& cluster, Millis now,
+                    const PolicyConfig& policy) {
   // Runs are taken best first from heaps rather than sorted lists: a pass usually ends long
   // before the queue does (the pool is full), and building a heap is linear where sorting 100,000
   // runs is not (bench/README.md, "Scheduling"). One heap per group; without groups, one heap.
@@ -756,6 +773,163 @@ Decision Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster
                                 blocked->run->run_id, ToString(policy.kind));
   }
   return d;
+}
+
+// After the pass: the pool as the starts left it, and for each run that did not start the first
+// thing that keeps it waiting, in the order the pass itself would find it.
+void Explain(const std::vector<PendingRun>& queue, const ClusterView& cluster, Millis now,
+             const PolicyConfig& policy, Decision& d) {
+  std::vector<GpuState> gpus = cluster.gpus;
+  std::unordered_map<int, size_t> position;
+  for (size_t i = 0; i < gpus.size(); ++i) position[gpus[i].index] = i;
+  std::unordered_set<int64_t> started;
+  std::map<int64_t, int> running = cluster.running;
+  int cpu_used = cluster.cpu_slots_used;
+  std::map<std::string, int> group_held;
+  for (const RunningRun& r : cluster.active) group_held[r.group] += static_cast<int>(r.gpus.size());
+  const std::set<int> reserved(d.reserved_gpus.begin(), d.reserved_gpus.end());
+  std::map<int64_t, const PendingRun*> by_id;
+  for (const PendingRun& p : queue) by_id[p.run_id] = &p;
+  for (const StartAction& a : d.starts) {
+    started.insert(a.run_id);
+    for (int index : a.gpus) Take(gpus[position[index]], a);
+    if (auto it = by_id.find(a.run_id); it != by_id.end()) {
+      running[it->second->experiment_id] += 1;
+      cpu_used += it->second->resources.cpus;
+      group_held[it->second->group] += static_cast<int>(a.gpus.size());
+    }
+  }
+  // Idle GPUs per machine, and the freest GPU that may be shared, as the pass left them.
+  std::map<int, int> idle_on, size_of;
+  int64_t freest = 0;
+  for (const GpuState& g : gpus) {
+    ++size_of[g.node];
+    const bool held = reserved.count(g.index) > 0;
+    if (g.runs == 0 && !g.exclusive && !held) ++idle_on[g.node];
+    if (!g.exclusive && !held) freest = std::max(freest, Free(g));
+  }
+  int best_idle = 0;
+  for (const auto& [node, n] : idle_on) best_idle = std::max(best_idle, n);
+  int idle_total = 0;
+  for (const auto& [node, n] : idle_on) idle_total += n;
+  for (const PendingRun& p : queue) {
+    if (started.count(p.run_id)) continue;
+    WaitReason w;
+    w.run_id = p.run_id;
+    w.policy = std::string(ToString(policy.kind));
+    const int need_gpus = GpusOf(p);
+    auto limit = cluster.max_parallel.find(p.experiment_id);
+    auto share = cluster.groups.find(p.group);
+    if (p.not_before_ms > now) {
+      w.kind = WaitKind::kBackoff;
+      w.until_ms = p.not_before_ms;
+    } else if ((d.preempt_for == p.run_id && !d.preempt.empty()) || cluster.first == p.run_id) {
+      w.kind = WaitKind::kPreempting;
+      w.count = static_cast<int>(d.preempt_for == p.run_id ? d.preempt.size() : 0);
+    } else if (limit != cluster.max_parallel.end() && limit->second > 0 &&
+               running[p.experiment_id] >= limit->second) {
+      w.kind = WaitKind::kMaxParallel;
+      w.limit = limit->second;
+    } else if (cluster.cpu_slots_total > 0 &&
+               cpu_used + p.resources.cpus > cluster.cpu_slots_total) {
+      w.kind = WaitKind::kCpuSlots;
+      w.need = p.resources.cpus;
+      w.free = std::max(0, cluster.cpu_slots_total - cpu_used);
+    } else if (share != cluster.groups.end() && share->second.quota_gpus > 0 &&
+               group_held[p.group] + need_gpus > share->second.quota_gpus &&
+               (!p.preemptible || idle_total < need_gpus)) {
+      w.kind = WaitKind::kQuota;
+      w.group = p.group;
+      w.limit = share->second.quota_gpus;
+      w.held = group_held[p.group];
+    } else if (need_gpus > 0 && p.resources.gpu_memory > 0) {
+      int fit = 0, fit_held = 0;
+      for (const GpuState& g : gpus) {
+        if (g.exclusive && !reserved.count(g.index)) continue;
+        if (g.capacity - g.reserved < p.resources.gpu_memory) continue;
+        (reserved.count(g.index) ? fit_held : fit) += 1;
+      }
+      if (fit >= need_gpus) {
+        w.kind = WaitKind::kQueued;
+      } else if (fit + fit_held >= need_gpus) {
+        w.kind = WaitKind::kHeldForRun;
+        w.other_run = d.reserved_for;
+      } else {
+        w.kind = WaitKind::kGpuMemory;
+        w.need = p.resources.gpu_memory;
+        w.free = freest;
+        w.count = need_gpus;
+      }
+    } else if (need_gpus > 0) {
+      const int machine = size_of.empty() ? 0 : std::max_element(size_of.begin(), size_of.end(),
+          [](const auto& a, const auto& b) { return a.second < b.second; })->second;
+      const int have = need_gpus <= machine ? best_idle : idle_total;
+      const int have_with_held = have + static_cast<int>(reserved.size());
+      if (have >= need_gpus) {
+        w.kind = WaitKind::kQueued;
+      } else if (have_with_held >= need_gpus && d.reserved_for != 0 && d.reserved_for != p.run_id) {
+        w.kind = WaitKind::kHeldForRun;
+        w.other_run = d.reserved_for;
+      } else {
+        w.kind = WaitKind::kWholeGpus;
+        w.need = need_gpus;
+        w.free = have;
+      }
+    }
+    d.waiting.push_back(std::move(w));
+  }
+}
+
+}  // namespace
+
+std::string_view ToString(WaitKind k) {
+  switch (k) {
+    case WaitKind::kBackoff: return "backoff";
+    case WaitKind::kMaxParallel: return "max_parallel";
+    case WaitKind::kCpuSlots: return "cpu_slots";
+    case WaitKind::kGpuMemory: return "gpu_memory";
+    case WaitKind::kWholeGpus: return "whole_gpus";
+    case WaitKind::kQuota: return "quota";
+    case WaitKind::kHeldForRun: return "held_for_run";
+    case WaitKind::kPreempting: return "preempting";
+    case WaitKind::kQueued: return "queued";
+  }
+  return "queued";
+}
+
+std::string WaitText(const WaitReason& r, Millis now) {
+  auto gib = [](int64_t bytes) { return fmt::format("{:.1f} GiB", bytes / double(1LL << 30)); };
+  switch (r.kind) {
+    case WaitKind::kBackoff:
+      return fmt::format("retry backoff after a failure: it may start in {:.0f} s",
+                         std::max<Millis>(0, r.until_ms - now) / 1000.0);
+    case WaitKind::kMaxParallel:
+      return fmt::format("max_parallel reached: its experiment already runs {} runs at once",
+                         r.limit);
+    case WaitKind::kCpuSlots:
+      return fmt::format("no CPU slot: it needs {}, {} free", r.need, r.free);
+    case WaitKind::kGpuMemory:
+      return fmt::format("no GPU has {} free{} (the freest has {})", gib(r.need),
+                         r.count > 1 ? fmt::format(" on {} GPUs", r.count) : std::string(),
+                         gib(r.free));
+    case WaitKind::kWholeGpus:
+      return fmt::format("it needs {} whole GPU{}{}; {} {} idle", r.need, r.need > 1 ? "s" : "",
+                         r.need > 1 ? " on one machine" : "", r.free, r.free == 1 ? "is" : "are");
+    case WaitKind::kQuota:
+      return fmt::format("group '{}' holds {} of its quota of {} GPUs", r.group, r.held, r.limit);
+    case WaitKind::kHeldForRun:
+      return fmt::format("the GPUs that would fit it are held for run {}, which waits for a "
+                         "whole machine",
+                         r.other_run);
+    case WaitKind::kPreempting:
+      return r.count > 0 ? fmt::format("{} run{} being stopped to make room for it", r.count,
+                                       r.count > 1 ? "s are" : " is")
+                         : std::string("runs are being stopped to make room for it");
+    case WaitKind::kQueued:
+      return fmt::format("it fits, but better-ranked runs go first under the {} policy",
+                         r.policy);
+  }
+  return "";
 }
 
 std::vector<StartAction> Decide(const std::vector<PendingRun>& queue, const ClusterView& cluster,

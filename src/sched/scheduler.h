@@ -101,7 +101,38 @@ struct ClusterView {
   // memory then pack onto shared GPUs first instead of spreading over idle ones. Decide() also
   // keeps GPUs whole while such a run waits in the queue or a machine is held for one.
   bool whole_gpu_demand = false;
+  // Say why each queued run that does not start in this pass waits (Decision::waiting). Off in
+  // the engine's own passes (it asks every few seconds, for drover why): it costs a look per run.
+  bool explain = false;
 };
+
+// Why a queued run does not start (drover why, in the spirit of Slurm's Reason=): the
+// scheduler's own reason, with the numbers that make it concrete. WaitText says it in words.
+enum class WaitKind {
+  kBackoff,      // a retry's backoff has not ended (until_ms)
+  kMaxParallel,  // its experiment runs max_parallel runs (limit)
+  kCpuSlots,     // no CPU slot (need, free)
+  kGpuMemory,    // no GPU has need_bytes free (free_bytes: the freest), count GPUs needed
+  kWholeGpus,    // needs `need` whole GPUs on one machine; `free` are idle on the best one
+  kQuota,        // its group holds its quota (group, limit, held)
+  kHeldForRun,   // GPUs that would fit it are held for a waiting gang (other_run)
+  kPreempting,   // runs are being stopped to make room for it (count)
+  kQueued,       // it fits, but better-ranked runs (or groups below their share) go first
+};
+struct WaitReason {
+  int64_t run_id = 0;
+  WaitKind kind = WaitKind::kQueued;
+  int64_t need = 0, free = 0;  // bytes (gpu memory), GPUs or CPU slots, by kind
+  int count = 0;
+  int limit = 0;
+  int held = 0;
+  int64_t other_run = 0;
+  Millis until_ms = 0;
+  std::string group;
+  std::string policy;  // the policy's name (kQueued)
+};
+std::string_view ToString(WaitKind k);  // "backoff", "max_parallel", "gpu_memory", ...
+std::string WaitText(const WaitReason& r, Millis now);
 
 struct StartAction {
   int64_t run_id = 0;
@@ -121,6 +152,8 @@ struct Decision {
   // those that no shorter run took.
   int64_t reserved_for = 0;
   std::vector<int> reserved_gpus;
+  // With ClusterView::explain: why each queued run that does not start waits, in queue order.
+  std::vector<WaitReason> waiting;
 };
 
 // The policy orders the queue (sched/policy.h); runs are placed in that order, each where it fits

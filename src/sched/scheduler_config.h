@@ -28,9 +28,9 @@ namespace drover::sched {
 
 // How the engine schedules.
 struct SchedulerConfig {
-  // The daemon's default is fifo: docs/scheduling.md says why the preemptive policies are
-  // opt-in.
-  PolicyKind policy = PolicyKind::kFifo;
+  // The daemon's default is `default`: it preempts only runs that can resume (checkpoint: true,
+  // or preemptible: true), so a run without checkpoints never loses its work to another.
+  PolicyKind policy = PolicyKind::kDefault;
   // Set when the file gives them; otherwise the policy's own defaults (ForPolicy), so `--policy`
   // or `policy:` alone picks a policy with the knobs it was tuned with.
   std::optional<Millis> min_runtime_ms;

@@ -4,6 +4,8 @@
 // commands through this interface, which queues them to the loop and waits for the answer.
 // Tests use a fake.
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <vector>
 
 #include "common/status.h"
@@ -56,6 +58,9 @@ class EngineControl {
   // buffer are gone; the first returned then has a seq > after_seq + 1.
   virtual std::vector<StreamEvent> WaitEvents(int64_t after_seq, int64_t timeout_ms) = 0;
   virtual int64_t LastEventSeq() = 0;
+  // Why a queued run waits, as the scheduler last said (drover why); nothing when unknown.
+  virtual std::optional<protocol::WaitInfo> WaitingReason(int64_t run_id) { return std::nullopt; }
+  virtual std::map<int64_t, protocol::WaitInfo> WaitingReasons() { return {}; }
 };
 
 }  // namespace drover::server

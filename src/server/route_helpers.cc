@@ -179,6 +179,8 @@ Experiment RedactedFor(const Caller& caller, Experiment e) {
 void RedactAttempt(Attempt& a) {
   a.error.clear();  // the last lines of its stderr: the submitter's to read
   a.argv = {"(hidden: another user's command)"};
+  // Logged hyper-parameters hold the script's flags (a key passed as one too).
+  if (!a.hparams.empty()) a.hparams = Json{{"hidden", "another user's logged hyper-parameters"}};
 }
 
 }  // namespace drover::server

@@ -59,7 +59,13 @@ Status List(ServerContext& ctx, const httplib::Request& req, httplib::Response& 
   bool more = static_cast<int>(runs.size()) > lim;
   if (more) runs.pop_back();
   Json out = Json::array();
-  for (const auto& r : runs) out.push_back(protocol::ToJson(r));
+  const auto waiting = ctx.engine.WaitingReasons();
+  for (const auto& r : runs) {
+    out.push_back(protocol::ToJson(r));
+    if (auto w = waiting.find(r.id); w != waiting.end() && !IsFinal(r.state)) {
+      out.back()["waiting"] = {{"code", w->second.code}, {"reason", w->second.reason}};
+    }
+  }
   SendJson(res, 200,
            {{"runs", out},
             {"offset", filter.offset},
@@ -95,6 +101,7 @@ Status Get(ServerContext& ctx, const httplib::Request& req, httplib::Response& r
   }
   d.environments = std::move(envs);
   d.rungs = std::move(rungs);
+  if (!IsFinal(run.state)) d.waiting = ctx.engine.WaitingReason(run.id);
   Json j = protocol::ToJson(d);
   SendJson(res, 200, j);
   return Status::Ok();
@@ -242,9 +249,20 @@ Status ArtifactFile(ServerContext& ctx, const httplib::Request& req, httplib::Re
                               id, path, id));
 }
 
+// GET /runs/waiting: why each waiting run waits, as the scheduler last said (drover why, ls).
+Status Waiting(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  Json out = Json::array();
+  for (const auto& [id, w] : ctx.engine.WaitingReasons()) {
+    out.push_back({{"run_id", id}, {"code", w.code}, {"reason", w.reason}});
+  }
+  SendJson(res, 200, {{"waiting", out}});
+  return Status::Ok();
+}
+
 void RegisterRunsRoutes(httplib::Server& http, ServerContext& ctx) {
   const std::string base = std::string(protocol::kApiPrefix) + "/runs";
   http.Get(base, Route(ctx, List));
+  http.Get(base + "/waiting", Route(ctx, Waiting));
   http.Get(base + "/([^/]+)", Route(ctx, Get));
   http.Get(base + "/([^/]+)/attempts", Route(ctx, Attempts));
   http.Get(base + "/([^/]+)/artifacts", Route(ctx, Artifacts));

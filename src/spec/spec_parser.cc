@@ -2,6 +2,7 @@
 #include "spec/executor_section.h"
 #include "spec/yaml_fields.h"
 #include "spec/spec_parser.h"
+#include "spec/derived_metrics.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -40,7 +41,8 @@ const std::vector<std::string> kTopKeys = {
     "name",          "workdir", "command", "shell",     "params", "resources",
     "priority",      "group",   "preemptible", "max_parallel", "max_runs",    "retries",
     "retry_backoff", "timeout", "env",     "objective", "oom",    "monitor", "data",
-    "search",        "prune",   "stages",      "force", "rerun", "executor", "container"};
+    "search",        "prune",   "stages",      "force", "rerun", "executor", "container",
+    "checkpoint",    "tensorboard", "metrics"};
 const std::vector<std::string> kStageKeys = {"command", "shell",     "needs",   "inputs",
                                              "outputs", "gather",    "resources", "retries",
                                              "timeout", "monitor",   "env"};
@@ -172,6 +174,7 @@ class SpecParser : public yaml::Reader {
   Status ParseResources(const Field& f, Spec& spec) const;
   Status ParseData(const Field& f, Spec& spec) const;
   Status ParseEnv(const Field& f, Spec& spec) const;
+  Status ParseDerivedMetrics(const Field& f, Spec& spec) const;
   Status ParseObjective(const Field& f, Spec& spec) const;
   Status ParseOom(const Field& f, const std::vector<Field>& params, Spec& spec) const;
   Status ParseMonitor(const Field& f, Spec& spec) const;
@@ -767,6 +770,59 @@ Status SpecParser::ParseCommand(const Field& f, const std::vector<Field>& params
   return Status::Ok();
 }
 
+Status SpecParser::ParseDerivedMetrics(const Field& f, Spec& spec) const {
+  if (f.value.IsNull()) return Status::Ok();
+  if (!f.value.IsMap()) {
+    return Err(f.at(), fmt::format("metrics must be a mapping of name: expression, got {}; write "
+                                   "for example metrics: {{err: 1 - val_acc}}",
+                                   Describe(f.value)));
+  }
+  if (f.value.size() > kMaxDerivedMetrics) {
+    return Err(f.at(), fmt::format("metrics has {} entries, more than {}; keep the ones you rank "
+                                   "or plot by",
+                                   f.value.size(), kMaxDerivedMetrics));
+  }
+  for (const auto& kv : f.value) {
+    const YAML::Node& at = kv.first;
+    const std::string name = kv.first.as<std::string>("");
+    if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
+        }) || std::isdigit(static_cast<unsigned char>(name[0]))) {
+      return Err(at, fmt::format("metrics: '{}' is not a metric name; use letters, digits, '_' "
+                                 "and '.', starting with a letter",
+                                 name));
+    }
+    if (!kv.second.IsScalar()) {
+      return Err(kv.second, fmt::format("metrics.{} must be an expression such as "
+                                               "1 - val_acc, got {}",
+                                               name, Describe(kv.second)));
+    }
+    DerivedMetricSpec d;
+    d.name = name;
+    d.expression = kv.second.Scalar();
+    auto inputs = ExpressionInputs(d.expression);
+    if (!inputs.ok()) {
+      return Err(kv.second,
+                 fmt::format("metrics.{}: '{}' is not an expression over metrics ({}); write "
+                             "for example 1 - val_acc or samples / time_s",
+                             name, d.expression, inputs.status().message()));
+    }
+    d.inputs = *inputs;
+    if (std::find(d.inputs.begin(), d.inputs.end(), name) != d.inputs.end()) {
+      return Err(kv.second, fmt::format("metrics.{} reads itself; a derived metric "
+                                               "reads logged metrics and those above it",
+                                               name));
+    }
+    for (const auto& other : spec.metrics) {
+      if (other.name == name) {
+        return Err(at, fmt::format("metrics: '{}' is defined twice", name));
+      }
+    }
+    spec.metrics.push_back(std::move(d));
+  }
+  return Status::Ok();
+}
+
 Status SpecParser::ParseWorkdir(const Field* f, Spec& spec) const {
   spec.project_dir = base_dir_.empty() ? std::string() : Normalize(base_dir_);
   if (!f) {
@@ -1196,6 +1252,45 @@ Result<Spec> SpecParser::Parse(const std::string& yaml, const std::vector<std::s
     }
     spec.preemptible = s.b;
   }
+  if (const Field* f = Find(top, "checkpoint")) {
+    Scalar s = Resolve(f->value);
+    if (s.kind != Kind::kBool) {
+      return Err(f->at(), fmt::format("checkpoint must be true or false, got {}; write true when "
+                                      "the runs save checkpoints and resume from the latest "
+                                      "(drover.Checkpointer)",
+                                      Describe(f->value)));
+    }
+    spec.checkpoint = s.b;
+  }
+  // A run that cannot resume loses all its work when stopped: preempted only if the spec says so.
+  if (!Find(top, "preemptible")) spec.preemptible = spec.checkpoint;
+  if (const Field* f = Find(top, "tensorboard")) {
+    Scalar s = Resolve(f->value);
+    if (s.kind == Kind::kBool) {
+      if (s.b) {
+        return Err(f->at(), "tensorboard: true is the default; write a folder inside the "
+                            "working copy (such as lightning_logs), or false to read none");
+      }
+      spec.tensorboard_off = true;
+    } else {
+      DROVER_ASSIGN_OR_RETURN(spec.tensorboard,
+                              Text(*f, "write the folder the runs' TensorBoard logs go to, "
+                                       "such as runs or lightning_logs"));
+      fs::path t(spec.tensorboard);
+      bool up = false;
+      for (const auto& part : t) up = up || part == "..";
+      if (spec.tensorboard.empty() || t.is_absolute() || up) {
+        return Err(f->at(), fmt::format("tensorboard '{}' must be a folder inside the working "
+                                        "copy, such as runs or lightning_logs (relative, no ..)",
+                                        spec.tensorboard));
+      }
+      spec.tensorboard = t.lexically_normal().string();
+      while (!spec.tensorboard.empty() && spec.tensorboard.back() == '/') {
+        spec.tensorboard.pop_back();
+      }
+    }
+  }
+  if (const Field* f = Find(top, "metrics")) DROVER_RETURN_IF_ERROR(ParseDerivedMetrics(*f, spec));
   if (const Field* f = Find(top, "max_parallel")) {
     DROVER_ASSIGN_OR_RETURN(spec.max_parallel,
                             Int(*f, 0, kIntMax, "a non-negative integer",

@@ -229,7 +229,8 @@ TEST(SpecParserTest, UnknownKeysSuggestTheClosest) {
             "compare.yaml:3:1: unknown key 'learning_rate'; valid keys are name, workdir, "
             "command, shell, params, resources, priority, group, preemptible, max_parallel, "
             "max_runs, retries, retry_backoff, "
-            "timeout, env, objective, oom, monitor, data, search, prune, stages, force, rerun, executor, container "
+            "timeout, env, objective, oom, monitor, data, search, prune, stages, force, rerun, executor, container, "
+            "checkpoint, tensorboard, metrics "
             "(parameters "
             "go under "
             "params:)");
@@ -265,7 +266,7 @@ TEST(SpecParserTest, GroupAndPreemptible) {
   Result<Spec> d = Parse(kMinimal);
   ASSERT_TRUE(d.ok()) << d.status().message();
   EXPECT_EQ(d->group, "");
-  EXPECT_TRUE(d->preemptible);
+  EXPECT_FALSE(d->preemptible);  // no checkpoints: a stop would lose its work
   Result<Spec> r = Parse("name: x\ncommand: run\ngroup: vision\npreemptible: false\n");
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->group, "vision");

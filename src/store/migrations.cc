@@ -230,6 +230,13 @@ ALTER TABLE experiments ADD COLUMN gid  INTEGER NOT NULL DEFAULT -1;
 CREATE INDEX experiments_by_user ON experiments(user);
 )sql";
 
+// Version 12: what an attempt reported about itself beside metric lines (docs/metrics.md): how
+// far each TensorBoard event file it writes has been read, its logged hyper-parameters and its
+// last checkpoint, as JSON.
+constexpr const char* kV12 = R"sql(
+ALTER TABLE attempts ADD COLUMN reported TEXT NOT NULL DEFAULT '{}';
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
@@ -245,6 +252,7 @@ const std::vector<Migration>& Migrations() {
       {9, "pipelines: stages, needs, cached runs and their artifacts", kV9},
       {10, "attempts record their executor's job (Slurm's id, partition, node)", kV10},
       {11, "experiments record their submitter", kV11},
+      {12, "attempts record event file offsets, logged hyper-parameters, checkpoints", kV12},
   };
   return kAll;
 }

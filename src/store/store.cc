@@ -40,7 +40,7 @@ using store::Stmt;
 #define DROVER_ATTEMPT_COLS                                                                 \
   "id, run_id, number, ended, reason, exit_code, signal, pid, gpus, cuda_visible_devices, " \
   "params, argv, started_ms, ended_ms, stdout_path, stderr_path, stdout_offset, hostname, " \
-  "drover_version, workdir, pid_start, exit_path, error, executor"
+  "drover_version, workdir, pid_start, exit_path, error, executor, reported"
 #define DROVER_METRIC_COLS "run_id, attempt_id, step, name, value, t_ms"
 #define DROVER_EVENT_COLS "id, t_ms, kind, experiment_id, run_id, data"
 #define DROVER_SNAPSHOT_COLS "hash, path, git, git_commit, git_diff, bytes, files, created_ms"
@@ -94,6 +94,8 @@ Status ReadRun(const Stmt& st, Run* r) {
   return Status::Ok();
 }
 
+void ReportedFromJson(const Json& j, Attempt* a);
+
 Status ReadAttempt(const Stmt& st, Attempt* a) {
   a->id = st.Int(0);
   a->run_id = st.Int(1);
@@ -131,6 +133,10 @@ Status ReadAttempt(const Stmt& st, Attempt* a) {
   a->error = st.Text(22);
   DROVER_RETURN_IF_ERROR(
       ParseJson(st.Text(23), fmt::format("attempt {} executor", a->id), &a->executor));
+  Json reported;
+  DROVER_RETURN_IF_ERROR(
+      ParseJson(st.Text(24), fmt::format("attempt {} reported", a->id), &reported));
+  ReportedFromJson(reported, a);
   return Status::Ok();
 }
 
@@ -179,7 +185,40 @@ void BindRunFields(Stmt& st, const Run& r) {
           r.reason, DumpJson(r.final_metrics), r.stage, DumpJson(Json(r.needs)), r.cached_from);
 }
 
-// Binds the 19 stored fields of an attempt (everything but id), as ?1..?19.
+// The attempt's `reported` column (anything of another shape in it is left out, not an error: it
+// is what a run said about itself, and the attempt must still load).
+std::string ReportedToJson(const Attempt& a) {
+  Json j = Json::object();
+  if (!a.event_files.empty()) {
+    Json files = Json::object();
+    for (const auto& [path, f] : a.event_files) {
+      files[path] = {{"offset", f.offset}, {"corrupt", f.corrupt}};
+    }
+    j["event_files"] = std::move(files);
+  }
+  if (!a.hparams.empty()) j["hparams"] = a.hparams;
+  if (a.checkpoint) j["checkpoint"] = {{"step", a.checkpoint->step}, {"t_ms", a.checkpoint->t_ms}};
+  return DumpJson(j);
+}
+
+void ReportedFromJson(const Json& j, Attempt* a) {
+  if (!j.is_object()) return;
+  if (auto it = j.find("event_files"); it != j.end() && it->is_object()) {
+    for (auto f = it->begin(); f != it->end(); ++f) {
+      if (!f->is_object()) continue;
+      EventFileProgress p;
+      p.offset = f->value("offset", int64_t{0});
+      p.corrupt = f->value("corrupt", int64_t{0});
+      a->event_files[f.key()] = p;
+    }
+  }
+  if (auto it = j.find("hparams"); it != j.end() && it->is_object()) a->hparams = *it;
+  if (auto it = j.find("checkpoint"); it != j.end() && it->is_object()) {
+    a->checkpoint = CheckpointMark{it->value("step", int64_t{0}), it->value("t_ms", Millis{0})};
+  }
+}
+
+// Binds the 24 stored fields of an attempt (everything but id), as ?1..?24.
 void BindAttemptFields(Stmt& st, const Attempt& a) {
   std::string reason =
       a.ended || !a.stopping ? a.reason : "stopping:" + std::string(ToString(*a.stopping));
@@ -187,7 +226,7 @@ void BindAttemptFields(Stmt& st, const Attempt& a) {
           a.cuda_visible_devices, DumpJson(a.params), DumpJson(Json(a.argv)), a.started_ms,
           a.ended_ms, a.stdout_path, a.stderr_path, a.stdout_offset, a.hostname, a.drover_version,
           a.workdir, a.pid_start, a.exit_path, a.error,
-          a.executor.empty() ? std::string("{}") : DumpJson(a.executor));
+          a.executor.empty() ? std::string("{}") : DumpJson(a.executor), ReportedToJson(a));
 }
 
 }  // namespace
@@ -655,8 +694,8 @@ Status Store::InsertAttempt(Attempt& a) {
           "INSERT INTO attempts (run_id, number, ended, reason, exit_code, signal, pid, "
           "gpus, cuda_visible_devices, params, argv, started_ms, ended_ms, stdout_path, "
           "stderr_path, stdout_offset, hostname, drover_version, workdir, pid_start, exit_path, "
-          "error, executor) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-          "?)",
+          "error, executor, reported) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+          "?, ?, ?, ?, ?, ?)",
           "inserting an attempt"));
   BindAttemptFields(st, a);
   DROVER_RETURN_IF_ERROR(st.Run());
@@ -670,7 +709,8 @@ Status Store::UpdateAttempt(const Attempt& a) {
                           "exit_code = ?, signal = ?, pid = ?, gpus = ?, cuda_visible_devices = ?, "
                           "params = ?, argv = ?, started_ms = ?, ended_ms = ?, stdout_path = ?, "
                           "stderr_path = ?, stdout_offset = ?, hostname = ?, drover_version = ?, "
-                          "workdir = ?, pid_start = ?, exit_path = ?, error = ?, executor = ? "
+                          "workdir = ?, pid_start = ?, exit_path = ?, error = ?, executor = ?, "
+                          "reported = ? "
                           "WHERE id = ?",
                           "updating an attempt"));
   BindAttemptFields(st, a);

@@ -238,10 +238,10 @@ class StoreTest : public ::testing::Test {
 // ---- opening ----
 
 TEST_F(StoreTest, FreshStoreIsAtLatestVersion) {
-  EXPECT_EQ(Store::LatestSchemaVersion(), 11);
+  EXPECT_EQ(Store::LatestSchemaVersion(), 12);
   auto v = store_->SchemaVersion();
   ASSERT_TRUE(v.ok());
-  EXPECT_EQ(*v, 11);
+  EXPECT_EQ(*v, 12);
   auto ok = store_->IntegrityOk();
   ASSERT_TRUE(ok.ok());
   EXPECT_TRUE(*ok);
@@ -268,7 +268,7 @@ TEST(StoreOpen, FileStoreCreatesFoldersUsesWalAndPersists) {
   EXPECT_TRUE(fs::exists(path));
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), 11);
+  EXPECT_EQ(*store->SchemaVersion(), 12);
   auto r = store->GetRun(run_id);
   ASSERT_TRUE(r.ok());
   ASSERT_TRUE(r->has_value());
@@ -385,15 +385,15 @@ TEST(StoreOpen, GarbageFileGivesClearErrorAndIsLeftAlone) {
 TEST(StoreOpen, NewerSchemaIsRefusedAndLeftByteIdentical) {
   TempDir dir;
   const std::string path = dir / "drover.db";
-  RawExec(path, "CREATE TABLE future (x); INSERT INTO future VALUES (1); PRAGMA user_version = 12;");
+  RawExec(path, "CREATE TABLE future (x); INSERT INTO future VALUES (1); PRAGMA user_version = 13;");
   const std::string before = ReadFile(path);
   ASSERT_FALSE(before.empty());
   auto s = Store::Open(path);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), Code::kFailedPrecondition);
   EXPECT_EQ(s.status().message(), "store at " + path +
-                                      " has schema version 12, newer than this drover "
-                                      "understands (11); upgrade drover");
+                                      " has schema version 13, newer than this drover "
+                                      "understands (12); upgrade drover");
   EXPECT_EQ(ReadFile(path), before);
   EXPECT_FALSE(fs::exists(path + "-wal"));
 }
@@ -417,7 +417,7 @@ TEST(StoreOpen, EmptyFileBecomesAStore) {
   WriteFile(path, "");
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), 11);
+  EXPECT_EQ(*store->SchemaVersion(), 12);
 }
 
 TEST(StoreOpen, AMissingOrEmptyDatabaseBesideRunFoldersIsRefused) {
@@ -469,8 +469,8 @@ TEST(StoreMigration, OpensVersion1FileAndUpgrades) {
 
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), 11);
-  EXPECT_EQ(RawQueryText(path, "PRAGMA user_version"), "11");
+  EXPECT_EQ(*store->SchemaVersion(), 12);
+  EXPECT_EQ(RawQueryText(path, "PRAGMA user_version"), "12");
   EXPECT_TRUE(*store->IntegrityOk());
 
   // Old rows read back through the API.
@@ -738,6 +738,28 @@ TEST_F(StoreTest, ListRunsFiltersAndPages) {
 }
 
 // ---- attempts ----
+
+// What a run reported about itself (event file offsets, hyper-parameters, its last checkpoint)
+// is kept with the attempt and updated with it.
+TEST_F(StoreTest, AttemptKeepsWhatTheRunReported) {
+  int64_t run = AddRun(AddExperiment());
+  Attempt a = MakeAttempt(run, 1);
+  a.event_files["logs/events.out.tfevents.1.host"] = EventFileProgress{54870, 2};
+  a.hparams = Json{{"args.lr", 0.01}, {"Net.hidden", 64}, {"optimizer", "adamw"}};
+  a.checkpoint = CheckpointMark{1200, 1700000000123};
+  ASSERT_TRUE(store_->InsertAttempt(a).ok());
+  auto back = store_->ListAttempts(run).value();
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].event_files, a.event_files);
+  EXPECT_EQ(back[0].hparams, a.hparams);
+  EXPECT_EQ(back[0].checkpoint, a.checkpoint);
+  a.checkpoint = CheckpointMark{1300, 1700000000999};
+  a.event_files["logs/events.out.tfevents.1.host"].offset = 60000;
+  ASSERT_TRUE(store_->UpdateAttempt(a).ok());
+  back = store_->ListAttempts(run).value();
+  EXPECT_EQ(back[0].checkpoint->step, 1300);
+  EXPECT_EQ(back[0].event_files.begin()->second.offset, 60000);
+}
 
 TEST_F(StoreTest, AttemptRoundTripUpdateAndOrder) {
   int64_t run = AddRun(AddExperiment());

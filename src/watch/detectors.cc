@@ -285,4 +285,124 @@ std::optional<Finding> IdleGpuDetector::Add(Millis t_ms, double utilization, boo
   return f;
 }
 
+InputStallDetector::InputStallDetector(int gpu, const DetectorConfig& config)
+    : gpu_(gpu), config_(config) {}
+
+std::optional<Finding> InputStallDetector::Add(Millis t_ms, double utilization, bool held) {
+  if (!held) {
+    window_.clear();
+    fired_ = false;
+    return std::nullopt;
+  }
+  if (!(utilization >= 0)) return std::nullopt;
+  window_.push_back(utilization);
+  const size_t n = static_cast<size_t>(std::max(4, config_.input_window));
+  while (window_.size() > n) window_.pop_front();
+  if (window_.size() < n) return std::nullopt;
+  int low = 0, high = 0, bursts = 0;
+  bool was_low = false;
+  for (double u : window_) {
+    if (u <= config_.input_low) {
+      ++low;
+      was_low = true;
+    } else if (u >= config_.input_high) {
+      ++high;
+      if (was_low) ++bursts;
+      was_low = false;
+    }
+  }
+  const bool pattern = low >= config_.input_low_share * static_cast<double>(n) &&
+                       high >= config_.input_high_share * static_cast<double>(n) &&
+                       bursts >= config_.input_bursts;
+  if (!pattern) {
+    fired_ = false;
+    return std::nullopt;
+  }
+  if (fired_) return std::nullopt;
+  fired_ = true;
+  double mean = 0;
+  for (double u : window_) mean += u;
+  mean /= static_cast<double>(n);
+  Finding f;
+  f.kind = "input_stall";
+  f.severity = "warning";
+  f.message = fmt::format(
+      "GPU {} works in bursts: {} of its last {} samples near idle (<= {:.0f}%) between {} bursts "
+      "(mean {:.0f}%): the run waits for its input data",
+      gpu_, low, n, config_.input_low, bursts, mean);
+  f.data = Json{{"gpu", gpu_}, {"low_samples", low}, {"high_samples", high}, {"bursts", bursts},
+                {"samples", n}, {"mean_utilization", mean}, {"t_ms", t_ms}};
+  return f;
+}
+
+std::optional<Advice> AdviceFor(std::string_view kind) {
+  if (kind == "diverged") {
+    return Advice{
+        "the loss became NaN or infinite: the optimisation diverged (too large a step, an "
+        "exploding gradient, or a log/division of zero in the loss)",
+        {"lower the learning rate (try 3-10x lower) or add warm-up",
+         "clip gradients (torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))",
+         "check the loss for log(0) or division by zero (add an epsilon, use log_softmax / "
+         "BCEWithLogitsLoss)",
+         "with fp16 mixed precision, use a GradScaler or switch to bf16"}};
+  }
+  if (kind == "loss_spike") {
+    return Advice{"a sudden jump of the loss: often a gradient explosion or a bad batch",
+                  {"clip gradients (clip_grad_norm_ at 1.0)", "lower the learning rate or "
+                   "lengthen warm-up", "look for corrupt or mislabelled samples in that batch"}};
+  }
+  if (kind == "plateau") {
+    return Advice{"the metric stopped improving while still far from its best",
+                  {"lower the learning rate (or use a schedule: cosine, ReduceLROnPlateau)",
+                   "check that the data is shuffled and the labels line up",
+                   "try a larger model or less regularisation if training loss is stuck too"}};
+  }
+  if (kind == "idle_gpu") {
+    return Advice{"the run holds a GPU it barely uses: it may be computing on the CPU, stuck, "
+                  "or waiting for data",
+                  {"check the model and tensors are on the GPU (.to('cuda'))",
+                   "raise DataLoader num_workers and set pin_memory=True",
+                   "look at its log for a hang (drover logs RUN) and cancel it if stuck"}};
+  }
+  if (kind == "input_stall") {
+    return Advice{"the input pipeline is the bottleneck: the GPU finishes each batch and waits "
+                  "for the next one",
+                  {"raise DataLoader num_workers (about the CPU cores you have)",
+                   "set pin_memory=True and persistent_workers=True",
+                   "prefetch (prefetch_factor) and move augmentation to the GPU",
+                   "store the data set in a faster format or on local disk"}};
+  }
+  if (kind == "memory_leak") {
+    return Advice{"GPU memory grows step after step: tensors are kept across steps",
+                  {"log loss.item() instead of keeping the loss tensor (it holds the graph)",
+                   "evaluate inside torch.no_grad()",
+                   "do not append outputs or losses with their graph to a list; .detach() them"}};
+  }
+  if (kind == "fragmentation") {
+    return Advice{"the CUDA caching allocator holds memory it cannot use for new blocks",
+                  {"set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the spec's env",
+                   "keep batch shapes fixed (pad variable-length inputs to a few sizes)",
+                   "call torch.cuda.empty_cache() only between phases, not every step"}};
+  }
+  if (kind == "stalled") {
+    return Advice{"the run printed nothing for its stall time: it may hang (a deadlock in data "
+                  "loading or collective communication)",
+                  {"look at its last output (drover logs RUN)", "with DataLoader workers, try "
+                   "num_workers=0 to rule out a worker deadlock", "for NCCL hangs, set "
+                   "NCCL_DEBUG=INFO and check every rank reaches the same collective"}};
+  }
+  if (kind == "repeated_failure") {
+    return Advice{"the same config keeps failing the same way: retrying will not help",
+                  {"read the error (drover show RUN, drover logs RUN)", "fix the code or config "
+                   "and submit again; drover retry re-runs the failed runs"}};
+  }
+  if (kind == "oom") {
+    return Advice{"CUDA ran out of memory",
+                  {"halve the batch size (oom: {param: batch_size} in the spec does it)",
+                   "use mixed precision (bf16/fp16) and gradient checkpointing",
+                   "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation"}};
+  }
+  return std::nullopt;
+}
+
 }  // namespace drover::watch

@@ -43,6 +43,16 @@ struct DetectorConfig {
   int64_t fragmentation_min_reserved = int64_t{512} << 20;
   // Repeated failure: the same fingerprint failing this many attempts in a row.
   int failure_streak = 3;
+  // Stalled input pipeline: over the last `input_window` samples of a GPU a run holds, at least
+  // `input_low_share` of them at or under `input_low` percent and at least `input_high_share`
+  // at or over `input_high` percent, going from low to high at least `input_bursts` times: the
+  // GPU works in bursts and waits for data between them.
+  int input_window = 24;
+  double input_low = 10;
+  double input_high = 60;
+  double input_low_share = 0.25;
+  double input_high_share = 0.2;
+  int input_bursts = 3;
 };
 
 // What a detector saw. The engine makes it an alert: kind and key suffix identify it,
@@ -134,5 +144,29 @@ class IdleGpuDetector {
   DetectorConfig config_;
   Millis idle_since_ms_ = -1;
 };
+
+// A GPU that works in bursts and idles between them while a run holds it: the run waits for its
+// input (data loading, augmentation on the CPU), so the GPU is underused. Fires once the last
+// input_window samples show the pattern; again only after a sample that breaks it re-arms it.
+class InputStallDetector {
+ public:
+  InputStallDetector(int gpu, const DetectorConfig& config);
+  std::optional<Finding> Add(Millis t_ms, double utilization, bool held);
+
+ private:
+  int gpu_;
+  DetectorConfig config_;
+  std::deque<double> window_;
+  bool fired_ = false;
+};
+
+// What an alert's kind usually means and what researchers try first, in their words: each alert
+// carries them (its data's "cause" and "remedies"), so a notification says what to do.
+struct Advice {
+  std::string cause;
+  std::vector<std::string> remedies;
+};
+// Nothing for kinds without advice (a run's own alerts say what they mean).
+std::optional<Advice> AdviceFor(std::string_view kind);
 
 }  // namespace drover::watch

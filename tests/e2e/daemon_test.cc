@@ -87,7 +87,7 @@ class DaemonTest : public ::testing::Test {
                                 const std::string& save = "") {
     return Write(name + ".yaml",
                  "name: " + name + "\n" + extra +
-                     "workdir: code\nshell: true\nresources: {gpus: 1}\n"
+                     "workdir: code\nshell: true\nresources: {gpus: 1}\ncheckpoint: true\n"
                      "command: \"ck=$DROVER_CHECKPOINT_DIR/ck; if [ -f $ck ]; then echo resumed; "
                      "exit 0; fi; mkdir -p $DROVER_CHECKPOINT_DIR; trap '" +
                      save + "touch $ck; exit 0' TERM; echo started; sleep 60 & wait\"\n");
@@ -944,6 +944,118 @@ TEST_F(DaemonTest, McpOverStreamableHttp) {
   del.emplace("Mcp-Session-Id", session);
   EXPECT_EQ(http.Delete("/mcp", del)->status, 200);
   EXPECT_EQ(post({{"jsonrpc", "2.0"}, {"id", 6}, {"method", "ping"}}, session)->status, 404);
+}
+
+}  // namespace
+}  // namespace drover
+
+namespace drover {
+namespace {
+
+// The daemon's default policy preempts a run that checkpoints (drover.Checkpointer) for a
+// better-ranked one; the run resumes from its checkpoint and its curve goes on from the saved
+// step; the note says what the stop cost. A run without checkpoints is never preempted: the
+// better-ranked run waits, and `drover why` says why in the scheduler's words.
+TEST_F(DaemonTest, DefaultPolicyPreemptsOnlyRunsThatCheckpointAndTheCurveGoesOn) {
+  std::string config = Write("config.yaml", "scheduler: {min_runtime: 0s, grace: 10s}\n");
+  StartDaemon({"--fake-gpus", "1x16GiB", "--config", config});
+  Write("code/train.py",
+        "import time, drover\n"
+        "state = {'w': 0.0}\n"
+        "ckpt = drover.Checkpointer(extra=state, every=1)\n"
+        "start = ckpt.resume()\n"
+        "for step in range(start, 40):\n"
+        "    state['w'] += 1.0\n"
+        "    drover.log(step=step, loss=1.0 / (1 + state['w']))\n"
+        "    ckpt.step(step)\n"
+        "    time.sleep(0.1)\n");
+  std::string long_spec = Write("long.yaml",
+                                "name: long\nworkdir: code\ncommand: /usr/bin/python3 train.py\n"
+                                "resources: {gpus: 1}\ncheckpoint: true\n");
+  ASSERT_EQ(RunDrover({"submit", long_spec, "--store", store_}).exit_code, 0);
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  // Once it has logged a few steps, a run of higher priority arrives.
+  for (int i = 0; i < 300 && (*store)->GetMetrics(1, "loss").value().size() < 5; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::string urgent = Write("urgent.yaml", "name: urgent\nworkdir: code\ncommand: sleep 0.3\n"
+                                            "resources: {gpus: 1}\npriority: 10\n");
+  ASSERT_EQ(RunDrover({"submit", urgent, "--store", store_}).exit_code, 0);
+  ASSERT_TRUE(WaitAllFinal(**store, 2)) << ReadFile((dir_ / "serve.err").string());
+  auto attempts = (*store)->ListAttempts(1).value();
+  ASSERT_EQ(attempts.size(), 2u) << ReadFile((dir_ / "serve.err").string());
+  EXPECT_EQ(attempts[0].reason, "preempted");
+  ASSERT_TRUE(attempts[0].checkpoint.has_value());
+  const int64_t saved = attempts[0].checkpoint->step;
+  EXPECT_EQ(attempts[1].reason, "succeeded");
+  // The second attempt's curve starts right after the saved step and goes on to the end.
+  std::vector<int64_t> second;
+  for (const auto& p : (*store)->GetMetrics(1, "loss").value()) {
+    if (p.attempt_id == attempts[1].id) second.push_back(p.step);
+  }
+  ASSERT_FALSE(second.empty());
+  EXPECT_EQ(second.front(), saved + 1);
+  EXPECT_EQ(second.back(), 39);
+  EXPECT_EQ(static_cast<int64_t>(second.size()), 39 - saved);
+  auto show = RunDrover({"show", "1", "--store", store_});
+  EXPECT_NE(show.out.find("checkpoint of step"), std::string::npos) << show.out;
+  EXPECT_NE(ReadFile((dir_ / "serve.out").string()).find("scheduling policy: default"),
+            std::string::npos)
+      << ReadFile((dir_ / "serve.out").string());
+
+  // A run without checkpoints holds the GPU; a better-ranked run waits for it, and says why.
+  std::string plain = Write("plain.yaml", "name: plain\nworkdir: code\ncommand: sleep 4\n"
+                                          "resources: {gpus: 1}\n");
+  ASSERT_EQ(RunDrover({"submit", plain, "--store", store_}).exit_code, 0);
+  for (int i = 0; i < 100 && (*store)->GetRun(3).value()->state != RunState::kRunning; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(RunDrover({"submit", urgent, "--store", store_}).exit_code, 0);
+  std::string why;
+  for (int i = 0; i < 60; ++i) {
+    why = RunDrover({"why", "4", "--store", store_}).out;
+    if (why.find("whole GPU") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(why, "run 4 (queued): it needs 1 whole GPU; 0 are idle\n");
+  auto res = Http().Get("/api/v1/runs/4", Auth());
+  ASSERT_TRUE(res);
+  Json j = Json::parse(res->body);
+  EXPECT_EQ(j["waiting"]["code"], "whole_gpus") << res->body;
+  ASSERT_TRUE(WaitAllFinal(**store, 4));
+  EXPECT_EQ((*store)->ListAttempts(3).value().size(), 1u);  // never preempted
+  EXPECT_EQ((*store)->GetRun(3).value()->state, RunState::kSucceeded);
+}
+
+// A run that asks for more memory than any GPU has free waits, and `drover why` names the freest.
+TEST_F(DaemonTest, WhySaysNoGpuHasTheMemoryAndNamesTheFreest) {
+  StartDaemon({"--fake-gpus", "1x16GiB"});
+  std::string big = Write("big.yaml", "name: big\nworkdir: code\ncommand: sleep 5\n"
+                                      "resources: {gpus: 1, gpu_memory: 12GiB}\n");
+  std::string small = Write("small.yaml", "name: small\nworkdir: code\ncommand: sleep 0.1\n"
+                                          "resources: {gpus: 1, gpu_memory: 6GiB}\n");
+  ASSERT_EQ(RunDrover({"submit", big, "--store", store_}).exit_code, 0);
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  for (int i = 0; i < 100 && (*store)->GetRun(1).value()->state != RunState::kRunning; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(RunDrover({"submit", small, "--store", store_}).exit_code, 0);
+  std::string why;
+  for (int i = 0; i < 60; ++i) {
+    why = RunDrover({"why", "2", "--store", store_}).out;
+    if (why.find("GiB") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(why, "run 2 (queued): no GPU has 6.0 GiB free (the freest has 3.0 GiB)\n");
+  auto show = RunDrover({"show", "2", "--store", store_});
+  EXPECT_NE(show.out.find("waiting      no GPU has 6.0 GiB free"), std::string::npos) << show.out;
+  auto json = RunDrover({"why", "2", "--json", "--store", store_});
+  EXPECT_NE(json.out.find("\"code\":\"gpu_memory\""), std::string::npos) << json.out;
+  ASSERT_TRUE(WaitAllFinal(**store, 2));
+  auto done = RunDrover({"why", "2", "--store", store_});
+  EXPECT_NE(done.out.find("it has ended: succeeded"), std::string::npos) << done.out;
 }
 
 }  // namespace

@@ -154,6 +154,10 @@ export async function mount(root, { scope, params, query, setTitle }) {
     const info = [
       ["state", stateBadge(run.state)],
       ["reason", run.reason && run.reason !== run.state ? REASONS[run.reason] || run.reason : "—"],
+      ...(run.waiting ? [["waiting", h("span", { id: "waiting", title: run.waiting.code }, run.waiting.reason)]] : []),
+      ...(last?.hparams && Object.keys(last.hparams).length ? [["hparams", h("span", { class: "mono", id: "hparams" },
+        Object.entries(last.hparams).map(([k, v]) => `${k}=${fmtValue(v)}`).join("  "))]] : []),
+      ...(last?.checkpoint ? [["checkpoint", `step ${last.checkpoint.step}, saved ${fmtTime(last.checkpoint.t_ms)}`]] : []),
       ["experiment", h("a", { href: `#/experiments/${run.experiment.id}` }, `${run.experiment.name} #${run.experiment.id}`)],
       ...(run.stage ? [["stage", h("span", { class: "mono" }, run.stage)],
         ["needs", run.needs?.length ? run.needs.map((id, i) => [i ? " " : "", h("a", { href: `#/runs/${id}` }, `#${id}`)]) : "—"]] : []),

@@ -1,0 +1,116 @@
+// TensorBoard ingestion speed (bench/README.md, "TensorBoard ingestion"): drover's event file
+// reader (src/tfevents/) against drover's own JSON-lines metric reader over the same points, one
+// core, the files on the real disk (default build/bench-tmp; a path argument names another).
+//   cmake --build build --target tfevents_bench && build/tfevents_bench [FOLDER] [COPIES]
+// The event file is the CatBoost fixture (1,000 records of one scalar) repeated COPIES times
+// (default 2,000: 2 million points, 110 MB); the JSON file holds the same points as drover.log
+// lines ({"step": N, "Logloss": V}). Each is read whole 5 times after one warm-up read (the page
+// cache holds both: this measures decoding, as a daemon reading what a run just wrote does).
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "engine/metric_lines.h"
+#include "tfevents/reader.h"
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+int main(int argc, char** argv) {
+  const fs::path dir = argc > 1 ? fs::path(argv[1]) : fs::path("build/bench-tmp");
+  const int copies = argc > 2 ? std::atoi(argv[2]) : 2000;
+  fs::create_directories(dir);
+  const std::string fixture =
+      std::string(DROVER_SOURCE_DIR) + "/tests/data/tfevents/catboost/events.out.tfevents";
+  std::ifstream in(fixture, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string one = ss.str();
+  const fs::path events = dir / "events.out.tfevents.bench";
+  const fs::path lines = dir / "metrics.jsonl";
+  {
+    std::ofstream out(events, std::ios::binary | std::ios::trunc);
+    for (int i = 0; i < copies; ++i) out << one;
+  }
+  // The same points as JSON lines, from a first read of the event file.
+  int64_t points = 0;
+  {
+    int fd = open(events.c_str(), O_RDONLY);
+    std::ofstream out(lines, std::ios::trunc);
+    int64_t offset = 0, step = 0;
+    while (true) {
+      auto r = drover::tfevents::ReadScalars(fd, offset, true, [&](const drover::tfevents::Scalar& s) {
+        out << fmt::format("{{\"step\": {}, \"{}\": {}}}\n", step++, s.tag, s.value);
+        ++points;
+      });
+      if (!r.ok() || r->offset == offset) break;
+      offset = r->offset;
+    }
+    close(fd);
+  }
+  auto time_events = [&] {
+    int fd = open(events.c_str(), O_RDONLY);
+    int64_t n = 0, offset = 0;
+    double sum = 0;
+    auto t0 = Clock::now();
+    while (true) {
+      auto r = drover::tfevents::ReadScalars(fd, offset, true, [&](const drover::tfevents::Scalar& s) {
+        ++n;
+        sum += s.value;
+      });
+      if (!r.ok() || r->offset == offset) break;
+      offset = r->offset;
+    }
+    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    close(fd);
+    if (n != points || sum == 0) std::abort();
+    return secs;
+  };
+  auto time_lines = [&] {
+    int64_t n = 0, offset = 0;
+    double sum = 0;
+    auto t0 = Clock::now();
+    while (true) {
+      auto r = drover::ReadNewLines(lines.string(), offset, true, [&](std::string_view line) {
+        auto m = drover::ParseMetricLine(line, 0);
+        if (!m) return;
+        for (auto& [k, v] : m->values) {
+          ++n;
+          sum += v;
+        }
+      }, drover::kEngineLineLimits);
+      if (!r.ok() || *r == offset) break;
+      offset = *r;
+    }
+    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (n != points || sum == 0) std::abort();
+    return secs;
+  };
+  time_events();
+  time_lines();
+  std::vector<double> ev, jl;
+  for (int i = 0; i < 5; ++i) {
+    ev.push_back(time_events());
+    jl.push_back(time_lines());
+  }
+  std::sort(ev.begin(), ev.end());
+  std::sort(jl.begin(), jl.end());
+  const double ev_rate = points / ev[2], jl_rate = points / jl[2];
+  fmt::print("points: {} ({} MB of events, {} MB of JSON lines) in {}\n", points,
+             fs::file_size(events) >> 20, fs::file_size(lines) >> 20, dir.string());
+  fmt::print("event files (drover tfevents): median {:.3f} s = {:.2f} M points/s\n", ev[2],
+             ev_rate / 1e6);
+  fmt::print("JSON lines (drover stdout reader): median {:.3f} s = {:.2f} M points/s\n", jl[2],
+             jl_rate / 1e6);
+  fmt::print("ratio (events / JSON lines): {:.2f}x\n", ev_rate / jl_rate);
+  fs::remove(events);
+  fs::remove(lines);
+  return ev_rate >= 1e6 ? 0 : 1;
+}

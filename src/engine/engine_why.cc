@@ -1,0 +1,82 @@
+// drover why: the scheduler's own reason a queued run waits (sched::WaitReason from a pass of
+// Decide() with explain on, over every waiting run), and what only the engine knows: a stage
+// waiting for the runs it needs, a run in an executor's queue (Slurm's own reason), a run
+// starting. Published for the API's threads every kExplainEveryMs while runs wait.
+#include <fmt/format.h>
+
+#include "engine/engine.h"
+#include "engine/live.h"
+
+namespace drover {
+
+void Engine::ExplainWaiting(Instant now) {
+  if (now.mono < explain_at_mono_) return;
+  explain_at_mono_ = now.mono + kExplainEveryMs;
+  std::map<int64_t, protocol::WaitInfo> out;
+  std::vector<sched::PendingRun> queue;
+  PredictCache predicted;
+  bool stop_in_flight = false;
+  for (const auto& [id, live] : live_) {
+    const Live& l = *live;
+    if (l.cancel_requested) continue;
+    if (l.awaiting_needs) {
+      std::vector<std::string> stages;
+      for (int64_t need : l.run.needs) {
+        auto it = live_.find(need);
+        if (it == live_.end()) continue;  // ended
+        std::string stage = it->second->run.stage.empty() ? fmt::format("run {}", need)
+                                                          : it->second->run.stage;
+        if (std::find(stages.begin(), stages.end(), stage) == stages.end()) stages.push_back(stage);
+      }
+      out[id] = {"needs", stages.empty()
+                              ? std::string("waiting for the runs it needs to end")
+                              : fmt::format("waiting for stage {} to succeed", Join(stages, ", "))};
+      continue;
+    }
+    if (l.attempt && l.placed_pending) {
+      std::string why = l.attempt->executor.value("reason", std::string());
+      std::string state = l.attempt->executor.value("state", std::string("PENDING"));
+      out[id] = {"executor", why.empty() ? fmt::format("in the executor's queue ({})", state)
+                                         : fmt::format("in the executor's queue ({}: {})", state,
+                                                       why)};
+      continue;
+    }
+    if (l.starting) {
+      out[id] = {"starting", "starting: its working copy and process are being prepared"};
+      continue;
+    }
+    if (l.attempt) continue;  // running
+    if (l.collecting) continue;
+    queue.push_back(PendingOf(l, now, predicted));
+  }
+  if (!queue.empty()) {
+    sched::ClusterView view = SchedulerView(now, predicted, &stop_in_flight);
+    view.first = preempt_for_;
+    view.explain = true;
+    sched::Decision d = sched::Decide(queue, view, now.wall, policy_);
+    std::set<int64_t> would_start;
+    for (const auto& a : d.starts) would_start.insert(a.run_id);
+    for (const auto& w : d.waiting) {
+      out[w.run_id] = {std::string(sched::ToString(w.kind)), sched::WaitText(w, now.wall)};
+    }
+    for (int64_t id : would_start) {
+      out[id] = {"not_scheduled", "it can start now: the next scheduling pass starts it"};
+    }
+  }
+  std::lock_guard<std::mutex> lock(waiting_mu_);
+  waiting_ = std::move(out);
+}
+
+std::optional<protocol::WaitInfo> Engine::WaitingReason(int64_t run_id) const {
+  std::lock_guard<std::mutex> lock(waiting_mu_);
+  auto it = waiting_.find(run_id);
+  if (it == waiting_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::map<int64_t, protocol::WaitInfo> Engine::WaitingReasons() const {
+  std::lock_guard<std::mutex> lock(waiting_mu_);
+  return waiting_;
+}
+
+}  // namespace drover

@@ -1,0 +1,205 @@
+// Researchers' habits (issue 20): TensorBoard logs read as metrics with no code change, derived
+// metrics, logged hyper-parameters and checkpoints in the run's record, `drover tensorboard`,
+// `drover init`. The real binary, real processes and files, the store.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "store/store.h"
+#include "testutil/cli_fixture.h"
+#include "testutil/cli_runner.h"
+#include "tfevents/reader.h"
+
+namespace drover {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ReadFile;
+using testing::RunDrover;
+
+class HabitsTest : public testing::CliFixture {};
+
+const std::string kCatboost = std::string(DROVER_SOURCE_DIR) + "/tests/data/tfevents/catboost";
+
+// The ground truth of the CatBoost fixture: Logloss by iteration.
+std::map<int64_t, double> GroundTruth() {
+  std::map<int64_t, double> truth;
+  std::ifstream tsv(kCatboost + "/learn_error.tsv");
+  std::string header;
+  std::getline(tsv, header);
+  int64_t iter;
+  double v;
+  while (tsv >> iter >> v) truth[iter] = v;
+  return truth;
+}
+
+std::map<std::string, std::vector<MetricPoint>> MetricsOf(Store& store, int64_t run) {
+  std::map<std::string, std::vector<MetricPoint>> by;
+  for (auto& p : store.GetMetrics(run, "").value()) by[p.name].push_back(p);
+  return by;
+}
+
+// A run writes a TensorBoard event file in two pieces (the first ends inside a record, as a
+// writer's flush can), with a derived metric over its tag: every scalar is ingested once, equal to
+// the ground truth as 32-bit floats; the derived metric follows each step; `drover show` lists the
+// file; `drover tensorboard` lays the experiment out as event files that read back the same.
+TEST_F(HabitsTest, TensorBoardEventsAreMetricsWithNoCodeChange) {
+  const std::string src = kCatboost + "/events.out.tfevents";
+  std::string spec = Write(
+      "tb.yaml",
+      "name: tb\nworkdir: code\nshell: true\n"
+      "command: \"mkdir -p logs/run1 && head -c 30001 $SRC > logs/run1/events.out.tfevents.1.host "
+      "&& echo '{\\\"step\\\": 0, \\\"acc\\\": 0.5}' && sleep 6 && tail -c +30002 $SRC >> "
+      "logs/run1/events.out.tfevents.1.host\"\n"
+      "env: {SRC: " + src + "}\n"
+      "metrics:\n  gain: 1 - Logloss\n"
+      "objective: {metric: gain, mode: max}\n");
+  auto r = RunDrover({"run", spec, "--store", store_});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  auto by = MetricsOf(**store, 1);
+  auto truth = GroundTruth();
+  ASSERT_EQ(by["Logloss"].size(), 1000u);
+  for (const auto& p : by["Logloss"]) {
+    ASSERT_TRUE(truth.count(p.step));
+    EXPECT_EQ(static_cast<float>(p.value), static_cast<float>(truth[p.step])) << p.step;
+  }
+  ASSERT_EQ(by["gain"].size(), 1000u);
+  for (const auto& p : by["gain"]) {
+    EXPECT_NEAR(p.value, 1 - static_cast<float>(truth[p.step]), 1e-6) << p.step;
+  }
+  ASSERT_EQ(by["acc"].size(), 1u);  // the stdout line is read beside the event file
+  auto attempts = (*store)->ListAttempts(1).value();
+  ASSERT_EQ(attempts.size(), 1u);
+  ASSERT_EQ(attempts[0].event_files.size(), 1u);
+  EXPECT_EQ(attempts[0].event_files.begin()->first, "logs/run1/events.out.tfevents.1.host");
+  EXPECT_EQ(attempts[0].event_files.begin()->second.offset, 54870);
+  EXPECT_EQ(attempts[0].event_files.begin()->second.corrupt, 0);
+  auto show = RunDrover({"show", "1", "--store", store_});
+  EXPECT_NE(show.out.find("tensorboard  logs/run1/events.out.tfevents.1.host"), std::string::npos)
+      << show.out;
+  // The run's final value of the derived objective is what compare ranks by.
+  auto cmp = RunDrover({"compare", "tb", "--store", store_, "--json"});
+  EXPECT_NE(cmp.out.find("gain"), std::string::npos) << cmp.out << cmp.err;
+
+  const std::string out = (dir_ / "tb-out").string();
+  auto tb = RunDrover({"tensorboard", "tb", "--out", out, "--store", store_});
+  ASSERT_EQ(tb.exit_code, 0) << tb.err;
+  EXPECT_NE(tb.out.find("tensorboard --logdir " + out), std::string::npos) << tb.out;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::recursive_directory_iterator(out)) {
+    if (e.is_regular_file()) files.push_back(e.path());
+  }
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(files[0].parent_path().filename().string().substr(0, 1), "1");
+  int fd = open(files[0].c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  std::map<std::string, int> counts;
+  auto read = tfevents::ReadScalars(fd, 0, true, [&](const tfevents::Scalar& s) {
+    counts[std::string(s.tag)] += 1;
+    if (s.tag == "Logloss") {
+      EXPECT_EQ(static_cast<float>(s.value), static_cast<float>(truth[s.step]));
+    }
+  });
+  close(fd);
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->corrupt, 0);
+  EXPECT_EQ(counts["Logloss"], 1000);
+  EXPECT_EQ(counts["gain"], 1000);
+  EXPECT_EQ(counts["acc"], 1);
+}
+
+// A damaged record in a run's event file is skipped and counted; the records after it are read.
+TEST_F(HabitsTest, ADamagedEventRecordIsSkippedAndCounted) {
+  std::string bytes = ReadFile(kCatboost + "/events.out.tfevents");
+  bytes[1000] ^= 0x40;  // inside the data of an early record
+  Write("code/events.out.tfevents.9.damaged", bytes);
+  std::string spec = Write("d.yaml",
+                           "name: damaged\nworkdir: code\nshell: true\n"
+                           "command: \"cp events.out.tfevents.9.damaged out.events.tmp && mkdir -p "
+                           "tb && mv out.events.tmp tb/events.out.tfevents.2.x\"\n"
+                           "tensorboard: tb\n");
+  auto r = RunDrover({"run", spec, "--store", store_});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  auto by = MetricsOf(**store, 1);
+  EXPECT_EQ(by["Logloss"].size(), 999u);
+  auto attempts = (*store)->ListAttempts(1).value();
+  ASSERT_EQ(attempts[0].event_files.size(), 1u);  // only tb/ is read
+  EXPECT_EQ(attempts[0].event_files.begin()->second.corrupt, 1);
+  auto show = RunDrover({"show", "1", "--store", store_});
+  EXPECT_NE(show.out.find("1 damaged record(s) skipped"), std::string::npos) << show.out;
+}
+
+// What the run says of itself through the Python client's lines: its hyper-parameters and its
+// checkpoints are in its record (drover show), and none of their numbers is taken for a metric.
+TEST_F(HabitsTest, LoggedHyperParametersAndCheckpointsAreInTheRunsRecord) {
+  Write("code/hp.py",
+        "import argparse, drover, drover.torch\n"
+        "drover.torch.autolog(modules=False)\n"
+        "p = argparse.ArgumentParser(); p.add_argument('--lr', type=float, default=0.01)\n"
+        "p.add_argument('--layers', type=int, default=3)\n"
+        "args = p.parse_args()\n"
+        "drover.log_hparams(optimizer='adamw')\n"
+        "drover.log(step=1, loss=0.5)\n"
+        "print('{\"drover_checkpoint\": {\"step\": 1, \"path\": \"ckpt-1.pt\", \"t\": 1}}', flush=True)\n");
+  std::string spec = Write("hp.yaml",
+                           "name: hp\nworkdir: code\ncommand: /usr/bin/python3 hp.py --lr 0.003\n"
+                           "checkpoint: true\n");
+  auto r = RunDrover({"run", spec, "--store", store_});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  auto attempts = (*store)->ListAttempts(1).value();
+  ASSERT_EQ(attempts.size(), 1u);
+  EXPECT_EQ(attempts[0].hparams.value("args.lr", 0.0), 0.003) << attempts[0].hparams.dump();
+  EXPECT_EQ(attempts[0].hparams.value("args.layers", 0), 3);
+  EXPECT_EQ(attempts[0].hparams.value("optimizer", ""), "adamw");
+  ASSERT_TRUE(attempts[0].checkpoint.has_value());
+  EXPECT_EQ(attempts[0].checkpoint->step, 1);
+  auto by = MetricsOf(**store, 1);
+  EXPECT_EQ(by.size(), 1u);  // loss only: no drover_hparams.* or drover_checkpoint.* metric
+  EXPECT_EQ(by.count("loss"), 1u);
+  auto show = RunDrover({"show", "1", "--store", store_});
+  EXPECT_NE(show.out.find("hparams      args.layers=3  args.lr=0.003  optimizer=adamw"),
+            std::string::npos)
+      << show.out;
+  EXPECT_NE(show.out.find("checkpoint   step 1"), std::string::npos) << show.out;
+}
+
+// drover init writes a training script and its recipe; plan works on it at once, the script
+// runs on CPU as written and logs its metrics; a second init leaves the files alone.
+TEST_F(HabitsTest, InitWritesAProjectThatPlansAndRuns) {
+  const std::string project = (dir_ / "proj").string();
+  auto init = RunDrover({"init", project});
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  ASSERT_TRUE(fs::exists(project + "/train.py"));
+  ASSERT_TRUE(fs::exists(project + "/drover.yaml"));
+  const std::string script = ReadFile(project + "/train.py");
+  for (const char* part : {"manual_seed", "GradScaler", "clip_grad_norm_", "Checkpointer",
+                           "drover.log"}) {
+    EXPECT_NE(script.find(part), std::string::npos) << part;
+  }
+  auto again = RunDrover({"init", project});
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_NE(again.err.find("leaves it alone"), std::string::npos) << again.err;
+  auto plan = RunDrover({"plan", "--json", "lr 1e-4 to 1e-2, 3 values"}, project);
+  ASSERT_EQ(plan.exit_code, 0) << plan.out << plan.err;
+  EXPECT_NE(plan.out.find("train.py"), std::string::npos) << plan.out;
+  // The script as written, on CPU, outside drover (the client on PYTHONPATH).
+  const std::string cmd = "cd " + project + " && PYTHONPATH=" + DROVER_SOURCE_DIR +
+                          "/python /usr/bin/python3 train.py --epochs 1 > out.txt 2>&1";
+  ASSERT_EQ(system(cmd.c_str()), 0) << ReadFile(project + "/out.txt");
+  EXPECT_NE(ReadFile(project + "/out.txt").find("\"val_acc\""), std::string::npos)
+      << ReadFile(project + "/out.txt");
+}
+
+}  // namespace
+}  // namespace drover

@@ -31,7 +31,8 @@ using yaml::Find;
 // Spec keys a recipe may set for every planned spec (the planner writes the others).
 const std::vector<std::string> kSpecDefaultKeys = {
     "shell",   "resources",     "priority", "group", "preemptible", "max_parallel", "max_runs",
-    "retries", "retry_backoff", "timeout",  "env",   "oom",         "monitor", "data"};
+    "retries", "retry_backoff", "timeout",  "env",   "oom",         "monitor", "data",
+    "checkpoint", "tensorboard"};
 const std::vector<std::string> kTopKeys = [] {
   std::vector<std::string> keys = {"command", "gpus", "params", "metrics"};
   keys.insert(keys.end(), kSpecDefaultKeys.begin(), kSpecDefaultKeys.end());

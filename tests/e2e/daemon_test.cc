@@ -991,15 +991,25 @@ TEST_F(DaemonTest, DefaultPolicyPreemptsOnlyRunsThatCheckpointAndTheCurveGoesOn)
   EXPECT_EQ(attempts[1].reason, "succeeded");
   // The second attempt's curve starts right after the saved step and goes on to the end.
   std::vector<int64_t> second;
-  for (const auto& p : (*store)->GetMetrics(1, "loss").value()) {
+  const std::vector<MetricPoint> loss = (*store)->GetMetrics(1, "loss").value();
+  for (const auto& p : loss) {
     if (p.attempt_id == attempts[1].id) second.push_back(p.step);
   }
   ASSERT_FALSE(second.empty());
   EXPECT_EQ(second.front(), saved + 1);
   EXPECT_EQ(second.back(), 39);
   EXPECT_EQ(static_cast<int64_t>(second.size()), 39 - saved);
+  // The preemption's note says what the stop cost.
+  std::string notes;
+  const std::vector<Event> events = (*store)->ListEvents(0).value();
+  for (const auto& e : events) {
+    if (e.run_id == 1) notes += e.data.value("note", std::string()) + "\n";
+  }
+  EXPECT_NE(notes.find("its checkpoint of step " + std::to_string(saved) + " was saved"),
+            std::string::npos)
+      << notes;
   auto show = RunDrover({"show", "1", "--store", store_});
-  EXPECT_NE(show.out.find("checkpoint of step"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("checkpoint   step "), std::string::npos) << show.out;
   EXPECT_NE(ReadFile((dir_ / "serve.out").string()).find("scheduling policy: default"),
             std::string::npos)
       << ReadFile((dir_ / "serve.out").string());
@@ -1011,7 +1021,9 @@ TEST_F(DaemonTest, DefaultPolicyPreemptsOnlyRunsThatCheckpointAndTheCurveGoesOn)
   for (int i = 0; i < 100 && (*store)->GetRun(3).value()->state != RunState::kRunning; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  ASSERT_EQ(RunDrover({"submit", urgent, "--store", store_}).exit_code, 0);
+  std::string urgent2 = Write("urgent2.yaml", "name: urgent2\nworkdir: code\ncommand: sleep 0.2\n"
+                                              "resources: {gpus: 1}\npriority: 10\n");
+  ASSERT_EQ(RunDrover({"submit", urgent2, "--store", store_}).exit_code, 0);
   std::string why;
   for (int i = 0; i < 60; ++i) {
     why = RunDrover({"why", "4", "--store", store_}).out;

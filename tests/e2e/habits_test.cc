@@ -40,7 +40,8 @@ std::map<int64_t, double> GroundTruth() {
 
 std::map<std::string, std::vector<MetricPoint>> MetricsOf(Store& store, int64_t run) {
   std::map<std::string, std::vector<MetricPoint>> by;
-  for (auto& p : store.GetMetrics(run, "").value()) by[p.name].push_back(p);
+  const std::vector<MetricPoint> points = store.GetMetrics(run, "").value();
+  for (const auto& p : points) by[p.name].push_back(p);
   return by;
 }
 
@@ -54,7 +55,7 @@ TEST_F(HabitsTest, TensorBoardEventsAreMetricsWithNoCodeChange) {
       "tb.yaml",
       "name: tb\nworkdir: code\nshell: true\n"
       "command: \"mkdir -p logs/run1 && head -c 30001 $SRC > logs/run1/events.out.tfevents.1.host "
-      "&& echo '{\\\"step\\\": 0, \\\"acc\\\": 0.5}' && sleep 6 && tail -c +30002 $SRC >> "
+      "&& echo '{{\\\"step\\\": 0, \\\"acc\\\": 0.5}}' && sleep 6 && tail -c +30002 $SRC >> "
       "logs/run1/events.out.tfevents.1.host\"\n"
       "env: {SRC: " + src + "}\n"
       "metrics:\n  gain: 1 - Logloss\n"

@@ -141,6 +141,10 @@ def main():
         opt.zero_grad()
         batches = range(0, len(perm), args.batch_size)
         for i, start in enumerate(batches):
+            if ckpt.stop_requested and args.checkpoint_every == 1:
+                # Stopped mid-epoch (a prune, a preemption): the last epoch's checkpoint is on
+                # disk already, so stop now rather than finish an epoch nobody will use.
+                sys.exit(143)
             idx = perm[start:start + args.batch_size]
             check_memory(args)  # the "allocation" for this batch
             loss = F.cross_entropy(model(x_train[idx]), y_train[idx])

@@ -365,12 +365,13 @@ TEST(DaemonConfigTest, SchedulerDefaults) {
   Result<DaemonConfig> r = Parse("scheduler:\n");
   ASSERT_TRUE(r.ok()) << r.status().message();
   const SchedulerConfig& s = r->scheduler;
-  EXPECT_EQ(s.policy, sched::PolicyKind::kFifo);
+  // default: it preempts only runs that can resume (checkpoint: true), docs/scheduling.md.
+  EXPECT_EQ(s.policy, sched::PolicyKind::kDefault);
   EXPECT_FALSE(s.min_runtime_ms || s.preempt_above || s.las_threshold_gpu_ms);
   sched::PolicyConfig p = s.Policy();
-  EXPECT_EQ(p.kind, sched::PolicyKind::kFifo);
+  EXPECT_EQ(p.kind, sched::PolicyKind::kDefault);
   EXPECT_EQ(p.min_runtime_ms, 10 * 60'000);
-  EXPECT_DOUBLE_EQ(p.preempt_above_allocated, 0.8);
+  EXPECT_DOUBLE_EQ(p.preempt_above_allocated, 0.5);
   EXPECT_EQ(p.las_threshold_gpu_ms, 16LL * 3600 * 1000);
   EXPECT_EQ(s.grace_ms, 30'000);
   EXPECT_EQ(s.gpu_reserve, kGiB);

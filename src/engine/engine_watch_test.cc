@@ -79,6 +79,37 @@ TEST_F(EngineWatchTest, AnIdleGpuAlertsOnceWithinTheSilenceWindow) {
   EXPECT_EQ(sink_.alerts[0].kind, "idle_gpu");
 }
 
+// A run whose GPU works in bursts and idles between them (scripted: 10 s busy, 10 s idle,
+// repeating) gets one input_stall alert that names the cause and what to try; an idle GPU alert
+// says what to try too.
+TEST_F(EngineWatchTest, AGpuWorkingInBurstsIsAStalledInputPipelineWithRemedies) {
+  config_.telemetry_period_ms = 5000;
+  config_.detectors.idle_for_ms = 60'000;
+  FakeGpuProbe probe({{0, "GPU-0", "Fake", 16 * GiB, 0}});
+  auto script = ParseTelemetryScript(
+      "{\"at\": \"0s\", \"gpu\": 0, \"utilization\": 97}\n"
+      "{\"at\": \"10s\", \"gpu\": 0, \"utilization\": 1}\n"
+      "{\"repeat\": \"20s\"}\n");
+  ASSERT_TRUE(script.ok()) << script.status().ToString();
+  probe.SetScript(*script);
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{10 * 60'000}; });
+  auto engine = MakeEngine(launcher, probe);
+  auto sub = engine->Submit(ParseSpec("name: loader\ncommand: train\nresources: {gpus: 1}\n"));
+  ASSERT_TRUE(sub.ok());
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  auto stall = AlertsOf("input_stall");
+  ASSERT_EQ(stall.size(), 1u);
+  EXPECT_EQ(stall[0].run_id, sub->runs[0].id);
+  EXPECT_NE(stall[0].message.find("waits for its input data"), std::string::npos)
+      << stall[0].message;
+  EXPECT_NE(stall[0].data.value("cause", "").find("input pipeline"), std::string::npos)
+      << stall[0].data.dump();
+  ASSERT_TRUE(stall[0].data.contains("remedies"));
+  EXPECT_NE(stall[0].data["remedies"][0].get<std::string>().find("num_workers"),
+            std::string::npos);
+  EXPECT_TRUE(AlertsOf("idle_gpu").empty());  // it is never idle for a minute
+}
+
 TEST_F(EngineWatchTest, AfterTheSilenceWindowTheSameAlertNotifiesAgain) {
   config_.telemetry_period_ms = 5000;
   config_.detectors.idle_for_ms = 60'000;

@@ -177,7 +177,8 @@ class SharedDaemonTest : public testing::CliFixture {
                              ": {quota: 1}, " + kNlp + ": {quota: 1}}}\n");
     for (const char* u : {kAlice, kBob}) {
       Write(std::string(u) + "/flood.yaml",
-            "name: flood\ncommand: sleep 60\nparams: {i: [1, 2, 3, 4]}\nresources: {gpus: 1}\n");
+            "name: flood\ncommand: sleep 60\nparams: {i: [1, 2, 3, 4]}\nresources: {gpus: 1}\n"
+            "preemptible: true\n");  // they may be stopped: only such runs borrow past a quota
       Write(std::string(u) + "/forged.yaml",
             std::string("name: forged\ncommand: sleep 1\ngroup: ") + kNlp + "\n");
       Sh("chown -R " + std::string(u) + ": " + (dir_ / u).string() + " && chmod -R a+rX " +

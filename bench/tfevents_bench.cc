@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/metric_lines.h"
+#include "store/store.h"
 #include "tfevents/reader.h"
 
 namespace fs = std::filesystem;
@@ -93,6 +94,56 @@ int main(int argc, char** argv) {
     if (n != points || sum == 0) std::abort();
     return secs;
   };
+  // Ingestion as the engine does it: read, then the points stored in SQLite (a file store in the
+  // same folder), a transaction per read of up to 8 MiB.
+  auto time_ingest = [&] {
+    fs::remove(dir / "bench.db");
+    fs::remove(dir / "bench.db-wal");
+    fs::remove(dir / "bench.db-shm");
+    auto store = drover::Store::Open((dir / "bench.db").string());
+    if (!store.ok()) std::abort();
+    // The records the points belong to (an experiment, a run, an attempt), as the engine has.
+    drover::Experiment e;
+    e.name = "bench";
+    e.spec = drover::Json::object();
+    e.status = "active";
+    drover::Run run;
+    drover::Attempt a;
+    if (!(*store)->InsertExperiment(e).ok()) std::abort();
+    run.experiment_id = e.id;
+    if (!(*store)->InsertRun(run).ok()) std::abort();
+    a.run_id = run.id;
+    a.number = 1;
+    if (!(*store)->InsertAttempt(a).ok()) std::abort();
+    
+    int fd = open(events.c_str(), O_RDONLY);
+    int64_t n = 0, offset = 0;
+    auto t0 = Clock::now();
+    while (true) {
+      std::vector<drover::MetricPoint> batch;
+      auto r = drover::tfevents::ReadScalars(fd, offset, true, [&](const drover::tfevents::Scalar& s) {
+        drover::MetricPoint p;
+        p.run_id = run.id;
+        p.attempt_id = a.id;
+        p.step = s.step;
+        p.name = std::string(s.tag);
+        p.value = s.value;
+        p.t_ms = static_cast<int64_t>(s.wall_time * 1000);
+        batch.push_back(std::move(p));
+      });
+      if (!r.ok() || r->offset == offset) break;
+      offset = r->offset;
+      n += static_cast<int64_t>(batch.size());
+      if (!(*store)->Begin().ok() || !(*store)->InsertMetrics(batch).ok() ||
+          !(*store)->Commit().ok()) {
+        std::abort();
+      }
+    }
+    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    close(fd);
+    if (n != points) std::abort();
+    return secs;
+  };
   time_events();
   time_lines();
   std::vector<double> ev, jl;
@@ -100,6 +151,9 @@ int main(int argc, char** argv) {
     ev.push_back(time_events());
     jl.push_back(time_lines());
   }
+  std::vector<double> ingest;
+  for (int i = 0; i < 3; ++i) ingest.push_back(time_ingest());
+  std::sort(ingest.begin(), ingest.end());
   std::sort(ev.begin(), ev.end());
   std::sort(jl.begin(), jl.end());
   const double ev_rate = points / ev[2], jl_rate = points / jl[2];
@@ -110,6 +164,12 @@ int main(int argc, char** argv) {
   fmt::print("JSON lines (drover stdout reader): median {:.3f} s = {:.2f} M points/s\n", jl[2],
              jl_rate / 1e6);
   fmt::print("ratio (events / JSON lines): {:.2f}x\n", ev_rate / jl_rate);
+  fmt::print("read and stored in SQLite (the engine's ingestion): median {:.3f} s = {:.2f} M "
+             "points/s\n",
+             ingest[1], points / ingest[1] / 1e6);
+  fs::remove(dir / "bench.db");
+  fs::remove(dir / "bench.db-wal");
+  fs::remove(dir / "bench.db-shm");
   fs::remove(events);
   fs::remove(lines);
   return ev_rate >= 1e6 ? 0 : 1;

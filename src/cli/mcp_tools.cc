@@ -214,7 +214,10 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
       "Everything about a run: state, parameters, every attempt with its failure reason (cuda_oom "
       "with the smaller batch it retried at, diverged, stalled, timeout, exit code) and, for one "
       "that exited with an error, its `error`: the end of its stderr (the exception); final "
-      "metrics, the code snapshot id and commit, the environment.",
+      "metrics, the code snapshot id and commit, the environment. A run that waits has `waiting`: "
+      "why, in the scheduler's words (no GPU has the memory it asks for, max_parallel, a quota, a "
+      "stage it needs); each attempt has the hyper-parameters the script logged (`hparams`) and "
+      "its last `checkpoint`.",
       Obj({{"run_id", Int("The run")}}, {"run_id"}), AnyObject(),
       [info](const Json& args) -> Result<Json> {
         // A client per call: calls come from several HTTP threads at once under /mcp.

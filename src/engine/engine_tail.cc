@@ -49,6 +49,15 @@ void Engine::TakePoint(Live& live, int64_t step, std::string name, double value,
                        Instant now, std::vector<MetricPoint>* points) {
   const Attempt& a = *live.attempt;
   const Spec& spec = SpecOf(live);
+  if (name.size() > kMaxMetricNameBytes) return;
+  if (live.run.final_metrics.size() >= kMaxMetricNames && !live.run.final_metrics.contains(name)) {
+    if (!live.metric_names_capped) {
+      live.metric_names_capped = true;
+      spdlog::warn("run {}: it logs more than {} metric names; new names are not recorded",
+                   a.run_id, kMaxMetricNames);
+    }
+    return;
+  }
   auto add = [&](int64_t at, std::string metric, double v) {
     MetricPoint p;
     p.run_id = a.run_id;

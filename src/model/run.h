@@ -128,6 +128,11 @@ struct EventFileProgress {
   bool operator==(const EventFileProgress&) const = default;
 };
 
+// A run's metrics: a name longer than this is not taken (from a JSON line or an event file's tag),
+// nor a new name once the run has this many (each is a curve in the store and in every view).
+inline constexpr size_t kMaxMetricNameBytes = 256;
+inline constexpr size_t kMaxMetricNames = 1000;
+
 // Event files read per attempt at most (more are left unread, and said so).
 inline constexpr size_t kMaxEventFiles = 64;
 

@@ -175,6 +175,26 @@ TEST_F(HabitsTest, LoggedHyperParametersAndCheckpointsAreInTheRunsRecord) {
   EXPECT_NE(show.out.find("checkpoint   step 1"), std::string::npos) << show.out;
 }
 
+// What a run reports is bounded: a metric name over 256 bytes is not recorded, nor new names past
+// 1,000 for the run.
+TEST_F(HabitsTest, MetricNamesAreBoundedPerRun) {
+  Write("code/many.py",
+        "import json\n"
+        "line = {'m%04d' % i: float(i) for i in range(1005)}\n"
+        "line['x' * 300] = 1.0\n"
+        "line['step'] = 1\n"
+        "print(json.dumps(line))\n");
+  std::string spec = Write("many.yaml", "name: many\nworkdir: code\ncommand: /usr/bin/python3 many.py\n");
+  auto r = RunDrover({"run", spec, "--store", store_});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  auto by = MetricsOf(**store, 1);
+  EXPECT_EQ(by.size(), 1000u);
+  EXPECT_EQ(by.count(std::string(300, 'x')), 0u);
+  EXPECT_EQ((*store)->GetRun(1).value()->final_metrics.size(), 1000u);
+}
+
 // drover init writes a training script and its recipe; plan works on it at once, the script
 // runs on CPU as written and logs its metrics; a second init leaves the files alone.
 TEST_F(HabitsTest, InitWritesAProjectThatPlansAndRuns) {

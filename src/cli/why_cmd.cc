@@ -28,12 +28,12 @@ int WhyCmd(Globals& g, const WhyFlags& f) {
     code = std::string(ToString(r.state));
     text = fmt::format("it has ended: {}{}", ToString(r.state),
                        r.reason.empty() ? std::string() : " (" + r.reason + ")");
+  } else if (r.state == RunState::kRunning && !(d->waiting && d->waiting->code == "executor")) {
+    code = "running";
+    text = "it is running";
   } else if (d->waiting) {
     code = d->waiting->code;
     text = d->waiting->reason;
-  } else if (r.state == RunState::kRunning) {
-    code = "running";
-    text = "it is running";
   } else if (!daemon) {
     code = "no_daemon";
     text = "no daemon serves this store, so nothing schedules it now; `drover serve` (or "

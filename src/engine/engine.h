@@ -416,8 +416,8 @@ class Engine {
   // to its derived metrics, and a NaN in a watched metric stops it as diverged.
   void TakePoint(Live& live, int64_t step, std::string name, double value, Millis t, Instant now,
                  std::vector<MetricPoint>* points);
-  // The folder a run's TensorBoard event files are looked for in ("" = none).
-  std::string EventFileRoot(Live& live);
+  // The folder a run's TensorBoard event files are looked for in, opened (-1: none).
+  int OpenEventFileRoot(Live& live);
   void TailEventFiles(Live& live, bool final, Instant now, std::vector<MetricPoint>* points,
                       bool* changed);
   Millis NextWakeup(Instant now) const;

@@ -14,6 +14,13 @@ void Engine::ExplainWaiting(Instant now) {
   explain_at_mono_ = now.mono + kExplainEveryMs;
   std::map<int64_t, protocol::WaitInfo> out;
   std::vector<sched::PendingRun> queue;
+  // Nothing starts while the engine stops, or while it holds starts back (a full disk): that is
+  // the reason, whatever the scheduler would say.
+  std::optional<protocol::WaitInfo> held;
+  if (draining_) held = protocol::WaitInfo{"draining", "the daemon is stopping: nothing new starts"};
+  if (!held && start_hold_ && now.mono < start_hold_->retry_mono) {
+    held = protocol::WaitInfo{"start_held", "starts are held back: " + start_hold_->why.message()};
+  }
   PredictCache predicted;
   bool stop_in_flight = false;
   for (const auto& [id, live] : live_) {
@@ -47,6 +54,10 @@ void Engine::ExplainWaiting(Instant now) {
     }
     if (l.attempt) continue;  // running
     if (l.collecting) continue;
+    if (held) {
+      out[id] = *held;
+      continue;
+    }
     queue.push_back(PendingOf(l, now, predicted));
   }
   if (!queue.empty()) {

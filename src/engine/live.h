@@ -113,7 +113,8 @@ struct Engine::Live {
   int64_t output_bytes = 0;       // stdout + stderr size at that time
   int64_t metric_lines = 0;       // fallback step for lines without step/epoch
   Millis event_scan_at_mono = 0;  // when to look for new TensorBoard event files
-  bool metric_names_capped = false;  // said once: it logs more than kMaxMetricNames names
+  bool metric_names_capped = false;
+  bool event_files_seeded = false;  // the attempt took the offsets its predecessor reached  // said once: it logs more than kMaxMetricNames names
   // The spec's derived metrics for this run (spec.metrics), seeded with its last values.
   std::unique_ptr<DerivedMetrics> derived;
   std::unique_ptr<watch::RunWatch> watch;  // this attempt's detectors

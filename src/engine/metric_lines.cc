@@ -86,6 +86,16 @@ std::optional<AlertLine> ParseAlertLine(std::string_view line) {
   return a;
 }
 
+namespace {
+// At most `max` bytes of `s`, not cutting a UTF-8 character in two.
+std::string Utf8Prefix(const std::string& s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t n = max;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n);
+}
+}  // namespace
+
 std::optional<ReportLine> ParseReportLine(std::string_view line) {
   if (line.find("\"drover_") == std::string_view::npos) return std::nullopt;
   std::string_view t = Trim(line);
@@ -97,7 +107,10 @@ std::optional<ReportLine> ParseReportLine(std::string_view line) {
   ReportLine r;
   if (key == "drover_checkpoint" || key == "drover_resume") {
     auto step = body.find("step");
-    if (step == body.end() || !step->is_number_integer()) return std::nullopt;
+    if (step == body.end() || !step->is_number_integer() ||
+        (step->is_number_unsigned() && step->get<uint64_t>() > INT64_MAX)) {
+      return std::nullopt;
+    }
     r.kind = key == "drover_checkpoint" ? ReportLine::Kind::kCheckpoint : ReportLine::Kind::kResume;
     r.step = step->get<int64_t>();
     return r;
@@ -105,14 +118,15 @@ std::optional<ReportLine> ParseReportLine(std::string_view line) {
   if (key != "drover_hparams") return std::nullopt;
   r.kind = ReportLine::Kind::kHparams;
   for (auto it = body.begin(); it != body.end() && r.hparams.size() < kMaxHparams; ++it) {
-    std::string name = it.key().substr(0, kMaxHparamBytes);
+    std::string name = Utf8Prefix(it.key(), kMaxHparamBytes);
     const auto& v = it.value();
     if (v.is_number() || v.is_boolean() || v.is_null()) {
       r.hparams[name] = v;
     } else if (v.is_string()) {
-      r.hparams[name] = v.get<std::string>().substr(0, kMaxHparamBytes);
+      r.hparams[name] = Utf8Prefix(v.get_ref<const std::string&>(), kMaxHparamBytes);
     } else {
-      r.hparams[name] = v.dump().substr(0, kMaxHparamBytes);
+      // A list or an object is named, not dumped: its depth is the run's to choose.
+      r.hparams[name] = v.is_array() ? "(a list)" : "(an object)";
     }
   }
   return r;

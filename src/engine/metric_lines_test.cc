@@ -246,3 +246,35 @@ TEST(MetricLines, TheFastScannerAgreesWithTheJsonParser) {
 
 }  // namespace
 }  // namespace drover
+
+namespace drover {
+namespace {
+
+// What a run reports of itself: checkpoints, resumes and hyper-parameters; a deeply nested value
+// is named, never dumped (its depth is the run's to choose), and nothing of it is a metric.
+TEST(ReportLine, CheckpointsResumesAndHyperParametersAreReadAndBounded) {
+  auto c = ParseReportLine(R"({"drover_checkpoint": {"step": 12, "path": "ckpt-12.pt"}})");
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->kind, ReportLine::Kind::kCheckpoint);
+  EXPECT_EQ(c->step, 12);
+  auto r = ParseReportLine(R"({"drover_resume": {"step": 7}})");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->kind, ReportLine::Kind::kResume);
+  EXPECT_FALSE(ParseReportLine(R"({"drover_checkpoint": {"step": 18446744073709551615}})"));
+  EXPECT_FALSE(ParseReportLine(R"({"drover_checkpoint": {"step": "x"}})"));
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  auto h = ParseReportLine(R"({"drover_hparams": {"lr": 0.01, "name": "adamw", "deep": )" + deep +
+                           "}}");
+  ASSERT_TRUE(h.has_value());
+  EXPECT_EQ(h->hparams["lr"], 0.01);
+  EXPECT_EQ(h->hparams["deep"], "(a list)");
+  EXPECT_EQ(h->hparams["name"], "adamw");
+  auto cut = ParseReportLine(R"({"drover_hparams": {"s": ")" + std::string(199, 'a') +
+                             "\u00e9\"}}");
+  ASSERT_TRUE(cut.has_value());
+  EXPECT_EQ(cut->hparams["s"].get<std::string>(), std::string(199, 'a'));  // not half a character
+  EXPECT_FALSE(ParseMetricLine(R"({"drover_hparams": {"lr": 0.01}})", 0).has_value());
+}
+
+}  // namespace
+}  // namespace drover

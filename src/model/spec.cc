@@ -189,7 +189,7 @@ Json SpecToJson(const Spec& s) {
   j["priority"] = s.priority;
   if (!s.group.empty()) j["group"] = s.group;
   j["preemptible"] = s.preemptible;
-  if (s.checkpoint) j["checkpoint"] = true;
+  j["checkpoint"] = s.checkpoint;
   if (s.tensorboard_off) {
     j["tensorboard"] = false;
   } else if (!s.tensorboard.empty()) {
@@ -264,8 +264,10 @@ Result<Spec> SpecFromJson(const Json& j) {
     if (j.contains("container")) s.container = ContainerFrom(j.at("container"));
     s.priority = j.value("priority", 0);
     s.group = j.value("group", "");
-    s.preemptible = j.value("preemptible", true);
+    // A spec stored before `checkpoint` existed wrote preemptible: true for every spec (the old
+    // default): its runs cannot be known to resume, so they are not preempted now.
     s.checkpoint = j.value("checkpoint", false);
+    s.preemptible = j.contains("checkpoint") && j.value("preemptible", false);
     if (auto tb = j.find("tensorboard"); tb != j.end()) {
       if (tb->is_boolean()) s.tensorboard_off = !tb->get<bool>();
       if (tb->is_string()) s.tensorboard = tb->get<std::string>();

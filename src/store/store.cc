@@ -4,6 +4,8 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <charconv>
 #include <cmath>
 #include <concepts>
@@ -201,20 +203,26 @@ std::string ReportedToJson(const Attempt& a) {
   return DumpJson(j);
 }
 
+// An integer field of `j`, 0 when absent or of another type (never a throw).
+int64_t Int(const Json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) return 0;
+  if (it->is_number_unsigned() && it->get<uint64_t>() > INT64_MAX) return 0;
+  return it->get<int64_t>();
+}
+
 void ReportedFromJson(const Json& j, Attempt* a) {
   if (!j.is_object()) return;
   if (auto it = j.find("event_files"); it != j.end() && it->is_object()) {
     for (auto f = it->begin(); f != it->end(); ++f) {
-      if (!f->is_object()) continue;
-      EventFileProgress p;
-      p.offset = f->value("offset", int64_t{0});
-      p.corrupt = f->value("corrupt", int64_t{0});
-      a->event_files[f.key()] = p;
+      if (!f->is_object() || a->event_files.size() >= kMaxEventFiles) continue;
+      a->event_files[f.key()] = EventFileProgress{std::max<int64_t>(0, Int(*f, "offset")),
+                                                  Int(*f, "corrupt")};
     }
   }
   if (auto it = j.find("hparams"); it != j.end() && it->is_object()) a->hparams = *it;
   if (auto it = j.find("checkpoint"); it != j.end() && it->is_object()) {
-    a->checkpoint = CheckpointMark{it->value("step", int64_t{0}), it->value("t_ms", Millis{0})};
+    a->checkpoint = CheckpointMark{Int(*it, "step"), Int(*it, "t_ms")};
   }
 }
 

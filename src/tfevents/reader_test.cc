@@ -110,7 +110,8 @@ TEST(TfEvents, ReadingInSmallPiecesGivesTheSamePointsAsOneRead) {
   int calls = 0;
   ReadLimits small{.max_read = 100, .max_record = 64};
   while (true) {
-    auto r = ReadScalars(fd, offset, true, [&](const Scalar& s) { pieces.push_back(s.value); },
+    // While the writer runs, a read stops at its budget; after it ended, one read takes all.
+    auto r = ReadScalars(fd, offset, false, [&](const Scalar& s) { pieces.push_back(s.value); },
                          small);
     ASSERT_TRUE(r.ok());
     ++calls;
@@ -118,9 +119,14 @@ TEST(TfEvents, ReadingInSmallPiecesGivesTheSamePointsAsOneRead) {
     offset = r->offset;
     if (!r->more) break;
   }
+  std::vector<double> at_end;
+  auto last = ReadScalars(fd, 0, true, [&](const Scalar& s) { at_end.push_back(s.value); }, small);
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(last->offset, 54870);
   close(fd);
   EXPECT_GT(calls, 100);
   EXPECT_EQ(pieces, whole);
+  EXPECT_EQ(at_end, whole);
 }
 
 TEST(TfEvents, AFileVersionHeaderAndTensorScalarsOfEachTypeAreRead) {
@@ -252,6 +258,31 @@ TEST(TfEvents, ALargeRecordIsSteppedOverUnreadEvenBeyondWhatIsWritten) {
   ReadProgress q = ParseRecords(std::string_view(data).substr(0, 100), 0, false,
                                 [](const Scalar&) {}, 1000);
   EXPECT_EQ(q.offset, static_cast<int64_t>(large.size()));
+}
+
+TEST(TfEvents, AHugeLengthWithAValidChecksumIsDamageNotALoop) {
+  // A header whose length is near 2^64 with its correct masked CRC: the reader must neither loop
+  // nor step backwards, and goes on to the next record.
+  for (uint64_t len : {~uint64_t{0} - 15, ~uint64_t{0} - 100, uint64_t{1} << 62}) {
+    std::string h(12, '\0');
+    std::memcpy(h.data(), &len, 8);
+    uint32_t c = MaskCrc(Crc32c(h.data(), 8));
+    std::memcpy(h.data() + 8, &c, 4);
+    std::string data = h + SimpleEvent(3, "loss", 0.5f);
+    ReadProgress p;
+    auto points = ParseAll(data, false, &p);
+    ASSERT_EQ(points.size(), 1u) << len;
+    EXPECT_EQ(points[0].step, 3);
+    EXPECT_GE(p.corrupt, 1);
+    EXPECT_EQ(p.offset, static_cast<int64_t>(data.size()));
+  }
+}
+
+TEST(TfEvents, ATagThatIsNotUtf8IsNoMetric) {
+  std::string data = SimpleEvent(1, std::string("lo\xffss"), 0.5f) + SimpleEvent(2, "loss", 0.25f);
+  auto points = ParseAll(data, false);
+  ASSERT_EQ(points.size(), 1u);
+  EXPECT_EQ(points[0].tag, "loss");
 }
 
 TEST(TfEvents, EventFileNames) {

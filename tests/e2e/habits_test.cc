@@ -139,6 +139,23 @@ TEST_F(HabitsTest, ADamagedEventRecordIsSkippedAndCounted) {
   EXPECT_NE(show.out.find("1 damaged record(s) skipped"), std::string::npos) << show.out;
 }
 
+// The spec's tensorboard folder is opened beneath the run's folder through no link: a run that
+// makes its folder's parent a link to elsewhere gets nothing read from there.
+TEST_F(HabitsTest, TheTensorBoardFolderIsNeverReachedThroughALink) {
+  fs::create_directories(dir_ / "elsewhere" / "tb");
+  fs::copy_file(kCatboost + "/events.out.tfevents", dir_ / "elsewhere/tb/events.out.tfevents.1.x");
+  std::string spec = Write("link.yaml",
+                           "name: link\nworkdir: code\nshell: true\n"
+                           "command: \"ln -s " + (dir_ / "elsewhere").string() + " logs\"\n"
+                           "tensorboard: logs/tb\n");
+  auto r = RunDrover({"run", spec, "--store", store_});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  EXPECT_TRUE(MetricsOf(**store, 1).empty());
+  EXPECT_TRUE((*store)->ListAttempts(1).value()[0].event_files.empty());
+}
+
 // What the run says of itself through the Python client's lines: its hyper-parameters and its
 // checkpoints are in its record (drover show), and none of their numbers is taken for a metric.
 TEST_F(HabitsTest, LoggedHyperParametersAndCheckpointsAreInTheRunsRecord) {

@@ -19,6 +19,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr const char* kEventFileName = "events.out.tfevents.0.drover";
+
 struct TensorboardFlags {
   std::string experiment;
   std::string out;
@@ -49,7 +51,8 @@ std::string FolderName(const Run& run, const std::vector<std::string>& varying) 
 
 Status WriteAtomically(const fs::path& path, const std::string& bytes) {
   const fs::path tmp = path.string() + ".tmp";
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  unlink(tmp.c_str());  // a leftover of an interrupted earlier write
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus("cannot write " + tmp.string());
   size_t done = 0;
   while (done < bytes.size()) {
@@ -62,7 +65,12 @@ Status WriteAtomically(const fs::path& path, const std::string& bytes) {
     }
     done += static_cast<size_t>(n);
   }
-  if (fsync(fd) != 0 || close(fd) != 0) return ErrnoStatus("cannot write " + tmp.string());
+  const bool synced = fsync(fd) == 0;
+  if (close(fd) != 0 || !synced) {
+    Status st = ErrnoStatus("cannot write " + tmp.string());
+    unlink(tmp.c_str());
+    return st;
+  }
   if (rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus("cannot write " + path.string());
   return Status::Ok();
 }
@@ -108,10 +116,21 @@ int TensorboardCmd(Globals& g, const TensorboardFlags& f) {
       }
     }
     const fs::path dir = out / FolderName(r, varying);
+    // This run's folder from an earlier layout (other params varied then): its file goes, so
+    // TensorBoard does not show the run twice. Only drover's own file, and the folder if empty.
+    const std::string id = std::to_string(r.id);
+    for (const auto& e : fs::directory_iterator(out, ec)) {
+      const std::string name = e.path().filename().string();
+      if (e.path() == dir || !(name == id || name.starts_with(id + "-"))) continue;
+      if (e.is_symlink(ec) || !e.is_directory(ec)) continue;
+      fs::remove(e.path() / kEventFileName, ec);
+      fs::remove(e.path(), ec);  // only when nothing else is in it
+    }
+    ec.clear();
     fs::create_directories(dir, ec);
     if (ec) return ReportError(Status(Code::kIo, fmt::format("cannot create {}: {}", dir.string(),
                                                              ec.message())));
-    Status st = WriteAtomically(dir / "events.out.tfevents.0.drover", bytes);
+    Status st = WriteAtomically(dir / kEventFileName, bytes);
     if (!st.ok()) return ReportError(st);
     written_points += n;
     ++written_runs;

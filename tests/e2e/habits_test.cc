@@ -114,6 +114,11 @@ TEST_F(HabitsTest, TensorBoardEventsAreMetricsWithNoCodeChange) {
   EXPECT_EQ(counts["Logloss"], 1000);
   EXPECT_EQ(counts["gain"], 1000);
   EXPECT_EQ(counts["acc"], 1);
+  // Written again in place: still one folder for the run.
+  ASSERT_EQ(RunDrover({"tensorboard", "tb", "--out", out, "--store", store_}).exit_code, 0);
+  size_t again = 0;
+  for (const auto& e : fs::recursive_directory_iterator(out)) again += e.is_regular_file();
+  EXPECT_EQ(again, 1u);
 }
 
 // A damaged record in a run's event file is skipped and counted; the records after it are read.

@@ -61,7 +61,8 @@ void FindEventFiles(int dir, const std::string& prefix, int depth, int* budget,
   }
   for (const auto& sub : subdirs) {
     if (*budget < 0) break;
-    int fd = OpenBeneathAt(dirfd(d), sub.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+    int fd = OpenBeneathAt(dirfd(d), sub.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
+                           /*same_mount=*/true);
     if (fd >= 0) FindEventFiles(fd, prefix + sub + "/", depth + 1, budget, out);
   }
   closedir(d);
@@ -79,7 +80,8 @@ int Engine::OpenEventFileRoot(Live& live) {
   int fd = open(base.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0 || spec.tensorboard.empty()) return fd;
   // The spec's folder, beneath the run's through no link (a run may plant links in its tree).
-  int sub = OpenBeneathAt(fd, spec.tensorboard.c_str(), O_RDONLY | O_DIRECTORY);
+  int sub = OpenBeneathAt(fd, spec.tensorboard.c_str(), O_RDONLY | O_DIRECTORY,
+                          /*same_mount=*/true);
   close(fd);
   return sub;
 }
@@ -128,7 +130,8 @@ void Engine::TailEventFiles(Live& live, bool final, Instant now,
   int64_t budget = kEventBytesPerLook;
   for (auto& [rel, progress] : a.event_files) {
     if (!final && budget <= 0) break;
-    int fd = OpenBeneathAt(rootfd, rel.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    int fd = OpenBeneathAt(rootfd, rel.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK,
+                           /*same_mount=*/true);
     if (fd < 0) continue;  // removed, or replaced by a link: nothing to read
     tfevents::ReadLimits limits;
     limits.max_read = std::max<int64_t>(1 << 16, budget);

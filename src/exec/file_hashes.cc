@@ -26,11 +26,12 @@ FileKey KeyOf(const struct stat& st) {
           static_cast<int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec};
 }
 
-int OpenBeneathAt(int root, const char* rel, int flags) {
+int OpenBeneathAt(int root, const char* rel, int flags, bool same_mount) {
   open_how how;
   std::memset(&how, 0, sizeof how);
   how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  if (same_mount) how.resolve |= RESOLVE_NO_XDEV;
   return static_cast<int>(syscall(SYS_openat2, root, rel, &how, sizeof how));
 }
 

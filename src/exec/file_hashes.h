@@ -128,7 +128,9 @@ Status CopyAndHash(const std::string& src, const std::string& dst, bool exec, st
 // O_PATH | O_NOFOLLOW a trailing link is itself opened. -1 and errno when refused.
 int OpenBeneath(const std::string& root, const std::string& rel, int flags);
 // The same from an open folder: no allocation (also used in a forked child, exec/working_copy.cc).
-int OpenBeneathAt(int root, const char* rel, int flags);
+// `same_mount`: nor crossing into another mount (RESOLVE_NO_XDEV), for walks over a tree a user
+// may have mounted something in (a FUSE folder that never answers must not hang the daemon).
+int OpenBeneathAt(int root, const char* rel, int flags, bool same_mount = false);
 
 // The sha256 of one file's content, from `cache` when its key is there (and added to it when the
 // file did not change while read). `bytes` gets its size.

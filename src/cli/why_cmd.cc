@@ -26,8 +26,9 @@ int WhyCmd(Globals& g, const WhyFlags& f) {
   std::string code, text;
   if (IsFinal(r.state)) {
     code = std::string(ToString(r.state));
+    const bool said = r.reason.empty() || r.reason == ToString(r.state);
     text = fmt::format("it has ended: {}{}", ToString(r.state),
-                       r.reason.empty() ? std::string() : " (" + r.reason + ")");
+                       said ? std::string() : " (" + r.reason + ")");
   } else if (r.state == RunState::kRunning && !(d->waiting && d->waiting->code == "executor")) {
     code = "running";
     text = "it is running";

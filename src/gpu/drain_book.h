@@ -251,7 +251,9 @@ inline Result<std::vector<int>> ClearGpus(const std::string& path,
   std::vector<int> done;
   DROVER_RETURN_IF_ERROR(UpdateDrainBook(path, [&](DrainBook& book) {
     done.clear();
-    for (const auto& [uuid, index] : devices) {
+    for (const auto& device : devices) {
+      const std::string& uuid = device.first;  // a named copy: lambdas cannot capture bindings
+      const int index = device.second;
       if (book.Find(uuid) == nullptr) continue;
       std::erase_if(book.drained, [&](const DrainEntry& e) { return e.uuid == uuid; });
       book.cleared[uuid] = ClearedEntry{by, now_ms};

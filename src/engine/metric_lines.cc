@@ -102,7 +102,9 @@ std::optional<ReportLine> ParseReportLine(std::string_view line) {
   nlohmann::json j = nlohmann::json::parse(t, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) j = nlohmann::json::parse(MarkNonFinite(t), nullptr, false);
   if (!j.is_object() || j.size() != 1) return std::nullopt;
-  const auto& [key, body] = *j.items().begin();
+  const auto first = j.begin();  // (items() would give a temporary to bind to)
+  const std::string key = first.key();
+  const nlohmann::json& body = first.value();
   if (!body.is_object()) return std::nullopt;
   ReportLine r;
   if (key == "drover_checkpoint" || key == "drover_resume") {

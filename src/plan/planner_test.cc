@@ -375,7 +375,7 @@ TEST(PlannerTest, RunsAreRepeats) {
   // "runs" without a count is a plain word, as before.
   Result<Plan> r = PlanInstruction(recipe, "compare the runs of mlp and cnn");
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(r->spec["params"]["seed"], Json({0}));
+  EXPECT_EQ(r->spec["params"]["seed"], Json::array({0}));
   EXPECT_TRUE(r->ignored.empty()) << Json(r->ignored).dump();
 }
 

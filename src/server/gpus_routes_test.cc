@@ -61,7 +61,7 @@ TEST_F(GpusRoutesTest, ListsHealthAndDrains) {
 TEST_F(GpusRoutesTest, AnAdminDrainsAndClears) {
   Reply r = Post("/api/v1/gpus/0/drain", R"({"reason": "fan rattles"})");
   ASSERT_EQ(r.status, 200) << r.raw;
-  EXPECT_EQ(r.body["drained"], Json({0}));
+  EXPECT_EQ(r.body["drained"], Json::array({0}));
   auto book = ReadDrainBook(Book());
   ASSERT_TRUE(book.ok());
   ASSERT_EQ(book->drained.size(), 1u);
@@ -70,7 +70,7 @@ TEST_F(GpusRoutesTest, AnAdminDrainsAndClears) {
   EXPECT_EQ(book->drained[0].kind, "admin");
   EXPECT_FALSE(book->drained[0].by.empty());
   r = Post("/api/v1/gpus/0/drain", "");
-  EXPECT_EQ(r.body["already_drained"], Json({0}));
+  EXPECT_EQ(r.body["already_drained"], Json::array({0}));
   // A GPU in MIG mode by its index: each of its instances.
   r = Post("/api/v1/gpus/1/drain", "{}");
   ASSERT_EQ(r.status, 200) << r.raw;
@@ -79,13 +79,13 @@ TEST_F(GpusRoutesTest, AnAdminDrainsAndClears) {
   ASSERT_EQ(r.status, 200) << r.raw;
   EXPECT_EQ(r.body["cleared"], Json({3}));
   r = Post("/api/v1/gpus/0/clear", "");
-  EXPECT_EQ(r.body["cleared"], Json({0}));
+  EXPECT_EQ(r.body["cleared"], Json::array({0}));
   book = ReadDrainBook(Book());
   ASSERT_EQ(book->drained.size(), 1u);
   EXPECT_EQ(book->drained[0].uuid, "MIG-fake-1-0");
   EXPECT_TRUE(book->cleared.count("GPU-fake-0"));
   r = Post("/api/v1/gpus/0/clear", "");
-  EXPECT_EQ(r.body["not_drained"], Json({0}));
+  EXPECT_EQ(r.body["not_drained"], Json::array({0}));
 }
 
 TEST_F(GpusRoutesTest, AnUnknownGpuOrABadBodyIsRefused) {

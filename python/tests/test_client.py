@@ -16,20 +16,7 @@ import drover
 HERE = pathlib.Path(__file__).resolve().parent
 
 
-class Captured:
-    """Redirects the client's stdout to a buffer."""
-
-    def __enter__(self):
-        self.buf = io.StringIO()
-        self.old = drover._out
-        drover._out = self.buf
-        return self
-
-    def __exit__(self, *exc):
-        drover._out = self.old
-
-    def lines(self):
-        return [json.loads(l) for l in self.buf.getvalue().splitlines()]
+from capture import Captured  # noqa: E402  (python/tests is on the path)
 
 
 class LogTest(unittest.TestCase):

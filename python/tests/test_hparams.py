@@ -23,18 +23,7 @@ except ImportError:  # pragma: no cover - Debian's python3-torch is installed by
     torch = None
 
 
-class Captured:
-    def __enter__(self):
-        self.buf = io.StringIO()
-        self.old = drover._out
-        drover._out = self.buf
-        return self
-
-    def __exit__(self, *exc):
-        drover._out = self.old
-
-    def lines(self):
-        return [json.loads(l) for l in self.buf.getvalue().splitlines()]
+from capture import Captured  # noqa: E402  (python/tests is on the path)
 
 
 def hparam_lines(text):

@@ -82,3 +82,112 @@ TEST(AuditLogTest, AFloodOfRefusalsIsSummarisedNotLogged) {
 
 }  // namespace
 }  // namespace drover::server
+
+namespace drover::server {
+namespace {
+
+AuditEntry Request(Millis t, const std::string& user, const std::string& method,
+                   const std::string& path, int status) {
+  AuditEntry e;
+  e.t_ms = t;
+  e.user = user;
+  e.uid = user == "alice" ? 1001 : 1002;
+  e.via = "socket";
+  e.from = "unix pid 7";
+  e.method = method;
+  e.path = path;
+  e.status = status;
+  return e;
+}
+
+TEST(AuditLogTest, OneUsersFloodOfLongRequestsErasesNoRecordAndStaysBounded) {
+  // Issue 39: 61,500 tells with an 8,000-byte query string in 30 s pushed both files past the
+  // user's earlier refused requests (each was a 2 KiB line; the log kept 2 x 64 MiB).
+  char tmpl[] = "/tmp/drover-audit-test-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  const std::string path = dir + "/audit.log";
+  const std::string tell = "/api/v1/experiments/mine/tell?pad=" + std::string(8000, 'a');
+  {
+    AuditLog log(path, /*rotate_bytes=*/64 * 1024);
+    AuditEntry refused = Request(1000, "alice", "POST", "/api/v1/runs/7/cancel", 403);
+    refused.error = "alice may not cancel run 7: it is bob's";
+    log.Record(refused, "alice");
+    log.Record(Request(1001, "bob", "POST", "/api/v1/experiments", 201), "bob");
+    for (int i = 0; i < 61'500; ++i) {
+      log.Record(Request(2000 + i * 30'000 / 61'500, "alice", "POST", tell, 404), "alice");
+    }
+    // The next minute: her tells are summarised, and she may be logged again.
+    log.Record(Request(62'000, "alice", "POST", "/api/v1/experiments/3/cancel", 200), "alice");
+    AuditQuery q;
+    q.limit = 0;
+    auto all = log.Read(q);
+    ASSERT_TRUE(all.ok());
+    bool refusal = false, submit = false, summary = false;
+    int tells = 0;
+    for (const Json& e : *all) {
+      const std::string p = e.value("path", "");
+      if (e["status"] == 403 && p == "/api/v1/runs/7/cancel") refusal = true;
+      if (e["user"] == "bob" && e["status"] == 201) submit = true;
+      if (p.find("/tell?pad=") != std::string::npos) {
+        ++tells;
+        // Cut, with the length it had.
+        EXPECT_EQ(p, tell.substr(0, AuditLog::kMaxFieldBytes) + "... (8034 bytes)");
+      }
+      if (e.contains("not_logged")) {
+        summary = true;
+        EXPECT_EQ(e["not_logged"], 61'500 - AuditLog::kPerMinute);
+        EXPECT_EQ(e["routes"]["POST /api/v1/experiments/mine/tell"], 61'500 - AuditLog::kPerMinute);
+        EXPECT_EQ(e["user"], "alice");
+      }
+    }
+    EXPECT_TRUE(refusal) << "her earlier refusal was pushed out";
+    EXPECT_TRUE(submit) << "bob's submit was pushed out";
+    EXPECT_TRUE(summary);
+    EXPECT_EQ(tells, AuditLog::kPerMinute);
+    // Nothing rotated: 61,500 requests made 60 lines and a summary.
+    EXPECT_FALSE(fs::exists(path + ".1"));
+    EXPECT_LT(fs::file_size(path), 64u * 1024);
+    // The newest first across both files, by time.
+    q.limit = 2;
+    auto newest = log.Read(q);
+    ASSERT_TRUE(newest.ok());
+    ASSERT_EQ(newest->size(), 2u);
+    EXPECT_EQ((*newest)[1]["path"], "/api/v1/experiments/3/cancel");
+  }
+  fs::remove_all(dir);
+}
+
+TEST(AuditLogTest, RefusalsAreKeptApartAndOldFilesAreKeptByCount) {
+  char tmpl[] = "/tmp/drover-audit-test-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  const std::string path = dir + "/audit.log";
+  {
+    AuditLog log(path, /*rotate_bytes=*/4000);
+    log.Record(Request(1, "alice", "GET", "/api/v1/audit", 403), "alice");
+    // Many users' ordinary requests, each within their own minute's share: the log rotates
+    // through its kept files; the refusal is in its own file and stays.
+    for (int i = 0; i < 2000; ++i) {
+      log.Record(Request(10 + i, "u" + std::to_string(i % 100), "POST", "/api/v1/experiments",
+                         201),
+                 "u" + std::to_string(i % 100));
+    }
+    EXPECT_EQ(log.refused_path(), dir + "/audit-refused.log");
+    for (int i = 1; i <= AuditLog::kKeptFiles; ++i) {
+      EXPECT_TRUE(fs::exists(path + "." + std::to_string(i))) << i;
+    }
+    EXPECT_FALSE(fs::exists(path + "." + std::to_string(AuditLog::kKeptFiles + 1)));
+    AuditQuery q;
+    q.user = "alice";
+    auto alice = log.Read(q);
+    ASSERT_TRUE(alice.ok());
+    ASSERT_EQ(alice->size(), 1u);
+    EXPECT_EQ((*alice)[0]["status"], 403);
+    struct stat st {};
+    ASSERT_EQ(::stat(log.refused_path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace drover::server

@@ -11,6 +11,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -210,5 +213,153 @@ TEST_F(ConnectionGateTest, AKeptAliveConnectionServesRequestAfterRequest) {
   EXPECT_EQ(replies, 2u) << said;
 }
 
+class FairnessTest : public ConnectionGateTest {
+ protected:
+  // A personal token for `user` (made with the store's token, as an admin does).
+  std::string Token(const std::string& user) {
+    Reply r = Post("/api/v1/tokens", "{\"user\": \"" + user + "\", \"name\": \"t\"}");
+    return r.status == 201 ? r.body.value("token", "") : "";
+  }
+  // A POST whose headers announce a 100,000-byte body, with `sent` bytes of it.
+  int StartBody(const std::string& token, size_t sent) {
+    int fd = Connect(Port());
+    if (fd < 0) return fd;
+    Send(fd, "POST /api/v1/experiments HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(Port()) +
+                 "\r\nAuthorization: Bearer " + token +
+                 "\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n" +
+                 std::string(sent, ' '));
+    return fd;
+  }
+};
+
+TEST_F(FairnessTest, OneCallersTricklingBodiesDoNotKeepAnotherCallersRequestsWaiting) {
+  // Issue 39: 300 connections of one user sending a POST's headers and then a byte a second kept
+  // every other user's requests waiting 5-43 s: each body held a worker for up to body_ms and
+  // workers were handed out in order. Now a body is waited for at the gate, and one that came
+  // fast and then trickles (past kBodyAtGateBytes) holds one of its caller's few workers.
+  ServerOptions o;
+  o.threads = 9;
+  o.limits.body_ms = 4000;
+  StartServer(o);
+  const std::string eve = Token("nobody");
+  const std::string alice = Token("daemon");
+  ASSERT_FALSE(eve.empty());
+  ASSERT_FALSE(alice.empty());
+  std::vector<int> flood;
+  for (int i = 0; i < 40; ++i) flood.push_back(StartBody(eve, 10));           // slow
+  for (int i = 0; i < 20; ++i) flood.push_back(StartBody(eve, 40 * 1024));  // fast, then slow
+  for (int fd : flood) ASSERT_GE(fd, 0);
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    while (!stop) {
+      for (int fd : flood) Send(fd, " ");
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto c = Client(/*with_token=*/false);
+  c->set_default_headers({{"Authorization", "Bearer " + alice}});
+  int64_t worst = 0;
+  for (int i = 0; i < 20; ++i) {
+    const auto t0 = Clock::now();
+    auto r = c->Get("/api/v1/gpus");
+    worst = std::max<int64_t>(
+        worst, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count());
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, 200);
+  }
+  // A large body sent at once (most of the 1 MiB limit) is still read whole: the submit is
+  // refused for what it says, not for its size or its time.
+  const auto t0 = Clock::now();
+  auto big = c->Post("/api/v1/experiments", "{\"pad\": \"" + std::string(900 * 1024, 'a') + "\"}",
+                     "application/json");
+  const int64_t big_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+  stop = true;
+  trickle.join();
+  for (int fd : flood) close(fd);
+  ASSERT_TRUE(big) << httplib::to_string(big.error());
+  EXPECT_EQ(big->status, 400) << big->body;
+  // Before: every request waited for the flood's bodies to time out (4 s here, 10 s by default).
+  EXPECT_LT(worst, 2000) << "a request waited behind another caller's trickling bodies";
+  EXPECT_LT(big_ms, 2000);
+}
+
+TEST_F(FairnessTest, ABodyThatNeverArrivesIs408AtTheGate) {
+  ServerOptions o;
+  o.threads = 9;
+  o.limits.body_ms = 300;
+  StartServer(o);
+  int fd = StartBody(kToken, 10);
+  ASSERT_GE(fd, 0);
+  const auto [said, took_ms] = TimedRead(fd, 5000);
+  close(fd);
+  EXPECT_EQ(said.rfind("HTTP/1.1 408", 0), 0u) << said;
+  EXPECT_LT(took_ms, 3000);
+  EXPECT_TRUE(engine_.Locked([&] { return engine_.submits.empty(); }));
+}
+
 }  // namespace
+
+// The gate alone, with callers named by a header: workers go to callers in turn, and a capped
+// caller holds at most its share of them however many requests it has ready.
+TEST(ConnectionGateUnitTest, CallersTakeWorkersInTurnAndEachHoldsAtMostItsShare) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::string, int> running, most;
+  std::vector<std::string> order;
+  bool release = false;
+  ConnectionLimits limits;
+  limits.per_caller_workers = 2;
+  ConnectionGate gate(
+      4, limits,
+      [&](int fd) {
+        char buf[512];
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        const std::string who = ConnectionGate::HeaderValue(
+            std::string_view(buf, n > 0 ? static_cast<size_t>(n) : 0), "X-Who");
+        std::unique_lock<std::mutex> lock(mu);
+        order.push_back(who);
+        most[who] = std::max(most[who], ++running[who]);
+        cv.notify_all();
+        cv.wait(lock, [&] { return release; });
+        --running[who];
+        close(fd);
+      },
+      [](std::string_view head, const CallerKey&) {
+        CallerKey k;
+        k.key = ConnectionGate::HeaderValue(head, "X-Who");
+        return k;
+      });
+  std::vector<int> clients;
+  auto request = [&](const std::string& who) {
+    int sv[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    const std::string req = "GET / HTTP/1.1\r\nX-Who: " + who + "\r\n\r\n";
+    ASSERT_EQ(send(sv[0], req.data(), req.size(), 0), static_cast<ssize_t>(req.size()));
+    clients.push_back(sv[0]);
+    gate.Admit(sv[1]);
+  };
+  for (int i = 0; i < 10; ++i) request("eve");
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return order.size() == 2; }));
+  }
+  request("alice");
+  request("bob");
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    // Eve has 8 more ready, but her share is 2 of the 4 workers: Alice and Bob take the others.
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return order.size() == 4; }));
+    EXPECT_EQ(running["eve"], 2);
+    EXPECT_EQ(running["alice"], 1);
+    EXPECT_EQ(running["bob"], 1);
+    release = true;
+    cv.notify_all();
+  }
+  gate.Shutdown();
+  EXPECT_EQ(most["eve"], 2);
+  for (int fd : clients) close(fd);
+}
+
 }  // namespace drover::server::testing

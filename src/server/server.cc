@@ -231,6 +231,40 @@ bool Authorized(ServerContext& ctx, int port, const httplib::Request& req,
   return false;
 }
 
+// Who a request is, for the gate's turns and per-caller cap on workers (connection_gate.h): the
+// Unix socket's peer uid, else the user a personal token or web session in its headers names
+// ("owner" for the store's token and its sessions), else its address. Root and the daemon's own
+// user are not capped. On the gate's thread: only in-memory lookups here.
+CallerKey ClassifyRequest(ServerContext& ctx, std::string_view head, const CallerKey& peer) {
+  const int64_t owner = ctx.options.owner_uid;
+  auto person = [owner](int64_t uid) {
+    CallerKey k;
+    k.key = "uid " + std::to_string(uid);
+    k.uid = uid;
+    k.capped = uid != 0 && uid != owner;
+    return k;
+  };
+  if (peer.uid >= 0) return person(peer.uid);
+  if (peer.key.starts_with("uid ")) return peer;  // a socket whose peer is unknown: refused
+  const CallerKey daemons_own{"owner", -1, false};
+  const Millis now = RealClock().Now();
+  const std::string auth = ConnectionGate::HeaderValue(head, "Authorization");
+  if (auth.size() > 7 && Lower(auth.substr(0, 7)) == "bearer ") {
+    const std::string given = auth.substr(7);
+    if (SecretsEqual(given, ctx.options.token)) return daemons_own;
+    if (auto t = ctx.tokens.Check(given, now)) return person(t->uid);
+    return peer;
+  }
+  const std::string cookie = ValidSessionCookie(
+      ctx.options.token, ConnectionGate::HeaderValue(head, "Cookie"), ctx.port.load(), now);
+  if (cookie.empty()) return peer;
+  if (const int64_t id = PersonSessionTokenId(ctx.options.token, cookie, now); id > 0) {
+    if (auto t = ctx.tokens.Live(id)) return person(t->uid);
+    return peer;
+  }
+  return daemons_own;
+}
+
 // A read or a write that makes no progress for this long ends the request.
 constexpr int kReadTimeoutMs = 5'000;
 constexpr int kWriteTimeoutMs = 5'000;
@@ -335,10 +369,11 @@ class ConnectionStream : public httplib::Stream {
 // for its next one: no worker waits on a client.
 class GatedServer : public httplib::Server {
  public:
-  GatedServer(size_t workers, ConnectionLimits limits, int read_ms, int write_ms)
+  GatedServer(size_t workers, ConnectionLimits limits, int read_ms, int write_ms,
+              ConnectionGate::Classifier classify)
       : read_ms_(read_ms),
         write_ms_(write_ms),
-        gate_(workers, limits, [this](int fd) { ServeOne(fd); }) {
+        gate_(workers, limits, [this](int fd) { ServeOne(fd); }, std::move(classify)) {
     new_task_queue = [this] { return new InlineQueue(gate_); };
   }
   // httplib listens with a backlog of 5: 50 clients connecting at once overflowed it and waited
@@ -360,8 +395,9 @@ class GatedServer : public httplib::Server {
     t_peer = PeerOf(fd);
     ConnectionStream strm(fd, read_ms_, write_ms_);
     // The next request of a busy kept-alive client usually comes at once (or came with this one):
-    // it is served here, once its headers are all in. One that takes longer, or comes in pieces,
-    // waits at the gate, not on a worker; so does every client after 1,000 requests in a row.
+    // it is served here, once it has arrived (its headers, and its body up to the gate's
+    // kBodyAtGateBytes). One that takes longer, or comes in pieces, waits at the gate, not on a
+    // worker; so does every client after 1,000 requests in a row.
     for (int served = 1;; ++served) {
       bool closed = false;
       const bool ok = process_request(strm, /*close_connection=*/false, closed, {});
@@ -402,8 +438,11 @@ class GatedServer : public httplib::Server {
 HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
     : options_(std::move(options)),
       ctx_(std::make_unique<ServerContext>(options_, engine)),
-      http_(std::make_unique<GatedServer>(static_cast<size_t>(std::max(options_.threads, 9)),
-                                          options_.limits, kReadTimeoutMs, kWriteTimeoutMs)) {
+      http_(std::make_unique<GatedServer>(
+          static_cast<size_t>(std::max(options_.threads, 9)), options_.limits, kReadTimeoutMs,
+          kWriteTimeoutMs, [ctx = ctx_.get()](std::string_view head, const CallerKey& peer) {
+            return ClassifyRequest(*ctx, head, peer);
+          })) {
   if (options_.owner_uid < 0) options_.owner_uid = static_cast<int64_t>(::geteuid());
   if (!options_.admin_group.empty()) {
     if (auto gid = LookupGroup(options_.admin_group)) ctx_->admin_gid = *gid;
@@ -510,13 +549,8 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
     e.from = !c.from.empty() ? c.from
              : t_peer.unix_socket ? "unix pid " + std::to_string(t_peer.pid)
                                   : req.remote_addr + ":" + std::to_string(req.remote_port);
-    if ((res.status == 401 || res.status == 403) &&
-        !ctx_->audit.AdmitRefusal(e.user.empty() ? "ip " + req.remote_addr : e.user, e.t_ms,
-                                   &e.suppressed)) {
-      return;
-    }
     e.method = req.method;
-    e.path = req.target.size() > 2048 ? req.target.substr(0, 2048) + "..." : req.target;
+    e.path = req.target;  // bounded by the log (server/audit.h)
     e.status = res.status;
     if (res.status >= 400) {
       Json body = Json::parse(res.body, nullptr, /*allow_exceptions=*/false);
@@ -524,7 +558,8 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
         e.error = body["error"].value("message", std::string());
       }
     }
-    ctx_->audit.Append(e);
+    const std::string who = e.user.empty() ? "ip " + req.remote_addr : e.user;
+    ctx_->audit.Record(std::move(e), who);
   });
   http_->set_error_handler(httplib::Server::HandlerWithResponse(FillErrorBody));
   http_->set_exception_handler([](const httplib::Request& req, httplib::Response& res,

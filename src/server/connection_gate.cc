@@ -91,8 +91,12 @@ size_t ConnectionGate::RequestBytes(std::string_view head, size_t* whole) {
   uint64_t body = 0;
   // A chunked body is refused before it is read (411), and a malformed length by httplib: only
   // a plain Content-Length is waited for.
+  // A client that asks to be told to go on (`Expect: 100-continue`, curl for a large body) sends
+  // its body only once a worker has answered: not waited for here.
   const std::string length = HeaderValue(head.substr(0, header_bytes), "Content-Length");
-  if (!length.empty() && length.size() <= 15 &&
+  const bool expects_continue =
+      HeaderValue(head.substr(0, header_bytes), "Expect").find("100") != std::string::npos;
+  if (!expects_continue && !length.empty() && length.size() <= 15 &&
       std::all_of(length.begin(), length.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     body = std::stoull(length);
   }

@@ -363,3 +363,33 @@ TEST(ConnectionGateUnitTest, CallersTakeWorkersInTurnAndEachHoldsAtMostItsShare)
 }
 
 }  // namespace drover::server::testing
+
+namespace drover::server::testing {
+namespace {
+
+TEST(ConnectionGateUnitTest, ARequestIsWaitedForUntilItsHeadersAndBodyAreIn) {
+  size_t whole = 0;
+  EXPECT_EQ(ConnectionGate::RequestBytes("GET / HTTP/1.1\r\nHost: x\r\n"), 0u);
+  const std::string get = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  EXPECT_EQ(ConnectionGate::RequestBytes(get, &whole), get.size());
+  EXPECT_EQ(whole, get.size());
+  const std::string post = "POST /a HTTP/1.1\r\ncontent-length:  100\r\n\r\n";
+  EXPECT_EQ(ConnectionGate::RequestBytes(post, &whole), post.size() + 100);
+  EXPECT_EQ(whole, post.size() + 100);
+  // A large body: its first kBodyAtGateBytes at the gate, the rest on a worker.
+  const std::string big = "POST /a HTTP/1.1\r\nContent-Length: 1000000\r\n\r\n";
+  EXPECT_EQ(ConnectionGate::RequestBytes(big, &whole),
+            big.size() + ConnectionGate::kBodyAtGateBytes);
+  EXPECT_EQ(whole, big.size() + 1000000);
+  // Sent only once told to go on; a length that is not a number is httplib's to refuse.
+  const std::string expect =
+      "POST /a HTTP/1.1\r\nContent-Length: 1000000\r\nExpect: 100-continue\r\n\r\n";
+  EXPECT_EQ(ConnectionGate::RequestBytes(expect), expect.size());
+  const std::string odd = "POST /a HTTP/1.1\r\nContent-Length: -5\r\n\r\n";
+  EXPECT_EQ(ConnectionGate::RequestBytes(odd), odd.size());
+  EXPECT_EQ(ConnectionGate::HeaderValue(post, "Content-Length"), "100");
+  EXPECT_EQ(ConnectionGate::HeaderValue(post, "Host"), "");
+}
+
+}  // namespace
+}  // namespace drover::server::testing

@@ -18,6 +18,7 @@
 
 #include "store/migrations.h"
 #include "store/sqlite_stmt.h"
+#include "store/store_files.h"
 
 namespace drover {
 
@@ -311,6 +312,15 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path,
           context, std::filesystem::exists(path, ec) ? "empty" : "missing"));
     }
   }
+  // A database that lost its newest commits beside files of runs it would forget: refused
+  // before SQLite opens it (an open rebuilds the log's index and so erases the evidence), and the
+  // run folders listed before the database is read (store_files.h).
+  store::FolderIds folder_ids;
+  const std::string store_dir = std::filesystem::path(path).parent_path().string();
+  if (!memory) {
+    DROVER_RETURN_IF_ERROR(store::CheckWalPresent(path, context));
+    folder_ids = store::ListFolderIds(store_dir.empty() ? "." : store_dir);
+  }
   // A store on a read-only file system (an archive, a mount from another machine) can still be
   // read: ls, show, compare and report work; anything that writes says why it cannot.
   const bool read_only = !memory && IsReadOnlyStore(path);
@@ -340,6 +350,7 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path,
   if (read_only) {
     DROVER_ASSIGN_OR_RETURN(int version, store::ReadUserVersion(db, context));
     DROVER_RETURN_IF_ERROR(store::CheckNotNewer(version, LatestSchemaVersion(), path));
+    DROVER_RETURN_IF_ERROR(store::CheckIdsCoverFolders(db, folder_ids, store_dir, context));
     if (version != LatestSchemaVersion()) {
       return FailedPrecondition(fmt::format(
           "{}: the store is read-only and was made by an older drover (schema {}, this one reads "
@@ -356,6 +367,9 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path,
   // Refuse a newer store before anything below writes to it (switching to WAL rewrites the
   // header), so an older drover leaves it byte for byte as it was.
   DROVER_RETURN_IF_ERROR(store::CheckNotNewer(version, LatestSchemaVersion(), path));
+  if (!memory) {
+    DROVER_RETURN_IF_ERROR(store::CheckIdsCoverFolders(db, folder_ids, store_dir, context));
+  }
   if (version == 0) {
     DROVER_ASSIGN_OR_RETURN(
         Stmt st, s->impl_->Use("SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'",

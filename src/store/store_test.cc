@@ -6,6 +6,9 @@
 #include <tuple>
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -443,6 +446,146 @@ TEST(StoreOpen, AMissingOrEmptyDatabaseBesideRunFoldersIsRefused) {
   // Without run folders an empty folder becomes a store.
   fs::remove_all(root / "logs");
   EXPECT_TRUE(Store::Open(db.string()).ok());
+}
+
+// The database's ids are checked against the folders beside it: a database that lost its newest
+// commits (an old backup put back, its write-ahead log gone) would number new runs again from what
+// it remembers and write over the files of the runs it forgot.
+TEST(StoreOpen, ADatabaseOlderThanItsRunFoldersIsRefused) {
+  TempDir dir;
+  const fs::path root = fs::path(dir / "store");
+  const std::string db = (root / "drover.db").string();
+  int64_t run_id = 0, experiment_id = 0;
+  {
+    auto store = OpenOrDie(db);
+    ASSERT_NE(store, nullptr);
+    Experiment e = MakeExperiment("kept");
+    ASSERT_TRUE(store->InsertExperiment(e).ok());
+    drover::Run r = MakeRun(e.id);
+    ASSERT_TRUE(store->InsertRun(r).ok());
+    run_id = r.id;
+    experiment_id = e.id;
+  }
+  fs::create_directories(root / "runs" / std::to_string(run_id));
+  fs::create_directories(root / "logs" / std::to_string(experiment_id));
+  // Folders of the runs it holds (and names that are not ids) are fine.
+  fs::create_directories(root / "runs" / ".tmp-copy-9");
+  EXPECT_NE(OpenOrDie(db), nullptr);
+
+  fs::create_directories(root / "runs" / "7");
+  auto newer_run = Store::Open(db);
+  ASSERT_FALSE(newer_run.ok());
+  EXPECT_EQ(newer_run.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(newer_run.status().message().find("the folder holds run 7"), std::string::npos)
+      << newer_run.status().message();
+  EXPECT_NE(newer_run.status().message().find("runs end at 1"), std::string::npos);
+  EXPECT_NE(newer_run.status().message().find("from a backup"), std::string::npos);
+  fs::remove(root / "runs" / "7");
+
+  fs::create_directories(root / "logs" / "3");
+  auto newer_experiment = Store::Open(db);
+  ASSERT_FALSE(newer_experiment.ok());
+  EXPECT_NE(newer_experiment.status().message().find("logs of experiment 3"), std::string::npos)
+      << newer_experiment.status().message();
+  fs::remove(root / "logs" / "3");
+
+  // Ids are never given out twice (AUTOINCREMENT), so a removed experiment's leftover folders
+  // are not taken for a loss.
+  {
+    auto store = OpenOrDie(db);
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->Begin().ok());
+    ASSERT_TRUE(store->DeleteExperiment(experiment_id).ok());
+    ASSERT_TRUE(store->Commit().ok());
+  }
+  EXPECT_NE(OpenOrDie(db), nullptr);
+}
+
+// Issue 39, item 9: drover.db-wal deleted under a running daemon, then the daemon killed. The
+// next open found a schema-only database and numbered new runs from 1 over the old runs' files.
+// Now the log's index (drover.db-shm) gives the loss away before SQLite can rebuild it, and once
+// that is gone too, the run folders do.
+TEST(StoreOpen, ALostWriteAheadLogIsRefusedAndSaysWhatToDo) {
+  TempDir dir;
+  const fs::path root = fs::path(dir / "store");
+  const std::string db = (root / "drover.db").string();
+  fs::create_directories(root);
+  // A daemon's process: holds the engine lock and the store, commits runs, has its log deleted
+  // under it, reports, and then waits to be killed (no close: a close would checkpoint).
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t daemon = fork();
+  ASSERT_GE(daemon, 0);
+  if (daemon == 0) {
+    close(ready[0]);
+    auto lock = EngineLock::Acquire(root.string());
+    auto opened = Store::Open(db);
+    if (!lock.ok() || !opened.ok()) _exit(1);
+    Store& store = **opened;
+    Experiment e = MakeExperiment("lost");
+    if (!store.InsertExperiment(e).ok()) _exit(1);
+    for (int i = 0; i < 6; ++i) {
+      drover::Run r = MakeRun(e.id, i);
+      if (!store.InsertRun(r).ok()) _exit(1);
+      fs::create_directories(root / "runs" / std::to_string(r.id));
+    }
+    fs::remove(db + "-wal");
+    (void)!write(ready[1], "x", 1);
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  char byte = 0;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  close(ready[0]);
+
+  // While the daemon lives: what happened, and how to save its copy of the log.
+  auto live = Store::Open(db);
+  ASSERT_FALSE(live.ok());
+  EXPECT_EQ(live.status().code(), Code::kFailedPrecondition);
+  const std::string& said = live.status().message();
+  EXPECT_NE(said.find("write-ahead log drover.db-wal is missing"), std::string::npos) << said;
+  EXPECT_NE(said.find(fmt::format("the daemon (pid {}) still has the deleted log open", daemon)),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find(fmt::format("cp /proc/{}/fd/", daemon)), std::string::npos) << said;
+
+  kill(daemon, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(waitpid(daemon, &status, 0), daemon);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the daemon's process failed before its log was deleted";
+
+  // Killed: the log's commits are gone, the index still names them.
+  auto after_kill = Store::Open(db);
+  ASSERT_FALSE(after_kill.ok());
+  EXPECT_NE(after_kill.status().message().find("drover.db-wal is missing"), std::string::npos)
+      << after_kill.status().message();
+  EXPECT_NE(after_kill.status().message().find("restore drover.db and drover.db-wal together"),
+            std::string::npos);
+  EXPECT_FALSE(fs::exists(db + "-wal"));
+
+  // The index gone as well: the run folders still say the database forgot runs 1 to 6.
+  fs::remove(db + "-shm");
+  auto no_index = Store::Open(db);
+  ASSERT_FALSE(no_index.ok());
+  EXPECT_NE(no_index.status().message().find("the folder holds run 6"), std::string::npos)
+      << no_index.status().message();
+}
+
+// A log cut short (truncated rather than deleted) is the same loss.
+TEST(StoreOpen, AWriteAheadLogShorterThanItsIndexIsRefused) {
+  TempDir dir;
+  const std::string db = dir / "store/drover.db";
+  auto store = OpenOrDie(db);
+  ASSERT_NE(store, nullptr);
+  Experiment e = MakeExperiment("cut");
+  ASSERT_TRUE(store->InsertExperiment(e).ok());
+  // The writer still open (so the log is not checkpointed away), its log cut to its header.
+  ASSERT_EQ(truncate((db + "-wal").c_str(), 32), 0);
+  auto cut = Store::Open(db);
+  ASSERT_FALSE(cut.ok());
+  EXPECT_NE(cut.status().message().find("bytes where"), std::string::npos)
+      << cut.status().message();
 }
 
 TEST(StoreOpen, UnwritableFolderIsAnIoError) {

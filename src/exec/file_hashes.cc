@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include "common/file_faults.h"
 #include "common/hash.h"
@@ -68,28 +69,75 @@ Status CopyAndHash(const std::string& src, const std::string& dst, bool exec, st
   }
   Sha256 sha;
   Status status;
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t n = read(in, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      status = ErrnoStatus("cannot read '" + src + "'");
-      break;
-    }
-    if (n == 0) break;
-    sha.Update(std::string_view(buf, static_cast<size_t>(n)));
+  // Holes stay holes: the data between them (SEEK_DATA, SEEK_HOLE) is copied to the same offsets
+  // and the holes are hashed as the zeros they read as, never read or written, so a 2 GiB sparse
+  // output costs its data's blocks in the store and not 2 GiB (issue 39). A file system that
+  // cannot say where the data is gets the file copied whole, as data.
+  static const char kZeros[1 << 16] = {};
+  auto hash_zeros = [&](off_t n) {
     *bytes += n;
-    for (ssize_t done = 0; done < n;) {
-      ssize_t w = FileFault(dst) ? -1 : write(out, buf + done, static_cast<size_t>(n - done));
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        status = ErrnoStatus("cannot write '" + dst + "'");
+    for (; n > 0; n -= std::min<off_t>(n, sizeof kZeros)) {
+      sha.Update(std::string_view(kZeros, static_cast<size_t>(std::min<off_t>(n, sizeof kZeros))));
+    }
+  };
+  char buf[1 << 16];
+  off_t pos = 0;
+  bool seekable = true;
+  for (bool eof = false; !eof && status.ok();) {
+    off_t data_end = std::numeric_limits<off_t>::max();
+    if (seekable) {
+      const off_t data = lseek(in, pos, SEEK_DATA);
+      if (data < 0 && errno == ENXIO) {
+        // No data past pos: the rest, up to the end, is a hole.
+        struct stat now {};
+        if (fstat(in, &now) != 0) {
+          status = ErrnoStatus("cannot stat '" + src + "'");
+          break;
+        }
+        if (now.st_size > pos) hash_zeros(now.st_size - pos);
+        pos = std::max<off_t>(pos, now.st_size);
         break;
       }
-      done += w;
+      if (data < 0) {
+        seekable = false;
+      } else {
+        if (data > pos) hash_zeros(data - pos);
+        pos = data;
+        const off_t hole = lseek(in, pos, SEEK_HOLE);
+        if (hole > pos) data_end = hole;
+      }
     }
-    if (!status.ok()) break;
+    while (pos < data_end) {
+      const size_t want = static_cast<size_t>(std::min<off_t>(sizeof buf, data_end - pos));
+      ssize_t n = pread(in, buf, want, pos);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        status = ErrnoStatus("cannot read '" + src + "'");
+        break;
+      }
+      if (n == 0) {
+        eof = true;
+        break;
+      }
+      sha.Update(std::string_view(buf, static_cast<size_t>(n)));
+      *bytes += n;
+      for (ssize_t done = 0; done < n;) {
+        ssize_t w = FileFault(dst) ? -1
+                                   : pwrite(out, buf + done, static_cast<size_t>(n - done),
+                                            pos + done);
+        if (w < 0) {
+          if (errno == EINTR) continue;
+          status = ErrnoStatus("cannot write '" + dst + "'");
+          break;
+        }
+        done += w;
+      }
+      if (!status.ok()) break;
+      pos += n;
+    }
   }
+  // A hole at the end is only a length.
+  if (status.ok() && ftruncate(out, pos) != 0) status = ErrnoStatus("cannot write '" + dst + "'");
   if (status.ok() && fchmod(out, mode) != 0) status = ErrnoStatus("cannot chmod '" + dst + "'");
   struct stat after {};
   if (status.ok() && stat_before && fstat(in, &after) == 0 && KeyOf(before) == KeyOf(after)) {

@@ -46,7 +46,7 @@ int Artifacts(Globals& g, const ArtifactsFlags& f) {
   }
   std::string out = head + "\n\n" + RenderTable({"path", "size", "sha256"}, rows);
   out += fmt::format("\n{} in all\n", FormatBytes(total));
-  std::fputs(out.c_str(), stdout);
+  PrintText(out);  // paths a run wrote: shown, never obeyed
   return kExitOk;
 }
 

@@ -4,6 +4,7 @@
 
 #include "cli/client.h"
 #include "cli/common.h"
+#include "common/terminal.h"
 #include "cli/catalog.h"
 #include "cli/follow.h"
 #include "engine/requests.h"
@@ -65,7 +66,7 @@ int Cancel(Globals& g, const CancelFlags& f) {
     auto r = api.Post(fmt::format("/experiments/{}/cancel", exp->id), Json::object());
     if (!r.ok()) return ReportError(r.status());
     std::printf("cancelling experiment %lld (%s)\n", static_cast<long long>(exp->id),
-                exp->name.c_str());
+                TerminalLine(exp->name).c_str());
   }
   for (const auto& text : f.runs) {
     auto id = ParseRunId(text);

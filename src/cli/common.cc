@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <set>
 
+#include "common/terminal.h"
 #include "report/comparison.h"
 
 namespace drover::cli {
@@ -54,7 +55,8 @@ Result<std::unique_ptr<Store>> OpenStore(const Globals& g, bool create) {
 }
 
 int ReportError(const Status& st) {
-  std::fprintf(stderr, "drover: %s\n", st.message().c_str());
+  // An error may quote what a run or a request held (a name, a path): shown, never obeyed.
+  std::fprintf(stderr, "drover: %s\n", TerminalText(st.message()).c_str());
   switch (st.code()) {
     case Code::kInvalidArgument:
     case Code::kNotFound:
@@ -132,8 +134,22 @@ std::string FormatTime(Millis ms) {
   return buf;
 }
 
-std::string RenderTable(const std::vector<std::string>& header,
-                        const std::vector<std::vector<std::string>>& rows) {
+void PrintText(std::string_view text) { std::fputs(TerminalText(text).c_str(), stdout); }
+
+std::string RenderTable(const std::vector<std::string>& given_header,
+                        const std::vector<std::vector<std::string>>& given_rows) {
+  // Every cell is one line of text as a terminal shows it: a name or a message with an escape
+  // sequence or a newline in it can neither act on the terminal nor break the table.
+  auto safe = [](const std::vector<std::string>& row) {
+    std::vector<std::string> out;
+    out.reserve(row.size());
+    for (const auto& cell : row) out.push_back(TerminalLine(cell));
+    return out;
+  };
+  const std::vector<std::string> header = safe(given_header);
+  std::vector<std::vector<std::string>> rows;
+  rows.reserve(given_rows.size());
+  for (const auto& r : given_rows) rows.push_back(safe(r));
   std::vector<size_t> width(header.size(), 0);
   auto measure = [&](const std::vector<std::string>& row) {
     for (size_t i = 0; i < row.size() && i < width.size(); ++i) {

@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -53,7 +54,11 @@ std::string ParamsDiff(const Json& base, const Json& params);
 std::string FormatValue(const Json& v);  // 0.9611 / 64 / mlp
 std::string FormatTime(Millis ms);       // local "2026-11-30 12:00:01"
 
-// A plain text table: columns padded to the widest cell.
+// Prints `text` to stdout as TerminalText shows it (common/terminal.h): what a run or a request
+// stored (names, hyper-parameters, failure lines, paths) is shown, never obeyed by the terminal.
+// Every view prints stored text through this or RenderTable.
+void PrintText(std::string_view text);
+// A plain text table: columns padded to the widest cell; each cell escaped as TerminalLine.
 std::string RenderTable(const std::vector<std::string>& header,
                         const std::vector<std::vector<std::string>>& rows);
 

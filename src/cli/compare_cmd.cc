@@ -1,10 +1,13 @@
 // drover compare EXP: the results table of an experiment; --plot writes the curves as SVG.
+#include <fmt/format.h>
+
 #include <filesystem>
 
 #include "cli/catalog.h"
 #include "cli/common.h"
 #include "cli/comparison.h"
 #include "cli/report_cmd.h"
+#include "common/terminal.h"
 
 namespace drover::cli {
 namespace {
@@ -90,12 +93,12 @@ int CompareCmd(Globals& g, const CompareFlags& f) {
     }
     std::printf("%s\n", j.dump(2).c_str());
   } else {
+    // Metric names, parameters and reasons are the runs' own text: shown, never obeyed.
     for (const Experiment& e : exps) {
-      std::printf("experiment %lld (%s), %s\n", static_cast<long long>(e.id), e.name.c_str(),
-                  e.status.c_str());
+      PrintText(fmt::format("experiment {} ({}), {}\n", e.id, TerminalLine(e.name), e.status));
     }
-    std::fputs(RenderComparison(c).c_str(), stdout);
-    if (!f.plot.empty()) std::printf("curves of %s: %s\n", c.metric.c_str(), f.plot.c_str());
+    PrintText(RenderComparison(c));
+    if (!f.plot.empty()) PrintText(fmt::format("curves of {}: {}\n", c.metric, f.plot));
   }
   return kExitOk;
 }

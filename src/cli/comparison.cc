@@ -208,7 +208,7 @@ int PrintResults(Catalog& catalog, const Experiment& exp, const std::vector<Run>
   if (json) {
     std::printf("%s\n", ComparisonJson(exp, c).dump(2).c_str());
   } else if (!quiet) {
-    std::printf("\n%s", RenderComparison(c).c_str());
+    PrintText("\n" + RenderComparison(c));
   }
   // A run the prune rule stopped did what was asked of it: not a failure.
   for (const Run& r : runs) {

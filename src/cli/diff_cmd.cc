@@ -286,7 +286,7 @@ int Diff(Globals& g, const DiffFlags& f) {
                           it.value()[1].dump());
     }
   }
-  std::fputs(text.c_str(), stdout);
+  PrintText(text);  // parameters, metric names and env values are the runs' own text
   return kExitOk;
 }
 

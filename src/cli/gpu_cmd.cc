@@ -12,6 +12,7 @@
 
 #include "cli/client.h"
 #include "cli/common.h"
+#include "common/terminal.h"
 #include "common/clock.h"
 #include "common/strings.h"
 #include "common/users.h"
@@ -95,7 +96,7 @@ int Print(const std::vector<GpuRow>& rows, const std::string& where) {
   if (!notes.empty()) {
     std::printf("\n");
     for (const auto& [gpus, why] : notes) {
-      std::printf("GPU %s: %s\n", Join(gpus, ", ").c_str(), why.c_str());
+      std::printf("GPU %s: %s\n", Join(gpus, ", ").c_str(), TerminalLine(why).c_str());
     }
   }
   return kExitOk;

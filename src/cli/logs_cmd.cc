@@ -7,6 +7,7 @@
 #include "cli/client.h"
 #include "cli/common.h"
 #include "common/strings.h"
+#include "common/terminal.h"
 #include "engine/metric_lines.h"
 
 namespace drover::cli {
@@ -20,6 +21,41 @@ struct LogsFlags {
   bool json = false;
 };
 
+// A run's output goes out as it is to a file or a pipe (what a pager or a script reads is the run's
+// own bytes). On a terminal it is shown through TerminalText: an escape sequence in it would act
+// on the reader's terminal (clear it, set its title, write its clipboard), and the reader may be
+// an admin reading another user's run. A UTF-8 character cut between two chunks is held for the
+// next one.
+class OutputWriter {
+ public:
+  void Write(std::string_view data) {
+    if (!tty_) {
+      std::fwrite(data.data(), 1, data.size(), stdout);
+      return;
+    }
+    held_.append(data);
+    size_t keep = 0;  // the bytes of a character the next chunk completes
+    for (size_t back = 1; back <= 3 && back <= held_.size(); ++back) {
+      const auto c = static_cast<unsigned char>(held_[held_.size() - back]);
+      if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+      const size_t need = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+      if (need > back) keep = back;
+      break;
+    }
+    const std::string out = TerminalText(std::string_view(held_).substr(0, held_.size() - keep));
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    held_.erase(0, held_.size() - keep);
+  }
+  ~OutputWriter() {
+    const std::string rest = TerminalText(held_);
+    std::fwrite(rest.data(), 1, rest.size(), stdout);
+  }
+
+ private:
+  const bool tty_ = ::isatty(STDOUT_FILENO) == 1;
+  std::string held_;
+};
+
 // Through the daemon's API (GET /runs/{id}/logs), following attempts as the daemon runs them.
 int LogsFromDaemon(const DaemonInfo& daemon, const LogsFlags& f) {
   auto id = ParseRunId(f.run);
@@ -29,6 +65,7 @@ int LogsFromDaemon(const DaemonInfo& daemon, const LogsFlags& f) {
   int attempt = f.attempt;
   int64_t offset = 0;
   std::string all;  // for --json
+  OutputWriter out;
   while (true) {
     std::string path = fmt::format("/runs/{}/logs?stream={}&offset={}{}{}", *id, stream, offset,
                                    attempt > 0 ? fmt::format("&attempt={}", attempt) : "",
@@ -40,7 +77,7 @@ int LogsFromDaemon(const DaemonInfo& daemon, const LogsFlags& f) {
     if (f.json) {
       all += data;
     } else {
-      std::fwrite(data.data(), 1, data.size(), stdout);
+      out.Write(data);
       std::fflush(stdout);
     }
     int got = j.value("attempt", 0);
@@ -120,9 +157,10 @@ int Logs(Globals& g, const LogsFlags& f) {
   }
 
   int64_t offset = 0;
+  OutputWriter out;
   auto print = [&](std::string_view l) {
-    std::fwrite(l.data(), 1, l.size(), stdout);
-    std::fputc('\n', stdout);
+    out.Write(l);
+    out.Write("\n");
   };
   while (true) {
     if (number >= 1 && number <= static_cast<int>(attempts->size())) {

@@ -3,6 +3,7 @@
 
 #include "cli/client.h"
 #include "cli/common.h"
+#include "common/terminal.h"
 #include "cli/follow.h"
 
 namespace drover::cli {
@@ -46,7 +47,7 @@ int SetPriority(Globals& g, const PriorityFlags& f) {
     }
     if (ids.empty()) {
       std::printf("experiment %lld (%s) has no queued run\n", static_cast<long long>(exp->id),
-                  exp->name.c_str());
+                  TerminalLine(exp->name).c_str());
       return kExitOk;
     }
   }

@@ -6,6 +6,7 @@
 
 #include "cli/common.h"
 #include "common/strings.h"
+#include "common/terminal.h"
 
 namespace drover::cli {
 
@@ -58,7 +59,8 @@ void ProgressView::OnRunChanged(const Run& run, const Attempt* attempt, const st
   if (IsFinal(run.state) && !metric_.empty() && run.final_metrics.contains(metric_)) {
     line += fmt::format("  {}={}", metric_, FormatValue(run.final_metrics[metric_]));
   }
-  std::fprintf(out_, "%s\n", line.c_str());
+  // A note may quote the run's stderr; names are the run's own: shown, never obeyed.
+  std::fprintf(out_, "%s\n", TerminalLine(line).c_str());
   std::fflush(out_);
 }
 
@@ -205,7 +207,7 @@ void ProgressView::Draw(bool force) {
   }
   std::string buf;
   if (drawn_lines_ > 0) buf += fmt::format("\x1b[{}F\x1b[J", drawn_lines_);
-  for (const auto& l : lines) buf += l + "\n";
+  for (const auto& l : lines) buf += TerminalLine(l) + "\n";  // the view's own escapes above only
   std::fputs(buf.c_str(), out_);
   std::fflush(out_);
   drawn_lines_ = static_cast<int>(lines.size());

@@ -8,6 +8,7 @@
 #include "cli/catalog.h"
 #include "cli/client.h"
 #include "cli/common.h"
+#include "common/terminal.h"
 #include "cli/follow.h"
 #include "cli/run_flags.h"
 #include "common/strings.h"
@@ -60,7 +61,7 @@ int Retry(Globals& g, RetryFlags& f) {
   }
   if (matching == 0) {
     std::printf("nothing to retry: experiment %lld (%s) has no %s runs\n",
-                static_cast<long long>(exp->id), exp->name.c_str(),
+                static_cast<long long>(exp->id), TerminalLine(exp->name).c_str(),
                 which.failed && which.cancelled ? "failed or cancelled"
                 : which.failed                  ? "failed"
                                                 : "cancelled");
@@ -86,7 +87,7 @@ int Retry(Globals& g, RetryFlags& f) {
         std::printf("%s\n", protocol::ToJson(*reply).dump(2).c_str());
       } else if (!f.run.quiet) {
         std::printf("experiment %lld (%s): %s; follow it with drover ls -e %lld\n",
-                    static_cast<long long>(exp->id), exp->name.c_str(), what.c_str(),
+                    static_cast<long long>(exp->id), TerminalLine(exp->name).c_str(), what.c_str(),
                     static_cast<long long>(exp->id));
       }
       return kExitOk;

@@ -10,6 +10,7 @@
 #include "cli/cleanup_view.h"
 #include "cli/client.h"
 #include "cli/common.h"
+#include "common/terminal.h"
 #include "common/strings.h"
 #include "engine/cleanup.h"
 #include "protocol/api.h"
@@ -98,7 +99,7 @@ int Rm(Globals& g, const RmFlags& f) {
       PrintCleanup(*done, "", true);
     } else {
       std::printf("deleted experiment %lld (%s): %s, %s of files\n",
-                  static_cast<long long>(e.id), e.name.c_str(), Count(done->runs, "run").c_str(),
+                  static_cast<long long>(e.id), TerminalLine(e.name).c_str(), Count(done->runs, "run").c_str(),
                   FormatBytes(done->Bytes()).c_str());
     }
   }

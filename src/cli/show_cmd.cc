@@ -5,6 +5,7 @@
 #include "cli/catalog.h"
 #include "cli/common.h"
 #include "common/strings.h"
+#include "common/terminal.h"
 #include "protocol/api.h"
 #include "protocol/json_codec.h"
 
@@ -52,9 +53,9 @@ int Show(Globals& g, const ShowFlags& f) {
 
   std::string out;
   out += fmt::format("run {}  {}  (experiment {} {}, grid point {})\n", run->id,
-                     ToString(run->state), e.id, e.name, run->index + 1);
+                     ToString(run->state), e.id, TerminalLine(e.name), run->index + 1);
   if (!run->reason.empty() && run->state != RunState::kSucceeded) {
-    out += fmt::format("reason       {}\n", run->reason);
+    out += fmt::format("reason       {}\n", TerminalLine(run->reason));
   }
   if (detail->waiting) out += fmt::format("waiting      {}\n", detail->waiting->reason);
   if (!e.user.empty()) {
@@ -69,7 +70,7 @@ int Show(Globals& g, const ShowFlags& f) {
     for (auto it = a->hparams.begin(); it != a->hparams.end(); ++it) {
       h += (h.empty() ? "" : "  ") + it.key() + "=" + FormatValue(it.value());
     }
-    out += fmt::format("hparams      {}{}\n", h,
+    out += fmt::format("hparams      {}{}\n", TerminalLine(h),
                        a->number == attempts->back().number
                            ? std::string()
                            : fmt::format(" (attempt {})", a->number));
@@ -81,7 +82,7 @@ int Show(Globals& g, const ShowFlags& f) {
   }
   if (!attempts->empty() && !attempts->back().event_files.empty()) {
     for (const auto& [path, ef] : attempts->back().event_files) {
-      out += fmt::format("tensorboard  {} ({} read{})\n", path, FormatBytes(ef.offset),
+      out += fmt::format("tensorboard  {} ({} read{})\n", TerminalLine(path), FormatBytes(ef.offset),
                          ef.corrupt > 0 ? fmt::format(", {} damaged record(s) skipped", ef.corrupt)
                                         : std::string());
     }
@@ -97,7 +98,7 @@ int Show(Globals& g, const ShowFlags& f) {
   if (!run->stage.empty()) {
     std::vector<std::string> needs;
     for (int64_t n : run->needs) needs.push_back(std::to_string(n));
-    out += fmt::format("stage        {}{}\n", run->stage,
+    out += fmt::format("stage        {}{}\n", TerminalLine(run->stage),
                        needs.empty() ? "" : " (needs runs " + Join(needs, ", ") + ")");
   }
   if (run->cached_from != 0) {
@@ -138,7 +139,7 @@ int Show(Globals& g, const ShowFlags& f) {
     for (auto it = run->final_metrics.begin(); it != run->final_metrics.end(); ++it) {
       m += (m.empty() ? "" : "  ") + it.key() + "=" + FormatValue(it.value());
     }
-    out += fmt::format("metrics      {}\n", m);
+    out += fmt::format("metrics      {}\n", TerminalLine(m));
   }
   if (!detail->rungs.empty()) {
     out += "\nrungs (where the prune rule compared it)\n";
@@ -183,7 +184,8 @@ int Show(Globals& g, const ShowFlags& f) {
     out += fmt::format("\ncommand      {}\nworkdir      {}\nlogs         {}\n             {}\n",
                        Join(quoted, " "), last.workdir, last.stdout_path, last.stderr_path);
   }
-  std::fputs(out.c_str(), stdout);
+  // Names, hyper-parameters and failure lines are the run's own text: shown, never obeyed.
+  PrintText(out);
   return kExitOk;
 }
 

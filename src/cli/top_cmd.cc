@@ -15,6 +15,7 @@
 #include "cli/unix_http.h"
 #include "cli/common.h"
 #include "common/strings.h"
+#include "common/terminal.h"
 #include "protocol/api.h"
 
 namespace drover::cli {
@@ -126,7 +127,7 @@ int Top(Globals& g, const TopFlags& f) {
   if (f.once) {
     auto frame = Frame(api, f);
     if (!frame.ok()) return ReportError(frame.status());
-    std::fputs(frame->c_str(), stdout);
+    PrintText(*frame);
     return kExitOk;
   }
   struct sigaction sa {};
@@ -170,7 +171,9 @@ int Top(Globals& g, const TopFlags& f) {
     if (g_stop) break;
     auto frame = Frame(api, f);
     std::string text = frame.ok() ? *frame : "drover top: " + frame.status().message() + "\n";
-    std::fputs(("\x1b[H\x1b[2J" + text).c_str(), stdout);
+    // Clearing the screen is top's own escape; what the frame shows (alert messages, metric
+    // names) is escaped.
+    std::fputs(("\x1b[H\x1b[2J" + TerminalText(text)).c_str(), stdout);
     std::fflush(stdout);
   }
   events.detach();  // blocked in a read until the daemon sends something; the process ends now

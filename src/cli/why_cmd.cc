@@ -47,7 +47,7 @@ int WhyCmd(Globals& g, const WhyFlags& f) {
     fmt::print("{}\n", Json{{"run_id", r.id}, {"state", ToString(r.state)}, {"code", code},
                             {"reason", text}}.dump());
   } else {
-    fmt::print("run {} ({}): {}\n", r.id, ToString(r.state), text);
+    PrintText(fmt::format("run {} ({}): {}\n", r.id, ToString(r.state), text));
   }
   return kExitOk;
 }

@@ -1,6 +1,7 @@
 #include "daemon/daemon.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <future>
@@ -20,6 +21,19 @@ constexpr size_t kMaxBufferedEvents = 10000;
 // Commands are quick on the loop (a submit's snapshot is taken before, off it); a loop that does
 // not answer in this long is stuck or stopping.
 constexpr auto kCommandTimeout = std::chrono::minutes(2);
+
+// The spec parsed with its submitter's rights when a root daemon serves them: every path it names
+// (workdir, data:, inputs:) is looked for as they would look, so a submit or a check cannot tell a
+// file in another user's private folder from a missing one (docs/security.md).
+Result<Spec> ParseAsSubmitter(const protocol::SubmitRequest& request, const Engine& engine,
+                              const server::Caller& submitter) {
+  const bool as_them = engine.runs_as_submitter() && submitter.user.uid > 0 &&
+                       submitter.user.uid != static_cast<int64_t>(::geteuid());
+  ActingAs as(as_them ? &submitter.user : nullptr);
+  if (!as.status().ok()) return as.status();
+  return ParseSpecString(request.spec_yaml, request.spec_name, request.base_dir,
+                         request.overrides);
+}
 }  // namespace
 
 Daemon::Daemon(Engine& engine, const Clock& clock, DaemonOptions options)
@@ -35,8 +49,7 @@ Result<CommandReply> Daemon::Call(Command command) {
 
 Status Daemon::CheckSubmit(const protocol::SubmitRequest& request,
                            const server::Caller& submitter) {
-  auto spec =
-      ParseSpecString(request.spec_yaml, request.spec_name, request.base_dir, request.overrides);
+  auto spec = ParseAsSubmitter(request, engine_, submitter);
   if (!spec.ok()) return spec.status();
   DROVER_RETURN_IF_ERROR(ForSubmitter(*spec, submitter));
   return Call(cmd::CheckSubmit{*spec}).status();
@@ -63,8 +76,7 @@ Status Daemon::ForSubmitter(Spec& spec, const server::Caller& submitter) const {
 Result<protocol::SubmitResponse> Daemon::Submit(const protocol::SubmitRequest& request,
                                                 const server::Caller& submitter) {
   // Parsing is pure: do it here, so a bad spec never reaches the loop.
-  auto spec =
-      ParseSpecString(request.spec_yaml, request.spec_name, request.base_dir, request.overrides);
+  auto spec = ParseAsSubmitter(request, engine_, submitter);
   if (!spec.ok()) return spec.status();
   return SubmitSpec(*spec, submitter);
 }
@@ -98,8 +110,10 @@ void Daemon::OnExperimentSubmitted(const Experiment& experiment, const std::vect
   // On the loop, so the stream names the experiment before any of its runs' states.
   Json ids = Json::array();
   for (const auto& run : runs) ids.push_back(run.id);
-  Publish(EventKind::kExperimentSubmitted,
-          {{"experiment_id", experiment.id}, {"name", experiment.name}, {"runs", ids}});
+  Json data = {{"experiment_id", experiment.id}, {"name", experiment.name}, {"runs", ids}};
+  // Whose: the event stream shows each reader another user's runs redacted (events_routes.cc).
+  if (!experiment.user.empty()) data["user"] = experiment.user;
+  Publish(EventKind::kExperimentSubmitted, std::move(data));
 }
 
 Status Daemon::CancelRun(int64_t run_id) { return Call(cmd::CancelRun{run_id}).status(); }
@@ -234,6 +248,8 @@ void Daemon::OnRunChanged(const Run& run, const Attempt* attempt, const std::str
                {"attempt", run.attempts},
                {"reason", run.reason},
                {"note", note}};
+  // Whose: the note may quote the run's stderr, which only its submitter and admins are shown.
+  if (!run.user.empty()) data["user"] = run.user;
   if (attempt) data["cuda_visible_devices"] = attempt->cuda_visible_devices;
   Publish(EventKind::kRunState, std::move(data));
 }
@@ -255,6 +271,7 @@ void Daemon::OnMetrics(const Run& run, const std::vector<MetricPoint>& points) {
     for (const auto& p : series) pts.push_back(protocol::ToJson(p));
   }
   Json data = {{"run_id", run.id}, {"points", pts}};
+  if (!run.user.empty()) data["user"] = run.user;
   if (thinned) data["downsampled_from"] = points.size();
   Publish(EventKind::kMetrics, std::move(data));
 }

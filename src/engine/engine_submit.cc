@@ -1,6 +1,7 @@
 // Submitting an experiment: whether it fits, the grid, the code snapshot (off the loop in the
 // daemon: PrepareSubmit), recording it with its queued runs (Commit), and its environment,
 // captured in the background and stored when ready.
+#include <fcntl.h>
 #include <unistd.h>
 #include <fmt/format.h>
 #include <signal.h>
@@ -106,8 +107,33 @@ Status Engine::CheckSubmit(const Spec& spec) {
   return CheckSpecFits(spec, book_.gpus(), options_.scheduler.gpu_reserve, options_.cpu_slots);
 }
 
+namespace {
+
+// A path the spec names for its runs to read (data:, a stage's inputs:), opened with the
+// submitter's rights on a root daemon: the runs could not read it either, and "missing" and "not
+// yours to read" get one answer, so a submit cannot probe another user's private folders.
+Status CheckReadable(const std::string& what, const std::string& path, const UnixUser* reader) {
+  ActingAs as(reader);
+  if (!as.status().ok()) return as.status();
+  // O_NONBLOCK: a FIFO is not waited on; a folder opens read-only as well as a file.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd >= 0) {
+    ::close(fd);
+    return Status::Ok();
+  }
+  return NotFound(fmt::format("{} '{}' does not exist or {} cannot read it; fix the path, or make "
+                              "it readable to {}",
+                              what, path, reader ? DisplayName(*reader) : "drover",
+                              reader ? "them" : "the user drover runs as"));
+}
+
+}  // namespace
+
 Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_dir,
                                      const UnixUser* reader) {
+  for (const auto& [name, path] : spec.data) {
+    DROVER_RETURN_IF_ERROR(CheckReadable("data." + name, path, reader));
+  }
   PreparedSubmit p;
   p.spec = spec;
   if (p.spec.container) {
@@ -142,6 +168,7 @@ Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_
         const fs::path path(in);
         const std::string abs =
             path.is_absolute() ? in : (fs::path(spec.project_dir) / path).lexically_normal().string();
+        DROVER_RETURN_IF_ERROR(CheckReadable("stage " + st.name + ": input", abs, reader));
         Result<std::string> hash = [&]() -> Result<std::string> {
           ActingAs as(reader);  // the submitter's files, read with their rights
           if (!as.status().ok()) return as.status();

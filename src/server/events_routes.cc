@@ -1,8 +1,11 @@
 // /api/v1/events: server-sent events from EngineControl::WaitEvents. Each event is
 //   id: <seq>\nevent: <kind>\ndata: <json>\n\n
-// and a client resumes with Last-Event-ID (browsers send it on reconnect) or ?after=<seq>.
+// and a client resumes with Last-Event-ID (browsers send it on reconnect) or ?after=<seq>. On a
+// shared daemon each reader sees of another user's runs what RedactedEvent leaves.
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <optional>
 #include <thread>
 
 #include "server/connection_gate.h"
@@ -17,6 +20,8 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr int64_t kWaitSliceMs = 250;
 
 struct StreamState {
+  Caller caller;  // who reads the stream: what of other users' runs it is shown
+  std::map<int64_t, std::string> run_owners;  // run id -> submitter, as looked up
   int64_t after = 0;
   bool started = false;
   SteadyClock::time_point last_write = SteadyClock::now();
@@ -31,9 +36,52 @@ std::string OneLine(std::string s) {
   return s;
 }
 
-std::string Frame(const StreamEvent& e) {
+std::string Frame(const StreamEvent& e, const Json& data) {
   return "id: " + std::to_string(e.seq) + "\nevent: " + OneLine(e.kind) +
-         "\ndata: " + DumpJson(e.data) + "\n\n";
+         "\ndata: " + DumpJson(data) + "\n\n";
+}
+
+int64_t IdIn(const Json& data, const char* key) {
+  if (!data.is_object()) return 0;
+  auto it = data.find(key);
+  return it != data.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+
+// Whose run or experiment an event is about: the daemon names the submitter ("user") in what it
+// publishes about runs; an alert names only its run or experiment, looked up in the store.
+// Nothing when it is about no one's (a GPU's telemetry, an idle GPU); "" when the owner cannot be
+// found, which only an admin may read.
+std::optional<std::string> OwnerOf(ServerContext& ctx, StreamState& state, const StreamEvent& e) {
+  if (e.data.is_object()) {
+    auto user = e.data.find("user");
+    if (user != e.data.end() && user->is_string()) return user->get<std::string>();
+  }
+  if (const int64_t run_id = IdIn(e.data, "run_id"); run_id > 0) {
+    auto known = state.run_owners.find(run_id);
+    if (known != state.run_owners.end()) return known->second;
+    auto run = LoadRun(ctx, run_id);
+    if (!run.ok()) return std::string();
+    if (state.run_owners.size() > 10000) state.run_owners.clear();
+    state.run_owners[run_id] = run->user;
+    return run->user;
+  }
+  if (const int64_t experiment_id = IdIn(e.data, "experiment_id"); experiment_id > 0) {
+    auto store = ctx.ThreadStore();
+    if (!store.ok()) return std::string();
+    auto exp = (*store)->GetExperiment(experiment_id);
+    if (!exp.ok() || !exp->has_value()) return std::string();
+    return (*exp)->user;
+  }
+  return std::nullopt;
+}
+
+// The event as this stream's reader may see it: all of it about their own runs (an admin: every
+// run's), RedactedEvent about another user's.
+Json ShownTo(ServerContext& ctx, StreamState& state, const StreamEvent& e) {
+  if (state.caller.admin || e.kind == "gpu") return e.data;
+  std::optional<std::string> owner = OwnerOf(ctx, state, e);
+  if (!owner || MayActOn(state.caller, *owner, "read").ok()) return e.data;
+  return RedactedEvent(e.kind, e.data);
 }
 
 Status Events(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
@@ -50,6 +98,7 @@ Status Events(ServerContext& ctx, const httplib::Request& req, httplib::Response
     after = a ? *a : ctx.engine.LastEventSeq();  // no cursor: only what happens from now on
   }
   auto state = std::make_shared<StreamState>();
+  state->caller = CurrentCaller();
   state->after = after;
   state->slot = ctx.AcquireLongPoll();
   if (!state->slot) {
@@ -92,7 +141,7 @@ Status Events(ServerContext& ctx, const httplib::Request& req, httplib::Response
               out += "event: gap\ndata: " + DumpJson({{"after", state->after}, {"next", e.seq}}) +
                      "\n\n";
             }
-            out += Frame(e);
+            out += Frame(e, ShownTo(ctx, *state, e));
             state->after = e.seq;
           }
           auto now = SteadyClock::now();

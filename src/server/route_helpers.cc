@@ -1,6 +1,7 @@
 // Helpers shared by the route files: the per-thread store, long-poll slots, JSON replies, and
 // checked parsing of ids, query parameters and bodies.
 #include <charconv>
+#include <set>
 
 #include "server/routes.h"
 
@@ -159,21 +160,109 @@ Result<Experiment> LoadExperiment(ServerContext& ctx, const std::string& id_or_n
   return std::move(**e);
 }
 
-Experiment RedactedFor(const Caller& caller, Experiment e) {
-  if (MayActOn(caller, e.user, "read").ok()) return e;
-  if (e.spec.is_object() && e.spec.contains("env") && e.spec["env"].is_object()) {
-    for (auto& [key, value] : e.spec["env"].items()) value = "(hidden)";
-  }
-  // Its command lines too (a key passed as a flag): its params stay visible.
-  if (e.spec.is_object() && e.spec.contains("command")) e.spec["command"] = "(hidden)";
-  if (e.spec.is_object() && e.spec.contains("stages") && e.spec["stages"].is_object()) {
-    for (auto& [name, stage] : e.spec["stages"].items()) {
-      if (stage.is_object() && stage.contains("command")) stage["command"] = "(hidden)";
+namespace {
+
+constexpr const char* kHidden = "(hidden)";
+
+// What of a spec, at the top or of one stage, another user is shown: an allowlist, so a field
+// added to the spec later is hidden until someone decides it may be shown. What runs (command,
+// env values, data: and inputs: paths, the project's folders, container mounts) stays the
+// submitter's; what was asked for (parameters, resources, objective, stages' names) is the
+// lab's to see.
+const std::set<std::string>& ShownSpecFields() {
+  static const std::set<std::string> kShown = {
+      "name",          "shell",       "params",         "param_order",      "resources",
+      "priority",      "group",       "preemptible",    "checkpoint",       "metrics",
+      "max_parallel",  "retries",     "retries_given",  "retry_backoff_ms", "timeout_ms",
+      "objective",     "oom",         "search",         "prune",            "monitor",
+      "force",         "rerun",       "max_runs",       "executor_kind",    "gather",
+      "needs",         "outputs"};
+  return kShown;
+}
+
+// The names of a mapping's keys with each value hidden (env: which variables, not their values).
+Json KeysOnly(const Json& j) {
+  if (!j.is_object()) return kHidden;
+  Json out = Json::object();
+  for (const auto& [key, value] : j.items()) out[key] = kHidden;
+  return out;
+}
+
+Json RedactedSpecPart(const Json& part, bool top) {
+  if (!part.is_object()) return kHidden;
+  Json out = Json::object();
+  for (const auto& [key, value] : part.items()) {
+    if (ShownSpecFields().count(key)) {
+      out[key] = value;
+    } else if (key == "env" || key == "data") {  // (input_hashes are keyed by paths: hidden)
+      out[key] = KeysOnly(value);
+    } else if (key == "inputs" && value.is_array()) {
+      out[key] = Json::array();
+      for (size_t i = 0; i < value.size(); ++i) out[key].push_back(kHidden);
+    } else if (key == "container" && value.is_object()) {
+      // The image is what the run ran in (show names it); the mounts are the submitter's paths.
+      Json c = Json::object();
+      for (const char* shown : {"image", "runtime", "network", "image_id", "digest"}) {
+        if (value.contains(shown)) c[shown] = value[shown];
+      }
+      out[key] = c;
+    } else if (key == "stages" && top) {
+      // Stored as a list of stages; a spec written by hand has a mapping of name: stage.
+      if (value.is_array()) {
+        out[key] = Json::array();
+        for (const Json& st : value) out[key].push_back(RedactedSpecPart(st, false));
+      } else if (value.is_object()) {
+        out[key] = Json::object();
+        for (const auto& [name, st] : value.items()) out[key][name] = RedactedSpecPart(st, false);
+      } else {
+        out[key] = kHidden;
+      }
+    } else {
+      out[key] = kHidden;  // command, workdir, project_dir, and anything not named above
     }
   }
+  return out;
+}
+
+}  // namespace
+
+Json RedactedSpec(const Json& spec) { return RedactedSpecPart(spec, true); }
+
+Experiment RedactedFor(const Caller& caller, Experiment e) {
+  if (MayActOn(caller, e.user, "read").ok()) return e;
+  e.spec = RedactedSpec(e.spec);
   e.spec_yaml = "(not shown: another user's spec)";
   if (!e.git_diff.empty()) e.git_diff = "(not shown: another user's changes)";
   return e;
+}
+
+Json RedactedEvent(const std::string& kind, const Json& data) {
+  // What every event about a run may say to anyone: which run, which experiment, whose, its
+  // state and the reason code. Notes (a failure's last stderr line, paths) are the submitter's.
+  static const std::set<std::string> kIds = {"run_id", "experiment_id", "state",  "attempt",
+                                             "reason", "user",          "runs",   "name",
+                                             "cuda_visible_devices"};
+  std::set<std::string> shown = kIds;
+  if (kind == "metrics") {
+    // The same points GET /runs/{id}/metrics gives anyone.
+    shown.insert({"points", "downsampled_from"});
+  } else if (kind == "gpu") {
+    return data;  // the pool's telemetry: no run's text
+  } else if (kind == "alert") {
+    shown.insert({"id", "kind", "severity", "gpu", "first_ms", "last_ms", "count"});
+    // Drover's own detectors word their messages; an alert a run raised itself (drover.alert,
+    // kind "run") is in the script's words, with its details and key.
+    const bool own_words = data.value("kind", std::string()) == "run";
+    if (!own_words) shown.insert({"message", "key", "data"});
+  }
+  if (!data.is_object()) return Json::object();
+  Json out = Json::object();
+  for (const auto& [key, value] : data.items()) {
+    if (shown.count(key)) out[key] = value;
+  }
+  if (data.contains("note")) out["note"] = "";
+  if (kind == "alert" && !shown.count("message")) out["message"] = "(hidden: another user's alert)";
+  return out;
 }
 
 void RedactAttempt(Attempt& a) {

@@ -121,8 +121,17 @@ void RegisterTokensRoutes(httplib::Server& http, ServerContext& ctx);
 void RegisterSearchRoutes(httplib::Server& http, ServerContext& ctx);
 
 // What another user (not an admin) is shown of an experiment on a shared daemon: its record,
-// not its secrets: the spec's env values, its YAML text and the uncommitted diff are hidden.
+// not its secrets: the spec as RedactedSpec shows it, not its YAML text nor the uncommitted diff.
 Experiment RedactedFor(const Caller& caller, Experiment e);
+// A stored spec (SpecToJson) as another user sees it: an allowlist of what was asked for (params,
+// resources, objective, stages' names and needs); the command, env values, data: and inputs:
+// paths, folders and anything not on the list "(hidden)", at the top and in every stage (a list
+// of stages or a mapping).
+Json RedactedSpec(const Json& spec);
+// An event of the stream (`kind`, its data) about another user's run: ids, states, the reason
+// code, and for metrics its points; never a note (a failure's stderr line, paths) nor the words of
+// an alert the run raised itself.
+Json RedactedEvent(const std::string& kind, const Json& data);
 // What of an attempt another user is not shown: its command line and its stderr's last lines.
 void RedactAttempt(Attempt& a);
 

@@ -5,13 +5,15 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
 
+#include "cli/client.h"
 #include "cli/common.h"
-#include "common/strings.h"
-#include "common/subprocess.h"
-#include "exec/artifacts.h"
-#include "protocol/json_codec.h"
+#include "cli/unix_http.h"
+#include "engine/run_export.h"
+#include "protocol/api.h"
 #include "store/store.h"
 
 namespace drover::cli {
@@ -25,12 +27,52 @@ struct ExportFlags {
   bool code = true;
 };
 
-Status Write(const fs::path& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << text;
-  f.close();
-  if (!f) return Status(Code::kIo, "cannot write '" + path.string() + "'");
-  return Status::Ok();
+// The daemon's archive of run `id` (GET /runs/{id}/export), written to `out` by this process as
+// its user: through a temp file beside it, renamed into place once every byte the daemon said it
+// would send has arrived. Returns how many artifacts the archive holds (unknown here: 0).
+Result<size_t> DownloadExport(const DaemonInfo& daemon, int64_t id, bool code,
+                              const std::string& out) {
+  if (daemon.socket.empty()) {
+    return Unavailable("this store's daemon has no socket to export through; run drover export "
+                       "on the daemon's machine");
+  }
+  const std::string tmp = out + ".part";
+  FILE* f = std::fopen(tmp.c_str(), "wbx");
+  if (f == nullptr) return ErrnoStatus("cannot write '" + tmp + "'");
+  int64_t got = 0;
+  bool written = true;
+  std::string headers;
+  Status st = UnixHttpStream(
+      daemon.socket, fmt::format("{}/runs/{}/export?code={}", protocol::kApiPrefix, id, code ? 1 : 0),
+      [&](std::string_view data) {
+        written = std::fwrite(data.data(), 1, data.size(), f) == data.size();
+        got += static_cast<int64_t>(data.size());
+        return written;
+      },
+      600, &headers);
+  written = std::fclose(f) == 0 && written;
+  int64_t length = -1;
+  if (size_t at = [&] {
+        std::string lower = headers;
+        for (auto& c : lower) c = static_cast<char>(std::tolower(c));
+        return lower.find("\r\ncontent-length:");
+      }();
+      at != std::string::npos) {
+    length = std::atoll(headers.c_str() + at + 17);
+  }
+  if (!st.ok() || !written || length < 0 || got != length) {
+    std::remove(tmp.c_str());
+    if (!st.ok()) return st;
+    if (!written) return ErrnoStatus("cannot write '" + tmp + "'");
+    return Unavailable(fmt::format("the archive of run {} was cut short ({} of {} bytes); try again",
+                                   id, got, length));
+  }
+  if (std::rename(tmp.c_str(), out.c_str()) != 0) {
+    Status err = ErrnoStatus("cannot write '" + out + "'");
+    std::remove(tmp.c_str());
+    return err;
+  }
+  return size_t{0};
 }
 
 Status Export(Globals& g, const ExportFlags& f) {
@@ -38,88 +80,29 @@ Status Export(Globals& g, const ExportFlags& f) {
   if (!f.out.ends_with(".tar.gz") && !f.out.ends_with(".tgz")) {
     return InvalidArgument("-o names a .tar.gz (or .tgz) file, got '" + f.out + "'");
   }
-  DROVER_ASSIGN_OR_RETURN(auto store, OpenStore(g, false));
-  DROVER_ASSIGN_OR_RETURN(std::optional<Run> run, store->GetRun(id));
-  if (!run) return NotFound(fmt::format("no run {} in this store; `drover ls` lists runs", id));
-  DROVER_ASSIGN_OR_RETURN(std::optional<Experiment> exp, store->GetExperiment(run->experiment_id));
-  if (!exp) return Internal(fmt::format("run {} has no experiment", id));
-  DROVER_ASSIGN_OR_RETURN(std::optional<Snapshot> snap, store->GetSnapshot(exp->snapshot_hash));
-  DROVER_ASSIGN_OR_RETURN(std::vector<Attempt> attempts, store->ListAttempts(id));
-  // A cached run did not run: its command is the one of the run it was cached from.
-  std::vector<Attempt> source_attempts;
-  if (attempts.empty() && run->cached_from != 0) {
-    DROVER_ASSIGN_OR_RETURN(source_attempts, store->ListAttempts(run->cached_from));
-  }
-  const std::vector<Attempt>& ran = attempts.empty() ? source_attempts : attempts;
-  DROVER_ASSIGN_OR_RETURN(std::vector<Environment> envs, store->ListEnvironments(exp->id));
-  DROVER_ASSIGN_OR_RETURN(RunArtifacts arts, store->RunOutputs(id, store->Dir()));
-
-  // Staged beside nothing of the store's: a temp folder, archived, removed.
-  std::string tmp = (fs::temp_directory_path() / "drover-export-XXXXXX").string();
-  if (mkdtemp(tmp.data()) == nullptr) return ErrnoStatus("cannot create a temp folder");
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
-  } cleanup{tmp};
-  const std::string top = fmt::format("run-{}", id);
-  const fs::path root = fs::path(tmp) / top;
-  std::error_code ec;
-  fs::create_directories(root / "artifacts", ec);
-  if (ec) return Status(Code::kIo, "cannot create '" + root.string() + "': " + ec.message());
-
-  Json record;
-  record["format"] = "drover-export/1";
-  record["run"] = protocol::ToJson(*run);
-  record["experiment"] = {{"id", exp->id}, {"name", exp->name}, {"spec", exp->spec},
-                          {"git_commit", exp->git_commit}, {"git_dirty", !exp->git_diff.empty()}};
-  record["snapshot"] = snap ? Json{{"hash", snap->hash}, {"files", snap->files}, {"bytes", snap->bytes}}
-                            : Json(nullptr);
-  Json atts = Json::array();
-  for (const Attempt& a : attempts) atts.push_back(protocol::ToJson(a));
-  record["attempts"] = atts;
-  Json env = Json::array();
-  for (const Environment& e : envs) {
-    env.push_back({{"interpreter", e.interpreter}, {"hostname", e.hostname}, {"gpu_info", e.gpu_info},
-                   {"packages_file", "packages" + std::string(envs.size() > 1 ? "-" + std::to_string(env.size()) : "") + ".txt"}});
-    DROVER_RETURN_IF_ERROR(Write(root / env.back()["packages_file"].get<std::string>(), e.packages));
-  }
-  record["environments"] = env;
-  record["artifacts"] = protocol::ToJson(arts)["files"];
-  if (!ran.empty()) {
-    std::vector<std::string> quoted;
-    for (const std::string& w : ran.back().argv) quoted.push_back(ShellQuote(w));
-    record["command"] = Join(quoted, " ");
-    if (attempts.empty()) record["command_of_run"] = run->cached_from;
-  }
-  record["reproduce"] = fmt::format(
-      "drover reproduce {} (in the store it came from); elsewhere: unpack code/, install "
-      "packages.txt, run `command` in code/ with `run.params`",
-      id);
-  DROVER_RETURN_IF_ERROR(Write(root / "record.json", record.dump(2, ' ', false, Json::error_handler_t::replace) + "\n"));
-  if (!exp->git_diff.empty()) DROVER_RETURN_IF_ERROR(Write(root / "git.diff", exp->git_diff));
-
-  // The outputs as the run stored them (links kept), and the code it ran.
-  for (const Artifact& a : arts.files) {
-    const fs::path dest = root / "artifacts" / a.path;
-    fs::create_directories(dest.parent_path(), ec);
-    fs::copy(arts.dir + "/" + a.path, dest, fs::copy_options::copy_symlinks, ec);
-    if (ec) return Status(Code::kIo, "cannot copy artifact '" + a.path + "': " + ec.message());
-  }
-  if (f.code && snap && fs::is_directory(snap->path, ec)) {
-    fs::copy(snap->path, root / "code", fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
-    if (ec) return Status(Code::kIo, "cannot copy the code snapshot: " + ec.message());
-  }
   const std::string out = fs::absolute(f.out).string();
-  DROVER_ASSIGN_OR_RETURN(Captured tar, RunAndCapture({"tar", "-C", tmp, "-czf", out, top}));
-  if (tar.exit_code != 0) {
-    return Status(Code::kIo, fmt::format("tar could not write '{}' (exit {})", out, tar.exit_code));
+  size_t artifacts = 0;
+  bool artifacts_known = true;
+  if (auto daemon = FindDaemon(g)) {
+    // The daemon writes the archive (GET /runs/{id}/export: a shared daemon's store is its own);
+    // this process, as the user, writes it where they asked.
+    DROVER_ASSIGN_OR_RETURN(artifacts, DownloadExport(*daemon, id, f.code, out));
+    artifacts_known = false;
+  } else {
+    DROVER_ASSIGN_OR_RETURN(auto store, OpenStore(g, false));
+    ExportOptions options;
+    options.code = f.code;
+    DROVER_ASSIGN_OR_RETURN(ExportResult r, ExportRun(*store, id, out, options));
+    artifacts = r.artifacts;
   }
-  std::printf("%s: run %lld with %zu artifact%s%s and its record (tar tzf %s lists it)\n",
-              out.c_str(), static_cast<long long>(id), arts.files.size(),
-              arts.files.size() == 1 ? "" : "s", f.code ? ", its code" : "", out.c_str());
+  if (artifacts_known) {
+    std::printf("%s: run %lld with %zu artifact%s%s and its record (tar tzf %s lists it)\n",
+                out.c_str(), static_cast<long long>(id), artifacts, artifacts == 1 ? "" : "s",
+                f.code ? ", its code" : "", out.c_str());
+  } else {
+    std::printf("%s: run %lld's artifacts%s and its record (tar tzf %s lists it)\n", out.c_str(),
+                static_cast<long long>(id), f.code ? ", its code" : "", out.c_str());
+  }
   return Status::Ok();
 }
 

@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "cli/catalog.h"
 #include "cli/client.h"
 #include "cli/common.h"
 #include "cli/follow.h"
@@ -26,110 +27,22 @@ struct ReproduceFlags {
   RunFlags run_flags;
 };
 
-std::vector<Environment> EnvironmentsOf(Store& store, int64_t experiment_id) {
-  Result<std::vector<Environment>> envs = store.ListEnvironments(experiment_id);
-  return envs.ok() ? *envs : std::vector<Environment>{};
-}
-
 const Environment* FindEnv(const std::vector<Environment>& envs) {
   return envs.empty() ? nullptr : &envs.front();
 }
 
-int Reproduce(Globals& g, ReproduceFlags& f) {
-  auto id = ParseRunId(f.run);
-  if (!id.ok()) return ReportError(id.status());
-  Run original;
-  Experiment exp;
-  Snapshot snap;
-  std::vector<Environment> original_env;
-  {
-    auto store = OpenStore(g, false);
-    if (!store.ok()) return ReportError(store.status());
-    auto run = (*store)->GetRun(*id);
-    if (!run.ok()) return ReportError(run.status());
-    if (!*run) return ReportError(NotFound(fmt::format("no run {} in this store; `drover ls` lists runs", *id)));
-    original = **run;
-    auto e = (*store)->GetExperiment(original.experiment_id);
-    if (!e.ok() || !*e) return ReportError(Internal("the run's experiment is gone"));
-    exp = **e;
-    auto s = (*store)->GetSnapshot(exp.snapshot_hash);
-    if (!s.ok() || !*s) {
-      return ReportError(NotFound("snapshot " + exp.snapshot_hash.substr(0, 16) +
-                                  " is not in the store (drover gc removes unused ones)"));
-    }
-    snap = **s;
-    original_env = EnvironmentsOf(**store, exp.id);
-  }
-  auto spec = ReproduceSpec(original, exp, snap);
-  if (!spec.ok()) return ReportError(spec.status());
-  int64_t new_run = 0;
-  const std::string metric = spec->objective ? spec->objective->metric : "";
-  // With --json only the comparison is printed (one JSON document).
-  RunFlags run_flags = f.run_flags;
-  if (run_flags.json) {
-    run_flags.json = false;
-    run_flags.quiet = true;
-  }
-  int code = kExitOk;
-  if (auto daemon = FindDaemon(g)) {
-    // The daemon makes the spec from the same records (POST /runs/{id}/reproduce) and runs it;
-    // this process follows it, then compares.
-    ApiClient api(*daemon);
-    auto reply = api.Post(fmt::format("/runs/{}/reproduce", original.id), Json::object());
-    if (!reply.ok()) return ReportError(reply.status());
-    auto made = protocol::ReproduceResponseFromJson(*reply);
-    if (!made.ok()) return ReportError(made.status());
-    new_run = made->run_id;
-    if (!run_flags.quiet) {
-      std::fprintf(stderr, "experiment %lld (%s): run %lld again from snapshot %s, in the daemon\n",
-                   static_cast<long long>(made->experiment_id), spec->name.c_str(),
-                   static_cast<long long>(original.id), snap.hash.substr(0, 12).c_str());
-    }
-    FollowOptions follow;
-    follow.quiet = run_flags.quiet;
-    follow.cancel_on_exit = run_flags.cancel_on_exit;
-    code = FollowExperiment(api, made->experiment_id, follow);
-    if (code == kExitInterrupted) return code;
-  } else {
-    run_flags.executor = spec->executor;  // where the original ran: Slurm or here
-    code = RunInForeground(g, run_flags, [&](Engine& engine, Store&) -> Result<QueuedRuns> {
-    DROVER_ASSIGN_OR_RETURN(SubmitResult sub, engine.Submit(*spec));
-    if (sub.snapshot.hash != snap.hash) {
-      std::fprintf(stderr,
-                   "drover: note: the snapshot read back hashes to %s, not %s: its files changed "
-                   "since (drover verify %lld names them)\n",
-                   sub.snapshot.hash.substr(0, 16).c_str(), snap.hash.substr(0, 16).c_str(),
-                   static_cast<long long>(original.id));
-    }
-    QueuedRuns q;
-    q.experiment_id = sub.experiment_id;
-    q.name = spec->name;
-    q.metric = metric;
-    q.runs = sub.runs;
-    // The run of its stage (a pipeline's other runs are its needs, cached where they can be).
-    for (const Run& r : sub.runs) {
-      if (r.stage == original.stage) {
-        new_run = r.id;
-        break;
-      }
-    }
-    q.headline = fmt::format("experiment {} ({}): run {} again from snapshot {}",
-                             sub.experiment_id, spec->name, original.id, snap.hash.substr(0, 12));
-    return q;
-    });
-  }
-  if (new_run == 0) return code;
-  auto store = OpenStore(g, false);
-  if (!store.ok()) return ReportError(store.status());
-  auto again = (*store)->GetRun(new_run);
-  if (!again.ok() || !*again) return ReportError(Internal("the reproduced run is gone"));
-  const Run& r = **again;
-  Json report = {{"run", original.id}, {"reproduced_as", r.id}, {"state", ToString(r.state)},
+// The original's metrics against the reproduction's, within the tolerance; what else differed
+// between the two runs' environments where they do not match. Exit 0 when the same.
+int CompareReproduction(const protocol::RunDetail& original, const protocol::RunDetail& again,
+                        const ReproduceFlags& f) {
+  const Run& r = again.run;
+  Json report = {{"run", original.run.id}, {"reproduced_as", r.id}, {"state", ToString(r.state)},
                  {"tolerance", f.tolerance}, {"metrics", Json::object()}};
-  bool same = r.state == RunState::kSucceeded || r.state == original.state;
+  bool same = r.state == RunState::kSucceeded || r.state == original.run.state;
   std::string text = fmt::format("\nrun {} reproduced as run {} ({}); metrics within {}:\n",
-                                 original.id, r.id, ToString(r.state), f.tolerance);
-  for (auto it = original.final_metrics.begin(); it != original.final_metrics.end(); ++it) {
+                                 original.run.id, r.id, ToString(r.state), f.tolerance);
+  const Json& was = original.run.final_metrics;
+  for (auto it = was.begin(); it != was.end(); ++it) {
     const Json& now = r.final_metrics.contains(it.key()) ? r.final_metrics[it.key()] : Json();
     bool match = false;
     if (it.value().is_number() && now.is_number()) {
@@ -141,10 +54,8 @@ int Reproduce(Globals& g, ReproduceFlags& f) {
     text += fmt::format("  {:<16} {} -> {}  {}\n", it.key(), it.value().dump(),
                         now.is_null() ? "(none)" : now.dump(-1, ' ', false, Json::error_handler_t::replace), match ? "same" : "DIFFERENT");
   }
-  // Where they differ, what else differed between the two runs' environments.
-  const std::vector<Environment> env_now = EnvironmentsOf(**store, r.experiment_id);
-  const Environment* a = FindEnv(original_env);
-  const Environment* b = FindEnv(env_now);
+  const Environment* a = FindEnv(original.environments);
+  const Environment* b = FindEnv(again.environments);
   Json env = Json::object();
   if (a && b) {
     if (a->interpreter != b->interpreter) env["interpreter"] = {a->interpreter, b->interpreter};
@@ -157,7 +68,7 @@ int Reproduce(Globals& g, ReproduceFlags& f) {
   if (!same) {
     text += env.empty() ? "  the interpreter, packages, host and GPUs recorded are the same\n"
                         : fmt::format("  the environment differs: {} (drover diff {} {})\n",
-                                      env.dump(-1, ' ', false, Json::error_handler_t::replace), original.id, r.id);
+                                      env.dump(-1, ' ', false, Json::error_handler_t::replace), original.run.id, r.id);
   }
   text += same ? "reproduced: the same metrics\n" : "not reproduced\n";
   if (f.run_flags.json) {
@@ -166,6 +77,100 @@ int Reproduce(Globals& g, ReproduceFlags& f) {
     std::fputs(text.c_str(), stdout);
   }
   return same ? kExitOk : 1;
+}
+
+// The record of a run, from the store's daemon when one serves (a shared daemon's store is its
+// own: its users read it through the daemon, as themselves), else from the store.
+Result<protocol::RunDetail> RecordOf(Globals& g, int64_t run_id) {
+  DROVER_ASSIGN_OR_RETURN(auto catalog, OpenCatalog(g));
+  return catalog->GetRunDetail(run_id);
+}
+
+int Reproduce(Globals& g, ReproduceFlags& f) {
+  auto id = ParseRunId(f.run);
+  if (!id.ok()) return ReportError(id.status());
+  auto original = RecordOf(g, *id);
+  if (!original.ok()) return ReportError(original.status());
+  const std::string snap_hash = original->snapshot ? original->snapshot->hash : "";
+  int64_t new_run = 0;
+  // With --json only the comparison is printed (one JSON document).
+  RunFlags run_flags = f.run_flags;
+  if (run_flags.json) {
+    run_flags.json = false;
+    run_flags.quiet = true;
+  }
+  int code = kExitOk;
+  if (auto daemon = FindDaemon(g)) {
+    // The daemon makes the spec from the same records (POST /runs/{id}/reproduce), checks the
+    // code is as recorded, and runs it as the run's submitter; this process follows it, then
+    // compares.
+    ApiClient api(*daemon);
+    auto reply = api.Post(fmt::format("/runs/{}/reproduce", *id), Json::object());
+    if (!reply.ok()) return ReportError(reply.status());
+    auto made = protocol::ReproduceResponseFromJson(*reply);
+    if (!made.ok()) return ReportError(made.status());
+    new_run = made->run_id;
+    if (!run_flags.quiet) {
+      std::fprintf(stderr, "experiment %lld (%s-reproduce): run %lld again from snapshot %s, in "
+                   "the daemon\n",
+                   static_cast<long long>(made->experiment_id),
+                   original->experiment.name.c_str(),
+                   static_cast<long long>(*id), snap_hash.substr(0, 12).c_str());
+    }
+    FollowOptions follow;
+    follow.quiet = run_flags.quiet;
+    follow.cancel_on_exit = run_flags.cancel_on_exit;
+    code = FollowExperiment(api, made->experiment_id, follow);
+    if (code == kExitInterrupted) return code;
+  } else {
+    Result<Spec> spec = Internal("no spec");
+    Snapshot snap;
+    {
+      auto store = OpenStore(g, false);
+      if (!store.ok()) return ReportError(store.status());
+      auto e = (*store)->GetExperiment(original->run.experiment_id);
+      if (!e.ok() || !*e) return ReportError(Internal("the run's experiment is gone"));
+      auto s = (*store)->GetSnapshot((*e)->snapshot_hash);
+      if (!s.ok() || !*s) {
+        return ReportError(NotFound("snapshot " + (*e)->snapshot_hash.substr(0, 16) +
+                                    " is not in the store (drover gc removes unused ones)"));
+      }
+      snap = **s;
+      spec = ReproduceSpec(original->run, **e, snap);
+    }
+    if (!spec.ok()) return ReportError(spec.status());
+    const std::string metric = spec->objective ? spec->objective->metric : "";
+    run_flags.executor = spec->executor;  // where the original ran: Slurm or here
+    code = RunInForeground(g, run_flags, [&](Engine& engine, Store&) -> Result<QueuedRuns> {
+    DROVER_ASSIGN_OR_RETURN(SubmitResult sub, engine.Submit(*spec));
+    if (sub.snapshot.hash != snap.hash) {
+      std::fprintf(stderr,
+                   "drover: note: the snapshot read back hashes to %s, not %s: its files changed "
+                   "since (drover verify %lld names them)\n",
+                   sub.snapshot.hash.substr(0, 16).c_str(), snap.hash.substr(0, 16).c_str(),
+                   static_cast<long long>(*id));
+    }
+    QueuedRuns q;
+    q.experiment_id = sub.experiment_id;
+    q.name = spec->name;
+    q.metric = metric;
+    q.runs = sub.runs;
+    // The run of its stage (a pipeline's other runs are its needs, cached where they can be).
+    for (const Run& r : sub.runs) {
+      if (r.stage == original->run.stage) {
+        new_run = r.id;
+        break;
+      }
+    }
+    q.headline = fmt::format("experiment {} ({}): run {} again from snapshot {}",
+                             sub.experiment_id, spec->name, *id, snap.hash.substr(0, 12));
+    return q;
+    });
+  }
+  if (new_run == 0) return code;
+  auto again = RecordOf(g, new_run);
+  if (!again.ok()) return ReportError(again.status());
+  return CompareReproduction(*original, *again, f);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "common/unix_socket.h"
+#include "model/spec.h"
 
 namespace drover::cli {
 namespace {
@@ -127,7 +128,8 @@ Result<HttpReply> UnixHttpRequest(const std::string& socket_path, const std::str
 }
 
 Status UnixHttpStream(const std::string& socket_path, const std::string& target,
-                      const std::function<bool(std::string_view)>& on_data, int idle_timeout_s) {
+                      const std::function<bool(std::string_view)>& on_data, int idle_timeout_s,
+                      std::string* headers) {
   auto connected = ConnectUnix(socket_path, 5000);
   if (!connected.ok()) return NotFound(connected.status().message());
   const int fd = *connected;
@@ -155,9 +157,29 @@ Status UnixHttpStream(const std::string& socket_path, const std::string& target,
       }
       const int status = head.starts_with("HTTP/1.") ? std::atoi(head.c_str() + head.find(' ') + 1) : 0;
       if (status < 200 || status > 299) {
-        st = Unavailable("the daemon answered " + std::to_string(status) + " for " + target);
+        // The daemon's error, as its JSON says it ({"error": "..."}), read to a bound.
+        std::string body = head.substr(end + 4);
+        for (ssize_t m; body.size() < 65536 && (m = ::recv(fd, buf, sizeof buf, 0)) > 0;) {
+          body.append(buf, static_cast<size_t>(m));
+        }
+        std::string message = body;
+        try {
+          const Json j = Json::parse(body);
+          if (j.is_object() && j.contains("error") && j["error"].is_object() &&
+              j["error"].contains("message") && j["error"]["message"].is_string()) {
+            message = j["error"]["message"].get<std::string>();
+          }
+        } catch (const Json::exception&) {
+        }
+        st = Status(status == 403   ? Code::kPermissionDenied
+                    : status == 404 ? Code::kNotFound
+                    : status == 400 ? Code::kInvalidArgument
+                                    : Code::kUnavailable,
+                    message.empty() ? "the daemon answered " + std::to_string(status) + " for " + target
+                                    : message);
         break;
       }
+      if (headers != nullptr) *headers = head.substr(0, end);
       in_body = true;
       got = std::string_view(head).substr(end + 4);
       if (got.empty()) continue;

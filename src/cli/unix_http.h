@@ -23,8 +23,10 @@ Result<HttpReply> UnixHttpRequest(const std::string& socket_path, const std::str
 
 // A GET whose reply streams (the event stream): `on_data` gets what arrives after the headers, as
 // it arrives (chunk framing included), until it returns false, the daemon ends the reply, or
-// nothing arrives for idle_timeout_s. An error status (not 2xx) is returned as a failure.
+// nothing arrives for idle_timeout_s. An error status (not 2xx) is returned as a failure with
+// the daemon's message. `headers`, when given, gets the reply's status line and headers.
 Status UnixHttpStream(const std::string& socket_path, const std::string& target,
-                      const std::function<bool(std::string_view)>& on_data, int idle_timeout_s);
+                      const std::function<bool(std::string_view)>& on_data, int idle_timeout_s,
+                      std::string* headers = nullptr);
 
 }  // namespace drover::cli

@@ -10,7 +10,8 @@
 namespace drover {
 
 Result<std::string> ReadBoundedFile(const std::string& path, size_t max_bytes,
-                                    std::string_view what, std::string_view hint) {
+                                    std::string_view what, std::string_view hint,
+                                    std::optional<int64_t> owner) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT) return NotFound(fmt::format("{} '{}' not found; check the path", what, path));
@@ -22,6 +23,9 @@ Result<std::string> ReadBoundedFile(const std::string& path, size_t max_bytes,
   };
   struct stat st;
   if (fstat(fd, &st) != 0) return fail(ErrnoStatus(fmt::format("reading {} '{}'", what, path)));
+  if (owner && static_cast<int64_t>(st.st_uid) != *owner) {
+    return fail(PermissionDenied(fmt::format("{} '{}' is not uid {}'s file", what, path, *owner)));
+  }
   if (S_ISDIR(st.st_mode)) {
     return fail(InvalidArgument(fmt::format("'{}' is a directory, not a {}; {}", path, what, hint)));
   }

@@ -3,6 +3,8 @@
 // regular file, opened without blocking (a FIFO must not hang the reader), at most `max_bytes`
 // read (a device such as /dev/zero, or a huge file, is refused before its content is).
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -13,7 +15,11 @@ namespace drover {
 // `what` names the file in errors ("spec file", "recipe"); `hint` says what to give instead
 // ("give the YAML file"). NotFound when there is no such file; InvalidArgument for a directory,
 // something that is not a regular file, or one over the limit.
+// `owner`, when set: the file must belong to that uid, checked on the descriptor that is read
+// (never a stat before the open: the path could be swapped between the two); PermissionDenied
+// otherwise, saying nothing of the content.
 Result<std::string> ReadBoundedFile(const std::string& path, size_t max_bytes,
-                                    std::string_view what, std::string_view hint);
+                                    std::string_view what, std::string_view hint,
+                                    std::optional<int64_t> owner = std::nullopt);
 
 }  // namespace drover

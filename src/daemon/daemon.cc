@@ -9,6 +9,9 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/cleanup.h"
+#include "engine/run_export.h"
+#include "exec/artifacts.h"
+#include "exec/snapshot.h"
 #include "protocol/json_codec.h"
 #include "report/series.h"
 #include "server/routes.h"
@@ -104,6 +107,48 @@ Result<protocol::SubmitResponse> Daemon::SubmitSpec(const Spec& given,
   r.experiment_id = sub->experiment_id;
   for (const auto& run : sub->runs) r.run_ids.push_back(run.id);
   return r;
+}
+
+Result<std::vector<std::string>> Daemon::VerifyCode(const Snapshot& snapshot,
+                                                    const UnixUser& owner) {
+  // Off the loop, on the HTTP worker: it re-reads the snapshot's files, with their owner's
+  // rights on a root daemon.
+  const bool as_them = engine_.runs_as_submitter() && owner.uid > 0 &&
+                       owner.uid != static_cast<int64_t>(::geteuid());
+  return VerifySnapshot(snapshot, engine_.store_dir() + "/snapshots", as_them ? &owner : nullptr);
+}
+
+Result<std::vector<std::string>> Daemon::VerifyOutputs(const RunArtifacts& artifacts) {
+  // The store's own files (root's on a root daemon): read with the daemon's rights.
+  return VerifyArtifacts(engine_.store_dir(), artifacts.source_run, artifacts.files);
+}
+
+Result<std::string> Daemon::ExportRun(Store& store, int64_t run_id, bool code,
+                                      const UnixUser& owner) {
+  // A folder of the archive's own, the owner's on a root daemon (tar runs as them); the route
+  // removes it once the archive is served.
+  std::string dir = (std::filesystem::temp_directory_path() / "drover-export-out-XXXXXX").string();
+  if (mkdtemp(dir.data()) == nullptr) return ErrnoStatus("cannot create a temp folder");
+  const bool as_them = engine_.runs_as_submitter() && owner.uid > 0 &&
+                       owner.uid != static_cast<int64_t>(::geteuid());
+  if (as_them && lchown(dir.c_str(), static_cast<uid_t>(owner.uid),
+                        static_cast<gid_t>(owner.gid)) != 0) {
+    Status st = ErrnoStatus("cannot give the export's folder to " + DisplayName(owner));
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    return st;
+  }
+  ExportOptions options;
+  options.code = code;
+  options.code_owner = as_them ? &owner : nullptr;
+  const std::string out = dir + "/export.tar.gz";
+  Result<ExportResult> made = drover::ExportRun(store, run_id, out, options);
+  if (!made.ok()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    return made.status();
+  }
+  return out;
 }
 
 void Daemon::OnExperimentSubmitted(const Experiment& experiment, const std::vector<Run>& runs) {

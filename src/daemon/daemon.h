@@ -28,6 +28,11 @@ class Daemon : public server::EngineControl, public EngineObserver {
   Result<protocol::SubmitResponse> Submit(const protocol::SubmitRequest& request,
                                           const server::Caller& submitter) override;
   Result<protocol::SubmitResponse> SubmitSpec(const Spec& spec, const server::Caller& submitter) override;
+  Result<std::vector<std::string>> VerifyCode(const Snapshot& snapshot,
+                                              const UnixUser& owner) override;
+  Result<std::vector<std::string>> VerifyOutputs(const RunArtifacts& artifacts) override;
+  Result<std::string> ExportRun(Store& store, int64_t run_id, bool code,
+                                const UnixUser& owner) override;
   Status CancelRun(int64_t run_id) override;
   Status CancelExperiment(int64_t experiment_id) override;
   Status SetPriority(int64_t run_id, int priority) override;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <dirent.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "common/hash.h"
 #include "exec/file_hashes.h"
@@ -22,68 +24,154 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A file of an output as the run left it: where its bytes are, and whether it is a link.
-struct Found {
-  std::string source;
-  bool link = false;
-  bool exec = false;
-  std::string root;  // the tree it was found in (source is root/rel)
+// An open file descriptor, closed with its scope.
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      if (fd_ >= 0) close(fd_);
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
 };
 
-bool Opaque(const std::string& dir) {
+// A file of an output as the run left it: in which layer, and what it is.
+struct Found {
+  int layer = 0;  // index into the layers walked (the upper layer or the copy first)
+  bool link = false;
+  bool exec = false;
+};
+
+// One tree the run's files are in, opened once: every path below it is resolved beneath this
+// descriptor without following any link (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), so a
+// link the run planted (`a -> /etc`) is never walked through, whoever the daemon is.
+struct Layer {
+  std::string root;  // for messages
+  Fd fd;
+  bool upper = false;  // an overlay's upper layer (whiteouts and opaque folders hide below)
+};
+
+bool Whiteout(const struct stat& st) { return S_ISCHR(st.st_mode) && st.st_rdev == 0; }
+
+bool Opaque(int dir_fd) {
   char v[4];
   for (const char* name : {"user.overlay.opaque", "trusted.overlay.opaque"}) {
-    ssize_t n = lgetxattr(dir.c_str(), name, v, sizeof v);
+    ssize_t n = fgetxattr(dir_fd, name, v, sizeof v);
     if (n == 1 && v[0] == 'y') return true;
   }
   return false;
 }
 
-bool Whiteout(const struct stat& st) { return S_ISCHR(st.st_mode) && st.st_rdev == 0; }
-
-// Every file under `root`/`rel` (a file or a folder) into `out` by its path inside the working
-// copy; whiteouts and opaque folders (an overlay's upper layer) hide what is below.
-void Walk(const std::string& root, const std::string& rel, std::map<std::string, Found>& out,
-          std::set<std::string>& hidden, bool upper) {
-  const std::string path = root + "/" + rel;
-  struct stat st {};
-  if (lstat(path.c_str(), &st) != 0) return;
-  auto is_hidden = [&](const std::string& r) {
-    for (std::string p = r;;) {
-      if (hidden.count(p)) return true;
-      size_t slash = p.rfind('/');
-      if (slash == std::string::npos) return false;
-      p.resize(slash);
-    }
-  };
-  if (!upper && is_hidden(rel)) return;
-  if (upper && Whiteout(st)) {
-    hidden.insert(rel);
-    return;
+// Whether `rel` or a folder above it is in `hidden` (what the upper layer hides below it).
+bool Hidden(const std::set<std::string>& hidden, const std::string& rel) {
+  for (std::string p = rel;;) {
+    if (hidden.count(p)) return true;
+    const size_t slash = p.rfind('/');
+    if (slash == std::string::npos) return false;
+    p.resize(slash);
   }
-  if (S_ISDIR(st.st_mode)) {
-    if (upper && Opaque(path)) hidden.insert(rel);
-    std::error_code ec;
-    for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
-      Walk(root, rel + "/" + it->path().filename().string(), out, hidden, upper);
-    }
-    return;
-  }
-  if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) return;
-  if (out.count(rel)) return;  // the upper layer's wins
-  out[rel] = Found{path, S_ISLNK(st.st_mode), (st.st_mode & 0111) != 0, root};
 }
 
-Status Link(const std::string& object, const std::string& dest) {
-  std::error_code ec;
-  fs::create_directories(fs::path(dest).parent_path(), ec);
-  if (ec) return Status(Code::kIo, "cannot create '" + dest + "': " + ec.message());
-  unlink(dest.c_str());
-  if (link(object.c_str(), dest.c_str()) == 0) return Status::Ok();
-  // Another file system (an outputs folder moved by hand): a copy.
-  fs::copy_file(object, dest, fs::copy_options::overwrite_existing, ec);
-  if (ec) return Status(Code::kIo, "cannot store '" + dest + "': " + ec.message());
+Status ThroughALink(const std::string& rel) {
+  return FailedPrecondition(fmt::format(
+      "its output '{}' lies under a symbolic link the run made; an output is never stored "
+      "through a link (declare the folder the link points to, inside the working copy)",
+      rel));
+}
+
+// Every file under `rel` (a file or a folder) of `layer` into `out` by its path inside the
+// working copy. In the upper layer, whatever is not a plain folder (a file, a link, a whiteout)
+// and an opaque folder hide what the lower layer has at and below that path, as overlayfs does.
+Status Walk(const Layer& layer, int index, const std::string& rel,
+            std::map<std::string, Found>& out, std::set<std::string>& hidden, int depth = 0) {
+  if (depth > 256) return FailedPrecondition("its output '" + rel + "' is nested too deeply");
+  if (!layer.upper && Hidden(hidden, rel)) return Status::Ok();
+  Fd fd(OpenBeneathAt(layer.fd.get(), rel.c_str(), O_PATH | O_NOFOLLOW));
+  if (fd.get() < 0) {
+    if (errno == ENOENT) return Status::Ok();
+    if (errno == ELOOP || errno == EXDEV || errno == ENOTDIR) return ThroughALink(rel);
+    return ErrnoStatus("cannot open '" + layer.root + "/" + rel + "'");
+  }
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) return ErrnoStatus("cannot stat '" + layer.root + "/" + rel + "'");
+  if (layer.upper && Whiteout(st)) {
+    hidden.insert(rel);
+    return Status::Ok();
+  }
+  if (S_ISDIR(st.st_mode)) {
+    Fd dir(OpenBeneathAt(layer.fd.get(), rel.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
+    if (dir.get() < 0) return ErrnoStatus("cannot read '" + layer.root + "/" + rel + "'");
+    if (layer.upper && Opaque(dir.get())) hidden.insert(rel);
+    DIR* d = fdopendir(dir.get());
+    if (d == nullptr) return ErrnoStatus("cannot read '" + layer.root + "/" + rel + "'");
+    dir.release();  // closedir closes it
+    std::vector<std::string> names;
+    while (dirent* e = readdir(d)) {
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
+        names.emplace_back(e->d_name);
+      }
+    }
+    closedir(d);
+    for (const std::string& name : names) {
+      DROVER_RETURN_IF_ERROR(Walk(layer, index, rel + "/" + name, out, hidden, depth + 1));
+    }
+    return Status::Ok();
+  }
+  if (layer.upper) hidden.insert(rel);  // a file or a link here: nothing of the lower layer below
+  if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) return Status::Ok();
+  if (!out.count(rel)) out[rel] = Found{index, S_ISLNK(st.st_mode), (st.st_mode & 0111) != 0};
   return Status::Ok();
+}
+
+// What the upper layer has at each folder above `rel` hides the lower layer's `rel` too: a file
+// or a link in place of the folder (`rm -rf a && ln -s /etc a`), or a folder made opaque.
+void HideBelowUpper(const Layer& upper, const std::string& rel, std::set<std::string>& hidden) {
+  for (size_t slash = rel.find('/'); slash != std::string::npos; slash = rel.find('/', slash + 1)) {
+    const std::string above = rel.substr(0, slash);
+    Fd fd(OpenBeneathAt(upper.fd.get(), above.c_str(), O_PATH | O_NOFOLLOW));
+    if (fd.get() < 0) return;  // not in the upper layer: the lower one shows
+    struct stat st {};
+    if (fstat(fd.get(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      hidden.insert(above);
+      return;
+    }
+    Fd dir(OpenBeneathAt(upper.fd.get(), above.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
+    if (dir.get() >= 0 && Opaque(dir.get())) {
+      hidden.insert(above);
+      return;
+    }
+  }
+}
+
+// The folder that will hold `rel` beneath `root` (the run's outputs tree, the daemon's own),
+// each folder made and opened through no link: a link stored as an output is never a way out.
+Result<Fd> ParentBeneath(int root, const std::string& rel, std::string* leaf) {
+  Fd dir(fcntl(root, F_DUPFD_CLOEXEC, 0));
+  if (dir.get() < 0) return ErrnoStatus("cannot open the outputs folder");
+  size_t start = 0;
+  for (size_t slash = rel.find('/'); slash != std::string::npos;
+       start = slash + 1, slash = rel.find('/', start)) {
+    const std::string name = rel.substr(start, slash - start);
+    if (mkdirat(dir.get(), name.c_str(), 0755) != 0 && errno != EEXIST) {
+      return ErrnoStatus("cannot create the folder of '" + rel + "'");
+    }
+    Fd next(openat(dir.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (next.get() < 0) return ThroughALink(rel);
+    dir = std::move(next);
+  }
+  *leaf = rel.substr(start);
+  return dir;
 }
 
 }  // namespace
@@ -93,28 +181,41 @@ std::string OutputsDir(const std::string& store_dir, int64_t run_id) {
 }
 
 std::string ArtifactObject(const std::string& store_dir, const std::string& hash) {
-  return store_dir + "/artifacts/" + hash.substr(0, 2) + "/" + hash;
+  return ArtifactObjectPath(store_dir, hash);
 }
 
 Result<std::vector<Artifact>> StoreOutputs(const std::string& store_dir, int64_t run_id,
                                            const RunTree& tree,
                                            const std::vector<std::string>& outputs) {
+  // The run's trees, each opened once: the copy, or the overlay's upper layer over the snapshot.
+  std::vector<Layer> layers;
+  for (const std::string& root : tree.upper.empty()
+                                     ? std::vector<std::string>{tree.work}
+                                     : std::vector<std::string>{tree.upper, tree.lower}) {
+    Layer l;
+    l.root = root;
+    l.fd = Fd(open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (l.fd.get() < 0) return ErrnoStatus("cannot open the run's folder '" + root + "'");
+    l.upper = !tree.upper.empty() && layers.empty();
+    layers.push_back(std::move(l));
+  }
   std::map<std::string, Found> files;
   for (const std::string& o : outputs) {
     std::set<std::string> hidden;
     bool exists = false;
-    struct stat st {};
-    if (tree.upper.empty()) {
-      exists = lstat((tree.work + "/" + o).c_str(), &st) == 0;
-      Walk(tree.work, o, files, hidden, false);
-    } else {
-      const bool up = lstat((tree.upper + "/" + o).c_str(), &st) == 0;
-      exists = up && !Whiteout(st);
-      Walk(tree.upper, o, files, hidden, true);
-      if (!hidden.count(o)) {
-        exists = exists || lstat((tree.lower + "/" + o).c_str(), &st) == 0;
-        Walk(tree.lower, o, files, hidden, false);
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const Layer& layer = layers[i];
+      if (!layer.upper && !tree.upper.empty()) HideBelowUpper(layers[0], o, hidden);
+      if (!layer.upper && Hidden(hidden, o)) break;
+      Fd at(OpenBeneathAt(layer.fd.get(), o.c_str(), O_PATH | O_NOFOLLOW));
+      struct stat st {};
+      if (at.get() < 0 && (errno == ELOOP || errno == EXDEV || errno == ENOTDIR)) {
+        return ThroughALink(o);
       }
+      if (at.get() >= 0 && fstat(at.get(), &st) == 0 && !(layer.upper && Whiteout(st))) {
+        exists = true;
+      }
+      DROVER_RETURN_IF_ERROR(Walk(layer, static_cast<int>(i), o, files, hidden));
     }
     if (!exists) {
       return FailedPrecondition(fmt::format(
@@ -129,58 +230,55 @@ Result<std::vector<Artifact>> StoreOutputs(const std::string& store_dir, int64_t
   fs::remove_all(out_dir, ec);  // a half-made tree of an earlier try
   fs::create_directories(objects, ec);
   if (ec) return Status(Code::kIo, "cannot create '" + objects + "': " + ec.message());
+  fs::create_directories(out_dir, ec);
+  if (ec) return Status(Code::kIo, "cannot create '" + out_dir + "': " + ec.message());
+  Fd out(open(out_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (out.get() < 0) return ErrnoStatus("cannot open '" + out_dir + "'");
   std::vector<Artifact> stored;
   for (const auto& [rel, f] : files) {
+    const Layer& layer = layers[static_cast<size_t>(f.layer)];
+    const std::string source = layer.root + "/" + rel;
     Artifact a;
     a.run_id = run_id;
     a.path = rel;
-    // In a user's tree, opened beneath its root through no link.
-    int in = -1;
-    if (tree.confined) {
-      in = OpenBeneath(f.root, rel, f.link ? O_PATH | O_NOFOLLOW : O_RDONLY | O_NONBLOCK);
-      if (in < 0) {
-        return FailedPrecondition(
-            fmt::format("its output '{}' cannot be read inside its working copy ({}); an output "
-                        "is not stored through a symbolic link",
-                        rel, std::strerror(errno)));
-      }
+    // Opened again beneath its tree through no link, and checked on the descriptor: what is
+    // read is what was walked, even if the run swapped the path for a link meanwhile.
+    Fd in(OpenBeneathAt(layer.fd.get(), rel.c_str(),
+                        f.link ? O_PATH | O_NOFOLLOW : O_RDONLY | O_NONBLOCK | O_NOFOLLOW));
+    if (in.get() < 0) {
+      if (errno == ELOOP || errno == EXDEV || errno == ENOTDIR) return ThroughALink(rel);
+      return FailedPrecondition(fmt::format(
+          "its output '{}' cannot be read inside its working copy ({})", rel,
+          std::strerror(errno)));
     }
+    std::string leaf;
+    DROVER_ASSIGN_OR_RETURN(Fd parent, ParentBeneath(out.get(), rel, &leaf));
+    unlinkat(parent.get(), leaf.c_str(), 0);
     if (f.link) {
-      // A link is kept as a link (its target's text), not followed out of the working copy.
-      std::string target;
-      if (in >= 0) {
-        char buf[4096];
-        const ssize_t n = readlinkat(in, "", buf, sizeof buf);
-        close(in);
-        if (n < 0) return ErrnoStatus("cannot read link '" + f.source + "'");
-        target.assign(buf, static_cast<size_t>(n));
-      } else {
-        target = fs::read_symlink(f.source, ec).string();
-      }
-      if (ec) return Status(Code::kIo, "cannot read link '" + f.source + "': " + ec.message());
+      // A link is kept as a link (its target's text), never followed out of the working copy.
+      char buf[4096];
+      const ssize_t n = readlinkat(in.get(), "", buf, sizeof buf);
+      if (n < 0) return ErrnoStatus("cannot read link '" + source + "'");
+      const std::string target(buf, static_cast<size_t>(n));
       a.hash = Sha256Hex(target);
       a.bytes = static_cast<int64_t>(target.size());
       a.mode = 0120777;
-      const std::string dest = out_dir + "/" + rel;
-      fs::create_directories(fs::path(dest).parent_path(), ec);
-      fs::create_symlink(target, dest, ec);
-      if (ec) return Status(Code::kIo, "cannot store link '" + dest + "': " + ec.message());
+      if (symlinkat(target.c_str(), parent.get(), leaf.c_str()) != 0) {
+        return ErrnoStatus("cannot store link '" + out_dir + "/" + rel + "'");
+      }
       stored.push_back(a);
       continue;
     }
     // Copied beside the objects while hashed, then renamed to its hash (kept once).
     std::string tmp = objects + "/.tmp-XXXXXX";
     int fd = mkstemp(tmp.data());
-    if (fd < 0) {
-      if (in >= 0) close(in);
-      return ErrnoStatus("cannot write under '" + objects + "'");
-    }
+    if (fd < 0) return ErrnoStatus("cannot write under '" + objects + "'");
     close(fd);
     unlink(tmp.c_str());
     std::string hex;
     int64_t bytes = 0;
     std::optional<FileKey> stable;
-    Status s = CopyAndHash(f.source, tmp, f.exec, &hex, &bytes, &stable, in);
+    Status s = CopyAndHash(source, tmp, f.exec, &hex, &bytes, &stable, in.release());
     if (!s.ok()) {
       unlink(tmp.c_str());
       return s;
@@ -188,10 +286,7 @@ Result<std::vector<Artifact>> StoreOutputs(const std::string& store_dir, int64_t
     chmod(tmp.c_str(), f.exec ? 0555 : 0444);
     const std::string object = ArtifactObject(store_dir, hex);
     fs::create_directories(fs::path(object).parent_path(), ec);
-    const std::string dest = out_dir + "/" + rel;
-    fs::create_directories(fs::path(dest).parent_path(), ec);
-    unlink(dest.c_str());
-    if (link(object.c_str(), dest.c_str()) == 0) {
+    if (linkat(AT_FDCWD, object.c_str(), parent.get(), leaf.c_str(), 0) == 0) {
       unlink(tmp.c_str());  // the same content, stored before: one copy, linked
     } else {
       // Not stored before (or collected by a gc a moment ago): this copy becomes the object.
@@ -200,16 +295,36 @@ Result<std::vector<Artifact>> StoreOutputs(const std::string& store_dir, int64_t
         unlink(tmp.c_str());
         return err;
       }
-      DROVER_RETURN_IF_ERROR(Link(object, dest));
+      if (linkat(AT_FDCWD, object.c_str(), parent.get(), leaf.c_str(), 0) != 0) {
+        // Another file system (an outputs folder moved by hand): a copy.
+        Fd src(open(object.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+        Fd dst(openat(parent.get(), leaf.c_str(),
+                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444));
+        if (src.get() < 0 || dst.get() < 0) {
+          return ErrnoStatus("cannot store '" + out_dir + "/" + rel + "'");
+        }
+        char buf[1 << 16];
+        for (ssize_t n; (n = read(src.get(), buf, sizeof buf)) != 0;) {
+          if (n < 0 && errno == EINTR) continue;
+          if (n < 0 || write(dst.get(), buf, static_cast<size_t>(n)) != n) {
+            return ErrnoStatus("cannot store '" + out_dir + "/" + rel + "'");
+          }
+        }
+      }
     }
     a.hash = hex;
     a.bytes = bytes;
     a.mode = f.exec ? 0755 : 0644;
     stored.push_back(a);
   }
-  // Declared folders that came out empty are still there for the stages that need them.
+  // Declared folders that came out empty are still there for the stages that need them (made
+  // through no link, like every file above).
   for (const std::string& o : outputs) {
-    if (!fs::exists(out_dir + "/" + o, ec)) fs::create_directories(out_dir + "/" + o, ec);
+    std::string leaf;
+    DROVER_ASSIGN_OR_RETURN(Fd parent, ParentBeneath(out.get(), o, &leaf));
+    if (mkdirat(parent.get(), leaf.c_str(), 0755) != 0 && errno != EEXIST) {
+      return ErrnoStatus("cannot create '" + out_dir + "/" + o + "'");
+    }
   }
   // The stored tree is drover's (root's on a root daemon) and read-only; its folders are open to
   // whoever reaches them (a later stage's run, as its user, through its bind: outputs/ itself is
@@ -218,7 +333,8 @@ Result<std::vector<Artifact>> StoreOutputs(const std::string& store_dir, int64_t
   for (fs::recursive_directory_iterator it(out_dir, walk), end; !walk && it != end;
        it.increment(walk)) {
     std::error_code kind;
-    if (it->is_directory(kind) && !it->is_symlink(kind)) chmod(it->path().c_str(), 0755);
+    if (it->is_symlink(kind)) continue;
+    if (it->is_directory(kind)) chmod(it->path().c_str(), 0755);
   }
   chmod(out_dir.c_str(), 0755);
   return stored;

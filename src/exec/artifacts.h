@@ -17,9 +17,13 @@ struct RunTree {
   std::string work;   // the working copy (a copy)
   std::string upper;  // the overlay's upper layer ("" for a copy)
   std::string lower;  // the snapshot under it
-  // The tree is a user's and the caller is not (a root daemon's run, docs/lab-server.md): every
-  // file is opened beneath its root without following a link (OpenBeneath), so an output path
-  // through a link the run planted (`d -> /root`, `outputs: [d/secret]`) is refused.
+  // Whether the tree is a user's and the caller is not (a root daemon's run). Kept for callers
+  // that say so; every tree is walked alike now: each file is opened beneath its layer's root
+  // through no link (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) and checked on its
+  // descriptor, a file or link in the upper layer hides the lower layer below it (as overlayfs
+  // does), and the outputs tree is written through no link, so a link the run planted
+  // (`rm -rf a && ln -s /etc a`, `d -> /root` with `outputs: [d/sub]`) is never walked or
+  // written through (docs/security.md).
   bool confined = false;
 };
 

@@ -117,6 +117,48 @@ TEST_F(ArtifactsTest, AnOverlaysUpperLayerHidesWhatItDeletedFromTheSnapshot) {
                                              "data/old/b.txt"}));
 }
 
+TEST_F(ArtifactsTest, ALinkTheRunPutInPlaceOfAFolderHidesTheSnapshotBelowItAndIsNeverWrittenThrough) {
+  // The snapshot has a/passwd; the run replaced `a` with a link to a folder outside (as
+  // `rm -rf a && ln -s /etc a` does in the merged view: the upper layer holds the link).
+  Put(dir_ / "lower/a/passwd", "the user's text");
+  Put(dir_ / "outside/passwd", "not the run's");
+  fs::create_directories(dir_ / "upper");
+  fs::create_symlink(dir_ / "outside", dir_ / "upper/a");
+  const std::string store = (dir_ / "store").string();
+  auto a = StoreOutputs(store, 4,
+                        {(dir_ / "work").string(), (dir_ / "upper").string(),
+                         (dir_ / "lower").string()},
+                        {"a"});
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_EQ(a->size(), 1u);  // the link alone: nothing of the snapshot below it
+  EXPECT_EQ((*a)[0].path, "a");
+  EXPECT_EQ((*a)[0].mode, 0120777);
+  EXPECT_EQ(Read(dir_ / "outside/passwd"), "not the run's");
+  EXPECT_TRUE(fs::is_symlink(OutputsDir(store, 4) + "/a"));
+  // Declared as a folder below the link: refused, never made through it.
+  auto b = StoreOutputs(store, 5,
+                        {(dir_ / "work").string(), (dir_ / "upper").string(),
+                         (dir_ / "lower").string()},
+                        {"a/passwd"});
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("lies under a symbolic link"), std::string::npos)
+      << b.status().message();
+  EXPECT_EQ(Read(dir_ / "outside/passwd"), "not the run's");
+}
+
+TEST_F(ArtifactsTest, AnOutputBeneathALinkIsRefusedWithoutNamingWhatIsThere) {
+  // A copied working copy (no overlay) with `d -> a folder outside`, `outputs: [d/sub]`.
+  Put(dir_ / "outside/sub/first-secret-name", "x");
+  fs::create_directories(dir_ / "w");
+  fs::create_symlink(dir_ / "outside", dir_ / "w/d");
+  auto a = StoreOutputs((dir_ / "store").string(), 6, {(dir_ / "w").string(), "", ""}, {"d/sub"});
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(a.status().message().find("lies under a symbolic link"), std::string::npos);
+  EXPECT_EQ(a.status().message().find("first-secret-name"), std::string::npos);
+  EXPECT_FALSE(fs::exists(OutputsDir((dir_ / "store").string(), 6) + "/d/sub/first-secret-name"));
+}
+
 TEST_F(ArtifactsTest, AnUnchangedTreeIsHashedFromItsKeysAndAChangeIsSeen) {
   Put(dir_ / "in/a.txt", "a");
   Put(dir_ / "in/sub/b.txt", "b");

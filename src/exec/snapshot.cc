@@ -522,7 +522,27 @@ std::string SnapshotManifest(const std::string& snapshots_dir, const std::string
 }
 
 Result<std::vector<std::string>> VerifySnapshot(const Snapshot& snapshot,
-                                                const std::string& snapshots_dir) {
+                                                const std::string& snapshots_dir,
+                                                const UnixUser* as) {
+  // What was stored, read with the daemon's own rights (the manifests are the store's).
+  std::map<std::string, std::pair<std::string, std::string>> was;  // rel -> (mode, hash)
+  FILE* f = fopen(SnapshotManifest(snapshots_dir, snapshot.hash).c_str(), "re");
+  const bool have_manifest = f != nullptr;
+  if (f != nullptr) {
+    char line[8192];
+    while (fgets(line, sizeof line, f) != nullptr) {
+      std::string l(line);
+      if (!l.empty() && l.back() == '\n') l.pop_back();
+      const size_t a = l.find(' '), b = a == std::string::npos ? a : l.find(' ', a + 1);
+      if (b == std::string::npos) continue;
+      was[l.substr(b + 1)] = {l.substr(0, a), l.substr(a + 1, b - a - 1)};
+    }
+    fclose(f);
+  }
+  // The snapshot's files are its owner's (a root daemon's submit): read with their rights, so a
+  // file swapped for a link to what they could not read is not read for them.
+  ActingAs acting(as);
+  if (!acting.status().ok()) return acting.status();
   std::error_code ec;
   if (snapshot.path.empty() || !fs::is_directory(snapshot.path, ec)) {
     return NotFound("snapshot " + snapshot.hash + " is not in the store (at '" + snapshot.path +
@@ -546,8 +566,7 @@ Result<std::vector<std::string>> VerifySnapshot(const Snapshot& snapshot,
   }
   if (ec) return Status(Code::kIo, "cannot list '" + snapshot.path + "': " + ec.message());
   std::vector<std::string> bad;
-  FILE* f = fopen(SnapshotManifest(snapshots_dir, snapshot.hash).c_str(), "re");
-  if (f == nullptr) {
+  if (!have_manifest) {
     // A snapshot stored before manifests: its hash says whether anything changed, not what.
     Sha256 tree;
     const std::string_view nul("\0", 1);
@@ -565,16 +584,6 @@ Result<std::vector<std::string>> VerifySnapshot(const Snapshot& snapshot,
     }
     return bad;
   }
-  char line[8192];
-  std::map<std::string, std::pair<std::string, std::string>> was;
-  while (fgets(line, sizeof line, f) != nullptr) {
-    std::string l(line);
-    if (!l.empty() && l.back() == '\n') l.pop_back();
-    const size_t a = l.find(' '), b = a == std::string::npos ? a : l.find(' ', a + 1);
-    if (b == std::string::npos) continue;
-    was[l.substr(b + 1)] = {l.substr(0, a), l.substr(a + 1, b - a - 1)};
-  }
-  fclose(f);
   for (const auto& [rel, mh] : was) {
     auto it = now.find(rel);
     if (it == now.end()) {

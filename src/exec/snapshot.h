@@ -41,8 +41,11 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
 std::string SnapshotManifest(const std::string& snapshots_dir, const std::string& hash);
 // Re-reads a stored snapshot: the files whose content or mode changed, that are missing or were
 // added, each with what is wrong (empty: intact). NotFound when the snapshot is gone.
+// `as`: the snapshot's owner, whose rights its files are read with (a root daemon's; null: the
+// caller's own).
 Result<std::vector<std::string>> VerifySnapshot(const Snapshot& snapshot,
-                                                const std::string& snapshots_dir);
+                                                const std::string& snapshots_dir,
+                                                const UnixUser* as = nullptr);
 
 // Copies a snapshot's files into `dest` (created), a writable working copy for one run.
 Status MaterializeSnapshot(const Snapshot& snapshot, const std::string& dest);

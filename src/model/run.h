@@ -112,6 +112,12 @@ struct Artifact {
   int mode = 0644;   // permission bits (the exec bit kept)
 };
 
+// Where an artifact's bytes are kept, by content: <store>/artifacts/<h[0:2]>/<h>, the daemon's
+// own file (read-only), whatever a run later does to the tree it came from.
+inline std::string ArtifactObjectPath(const std::string& store_dir, const std::string& hash) {
+  return store_dir + "/artifacts/" + hash.substr(0, 2) + "/" + hash;
+}
+
 // What `drover artifacts RUN` and GET /runs/{id}/artifacts show: the run's outputs, or those of
 // the run it was cached from (source_run), in `dir` (<store>/outputs/<source_run>).
 struct RunArtifacts {

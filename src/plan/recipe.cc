@@ -408,10 +408,10 @@ Result<Recipe> ParseRecipe(const std::string& yaml, const std::string& source,
   return RecipeParser(source).Parse(yaml, dir);
 }
 
-Result<Recipe> LoadRecipe(const std::string& path) {
+Result<Recipe> LoadRecipe(const std::string& path, std::optional<int64_t> owner) {
   DROVER_ASSIGN_OR_RETURN(std::string text,
                           ReadBoundedFile(path, kMaxRecipeBytes, "recipe",
-                                          "give the project's drover.yaml"));
+                                          "give the project's drover.yaml", owner));
   std::string dir = fs::absolute(fs::path(path)).parent_path().lexically_normal().string();
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   return ParseRecipe(text, path, dir);

@@ -70,7 +70,9 @@ Result<Recipe> ParseRecipe(const std::string& yaml, const std::string& source,
 // Reads and parses a drover.yaml; its folder is the project's folder.
 // The largest recipe read: a regular file of at most this many bytes (common/files.h).
 inline constexpr size_t kMaxRecipeBytes = 1 << 20;
-Result<Recipe> LoadRecipe(const std::string& path);
+// `owner`, when set: only a file of that uid is read (checked on the descriptor read; a daemon
+// reading a recipe a user named, docs/security.md).
+Result<Recipe> LoadRecipe(const std::string& path, std::optional<int64_t> owner = std::nullopt);
 // The path of drover.yaml in start_dir or the nearest folder above it. NotFound says how to
 // write one.
 Result<std::string> FindRecipe(const std::string& start_dir);

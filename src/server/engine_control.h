@@ -13,6 +13,7 @@
 #include "server/identity.h"
 #include "model/spec.h"
 #include "protocol/api.h"
+#include "store/store.h"
 
 namespace drover::server {
 
@@ -36,6 +37,17 @@ class EngineControl {
   // as Submit does, without parsing.
   virtual Result<protocol::SubmitResponse> SubmitSpec(const Spec& spec,
                                                       const Caller& submitter) = 0;
+  // The files of a recorded code snapshot that changed since it was stored (empty: intact), as
+  // `drover verify` names them; run again only when intact (its owner could edit it).
+  virtual Result<std::vector<std::string>> VerifyCode(const Snapshot& snapshot,
+                                                      const UnixUser& owner) = 0;
+  // The stored outputs of a run whose bytes are no longer what was stored (empty: intact).
+  virtual Result<std::vector<std::string>> VerifyOutputs(const RunArtifacts& artifacts) = 0;
+  // drover export through the daemon: writes run `run_id`'s archive (records read from `store`,
+  // the code read as `owner`) into a new folder of its own and returns the archive's path; the
+  // caller serves it and removes that folder.
+  virtual Result<std::string> ExportRun(Store& store, int64_t run_id, bool code,
+                                        const UnixUser& owner) = 0;
   // Whether the spec is valid and its runs could ever start on the pool; records nothing.
   virtual Status CheckSubmit(const protocol::SubmitRequest& request, const Caller& submitter) = 0;
   virtual Status CancelRun(int64_t run_id) = 0;

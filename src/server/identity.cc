@@ -23,4 +23,26 @@ Status MayActOn(const Caller& caller, const std::string& owner, std::string_view
       owner.empty() ? "the daemon's owner" : owner));
 }
 
+Result<Caller> OnBehalfOf(const Caller& actor, const std::string& owner) {
+  if (!owner.empty() && owner == DisplayName(actor.user)) return actor;
+  if (owner.empty()) {
+    // Recorded before submitters were: only the daemon's own user (an admin) acts on it, as
+    // itself (MayActOn has refused everyone else).
+    return actor;
+  }
+  Result<UnixUser> user = LookupUserByName(owner);
+  if (!user.ok()) {
+    return PermissionDenied(fmt::format(
+        "{}'s run is not started again: {} is no user of this machine any more, and a run's code "
+        "runs only as its submitter (docs/security.md)",
+        owner, owner));
+  }
+  Caller as;
+  as.user = *user;
+  as.via = actor.via;
+  as.from = fmt::format("{} for {}", actor.from, DisplayName(actor.user));
+  as.admin = false;
+  return as;
+}
+
 }  // namespace drover::server

@@ -29,4 +29,10 @@ void SetCurrentCaller(Caller caller);
 // may touch): PermissionDenied names the owner and what to do.
 Status MayActOn(const Caller& caller, const std::string& owner, std::string_view what);
 
+// Who a run started by `actor` for `owner`'s experiment runs as: the owner, whoever asks (an
+// admin's "reproduce my run" must not run a user's code with the admin's rights). `actor` itself
+// when it is the owner; PermissionDenied (saying why) when the owner is no user of this machine
+// any more, so their code is never run as anyone else.
+Result<Caller> OnBehalfOf(const Caller& actor, const std::string& owner);
+
 }  // namespace drover::server

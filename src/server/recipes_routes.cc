@@ -6,10 +6,9 @@
 #include <set>
 #include <system_error>
 
+#include "common/users.h"
 #include "plan/planner.h"
 #include "plan/recipe.h"
-#include <sys/stat.h>
-
 #include "server/routes.h"
 
 namespace drover::server {
@@ -27,11 +26,17 @@ std::string RecipePath(const std::string& path) {
 Status List(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
   std::vector<std::string> starts;
   std::error_code ec;
+  const Caller& caller = CurrentCaller();
   starts.push_back(fs::current_path(ec).string());
   for (const std::string& d : ctx.options.recipe_dirs) starts.push_back(d);
   DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
   DROVER_ASSIGN_OR_RETURN(auto experiments, store->ListExperiments(200));
+  // Another user's project folders are theirs: a user is shown only their own experiments'
+  // recipes, looked for with their own rights.
+  ActingAs as(caller.admin ? nullptr : &caller.user);
+  if (!as.status().ok()) return as.status();
   for (const Experiment& e : experiments) {
+    if (!caller.admin && !MayActOn(caller, e.user, "read").ok()) continue;
     if (e.spec.contains("workdir") && e.spec["workdir"].is_string()) {
       starts.push_back(e.spec["workdir"].get<std::string>());
     }
@@ -57,26 +62,31 @@ Status List(ServerContext& ctx, const httplib::Request&, httplib::Response& res)
   return Status::Ok();
 }
 
-// On a shared daemon a user may read their own recipes only: the daemon could read any file.
-Status MayRead(const std::string& path) {
-  const Caller& c = CurrentCaller();
-  if (c.admin) return Status::Ok();
-  struct stat st {};
-  if (::stat(RecipePath(path).c_str(), &st) == 0 && static_cast<int64_t>(st.st_uid) == c.user.uid) {
-    return Status::Ok();
-  }
-  return PermissionDenied(DisplayName(c.user) +
-                          " may read only their own recipes through this daemon (a drover.yaml "
-                          "they own); `drover plan` reads one directly");
-}
-
+// On a shared daemon a user reads through it only a recipe they own and could read themselves:
+// the file is read with their own rights (a root daemon acts as them on this thread) and its
+// owner is checked on the descriptor that is read, never by a stat before the open (a link
+// swapped between the two once handed out the daemon's token). So an error that quotes the
+// file (the YAML parser's "got '<first line>'") only ever quotes what the caller could read.
 Result<Recipe> LoadFromQuery(const std::string& path) {
-  if (!path.empty()) DROVER_RETURN_IF_ERROR(MayRead(path));
   if (path.empty()) {
     return InvalidArgument("name the recipe: path=<a drover.yaml, or the folder that holds it> "
                            "(GET /api/v1/recipes lists those the daemon knows)");
   }
-  return LoadRecipe(RecipePath(path));
+  const Caller& c = CurrentCaller();
+  if (c.admin) return LoadRecipe(RecipePath(path));
+  ActingAs as(&c.user);
+  if (!as.status().ok()) return as.status();
+  Result<Recipe> r = LoadRecipe(RecipePath(path), c.user.uid);
+  if (!r.ok() && (r.status().code() == Code::kPermissionDenied ||
+                  r.status().code() == Code::kIo || r.status().code() == Code::kNotFound)) {
+    // One answer whether the file is missing, unreadable or someone else's: nothing is said
+    // of a path the caller could not read.
+    return PermissionDenied(DisplayName(c.user) +
+                            " may read only their own recipes through this daemon (a drover.yaml "
+                            "they own and can read, at " + path + "); `drover plan` reads one "
+                            "directly");
+  }
+  return r;
 }
 
 Status Show(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {

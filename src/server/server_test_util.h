@@ -37,6 +37,18 @@ class FakeEngineControl : public EngineControl {
     if (!submit_error.ok()) return submit_error;
     return submit_reply;
   }
+  Result<std::vector<std::string>> VerifyCode(const Snapshot& snapshot,
+                                              const UnixUser&) override {
+    std::lock_guard<std::mutex> l(mu_);
+    verified_snapshots.push_back(snapshot.hash);
+    return changed_code;
+  }
+  Result<std::vector<std::string>> VerifyOutputs(const RunArtifacts&) override {
+    return std::vector<std::string>{};
+  }
+  Result<std::string> ExportRun(Store&, int64_t, bool, const UnixUser&) override {
+    return Unavailable("the fake engine exports nothing");
+  }
   Status CancelRun(int64_t run_id) override {
     std::lock_guard<std::mutex> l(mu_);
     cancelled_runs.push_back(run_id);
@@ -147,6 +159,8 @@ class FakeEngineControl : public EngineControl {
   std::vector<UnixUser> submitters;
   std::vector<protocol::SubmitRequest> submits;
   std::vector<Spec> submitted_specs;
+  std::vector<std::string> verified_snapshots;
+  std::vector<std::string> changed_code;  // what VerifyCode answers
   std::vector<int64_t> cancelled_runs;
   std::vector<int64_t> cancelled_experiments;
   std::vector<std::pair<int64_t, int>> priorities;

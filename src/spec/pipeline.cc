@@ -6,6 +6,8 @@
 #include <limits>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "spec/expand.h"
 
 namespace drover {
@@ -76,6 +78,48 @@ int64_t CountPipelineRuns(const Spec& spec) {
     total = total > kMax - n ? kMax : total + n;
   }
   return total;
+}
+
+std::string OutputsClash(const Spec& spec) {
+  // `inner` is `outer` or lies inside it.
+  auto within = [](const std::string& inner, const std::string& outer) {
+    return inner == outer ||
+           (inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 &&
+            inner[outer.size()] == '/');
+  };
+  for (const StageSpec& s : spec.stages) {
+    if (s.gather) continue;
+    // Each path the stage's runs would see or write, and whose it is (its own first).
+    std::vector<std::pair<std::string, std::string>> seen;
+    for (const std::string& o : s.outputs) seen.emplace_back(o, s.name);
+    for (const std::string& n : s.needs) {
+      const int i = IndexOf(spec, n);
+      if (i < 0) continue;
+      for (const std::string& o : spec.stages[i].outputs) {
+        for (const auto& [path, from] : seen) {
+          if (o == path) {
+            return fmt::format("stage {} would see '{}' from both {} and {}; give the outputs "
+                               "different paths",
+                               s.name, o, from, n);
+          }
+          const bool inside = within(o, path);
+          if (!inside && !within(path, o)) continue;
+          const std::string& inner = inside ? o : path;
+          const std::string& outer = inside ? path : o;
+          const std::string& inner_from = inside ? n : from;
+          const std::string& outer_from = inside ? from : n;
+          return fmt::format(
+              "stage {} would see '{}' (from {}) inside '{}' (from {}); a need's output is shown "
+              "to it read-only and whole, so nothing can be put inside another one: give them "
+              "paths apart (such as '{}' and '{}'), or let one stage write both",
+              s.name, inner, inner_from, outer, outer_from, outer,
+              inner.substr(outer.size() + 1));
+        }
+        seen.emplace_back(o, n);
+      }
+    }
+  }
+  return "";
 }
 
 std::vector<StageRun> ExpandPipeline(const Spec& spec) {

@@ -31,6 +31,14 @@ std::vector<StageRun> ExpandPipeline(const Spec& spec);
 // what the spec's max_runs bounds.
 int64_t CountPipelineRuns(const Spec& spec);
 
+// Why a stage that runs once per need's run could not be shown its needs' outputs: two of them
+// (or one of them and one of its own) at the same path, or one inside the other (`d` and `d/e`:
+// a need's output is shown read-only, whole, so nothing can be put inside it, and a link put in
+// its place would write into the stored output). The message, with what to do; "" when every
+// path is apart. Gathering stages read their needs' outputs from $DROVER_INPUTS and are not
+// checked.
+std::string OutputsClash(const Spec& spec);
+
 // The order ExpandPipeline runs the stages in (indexes into spec.stages).
 std::vector<int> StageOrder(const Spec& spec);
 

@@ -134,5 +134,45 @@ TEST(PipelineTest, MistakesAreNamedWhereTheyAre) {
   }
 }
 
+// Issue 39, item 14: outputs of two needs one inside the other (d and d/e) passed the spec check,
+// and the stage needing both never started (a need's output is shown read-only and whole, so the
+// other could not be put inside it) with a wrong hint. Now the spec check refuses it and says why.
+TEST(PipelineTest, NeedsWhoseOutputsNestAreRefusedWithWhatToDo) {
+  const std::string nested =
+      "name: p\nstages: {x: {command: a, outputs: [d]}, y: {command: b, outputs: [d/e/]}, "
+      "z: {command: c, needs: [x, y]}}\n";
+  Result<Spec> spec = Parse(nested);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find(
+                "stage z would see 'd/e' (from y) inside 'd' (from x); a need's output is shown "
+                "to it read-only and whole"),
+            std::string::npos)
+      << spec.status().message();
+  EXPECT_NE(spec.status().message().find("such as 'd' and 'e'"), std::string::npos);
+  // The other way round, and a need's output around one of the stage's own.
+  Result<Spec> reversed = Parse(
+      "name: p\nstages: {x: {command: a, outputs: [d/e]}, y: {command: b, outputs: [d]}, "
+      "z: {command: c, needs: [x, y]}}\n");
+  ASSERT_FALSE(reversed.ok());
+  EXPECT_NE(reversed.status().message().find("'d/e' (from x) inside 'd' (from y)"),
+            std::string::npos)
+      << reversed.status().message();
+  Result<Spec> own = Parse(
+      "name: p\nstages: {x: {command: a, outputs: [ckpt]}, z: {command: c, needs: [x], "
+      "outputs: [ckpt/best]}}\n");
+  ASSERT_FALSE(own.ok());
+  EXPECT_NE(own.status().message().find("'ckpt/best' (from z) inside 'ckpt' (from x)"),
+            std::string::npos)
+      << own.status().message();
+  // Paths that only share a prefix of their names are apart; a gathering stage reads its needs'
+  // outputs from $DROVER_INPUTS and is not concerned.
+  EXPECT_TRUE(Parse("name: p\nstages: {x: {command: a, outputs: [d]}, y: {command: b, outputs: "
+                    "[de]}, z: {command: c, needs: [x, y]}}\n")
+                  .ok());
+  EXPECT_TRUE(Parse("name: p\nstages: {x: {command: a, outputs: [d]}, y: {command: b, outputs: "
+                    "[d/e]}, z: {command: c, needs: [x, y], gather: true}}\n")
+                  .ok());
+}
+
 }  // namespace
 }  // namespace drover

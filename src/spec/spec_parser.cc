@@ -1560,22 +1560,8 @@ Status SpecParser::ParseStages(const Field& f, const std::vector<Field>& top,
     if (colour[s.name] == 0) DROVER_RETURN_IF_ERROR(visit(s));
   }
   // A stage that runs once per need's run sees their outputs in its working copy: two needs may
-  // not put theirs at the same place, nor over one of its own.
-  for (const StageSpec& s : spec.stages) {
-    if (s.gather) continue;
-    std::map<std::string, std::string> seen;
-    for (const std::string& o : s.outputs) seen[o] = s.name;
-    for (const std::string& n : s.needs) {
-      for (const std::string& o : FindStage(spec, n)->outputs) {
-        auto [it, fresh] = seen.emplace(o, n);
-        if (!fresh) {
-          return Err(f.key, fmt::format("stage {} would see '{}' from both {} and {}; give the "
-                                        "outputs different paths",
-                                        s.name, o, it->second, n));
-        }
-      }
-    }
-  }
+  // not put theirs at the same place or one inside the other, nor over one of its own.
+  if (std::string clash = OutputsClash(spec); !clash.empty()) return Err(f.key, clash);
   return Status::Ok();
 }
 

@@ -13,6 +13,7 @@
 #include "cli/follow.h"
 #include "cli/run_flags.h"
 #include "common/strings.h"
+#include "common/terminal.h"
 #include "engine/engine.h"
 #include "protocol/api.h"
 #include "spec/reproduce.h"
@@ -74,7 +75,7 @@ int CompareReproduction(const protocol::RunDetail& original, const protocol::Run
   if (f.run_flags.json) {
     std::fputs((report.dump(2, ' ', false, Json::error_handler_t::replace) + "\n").c_str(), stdout);
   } else if (!f.run_flags.quiet) {
-    std::fputs(text.c_str(), stdout);
+    PrintText(text);  // metric names and values are the run's
   }
   return same ? kExitOk : 1;
 }
@@ -114,7 +115,7 @@ int Reproduce(Globals& g, ReproduceFlags& f) {
       std::fprintf(stderr, "experiment %lld (%s-reproduce): run %lld again from snapshot %s, in "
                    "the daemon\n",
                    static_cast<long long>(made->experiment_id),
-                   original->experiment.name.c_str(),
+                   TerminalLine(original->experiment.name).c_str(),
                    static_cast<long long>(*id), snap_hash.substr(0, 12).c_str());
     }
     FollowOptions follow;

@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "common/unix_socket.h"
-#include "model/spec.h"
+#include "protocol/api.h"
 
 namespace drover::cli {
 namespace {
@@ -162,21 +162,14 @@ Status UnixHttpStream(const std::string& socket_path, const std::string& target,
         for (ssize_t m; body.size() < 65536 && (m = ::recv(fd, buf, sizeof buf, 0)) > 0;) {
           body.append(buf, static_cast<size_t>(m));
         }
-        std::string message = body;
+        Json j;
         try {
-          const Json j = Json::parse(body);
-          if (j.is_object() && j.contains("error") && j["error"].is_object() &&
-              j["error"].contains("message") && j["error"]["message"].is_string()) {
-            message = j["error"]["message"].get<std::string>();
-          }
+          j = Json::parse(body);
         } catch (const Json::exception&) {
         }
-        st = Status(status == 403   ? Code::kPermissionDenied
-                    : status == 404 ? Code::kNotFound
-                    : status == 400 ? Code::kInvalidArgument
-                                    : Code::kUnavailable,
-                    message.empty() ? "the daemon answered " + std::to_string(status) + " for " + target
-                                    : message);
+        st = j.is_object() ? protocol::StatusFromErrorJson(j, status)
+                           : Unavailable("the daemon answered " + std::to_string(status) +
+                                         " for " + target);
         break;
       }
       if (headers != nullptr) *headers = head.substr(0, end);

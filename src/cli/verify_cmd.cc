@@ -88,7 +88,7 @@ int Verify(Globals& g, const VerifyFlags& f) {
                  : fmt::format("run {}: files changed since it ran (listed above); its result "
                                "may not be what these files give now\n",
                                *id);
-  std::fputs(text.c_str(), stdout);
+  PrintText(text);  // file names are the user's: shown, never obeyed by the terminal
   return intact ? kExitOk : 1;
 }
 

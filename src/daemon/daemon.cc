@@ -58,8 +58,8 @@ Status Daemon::CheckSubmit(const protocol::SubmitRequest& request,
   return Call(cmd::CheckSubmit{*spec}).status();
 }
 
-Status Daemon::ForSubmitter(Spec& spec, const server::Caller& submitter) const {
-  if (options_.shared && !submitter.admin && !engine_.runs_as_submitter()) {
+Status Daemon::ForSubmitter(Spec& spec, const server::Caller& submitter, bool recorded) const {
+  if (options_.shared && !submitter.admin && !engine_.runs_as_submitter() && !recorded) {
     // The snapshot is read with the daemon's rights: only a folder the submitter owns. (A root
     // daemon reads it with the submitter's own rights instead: any folder they can read.)
     struct stat st {};
@@ -81,13 +81,21 @@ Result<protocol::SubmitResponse> Daemon::Submit(const protocol::SubmitRequest& r
   // Parsing is pure: do it here, so a bad spec never reaches the loop.
   auto spec = ParseAsSubmitter(request, engine_, submitter);
   if (!spec.ok()) return spec.status();
-  return SubmitSpec(*spec, submitter);
+  return SubmitChecked(*spec, submitter, /*recorded=*/false);
 }
 
 Result<protocol::SubmitResponse> Daemon::SubmitSpec(const Spec& given,
                                                     const server::Caller& submitter) {
+  // Made by the server from the store's records (a reproduction): its workdir is the recorded
+  // snapshot.
+  return SubmitChecked(given, submitter, /*recorded=*/true);
+}
+
+Result<protocol::SubmitResponse> Daemon::SubmitChecked(const Spec& given,
+                                                       const server::Caller& submitter,
+                                                       bool recorded) {
   Spec spec = given;
-  DROVER_RETURN_IF_ERROR(ForSubmitter(spec, submitter));
+  DROVER_RETURN_IF_ERROR(ForSubmitter(spec, submitter, recorded));
   // Whether it could ever run is the loop's to say (it owns the pool), and quick; the snapshot
   // can take long (a big workdir, a slow git) and happens here, on the HTTP worker, so the loop
   // keeps scheduling, reaping and answering meanwhile.

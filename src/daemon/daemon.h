@@ -70,7 +70,11 @@ class Daemon : public server::EngineControl, public EngineObserver {
  private:
   // What a shared daemon asks of a submit (docs/lab-server.md): a project folder the submitter
   // owns, and their own team as the spec's group.
-  Status ForSubmitter(Spec& spec, const server::Caller& submitter) const;
+  // `recorded`: the spec's workdir is a snapshot the store recorded (a reproduction), the
+  // daemon's own to read, not a folder the submitter named.
+  Status ForSubmitter(Spec& spec, const server::Caller& submitter, bool recorded = false) const;
+  Result<protocol::SubmitResponse> SubmitChecked(const Spec& spec, const server::Caller& submitter,
+                                                 bool recorded);
   // Posts `command` to the engine's loop and waits for its reply.
   Result<CommandReply> Call(Command command);
   void Publish(EventKind kind, Json data);

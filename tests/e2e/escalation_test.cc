@@ -287,5 +287,28 @@ TEST_F(EscalationTest, AUserReproducesVerifiesAndExportsTheirOwnRunThroughTheSha
   EXPECT_NE(bob_export.err.find("may not"), std::string::npos) << bob_export.err;
 }
 
+// A lab daemon run by a service user (every run as that user): a reproduction's workdir is the
+// store's own snapshot, not a folder the user must own.
+class ServiceUserEscalationTest : public EscalationTest {
+ protected:
+  ServiceUserEscalationTest() { root_daemon_ = false; }
+};
+
+TEST_F(ServiceUserEscalationTest, AUserAndAnAdminReproduceAUsersRunOnAServiceUsersDaemon) {
+  const std::string home =
+      Project(kAlice, "svc", {{"svc.yaml", "name: svc\ncommand: sh m.sh\n"},
+                              {"m.sh", "echo '{\"acc\": 0.25}'\n"}});
+  ASSERT_EQ(As(kAlice, {"run", "svc.yaml"}, home).exit_code, 0);
+  const int64_t id = LastRun(kAlice)["id"].get<int64_t>();
+  auto mine = As(kAlice, {"reproduce", std::to_string(id)});
+  EXPECT_EQ(mine.exit_code, 0) << mine.out << mine.err;
+  const std::string reply =
+      RawAs(kAdmin, "POST", "/api/v1/runs/" + std::to_string(id) + "/reproduce", "{}");
+  EXPECT_NE(reply.find("200 OK"), std::string::npos) << reply;
+  // Both reproductions are Alice's experiments.
+  auto runs = nlohmann::json::parse(As(kAlice, {"ls", "--mine", "--json"}).out);
+  EXPECT_EQ(runs.size(), 3u) << runs.dump();
+}
+
 }  // namespace
 }  // namespace drover

@@ -1,4 +1,8 @@
 // /api/v1/alerts: what the watchers raised, newest first, with filters.
+#include <map>
+#include <utility>
+#include <optional>
+
 #include "protocol/json_codec.h"
 #include "server/routes.h"
 
@@ -20,8 +24,32 @@ Status ListAlerts(ServerContext& ctx, const httplib::Request& req, httplib::Resp
   filter.newest_first = !after.has_value();
   DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
   DROVER_ASSIGN_OR_RETURN(auto alerts, store->ListAlerts(filter));
+  // Another user's run's alerts are shown as the event stream shows them (RedactedEvent): a run
+  // can raise an alert with words of its own (its stderr, its paths).
+  const Caller& caller = CurrentCaller();
+  std::map<std::pair<int64_t, int64_t>, bool> whole;  // (run, experiment) -> may read it whole
   Json out = Json::array();
-  for (const auto& a : alerts) out.push_back(protocol::ToJson(a));
+  for (const auto& a : alerts) {
+    Json j = protocol::ToJson(a);
+    if (!caller.admin && (a.run_id > 0 || a.experiment_id > 0)) {
+      const auto key = std::make_pair(a.run_id, a.experiment_id);
+      auto known = whole.find(key);
+      if (known == whole.end()) {
+        std::string owner;
+        bool found = false;
+        if (a.run_id > 0) {
+          Result<std::optional<Run>> r = store->GetRun(a.run_id);
+          if (r.ok() && *r) owner = (*r)->user, found = true;
+        } else {
+          Result<std::optional<Experiment>> e = store->GetExperiment(a.experiment_id);
+          if (e.ok() && *e) owner = (*e)->user, found = true;
+        }
+        known = whole.emplace(key, found && MayActOn(caller, owner, "read").ok()).first;
+      }
+      if (!known->second) j = RedactedEvent("alert", j);
+    }
+    out.push_back(std::move(j));
+  }
   SendJson(res, 200, {{"alerts", out}});
   return Status::Ok();
 }

@@ -287,6 +287,24 @@ TEST_F(EscalationTest, AUserReproducesVerifiesAndExportsTheirOwnRunThroughTheSha
   EXPECT_NE(bob_export.err.find("may not"), std::string::npos) << bob_export.err;
 }
 
+TEST_F(EscalationTest, AnotherUsersRunsOwnAlertsAreListedWithoutTheirWords) {
+  // GET /alerts listed every run's own alerts (drover.alert: the run's words, which may quote its
+  // stderr or paths) to every user; the event stream already hid them.
+  const std::string home = Project(
+      kAlice, "alarm",
+      {{"alarm.yaml", "name: alarm\ncommand: sh a.sh\n"},
+       {"a.sh", "echo '{\"drover_alert\": {\"message\": \"alice-private-words /home/alice/x\"}}'\n"
+                "sleep 1\n"}});
+  ASSERT_EQ(As(kAlice, {"run", "alarm.yaml"}, home).exit_code, 0);
+  const std::string hers = RawAs(kAlice, "GET", "/api/v1/alerts");
+  EXPECT_NE(hers.find("alice-private-words"), std::string::npos) << hers;
+  const std::string bobs = RawAs(kBob, "GET", "/api/v1/alerts");
+  EXPECT_NE(bobs.find("200 OK"), std::string::npos) << bobs;
+  EXPECT_EQ(bobs.find("alice-private-words"), std::string::npos) << bobs;
+  auto cli = As(kBob, {"alerts"});
+  EXPECT_EQ(cli.out.find("alice-private-words"), std::string::npos) << cli.out << cli.err;
+}
+
 // A lab daemon run by a service user (every run as that user): a reproduction's workdir is the
 // store's own snapshot, not a folder the user must own.
 class ServiceUserEscalationTest : public EscalationTest {

@@ -21,7 +21,7 @@ struct AlertsFlags {
 
 const char* const kKinds[] = {"diverged", "loss_spike",    "plateau",          "stalled",
                               "memory_leak", "idle_gpu", "fragmentation", "repeated_failure",
-                              "run"};
+                              "run", "metric_names", "event_files"};
 
 int Alerts(Globals& g, const AlertsFlags& f) {
   AlertFilter filter;

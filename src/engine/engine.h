@@ -412,10 +412,14 @@ class Engine {
   // Notes whether the run's logs grew since last seen (its clock for monitor.stall_ms).
   void NoteOutput(Live& live, Instant now);
   void TailMetrics(Live& live, bool final, Instant now);
-  // One metric point of the run (from stdout or an event file): recorded as its last value, fed
-  // to its derived metrics, and a NaN in a watched metric stops it as diverged.
+  // One metric point of the run (from stdout or an event file): admitted under the run's names
+  // limit, fed to its derived metrics, and recorded (RecordPoint).
   void TakePoint(Live& live, int64_t step, std::string name, double value, Millis t, Instant now,
                  std::vector<MetricPoint>* points);
+  // The one path of every point stored, logged or derived: its run's last value, and a NaN or
+  // infinity in a watched metric stops the run as diverged.
+  void RecordPoint(Live& live, int64_t step, std::string name, double value, Millis t,
+                   Instant now, std::vector<MetricPoint>* points);
   // The folder a run's TensorBoard event files are looked for in, opened (-1: none).
   int OpenEventFileRoot(Live& live);
   void TailEventFiles(Live& live, bool final, Instant now, std::vector<MetricPoint>* points,

@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "engine/live.h"
 #include "engine/metric_lines.h"
+#include "protocol/api.h"
 #include "watch/run_watch.h"
 
 namespace drover {
@@ -26,6 +27,19 @@ namespace {
 bool Watched(const Spec& spec, const std::string& name) {
   if (!spec.monitor.watch.empty()) return watch::IsLossLike(spec, name);
   return watch::IsLossLike(spec, name) || (spec.objective && spec.objective->metric == name);
+}
+
+// Whether the spec reads this metric: its objective, its pruner's metric, a derived metric or
+// one of their inputs.
+bool SpecNames(const Spec& spec, const std::string& name) {
+  if (spec.objective && spec.objective->metric == name) return true;
+  if (spec.prune && spec.prune->metric == name) return true;
+  for (const auto& d : spec.metrics) {
+    if (d.name == name || std::find(d.inputs.begin(), d.inputs.end(), name) != d.inputs.end()) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -50,49 +64,83 @@ void Engine::TakePoint(Live& live, int64_t step, std::string name, double value,
   const Attempt& a = *live.attempt;
   const Spec& spec = SpecOf(live);
   if (name.size() > kMaxMetricNameBytes) return;
-  if (live.run.final_metrics.size() >= kMaxMetricNames && !live.run.final_metrics.contains(name)) {
-    if (!live.metric_names_capped) {
-      live.metric_names_capped = true;
-      spdlog::warn("run {}: it logs more than {} metric names; new names are not recorded",
-                   a.run_id, kMaxMetricNames);
+  if (!live.run.final_metrics.contains(name)) {
+    // A run keeps at most kMaxMetricNames names, and one line (or one step of an event file)
+    // adds at most kMaxNewMetricNamesPerLine of them, so a wide first line (1,000 per-class
+    // values) cannot keep the names logged after it out. The names the spec ranks, prunes,
+    // derives or watches for divergence by are always kept, up to as many again.
+    const size_t have = live.run.final_metrics.size();
+    const bool needed = SpecNames(spec, name) || Watched(spec, name);
+    const bool admit = needed ? have < 2 * kMaxMetricNames
+                              : have < kMaxMetricNames &&
+                                    live.new_names_in_line < kMaxNewMetricNamesPerLine;
+    if (!admit) {
+      if (!live.metric_names_capped) {
+        live.metric_names_capped = true;
+        spdlog::warn("run {}: it logs more metric names than it may keep; {} is not recorded",
+                     a.run_id, name);
+        watch::Finding f;
+        f.kind = "metric_names";
+        f.severity = "warning";
+        f.message = fmt::format(
+            "the run logs more metric names than drover keeps ({} a run, {} new in one line or "
+            "step); {} and later new names are not recorded: log per-class values under fewer "
+            "names, or as a list",
+            kMaxMetricNames, kMaxNewMetricNamesPerLine, name);
+        f.data = {{"metric", name}, {"names", have}};
+        RaiseRunAlert(live, f, "metric_names", now.wall);
+      }
+      return;
     }
-    return;
+    ++live.new_names_in_line;
   }
-  auto add = [&](int64_t at, std::string metric, double v) {
-    MetricPoint p;
-    p.run_id = a.run_id;
-    p.attempt_id = a.id;
-    p.step = at;
-    p.value = v;
-    p.t_ms = t;
-    live.run.final_metrics[metric] = v;
-    if (!std::isfinite(v) && !Stopping(live) && spec.monitor.stop_on_nan && Watched(spec, metric)) {
-      // A diverged run only burns GPU time from here on: stop it now.
-      Stop(live, StopReason::kDiverged, now, options_.kill_grace_ms);
-      spdlog::info("run {}: {} is {} at step {}: stopping it as diverged", a.run_id, metric, v, at);
-      watch::Finding f;
-      f.kind = "diverged";
-      f.severity = "error";
-      f.message = fmt::format("{} became {} at step {}: stopped the run as diverged", metric,
-                              std::isnan(v) ? "NaN" : "infinite", at);
-      f.data = {{"metric", metric}, {"step", at}};
-      RaiseRunAlert(live, f, "diverged", now.wall);
-    }
-    p.name = std::move(metric);
-    points->push_back(std::move(p));
-  };
   if (!spec.metrics.empty() && !live.derived) {
     live.derived = std::make_unique<DerivedMetrics>(spec.metrics);
     std::map<std::string, double> last;
     for (const auto& [k, v] : live.run.final_metrics.items()) {
-      if (v.is_number()) last[k] = v.get<double>();
+      // Stored non-finite values are the protocol's strings ("NaN", "Infinity"); null is an
+      // older store's NaN, unknown.
+      if (auto d = protocol::NumberFromJson(v); d.ok()) last[k] = *d;
     }
     live.derived->Seed(last);
   }
   if (live.derived) {
-    for (auto& [at, d] : live.derived->Feed(step, name, value)) add(at, d.first, d.second);
+    for (auto& [at, d] : live.derived->Feed(step, name, value)) {
+      RecordPoint(live, at, std::move(d.first), d.second, t, now, points);
+    }
   }
-  add(step, std::move(name), value);
+  RecordPoint(live, step, std::move(name), value, t, now, points);
+}
+
+void Engine::RecordPoint(Live& live, int64_t step, std::string name, double value, Millis t,
+                         Instant now, std::vector<MetricPoint>* points) {
+  const Attempt& a = *live.attempt;
+  const Spec& spec = SpecOf(live);
+  // JSON has no NaN or infinity: the run's last values keep them as the protocol spells them
+  // ("NaN", "Infinity", "-Infinity"), so +Inf is stored and shown as infinite, not as null/nan.
+  live.run.final_metrics[name] = protocol::NumberJson(value);
+  if (!std::isfinite(value) && !Stopping(live) && spec.monitor.stop_on_nan &&
+      Watched(spec, name)) {
+    // A diverged run only burns GPU time from here on: stop it now.
+    Stop(live, StopReason::kDiverged, now, options_.kill_grace_ms);
+    spdlog::info("run {}: {} is {} at step {}: stopping it as diverged", a.run_id, name, value,
+                 step);
+    watch::Finding f;
+    f.kind = "diverged";
+    f.severity = "error";
+    f.message = fmt::format("{} became {} at step {}: stopped the run as diverged", name,
+                            std::isnan(value) ? "NaN" : "infinite", step);
+    f.data = {{"metric", name}, {"step", step}};
+    RaiseRunAlert(live, f, "diverged", now.wall);
+  }
+  MetricPoint p;
+  p.run_id = a.run_id;
+  p.attempt_id = a.id;
+  p.step = step;
+  p.name = std::move(name);
+  p.value = value;
+  p.t_ms = t;
+  points->push_back(std::move(p));
 }
 
 void Engine::TailMetrics(Live& live, bool final, Instant now) {
@@ -119,6 +167,7 @@ void Engine::TailMetrics(Live& live, bool final, Instant now) {
     auto m = ParseMetricLine(line, live.metric_lines);
     if (!m) return;
     ++live.metric_lines;
+    live.new_names_in_line = 0;
     for (auto& [name, value] : m->values) {
       TakePoint(live, m->step, std::move(name), value, now.wall, now, &points);
     }
@@ -131,17 +180,11 @@ void Engine::TailMetrics(Live& live, bool final, Instant now) {
   bool changed = reported || *offset != a.stdout_offset;
   a.stdout_offset = *offset;
   TailEventFiles(live, final, now, &points, &changed);
+  // The step that ended with this batch: its derived points pass the same checks as any other
+  // (a NaN derived loss at a real training pace arrives here, not through Feed).
   if (live.derived) {
     for (auto& [at, d] : live.derived->Flush()) {
-      MetricPoint p;
-      p.run_id = a.run_id;
-      p.attempt_id = a.id;
-      p.step = at;
-      p.name = d.first;
-      p.value = d.second;
-      p.t_ms = now.wall;
-      live.run.final_metrics[p.name] = p.value;
-      points.push_back(std::move(p));
+      RecordPoint(live, at, std::move(d.first), d.second, now.wall, now, &points);
     }
   }
   if (!changed && points.empty()) return;

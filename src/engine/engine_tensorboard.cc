@@ -4,11 +4,14 @@
 // attempt; the points and the offsets they reach land in one transaction, like stdout's.
 #include <dirent.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -17,6 +20,7 @@
 #include "engine/live.h"
 #include "exec/file_hashes.h"
 #include "tfevents/reader.h"
+#include "watch/detectors.h"
 
 namespace drover {
 
@@ -26,46 +30,107 @@ namespace {
 
 constexpr Millis kEventScanMs = 5000;
 constexpr int kMaxScanDepth = 8;
+// Entries one look walks; the look after the run ended walks more, to end the round it is in.
 constexpr int kMaxScanEntries = 20000;
+constexpr int kFinalScanEntries = 5 * kMaxScanEntries;
+constexpr size_t kMaxWalkFolders = 20000;  // folders waiting to be walked in one round
 constexpr int64_t kEventBytesPerLook = 8 << 20;
 
-// Event files below `dir` (open; closed here), by path relative to the scan's root. Folders are
-// opened beneath their parent through no link, so a run's tree cannot lead the walk elsewhere.
-void FindEventFiles(int dir, const std::string& prefix, int depth, int* budget,
-                    std::vector<std::string>* out) {
-  DIR* d = fdopendir(dir);
-  if (!d) {
-    close(dir);
-    return;
+// Folders that never hold a run's logs and may be large.
+bool Skipped(std::string_view name) {
+  for (std::string_view s : {".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv",
+                             "site-packages", ".cache", ".mypy_cache", ".pytest_cache", ".tox",
+                             "wandb"}) {
+    if (name == s) return true;
   }
-  std::vector<std::string> subdirs;
-  while (dirent* e = readdir(d)) {
-    if (--*budget < 0 || out->size() >= kMaxEventFiles) break;
-    std::string_view name = e->d_name;
-    if (name == "." || name == "..") continue;
-    unsigned char type = e->d_type;
-    if (type == DT_UNKNOWN) {  // file systems that do not say (XFS without ftype, some NFS)
-      struct stat st;
-      if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-      type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : DT_LNK;
+  return false;
+}
+
+// Folders where training scripts put event files: walked before their siblings.
+bool Likely(std::string_view name) {
+  for (std::string_view s : {"runs", "logs", "log", "tb", "tb_logs", "tensorboard",
+                             "lightning_logs", "events", "summaries"}) {
+    if (name == s) return true;
+  }
+  return false;
+}
+
+int DepthOf(const std::string& rel) {
+  return rel.empty() ? 0 : 1 + static_cast<int>(std::count(rel.begin(), rel.end(), '/'));
+}
+
+struct WalkStats {
+  int walked = 0;        // entries read in this look
+  bool dropped = false;  // folders left out of the round: more than kMaxWalkFolders waited
+};
+
+// Walks on for event files below `rootfd` (not closed here) for at most `budget` entries, from
+// `walk`: the folders still to walk in this round (relative to the root), each with where its
+// listing stopped, the next at the back. An empty `walk` starts a new round at the root; one left
+// empty ended its round. So a tree larger than one look's budget is walked across looks, never
+// the same first entries again and again, and event files beyond them are found a look later.
+// Folders are opened beneath the root through no link, so a run's tree cannot lead the walk
+// elsewhere.
+WalkStats WalkForEventFiles(int rootfd, int budget,
+                            std::vector<std::pair<std::string, long>>* walk,
+                            std::vector<std::string>* out) {
+  WalkStats stats;
+  if (walk->empty()) walk->push_back({"", 0});
+  while (!walk->empty() && stats.walked < budget) {
+    auto [rel, pos] = std::move(walk->back());
+    walk->pop_back();
+    // The root opened again (not dup'ed): a listing of its own, from its own position.
+    int fd = rel.empty() ? openat(rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                         : OpenBeneathAt(rootfd, rel.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
+                                         /*same_mount=*/true);
+    if (fd < 0) continue;  // removed, or replaced by a link
+    DIR* d = fdopendir(fd);
+    if (!d) {
+      close(fd);
+      continue;
     }
-    if (type == DT_DIR) {
-      // Folders that never hold a run's logs and may be large.
-      if (name == ".git" || name == "__pycache__" || name == "node_modules" || name == ".venv") {
-        continue;
+    if (pos != 0) seekdir(d, pos);
+    const std::string prefix = rel.empty() ? std::string() : rel + "/";
+    const bool deeper = DepthOf(rel) < kMaxScanDepth;
+    std::vector<std::string> likely, others;
+    bool ended = false;
+    while (stats.walked < budget) {
+      dirent* e = readdir(d);
+      if (!e) {
+        ended = true;
+        break;
       }
-      if (depth < kMaxScanDepth) subdirs.emplace_back(name);
-    } else if (type == DT_REG && tfevents::IsEventFileName(name)) {
-      out->push_back(prefix + std::string(name));
+      ++stats.walked;
+      std::string_view name = e->d_name;
+      if (name == "." || name == "..") continue;
+      unsigned char type = e->d_type;
+      if (type == DT_UNKNOWN) {  // file systems that do not say (XFS without ftype, some NFS)
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : DT_LNK;
+      }
+      if (type == DT_DIR) {
+        if (deeper && !Skipped(name)) (Likely(name) ? likely : others).push_back(prefix + e->d_name);
+      } else if (type == DT_REG && tfevents::IsEventFileName(name) &&
+                 out->size() < kMaxEventFiles) {
+        out->push_back(prefix + std::string(name));
+      }
     }
+    const long stopped = ended ? 0 : telldir(d);
+    closedir(d);
+    // The stack: this folder's subfolders under the rest of its listing, the likely ones on top.
+    auto push = [&](std::string path, long at) {
+      if (walk->size() >= kMaxWalkFolders) {
+        stats.dropped = true;
+        return;
+      }
+      walk->push_back({std::move(path), at});
+    };
+    for (auto& sub : others) push(std::move(sub), 0);
+    for (auto& sub : likely) push(std::move(sub), 0);
+    if (!ended) push(std::move(rel), stopped);
   }
-  for (const auto& sub : subdirs) {
-    if (*budget < 0) break;
-    int fd = OpenBeneathAt(dirfd(d), sub.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
-                           /*same_mount=*/true);
-    if (fd >= 0) FindEventFiles(fd, prefix + sub + "/", depth + 1, budget, out);
-  }
-  closedir(d);
+  return stats;
 }
 
 }  // namespace
@@ -111,18 +176,35 @@ void Engine::TailEventFiles(Live& live, bool final, Instant now,
   if (rootfd < 0) return;
   if (final || now.mono >= live.event_scan_at_mono) {
     live.event_scan_at_mono = now.mono + kEventScanMs;
-    int fd = dup(rootfd);
-    if (fd >= 0) {
-      int budget = kMaxScanEntries;
-      std::vector<std::string> found;
-      FindEventFiles(fd, "", 0, &budget, &found);
-      for (auto& f : found) {
-        if (a.event_files.size() >= kMaxEventFiles) break;
-        if (!a.event_files.count(f)) {
-          a.event_files[f] = EventFileProgress{};
-          *changed = true;
-        }
+    std::vector<std::string> found;
+    const WalkStats walked = WalkForEventFiles(rootfd, final ? kFinalScanEntries : kMaxScanEntries,
+                                               &live.event_walk, &found);
+    for (auto& f : found) {
+      if (a.event_files.size() >= kMaxEventFiles) break;
+      if (!a.event_files.count(f)) {
+        a.event_files[f] = EventFileProgress{};
+        *changed = true;
       }
+    }
+    // A tree larger than one look's walk: said once, with what to do about it.
+    if ((!live.event_walk.empty() || walked.dropped) && !live.event_walk_noted) {
+      live.event_walk_noted = true;
+      const Spec& spec = SpecOf(live);
+      watch::Finding f;
+      f.kind = "event_files";
+      f.severity = "warning";
+      f.message = fmt::format(
+          "the run's {} holds more than {} files and folders: drover walks {} of them every {} s "
+          "looking for TensorBoard event files, so event files may be found late, and at the end "
+          "those beyond what it walks in one look ({}) are missed; {}",
+          spec.tensorboard.empty() ? std::string("folder") : "tensorboard folder " + spec.tensorboard,
+          kMaxScanEntries, kMaxScanEntries, kEventScanMs / 1000, kFinalScanEntries,
+          spec.tensorboard.empty()
+              ? "set tensorboard: <folder> in the spec to the folder the event files are in"
+              : "name the folder the event files are in (tensorboard: in the spec) more narrowly");
+      f.data = {{"walked", walked.walked}, {"final", final}};
+      spdlog::warn("run {}: {}", a.run_id, f.message);
+      RaiseRunAlert(live, f, "event_files", now.wall);
     }
   }
   // One budget of bytes per look for all of a run's files together (each file's read stops at a
@@ -136,10 +218,15 @@ void Engine::TailEventFiles(Live& live, bool final, Instant now,
     tfevents::ReadLimits limits;
     limits.max_read = std::max<int64_t>(1 << 16, budget);
     const int64_t before = progress.offset;
+    live.new_names_in_line = 0;
+    int64_t last_step = INT64_MIN;
     auto r = tfevents::ReadScalars(fd, progress.offset, final, [&](const tfevents::Scalar& s) {
       // A writer's wall time, when it is a plausible one; else the time it was read.
       const bool sane = std::isfinite(s.wall_time) && s.wall_time > 0 && s.wall_time < 1e11;
       Millis t = sane ? static_cast<Millis>(s.wall_time * 1000) : now.wall;
+      // One step of one file counts as one line for the new names it may add.
+      if (s.step != last_step) live.new_names_in_line = 0;
+      last_step = s.step;
       TakePoint(live, s.step, std::string(s.tag), s.value, t, now, points);
     }, limits);
     close(fd);

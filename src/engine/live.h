@@ -113,8 +113,13 @@ struct Engine::Live {
   int64_t output_bytes = 0;       // stdout + stderr size at that time
   int64_t metric_lines = 0;       // fallback step for lines without step/epoch
   Millis event_scan_at_mono = 0;  // when to look for new TensorBoard event files
-  bool metric_names_capped = false;
-  bool event_files_seeded = false;  // the attempt took the offsets its predecessor reached  // said once: it logs more than kMaxMetricNames names
+  bool metric_names_capped = false;  // said once: it logs more metric names than it may keep
+  size_t new_names_in_line = 0;      // names the current line (or event-file step) added
+  bool event_files_seeded = false;  // the attempt took the offsets its predecessor reached
+  // The walk for event files (engine_tensorboard.cc) goes on where the last look's budget ended:
+  // the folders still to walk in this round, each with where its listing stopped.
+  std::vector<std::pair<std::string, long>> event_walk;
+  bool event_walk_noted = false;  // said once: the run's tree is larger than one look's walk
   // The spec's derived metrics for this run (spec.metrics), seeded with its last values.
   std::unique_ptr<DerivedMetrics> derived;
   std::unique_ptr<watch::RunWatch> watch;  // this attempt's detectors

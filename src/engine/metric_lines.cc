@@ -247,6 +247,19 @@ std::optional<std::vector<FlatField>> FlatNumbers(std::string_view t) {
 
 }  // namespace
 
+namespace {
+
+// Whether a top-level field is a metric. "step" never is, usable or not (a step outside what a
+// step can be must not turn into a metric named step); "epoch" is one only beside a usable step
+// (it is the step otherwise); drover_* fields are what the run reports about itself
+// (drover_alert, drover_checkpoint, ...) whatever their value's type.
+bool IsMetricKey(std::string_view key, std::string_view step_key) {
+  if (key == "step" || key.starts_with("drover_")) return false;
+  return key != "epoch" || step_key == "step";
+}
+
+}  // namespace
+
 std::optional<MetricLine> ParseMetricLine(std::string_view line, int64_t fallback_step) {
   std::string_view t = Trim(line);
   if (t.size() < 2 || t.front() != '{' || t.back() != '}') return std::nullopt;
@@ -264,7 +277,7 @@ std::optional<MetricLine> ParseMetricLine(std::string_view line, int64_t fallbac
       break;
     }
     for (auto& f : *flat) {
-      if (f.key == step_key || !f.numeric) continue;
+      if (!f.numeric || !IsMetricKey(f.key, step_key)) continue;
       m.values.emplace_back(std::move(f.key), f.value);
     }
     if (m.values.empty()) return std::nullopt;
@@ -275,18 +288,13 @@ std::optional<MetricLine> ParseMetricLine(std::string_view line, int64_t fallbac
 
 // Adds the numbers of `obj` to `m`, nested objects flattened with dots ({"val": {"acc": 0.9}} is
 // val.acc, as TensorBoard's tags and W&B's keys name them) down to kMaxMetricDepth levels. At the
-// top, the step field and the run's own reports (drover_alert, drover_checkpoint, ...) are not
-// metrics. `marked`: NaN and infinities
-// stand as marker strings (MarkNonFinite); the top level's were replaced already.
+// top, the step fields and the run's own reports are not metrics (IsMetricKey). `marked`: NaN and
+// infinities stand as marker strings (MarkNonFinite); the top level's were replaced already.
 static void Flatten(const nlohmann::json& obj, const std::string& prefix, int depth, bool marked,
                     const std::string& step_key, MetricLine* m) {
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     const nlohmann::json& v = it.value();
-    // drover_alert, drover_checkpoint, drover_hparams...: what the run reports, not metrics.
-    if (depth == 0 &&
-        (it.key() == step_key || (v.is_object() && it.key().starts_with("drover_")))) {
-      continue;
-    }
+    if (depth == 0 && !IsMetricKey(it.key(), step_key)) continue;
     std::string name = prefix + it.key();
     if (v.is_object()) {
       if (depth < kMaxMetricDepth) Flatten(v, name + ".", depth + 1, marked, step_key, m);

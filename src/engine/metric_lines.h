@@ -17,17 +17,22 @@
 namespace drover {
 
 inline constexpr int kMaxMetricDepth = 4;
+// New metric names one line (or one step of an event file) may add to a run, of the run's
+// kMaxMetricNames: a wide first line cannot keep out the names logged after it.
+inline constexpr size_t kMaxNewMetricNamesPerLine = 500;
 
 struct MetricLine {
   int64_t step = 0;
   std::vector<std::pair<std::string, double>> values;
 };
 
-// The step is the line's "step" field, else its "epoch" field, else `fallback_step`; that field
-// is not itself a metric. Nested objects are flattened with dots ({"val": {"acc": 0.9}} gives
-// val.acc) down to kMaxMetricDepth levels below the top; booleans, strings and lists are ignored,
-// and so is a drover_alert object (ParseAlertLine). A line that is not a JSON object, or has no
-// numeric field, gives nothing.
+// The step is the line's "step" field, else its "epoch" field, else `fallback_step`; a step must
+// be a finite number of at most 9e15 in magnitude (cut to an integer), else it is not used. The
+// "step" field is never a metric, usable or not; "epoch" is one only beside a usable "step"; no
+// top-level drover_* field (drover_alert, drover_checkpoint, ...) is one, whatever its value.
+// Nested objects are flattened with dots ({"val": {"acc": 0.9}} gives val.acc) down to
+// kMaxMetricDepth levels below the top; booleans, strings and lists are ignored. A line that is
+// not a JSON object, or has no numeric field, gives nothing.
 // Flat objects of numbers (drover.log's lines) are read by a small scanner; anything else by the
 // full JSON parser, with the same result.
 std::optional<MetricLine> ParseMetricLine(std::string_view line, int64_t fallback_step);

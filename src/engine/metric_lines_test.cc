@@ -34,10 +34,44 @@ TEST(MetricLines, FallbackStepWithoutStepOrEpoch) {
   EXPECT_EQ(m->step, 4);
 }
 
-TEST(MetricLines, UnusableStepFallsBackAndIsAMetric) {
-  auto m = ParseMetricLine(R"({"step": 1e300, "loss": 1})", 9);
+TEST(MetricLines, UnusableStepFallsBackAndIsNeverAMetric) {
+  // A step outside int64 (or not finite) is not used, and never becomes a metric named step
+  // (issue 39, 14): through the scanner and through the full parser alike.
+  for (const char* line :
+       {R"({"step": 1e300, "loss": 1})", R"({"step": 99999999999999999999, "loss": 1})",
+        R"({"step": -1e19, "loss": 1})", R"({"step": NaN, "loss": 1})",
+        R"({"step": 1e300, "loss": 1, "v": {"a": 2}})"}) {
+    for (auto parse : {&ParseMetricLine, &ParseMetricLineWithJson}) {
+      auto m = parse(line, 9);
+      ASSERT_TRUE(m) << line;
+      EXPECT_EQ(m->step, 9) << line;
+      for (const auto& [name, value] : m->values) EXPECT_NE(name, "step") << line;
+    }
+  }
+  // An unusable step lets a usable epoch be the step; neither is a metric then.
+  auto m = ParseMetricLine(R"({"step": 1e300, "epoch": 3, "loss": 1})", 9);
   ASSERT_TRUE(m);
-  EXPECT_EQ(m->step, 9);
+  EXPECT_EQ(m->step, 3);
+  ASSERT_EQ(m->values.size(), 1u);
+  EXPECT_EQ(m->values[0].first, "loss");
+  // A line whose only number is an unusable step has no metric.
+  EXPECT_FALSE(ParseMetricLine(R"({"step": 1e300})", 9).has_value());
+}
+
+TEST(MetricLines, DroverFieldsAreNeverMetricsWhateverTheirType) {
+  // {"drover_checkpoint": 5} is a malformed report, not a metric named drover_checkpoint.
+  for (auto parse : {&ParseMetricLine, &ParseMetricLineWithJson}) {
+    EXPECT_FALSE(parse(R"({"drover_checkpoint": 5})", 0).has_value());
+    EXPECT_FALSE(parse(R"({"drover_resume": 1.5, "drover_hparams": 2})", 0).has_value());
+    auto m = parse(R"({"step": 1, "drover_alert": 5, "drover_x": NaN, "loss": 1})", 0);
+    ASSERT_TRUE(m);
+    ASSERT_EQ(m->values.size(), 1u);
+    EXPECT_EQ(m->values[0].first, "loss");
+    // Below the top a drover_ name is the run's own: a.drover_x is a metric.
+    auto nested = parse(R"({"a": {"drover_x": 1}})", 0);
+    ASSERT_TRUE(nested);
+    EXPECT_EQ(nested->values[0].first, "a.drover_x");
+  }
 }
 
 TEST(MetricLines, KeepsNaNAndInfinityAsPythonPrintsThem) {
@@ -200,7 +234,7 @@ TEST(MetricLines, TheFastScannerAgreesWithTheJsonParser) {
       R"({"step": 1, "loss": 0.5, "loss": 0.7})",      // duplicate: the last wins
       R"({"step": 1, "nested": {"a": 1}, "loss": 1})",  // nested: full parser
       R"({"step": 1, "v": {"a": NaN, "b": {"c": 2}}})",
-      R"({"drover_alert": 5, "loss": 1})",              // a number under that name is a metric
+      R"({"drover_alert": 5, "loss": 1})",              // drover_* is never a metric
       R"({"drover_alert": {"message": "x", "n": 1}, "loss": 1})",
       R"({"step": 1, "list": [1, 2], "loss": 1})",
       R"({"st\u0065p": 4, "loss": 1})",                 // escaped key

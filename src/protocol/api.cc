@@ -650,9 +650,18 @@ Result<MetricPoint> MetricPointFromJson(const Json& j) {
   f.Get("attempt_id", p.attempt_id);
   f.Get("step", p.step);
   f.Get("name", p.name, true);
-  f.Get("value", p.value, true);
   f.Get("t_ms", p.t_ms);
   if (!f.ok()) return f.status();
+  // A number, "NaN", "Infinity" or "-Infinity" (NumberJson); null from an older daemon: NaN.
+  auto v = j.find("value");
+  if (v == j.end()) return InvalidArgument("metric point.value: missing");
+  if (v->is_null()) {
+    p.value = std::numeric_limits<double>::quiet_NaN();
+  } else {
+    auto d = NumberFromJson(*v);
+    if (!d.ok()) return InvalidArgument("metric point.value: " + d.status().message());
+    p.value = *d;
+  }
   return p;
 }
 

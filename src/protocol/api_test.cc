@@ -233,7 +233,20 @@ TEST(ApiCodec, MetricPointRoundTripIncludingNaN) {
   EXPECT_EQ(back->step, 100);
   EXPECT_DOUBLE_EQ(back->value, 0.125);
   p.value = std::nan("");
-  back = MetricPointFromJson(Wire(ToJson(p)));  // NaN travels as null
+  EXPECT_EQ(ToJson(p)["value"], "NaN");  // JSON has no NaN: NumberJson's text
+  back = MetricPointFromJson(Wire(ToJson(p)));
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(std::isnan(back->value));
+  // +Inf was written as null and read back as NaN (issue 39, 14): it stays infinite.
+  p.value = -std::numeric_limits<double>::infinity();
+  EXPECT_EQ(ToJson(p)["value"], "-Infinity");
+  back = MetricPointFromJson(Wire(ToJson(p)));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->value, -std::numeric_limits<double>::infinity());
+  // An older daemon's null still reads as NaN.
+  Json old = ToJson(p);
+  old["value"] = nullptr;
+  back = MetricPointFromJson(old);
   ASSERT_TRUE(back.ok());
   EXPECT_TRUE(std::isnan(back->value));
 }

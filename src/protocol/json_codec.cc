@@ -1,5 +1,7 @@
 #include "protocol/json_codec.h"
 
+#include "protocol/api.h"
+
 namespace drover::protocol {
 
 Json ToJson(const Experiment& e) {
@@ -96,10 +98,11 @@ Json ToJson(const Attempt& a) {
 }
 
 Json ToJson(const MetricPoint& p) {
+  // NaN and infinities as NumberJson spells them (not null): +Inf is a value, not a missing one.
   return {{"attempt_id", p.attempt_id},
           {"step", p.step},
           {"name", p.name},
-          {"value", p.value},
+          {"value", NumberJson(p.value)},
           {"t_ms", p.t_ms}};
 }
 

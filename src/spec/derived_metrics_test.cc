@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "common/hash.h"
+#include "spec/expand.h"
 #include "spec/spec_parser.h"
 
 namespace drover {
@@ -85,6 +87,64 @@ TEST(DerivedMetrics, TheSpecSectionIsCheckedWhereItIsWritten) {
   auto list = ParseSpecString("name: x\ncommand: run\nmetrics: [a]\n", "s.yaml", "/tmp");
   ASSERT_FALSE(list.ok());
   EXPECT_NE(list.status().message().find("mapping of name: expression"), std::string::npos);
+}
+
+TEST(DerivedMetrics, ACycleOrAReadOfOneBelowIsRefusedWhereItIsWritten) {
+  // metrics: {a: b, b: a + x} was accepted and neither was ever computed (issue 39, 14).
+  auto cycle = ParseSpecString("name: x\ncommand: run\nmetrics:\n  a: b * 2\n  b: a + x\n",
+                               "s.yaml", "/tmp");
+  ASSERT_FALSE(cycle.ok());
+  const std::string& m = cycle.status().message();
+  EXPECT_NE(m.find("s.yaml:4"), std::string::npos) << m;
+  EXPECT_NE(m.find("metrics.a reads b, a derived metric defined below it"), std::string::npos)
+      << m;
+  // A longer cycle, and a plain read of one below (never computed either), the same way.
+  auto three = ParseSpecString(
+      "name: x\ncommand: run\nmetrics:\n  a: loss + 1\n  b: c + 1\n  c: b + a\n", "s.yaml",
+      "/tmp");
+  ASSERT_FALSE(three.ok());
+  EXPECT_NE(three.status().message().find("s.yaml:5"), std::string::npos)
+      << three.status().message();
+  // Reading those above is how they chain.
+  auto chain = ParseSpecString(
+      "name: x\ncommand: run\nmetrics:\n  a: loss + 1\n  b: a * 2\n  c: a + b\n", "s.yaml",
+      "/tmp");
+  ASSERT_TRUE(chain.ok()) << chain.status().message();
+  DerivedMetrics d(chain->metrics);
+  d.Feed(1, "loss", 1);
+  auto out = d.Flush();
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_DOUBLE_EQ(out[2].second.second, 6);  // c = 2 + 4
+}
+
+TEST(DerivedMetrics, TheExpressionsArePartOfTheFingerprint) {
+  // A changed expression was served from the cache of a run that computed another one.
+  auto parse = [](const std::string& metrics) {
+    auto s = ParseSpecString("name: x\ncommand: run\n" + metrics, "s.yaml", "/tmp");
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    return *s;
+  };
+  const std::vector<std::string> argv = {"run"};
+  const Json params = Json::object();
+  auto fp = [&](const Spec& s) { return Fingerprint(s, argv, params, "snap"); };
+  const Spec none = parse("");
+  const Spec err = parse("metrics: {err: 1 - acc}\n");
+  const Spec err2 = parse("metrics: {err: 100 - acc}\n");
+  const Spec other = parse("metrics: {loss2: 1 - acc}\n");
+  EXPECT_NE(fp(none), fp(err));
+  EXPECT_NE(fp(err), fp(err2));
+  EXPECT_NE(fp(err), fp(other));
+  EXPECT_EQ(fp(err), fp(parse("metrics: {err: 1 - acc}\n")));
+  // Where event files are read from decides which metrics the run has, too.
+  EXPECT_NE(fp(none), fp(parse("tensorboard: logs\n")));
+  EXPECT_NE(fp(none), fp(parse("tensorboard: false\n")));
+  // A spec without them keeps the fingerprint it had (expand_test pins that canonical form).
+  EXPECT_EQ(fp(none), Sha256Hex(Json({{"argv", argv},
+                                       {"env", Json::object()},
+                                       {"params", params},
+                                       {"shell", false},
+                                       {"snapshot", "snap"}})
+                                     .dump()));
 }
 
 TEST(SpecCheckpoint, CheckpointedRunsArePreemptibleOthersOnlyWhenTheSpecSaysSo) {

@@ -225,6 +225,16 @@ std::string Fingerprint(const Spec& spec, const std::vector<std::string>& argv, 
                               {"mounts", spec.container->mounts},
                               {"network", spec.container->network}};
   }
+  // What becomes the run's metrics is part of its result: a changed derived expression, or event
+  // files read from another folder (or not at all), must not be served from an earlier run's
+  // cache. Absent when unset, so fingerprints of specs without them stay as they were.
+  if (!spec.metrics.empty()) {
+    Json metrics = Json::array();
+    for (const auto& m : spec.metrics) metrics.push_back({m.name, m.expression});
+    canonical["metrics"] = std::move(metrics);
+  }
+  if (!spec.tensorboard.empty()) canonical["tensorboard"] = spec.tensorboard;
+  if (spec.tensorboard_off) canonical["tensorboard_off"] = true;
   return Sha256Hex(canonical.dump());
 }
 

@@ -28,8 +28,10 @@ Result<std::vector<std::string>> RenderCommand(const Spec& spec, const Json& par
 Result<std::vector<std::string>> PlaceholderNames(const std::string& word);
 
 // SHA-256 over the canonical JSON (sorted keys, no whitespace) of
-// {"argv": argv, "env": spec.env, "params": params, "shell": shell, "snapshot": snapshot_hash}.
-// Scheduling settings (resources, priority, retries, timeout) are not part of it.
+// {"argv": argv, "env": spec.env, "params": params, "shell": shell, "snapshot": snapshot_hash},
+// with "container", "metrics" ([[name, expression], ...]), "tensorboard" and "tensorboard_off"
+// only where the spec has them. Scheduling settings (resources, priority, retries, timeout) are
+// not part of it.
 std::string Fingerprint(const Spec& spec, const std::vector<std::string>& argv, const Json& params,
                         const std::string& snapshot_hash);
 

@@ -770,6 +770,20 @@ Status SpecParser::ParseCommand(const Field& f, const std::vector<Field>& params
   return Status::Ok();
 }
 
+namespace {
+// The first of `inputs` that names an entry of the metrics: mapping after entry `index`.
+std::optional<std::string> DerivedReadsBelow(const YAML::Node& metrics, size_t index,
+                                             const std::vector<std::string>& inputs) {
+  size_t i = 0;
+  for (const auto& kv : metrics) {
+    if (i++ <= index) continue;
+    const std::string later = kv.first.as<std::string>("");
+    if (std::find(inputs.begin(), inputs.end(), later) != inputs.end()) return later;
+  }
+  return std::nullopt;
+}
+}  // namespace
+
 Status SpecParser::ParseDerivedMetrics(const Field& f, Spec& spec) const {
   if (f.value.IsNull()) return Status::Ok();
   if (!f.value.IsMap()) {
@@ -817,6 +831,15 @@ Status SpecParser::ParseDerivedMetrics(const Field& f, Spec& spec) const {
       if (other.name == name) {
         return Err(at, fmt::format("metrics: '{}' is defined twice", name));
       }
+    }
+    // Each is computed after those above it: one that reads a derived metric written below it
+    // would never have that value (a: b, b: a + x is a cycle neither side of which is computed).
+    if (auto below = DerivedReadsBelow(f.value, spec.metrics.size(), d.inputs)) {
+      return Err(kv.second, fmt::format("metrics.{} reads {}, a derived metric defined below it; "
+                                        "a derived metric reads logged metrics and those above "
+                                        "it: move {} above {}, and make sure no two read each "
+                                        "other",
+                                        name, *below, *below, name));
     }
     spec.metrics.push_back(std::move(d));
   }

@@ -495,6 +495,7 @@ class Engine {
                      Millis now);
   void WatchPoints(Live& live, const std::vector<MetricPoint>& points, Millis now);
   void OnRunAlertLine(Live& live, std::string_view line, Millis now);
+  watch::AlertBudget alert_budget_;  // runs' own alerts per run and user (watch/alert_budget.h)
   void SampleTelemetry(Instant now);
   void StoreSamples(const std::vector<GpuSample>& samples, bool flush_all);
   // GPU health (engine_health.cc; docs/metrics.md, "GPU health"): a reading's findings become

@@ -7,7 +7,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <random>
 
 #include "engine/engine.h"
@@ -137,13 +139,18 @@ void Engine::TopUpSearch(ExperimentEntry& ep, Instant now) {
   if (!ep.search || cancel_requested_ || draining_ || stall_) return;
   SearchState& s = *ep.search;
   if (s.proposing || !s.WantsMore() || ep.unfinished >= s.parallel) return;
-  const int64_t count = std::min<int64_t>(s.trials - s.created, s.parallel - ep.unfinished);
+  // At most kMaxAsksPerJob: the proposer's thread is every search's, so no job may be long; the
+  // rest are asked for when this one is back (TakeProposals tops up again).
+  const int64_t count = std::min<int64_t>(
+      {s.trials - s.created, s.parallel - ep.unfinished, int64_t{kMaxAsksPerJob}});
   if (!proposer_) {
     proposer_ = MakeProposer([this] { launcher_.Wake(); }, options_.proposals_off_loop);
   }
   s.proposing = true;
   ++proposals_in_flight_;
-  proposer_->Start(JobFor(s, ep.experiment.id, static_cast<int>(count)));
+  ProposalJob job = JobFor(s, ep.experiment.id, static_cast<int>(count));
+  job.user = ep.experiment.user;  // whose turn it is on the proposer's thread
+  proposer_->Start(std::move(job));
 }
 
 void Engine::TakeProposals(Instant now) {
@@ -242,7 +249,9 @@ Result<Engine::ExperimentEntry*> Engine::SearchOf(int64_t experiment_id) {
 Result<ProposalJob> Engine::SuggestJob(const cmd::Suggest& c) {
   DROVER_ASSIGN_OR_RETURN(ExperimentEntry * ep, SearchOf(c.experiment_id));
   // Each suggestion is a running trial (a constant liar) for the next; nothing is kept.
-  return JobFor(*ep->search, c.experiment_id, std::max(1, c.count));
+  ProposalJob job = JobFor(*ep->search, c.experiment_id, std::max(1, c.count));
+  job.user = ep->experiment.user;
+  return job;
 }
 
 Result<std::vector<Json>> Engine::Suggest(const cmd::Suggest& c) {
@@ -253,7 +262,22 @@ Result<std::vector<Json>> Engine::Suggest(const cmd::Suggest& c) {
 Status Engine::Tell(const cmd::Tell& c) {
   DROVER_ASSIGN_OR_RETURN(ExperimentEntry * ep, SearchOf(c.experiment_id));
   DROVER_RETURN_IF_ERROR(search::CheckConfig(ep->spec, ep->search->space, c.params));
-  // Each result is a row and a place in the sampler's history: bounded like the trials.
+  if (c.value && !std::isfinite(*c.value)) {
+    return InvalidArgument(fmt::format(
+        "search {}: the value told must be a finite number (got {}); tell a config that failed "
+        "with no value",
+        c.experiment_id, *c.value));
+  }
+  // Each result is a row and a place in the sampler's history: bounded like the trials, and
+  // told results apart (only they can be sent without running anything).
+  const auto told = static_cast<int64_t>(
+      std::distance(ep->search->history.begin(), ep->search->history.lower_bound(0)));
+  if (told >= kMaxTold) {
+    return FailedPrecondition(fmt::format(
+        "search {} has been told {} results, the most one search takes; submit a new search "
+        "and tell it the results that matter (such as the best {})",
+        c.experiment_id, told, kMaxTold / 10));
+  }
   if (static_cast<int64_t>(ep->search->history.size()) >= 2 * kMaxTrials) {
     return FailedPrecondition(fmt::format(
         "search {} already holds {} trials and told results, the most one search keeps; submit "

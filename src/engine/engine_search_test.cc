@@ -6,6 +6,7 @@
 
 #include <csignal>
 #include <cmath>
+#include <random>
 #include <set>
 
 #include "engine/engine.h"
@@ -299,6 +300,75 @@ objective: {metric: score, mode: max}
   auto again = restarted.Suggest({id, 8}).value();
   auto here = engine.Suggest({id, 8}).value();
   EXPECT_EQ(again, here);
+}
+
+// Issue 39: a search told 4,000 results made each GP proposal cost 12 s on the thread every
+// search shares. Told results are bounded per search (with what to do), non-finite ones
+// refused, and the proposal jobs the engine makes for a huge history fit a bounded set; another
+// user's search is served meanwhile and makes every trial.
+TEST_F(EngineSearchTest, AHugeToldHistoryCostsABoundedProposalAndOthersAreServed) {
+  FakeLauncher launcher(clock_, Scored);
+  FakeGpuProbe probe({});
+  EngineOptions o = BaseOptions();
+  o.proposals_off_loop = true;  // the daemon's proposer: one thread for every search
+  Engine engine(*store_, launcher, probe, clock_, o);
+  auto submit_as = [&](const std::string& yaml, int64_t uid, const std::string& name) {
+    auto prepared = PrepareSubmit(ParseSpec(yaml), o.store_dir);
+    EXPECT_TRUE(prepared.ok()) << prepared.status().message();
+    prepared->submitter.uid = uid;
+    prepared->submitter.gid = uid;
+    prepared->submitter.name = name;
+    auto sub = engine.Commit(std::move(*prepared));
+    EXPECT_TRUE(sub.ok()) << sub.status().message();
+    return sub->experiment_id;
+  };
+  std::string gp = kSearch;
+  gp.replace(gp.find("trials: 14, parallel: 3"), 23, "trials: 4, parallel: 1");
+  gp.replace(gp.find("sampler: tpe"), 12, "sampler: gp");
+  const int64_t alice = submit_as(gp, 60001, "alice-t");
+  std::string tpe = kSearch;
+  tpe.replace(tpe.find("trials: 14, parallel: 3"), 23, "trials: 8, parallel: 1");
+  const int64_t bob = submit_as(tpe, 60002, "bob-t");
+
+  // Non-finite values are refused; told results stop at kMaxTold with what to do.
+  EXPECT_EQ(engine.Tell({alice, Json{{"x", 0.5}, {"n", 2}}, std::nan("")}).code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(engine.Tell({alice, Json{{"x", 0.5}, {"n", 2}}, HUGE_VAL}).code(),
+            Code::kInvalidArgument);
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> unit(0, 1);
+  for (int i = 0; i < 4000; ++i) {
+    const double x = unit(rng);
+    const int n = 1 + i % 4;
+    const double value = i == 17 ? -1e308 : -(x - 0.3) * (x - 0.3) - 0.1 * (n - 2) * (n - 2);
+    ASSERT_TRUE(engine.Tell({alice, Json{{"x", x}, {"n", n}}, value}).ok()) << i;
+  }
+  auto job = engine.SuggestJob({alice, 1});
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_EQ(job->user, "alice-t");
+  EXPECT_GE(job->history.size(), 4000u);
+  EXPECT_EQ(search::GpFittedPoints(job->space, job->history), search::kGpMaxFitted);
+  // The proposal still finds the good region, the -1e308 told notwithstanding.
+  const std::vector<Json> next = job->Propose();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_NEAR(next[0]["x"].get<double>(), 0.3, 0.2) << next[0].dump();
+
+  ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
+  for (auto [id, trials] : {std::pair{alice, 4u}, std::pair{bob, 8u}}) {
+    std::vector<drover::Run> runs = Runs(id, *store_);
+    ASSERT_EQ(runs.size(), trials) << "experiment " << id;
+    for (const drover::Run& r : runs) EXPECT_EQ(r.state, RunState::kSucceeded);
+  }
+
+  // The bound on told results, with what to do.
+  for (int64_t i = 4000; i < kMaxTold; ++i) {
+    ASSERT_TRUE(engine.Tell({alice, Json{{"x", 0.5}, {"n", 2}}, -1.0}).ok()) << i;
+  }
+  Status full = engine.Tell({alice, Json{{"x", 0.5}, {"n", 2}}, -1.0});
+  EXPECT_EQ(full.code(), Code::kFailedPrecondition);
+  EXPECT_NE(full.message().find("the most one search takes; submit a new search"),
+            std::string::npos)
+      << full.message();
 }
 
 }  // namespace

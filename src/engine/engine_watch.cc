@@ -11,11 +11,18 @@
 #include "engine/live.h"
 #include "engine/metric_lines.h"
 #include "engine/recovery.h"
+#include "common/strings.h"
 
 namespace drover {
 
 void Engine::RaiseAlert(Alert alert, Millis now) {
   Tx();
+  // Whose it is: every alert about an experiment names its submitter and the experiment, so a
+  // lab's channel knows whom to ask (sinks.cc, AlertSubject).
+  if (auto it = experiments_.find(alert.experiment_id); it != experiments_.end()) {
+    if (!alert.data.contains("user")) alert.data["user"] = it->second->experiment.user;
+    if (!alert.data.contains("experiment")) alert.data["experiment"] = it->second->experiment.name;
+  }
   // What it usually means and what to try (watch::AdviceFor), unless the alert says its own.
   if (auto advice = watch::AdviceFor(alert.kind); advice && !alert.data.contains("remedies")) {
     alert.data["cause"] = advice->cause;
@@ -76,6 +83,53 @@ void Engine::WatchPoints(Live& live, const std::vector<MetricPoint>& points, Mil
 void Engine::OnRunAlertLine(Live& live, std::string_view line, Millis now) {
   auto a = ParseAlertLine(line);
   if (!a) return;
+  // A run's own alerts are the run's to make: capped per run and per user, so that one run
+  // cannot flood a lab's channel or the webhook's queue (watch/alert_budget.h). The rest of the
+  // hour's are counted on one alerts_suppressed alert, which is sent once.
+  const watch::AlertBudgetConfig& budget = options_.watch.budget;
+  const watch::AlertAdmission admit = alert_budget_.Take(budget, live.run.id, live.run.user, now);
+  if (!admit.send) {
+    const bool per_run = admit.over == "run";
+    const std::string key = per_run ? fmt::format("run:{}:alerts_suppressed", live.run.id)
+                                    : fmt::format("user:{}:alerts_suppressed", live.run.user);
+    if (!admit.first_over) {
+      // Counted on the alert already raised, whatever the silence window: never sent again.
+      auto previous = store_.LatestAlert(key);
+      if (!previous.ok()) {
+        Fail(previous.status());
+        return;
+      }
+      if (!*previous) return;
+      Tx();
+      Alert& p = **previous;
+      p.count += 1;
+      p.last_ms = now;
+      p.data["suppressed"] = admit.suppressed;
+      p.data["last_key"] = a->key;
+      if (Status st = store_.UpdateAlert(p); !st.ok()) Fail(st);
+      return;
+    }
+    Alert s;
+    s.kind = "alerts_suppressed";
+    s.severity = "warning";
+    s.key = key;
+    const int cap = per_run ? budget.per_run : budget.per_user;
+    s.message = fmt::format(
+        "{} raised more than {} alerts of its own within {}; the rest of them until then are "
+        "counted on this alert, not sent (see them in drover logs {}; the cap is alerts.{} in "
+        "the daemon's config)",
+        per_run ? fmt::format("run {}", live.run.id) : fmt::format("user {}'s runs", live.run.user),
+        cap, FormatDuration(budget.window_ms), live.run.id, per_run ? "per_run" : "per_user");
+    s.experiment_id = live.run.experiment_id;
+    s.run_id = per_run ? live.run.id : 0;
+    s.data = {{"cap", cap},
+              {"window_ms", budget.window_ms},
+              {"suppressed", admit.suppressed},
+              {"last_key", a->key},
+              {"user", live.run.user}};
+    RaiseAlert(std::move(s), now);
+    return;
+  }
   watch::Finding f;
   f.kind = "run";
   f.severity = a->level;

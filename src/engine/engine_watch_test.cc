@@ -2,9 +2,13 @@
 // GPUs alert once per silence window, a config that keeps failing alerts once and is not retried
 // a fourth time, loss spikes and a run's own alerts become alerts, telemetry is stored averaged.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
 
 #include "engine/engine.h"
 #include "spec/spec_parser.h"
@@ -317,6 +321,77 @@ TEST_F(EngineWatchTest, NanStopsTheRunAsDivergedAndAlerts) {
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].severity, "error");
   EXPECT_NE(d[0].message.find("loss became NaN at step 2"), std::string::npos) << d[0].message;
+}
+
+// Issue 39: each distinct drover_alert line was an alert, so a run printing 3,000 of them made
+// 1,000 Slack posts in seconds and filled the webhook's queue. Through a real webhook to a
+// loopback endpoint: the run's own alerts stop at alerts.per_run, one alerts_suppressed alert
+// says so, a detector's alert raised after the flood still arrives, and every post names the
+// submitter and the experiment.
+TEST_F(EngineWatchTest, ARunsOwnAlertsAreCappedAndADetectorsAlertStillArrives) {
+  std::mutex mu;
+  std::vector<Json> posts;
+  httplib::Server server;
+  server.Post("/hook", [&](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard<std::mutex> l(mu);
+    posts.push_back(Json::parse(req.body, nullptr, false));
+    res.set_content("ok", "text/plain");
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread listener([&] { server.listen_after_bind(); });
+  watch::WebhookOptions w;
+  w.url = "http://127.0.0.1:" + std::to_string(port) + "/hook";
+  w.format = watch::WebhookFormat::kJson;
+  auto webhook = watch::WebhookSink::Create(w);
+  ASSERT_TRUE(webhook.ok()) << webhook.status().message();
+
+  FakeGpuProbe probe({});
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) {
+    FakeProcess p{1000, 0};
+    for (int i = 0; i < 3000; ++i) {
+      p.stdout_text += "{\"drover_alert\": {\"message\": \"look at me " + std::to_string(i) +
+                       "\", \"level\": \"error\", \"key\": \"k" + std::to_string(i) + "\"}}\n";
+    }
+    for (int step = 0; step < 40; ++step) {
+      double loss = 1.0 / (1 + step) + 0.01 * (step % 3);
+      p.stdout_text += "{\"step\": " + std::to_string(step) +
+                       ", \"loss\": " + std::to_string(loss) + "}\n";
+    }
+    p.stdout_text += "{\"step\": 40, \"loss\": 57.0}\n";
+    return p;
+  });
+  EngineOptions o = BaseOptions();
+  o.watch = config_;
+  o.alert_sink = webhook->get();
+  Engine engine(*store_, launcher, probe, clock_, o);
+  auto sub = engine.Submit(ParseSpec("name: noisy\ncommand: python train.py\n"));
+  ASSERT_TRUE(sub.ok()) << sub.status().message();
+  ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
+  ASSERT_TRUE((*webhook)->Flush(20'000));
+  server.stop();
+  listener.join();
+
+  const std::string user = store_->GetExperiment(sub->experiment_id).value()->user;
+  ASSERT_FALSE(user.empty());
+  std::map<std::string, int> kinds;
+  for (const Json& post : posts) {
+    const Json& alert = post["alert"];
+    kinds[alert["kind"]] += 1;
+    EXPECT_EQ(alert["data"]["user"], user) << post.dump();
+    EXPECT_EQ(alert["data"]["experiment"], "noisy") << post.dump();
+  }
+  const int cap = config_.budget.per_run;
+  EXPECT_EQ(kinds["run"], cap);
+  EXPECT_EQ(kinds["alerts_suppressed"], 1);
+  EXPECT_EQ(kinds["loss_spike"], 1);  // raised after the flood, still delivered
+  EXPECT_LE(posts.size(), static_cast<size_t>(cap + 2));
+  // The rest are counted on the suppressed alert, not lost without a trace.
+  auto suppressed = AlertsOf("alerts_suppressed");
+  ASSERT_EQ(suppressed.size(), 1u);
+  EXPECT_EQ(suppressed[0].count, 3000 - cap);
+  EXPECT_EQ(suppressed[0].data["suppressed"], 3000 - cap);
+  EXPECT_EQ(AlertsOf("run").size(), static_cast<size_t>(cap));
 }
 
 }  // namespace

@@ -4,7 +4,10 @@
 //   are rounded before the acquisition is evaluated, so it sees only values that can run. A
 //   choice is the index of its value, at distance 0 from the same value and 1 from any other
 //   (before its lengthscale), as in Optuna's GPSampler.
-// - Outputs: the losses of finished trials, standardised; failed trials count as the worst loss.
+// - Outputs: the losses of finished trials, clipped to Tukey's far fences (RobustLosses: one
+//   extreme value cannot squeeze the rest together) and standardised; failed trials count as the
+//   worst loss. At most kGpMaxFitted trials (the best half and the newest) are fitted, and at
+//   most kGpMaxPending running ones believed, so a proposal's cost is bounded (GpFitSet).
 // - Kernel: Matern 5/2 with one lengthscale per parameter (automatic relevance), a signal
 //   variance and a noise variance, fitted by maximum a posteriori with L-BFGS. The priors are
 //   Optuna's GPSampler's: -(0.1/l^-2 + 0.1 l^-2) on each inverse squared lengthscale,
@@ -339,7 +342,9 @@ class GpModel {
     }
     std::vector<std::vector<double>> rows, failed;
     std::vector<double> losses, row;
-    for (const Observation& o : history) {
+    // Bounded, so one proposal's cost is whatever the search was told (sampler.h, GpFitSet).
+    for (size_t i : GpFitSet(history)) {
+      const Observation& o = history[i];
       if (!Unit(o.params, row)) continue;
       if (o.state == TrialState::kComplete || o.state == TrialState::kPruned) {
         rows.push_back(row);
@@ -349,6 +354,9 @@ class GpModel {
       }
     }
     if (rows.size() < 2) return;  // nothing to fit: proposals are random
+    // One extreme value must not squeeze the others together (sampler.h, RobustLosses).
+    losses = RobustLosses(std::move(losses));
+    fitted_points_ = rows.size() + failed.size();
     const double worst = *std::max_element(losses.begin(), losses.end());
     for (auto& f : failed) {
       rows.push_back(f);
@@ -389,6 +397,7 @@ class GpModel {
   }
 
   bool fitted() const { return fitted_; }
+  size_t fitted_points() const { return fitted_points_; }
 
   // Coordinates of a trial: in [0, 1] for numbers, the index for choices; false when it lacks a
   // parameter.
@@ -554,19 +563,38 @@ class GpModel {
   std::optional<Posterior> post_;
   double incumbent_ = 0;
   bool fitted_ = false;
+  size_t fitted_points_ = 0;
 };
 
-// The running trials of a history, in unit coordinates.
+// The newest kGpMaxPending running trials of a history (oldest first), in unit coordinates:
+// each believed value makes the acquisition's process one point larger.
 std::vector<std::vector<double>> Pending(const GpModel& model, const std::vector<Observation>& history) {
+  std::vector<const Observation*> running;
+  for (const Observation& o : history) {
+    if (o.state == TrialState::kRunning) running.push_back(&o);
+  }
+  std::stable_sort(running.begin(), running.end(),
+                   [](const Observation* a, const Observation* b) { return a->number < b->number; });
+  if (running.size() > kGpMaxPending) running.erase(running.begin(), running.end() - kGpMaxPending);
   std::vector<std::vector<double>> pending;
   std::vector<double> row;
-  for (const Observation& o : history) {
-    if (o.state == TrialState::kRunning && model.Unit(o.params, row)) pending.push_back(row);
+  for (const Observation* o : running) {
+    if (model.Unit(o->params, row)) pending.push_back(row);
   }
   return pending;
 }
 
+// A batch's own proposals join the pending ones; the oldest give way beyond kGpMaxPending.
+void AddPending(std::vector<std::vector<double>>& pending, const std::vector<double>& row) {
+  pending.push_back(row);
+  if (pending.size() > kGpMaxPending) pending.erase(pending.begin());
+}
+
 }  // namespace
+
+size_t GpFittedPoints(const Space& space, const std::vector<Observation>& history) {
+  return GpModel(space, history).fitted_points();
+}
 
 Json ProposeGp(const SamplerOptions& options, const Space& space, const Json& context,
                const std::vector<Observation>& history, std::mt19937_64& rng) {
@@ -587,7 +615,7 @@ std::vector<Json> ProposeGpEach(const SamplerOptions& options, const Space& spac
     std::mt19937_64 rng(ask.seed);
     Json p = model.fitted() ? model.Acquire(pending, ask.context, rng)
                             : ProposeRandom(space, ask.context, rng);
-    if (model.Unit(p, row)) pending.push_back(row);
+    if (model.Unit(p, row)) AddPending(pending, row);
     out.push_back(std::move(p));
   }
   return out;

@@ -1,6 +1,8 @@
 #include "search/sampler.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "search/numeric.h"
 
@@ -12,6 +14,81 @@ size_t CountFinished(const std::vector<Observation>& history) {
     if (o.state == TrialState::kComplete || o.state == TrialState::kPruned) ++n;
   }
   return n;
+}
+
+std::vector<size_t> GpFitSet(const std::vector<Observation>& history, size_t limit) {
+  std::vector<size_t> finished, rest;
+  for (size_t i = 0; i < history.size(); ++i) {
+    const TrialState st = history[i].state;
+    if (st == TrialState::kComplete || st == TrialState::kPruned) {
+      finished.push_back(i);
+    } else if (st == TrialState::kFailed) {
+      rest.push_back(i);
+    }
+  }
+  if (finished.size() + rest.size() <= limit) {
+    finished.insert(finished.end(), rest.begin(), rest.end());
+    std::sort(finished.begin(), finished.end());
+    return finished;
+  }
+  // The best half: where the optimum is. Ties (and NaN, last) by index, so it is deterministic.
+  auto loss = [&](size_t i) {
+    const double l = history[i].loss;
+    return std::isnan(l) ? std::numeric_limits<double>::infinity() : l;
+  };
+  const size_t best = std::min(finished.size(), limit / 2);
+  std::partial_sort(finished.begin(), finished.begin() + static_cast<ptrdiff_t>(best),
+                    finished.end(), [&](size_t a, size_t b) {
+                      return loss(a) < loss(b) || (loss(a) == loss(b) && a < b);
+                    });
+  std::vector<size_t> out(finished.begin(), finished.begin() + static_cast<ptrdiff_t>(best));
+  // The newest of the rest: what the search is exploring now.
+  rest.insert(rest.end(), finished.begin() + static_cast<ptrdiff_t>(best), finished.end());
+  const size_t newest = std::min(rest.size(), limit - best);
+  std::partial_sort(rest.begin(), rest.begin() + static_cast<ptrdiff_t>(newest), rest.end(),
+                    [&](size_t a, size_t b) {
+                      return history[a].number > history[b].number ||
+                             (history[a].number == history[b].number && a > b);
+                    });
+  out.insert(out.end(), rest.begin(), rest.begin() + static_cast<ptrdiff_t>(newest));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<double> RobustLosses(std::vector<double> losses) {
+  std::vector<double> finite;
+  for (double l : losses) {
+    if (std::isfinite(l)) finite.push_back(l);
+  }
+  if (finite.empty()) return std::vector<double>(losses.size(), 0.0);
+  auto quantile = [&](double q) {
+    const size_t k = static_cast<size_t>(q * static_cast<double>(finite.size() - 1));
+    std::nth_element(finite.begin(), finite.begin() + static_cast<ptrdiff_t>(k), finite.end());
+    return finite[k];
+  };
+  const double q1 = quantile(0.25), median = quantile(0.5), q3 = quantile(0.75);
+  double width = 3 * (q3 - q1);
+  if (!(width > 0)) width = std::max(0.1 * std::abs(median), 0.1);
+  const double lo = q1 - width, hi = q3 + width;
+  double sum = 0;
+  for (double& l : losses) {
+    l = std::isnan(l) ? hi : std::clamp(l, lo, hi);
+    sum += l;
+  }
+  double sq = 0;
+  const double mean = sum / static_cast<double>(losses.size());
+  for (double l : losses) sq += (l - mean) * (l - mean);
+  if (std::isfinite(lo) && std::isfinite(hi) && std::isfinite(mean) && std::isfinite(sq)) {
+    return losses;
+  }
+  // So many extreme values that even the fences overflow: their order is what is left.
+  std::vector<size_t> order(losses.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return losses[a] < losses[b]; });
+  std::vector<double> ranks(losses.size());
+  for (size_t r = 0; r < order.size(); ++r) ranks[order[r]] = static_cast<double>(r);
+  return ranks;
 }
 
 SamplerOptions SamplerOptionsOf(const Spec& spec, bool grid_axes) {

@@ -77,10 +77,33 @@ Json ProposeTpe(const SamplerOptions& options, const Space& space, const Json& c
 Json ProposeGp(const SamplerOptions& options, const Space& space, const Json& context,
                const std::vector<Observation>& history, std::mt19937_64& rng);
 
+// The points the GP of this history is fitted on (finished and failed trials): for tests.
+size_t GpFittedPoints(const Space& space, const std::vector<Observation>& history);
+
 std::vector<Json> ProposeGpEach(const SamplerOptions& options, const Space& space,
                                 const std::vector<Ask>& asks, std::vector<Observation> history);
 
 // Finished trials: complete and pruned ones (the observations a model is fitted to).
 size_t CountFinished(const std::vector<Observation>& history);
+
+// What one GP proposal may cost, whatever a search was told (docs/search.md, "Bounds"): its fit
+// is cubic in the points, so a search told 4,000 results once took 12 s a proposal on the one
+// thread every search shares. The GP is fitted on at most kGpMaxFitted of the finished and
+// failed trials: the kGpMaxFitted / 2 best, then the newest of the rest. At most kGpMaxPending
+// running trials (the newest) join it as believed values.
+inline constexpr size_t kGpMaxFitted = 250;
+inline constexpr size_t kGpMaxPending = 64;
+// The trials the GP is fitted on (indices into `history`, in history order): every finished
+// and failed trial when there are at most `limit`, else the limit / 2 with the lowest losses
+// (complete and pruned alike) and the newest (by number) of the rest up to `limit`.
+std::vector<size_t> GpFitSet(const std::vector<Observation>& history, size_t limit = kGpMaxFitted);
+
+// The losses a model sees, robust to a few extreme ones: each clipped to Tukey's far fences
+// (the quartiles -/+ 3 times the interquartile range, or a tenth of the median's size and at
+// least 0.1 when half of them are equal), so one told -1e308 or 1e308 among sane results ranks
+// first or last and leaves the others apart, instead of squeezing them together. Non-finite
+// losses are clipped too (+inf and NaN to the upper fence, -inf to the lower). Where a quarter
+// of the losses are so extreme that their spread overflows, the losses are their ranks.
+std::vector<double> RobustLosses(std::vector<double> losses);
 
 }  // namespace drover::search

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <random>
 
 namespace drover::search {
 namespace {
@@ -215,6 +218,103 @@ TEST(Sampler, ProposingABatchIsProposingOneAfterTheOther) {
     }
     if (kind != SamplerKind::kRandom) EXPECT_NE(batch[0], batch[1]) << ToString(kind);
   }
+}
+
+// A search told 4,000 results (issue 39: a GP proposal took 12 s on the thread every search
+// shares) is fitted on a bounded set: the best half and the newest. The work is asserted as the
+// points the model is fitted on, not as time.
+TEST(Sampler, TheGpIsFittedOnABoundedSetWhateverASearchWasTold) {
+  const Space s = BraninSpace();
+  std::mt19937_64 rng(5);
+  std::vector<Observation> history;
+  for (int i = 0; i < 4000; ++i) {
+    Json p = ProposeRandom(s, Json::object(), rng);
+    const double loss = Branin(p);
+    history.push_back({p, i % 10 == 9 ? TrialState::kFailed : TrialState::kComplete, loss, 0, i});
+  }
+  for (int i = 0; i < 500; ++i) {  // running trials: believed, at most kGpMaxPending of them
+    history.push_back({ProposeRandom(s, Json::object(), rng), TrialState::kRunning, 0, 0, 4000 + i});
+  }
+  const std::vector<size_t> fit = GpFitSet(history);
+  ASSERT_EQ(fit.size(), kGpMaxFitted);
+  EXPECT_EQ(GpFittedPoints(s, history), kGpMaxFitted);
+  // The best half of the finished trials is in it, and the newest of the rest.
+  std::vector<double> finished;
+  for (const Observation& o : history) {
+    if (o.state == TrialState::kComplete) finished.push_back(o.loss);
+  }
+  std::sort(finished.begin(), finished.end());
+  const double cut = finished[kGpMaxFitted / 2 - 1];
+  size_t best = 0, newest = 0;
+  for (size_t i : fit) {
+    EXPECT_NE(history[i].state, TrialState::kRunning);
+    if (history[i].state == TrialState::kComplete && history[i].loss <= cut) ++best;
+    if (history[i].number >= 4000 - static_cast<int64_t>(kGpMaxFitted / 2)) ++newest;
+  }
+  EXPECT_GE(best, kGpMaxFitted / 2);
+  EXPECT_GE(newest, kGpMaxFitted / 2 - 20);  // the newest, less those already among the best
+  // It proposes a batch beside 500 running trials...
+  SamplerOptions o;
+  o.kind = SamplerKind::kGp;
+  std::vector<Ask> asks;
+  for (int i = 0; i < 3; ++i) asks.push_back({Json::object(), 77 + static_cast<uint64_t>(i), 4500 + i});
+  const std::vector<Json> proposed = ProposeEach(o, s, asks, history);
+  ASSERT_EQ(proposed.size(), 3u);
+  for (const Json& p : proposed) ExpectValid(s, p);
+  // ...and, with none running, not at random: better than a quarter of what it was told (what
+  // was told but not fitted can still be explored again: the price of the bound).
+  history.resize(4000);
+  const double quarter = finished[finished.size() / 4];
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    const Json p = Propose(o, s, Json::object(), history, seed);
+    EXPECT_LT(Branin(p), quarter) << p.dump();
+  }
+  // Few trials: every one is fitted.
+  history.resize(30);
+  EXPECT_EQ(GpFitSet(history).size(), 30u);
+}
+
+// One told -1e308 (or +inf's neighbour 1e308) among 40 sane results used to squeeze the sane
+// ones together once standardised, and the GP, seeing nothing, proposed at the bounds. Clipped
+// to the far fences it ranks first or last and the others still lead to x = 0.3.
+TEST(Sampler, OneExtremeValueDoesNotSendTheGpToTheBounds) {
+  Space s;
+  s.dims = {Num("x", Distribution::kUniform, 0, 1)};
+  for (double extreme : {1e308, -1e308}) {
+    std::vector<Observation> history;
+    for (int i = 0; i < 40; ++i) {
+      const double x = (i + 0.5) / 40;
+      history.push_back({Json{{"x", x}}, TrialState::kComplete, (x - 0.3) * (x - 0.3), 0, i});
+    }
+    // The extreme value far from the optimum: the worst there when it is large; when it is the
+    // "best" (-1e308), proposals may go near it or to the sane optimum, never to the bounds.
+    history.push_back({Json{{"x", 0.8}}, TrialState::kComplete, extreme, 0, 40});
+    SamplerOptions o;
+    o.kind = SamplerKind::kGp;
+    for (uint64_t seed = 1; seed <= 5; ++seed) {
+      const double x = Propose(o, s, Json::object(), history, seed)["x"].get<double>();
+      if (extreme > 0) {
+        EXPECT_NEAR(x, 0.3, 0.1) << "seed " << seed;
+      } else {
+        EXPECT_TRUE(std::abs(x - 0.3) < 0.1 || std::abs(x - 0.8) < 0.1) << "seed " << seed << ": " << x;
+      }
+    }
+  }
+  // The clipping itself: sane values kept, the extreme one at the fence, non-finite ones too.
+  std::vector<double> losses = {1, 2, 3, 4, 5, 6, 7, 8, -1e308, std::nan(""),
+                                std::numeric_limits<double>::infinity()};
+  std::vector<double> robust = RobustLosses(losses);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(robust[i], losses[i]);
+  EXPECT_LT(robust[8], 1);
+  EXPECT_GT(robust[8], -30);
+  EXPECT_GT(robust[9], 8);
+  EXPECT_LT(robust[9], 40);
+  EXPECT_EQ(robust[10], robust[9]);
+  // Half of them extreme: their order is what is left, every value finite.
+  robust = RobustLosses({1e308, -1e308, 1e308, -1e308, 3});
+  for (double r : robust) EXPECT_TRUE(std::isfinite(r));
+  EXPECT_LT(robust[1], robust[4]);
+  EXPECT_LT(robust[4], robust[0]);
 }
 
 TEST(Sampler, AutoPicksGpForSmallNumericSpacesAndTpeOtherwise) {

@@ -25,7 +25,7 @@ using yaml::Find;
 using YAML::Node;
 
 const std::vector<std::string> kTelemetryKeys = {"period", "store_every"};
-const std::vector<std::string> kAlertKeys = {"silence", "sinks"};
+const std::vector<std::string> kAlertKeys = {"silence", "sinks", "per_run", "per_user"};
 const std::vector<std::string> kSinkKeys = {"type",         "url",     "format", "min_severity",
                                             "max_attempts", "backoff", "timeout"};
 const std::vector<std::string> kDetectorKeys = {"loss_spike",  "plateau",       "idle_gpu",
@@ -96,6 +96,18 @@ Status Parser::ParseAlerts(const Field& f, WatchConfig& c) const {
     DROVER_ASSIGN_OR_RETURN(c.silence_ms, Duration(*s, 0));
   }
   if (const Field* s = Find(fields, "sinks")) DROVER_RETURN_IF_ERROR(ParseSinks(*s, c));
+  if (const Field* x = Find(fields, "per_run")) {
+    DROVER_ASSIGN_OR_RETURN(int64_t v, Int(*x, 1, 1000, "an integer from 1 to 1000",
+                                           "write how many of a run's own alerts may be sent "
+                                           "per hour, such as 10"));
+    c.budget.per_run = static_cast<int>(v);
+  }
+  if (const Field* x = Find(fields, "per_user")) {
+    DROVER_ASSIGN_OR_RETURN(int64_t v, Int(*x, 1, 10'000, "an integer from 1 to 10000",
+                                           "write how many of one user's runs' own alerts may "
+                                           "be sent per hour, such as 30"));
+    c.budget.per_user = static_cast<int>(v);
+  }
   return Status::Ok();
 }
 

@@ -8,6 +8,8 @@
 //     store_every: 1m     # samples are averaged into one stored row per GPU per this long
 //   alerts:
 //     silence: 30m        # the same alert key notifies once per this long
+//     per_run: 10         # a run's own alerts (drover_alert lines) sent per hour
+//     per_user: 30        # all of one user's runs' own alerts sent per hour
 //     sinks:
 //       - type: log
 //       - type: webhook
@@ -29,6 +31,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "spec/yaml_fields.h"
+#include "watch/alert_budget.h"
 #include "watch/detectors.h"
 #include "watch/sinks.h"
 
@@ -45,6 +48,9 @@ struct WatchConfig {
   Millis silence_ms = 30 * 60 * 1000;
   // Without a sinks list: one log sink. An empty list (`sinks: []`) sends nowhere.
   std::vector<SinkConfig> sinks = {SinkConfig{}};
+  // alerts.per_run / alerts.per_user: how many of the alerts runs raise themselves reach the
+  // sinks per hour (alert_budget.h).
+  AlertBudgetConfig budget;
   DetectorConfig detectors;
 };
 

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <chrono>
 #include <exception>
+#include <map>
 #include <optional>
 
 #include "drover_version.h"
@@ -201,13 +202,30 @@ std::string RedactUrl(const std::string& url) {
   return url.substr(0, path) + "/...";
 }
 
+std::string AlertSource(const Alert& alert) {
+  auto it = alert.data.find("user");
+  return it != alert.data.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 std::string AlertSubject(const Alert& alert) {
+  // Whose experiment it is, and its name, when the engine said (RaiseAlert names them).
+  std::string owner;
+  if (auto it = alert.data.find("experiment"); it != alert.data.end() && it->is_string()) {
+    owner += fmt::format(" '{}'", it->get<std::string>());
+  }
+  if (std::string user = AlertSource(alert); !user.empty()) {
+    owner += fmt::format(", submitted by {}", user);
+  }
   std::string subject;
   if (alert.run_id > 0) {
     subject = fmt::format("run {}", alert.run_id);
-    if (alert.experiment_id > 0) subject += fmt::format(" (experiment {})", alert.experiment_id);
+    if (alert.experiment_id > 0) {
+      subject += fmt::format(" (experiment {}{})", alert.experiment_id, owner);
+    }
   } else if (alert.experiment_id > 0) {
-    subject = fmt::format("experiment {}", alert.experiment_id);
+    subject = fmt::format("experiment {}{}", alert.experiment_id, owner);
+  } else if (std::string user = AlertSource(alert); !user.empty()) {
+    subject = fmt::format("user {}", user);
   }
   if (alert.gpu >= 0) {
     subject += fmt::format("{}GPU {}", subject.empty() ? "" : " on ", alert.gpu);
@@ -308,10 +326,34 @@ void WebhookSink::Notify(const Alert& alert) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
-    if (queue_.size() >= options_.max_queue) {
+    // No one source may fill the queue (issue 39: one run's flood dropped the daemon's real
+    // alerts): a user's alerts hold at most a quarter of it, and when it is full the one to go
+    // is the oldest of the user with most queued; the daemon's own alerts (no user) go only
+    // when nothing else is queued.
+    const std::string source = AlertSource(alert);
+    const size_t quota = std::max<size_t>(1, options_.max_queue / 4);
+    std::map<std::string, size_t> held;
+    for (const Alert& q : queue_) ++held[AlertSource(q)];
+    std::optional<std::string> victim;
+    if (!source.empty() && held[source] >= quota) {
+      victim = source;
+    } else if (queue_.size() >= options_.max_queue) {
+      victim = std::string();
+      size_t most = 0;
+      for (const auto& [who, n] : held) {
+        if (!who.empty() && n > most) {
+          most = n;
+          victim = who;
+        }
+      }
+    }
+    if (victim) {
+      auto it = std::find_if(queue_.begin(), queue_.end(),
+                             [&](const Alert& q) { return AlertSource(q) == *victim; });
+      if (it == queue_.end()) it = queue_.begin();
       dropped = true;
-      dropped_key = queue_.front().key;
-      queue_.pop_front();
+      dropped_key = it->key;
+      queue_.erase(it);
       ++stats_.failed;
     }
     queue_.push_back(alert);

@@ -46,7 +46,11 @@ std::string_view ToString(WebhookFormat f);
 // which for Slack, Feishu and DingTalk holds the secret token.
 std::string RedactUrl(const std::string& url);
 
-// "run 12 (experiment 3): loss spiked ...": what the alert is about and its message.
+// Who an alert is about: the submitter the engine named in its data ("user"), or "" for the
+// daemon's own alerts (a GPU, the store).
+std::string AlertSource(const Alert& alert);
+// "run 12 (experiment 3 'sweep', submitted by alice): loss spiked ...": what the alert is about,
+// whose it is, and its message.
 std::string AlertSubject(const Alert& alert);
 // The text a person reads: severity, subject (run, experiment, GPU when set), message:
 //   "[drover] warning: run 12 (experiment 3): loss spiked to 9.1 at step 420 ..."
@@ -67,7 +71,10 @@ struct WebhookOptions {
   Millis initial_backoff_ms = 1000;   // doubled after each failure
   Millis max_backoff_ms = 60'000;
   Millis timeout_ms = 10'000;  // per try: for the connect, and again for the reply
-  size_t max_queue = 1000;     // when full, the oldest queued alert is dropped (logged)
+  // One user's alerts hold at most a quarter of the queue (their oldest is dropped beyond);
+  // when it is full, the oldest of the user with most queued is dropped (logged), the daemon's
+  // own alerts only when no user's is queued.
+  size_t max_queue = 1000;
 };
 
 // POSTs each alert to a URL from its own thread. A 2xx reply is success (for feishu and dingtalk,

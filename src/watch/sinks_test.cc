@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -197,6 +198,14 @@ TEST(AlertText, SaysSeveritySubjectAndMessage) {
   Alert bare;
   bare.message = "hello";
   EXPECT_EQ(AlertText(bare), "[drover] warning: hello");
+  // The engine names the submitter and the experiment: a lab's channel knows whom to ask.
+  a.data["user"] = "alice";
+  a.data["experiment"] = "sweep";
+  EXPECT_EQ(AlertText(a),
+            "[drover] warning: run 12 (experiment 3 'sweep', submitted by alice): loss spiked to "
+            "9.1 at step 420 (median 2.3): possible gradient explosion");
+  EXPECT_EQ(AlertSource(a), "alice");
+  EXPECT_EQ(AlertSource(gpu), "");
 }
 
 TEST(WebhookPayload, HasEachFormatsShape) {
@@ -480,6 +489,49 @@ TEST(WebhookSink, FullQueueDropsTheOldest) {
   EXPECT_EQ(kinds, (std::vector<std::string>{"first", "third", "fourth"}));
   EXPECT_EQ(sink->stats().sent, 3);
   EXPECT_EQ(sink->stats().failed, 1);
+}
+
+// Issue 39: one run's flood filled the queue and the daemon's real alerts were dropped. A user's
+// alerts hold at most a quarter of it; when full, the user with most queued gives way first.
+TEST(WebhookSink, OneUserCannotFillTheQueue) {
+  Gate gate;
+  Receiver receiver([&](int n, httplib::Response&) {
+    if (n == 0) gate.Wait();
+  });
+  WebhookOptions o;
+  o.url = receiver.Url();
+  o.max_queue = 8;  // a user may hold 2
+  o.timeout_ms = 60'000;
+  auto sink = MustCreate(o);
+  ASSERT_TRUE(sink);
+  sink->Notify(MakeAlert("first"));
+  ASSERT_TRUE(receiver.WaitStarted(1));  // in flight: the queue is empty again
+  auto from = [](const std::string& user, int i) {
+    Alert a = MakeAlert("flood");
+    a.key = "run:12:run:" + std::to_string(i);
+    a.data["user"] = user;
+    return a;
+  };
+  Alert gpu = MakeAlert("gpu_health", "error");
+  gpu.run_id = gpu.experiment_id = 0;
+  gpu.gpu = 1;
+  for (int i = 0; i < 5; ++i) sink->Notify(gpu);  // the daemon's own, queued first: 5 of 8
+  for (int i = 0; i < 300; ++i) sink->Notify(from("mallory", i));
+  sink->Notify(from("bob", 0));
+  EXPECT_EQ(sink->stats().failed, 298);  // mallory's, all but her newest two
+  gate.Open();
+  ASSERT_TRUE(sink->Flush(kFlushMs));
+  std::map<std::string, int> kinds;
+  std::vector<std::string> mallory;
+  for (const auto& seen : receiver.seen()) {
+    kinds[seen.body["alert"]["kind"]] += 1;
+    if (seen.body["alert"]["data"].value("user", "") == "mallory") {
+      mallory.push_back(seen.body["alert"]["key"]);
+    }
+  }
+  EXPECT_EQ(kinds["gpu_health"], 5);
+  EXPECT_EQ(kinds["flood"], 3);  // mallory's newest two and bob's
+  EXPECT_EQ(mallory, (std::vector<std::string>{"run:12:run:298", "run:12:run:299"}));
 }
 
 TEST(WebhookSink, BadUtf8InAMessageIsStillSent) {

@@ -314,7 +314,7 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path,
   }
   // A database that lost its newest commits beside files of runs it would forget: refused
   // before SQLite opens it (an open rebuilds the log's index and so erases the evidence), and the
-  // run folders listed before the database is read (store_files.h).
+  // log folders listed before the database is read (store_files.h).
   store::FolderIds folder_ids;
   const std::string store_dir = std::filesystem::path(path).parent_path().string();
   if (!memory) {

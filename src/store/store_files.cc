@@ -172,51 +172,36 @@ Status CheckWalPresent(const std::string& db_path, const std::string& context) {
 
 FolderIds ListFolderIds(const std::string& store_dir) {
   FolderIds ids;
-  ids.highest_run = HighestNumberedEntry(store_dir + "/runs");
   ids.highest_experiment = HighestNumberedEntry(store_dir + "/logs");
   return ids;
 }
 
 Status CheckIdsCoverFolders(sqlite3* db, const FolderIds& ids, const std::string& store_dir,
                             const std::string& context) {
-  if (ids.highest_run == 0 && ids.highest_experiment == 0) return Status::Ok();
-  int64_t runs = 0, experiments = 0;
+  if (ids.highest_experiment == 0) return Status::Ok();
+  int64_t experiments = 0;
   sqlite3_stmt* st = nullptr;
   // No sqlite_sequence table: no row was ever inserted (a new database).
-  if (sqlite3_prepare_v2(db,
-                         "SELECT name, seq FROM sqlite_sequence WHERE name IN ('runs', "
-                         "'experiments')",
-                         -1, &st, nullptr) == SQLITE_OK) {
+  if (sqlite3_prepare_v2(db, "SELECT seq FROM sqlite_sequence WHERE name = 'experiments'", -1, &st,
+                         nullptr) == SQLITE_OK) {
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-      const char* name = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
-      const int64_t seq = sqlite3_column_int64(st, 1);
-      if (name != nullptr && std::strcmp(name, "runs") == 0) runs = seq;
-      if (name != nullptr && std::strcmp(name, "experiments") == 0) experiments = seq;
-    }
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) experiments = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) return SqliteStatus(db, rc, context);
   } else {
     sqlite3_finalize(st);
   }
-  std::string what;
-  if (ids.highest_run > runs) {
-    what = fmt::format("the folder holds run {} ({}/runs/{}) but the database's runs end at {}",
-                       ids.highest_run, store_dir, ids.highest_run, runs);
-  } else if (ids.highest_experiment > experiments) {
-    what = fmt::format(
-        "the folder holds the logs of experiment {} ({}/logs/{}) but the database's experiments "
-        "end at {}",
-        ids.highest_experiment, store_dir, ids.highest_experiment, experiments);
-  } else {
-    return Status::Ok();
-  }
+  if (ids.highest_experiment <= experiments) return Status::Ok();
+  const std::string what = fmt::format(
+      "the folder holds the logs of experiment {} ({}/logs/{}) but the database's experiments "
+      "end at {}",
+      ids.highest_experiment, store_dir, ids.highest_experiment, experiments);
   return FailedPrecondition(fmt::format(
       "{}: {}: the database lost its newest commits (its write-ahead log drover.db-wal deleted, "
-      "or drover.db restored from an older backup), and new runs would reuse those numbers and "
-      "write over their files. Restore drover.db and drover.db-wal together from a backup; or, "
-      "to start over, move the store's folder away (the old runs' files stay in it) and run "
-      "again. Nothing was written",
+      "or drover.db restored from an older backup), and new experiments and runs would reuse "
+      "those numbers and write over their logs and working copies. Restore drover.db and "
+      "drover.db-wal together from a backup; or, to start over, move the store's folder away "
+      "(the old runs' files stay in it) and run again. Nothing was written",
       context, what));
 }
 

@@ -30,16 +30,18 @@ WalIndex ReadWalIndex(const std::string& shm_path);
 // it from /proc before that process ends.
 Status CheckWalPresent(const std::string& db_path, const std::string& context);
 
-// The numbered entries of the store's runs/ (run ids) and logs/ (experiment ids), listed before
-// the database is read: a run's folder is made only after its row was committed, so listing
-// first never sees a folder newer than the rows read after it.
+// The numbered entries of the store's logs/ (experiment ids), listed before the database is
+// read: an experiment's log folder is made only after its submit was committed (in a transaction
+// of its own), so listing first never sees a folder newer than the rows read after it.
+// runs/ is not compared: a run's folder can be made before its row is committed (a search trial
+// proposed and started in one pass of the loop), so a crash between the two leaves a folder the
+// database never knew, which is no loss.
 struct FolderIds {
-  int64_t highest_run = 0;         // runs/<id>
   int64_t highest_experiment = 0;  // logs/<experiment>
 };
 FolderIds ListFolderIds(const std::string& store_dir);
 
-// After the open: refuses a database whose highest run or experiment id ever given out
+// After the open: refuses a database whose highest experiment id ever given out
 // (sqlite_sequence: AUTOINCREMENT ids are never reused, even after drover rm) is below what
 // `ids` found on disk.
 Status CheckIdsCoverFolders(sqlite3* db, const FolderIds& ids, const std::string& store_dir,

@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -19,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <vector>
 
 #include "common/file_faults.h"
 
@@ -211,12 +213,96 @@ bool ReceiveRequest(int fd, std::string* payload, int* out_fd, int* err_fd) {
   return true;
 }
 
+// One stream of a run (its stdout, or its stderr when that goes to another file): the run writes
+// into a pipe, the supervisor moves what comes to the attempt's log (splice: no copy through
+// here). A full disk then costs the run nothing: what it wrote stays in the pipe (grown to
+// kHeldPipeBytes at the first refusal), the run blocks on its next write once that is full, and
+// the bytes are written when the disk has room again, tried every kRetryMs. Before, the run's own
+// write failed with ENOSPC and the run failed with its points lost (issue 39).
+struct Drain {
+  int pipe = -1;  // the read end (non-blocking); -1 once closed
+  int log = -1;   // the attempt's file, as the daemon opened it
+  bool held = false;       // the log refused the last write for want of room
+  int64_t retry_mono = 0;  // when held: the next try
+  bool copy = false;       // splice refused (a file system without it): read() and write()
+  std::string pending;     // copy mode: read from the pipe, not yet written
+  bool grown = false;
+};
+constexpr int64_t kRetryMs = 1000;
+constexpr int kHeldPipeBytes = 1 << 20;  // the default /proc/sys/fs/pipe-max-size
+
+bool NoRoom(int err) { return err == ENOSPC || err == EDQUOT; }
+
+void Hold(Drain& d) {
+  d.held = true;
+  d.retry_mono = MonotonicMs() + kRetryMs;
+  if (!d.grown) {
+    // More room for the run's bytes while the disk has none (up to the unprivileged maximum;
+    // refused beyond a user's pipe quota, which only means it blocks sooner).
+    d.grown = true;
+    (void)fcntl(d.pipe, F_SETPIPE_SZ, kHeldPipeBytes);
+  }
+}
+
+// Moves what is in the pipe to the log until the pipe is empty, the writers are all gone (the
+// pipe is then closed), or the log has no room (held). Any other failure of the log drops the
+// bytes, as the run's own write would have failed: the run is never stopped for its log.
+void Pump(Drain& d) {
+  if (d.pipe < 0) return;
+  d.held = false;
+  char buf[1 << 16];
+  for (;;) {
+    if (!d.pending.empty()) {
+      ssize_t w = write(d.log, d.pending.data(), d.pending.size());
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0 && NoRoom(errno)) return Hold(d);
+      d.pending.erase(0, w > 0 ? static_cast<size_t>(w) : d.pending.size());
+      continue;
+    }
+    ssize_t n = d.copy ? read(d.pipe, buf, sizeof buf)
+                       : splice(d.pipe, nullptr, d.log, nullptr, 1 << 20, SPLICE_F_NONBLOCK);
+    if (n > 0) {
+      if (d.copy) d.pending.assign(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n == 0) {  // every writer has gone
+      close(d.pipe);
+      d.pipe = -1;
+      return;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+    if (!d.copy && NoRoom(errno)) return Hold(d);
+    if (d.copy) {  // the pipe itself failed (never expected): nothing more comes from it
+      close(d.pipe);
+      d.pipe = -1;
+      return;
+    }
+    d.copy = true;  // splice refused this log: copy through a buffer instead
+  }
+}
+
 // A run the supervisor watches, and where its exit record is: the attribute ExitAttribute() of
 // its stdout log (`log`), or, where that could not be set, the exit file.
 struct Watched {
   std::string exit_path;
   std::string log;    // "": the record is in the exit file
   std::string start;  // the record's start line, rewritten with the end into the attribute
+  Drain out, err;     // err unused (pipe -1) when both streams go to one file
+  // Its leader has ended but the log holds back part of its output (a full disk): the end is
+  // told and recorded once the output is all in the log.
+  bool ending = false;
+  Message end;
+  void Close() {
+    for (Drain* d : {&out, &err}) {
+      if (d->pipe >= 0) close(d->pipe);
+      d->pipe = -1;
+    }
+    if (err.log >= 0 && err.log != out.log) close(err.log);
+    if (out.log >= 0) close(out.log);
+    out.log = err.log = -1;
+  }
+  bool Flushed() const { return !out.held && !err.held; }
 };
 
 // Sets the exit record on the log's attribute (one call, no inode: an exit file of its own was
@@ -229,44 +315,60 @@ bool SetRecord(int fd, const std::string& log, const std::string& text) {
   return r == 0;
 }
 
+// Tells the daemon how the run ended and records it (the run's output is all in its log).
+void Finish(Watched& w, Link* link) {
+  const Message& m = w.end;
+  link->Send(m, "");
+  // Compact, so that start and end fit in the inode's own room for attributes (ext4's 256-byte
+  // inodes): no block is allocated for them either.
+  char line[128];
+  int len = std::snprintf(line, sizeof line,
+                          "{\"exit_code\":%d,\"signal\":%d,\"ended_ms\":%lld}\n", m.exit_code,
+                          m.signal, static_cast<long long>(m.ended_ms));
+  if (w.log.empty()) {
+    (void)AppendLine(w.exit_path, line, static_cast<size_t>(len), 0);
+  } else if (std::string record = w.start + std::string(line, static_cast<size_t>(len));
+             !SetRecord(-1, w.log, record)) {
+    // The log is gone or refuses the attribute now: the whole record goes to the file.
+    (void)AppendLine(w.exit_path, record.data(), record.size(), O_CREAT | O_TRUNC);
+  }
+  w.Close();
+}
+
 // Every run whose leader has ended: the rest of its group is killed while the leader's zombie
-// still holds the group's id, the daemon is told, the end is written to its exit file, and only
-// then is the leader reaped (so whoever sees the pid gone finds the end recorded).
-void ReapEnded(std::map<pid_t, Watched>* runs, Link* link) {
+// still holds the group's id, what the run wrote is moved to its log, the daemon is told, the end
+// is written to its exit file, and only then is the leader reaped (so whoever sees the pid gone
+// finds the end recorded). A run whose log has no room for the rest of its output waits in
+// `ending` (its leader reaped: the group is dead) until it has.
+void ReapEnded(std::map<pid_t, Watched>* runs, std::vector<Watched>* ending, Link* link) {
   for (;;) {
     siginfo_t info;
     std::memset(&info, 0, sizeof info);
     if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) return;
     const pid_t pid = info.si_pid;
     auto it = runs->find(pid);
-    Message m;
-    m.type = kEnded;
-    m.pid = pid;
-    if (info.si_code == CLD_EXITED) {
-      m.exit_code = info.si_status;
-    } else {
-      m.signal = info.si_status;
-    }
-    m.ended_ms = WallMs();
     if (it != runs->end()) {
+      Watched& w = it->second;
+      w.ending = true;
+      Message& m = w.end;
+      m.type = kEnded;
+      m.pid = pid;
+      if (info.si_code == CLD_EXITED) {
+        m.exit_code = info.si_status;
+      } else {
+        m.signal = info.si_status;
+      }
+      m.ended_ms = WallMs();
       kill(-pid, SIGKILL);
-      // The daemon first (the next run waits for it), then the file, then the reap: whoever
-      // finds the pid gone finds the end recorded, and an adopter that finds the zombie waits for
-      // the line (PosixLauncher::kZombieGraceMs).
-      link->Send(m, "");
-      // Compact, so that start and end fit in the inode's own room for attributes (ext4's 256-byte
-      // inodes): no block is allocated for them either.
-      char line[128];
-      int len = std::snprintf(line, sizeof line,
-                              "{\"exit_code\":%d,\"signal\":%d,\"ended_ms\":%lld}\n",
-                              m.exit_code, m.signal, static_cast<long long>(m.ended_ms));
-      const Watched& w = it->second;
-      if (w.log.empty()) {
-        (void)AppendLine(w.exit_path, line, static_cast<size_t>(len), 0);
-      } else if (std::string record = w.start + std::string(line, static_cast<size_t>(len));
-                 !SetRecord(-1, w.log, record)) {
-        // The log is gone or refuses the attribute now: the whole record goes to the file.
-        (void)AppendLine(w.exit_path, record.data(), record.size(), O_CREAT | O_TRUNC);
+      // What it wrote last, before the daemon hears of its end (the daemon reads the log to its
+      // end then). The daemon first (the next run waits for it), then the file, then the reap:
+      // an adopter that finds the zombie waits for the line (PosixLauncher::kZombieGraceMs).
+      Pump(w.out);
+      Pump(w.err);
+      if (w.Flushed()) {
+        Finish(w, link);
+      } else {
+        ending->push_back(std::move(w));
       }
       runs->erase(it);
     }
@@ -277,9 +379,38 @@ void ReapEnded(std::map<pid_t, Watched>* runs, Link* link) {
 }
 
 // Starts one run and writes its exit file's start line; the answer goes back to the daemon.
+// Takes out_fd and err_fd (the attempt's logs; one descriptor when both streams share a file).
 void LaunchRun(const ChildPlan& plan, int out_fd, int err_fd, std::map<pid_t, Watched>* runs,
                Link* link) {
-  ForkOutcome outcome = StartChild(plan, out_fd, err_fd);
+  // The run writes into pipes this process empties into the logs (Drain). Both streams to one
+  // file (sent as two descriptors of one open file) share one pipe, so they stay in order.
+  struct stat so {}, se {};
+  const bool shared = err_fd == out_fd || (fstat(out_fd, &so) == 0 && fstat(err_fd, &se) == 0 &&
+                                           so.st_dev == se.st_dev && so.st_ino == se.st_ino);
+  if (shared && err_fd != out_fd) {
+    close(err_fd);
+    err_fd = out_fd;
+  }
+  int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+  ForkOutcome outcome;
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || (!shared && pipe2(err_pipe, O_CLOEXEC) != 0)) {
+    outcome.err = errno;
+    outcome.failed_step = "creating the pipe for its output";
+  } else {
+    outcome = StartChild(plan, out_pipe[1], shared ? out_pipe[1] : err_pipe[1]);
+  }
+  for (int fd : {out_pipe[1], err_pipe[1]}) {
+    if (fd >= 0) close(fd);
+  }
+  for (int fd : {out_pipe[0], err_pipe[0]}) {
+    if (fd >= 0) fcntl(fd, F_SETFL, O_NONBLOCK);
+  }
+  auto drop = [&] {
+    for (int fd : {out_pipe[0], err_pipe[0], out_fd}) {
+      if (fd >= 0) close(fd);
+    }
+    if (!shared && err_fd >= 0) close(err_fd);
+  };
   Message m;
   m.type = kAnswer;
   m.pid = outcome.pid;
@@ -292,18 +423,28 @@ void LaunchRun(const ChildPlan& plan, int out_fd, int err_fd, std::map<pid_t, Wa
     char line[64];
     int len = std::snprintf(line, sizeof line, "%d %lld\n", static_cast<int>(outcome.pid),
                             static_cast<long long>(ticks));
-    Watched w{plan.exit_path, plan.exit_log, std::string(line, static_cast<size_t>(len))};
+    Watched w;
+    w.exit_path = plan.exit_path;
+    w.log = plan.exit_log;
+    w.start.assign(line, static_cast<size_t>(len));
+    w.out.pipe = out_pipe[0];
+    w.out.log = out_fd;
+    w.err.pipe = err_pipe[0];
+    w.err.log = shared ? -1 : err_fd;
     if (!SetRecord(out_fd, w.log, w.start)) {
       w.log.clear();
       (void)AppendLine(plan.exit_path, line, static_cast<size_t>(len), O_CREAT | O_TRUNC);
     }
     (*runs)[outcome.pid] = std::move(w);
-  } else if (outcome.pid > 0) {
-    // Its setup failed and it exited (or was killed): not a run.
-    int status = 0;
-    while (waitpid(outcome.pid, &status, 0) < 0 && errno == EINTR) {
+  } else {
+    if (outcome.pid > 0) {
+      // Its setup failed and it exited (or was killed): not a run.
+      int status = 0;
+      while (waitpid(outcome.pid, &status, 0) < 0 && errno == EINTR) {
+      }
     }
     m.pid = 0;
+    drop();
   }
   m.text_len = static_cast<uint32_t>(std::min<size_t>(outcome.failed_step.size(), 1024));
   link->Send(m, outcome.failed_step);
@@ -335,20 +476,73 @@ void LaunchRun(const ChildPlan& plan, int out_fd, int err_fd, std::map<pid_t, Wa
   sigprocmask(SIG_BLOCK, &chld, nullptr);
   int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   std::map<pid_t, Watched> runs;
+  std::vector<Watched> ending;  // ended, their output still held back by a full disk
   Link link;
   link.sock = sock;
+  std::vector<pollfd> p;
+  std::vector<Drain*> drains;  // the drain of each p[i] from 2 on
   for (;;) {
-    ReapEnded(&runs, &link);
-    if (link.gone && runs.empty()) _exit(0);
+    ReapEnded(&runs, &ending, &link);
+    // Held output is tried again when its time comes; a run that ended is told once all of it
+    // is in its log.
+    const int64_t now = MonotonicMs();
+    int64_t next_retry = -1;
+    for (size_t i = 0; i < ending.size();) {
+      Watched& w = ending[i];
+      for (Drain* d : {&w.out, &w.err}) {
+        if (d->held && now >= d->retry_mono) Pump(*d);
+      }
+      if (w.Flushed()) {
+        Finish(w, &link);
+        ending.erase(ending.begin() + static_cast<std::ptrdiff_t>(i));
+        continue;
+      }
+      ++i;
+    }
+    if (link.gone && runs.empty() && ending.empty()) _exit(0);
+    p.clear();
+    drains.clear();
     short want = static_cast<short>(POLLIN | (link.outbox.empty() ? 0 : POLLOUT));
-    pollfd p[2] = {{sfd, POLLIN, 0}, {link.sock, want, 0}};
+    p.push_back({sfd, POLLIN, 0});
+    p.push_back({link.gone ? -1 : link.sock, want, 0});  // a negative fd is left out by poll
+    auto watch = [&](Drain& d) {
+      if (d.pipe < 0) return;
+      if (d.held) {
+        if (now >= d.retry_mono) Pump(d);
+        if (d.held) {
+          next_retry = next_retry < 0 ? d.retry_mono : std::min(next_retry, d.retry_mono);
+          return;
+        }
+      }
+      if (d.pipe < 0) return;
+      p.push_back({d.pipe, POLLIN, 0});
+      drains.push_back(&d);
+    };
+    for (auto& [pid, w] : runs) {
+      watch(w.out);
+      watch(w.err);
+    }
+    for (Watched& w : ending) {
+      for (Drain* d : {&w.out, &w.err}) {
+        if (d->held) next_retry = next_retry < 0 ? d->retry_mono : std::min(next_retry, d->retry_mono);
+      }
+    }
     // Without a signalfd (never expected), look for ends every 100 ms.
-    int r = poll(p, link.gone ? 1 : 2, sfd < 0 ? 100 : -1);
+    int timeout = sfd < 0 ? 100 : -1;
+    if (next_retry >= 0) {
+      const int64_t wait = std::max<int64_t>(0, next_retry - now);
+      timeout = timeout < 0 ? static_cast<int>(wait) : std::min<int>(timeout, static_cast<int>(wait));
+    }
+    int r = poll(p.data(), p.size(), timeout);
     if (r < 0 && errno != EINTR) _exit(1);
+    if (r <= 0) continue;
     if (sfd >= 0 && (p[0].revents & POLLIN)) {
       signalfd_siginfo si;
       while (read(sfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
       }
+    }
+    for (size_t i = 2; i < p.size(); ++i) {
+      if (p[i].revents != 0) Pump(*drains[i - 2]);
     }
     if (link.gone) continue;
     if (p[1].revents & POLLOUT) link.Flush();
@@ -361,7 +555,7 @@ void LaunchRun(const ChildPlan& plan, int out_fd, int err_fd, std::map<pid_t, Wa
     }
     Result<ChildPlan> plan = Supervisor::Decode(payload);
     if (plan.ok()) {
-      LaunchRun(*plan, out_fd, err_fd, &runs, &link);
+      LaunchRun(*plan, out_fd, err_fd, &runs, &link);  // takes out_fd and err_fd
     } else {
       Message m;
       m.type = kAnswer;
@@ -369,9 +563,9 @@ void LaunchRun(const ChildPlan& plan, int out_fd, int err_fd, std::map<pid_t, Wa
       const std::string step = "reading the supervisor's request";
       m.text_len = static_cast<uint32_t>(step.size());
       link.Send(m, step);
+      close(out_fd);
+      if (err_fd != out_fd) close(err_fd);
     }
-    close(out_fd);
-    if (err_fd != out_fd) close(err_fd);
   }
 }
 

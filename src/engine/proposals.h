@@ -11,17 +11,13 @@
 // trials; a job asks for at most kMaxAsksPerJob trials), and jobs are served one user after the
 // other (round robin over the users with jobs waiting, each user's in the order they came), so a
 // search waits for at most one job of each other user with work queued.
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "common/worker.h"
 #include "search/sampler.h"
 
 namespace drover {
@@ -58,37 +54,22 @@ class Proposer {
   // What a job computes: ProposalJob::Propose, or a test's stand-in.
   using Work = std::function<std::vector<Json>(const ProposalJob&)>;
   Proposer(std::function<void()> wake, bool off_loop, Work work = {});
-  // Jobs not begun are dropped; the one in progress is waited for.
-  ~Proposer();
   Proposer(const Proposer&) = delete;
   Proposer& operator=(const Proposer&) = delete;
 
-  void Start(ProposalJob job);
+  // Queued in its submitter's turn: users are served one after the other (FIFO within a user).
+  // Jobs not begun when the proposer goes are dropped; the one in progress is waited for.
+  void Start(ProposalJob job) { worker_.Start(std::move(job)); }
   // The jobs done since the last call, in the order they were done.
-  std::vector<ProposalDone> TakeFinished();
+  std::vector<ProposalDone> TakeFinished() { return worker_.TakeFinished(); }
   // Blocks until every started job is done (for tests).
-  void WaitIdle();
+  void WaitIdle() { worker_.WaitIdle(); }
 
  private:
-  void Loop();
-  // The next job: the first waiting user after the one served last (wrapping), FIFO within.
-  // Called with mu_ held and a job waiting.
-  ProposalJob Next();
   ProposalDone Do(const ProposalJob& job) const;
 
-  std::function<void()> wake_;
-  bool off_loop_;
   Work work_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::condition_variable idle_;
-  std::map<std::string, std::deque<ProposalJob>> waiting_;  // by user
-  std::string last_user_;
-  bool served_any_ = false;
-  bool working_ = false;
-  bool stop_ = false;
-  std::vector<ProposalDone> finished_;
-  std::thread thread_;  // started at the first job
+  Worker<ProposalJob, ProposalDone> worker_;  // last: it stops (and joins) before work_ goes
 };
 
 std::unique_ptr<Proposer> MakeProposer(std::function<void()> wake, bool off_loop);

@@ -581,6 +581,9 @@ class Engine {
   static std::string TwinKey(const Run& run) { return run.user + '\n' + run.fingerprint; }
   std::unique_ptr<OutputCollector> collector_;  // made at the first stage with outputs
   int collections_in_flight_ = 0;
+  // Runs whose outputs could not be stored for want of room (a full disk): held, counted in
+  // flight, and stored again when their retry comes (engine_pipeline.cc, TakeCollected).
+  std::map<int64_t, Retrying> collect_holds_;
   bool copies_said_ = false;  // whether the log says how working copies are made
 };
 

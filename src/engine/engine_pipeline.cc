@@ -7,7 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 
 #include "common/hash.h"
@@ -255,13 +258,78 @@ void Engine::CollectOutputs(Live& live, Instant now) {
   collector_->Start(std::move(job));
 }
 
+namespace {
+
+// A full disk (or quota) under the store: the machine's, not the run's, and it passes.
+bool NoRoom(const Status& st) {
+  if (st.code() != Code::kIo) return false;
+  for (int err : {ENOSPC, EDQUOT}) {
+    if (st.message().find(std::strerror(err)) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 void Engine::TakeCollected(Instant now) {
   if (!collector_ || collections_in_flight_ == 0) return;
+  // A hold whose store is under way again (its tries kept, so its backoff goes on doubling).
+  constexpr Millis kStoring = std::numeric_limits<Millis>::max();
+  // Outputs held for want of room are stored again when their retry comes (each pass looks:
+  // the loop wakes at least every tail interval), or end cancelled when a cancel came meanwhile.
+  for (auto h = collect_holds_.begin(); h != collect_holds_.end();) {
+    if (h->second.retry_mono == kStoring) {
+      ++h;
+      continue;
+    }
+    auto it = live_.find(h->first);
+    Live* live = it == live_.end() ? nullptr : it->second.get();
+    if (live && !live->cancel_requested && now.mono < h->second.retry_mono) {
+      ++h;
+      continue;
+    }
+    --collections_in_flight_;  // a held one counts as in flight (the loop stays for it)
+    if (!live) {
+      h = collect_holds_.erase(h);
+      continue;
+    }
+    if (live->cancel_requested) {
+      h = collect_holds_.erase(h);
+      live->collecting = false;
+      SetState(*live, RunEvent::kCancel, "cancelled while its outputs waited for room", now);
+      live->attempt.reset();
+      Retire(live->run.id);
+      continue;
+    }
+    h->second.retry_mono = kStoring;
+    ++h;
+    CollectOutputs(*live, now);
+  }
   for (CollectDone& done : collector_->TakeFinished()) {
     --collections_in_flight_;
+    Retrying held;
+    if (auto h = collect_holds_.find(done.run_id); h != collect_holds_.end()) {
+      held = h->second;
+      collect_holds_.erase(h);
+    }
     auto it = live_.find(done.run_id);
     if (it == live_.end()) continue;
     Live& live = *it->second;
+    if (!done.status.ok() && NoRoom(done.status) && !live.cancel_requested) {
+      // The run exited 0 and wrote its outputs; the store's disk has no room for them now. That
+      // is not the run's failure: it stays as it is, its outputs being stored, and they are
+      // stored again after 1 s, doubling to 30 s, until there is room.
+      held.Failed(done.status, now);
+      spdlog::warn("run {}: its outputs cannot be stored yet ({}); trying again in {}",
+                   live.run.id, done.status.message(), FormatDuration(held.backoff_ms));
+      collect_holds_[done.run_id] = held;
+      ++collections_in_flight_;
+      continue;
+    }
+    if (held.tries > 0) {
+      spdlog::info("run {}: its outputs are stored after {} tries held for want of room",
+                   live.run.id, held.tries);
+    }
     live.collecting = false;
     std::string note;
     RunEvent event = RunEvent::kSucceed;

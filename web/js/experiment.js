@@ -545,7 +545,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
       const rest = chart.series.filter((s) => s.key !== key);
       const own = chart.series.find((s) => s.key === key);
       const fresh = mine.filter((p) => p.attempt_id === newest);
-      chart.set([...rest, { ...own, xs: fresh.map((p) => p.step), ys: fresh.map((p) => p.value) }].sort((a, b) => Number(a.key) - Number(b.key)));
+      chart.set([...rest, { ...own, xs: fresh.map((p) => p.step), ys: fresh.map((p) => (typeof p.value === "number" ? p.value : null)) }].sort((a, b) => Number(a.key) - Number(b.key)));
       return;
     }
     if (att === null || att === undefined) curveAttempt.set(runId, newest);

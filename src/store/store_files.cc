@@ -146,15 +146,17 @@ Status CheckWalPresent(const std::string& db_path, const std::string& context) {
   const int held_fd = holder ? DeletedFileFd(*holder, abs_wal) : -1;
   std::string what_now;
   if (holder && held_fd >= 0) {
+    // Its connection still reads and writes the deleted file, and a clean close checkpoints it
+    // into drover.db: nothing is lost unless that process is killed first.
     what_now = fmt::format(
-        "the daemon (pid {0}) still has the deleted log open: before it stops, save it with `cp "
-        "/proc/{0}/fd/{1} {2}.saved`, then stop the daemon (`drover daemon stop`), put the copy "
-        "back as {2} and start again",
+        "the daemon (pid {0}) still has the deleted log open, with those commits: stop it cleanly "
+        "(`drover daemon stop`, or SIGTERM; not kill -9) and on its way out it writes them into "
+        "drover.db; a copy can be kept first with `cp /proc/{0}/fd/{1} {2}.saved`",
         *holder, held_fd, abs_wal);
   } else if (holder) {
     what_now = fmt::format(
-        "the daemon (pid {0}) holds the store: stop it, then restore drover.db and drover.db-wal "
-        "together from a backup",
+        "the daemon (pid {0}) holds the store: stop it cleanly (`drover daemon stop`), then "
+        "restore drover.db and drover.db-wal together from a backup if they still disagree",
         *holder);
   } else {
     what_now = "restore drover.db and drover.db-wal together from a backup";
@@ -162,8 +164,8 @@ Status CheckWalPresent(const std::string& db_path, const std::string& context) {
   return FailedPrecondition(fmt::format(
       "{}: its write-ahead log drover.db-wal is {} but drover.db-shm says it holds {} page(s) not "
       "yet copied into drover.db: the log was deleted or cut short, and the commits in it (runs, "
-      "metrics) are not in the database; {}. Nothing was written. To start over instead, move "
-      "the store's folder away (the old runs' files stay in it) and run again",
+      "metrics) are not in the database; {}. Nothing was written. To start over instead (what "
+      "the log held is lost), move the store's folder away and run again",
       context,
       loss->absent ? std::string("missing")
                    : fmt::format("{} bytes where {} are needed", loss->have_bytes, loss->need_bytes),

@@ -548,6 +548,7 @@ TEST(StoreOpen, ALostWriteAheadLogIsRefusedAndSaysWhatToDo) {
   EXPECT_NE(said.find(fmt::format("the daemon (pid {}) still has the deleted log open", daemon)),
             std::string::npos)
       << said;
+  EXPECT_NE(said.find("stop it cleanly"), std::string::npos) << said;
   EXPECT_NE(said.find(fmt::format("cp /proc/{}/fd/", daemon)), std::string::npos) << said;
 
   kill(daemon, SIGKILL);

@@ -24,6 +24,13 @@ std::string RefusedPath(const std::string& path) {
   return path + "-refused";
 }
 
+// <store>/audit.log -> <store>/audit-unidentified.log
+std::string UnidentifiedPath(const std::string& path) {
+  if (path.empty()) return "";
+  if (path.ends_with(".log")) return path.substr(0, path.size() - 4) + "-unidentified.log";
+  return path + "-unidentified";
+}
+
 bool IsRefusal(int status) { return status == 401 || status == 403; }
 
 }  // namespace
@@ -50,11 +57,13 @@ AuditLog::AuditLog(std::string path, int64_t rotate_bytes)
   log_.keep = kKeptFiles;
   refused_.path = RefusedPath(path_);
   refused_.keep = 1;
+  unidentified_.path = UnidentifiedPath(path_);
+  unidentified_.keep = 1;
 }
 
 AuditLog::~AuditLog() {
   FlushSummaries(0, /*flush_all=*/true);
-  for (File* f : {&log_, &refused_}) {
+  for (File* f : {&log_, &refused_, &unidentified_}) {
     if (f->fd >= 0) ::close(f->fd);
   }
 }
@@ -109,17 +118,22 @@ void AuditLog::AppendTo(File& file, const Json& entry) {
   file.size += static_cast<int64_t>(done);
 }
 
-void AuditLog::Record(AuditEntry entry, const std::string& who) {
+void AuditLog::Record(AuditEntry entry, const std::string& who_said) {
   if (path_.empty()) return;
+  // Every caller nobody recognised is one: an address is not a person, and one person may send
+  // from any of 127.0.0.0/8 (or a /64 of IPv6).
+  const bool unidentified = who_said.empty() || who_said.starts_with("ip ");
+  const std::string who = unidentified ? kUnidentified : who_said;
   entry.path = BoundedField(entry.path);
   entry.error = BoundedField(entry.error);
   entry.from = BoundedField(entry.from);
   entry.user = BoundedField(entry.user);
   if (IsRefusal(entry.status)) {
-    // Kept apart, so no volume of other requests (anyone's) pushes a refusal out.
+    // Kept apart, so no volume of other requests (anyone's) pushes a refusal out; and those of
+    // callers nobody recognised apart from the users', so theirs push out no user's.
     if (!AdmitRefusal(who, entry.t_ms, &entry.suppressed)) return;
     std::lock_guard<std::mutex> lock(mu_);
-    AppendTo(refused_, ToJson(entry));
+    AppendTo(unidentified ? unidentified_ : refused_, ToJson(entry));
     return;
   }
   FlushSummaries(entry.t_ms, /*flush_all=*/false);
@@ -206,7 +220,7 @@ Result<std::vector<Json>> AuditLog::Read(const AuditQuery& query) const {
   // Each log newest file first, until it has given `limit` matching entries (its older files can
   // add none of the newest); then both merged by time.
   std::vector<Json> all;
-  for (const File* f : {&log_, &refused_}) {
+  for (const File* f : {&log_, &refused_, &unidentified_}) {
     if (f->path.empty()) continue;
     size_t matched = 0;
     std::vector<std::deque<Json>> files;  // newest first

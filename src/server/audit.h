@@ -8,8 +8,13 @@
 // file of their own (<store>/audit-refused.log), each user's past kRefusalsPerMinute counted and
 // the count logged with their next; other requests to <store>/audit.log, each user's past
 // kPerMinute a minute counted by route and logged as one summary line when that minute is over.
-// Both files are 0600; at rotate_bytes audit.log moves to audit.log.1 (and .1 to .2, up to
-// kKeptFiles), audit-refused.log to audit-refused.log.1.
+// Callers nobody recognised (no valid token, session or socket user: "ip ADDR") are one caller
+// here, whatever their address: 4,000 loopback addresses, each with its own 30 refusals a
+// minute, wrote 64 MiB in 65 s and rotated a user's own earlier 403s out. Their refusals share
+// one budget of kRefusalsPerMinute and go to a file of their own (<store>/audit-unidentified.log),
+// so no volume of theirs rotates out a user's refusal. All files are 0600; at rotate_bytes
+// audit.log moves to audit.log.1 (and .1 to .2, up to kKeptFiles), audit-refused.log to
+// audit-refused.log.1, audit-unidentified.log to audit-unidentified.log.1.
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -54,11 +59,13 @@ class AuditLog {
   static constexpr int64_t kPerMinute = 60;          // lines a user's requests make a minute
   static constexpr int64_t kRefusalsPerMinute = 30;  // and their refusals
   static constexpr size_t kMaxRoutesInSummary = 16;
+  // The one key (budget) of every caller nobody recognised.
+  static constexpr const char* kUnidentified = "(unidentified)";
 
   explicit AuditLog(std::string path, int64_t rotate_bytes = kRotateBytes);
   ~AuditLog();  // logs the summaries still open
-  // Logs one request by `who` (the user, or "ip ADDR" for nobody recognised) under the rules
-  // above; entry.t_ms is the time (thread-safe).
+  // Logs one request by `who` (the user, or "ip ADDR" or "" for nobody recognised: all of
+  // those share kUnidentified) under the rules above; entry.t_ms is the time (thread-safe).
   void Record(AuditEntry entry, const std::string& who);
   // Appends one line as it is (thread-safe). A failure to write is reported once per minute on
   // the daemon's log; the request itself is not failed for it.
@@ -71,6 +78,7 @@ class AuditLog {
   Result<std::vector<Json>> Read(const AuditQuery& query) const;
   const std::string& path() const { return path_; }
   const std::string& refused_path() const { return refused_.path; }
+  const std::string& unidentified_path() const { return unidentified_.path; }
 
  private:
   struct File {  // one log and its rotation
@@ -87,6 +95,7 @@ class AuditLog {
   std::mutex mu_;  // guards the files
   File log_;
   File refused_;
+  File unidentified_;  // refusals of callers nobody recognised
   Millis warned_ms_ = 0;
   struct Volume {  // a user's ordinary lines this minute, and what was left out
     Millis start_ms = 0;

@@ -191,3 +191,81 @@ TEST(AuditLogTest, RefusalsAreKeptApartAndOldFilesAreKeptByCount) {
 
 }  // namespace
 }  // namespace drover::server
+
+namespace drover::server {
+namespace {
+
+TEST(AuditLogTest, RefusalsFromManyAddressesShareOneBudgetAndPushOutNoUsersRefusal) {
+  // The red team's flood: bogus-token requests from ~4,000 loopback addresses (any of
+  // 127.0.0.0/8), each address with its own 30 refusals a minute, wrote 64 MiB and rotated
+  // audit-refused.log twice in ~65 s, pushing out a user's own earlier 403s. Now every caller
+  // nobody recognised shares one budget, in a file of its own.
+  char tmpl[] = "/tmp/drover-audit-test-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  const std::string path = dir + "/audit.log";
+  AuditLog log(path, /*rotate_bytes=*/64 * 1024);
+  AuditEntry mine;
+  mine.t_ms = 1'000;
+  mine.user = "alice";
+  mine.uid = 1001;
+  mine.via = "socket";
+  mine.from = "unix pid 7";
+  mine.method = "GET";
+  mine.path = "/api/v1/audit";
+  mine.status = 403;
+  log.Record(mine, "alice");
+  int64_t t = 2'000;
+  for (int a = 0; a < 4'000; ++a) {
+    const std::string addr = "127." + std::to_string(a / 65536 % 256) + "." +
+                             std::to_string(a / 256 % 256) + "." + std::to_string(a % 256 + 1);
+    for (int i = 0; i < 31; ++i) {
+      AuditEntry e;
+      e.t_ms = t++ / 20;  // ~124,000 refusals in ~6,200 ms of log time
+      e.from = addr + ":4000" + std::to_string(i % 10);
+      e.method = "POST";
+      e.path = "/api/v1/experiments";
+      e.status = 401;
+      e.error = "missing or wrong token";
+      log.Record(std::move(e), "ip " + addr);
+    }
+  }
+  // Alice's refusal is still there, in the file no unidentified caller writes to.
+  AuditQuery q;
+  q.user = "alice";
+  q.limit = 0;
+  auto alice = log.Read(q);
+  ASSERT_TRUE(alice.ok());
+  ASSERT_EQ(alice->size(), 1u) << "the flood pushed out Alice's earlier refusal";
+  EXPECT_EQ((*alice)[0]["status"], 403);
+  EXPECT_FALSE(fs::exists(log.refused_path() + ".1")) << "the flood rotated the refusals' file";
+  // The flood's lines: one minute's budget of 30 (then counted), whatever the addresses.
+  int64_t flood_lines = 0;
+  for (const std::string& f : {log.refused_path(), log.refused_path() + ".1",
+                               log.unidentified_path(), log.unidentified_path() + ".1"}) {
+    std::ifstream in(f);
+    for (std::string line; std::getline(in, line);) {
+      if (line.find("\"status\":401") != std::string::npos) ++flood_lines;
+    }
+  }
+  EXPECT_LE(flood_lines, AuditLog::kRefusalsPerMinute);
+  EXPECT_LT(fs::file_size(log.unidentified_path()), 32u * 1024);
+  // The next minute's first line says how many were left out.
+  AuditEntry later;
+  later.t_ms = 200'000;
+  later.from = "127.9.9.9:1";
+  later.method = "GET";
+  later.path = "/api/v1/gpus";
+  later.status = 401;
+  log.Record(later, "ip 127.9.9.9");
+  q.user.clear();
+  q.limit = 1;
+  auto last = log.Read(q);
+  ASSERT_TRUE(last.ok());
+  ASSERT_EQ(last->size(), 1u);
+  EXPECT_EQ((*last)[0].value("refusals_not_logged_before", int64_t{0}),
+            4'000 * 31 - AuditLog::kRefusalsPerMinute);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace drover::server

@@ -29,6 +29,8 @@ thread_local const ConnectionLimits* t_limits = nullptr;
 // The body deadline the gate set when the body of the request being served was still coming
 // (0: none, the body starts its own at HeadersRead()).
 thread_local int64_t t_body_deadline_ms = 0;
+// Whether the gate sent `100 Continue` for the first request of the connection being served.
+thread_local bool t_continue_sent = false;
 
 void SetDeadline(int64_t ms) {
   if (t_slot.deadline_ms) t_slot.deadline_ms->store(ms);
@@ -92,17 +94,23 @@ size_t ConnectionGate::RequestBytes(std::string_view head, size_t* whole) {
   // A chunked body is refused before it is read (411), and a malformed length by httplib: only
   // a plain Content-Length is waited for.
   // A client that asks to be told to go on (`Expect: 100-continue`, curl for a large body) sends
-  // its body only once a worker has answered: not waited for here.
+  // its body only once told: the gate tells a caller it knows and then waits for it (Examine).
   const std::string length = HeaderValue(head.substr(0, header_bytes), "Content-Length");
-  const bool expects_continue =
-      HeaderValue(head.substr(0, header_bytes), "Expect").find("100") != std::string::npos;
-  if (!expects_continue && !length.empty() && length.size() <= 15 &&
+  if (!length.empty() && length.size() <= 15 &&
       std::all_of(length.begin(), length.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     body = std::stoull(length);
   }
   if (whole) *whole = header_bytes + static_cast<size_t>(body);
+  if (ExpectsContinue(head.substr(0, header_bytes))) return header_bytes;
   return header_bytes + static_cast<size_t>(std::min<uint64_t>(body, kBodyAtGateBytes));
 }
+
+bool ConnectionGate::ExpectsContinue(std::string_view head) {
+  const std::string expect = HeaderValue(head, "Expect");
+  return EqualsIgnoringCase(expect, "100-continue");
+}
+
+bool ConnectionGate::ContinueSent() { return t_continue_sent; }
 
 CallerKey ConnectionGate::PeerOf(int fd) {
   CallerKey k;
@@ -140,6 +148,7 @@ ConnectionGate::ConnectionGate(size_t workers, ConnectionLimits limits,
   workers = std::max<size_t>(workers, 1);
   per_caller_ = limits_.per_caller_workers > 0 ? limits_.per_caller_workers
                                                : std::max<size_t>(2, workers / 4);
+  body_cap_ = std::max<size_t>(1, workers / 2);
   for (size_t i = 0; i < workers; ++i) slots_.push_back(std::make_unique<Slot>());
   for (size_t i = 0; i < workers; ++i) {
     workers_.emplace_back([this, s = slots_[i].get()] { Work(s); });
@@ -275,8 +284,29 @@ bool ConnectionGate::PickLocked(Waiting* out) {
       ++it;
       continue;
     }
-    *out = std::move(caller.ready.front());
-    caller.ready.pop_front();
+    // Its oldest connection whose request has all arrived, or whose body is still coming while
+    // fewer than body_cap_ workers read one: a worker reading a body never takes the last
+    // workers from requests that are all in (four callers within their shares, trickling
+    // bodies, held every worker).
+    auto pick = caller.ready.end();
+    bool partial = false;
+    for (auto r = caller.ready.begin(); r != caller.ready.end(); ++r) {
+      const bool all_in = r->whole == 0 || Queued(r->fd) >= r->whole;
+      if (all_in) r->body_deadline_ms = 0;
+      if (all_in || !caller.capped || body_held_ < body_cap_) {
+        pick = r;
+        partial = !all_in;
+        break;
+      }
+    }
+    if (pick == caller.ready.end()) {
+      ++it;
+      continue;
+    }
+    *out = std::move(*pick);
+    caller.ready.erase(pick);
+    out->in_body = partial;
+    if (partial) ++body_held_;
     --ready_count_;
     ++caller.held;
     const std::string key = *it;
@@ -302,6 +332,7 @@ void ConnectionGate::Work(Slot* slot) {
     lock.unlock();
     Serve(w);
     lock.lock();
+    if (w.in_body) --body_held_;  // a capped caller's body may now take a worker
     auto c = callers_.find(w.who.key);
     if (c != callers_.end()) {
       --c->second.held;
@@ -315,6 +346,7 @@ void ConnectionGate::Serve(const Waiting& w) {
   // The request is in (or the first kBodyAtGateBytes of its body): httplib reads it, and the
   // rest of a body still coming keeps the deadline it had at the gate.
   t_body_deadline_ms = w.body_deadline_ms;
+  t_continue_sent = w.continued;
   t_slot.deadline_ms->store(w.body_deadline_ms > 0 ? w.body_deadline_ms
                                                    : NowMs() + limits_.body_ms);
   t_slot.fd->store(w.fd);
@@ -322,6 +354,7 @@ void ConnectionGate::Serve(const Waiting& w) {
   t_slot.deadline_ms->store(0);
   t_slot.fd->store(-1);
   t_body_deadline_ms = 0;
+  t_continue_sent = false;
 }
 
 bool ConnectionGate::RequestWaiting(int fd, int wait_ms) {
@@ -335,9 +368,14 @@ bool ConnectionGate::RequestWaiting(int fd, int wait_ms) {
   ssize_t got = recv(fd, peek, sizeof peek, MSG_PEEK | MSG_DONTWAIT);
   if (got <= 0) return false;
   // Headers too large: the worker refuses them at once.
-  const size_t need = RequestBytes(std::string_view(peek, static_cast<size_t>(got)));
+  const std::string_view head(peek, static_cast<size_t>(got));
+  size_t whole = 0;
+  const size_t need = RequestBytes(head, &whole);
   if (need == 0) return static_cast<size_t>(got) == sizeof peek;
-  return Queued(fd) >= need;
+  // Served on this worker only once all of it is here: a body still coming, or one to be
+  // invited, is waited for at the gate (and then counted among the bodies being read).
+  if (whole > need && ExpectsContinue(head)) return false;
+  return Queued(fd) >= whole;
 }
 
 void ConnectionGate::HeadersRead() {
@@ -393,6 +431,15 @@ ConnectionGate::Seen ConnectionGate::Examine(Waiting& w, uint32_t events, std::v
       } else {
         w.who = std::move(who);
       }
+    }
+    // A body announced with `Expect: 100-continue`: a caller whose credentials hold is told to
+    // go on here, and its body waited for like any other; anyone else is not invited to send
+    // one (the worker answers its 401 or 403 at once, on headers alone).
+    if (w.whole > w.need && ExpectsContinue(head) && w.who.known) {
+      static const char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+      (void)!send(fd, kContinue, sizeof kContinue - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+      w.continued = true;
+      w.need = std::min(w.whole, w.need + kBodyAtGateBytes);
     }
   }
   const size_t queued = Queued(fd);

@@ -9,7 +9,11 @@
 // waiting is dropped for a new one). Workers are handed out in turn per caller (a Unix socket's
 // peer uid, else whom the request's token or session names, else the peer's address), and one
 // caller holds at most per_caller_workers of them: 300 connections of one user trickling their
-// bodies kept every other user's requests waiting for the 10 s body deadline (issue 39). On a
+// bodies kept every other user's requests waiting for the 10 s body deadline (issue 39). A body
+// announced with `Expect: 100-continue` is invited by the gate itself (`100 Continue`, only for a
+// caller the classifier knows) and waited for like any other; and at most half of the workers
+// may be reading the rest of a body at once, across all callers: four callers each within their
+// share, trickling bodies, held all 32 workers and froze every other user for up to 11.6 s. On a
 // worker, the rest of a large body and the writing of the response each have a deadline too,
 // enforced by the same thread (it shuts the connection down); handlers that run or stream for
 // long (a submit's snapshot, the event stream, a log follow, MCP) lift it with Unbounded().
@@ -55,6 +59,9 @@ struct CallerKey {
   std::string key;
   int64_t uid = -1;  // the Unix socket's peer, else -1
   bool capped = true;
+  // Whether its credentials are accepted (a valid token or session, a socket user the daemon
+  // serves): only then does the gate invite a body announced with `Expect: 100-continue`.
+  bool known = false;
 };
 
 class ConnectionGate {
@@ -94,7 +101,14 @@ class ConnectionGate {
   static bool RequestWaiting(int fd, int wait_ms);
   // The bytes a request must have at the gate before a worker takes it: its headers and its body
   // up to kBodyAtGateBytes (`whole`: all of its body); 0 while its headers are not all in `head`.
+  // `whole` counts the body announced with Expect too, which is not waited for before it is
+  // invited.
   static size_t RequestBytes(std::string_view head, size_t* whole = nullptr);
+  // Whether a request's head asks to be told to go on (`Expect: 100-continue`).
+  static bool ExpectsContinue(std::string_view head);
+  // On a worker: whether the gate already told this connection's first request to go on (its
+  // `100 Continue` is not to be sent again).
+  static bool ContinueSent();
   // A header's value in a request's head ("" when absent; the first when repeated).
   static std::string HeaderValue(std::string_view head, std::string_view name);
   // The connection's peer: "uid N" on a Unix socket (SO_PEERCRED), else "ip ADDR".
@@ -106,8 +120,10 @@ class ConnectionGate {
   // and worker connections shut down for a missed deadline.
   int64_t dropped_waiting() const { return dropped_waiting_.load(); }
   int64_t dropped_working() const { return dropped_working_.load(); }
-  // The most workers one capped caller may hold.
+  // The most workers one capped caller may hold, and the most that may be reading the rest of
+  // a body at once (capped callers' requests whose body is not all in wait for one).
   size_t per_caller_workers() const { return per_caller_; }
+  size_t body_workers() const { return body_cap_; }
 
  private:
   struct Waiting {
@@ -119,6 +135,8 @@ class ConnectionGate {
     size_t need = 0;           // 0: the headers are still coming; else the bytes to wait for
     size_t whole = 0;          // the request's headers and whole body
     int64_t body_deadline_ms = 0;  // when the body must be in (0 once it is)
+    bool continued = false;  // the gate sent `100 Continue`
+    bool in_body = false;    // on a worker with its body still coming (one of body_cap_)
   };
   struct Caller {  // a caller's connections waiting at the gate, ready for and on workers
     size_t waiting = 0;
@@ -149,6 +167,8 @@ class ConnectionGate {
   std::function<void(int)> serve_;
   Classifier classify_;
   size_t per_caller_ = 2;
+  size_t body_cap_ = 1;
+  size_t body_held_ = 0;  // workers given a request whose body was not all in
   int epoll_ = -1;
   int wake_ = -1;  // an eventfd: Shutdown() ends Watch()
   std::mutex mu_;

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -220,14 +221,17 @@ class FairnessTest : public ConnectionGateTest {
     Reply r = Post("/api/v1/tokens", "{\"user\": \"" + user + "\", \"name\": \"t\"}");
     return r.status == 201 ? r.body.value("token", "") : "";
   }
-  // A POST whose headers announce a 100,000-byte body, with `sent` bytes of it.
-  int StartBody(const std::string& token, size_t sent) {
+  // A POST whose headers announce a `length`-byte body (asking to be told to go on with
+  // `expect`), with `sent` bytes of it.
+  int StartBody(const std::string& token, size_t sent, bool expect = false,
+                size_t length = 100000) {
     int fd = Connect(Port());
     if (fd < 0) return fd;
     Send(fd, "POST /api/v1/experiments HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(Port()) +
                  "\r\nAuthorization: Bearer " + token +
-                 "\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n" +
-                 std::string(sent, ' '));
+                 "\r\nContent-Type: application/json\r\nContent-Length: " +
+                 std::to_string(length) + "\r\n" + (expect ? "Expect: 100-continue\r\n" : "") +
+                 "\r\n" + std::string(sent, ' '));
     return fd;
   }
 };
@@ -297,6 +301,95 @@ TEST_F(FairnessTest, ABodyThatNeverArrivesIs408AtTheGate) {
   EXPECT_EQ(said.rfind("HTTP/1.1 408", 0), 0u) << said;
   EXPECT_LT(took_ms, 3000);
   EXPECT_TRUE(engine_.Locked([&] { return engine_.submits.empty(); }));
+}
+
+TEST_F(FairnessTest, FourCallersTricklingBodiesDoNotFreezeAFifth) {
+  // The red team's second break: each caller may hold a quarter of the workers, so four callers
+  // each sending POSTs whose bodies trickle (announced with `Expect: 100-continue`, which went
+  // straight to a worker, or the first 40 KiB fast and then a byte at a time) held all of them,
+  // each up to the body deadline, and a fifth user's `drover ls` took 7-11 s. Now a body
+  // announced with Expect is invited and waited for at the gate, and at most half of the workers
+  // may be reading a body at once.
+  ServerOptions o;
+  o.threads = 32;
+  o.limits.body_ms = 4000;
+  StartServer(o);
+  std::vector<std::string> four;
+  for (const char* user : {"nobody", "bin", "sys", "sync"}) {
+    four.push_back(Token(user));
+    ASSERT_FALSE(four.back().empty()) << user;
+  }
+  const std::string fifth = Token("daemon");
+  ASSERT_FALSE(fifth.empty());
+  std::vector<int> flood;
+  for (const std::string& token : four) {
+    for (int i = 0; i < 12; ++i) flood.push_back(StartBody(token, 0, /*expect=*/true));
+    for (int i = 0; i < 12; ++i) flood.push_back(StartBody(token, 40 * 1024));
+  }
+  for (int fd : flood) ASSERT_GE(fd, 0);
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    while (!stop) {
+      for (int fd : flood) Send(fd, " ");
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto c = Client(/*with_token=*/false);
+  c->set_default_headers({{"Authorization", "Bearer " + fifth}});
+  int64_t worst = 0;
+  for (int i = 0; i < 15; ++i) {
+    const auto t0 = Clock::now();
+    auto r = c->Get("/api/v1/gpus");
+    worst = std::max<int64_t>(
+        worst, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count());
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, 200);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  stop = true;
+  trickle.join();
+  for (int fd : flood) close(fd);
+  // Before: 2-4 s (the body deadline here; 10 s by default) for each of the fifth's requests.
+  EXPECT_LT(worst, 2000) << "a fifth caller waited behind four callers' trickling bodies";
+  std::printf("fifth caller's worst latency under the four callers' flood: %lld ms\n",
+              static_cast<long long>(worst));
+}
+
+TEST_F(FairnessTest, ABodyAnnouncedWithExpectIsInvitedOnlyWithAValidToken) {
+  ServerOptions o;
+  o.threads = 9;
+  StartServer(o);
+  // A bogus token: refused at once, and no `100 Continue` first (no body is invited).
+  int fd = StartBody("drv_1_" + std::string(40, 'b'), 0, /*expect=*/true);
+  ASSERT_GE(fd, 0);
+  const auto [said, took_ms] = TimedRead(fd, 3000);
+  close(fd);
+  EXPECT_EQ(said.rfind("HTTP/1.1 401", 0), 0u) << said.substr(0, 200);
+  EXPECT_EQ(said.find("100 Continue"), std::string::npos) << said.substr(0, 200);
+  EXPECT_LT(took_ms, 2000);
+  // A valid one: told to go on once, and its body is read and answered.
+  fd = StartBody(kToken, 0, /*expect=*/true, /*length=*/2);
+  ASSERT_GE(fd, 0);
+  pollfd p{fd, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 3000), 1);
+  char buf[256];
+  const ssize_t n = recv(fd, buf, sizeof buf, 0);
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(std::string(buf, static_cast<size_t>(n)), "HTTP/1.1 100 Continue\r\n\r\n");
+  Send(fd, "{}");
+  std::string rest;  // the answer (the connection is kept alive)
+  for (const auto end = Clock::now() + std::chrono::seconds(3);
+       rest.find("}") == std::string::npos && Clock::now() < end;) {
+    pollfd q{fd, POLLIN, 0};
+    if (poll(&q, 1, 100) <= 0) continue;
+    const ssize_t got = recv(fd, buf, sizeof buf, 0);
+    if (got <= 0) break;
+    rest.append(buf, static_cast<size_t>(got));
+  }
+  close(fd);
+  EXPECT_EQ(rest.rfind("HTTP/1.1 400", 0), 0u) << rest.substr(0, 200);
+  EXPECT_EQ(rest.find("100 Continue"), std::string::npos) << "told to go on twice";
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -17,6 +18,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <string_view>
 #include <thread>
 
 #include "common/clock.h"
@@ -38,6 +40,11 @@ struct Peer {
   int64_t pid = 0;
 };
 thread_local Peer t_peer;
+// The request being served was told to go on by the gate already (its `100 Continue` is not sent
+// twice), or was refused before its body was invited (the connection is closed after the
+// answer: the client may still send the body).
+thread_local bool t_continue_sent = false;
+thread_local bool t_refused_before_body = false;
 
 Peer PeerOf(int fd) {
   Peer p;
@@ -242,11 +249,17 @@ CallerKey ClassifyRequest(ServerContext& ctx, std::string_view head, const Calle
     k.key = "uid " + std::to_string(uid);
     k.uid = uid;
     k.capped = uid != 0 && uid != owner;
+    k.known = true;
     return k;
   };
-  if (peer.uid >= 0) return person(peer.uid);
+  if (peer.uid >= 0) {
+    CallerKey k = person(peer.uid);
+    // Another user on a daemon that is not shared is refused (403) before a body is invited.
+    k.known = ctx.options.shared || !k.capped;
+    return k;
+  }
   if (peer.key.starts_with("uid ")) return peer;  // a socket whose peer is unknown: refused
-  const CallerKey daemons_own{"owner", -1, false};
+  const CallerKey daemons_own{"owner", -1, false, true};
   const Millis now = RealClock().Now();
   const std::string auth = ConnectionGate::HeaderValue(head, "Authorization");
   if (auth.size() > 7 && Lower(auth.substr(0, 7)) == "bearer ") {
@@ -299,6 +312,12 @@ class ConnectionStream : public httplib::Stream {
     return static_cast<ssize_t>(n);
   }
   ssize_t write(const char* ptr, size_t size) override {
+    // httplib tells a request with `Expect: 100-continue` to go on; the gate already did.
+    static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    if (t_continue_sent && std::string_view(ptr, size) == kContinue) {
+      t_continue_sent = false;
+      return static_cast<ssize_t>(size);
+    }
     size_t done = 0;
     while (done < size) {
       if (!Poll(POLLOUT, write_ms_)) return done > 0 ? static_cast<ssize_t>(done) : -1;
@@ -317,13 +336,21 @@ class ConnectionStream : public httplib::Stream {
   }
   socket_t socket() const override { return fd_; }
   bool buffered() const { return begin_ < end_; }
-  // Whether what is buffered (and what waits in the socket) holds a request's whole headers.
-  bool BufferedHeadersComplete() const {
+  // Whether what is buffered (and what waits in the socket) holds a whole request: its headers
+  // and all of its body (one still coming, or one to be invited, must not be read on a worker
+  // the gate did not count among those reading a body).
+  bool BufferedRequestComplete() const {
     std::string head(buf_ + begin_, end_ - begin_);
-    char more[4096];
+    char more[ConnectionGate::kMaxHeaderBytes];
     ssize_t n = recv(fd_, more, sizeof more, MSG_PEEK | MSG_DONTWAIT);
     if (n > 0) head.append(more, static_cast<size_t>(n));
-    return head.find("\r\n\r\n") != std::string::npos;
+    size_t whole = 0;
+    const size_t need = ConnectionGate::RequestBytes(head, &whole);
+    if (need == 0) return false;
+    if (whole > need && ConnectionGate::ExpectsContinue(head)) return false;
+    int queued = 0;
+    if (ioctl(fd_, FIONREAD, &queued) != 0 || queued < 0) queued = 0;
+    return (end_ - begin_) + static_cast<size_t>(queued) >= whole;
   }
 
  private:
@@ -400,12 +427,15 @@ class GatedServer : public httplib::Server {
     // worker; so does every client after 1,000 requests in a row.
     for (int served = 1;; ++served) {
       bool closed = false;
+      t_continue_sent = served == 1 && ConnectionGate::ContinueSent();
+      t_refused_before_body = false;
       const bool ok = process_request(strm, /*close_connection=*/false, closed, {});
-      if (!ok || closed || !is_running()) break;
+      t_continue_sent = false;
+      if (!ok || closed || t_refused_before_body || !is_running()) break;
       if (strm.buffered()) {
-        // Bytes of a next request came with this one: served only if its headers are all here
-        // (a client that sends a piece and then trickles must not hold the worker).
-        if (strm.BufferedHeadersComplete()) continue;
+        // Bytes of a next request came with this one: served only if all of it is here (a
+        // client that sends a piece and then trickles must not hold the worker).
+        if (strm.BufferedRequestComplete()) continue;
         break;
       }
       if (served < 1000 && ConnectionGate::RequestWaiting(fd, kKeepServingMs)) continue;
@@ -461,7 +491,7 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
 
-  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+  auto pre_routing = [this](const httplib::Request& req, httplib::Response& res) {
     ConnectionGate::HeadersRead();  // the body, if any, has limits.body_ms from here
     ctx_->last_request_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                 std::chrono::steady_clock::now().time_since_epoch())
@@ -533,7 +563,20 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
       const_cast<httplib::Request&>(req).headers.emplace("Content-Length", "0");
     }
     return httplib::Server::HandlerResponse::Unhandled;
-  });
+  };
+  http_->set_pre_routing_handler(pre_routing);
+  // `Expect: 100-continue`: the caller is judged (token, Host, Origin, the socket's user) before
+  // its body is invited, so a refusal goes out at once and no body comes for it; a caller the
+  // gate knew was told to go on there already (the stream drops httplib's second `100`).
+  http_->set_expect_100_continue_handler(
+      [pre_routing](const httplib::Request& req, httplib::Response& res) {
+        if (t_continue_sent) return 100;
+        if (pre_routing(req, res) == httplib::Server::HandlerResponse::Handled) {
+          t_refused_before_body = true;
+          return res.status > 0 && res.status != 100 && res.status != 417 ? res.status : 403;
+        }
+        return 100;
+      });
 
   // The response goes out within limits.response_ms.
   // Then every request that changes something, and every refusal, goes to the audit log.

@@ -1,5 +1,6 @@
 #include "daemon/daemon.h"
 
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -68,6 +69,23 @@ Status Daemon::ForSubmitter(Spec& spec, const server::Caller& submitter, bool re
       return PermissionDenied("the project folder " + spec.workdir + " is not " +
                               DisplayName(submitter.user) +
                               "'s: on a shared daemon a user submits from a folder they own");
+    }
+  }
+  if (options_.shared && engine_.runs_as_submitter() && !recorded &&
+      (submitter.admin || submitter.user.uid == 0)) {
+    // An admin's (root's) rights are not lent to code a user can edit: a project folder of
+    // another user's (offered to admins by GET /recipes, or named by hand) is that user's to
+    // submit, and its runs would execute as the admin. (A reproduction runs the recorded
+    // snapshot as its own submitter.)
+    struct stat st {};
+    if (::stat(spec.workdir.c_str(), &st) == 0 && st.st_uid != 0 &&
+        static_cast<int64_t>(st.st_uid) != submitter.user.uid) {
+      const UnixUser owner = LookupUser(st.st_uid, st.st_gid);
+      return PermissionDenied(fmt::format(
+          "the project folder {} is {}'s: its runs would execute as {} with an admin's rights, "
+          "and its code is theirs to change; ask {} to submit it (it then runs as them), or copy "
+          "it into a folder of yours first",
+          spec.workdir, DisplayName(owner), DisplayName(submitter.user), DisplayName(owner)));
     }
   }
   // Whose share its runs count against: the submitter's own team on a shared daemon.

@@ -80,6 +80,7 @@ struct Run {
   int64_t id = 0;
   int64_t experiment_id = 0;
   std::string user;                      // its experiment's submitter (read with it; not stored twice)
+  int64_t user_uid = -1;                 // and that submitter's uid then (-1: not recorded)
   int index = 0;                         // position in the expanded grid
   Json params = Json::object();          // the resolved parameters as expanded
   Json current_params = Json::object();  // what the next attempt uses (after OOM halving)

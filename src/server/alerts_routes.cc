@@ -35,16 +35,15 @@ Status ListAlerts(ServerContext& ctx, const httplib::Request& req, httplib::Resp
       const auto key = std::make_pair(a.run_id, a.experiment_id);
       auto known = whole.find(key);
       if (known == whole.end()) {
-        std::string owner;
-        bool found = false;
+        bool may = false;
         if (a.run_id > 0) {
           Result<std::optional<Run>> r = store->GetRun(a.run_id);
-          if (r.ok() && *r) owner = (*r)->user, found = true;
+          may = r.ok() && *r && MayActOn(caller, **r, "read").ok();
         } else {
           Result<std::optional<Experiment>> e = store->GetExperiment(a.experiment_id);
-          if (e.ok() && *e) owner = (*e)->user, found = true;
+          may = e.ok() && *e && MayActOn(caller, **e, "read").ok();
         }
-        known = whole.emplace(key, found && MayActOn(caller, owner, "read").ok()).first;
+        known = whole.emplace(key, may).first;
       }
       if (!known->second) j = RedactedEvent("alert", j);
     }

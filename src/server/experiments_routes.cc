@@ -63,7 +63,7 @@ Status Check(ServerContext& ctx, const httplib::Request& req, httplib::Response&
 
 Status Cancel(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(Experiment e, LoadExperiment(ctx, req.matches[1].str()));
-  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), e.user, "cancel"));
+  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), e, "cancel"));
   DROVER_RETURN_IF_ERROR(ctx.engine.CancelExperiment(e.id));
   SendJson(res, 200, {{"experiment_id", e.id}, {"cancelled", true}});
   return Status::Ok();
@@ -72,7 +72,7 @@ Status Cancel(ServerContext& ctx, const httplib::Request& req, httplib::Response
 // Finished runs back to the queue as new attempts of the same runs (drover retry).
 Status Retry(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(Experiment e, LoadExperiment(ctx, req.matches[1].str()));
-  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), e.user, "retry"));
+  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), e, "retry"));
   DROVER_ASSIGN_OR_RETURN(Json body, ParseJsonBody(req));
   DROVER_ASSIGN_OR_RETURN(protocol::RetryRequest which, protocol::RetryRequestFromJson(body));
   protocol::RetryResponse reply;
@@ -85,7 +85,7 @@ Status Retry(ServerContext& ctx, const httplib::Request& req, httplib::Response&
 // drover rm: the experiment and everything recorded about it (?dry_run=true: what would go).
 Status Remove(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(Experiment e, LoadExperiment(ctx, req.matches[1].str()));
-  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), e.user, "remove"));
+  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), e, "remove"));
   DROVER_ASSIGN_OR_RETURN(bool dry_run, QueryBool(req, "dry_run"));
   DROVER_ASSIGN_OR_RETURN(Cleanup done, ctx.engine.RemoveExperiments({e.id}, dry_run));
   SendJson(res, 200, protocol::ToJson(done));

@@ -9,6 +9,7 @@
 
 #include "common/status.h"
 #include "common/users.h"
+#include "model/run.h"
 
 namespace drover::server {
 
@@ -28,11 +29,19 @@ void SetCurrentCaller(Caller caller);
 // `owner` (its user name; "" for one from before submitters were recorded, which only admins
 // may touch): PermissionDenied names the owner and what to do.
 Status MayActOn(const Caller& caller, const std::string& owner, std::string_view what);
+// The same, knowing the uid the owner had when they submitted (`owner_uid`, -1 when not recorded):
+// a later account that took a removed user's name is not that user (its uid differs), and acts on
+// none of their experiments.
+Status MayActOn(const Caller& caller, const std::string& owner, int64_t owner_uid,
+                std::string_view what);
+// For a run or an experiment as the store read it.
+Status MayActOn(const Caller& caller, const Run& run, std::string_view what);
+Status MayActOn(const Caller& caller, const Experiment& experiment, std::string_view what);
 
 // Who a run started by `actor` for `owner`'s experiment runs as: the owner, whoever asks (an
 // admin's "reproduce my run" must not run a user's code with the admin's rights). `actor` itself
 // when it is the owner; PermissionDenied (saying why) when the owner is no user of this machine
 // any more, so their code is never run as anyone else.
-Result<Caller> OnBehalfOf(const Caller& actor, const std::string& owner);
+Result<Caller> OnBehalfOf(const Caller& actor, const std::string& owner, int64_t owner_uid = -1);
 
 }  // namespace drover::server

@@ -73,7 +73,7 @@ Status Logs(ServerContext& ctx, const httplib::Request& req, httplib::Response& 
   DROVER_ASSIGN_OR_RETURN(int64_t id, ParseId(req.matches[1].str(), "run id"));
   {
     DROVER_ASSIGN_OR_RETURN(Run owned, LoadRun(ctx, id));
-    DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), owned.user, "read the logs of"));
+    DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), owned, "read the logs of"));
   }
   DROVER_ASSIGN_OR_RETURN(auto attempt_q, QueryInt(req, "attempt", 1, 1'000'000));
   DROVER_ASSIGN_OR_RETURN(auto offset_q, QueryInt(req, "offset", 0, INT64_MAX));

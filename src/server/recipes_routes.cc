@@ -36,7 +36,7 @@ Status List(ServerContext& ctx, const httplib::Request&, httplib::Response& res)
   ActingAs as(caller.admin ? nullptr : &caller.user);
   if (!as.status().ok()) return as.status();
   for (const Experiment& e : experiments) {
-    if (!caller.admin && !MayActOn(caller, e.user, "read").ok()) continue;
+    if (!caller.admin && !MayActOn(caller, e, "read").ok()) continue;
     if (e.spec.contains("workdir") && e.spec["workdir"].is_string()) {
       starts.push_back(e.spec["workdir"].get<std::string>());
     }

@@ -229,7 +229,7 @@ Json RedactedSpecPart(const Json& part, bool top) {
 Json RedactedSpec(const Json& spec) { return RedactedSpecPart(spec, true); }
 
 Experiment RedactedFor(const Caller& caller, Experiment e) {
-  if (MayActOn(caller, e.user, "read").ok()) return e;
+  if (MayActOn(caller, e, "read").ok()) return e;
   e.spec = RedactedSpec(e.spec);
   e.spec_yaml = "(not shown: another user's spec)";
   if (!e.git_diff.empty()) e.git_diff = "(not shown: another user's changes)";

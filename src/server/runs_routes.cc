@@ -113,7 +113,7 @@ Status Get(ServerContext& ctx, const httplib::Request& req, httplib::Response& r
   d.snapshot = snap;
   // Another user's run on a shared daemon: its record, not what its output and code hold (the
   // last lines of a failure's stderr, the uncommitted diff).
-  if (!MayActOn(CurrentCaller(), run.user, "read").ok()) {
+  if (!MayActOn(CurrentCaller(), run, "read").ok()) {
     for (Attempt& a : d.attempts) RedactAttempt(a);
     d.experiment = RedactedFor(CurrentCaller(), std::move(d.experiment));
     if (d.snapshot) d.snapshot->git_diff = d.experiment.git_diff;
@@ -131,7 +131,7 @@ Status Attempts(ServerContext& ctx, const httplib::Request& req, httplib::Respon
   DROVER_ASSIGN_OR_RETURN(Run run, LoadRun(ctx, id));
   DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
   DROVER_ASSIGN_OR_RETURN(auto attempts, store->ListAttempts(run.id));
-  const bool owns = MayActOn(CurrentCaller(), run.user, "read").ok();
+  const bool owns = MayActOn(CurrentCaller(), run, "read").ok();
   Json out = Json::array();
   for (auto& a : attempts) {
     if (!owns) RedactAttempt(a);
@@ -144,7 +144,7 @@ Status Attempts(ServerContext& ctx, const httplib::Request& req, httplib::Respon
 Status Cancel(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(int64_t id, ParseId(req.matches[1].str(), "run id"));
   DROVER_ASSIGN_OR_RETURN(Run run, LoadRun(ctx, id));
-  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), run.user, "cancel"));
+  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), run, "cancel"));
   DROVER_RETURN_IF_ERROR(ctx.engine.CancelRun(run.id));
   SendJson(res, 200, {{"run_id", run.id}, {"cancelled", true}});
   return Status::Ok();
@@ -156,7 +156,7 @@ Status Cancel(ServerContext& ctx, const httplib::Request& req, httplib::Response
 Status Reproduce(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(int64_t id, ParseId(req.matches[1].str(), "run id"));
   DROVER_ASSIGN_OR_RETURN(Run run, LoadRun(ctx, id));
-  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), run.user, "reproduce"));
+  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), run, "reproduce"));
   DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
   DROVER_ASSIGN_OR_RETURN(std::optional<Experiment> exp, store->GetExperiment(run.experiment_id));
   if (!exp) return NotFound(fmt::format("run {}'s experiment is gone", id));
@@ -167,7 +167,7 @@ Status Reproduce(ServerContext& ctx, const httplib::Request& req, httplib::Respo
                                 exp->snapshot_hash.substr(0, 16), id));
   }
   // As the run's submitter, whoever asks (an admin checking a user's result included).
-  DROVER_ASSIGN_OR_RETURN(Caller as, OnBehalfOf(CurrentCaller(), run.user));
+  DROVER_ASSIGN_OR_RETURN(Caller as, OnBehalfOf(CurrentCaller(), run.user, run.user_uid));
   // The recorded code, as recorded: its owner could have edited the snapshot since the run.
   DROVER_ASSIGN_OR_RETURN(std::vector<std::string> changed, ctx.engine.VerifyCode(*snap, as.user));
   if (!changed.empty()) {
@@ -201,7 +201,7 @@ Status Reproduce(ServerContext& ctx, const httplib::Request& req, httplib::Respo
 Status Verify(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(int64_t id, ParseId(req.matches[1].str(), "run id"));
   DROVER_ASSIGN_OR_RETURN(Run run, LoadRun(ctx, id));
-  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), run.user, "verify"));
+  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), run, "verify"));
   DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
   DROVER_ASSIGN_OR_RETURN(std::optional<Experiment> exp, store->GetExperiment(run.experiment_id));
   if (!exp) return NotFound(fmt::format("run {}'s experiment is gone", id));
@@ -213,7 +213,7 @@ Status Verify(ServerContext& ctx, const httplib::Request& req, httplib::Response
     code.push_back("snapshot " + exp->snapshot_hash + " is not recorded");
   } else {
     out["snapshot_files"] = snap->files;
-    Result<Caller> owner = OnBehalfOf(CurrentCaller(), run.user);
+    Result<Caller> owner = OnBehalfOf(CurrentCaller(), run.user, run.user_uid);
     Result<std::vector<std::string>> checked =
         owner.ok() ? ctx.engine.VerifyCode(*snap, owner->user)
                    : Result<std::vector<std::string>>(owner.status());
@@ -236,8 +236,8 @@ Status Verify(ServerContext& ctx, const httplib::Request& req, httplib::Response
 Status Export(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(int64_t id, ParseId(req.matches[1].str(), "run id"));
   DROVER_ASSIGN_OR_RETURN(Run run, LoadRun(ctx, id));
-  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), run.user, "export"));
-  DROVER_ASSIGN_OR_RETURN(Caller owner, OnBehalfOf(CurrentCaller(), run.user));
+  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), run, "export"));
+  DROVER_ASSIGN_OR_RETURN(Caller owner, OnBehalfOf(CurrentCaller(), run.user, run.user_uid));
   DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
   ConnectionGate::Unbounded();  // an archive of a big model takes a while
   const bool code = req.get_param_value("code") != "0";
@@ -281,7 +281,7 @@ Status Priority(ServerContext& ctx, const httplib::Request& req, httplib::Respon
   DROVER_ASSIGN_OR_RETURN(Json body, ParseJsonBody(req));
   DROVER_ASSIGN_OR_RETURN(protocol::PriorityRequest p, protocol::PriorityRequestFromJson(body));
   DROVER_ASSIGN_OR_RETURN(Run run, LoadRun(ctx, id));
-  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), run.user, "reprioritise"));
+  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), run, "reprioritise"));
   DROVER_RETURN_IF_ERROR(ctx.engine.SetPriority(run.id, p.priority));
   SendJson(res, 200, {{"run_id", run.id}, {"priority", p.priority}});
   return Status::Ok();
@@ -294,7 +294,7 @@ Status Priority(ServerContext& ctx, const httplib::Request& req, httplib::Respon
 Status Artifacts(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(int64_t id, ParseId(req.matches[1].str(), "run id"));
   DROVER_ASSIGN_OR_RETURN(Run run, LoadRun(ctx, id));
-  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), run.user, "read the outputs of"));
+  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), run, "read the outputs of"));
   DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
   DROVER_ASSIGN_OR_RETURN(RunArtifacts a, store->RunOutputs(id, StoreDir(ctx)));
   SendJson(res, 200, protocol::ToJson(a));
@@ -372,7 +372,7 @@ Status ArtifactFile(ServerContext& ctx, const httplib::Request& req, httplib::Re
   }
   const std::string path = req.get_param_value("path");
   DROVER_ASSIGN_OR_RETURN(Run run, LoadRun(ctx, id));
-  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), run.user, "read the outputs of"));
+  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), run, "read the outputs of"));
   DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
   DROVER_ASSIGN_OR_RETURN(RunArtifacts a, store->RunOutputs(id, StoreDir(ctx)));
   for (const Artifact& f : a.files) {

@@ -9,7 +9,7 @@ namespace {
 
 Status Suggest(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(Experiment e, LoadExperiment(ctx, req.matches[1].str()));
-  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), e.user, "drive the search of"));
+  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), e, "drive the search of"));
   DROVER_ASSIGN_OR_RETURN(Json body, ParseJsonBody(req));
   DROVER_ASSIGN_OR_RETURN(protocol::SuggestRequest ask, protocol::SuggestRequestFromJson(body));
   DROVER_ASSIGN_OR_RETURN(std::vector<Json> configs, ctx.engine.Suggest(e.id, ask.count));
@@ -19,7 +19,7 @@ Status Suggest(ServerContext& ctx, const httplib::Request& req, httplib::Respons
 
 Status Tell(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(Experiment e, LoadExperiment(ctx, req.matches[1].str()));
-  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), e.user, "drive the search of"));
+  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), e, "drive the search of"));
   DROVER_ASSIGN_OR_RETURN(Json body, ParseJsonBody(req));
   DROVER_ASSIGN_OR_RETURN(protocol::TellRequest tell, protocol::TellRequestFromJson(body));
   DROVER_RETURN_IF_ERROR(ctx.engine.Tell(e.id, tell));
@@ -29,7 +29,7 @@ Status Tell(ServerContext& ctx, const httplib::Request& req, httplib::Response& 
 
 Status AddTrial(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(Experiment e, LoadExperiment(ctx, req.matches[1].str()));
-  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), e.user, "drive the search of"));
+  DROVER_RETURN_IF_ERROR(MayActOn(CurrentCaller(), e, "drive the search of"));
   DROVER_ASSIGN_OR_RETURN(Json body, ParseJsonBody(req));
   DROVER_ASSIGN_OR_RETURN(protocol::AddTrialRequest add, protocol::AddTrialRequestFromJson(body));
   DROVER_ASSIGN_OR_RETURN(int64_t run_id, ctx.engine.AddTrial(e.id, add.params));

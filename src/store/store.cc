@@ -39,7 +39,8 @@ using store::Stmt;
   "id, experiment_id, grid_index, params, current_params, fingerprint, state, priority, gpus, " \
   "gpu_memory, cpus, attempts, retries_used, not_before_ms, created_ms, started_ms, ended_ms, " \
   "reason, final_metrics, stage, needs, cached_from, "                                        \
-  "(SELECT user FROM experiments WHERE experiments.id = runs.experiment_id)"
+  "(SELECT user FROM experiments WHERE experiments.id = runs.experiment_id), "               \
+  "COALESCE((SELECT uid FROM experiments WHERE experiments.id = runs.experiment_id), -1)"
 #define DROVER_ATTEMPT_COLS                                                                 \
   "id, run_id, number, ended, reason, exit_code, signal, pid, gpus, cuda_visible_devices, " \
   "params, argv, started_ms, ended_ms, stdout_path, stderr_path, stdout_offset, hostname, " \
@@ -94,6 +95,7 @@ Status ReadRun(const Stmt& st, Run* r) {
   DROVER_RETURN_IF_ERROR(ParseJsonArray(st.Text(20), fmt::format("run {} needs", r->id), &r->needs));
   r->cached_from = st.Int(21);
   r->user = st.Text(22);
+  r->user_uid = st.Int(23);
   return Status::Ok();
 }
 

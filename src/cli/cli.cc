@@ -56,8 +56,8 @@ int Main(int argc, char** argv) {
   }
   // Diagnostics and alerts go to stderr, so stdout stays the command's output (tables, --json).
   auto logger = spdlog::stderr_color_mt("drover");
-  logger->set_pattern(g.verbose ? "[%H:%M:%S.%e] %^%l%$: %v" : "drover: %^%l%$: %v");
   spdlog::set_default_logger(logger);
+  SetLogPattern(g.verbose ? "[%H:%M:%S.%e] %^%l%$: %v" : "drover: %^%l%$: %v");
   spdlog::set_level(g.verbose ? spdlog::level::debug : spdlog::level::warn);
   for (auto& c : commands) {
     if (c.app->parsed()) return c.run();

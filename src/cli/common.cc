@@ -1,5 +1,8 @@
 #include "cli/common.h"
 
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/spdlog.h>
+
 #include <fmt/format.h>
 #include <time.h>
 
@@ -135,6 +138,36 @@ std::string FormatTime(Millis ms) {
 }
 
 void PrintText(std::string_view text) { std::fputs(TerminalText(text).c_str(), stdout); }
+
+namespace {
+// spdlog's %v with the message escaped.
+class EscapedMessage : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    const std::string safe = TerminalLine(std::string_view(msg.payload.data(), msg.payload.size()));
+    dest.append(safe.data(), safe.data() + safe.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<EscapedMessage>();
+  }
+};
+}  // namespace
+
+void SetLogPattern(const std::string& pattern) {
+  std::string escaped;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '%' && i + 1 < pattern.size() && pattern[i + 1] == 'v') {
+      escaped += "%*";
+      ++i;
+    } else {
+      escaped += pattern[i];
+    }
+  }
+  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  formatter->add_flag<EscapedMessage>('*').set_pattern(escaped);
+  spdlog::set_formatter(std::move(formatter));
+}
 
 std::string RenderTable(const std::vector<std::string>& given_header,
                         const std::vector<std::vector<std::string>>& given_rows) {

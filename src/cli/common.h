@@ -58,6 +58,10 @@ std::string FormatTime(Millis ms);       // local "2026-11-30 12:00:01"
 // stored (names, hyper-parameters, failure lines, paths) is shown, never obeyed by the terminal.
 // Every view prints stored text through this or RenderTable.
 void PrintText(std::string_view text);
+// Sets every logger's line pattern (spdlog's flags), with %v, the message, escaped as TerminalLine:
+// a note, an alert or a file name a run chose reaches a log someone tails (the daemon's log, its
+// journal) as text, never as escape sequences for their terminal.
+void SetLogPattern(const std::string& pattern);
 // A plain text table: columns padded to the widest cell; each cell escaped as TerminalLine.
 std::string RenderTable(const std::vector<std::string>& header,
                         const std::vector<std::vector<std::string>>& rows);

@@ -207,7 +207,7 @@ int Serve(Globals& g, const ServeFlags& f) {
   PosixLauncher launcher(PosixLauncher::Mode::kSupervised);
   // A daemon's log is read later (journalctl, a file): stamp each line, and keep info lines
   // (alerts of severity info, runs stopped as diverged).
-  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] %^%l%$: %v");
+  SetLogPattern("[%Y-%m-%d %H:%M:%S.%e] %^%l%$: %v");
   if (!g.verbose) spdlog::set_level(spdlog::level::info);
   std::string fake = f.fake_gpus;
   if (fake.empty()) {

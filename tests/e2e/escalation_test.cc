@@ -293,7 +293,9 @@ TEST_F(EscalationTest, AnotherUsersRunsOwnAlertsAreListedWithoutTheirWords) {
   const std::string home = Project(
       kAlice, "alarm",
       {{"alarm.yaml", "name: alarm\ncommand: sh a.sh\n"},
-       {"a.sh", "echo '{\"drover_alert\": {\"message\": \"alice-private-words /home/alice/x\"}}'\n"
+       {"a.sh",
+        "echo '{\"drover_alert\": {\"message\": \"alice-private-words /home/alice/x "
+        "\\u001b]0;PWN\\u0007\\u001b[2J\"}}'\n"
                 "sleep 1\n"}});
   ASSERT_EQ(As(kAlice, {"run", "alarm.yaml"}, home).exit_code, 0);
   const std::string hers = RawAs(kAlice, "GET", "/api/v1/alerts");
@@ -303,6 +305,54 @@ TEST_F(EscalationTest, AnotherUsersRunsOwnAlertsAreListedWithoutTheirWords) {
   EXPECT_EQ(bobs.find("alice-private-words"), std::string::npos) << bobs;
   auto cli = As(kBob, {"alerts"});
   EXPECT_EQ(cli.out.find("alice-private-words"), std::string::npos) << cli.out << cli.err;
+  // The daemon's log, which an admin tails, names the alert with its escapes shown, not sent.
+  const std::string log = ReadFile((dir_ / "serve.err").string());
+  EXPECT_NE(log.find("alice-private-words"), std::string::npos) << log;
+  EXPECT_EQ(log.find('\x1b'), std::string::npos) << log;
+}
+
+TEST_F(EscalationTest, AnAdminCannotRunAUsersEditableProjectWithAnAdminsRights) {
+  // GET /recipes offers admins every experiment's project folder; planning one and submitting it
+  // (or naming it by hand) ran the user's code, which they can change at any moment, as the
+  // admin or as root.
+  const std::string ran_as = (dir_ / "out" / "proj-ran-as.txt").string();
+  const std::string home = Project(
+      kAlice, "proj", {{"spec.yaml", "name: proj\ncommand: sh -c \"id -un >> " + ran_as + "\"\n"}});
+  ASSERT_EQ(As(kAlice, {"run", "spec.yaml"}, home).exit_code, 0);
+  nlohmann::json body = {{"spec_yaml", ReadFile(home + "/spec.yaml")}, {"base_dir", home}};
+  const std::string admin = RawAs(kAdmin, "POST", "/api/v1/experiments", body.dump());
+  EXPECT_NE(admin.find("403"), std::string::npos) << admin;
+  EXPECT_NE(admin.find("is drover-t-alice's"), std::string::npos) << admin;
+  auto root = testing::RunDrover({"--store", store_, "submit", "spec.yaml"}, home);
+  EXPECT_NE(root.exit_code, 0) << root.out;
+  EXPECT_NE(root.err.find("ask drover-t-alice to submit it"), std::string::npos) << root.err;
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(ReadFile(ran_as), std::string(kAlice) + "\n");  // only her own run ran
+}
+
+TEST_F(EscalationTest, AnAccountThatTookARemovedUsersNameIsNotThatUser) {
+  // Rights were decided by the submitter's name: a later account given a removed user's name
+  // (a new uid) read their commands and logs and could retry their runs.
+  constexpr const char* kCarol = "drover-t-carol";
+  Sh(std::string("userdel ") + kCarol + " >/dev/null 2>&1; useradd -M -s /bin/sh " + kCarol);
+  const std::string home =
+      Project(kCarol, "old", {{"old.yaml", "name: old\ncommand: sh -c 'echo carol-secret-cmd'\n"}});
+  ASSERT_EQ(As(kCarol, {"run", "old.yaml"}, home).exit_code, 0);
+  const int64_t id = LastRun(kCarol)["id"].get<int64_t>();
+  const int64_t exp = LastRun(kCarol)["experiment_id"].get<int64_t>();
+  const int64_t old_uid = LookupUserByName(kCarol)->uid;
+  Sh(std::string("userdel ") + kCarol + " && useradd -M -s /bin/sh -u " +
+     std::to_string(old_uid + 1000) + " " + kCarol);
+  ASSERT_NE(LookupUserByName(kCarol)->uid, old_uid);
+  auto show = As(kCarol, {"show", std::to_string(id)});
+  EXPECT_EQ(show.out.find("carol-secret-cmd"), std::string::npos) << show.out;
+  auto logs = As(kCarol, {"logs", std::to_string(id)});
+  EXPECT_NE(logs.exit_code, 0) << logs.out;
+  EXPECT_NE(logs.err.find("earlier account"), std::string::npos) << logs.err;
+  auto retry = As(kCarol, {"retry", std::to_string(exp), std::to_string(id)});
+  EXPECT_NE(retry.exit_code, 0) << retry.out;
+  EXPECT_NE(retry.err.find("earlier account"), std::string::npos) << retry.out << retry.err;
+  Sh(std::string("userdel ") + kCarol);
 }
 
 // A lab daemon run by a service user (every run as that user): a reproduction's workdir is the

@@ -188,10 +188,13 @@ struct Store::Impl {
   bool journaling = false;  // between Begin() and Commit()
   store::Journal journal;   // the open transaction's writes, or a failed commit's
   bool pending = false;     // a commit failed for want of room: `journal` must still land
+  // Called once the connection is closed (Store::Open's count of this process's connections).
+  std::function<void()> on_close;
 
   ~Impl() {
     for (auto& [sql, stmt] : cache) sqlite3_finalize(stmt);
     sqlite3_close_v2(db);
+    if (on_close) on_close();
   }
 
   Result<store::Stmt> Use(std::string_view sql, std::string_view context) {

@@ -10,6 +10,8 @@
 #include <cmath>
 #include <concepts>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 #include <functional>
 #include <limits>
 #include <string_view>
@@ -246,6 +248,17 @@ namespace {
 
 // Whether the store's folder (or its database file) cannot be written: a read-only mount, or
 // permissions. access() answers for the file system too (EROFS), where root's rights do not help.
+// How many database connections this process holds (Store::Open), and the lock around reading
+// a database's files raw before opening one.
+int& OpenConnections() {
+  static int n = 0;
+  return n;
+}
+std::mutex& OpenConnectionsMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
 bool IsReadOnlyStore(const std::string& path) {
   const std::string folder = std::filesystem::path(path).parent_path().string();
   std::error_code ec;
@@ -317,10 +330,25 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path,
   // A database that lost its newest commits beside files of runs it would forget: refused
   // before SQLite opens it (an open rebuilds the log's index and so erases the evidence), and the
   // log folders listed before the database is read (store_files.h).
+  // The index is read raw only while this process holds no connection to a database: closing
+  // any descriptor of a file drops every POSIX lock the process holds on it, SQLite's included,
+  // so a raw read beside a live connection (a daemon's HTTP thread opening its own) would let
+  // another process take the index for abandoned and rebuild it under the connection's mapping
+  // (SIGBUS). A process's first open checks; the engine's open is its daemon's first.
   store::FolderIds folder_ids;
   const std::string store_dir = std::filesystem::path(path).parent_path().string();
+  std::shared_ptr<void> counted;  // this open, counted while it lives (released on failure)
   if (!memory) {
-    DROVER_RETURN_IF_ERROR(store::CheckWalPresent(path, context));
+    std::unique_lock<std::mutex> lock(OpenConnectionsMutex());
+    if (OpenConnections() == 0) {
+      DROVER_RETURN_IF_ERROR(store::CheckWalPresent(path, context));
+    }
+    ++OpenConnections();
+    counted = std::shared_ptr<void>(nullptr, [](void*) {
+      std::lock_guard<std::mutex> l(OpenConnectionsMutex());
+      --OpenConnections();
+    });
+    lock.unlock();
     folder_ids = store::ListFolderIds(store_dir.empty() ? "." : store_dir);
   }
   // A store on a read-only file system (an archive, a mount from another machine) can still be
@@ -348,6 +376,7 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path,
   }
   std::unique_ptr<Store> s(new Store(db));  // closes the handle on every error below
   s->impl_->path = path;
+  s->impl_->on_close = [counted] {};  // the count lives as long as the connection
   if (rc != SQLITE_OK) return SqliteStatus(db, rc, context);
   if (read_only) {
     DROVER_ASSIGN_OR_RETURN(int version, store::ReadUserVersion(db, context));

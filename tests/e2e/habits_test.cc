@@ -197,15 +197,16 @@ TEST_F(HabitsTest, LoggedHyperParametersAndCheckpointsAreInTheRunsRecord) {
   EXPECT_NE(show.out.find("checkpoint   step 1"), std::string::npos) << show.out;
 }
 
-// What a run reports is bounded: a metric name over 256 bytes is not recorded, nor new names past
-// 1,000 for the run.
+// What a run reports is bounded: a metric name over 256 bytes is not recorded, nor more than 500
+// new names from one line, nor new names past 1,000 for the run.
 TEST_F(HabitsTest, MetricNamesAreBoundedPerRun) {
   Write("code/many.py",
         "import json\n"
-        "line = {'m%04d' % i: float(i) for i in range(1005)}\n"
-        "line['x' * 300] = 1.0\n"
-        "line['step'] = 1\n"
-        "print(json.dumps(line))\n");
+        "for step, names in ((1, range(0, 500)), (2, range(500, 1005))):\n"
+        "  line = {'m%04d' % i: float(i) for i in names}\n"
+        "  line['x' * 300] = 1.0\n"
+        "  line['step'] = step\n"
+        "  print(json.dumps(line))\n");
   std::string spec = Write("many.yaml", "name: many\nworkdir: code\ncommand: /usr/bin/python3 many.py\n");
   auto r = RunDrover({"run", spec, "--store", store_});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;

@@ -91,9 +91,10 @@ TEST_F(WatchTest, NanStopsTheRunAsDivergedAndWebhooksGetSlackAndFeishuPayloads) 
   EXPECT_EQ(alerts[0]["run_id"], 1);
   EXPECT_EQ(alerts[0]["severity"], "error");
   // The log sink printed it too, on stderr.
-  EXPECT_NE(r.err.find("drover: error: alert diverged: run 1 (experiment 1): loss became NaN at step 2"),
+  EXPECT_NE(r.err.find("drover: error: alert diverged: run 1 (experiment 1 'nan', submitted by "),
             std::string::npos)
       << r.err;
+  EXPECT_NE(r.err.find("): loss became NaN at step 2"), std::string::npos) << r.err;
 
   // drover run flushes its webhooks before it exits.
   auto slack = hooks.Bodies("/slack");

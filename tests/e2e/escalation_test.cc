@@ -60,27 +60,6 @@ class EscalationTest : public testing::SharedDaemonFixture {
     }
     return last;
   }
-
-  // A raw HTTP request over the daemon's socket as `user`: the whole reply.
-  std::string RawAs(const std::string& user, const std::string& method,
-                    const std::string& target, const std::string& body = "") {
-    static int n = 0;
-    const std::string base = (dir_ / ("rawreq-" + std::to_string(n++))).string();
-    const std::string script =
-        "import socket,sys\n"
-        "s=socket.socket(socket.AF_UNIX)\ns.connect('daemon.sock')\n"
-        "b=sys.argv[3].encode()\n"
-        "s.sendall((sys.argv[1]+' '+sys.argv[2]+' HTTP/1.1\\r\\nHost: x\\r\\nConnection: "
-        "close\\r\\nContent-Type: application/json\\r\\nContent-Length: '+str(len(b))+"
-        "'\\r\\n\\r\\n').encode()+b)\n"
-        "out=b''\nwhile True:\n  x=s.recv(65536)\n  if not x: break\n  out+=x\n"
-        "sys.stdout.write(out.decode('utf-8','replace'))\n";
-    testing::WaitExit(Spawn({"/usr/bin/setpriv", "--reuid=" + user, "--regid=" + user,
-                             "--init-groups", "/usr/bin/python3", "-c", script, method, target,
-                             body},
-                            base + ".out", base + ".err", store_));
-    return ReadFile(base + ".out") + ReadFile(base + ".err");
-  }
 };
 
 TEST_F(EscalationTest, AnOutputTheRunTurnedIntoALinkNeverWritesThroughIt) {
@@ -140,7 +119,7 @@ TEST_F(EscalationTest, ADownloadedArtifactIsTheStoredObjectCheckedAgainstItsHash
   const int64_t id = LastRun(kAlice)["id"].get<int64_t>();
   const std::string target =
       "/api/v1/runs/" + std::to_string(id) + "/artifacts/file?path=m.bin";
-  std::string reply = RawAs(kAlice, "GET", target);
+  std::string reply = RawRequestAs(kAlice, "GET", target);
   EXPECT_NE(reply.find("200 OK"), std::string::npos) << reply;
   EXPECT_NE(reply.find("\r\n\r\nmodel\n"), std::string::npos) << reply;
   // Root changes the object behind the daemon's back: it is not served.
@@ -149,7 +128,7 @@ TEST_F(EscalationTest, ADownloadedArtifactIsTheStoredObjectCheckedAgainstItsHash
   const std::string object = store_ + "/artifacts/" + hash.substr(0, 2) + "/" + hash;
   fs::permissions(object, fs::perms::owner_write, fs::perm_options::add);
   std::ofstream(object, std::ios::trunc) << "mode1\n";  // the same size
-  reply = RawAs(kAlice, "GET", target);
+  reply = RawRequestAs(kAlice, "GET", target);
   EXPECT_EQ(reply.find("mode1"), std::string::npos) << reply;
   EXPECT_NE(reply.find("no longer matches its recorded sha256"), std::string::npos) << reply;
 }
@@ -198,19 +177,19 @@ TEST_F(EscalationTest, ARecipeSwappedForALinkNeverShowsWhatTheUserCouldNotRead) 
   const std::string out = ReadFile(base + ".out");
   EXPECT_NE(out.find("leaks 0 "), std::string::npos) << out << ReadFile(base + ".err");
   // The token itself, by name: refused like any file that is not the caller's, content unsaid.
-  const std::string token = RawAs(kBob, "GET", "/api/v1/recipes/show?path=" + store_ + "/token");
+  const std::string token = RawRequestAs(kBob, "GET", "/api/v1/recipes/show?path=" + store_ + "/token");
   EXPECT_NE(token.find("403"), std::string::npos) << token;
   EXPECT_EQ(token.find(ReadFile(store_ + "/token").substr(0, 16)), std::string::npos);
   // A file Bob owns but may not read (mode 000): read with his rights, so refused too.
   Project(kBob, "closed", {{"drover.yaml", "SECRET-OF-BOB-ONLY-BY-MODE\n"}});
   fs::permissions(Home(kBob) + "/closed/drover.yaml", fs::perms::none);
   const std::string closed =
-      RawAs(kBob, "GET", "/api/v1/recipes/show?path=" + Home(kBob) + "/closed/drover.yaml");
+      RawRequestAs(kBob, "GET", "/api/v1/recipes/show?path=" + Home(kBob) + "/closed/drover.yaml");
   EXPECT_EQ(closed.find("SECRET-OF-BOB"), std::string::npos) << closed;
   EXPECT_NE(closed.find("403"), std::string::npos) << closed;
   // His own readable recipe still works.
   Project(kBob, "ok", {{"drover.yaml", "command: python3 train.py\nparams: {lr: 0.1}\n"}});
-  const std::string ok = RawAs(kBob, "GET", "/api/v1/recipes/show?path=" + Home(kBob) + "/ok");
+  const std::string ok = RawRequestAs(kBob, "GET", "/api/v1/recipes/show?path=" + Home(kBob) + "/ok");
   EXPECT_NE(ok.find("200 OK"), std::string::npos) << ok;
 }
 
@@ -228,7 +207,7 @@ TEST_F(EscalationTest, AnAdminsReproductionRunsAsTheSubmitterAndRefusesEditedCod
   auto root = testing::RunDrover({"--store", store_, "reproduce", std::to_string(id)});
   EXPECT_EQ(root.exit_code, 0) << root.out << root.err;
   const std::string reply =
-      RawAs(kAdmin, "POST", "/api/v1/runs/" + std::to_string(id) + "/reproduce", "{}");
+      RawRequestAs(kAdmin, "POST", "/api/v1/runs/" + std::to_string(id) + "/reproduce", "{}");
   EXPECT_NE(reply.find("200 OK"), std::string::npos) << reply;
   for (int i = 0; i < 200 && ReadFile(ran_as).size() < 3 * (std::string(kAlice).size() + 1);
        ++i) {
@@ -246,7 +225,7 @@ TEST_F(EscalationTest, AnAdminsReproductionRunsAsTheSubmitterAndRefusesEditedCod
      " --init-groups sh -c 'chmod u+w " + snap + " " + snap + "/repro.yaml; echo \"# edited\" >> " +
      snap + "/repro.yaml'");
   const std::string refused =
-      RawAs(kAdmin, "POST", "/api/v1/runs/" + std::to_string(id) + "/reproduce", "{}");
+      RawRequestAs(kAdmin, "POST", "/api/v1/runs/" + std::to_string(id) + "/reproduce", "{}");
   EXPECT_NE(refused.find("changed since it was recorded"), std::string::npos) << refused;
   EXPECT_NE(refused.find("repro.yaml"), std::string::npos) << refused;
 }
@@ -298,9 +277,9 @@ TEST_F(EscalationTest, AnotherUsersRunsOwnAlertsAreListedWithoutTheirWords) {
         "\\u001b]0;PWN\\u0007\\u001b[2J\"}}'\n"
                 "sleep 1\n"}});
   ASSERT_EQ(As(kAlice, {"run", "alarm.yaml"}, home).exit_code, 0);
-  const std::string hers = RawAs(kAlice, "GET", "/api/v1/alerts");
+  const std::string hers = RawRequestAs(kAlice, "GET", "/api/v1/alerts");
   EXPECT_NE(hers.find("alice-private-words"), std::string::npos) << hers;
-  const std::string bobs = RawAs(kBob, "GET", "/api/v1/alerts");
+  const std::string bobs = RawRequestAs(kBob, "GET", "/api/v1/alerts");
   EXPECT_NE(bobs.find("200 OK"), std::string::npos) << bobs;
   EXPECT_EQ(bobs.find("alice-private-words"), std::string::npos) << bobs;
   auto cli = As(kBob, {"alerts"});
@@ -320,7 +299,7 @@ TEST_F(EscalationTest, AnAdminCannotRunAUsersEditableProjectWithAnAdminsRights) 
       kAlice, "proj", {{"spec.yaml", "name: proj\ncommand: sh -c \"id -un >> " + ran_as + "\"\n"}});
   ASSERT_EQ(As(kAlice, {"run", "spec.yaml"}, home).exit_code, 0);
   nlohmann::json body = {{"spec_yaml", ReadFile(home + "/spec.yaml")}, {"base_dir", home}};
-  const std::string admin = RawAs(kAdmin, "POST", "/api/v1/experiments", body.dump());
+  const std::string admin = RawRequestAs(kAdmin, "POST", "/api/v1/experiments", body.dump());
   EXPECT_NE(admin.find("403"), std::string::npos) << admin;
   EXPECT_NE(admin.find("is drover-t-alice's"), std::string::npos) << admin;
   auto root = testing::RunDrover({"--store", store_, "submit", "spec.yaml"}, home);
@@ -371,7 +350,7 @@ TEST_F(ServiceUserEscalationTest, AUserAndAnAdminReproduceAUsersRunOnAServiceUse
   auto mine = As(kAlice, {"reproduce", std::to_string(id)});
   EXPECT_EQ(mine.exit_code, 0) << mine.out << mine.err;
   const std::string reply =
-      RawAs(kAdmin, "POST", "/api/v1/runs/" + std::to_string(id) + "/reproduce", "{}");
+      RawRequestAs(kAdmin, "POST", "/api/v1/runs/" + std::to_string(id) + "/reproduce", "{}");
   EXPECT_NE(reply.find("200 OK"), std::string::npos) << reply;
   // Both reproductions are Alice's experiments.
   auto runs = nlohmann::json::parse(As(kAlice, {"ls", "--mine", "--json"}).out);

@@ -178,18 +178,25 @@ class SharedDaemonFixture : public CliFixture {
   // A raw GET over the daemon's socket as `user` (Python's socket module, from the store folder:
   // the socket's full path is longer than AF_UNIX takes), the whole reply.
   std::string RawGetAs(const std::string& user, const std::string& target) {
+    return RawRequestAs(user, "GET", target);
+  }
+  // Any request as `user` over the daemon's socket (a JSON body when given): the whole reply.
+  std::string RawRequestAs(const std::string& user, const std::string& method,
+                           const std::string& target, const std::string& body = "") {
     static int n = 0;
     const std::string base = (dir_ / ("raw-" + std::to_string(n++))).string();
     const std::string script =
         "import socket,sys\n"
         "s=socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\n"
-        "s.sendall(('GET '+sys.argv[2]+' HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n').encode())\n"
-        "out=b''\nwhile True:\n  b=s.recv(65536)\n  if not b: break\n  out+=b\n"
+        "b=sys.argv[4].encode()\n"
+        "s.sendall((sys.argv[2]+' '+sys.argv[3]+' HTTP/1.1\\r\\nHost: x\\r\\nConnection: "
+        "close\\r\\nContent-Type: application/json\\r\\nContent-Length: '+str(len(b))+"
+        "'\\r\\n\\r\\n').encode()+b)\n"
+        "out=b''\nwhile True:\n  x=s.recv(65536)\n  if not x: break\n  out+=x\n"
         "sys.stdout.write(out.decode('utf-8','replace'))\n";
-    WaitExit(Spawn({"/usr/bin/setpriv", "--reuid=" + user, "--regid=" + user,
-                             "--init-groups", "/usr/bin/python3", "-c", script, "daemon.sock",
-                             target},
-                            base + ".out", base + ".err", store_));
+    WaitExit(Spawn({"/usr/bin/setpriv", "--reuid=" + user, "--regid=" + user, "--init-groups",
+                    "/usr/bin/python3", "-c", script, "daemon.sock", method, target, body},
+                   base + ".out", base + ".err", store_));
     return ReadFile(base + ".out") + ReadFile(base + ".err");
   }
   pid_t daemon_ = -1;

@@ -276,7 +276,8 @@ TEST_F(EscalationTest, AnotherUsersRunsOwnAlertsAreListedWithoutTheirWords) {
         "echo '{\"drover_alert\": {\"message\": \"alice-private-words /home/alice/x "
         "\\u001b]0;PWN\\u0007\\u001b[2J\"}}'\n"
                 "sleep 1\n"}});
-  ASSERT_EQ(As(kAlice, {"run", "alarm.yaml"}, home).exit_code, 0);
+  auto ran = As(kAlice, {"run", "alarm.yaml"}, home);
+  ASSERT_EQ(ran.exit_code, 0) << ran.out << ran.err;
   const std::string hers = RawRequestAs(kAlice, "GET", "/api/v1/alerts");
   EXPECT_NE(hers.find("alice-private-words"), std::string::npos) << hers;
   const std::string bobs = RawRequestAs(kBob, "GET", "/api/v1/alerts");

@@ -90,8 +90,32 @@ class SharedDaemonFixture : public CliFixture {
       ::kill(daemon_, SIGTERM);
       WaitExit(daemon_);
     }
-    Sh("pkill -u " + std::string(kSvc) + "," + kAlice + "," + kBob + " sleep >/dev/null 2>&1");
+    KillRunsOfThisStore();
     CliFixture::TearDown();
+  }
+
+  // Ends what this test's runs left running (`sleep 60`s), and nothing of another test's: tests
+  // run side by side as the same users, and `pkill -u alice sleep` killed another test's run in
+  // its `sleep 1` (its run failed, exit 1). A run's processes carry DROVER_STORE=<its store>.
+  void KillRunsOfThisStore() {
+    const std::string mark = "DROVER_STORE=" + store_;
+    std::error_code ec;
+    for (const auto& entry : shared_fs::directory_iterator("/proc", ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+      const std::string env = ReadFile(entry.path().string() + "/environ");
+      size_t at = 0;
+      while (at < env.size()) {
+        const size_t end = env.find('\0', at);
+        const std::string var = env.substr(at, end == std::string::npos ? end : end - at);
+        if (var == mark) {
+          ::kill(static_cast<pid_t>(std::stol(name)), SIGKILL);
+          break;
+        }
+        if (end == std::string::npos) break;
+        at = end + 1;
+      }
+    }
   }
 
   // `drover ARGS` as `user`, in `cwd` (setpriv: the user's uid, gid and groups).

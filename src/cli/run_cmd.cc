@@ -338,7 +338,10 @@ int RunInForeground(Globals& g, const RunFlags& f, const QueueStep& queue) {
   if (fake.empty()) {
     if (const char* env = std::getenv("DROVER_FAKE_GPUS")) fake = env;
   }
-  PosixLauncher launcher;  // blocks SIGINT/SIGTERM/SIGCHLD: the engine takes them in its loop
+  // Blocks SIGINT/SIGTERM/SIGCHLD: the engine takes them in its loop. Supervised, as the
+  // daemon's: the runs write into pipes the supervisor empties into their logs, so a full disk
+  // makes a run wait rather than fail its writes and lose its points (issue 39).
+  PosixLauncher launcher(PosixLauncher::Mode::kSupervised);
   if (Status st = CheckStoreDir(g); !st.ok()) return ReportError(st);
   auto setup = PrepareEngine(g, fake, f.engine);
   if (!setup.ok()) return ReportError(setup.status());
@@ -354,7 +357,6 @@ int RunInForeground(Globals& g, const RunFlags& f, const QueueStep& queue) {
   EngineOptions opts;
   opts.store_dir = StoreDir(g);
   opts.cpu_slots = f.cpus;
-  opts.use_shim = false;  // see EngineOptions::use_shim
   opts.executor_max_jobs = executor->max_jobs;
   opts.commit_interval_ms = kCommitIntervalMs;  // engine.h
   opts.watch = setup->config.watch;

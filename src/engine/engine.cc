@@ -359,6 +359,12 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     // A stage's outputs being stored: its run ends when they are (not while draining: the next
     // engine runs it again).
     if (collections_in_flight_ > 0 && !draining_) return true;
+    // Writes the store could not take yet (a full disk) are kept only in memory: an engine that
+    // left now would lose them, a run's end among them (issue 39: `drover run --foreground`
+    // exited with its run still `running` and none of its points). It waits for room instead;
+    // a second Ctrl-C gives up (StalledPass). A draining daemon still leaves: its runs are
+    // adopted and re-read by the next one.
+    if (stall_ && !draining_) return true;
     if (!serve) return !live_.empty();
     if (!draining_) return true;
     // Draining: with --stop-runs wait until every stopped run has ended; otherwise leave now and

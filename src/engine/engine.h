@@ -55,10 +55,10 @@ struct EngineOptions {
   Millis tail_interval_ms = 250;      // how often running attempts' stdout is read for metrics
   std::vector<std::string> base_env;  // environment every run inherits ("K=V"); default: ours
   bool capture_environment = true;    // package list of the interpreter, GPU info
-  // Start each run under a shim that records its end, so runs outlive the engine and a restarted
-  // engine adopts them (the daemon). `drover run` in the foreground launches directly: its runs
-  // belong to the terminal session, and the shim's cost per launch (a fork and two small files)
-  // would dominate short runs. A restarted engine stops such orphans and requeues them.
+  // Start each run so that its end is recorded beside it (by the launcher's supervisor, or a
+  // shim), so runs outlive the engine and a restarted engine adopts them: the daemon and
+  // `drover run --foreground` both. Off (tests of the engine alone): launched directly; a
+  // restarted engine stops such orphans and requeues them.
   bool use_shim = true;
   // Working copies of more than a few small files are overlays of the snapshot mounted in the
   // run's own mount namespace, where this machine allows it (exec/working_copy.h); off: copies.

@@ -33,8 +33,17 @@ class StoreCatalog : public Catalog {
                                                           int last_k) override {
     return store_->MetricSummaries(experiment_id, metric, last_k);
   }
-  Result<std::vector<Experiment>> ListExperiments(int limit) override {
-    return store_->ListExperiments(limit);
+  Result<std::vector<protocol::ExperimentListing>> ListExperiments(int limit) override {
+    DROVER_ASSIGN_OR_RETURN(auto list, store_->ListExperiments(limit));
+    std::vector<int64_t> ids;
+    for (const auto& e : list) ids.push_back(e.id);
+    DROVER_ASSIGN_OR_RETURN(auto counts, store_->CountRunsOf(ids));
+    std::vector<protocol::ExperimentListing> out;
+    for (auto& e : list) {
+      const int64_t id = e.id;
+      out.push_back({std::move(e), counts[id]});
+    }
+    return out;
   }
   Result<Experiment> FindExperiment(const std::string& id_or_name) override {
     return LoadExperiment(*store_, id_or_name);
@@ -123,18 +132,18 @@ class ApiCatalog : public Catalog {
                                                           int last_k) override {
     return FetchCurveSummaries(api_, experiment_id, metric, last_k);
   }
-  Result<std::vector<Experiment>> ListExperiments(int limit) override {
+  Result<std::vector<protocol::ExperimentListing>> ListExperiments(int limit) override {
     // The API answers at most kPage at a time; limit 0 (all) pages through them.
     constexpr int kPage = 1000;
-    std::vector<Experiment> out;
+    std::vector<protocol::ExperimentListing> out;
     for (;;) {
       const int want = limit > 0 ? std::min(kPage, limit - static_cast<int>(out.size())) : kPage;
       DROVER_ASSIGN_OR_RETURN(
           Json j, api_.Get(fmt::format("/experiments?limit={}&offset={}", want, out.size())));
       const Json& page = j.at("experiments");
       for (const auto& e : page) {
-        DROVER_ASSIGN_OR_RETURN(Experiment exp, protocol::ExperimentFromJson(e));
-        out.push_back(std::move(exp));
+        DROVER_ASSIGN_OR_RETURN(auto row, protocol::ExperimentListingFromJson(e));
+        out.push_back(std::move(row));
       }
       if (static_cast<int>(page.size()) < want) break;
       if (limit > 0 && static_cast<int>(out.size()) >= limit) break;

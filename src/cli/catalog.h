@@ -22,7 +22,8 @@ struct SeriesQuery {
 class Catalog {
  public:
   virtual ~Catalog() = default;
-  virtual Result<std::vector<Experiment>> ListExperiments(int limit) = 0;
+  // Newest first, each with its runs counted by state (never the runs themselves).
+  virtual Result<std::vector<protocol::ExperimentListing>> ListExperiments(int limit) = 0;
   // By id or newest of that name; NotFound says how to list them.
   virtual Result<Experiment> FindExperiment(const std::string& id_or_name) = 0;
   virtual Result<std::vector<Run>> ListRuns(const RunFilter& filter) = 0;

@@ -34,8 +34,8 @@ int ListExperiments(Catalog& store, const LsFlags& f) {
   if (cut) exps->resize(f.limit);
   if (f.json) {
     Json out = Json::array();
-    for (const auto& e : *exps) {
-      Json j = protocol::ToJson(e);
+    for (const auto& row : *exps) {
+      Json j = protocol::ToJson(row);
       j.erase("spec");
       out.push_back(j);
     }
@@ -43,24 +43,11 @@ int ListExperiments(Catalog& store, const LsFlags& f) {
     return kExitOk;
   }
   std::vector<std::vector<std::string>> rows;
-  for (const auto& e : *exps) {
-    RunFilter rf;
-    rf.experiment_id = e.id;
-    auto runs = store.ListRuns(rf);
-    int total = 0, ok = 0, failed = 0, cancelled = 0, pruned = 0;
-    if (runs.ok()) {
-      for (const auto& r : *runs) {
-        ++total;
-        ok += r.state == RunState::kSucceeded;
-        failed += r.state == RunState::kFailed;
-        cancelled += r.state == RunState::kCancelled;
-        pruned += r.state == RunState::kPruned;
-      }
+  for (const auto& [e, runs] : *exps) {
+    std::string counts = fmt::format("{}/{} ok", runs.Of(RunState::kSucceeded), runs.Total());
+    for (RunState s : {RunState::kFailed, RunState::kPruned, RunState::kCancelled}) {
+      if (runs.Of(s) > 0) counts += fmt::format(", {} {}", runs.Of(s), ToString(s));
     }
-    std::string counts = fmt::format("{}/{} ok", ok, total);
-    if (failed) counts += fmt::format(", {} failed", failed);
-    if (pruned) counts += fmt::format(", {} pruned", pruned);
-    if (cancelled) counts += fmt::format(", {} cancelled", cancelled);
     rows.push_back({std::to_string(e.id), e.name, e.status, counts, FormatTime(e.created_ms)});
   }
   std::fputs(RenderTable({"id", "name", "status", "runs", "created"}, rows).c_str(), stdout);

@@ -37,12 +37,8 @@ Result<Cleanup> RemoveOne(const Globals& g, const Experiment& e, bool dry_run) {
       g,
       [&](Store& store, const std::string& store_dir) -> Result<Cleanup> {
         // No engine runs now (the lock is ours), but runs may wait for the next one.
-        DROVER_ASSIGN_OR_RETURN(auto counts, store.CountRuns(e.id));
-        int64_t unfinished = 0;
-        for (const char* s : {"queued", "running", "retrying"}) {
-          auto it = counts.find(s);
-          if (it != counts.end()) unfinished += it->second;
-        }
+        DROVER_ASSIGN_OR_RETURN(RunCounts counts, store.CountRuns(e.id));
+        const int64_t unfinished = counts.Unfinished();
         if (unfinished > 0) {
           return FailedPrecondition(fmt::format(
               "experiment {} ({}) has {} that the next engine will run: let them finish, or "

@@ -21,6 +21,29 @@ enum class RunState { kQueued, kRunning, kRetrying, kSucceeded, kFailed, kCancel
 std::string_view ToString(RunState s);
 std::optional<RunState> ParseRunState(std::string_view s);
 bool IsFinal(RunState s);
+// Every state, in the order above (for tables and counts).
+inline constexpr RunState kAllRunStates[] = {RunState::kQueued,    RunState::kRunning,
+                                             RunState::kRetrying,  RunState::kSucceeded,
+                                             RunState::kFailed,    RunState::kCancelled,
+                                             RunState::kPruned};
+
+// How many of an experiment's runs are in each state: what listings show instead of the runs
+// (a sweep may hold 100,000).
+struct RunCounts {
+  std::map<RunState, int64_t> by_state;  // states with none are absent
+  int64_t Of(RunState s) const {
+    auto it = by_state.find(s);
+    return it == by_state.end() ? 0 : it->second;
+  }
+  int64_t Total() const {
+    int64_t n = 0;
+    for (const auto& [s, k] : by_state) n += k;
+    return n;
+  }
+  int64_t Unfinished() const {
+    return Of(RunState::kQueued) + Of(RunState::kRunning) + Of(RunState::kRetrying);
+  }
+};
 
 // What ended an attempt. Stored as the attempt's reason.
 enum class AttemptOutcome {

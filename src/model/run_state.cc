@@ -27,9 +27,7 @@ std::string_view ToString(RunState s) {
 }
 
 std::optional<RunState> ParseRunState(std::string_view s) {
-  for (RunState r : {RunState::kQueued, RunState::kRunning, RunState::kRetrying,
-                     RunState::kSucceeded, RunState::kFailed, RunState::kCancelled,
-                     RunState::kPruned}) {
+  for (RunState r : kAllRunStates) {
     if (ToString(r) == s) return r;
   }
   return std::nullopt;

@@ -527,6 +527,36 @@ Result<Experiment> ExperimentFromJson(const Json& j) {
   return e;
 }
 
+Result<RunCounts> RunCountsFromJson(const Json& j) {
+  if (!j.is_object()) return InvalidArgument("counts: expected an object of states");
+  RunCounts c;
+  for (const auto& [name, n] : j.items()) {
+    auto state = ParseRunState(name);
+    if (!state) continue;  // a state of a newer drover: not ours to count
+    if (!n.is_number_integer() || n.get<int64_t>() < 0) {
+      return InvalidArgument("counts." + name + ": expected a count");
+    }
+    if (n.get<int64_t>() > 0) c.by_state[*state] = n.get<int64_t>();
+  }
+  return c;
+}
+
+Json ToJson(const ExperimentListing& l) {
+  Json j = ToJson(l.experiment);
+  j["counts"] = ToJson(l.runs);
+  j["total_runs"] = l.runs.Total();
+  return j;
+}
+
+Result<ExperimentListing> ExperimentListingFromJson(const Json& j) {
+  ExperimentListing l;
+  DROVER_ASSIGN_OR_RETURN(l.experiment, ExperimentFromJson(j));
+  if (j.contains("counts")) {
+    DROVER_ASSIGN_OR_RETURN(l.runs, RunCountsFromJson(j.at("counts")));
+  }
+  return l;
+}
+
 Result<RunArtifacts> RunArtifactsFromJson(const Json& j) {
   RunArtifacts a;
   FieldReader f(j, "artifacts");

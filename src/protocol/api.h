@@ -157,6 +157,16 @@ Result<RunDetail> RunDetailFromJson(const Json& j);
 
 // Decoders of the records' JSON (src/protocol/json_codec.h writes them).
 Result<Experiment> ExperimentFromJson(const Json& j);
+Result<RunCounts> RunCountsFromJson(const Json& j);  // ToJson(const RunCounts&)'s object
+
+// One row of GET /experiments: the experiment and how many of its runs are in each state
+// ("counts" and "total_runs" beside the experiment's own fields).
+struct ExperimentListing {
+  Experiment experiment;
+  RunCounts runs;
+};
+Json ToJson(const ExperimentListing& l);
+Result<ExperimentListing> ExperimentListingFromJson(const Json& j);
 Result<Run> RunFromJson(const Json& j);
 Result<Attempt> AttemptFromJson(const Json& j);
 Result<MetricPoint> MetricPointFromJson(const Json& j);

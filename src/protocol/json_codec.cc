@@ -16,6 +16,12 @@ Json ToJson(const Experiment& e) {
           {"spec", e.spec}};
 }
 
+Json ToJson(const RunCounts& c) {
+  Json j = Json::object();
+  for (RunState s : kAllRunStates) j[std::string(ToString(s))] = c.Of(s);
+  return j;
+}
+
 Json ToJson(const Run& r) {
   Json j = {{"id", r.id},
           {"experiment_id", r.experiment_id},

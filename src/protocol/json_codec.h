@@ -6,6 +6,9 @@
 namespace drover::protocol {
 
 Json ToJson(const Experiment& e);
+// Every state with its count (zeros too), as the experiment listing and GET /experiments/{id}
+// carry it under "counts".
+Json ToJson(const RunCounts& c);
 Json ToJson(const Run& r);
 Json ToJson(const Attempt& a);
 Json ToJson(const MetricPoint& p);

@@ -190,6 +190,15 @@ TEST_F(RunsRoutesTest, ExperimentsListAndDetail) {
   ASSERT_EQ(list.body["experiments"].size(), 2u);
   EXPECT_EQ(list.body["experiments"][0]["name"], "beta");  // newest first
   EXPECT_TRUE(protocol::ExperimentFromJson(list.body["experiments"][0]).ok());
+  // Each row counts its runs by state, every state named (a listing never fetches the runs).
+  EXPECT_EQ(list.body["experiments"][1]["total_runs"], 5);
+  EXPECT_EQ(list.body["experiments"][1]["counts"]["succeeded"], 2);
+  EXPECT_EQ(list.body["experiments"][1]["counts"]["pruned"], 0);
+  EXPECT_EQ(list.body["experiments"][0]["counts"]["queued"], 3);
+  auto row = protocol::ExperimentListingFromJson(list.body["experiments"][1]);
+  ASSERT_TRUE(row.ok());
+  EXPECT_EQ(row->runs.Of(RunState::kFailed), 1);
+  EXPECT_EQ(row->runs.Unfinished(), 2);
   EXPECT_EQ(Get("/api/v1/experiments?limit=1").body["experiments"].size(), 1u);
   auto second = Get("/api/v1/experiments?limit=1&offset=1");
   ASSERT_EQ(second.body["experiments"].size(), 1u) << second.raw;

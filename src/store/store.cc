@@ -1,6 +1,7 @@
 #include "store/store.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -689,16 +690,28 @@ Result<std::optional<Run>> Store::GetRun(int64_t id) {
   return std::optional<Run>(std::move(r));
 }
 
-Result<std::map<std::string, int64_t>> Store::CountRuns(int64_t experiment_id) {
+Result<RunCounts> Store::CountRuns(int64_t experiment_id) {
+  DROVER_ASSIGN_OR_RETURN(auto counts, CountRunsOf({experiment_id}));
+  auto it = counts.find(experiment_id);
+  return it == counts.end() ? RunCounts{} : std::move(it->second);
+}
+
+Result<std::map<int64_t, RunCounts>> Store::CountRunsOf(const std::vector<int64_t>& experiment_ids) {
+  std::map<int64_t, RunCounts> out;
+  if (experiment_ids.empty()) return out;
+  // The ids as one JSON array: one cached statement for any number, each looked up in the
+  // (experiment_id, state) index and counted there without reading a run.
   DROVER_ASSIGN_OR_RETURN(
-      Stmt st, impl_->Use("SELECT state, count(*) FROM runs WHERE experiment_id = ? GROUP BY state",
+      Stmt st, impl_->Use("SELECT experiment_id, state, count(*) FROM runs WHERE experiment_id IN "
+                          "(SELECT value FROM json_each(?)) GROUP BY experiment_id, state",
                           "counting runs"));
-  st.Bind(experiment_id);
-  std::map<std::string, int64_t> out;
+  st.Bind(fmt::format("[{}]", fmt::join(experiment_ids, ",")));
   while (true) {
     DROVER_ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;
-    out[st.Text(0)] = st.Int(1);
+    auto state = ParseRunState(st.Text(1));
+    if (!state) continue;  // not written by this drover
+    out[st.Int(0)].by_state[*state] = st.Int(2);
   }
   return out;
 }

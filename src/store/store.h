@@ -104,8 +104,10 @@ class Store {
   Status UpdateRun(const Run& r);
   Result<std::optional<Run>> GetRun(int64_t id);
   Result<std::vector<Run>> ListRuns(const RunFilter& filter);
-  // How many runs of the experiment are in each state (states with none are absent).
-  Result<std::map<std::string, int64_t>> CountRuns(int64_t experiment_id);
+  // How many runs of the experiment are in each state.
+  Result<RunCounts> CountRuns(int64_t experiment_id);
+  // The same for each of these experiments, in one query (an id with no runs: absent).
+  Result<std::map<int64_t, RunCounts>> CountRunsOf(const std::vector<int64_t>& experiment_ids);
 
   Status InsertAttempt(Attempt& a);  // sets a.id
   Status UpdateAttempt(const Attempt& a);

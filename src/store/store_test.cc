@@ -239,6 +239,33 @@ class StoreTest : public ::testing::Test {
   std::unique_ptr<Store> store_;
 };
 
+// ---- counting ----
+
+TEST_F(StoreTest, RunsAreCountedByStateForManyExperimentsInOneQuery) {
+  const int64_t a = AddExperiment("a"), b = AddExperiment("b"), empty = AddExperiment("empty");
+  for (RunState s : {RunState::kSucceeded, RunState::kSucceeded, RunState::kPruned,
+                     RunState::kRunning, RunState::kFailed}) {
+    AddRun(a, s);
+  }
+  AddRun(b, RunState::kQueued);
+  auto counts = store_->CountRunsOf({a, b, empty, 999});
+  ASSERT_TRUE(counts.ok()) << counts.status().message();
+  ASSERT_EQ(counts->size(), 2u);  // no runs, no row
+  const RunCounts& ca = counts->at(a);
+  EXPECT_EQ(ca.Of(RunState::kSucceeded), 2);
+  EXPECT_EQ(ca.Of(RunState::kPruned), 1);
+  EXPECT_EQ(ca.Of(RunState::kCancelled), 0);
+  EXPECT_EQ(ca.Total(), 5);
+  EXPECT_EQ(ca.Unfinished(), 1);
+  EXPECT_EQ(counts->at(b).Unfinished(), 1);
+  auto one = store_->CountRuns(empty);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->Total(), 0);
+  auto none = store_->CountRunsOf({});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
 // ---- opening ----
 
 TEST_F(StoreTest, FreshStoreIsAtLatestVersion) {

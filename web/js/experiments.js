@@ -96,8 +96,9 @@ export async function mount(root, { scope }) {
     const chosen = userFilter.value;
     userFilter.replaceChildren(h("option", { value: "" }, "all users"), ...users.map((u) => h("option", { value: u }, u)));
     userFilter.value = users.includes(chosen) ? chosen : "";
+    // The listing carries each experiment's runs counted by state: no request per row.
+    for (const e of list) detail.set(e.id, e);
     render();
-    await loadDetail(list.map((e) => e.id));
   };
 
   filter.addEventListener("input", render);

@@ -111,7 +111,7 @@ int AskCmd(Globals& g, const PlanFlags& f) {
   std::string dir = StoreDir(g) + "/plans";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return ReportError(Status(Code::kIo, "creating " + dir + ": " + ec.message()));
+  if (ec) return ReportError(IoStatus("creating " + dir, ec));
   std::string name = p->plan.spec.value("name", std::string("plan"));
   std::string path = fmt::format("{}/{}-{}.yaml", dir, name, ::getpid());
   {

@@ -21,6 +21,19 @@
 namespace drover {
 namespace {
 
+TEST(StatusTest, TheOsErrorTravelsWithTheStatusNotInItsWords) {
+  Status full = ErrnoStatus("writing 'x'", ENOSPC);
+  EXPECT_EQ(full.os_error(), ENOSPC);
+  EXPECT_EQ(full.WithContext("storing outputs").os_error(), ENOSPC);
+  Status from_ec = IoStatus("copying 'y'", std::make_error_code(std::errc::no_space_on_device));
+  EXPECT_EQ(from_ec.os_error(), ENOSPC);
+  EXPECT_NE(from_ec.message().find("copying 'y': "), std::string::npos);
+  // Words alone are not an errno: a file named so, quoted in a message, says nothing.
+  Status quoted(Code::kIo, "cannot store 'No space left on device': Input/output error");
+  EXPECT_EQ(quoted.os_error(), 0);
+  EXPECT_EQ(ErrnoStatus("reading", EIO).os_error(), EIO);
+}
+
 TEST(Strings, ParsesAndFormatsSizes) {
   EXPECT_EQ(*ParseBytes("6GiB"), 6LL << 30);
   EXPECT_EQ(*ParseBytes("512MiB"), 512LL << 20);

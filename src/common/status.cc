@@ -35,11 +35,19 @@ std::string Status::ToString() const {
 
 Status Status::WithContext(std::string_view context) const {
   if (ok()) return *this;
-  return Status(code_, std::string(context) + ": " + message_);
+  return Status(code_, std::string(context) + ": " + message_).WithOsError(os_error_);
 }
 
 Status ErrnoStatus(std::string_view what, int err) {
-  return Status(Code::kIo, std::string(what) + ": " + std::strerror(err));
+  return Status(Code::kIo, std::string(what) + ": " + std::strerror(err)).WithOsError(err);
+}
+
+Status IoStatus(std::string_view what, const std::error_code& ec) {
+  Status s(Code::kIo, std::string(what) + ": " + ec.message());
+  if (ec.category() == std::system_category() || ec.category() == std::generic_category()) {
+    return std::move(s).WithOsError(ec.value());
+  }
+  return s;
 }
 
 }  // namespace drover

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <variant>
 
@@ -35,10 +36,19 @@ class [[nodiscard]] Status {
   std::string ToString() const;
   // Prefixes the message with context ("opening store: ...").
   Status WithContext(std::string_view context) const;
+  // The errno the OS answered, for a kIo status made from one (ErrnoStatus, IoStatus); 0
+  // otherwise. What a caller decides on ("no room: wait and try again") is this, never the
+  // message's words, which may quote a user's file names.
+  int os_error() const { return os_error_; }
+  Status WithOsError(int err) && {
+    os_error_ = err;
+    return std::move(*this);
+  }
 
  private:
   Code code_ = Code::kOk;
   std::string message_;
+  int os_error_ = 0;
 };
 
 inline Status InvalidArgument(std::string m) {
@@ -53,8 +63,10 @@ inline Status FailedPrecondition(std::string m) {
 }
 inline Status Internal(std::string m) { return Status(Code::kInternal, std::move(m)); }
 inline Status Unavailable(std::string m) { return Status(Code::kUnavailable, std::move(m)); }
-// The one place errno becomes a Status: "what: strerror(err)".
+// The one place errno becomes a Status: "what: strerror(err)", with os_error() = err.
 Status ErrnoStatus(std::string_view what, int err = errno);
+// The same for a std::error_code of the system category ("what: message").
+Status IoStatus(std::string_view what, const std::error_code& ec);
 
 template <typename T>
 class [[nodiscard]] Result {

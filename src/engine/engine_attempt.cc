@@ -256,7 +256,7 @@ Result<WorkingCopy> Engine::MakeWorkingCopy(Live& live) {
     std::error_code ec;
     if (FileFault(files.logs)) ec = std::error_code(errno, std::generic_category());
     else fs::create_directories(files.logs, ec);
-    if (ec) return Status(Code::kIo, "cannot create '" + files.logs + "': " + ec.message());
+    if (ec) return IoStatus("cannot create '" + files.logs + "'", ec);
     if (run_as) {
       // The log folder stays the daemon's (no user may put a link where the daemon opens the
       // next attempt's logs), and lets the submitter through to their log files (0600, theirs).
@@ -288,7 +288,7 @@ Result<WorkingCopy> Engine::MakeWorkingCopy(Live& live) {
     OpenToUsers(wc.path);
     std::error_code ec;
     fs::create_directories(files.checkpoints, ec);
-    if (ec) return Status(Code::kIo, "cannot create '" + files.checkpoints + "': " + ec.message());
+    if (ec) return IoStatus("cannot create '" + files.checkpoints + "'", ec);
     DROVER_RETURN_IF_ERROR(GiveTo(files.checkpoints, *run_as));
     OpenToUsers(files.checkpoints);
   }

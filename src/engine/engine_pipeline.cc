@@ -260,13 +260,11 @@ void Engine::CollectOutputs(Live& live, Instant now) {
 
 namespace {
 
-// A full disk (or quota) under the store: the machine's, not the run's, and it passes.
+// A full disk (or quota) under the store: the machine's, not the run's, and it passes. Told by
+// the errno the OS gave, never by the message (which may quote the run's own file names: an
+// output named "No space left on device" must not make a real failure wait for ever).
 bool NoRoom(const Status& st) {
-  if (st.code() != Code::kIo) return false;
-  for (int err : {ENOSPC, EDQUOT}) {
-    if (st.message().find(std::strerror(err)) != std::string::npos) return true;
-  }
-  return false;
+  return st.code() == Code::kIo && (st.os_error() == ENOSPC || st.os_error() == EDQUOT);
 }
 
 }  // namespace

@@ -185,6 +185,36 @@ TEST_F(EnginePipelineTest, OutputsThatCannotBeStoredForWantOfRoomAreHeldNotFaile
   EXPECT_EQ(launcher.launches.size(), 4u);
 }
 
+// "No room" is told by the errno, not the words: a failing disk (EIO) under an output the run
+// named "No space left on device" fails the stage at once instead of holding it for ever.
+TEST_F(EnginePipelineTest, AnOutputNamedLikeAFullDiskFailsOnARealErrorAndIsNotHeld) {
+  FakeLauncher launcher(clock_, [](const LaunchSpec& ls) {
+    FakeProcess p;
+    p.duration_ms = 1000;
+    if (ls.argv[0] == "make") {
+      fs::create_directories(ls.cwd + "/out");
+      std::ofstream(ls.cwd + "/out/No space left on device") << "made\n";
+    }
+    return p;
+  });
+  FakeGpuProbe probe({});
+  auto engine = MakeEngine(launcher, probe);
+  auto sub = engine->Submit(Pipeline());
+  ASSERT_TRUE(sub.ok()) << sub.status().message();
+  const std::string artifacts = (fs::path(BaseOptions().store_dir) / "artifacts").string();
+  ArmFileFaults({.error = EIO, .under = artifacts});
+  const Millis t0 = clock_.Monotonic();
+  Status done = engine->RunUntilDone(nullptr);
+  DisarmFileFaults();
+  ASSERT_TRUE(done.ok()) << done.ToString();
+  EXPECT_LT(clock_.Monotonic() - t0, 10'000);  // no waiting for room that will never come
+  auto runs = ByStage(sub->experiment_id);
+  ASSERT_EQ(runs["make"].size(), 1u);
+  EXPECT_EQ(runs["make"][0].state, RunState::kFailed);
+  EXPECT_EQ(runs["make"][0].reason, "outputs_not_stored");
+  EXPECT_EQ(launcher.launches.size(), 1u);
+}
+
 TEST_F(EnginePipelineTest, AFailedNeedStopsWhatDependsOnItWithTheReason) {
   FakeLauncher launcher(clock_, Script());
   FakeGpuProbe probe({});

@@ -66,7 +66,7 @@ Result<EngineRequest> Parse(const std::string& text) {
 Result<std::string> PostEngineRequest(const std::string& store_dir, const EngineRequest& request) {
   std::error_code ec;
   fs::create_directories(Dir(store_dir), ec);
-  if (ec) return Status(Code::kIo, "cannot create " + Dir(store_dir) + ": " + ec.message());
+  if (ec) return IoStatus("cannot create " + Dir(store_dir), ec);
   static std::atomic<int> posted{0};
   const std::string name = fmt::format("{}-{}-{}.json", RealClock().Now(), ::getpid(), posted++);
   Json j = {{"cancel_runs", request.cancel_runs}};

@@ -58,7 +58,7 @@ Result<ExportResult> ExportRun(Store& store, int64_t id, const std::string& out,
   const fs::path root = fs::path(tmp) / top;
   std::error_code ec;
   fs::create_directories(root / "artifacts", ec);
-  if (ec) return Status(Code::kIo, "cannot create '" + root.string() + "': " + ec.message());
+  if (ec) return IoStatus("cannot create '" + root.string() + "'", ec);
 
   Json record;
   record["format"] = "drover-export/1";
@@ -102,7 +102,7 @@ Result<ExportResult> ExportRun(Store& store, int64_t id, const std::string& out,
     } else {
       fs::copy_file(ArtifactObject(store.Dir(), a.hash), dest, ec);
     }
-    if (ec) return Status(Code::kIo, "cannot copy artifact '" + a.path + "': " + ec.message());
+    if (ec) return IoStatus("cannot copy artifact '" + a.path + "'", ec);
   }
   // The archive: the staged record and artifacts, and the code straight from the snapshot
   // (under run-N/code/). A user's snapshot is read by tar running as that user, never with the

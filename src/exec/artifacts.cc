@@ -229,9 +229,9 @@ Result<std::vector<Artifact>> StoreOutputs(const std::string& store_dir, int64_t
   std::error_code ec;
   fs::remove_all(out_dir, ec);  // a half-made tree of an earlier try
   fs::create_directories(objects, ec);
-  if (ec) return Status(Code::kIo, "cannot create '" + objects + "': " + ec.message());
+  if (ec) return IoStatus("cannot create '" + objects + "'", ec);
   fs::create_directories(out_dir, ec);
-  if (ec) return Status(Code::kIo, "cannot create '" + out_dir + "': " + ec.message());
+  if (ec) return IoStatus("cannot create '" + out_dir + "'", ec);
   Fd out(open(out_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (out.get() < 0) return ErrnoStatus("cannot open '" + out_dir + "'");
   std::vector<Artifact> stored;

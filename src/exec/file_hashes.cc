@@ -209,7 +209,7 @@ Result<std::string> HashTree(const std::string& path, HashCache* cache, int64_t*
     if (S_ISLNK(fst.st_mode)) {
       std::error_code ec;
       const std::string target = fs::read_symlink(file, ec).string();
-      if (ec) return Status(Code::kIo, "cannot read link '" + file + "': " + ec.message());
+      if (ec) return IoStatus("cannot read link '" + file + "'", ec);
       lines.push_back("link " + rel + " " + Sha256Hex(target));
       ++nfiles;
       return Status::Ok();
@@ -227,14 +227,14 @@ Result<std::string> HashTree(const std::string& path, HashCache* cache, int64_t*
   } else {
     std::error_code ec;
     fs::recursive_directory_iterator it(path, fs::directory_options::none, ec), end;
-    if (ec) return Status(Code::kIo, "cannot list '" + path + "': " + ec.message());
+    if (ec) return IoStatus("cannot list '" + path + "'", ec);
     for (; it != end; it.increment(ec)) {
-      if (ec) return Status(Code::kIo, "cannot list '" + path + "': " + ec.message());
+      if (ec) return IoStatus("cannot list '" + path + "'", ec);
       if (it->is_directory(ec) && !it->is_symlink(ec)) continue;
       const std::string file = it->path().string();
       DROVER_RETURN_IF_ERROR(add(file, file.substr(path.size() + 1)));
     }
-    if (ec) return Status(Code::kIo, "cannot list '" + path + "': " + ec.message());
+    if (ec) return IoStatus("cannot list '" + path + "'", ec);
   }
   std::sort(lines.begin(), lines.end());
   Sha256 sha;

@@ -185,7 +185,7 @@ Status AddPath(const fs::path& root, const std::string& rel, Listing* entries) {
       if (SkippedName(name)) continue;
       DROVER_RETURN_IF_ERROR(AddPath(root, rel == "." ? name : rel + "/" + name, entries));
     }
-    if (ec) return Status(Code::kIo, "cannot list '" + full + "': " + ec.message());
+    if (ec) return IoStatus("cannot list '" + full + "'", ec);
   }
   return Status::Ok();
 }
@@ -435,7 +435,7 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
   std::string tmp = (fs::path(snapshots_dir) / ".tmp-XXXXXX").string();
   Status made = own([&]() -> Status {
     fs::create_directories(snapshots_dir, ec);
-    if (ec) return Status(Code::kIo, "cannot create '" + snapshots_dir + "': " + ec.message());
+    if (ec) return IoStatus("cannot create '" + snapshots_dir + "'", ec);
     RemoveStaleTemps(snapshots_dir);
     if (FileFault(tmp) || mkdtemp(tmp.data()) == nullptr) {
       return ErrnoStatus("cannot create a temp folder in '" + snapshots_dir + "'");
@@ -477,7 +477,7 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
       if (FileFault(folder)) ec = std::error_code(errno, std::generic_category());
       else fs::create_directories(folder, ec);
       if (ec)
-        return fail(Status(Code::kIo, "cannot create a folder in '" + tmp + "': " + ec.message()));
+        return fail(IoStatus("cannot create a folder in '" + tmp + "'", ec));
     }
     std::string content_hash;
     if (e.kind == Kind::kLink) {
@@ -564,7 +564,7 @@ Result<std::vector<std::string>> VerifySnapshot(const Snapshot& snapshot,
     if (!hex.ok()) return hex.status();
     now[rel] = {ModeString((st.st_mode & 0100) ? Kind::kExec : Kind::kFile), *hex};
   }
-  if (ec) return Status(Code::kIo, "cannot list '" + snapshot.path + "': " + ec.message());
+  if (ec) return IoStatus("cannot list '" + snapshot.path + "'", ec);
   std::vector<std::string> bad;
   if (!have_manifest) {
     // A snapshot stored before manifests: its hash says whether anything changed, not what.
@@ -614,7 +614,7 @@ Status MaterializeSnapshot(const Snapshot& snapshot, const std::string& dest) {
     if (FileFault(dir)) return ErrnoStatus("cannot create working copy '" + dir + "'");
     if (mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
       fs::create_directories(dir, ec);
-      if (ec) return Status(Code::kIo, "cannot create working copy '" + dir + "': " + ec.message());
+      if (ec) return IoStatus("cannot create working copy '" + dir + "'", ec);
     }
     return Status::Ok();
   };

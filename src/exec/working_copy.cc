@@ -463,8 +463,8 @@ Result<WorkingCopy> WorkingCopies::Prepare(const Snapshot& snapshot, const RunFi
       fs::remove_all(d.target, ec);
       fs::create_symlink(d.source, d.target, ec);
       if (ec) {
-        return Status(Code::kIo, "cannot link data '" + d.source + "' into the working copy at '" +
-                                     d.target + "': " + ec.message());
+        return IoStatus("cannot link data '" + d.source + "' into the working copy at '" +
+                                     d.target + "'", ec);
       }
     }
     return w;

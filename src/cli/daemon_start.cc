@@ -31,6 +31,7 @@ Result<DaemonInfo> StartDaemonOnDemand(const Globals& g, const OnDemandDaemon& f
     args.insert(args.end(), {"--config", std::filesystem::absolute(f.engine.config, ec).string()});
   }
   if (!f.engine.policy.empty()) args.insert(args.end(), {"--policy", f.engine.policy});
+  if (!f.engine.executor.empty()) args.insert(args.end(), {"--executor", f.engine.executor});
   if (!f.engine.gpu_leases.empty()) args.insert(args.end(), {"--gpu-leases", f.engine.gpu_leases});
   if (!f.engine.fake_telemetry.empty()) {
     args.insert(args.end(), {"--fake-telemetry",

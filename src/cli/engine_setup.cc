@@ -65,6 +65,10 @@ Result<EngineSetup> PrepareEngine(const Globals& g, const std::string& fake_gpus
     DROVER_ASSIGN_OR_RETURN(setup.config, config::LoadDaemonConfig(path));
     setup.config_path = path;
   }
+  if (!flags.executor.empty()) {
+    setup.config.executor.spec.kind =
+        flags.executor == "slurm" ? ExecutorKind::kSlurm : ExecutorKind::kLocal;
+  }
   if (!flags.policy.empty()) {
     Result<sched::PolicyKind> kind = sched::ParsePolicy(flags.policy);
     if (!kind.ok()) return InvalidArgument("--policy: " + kind.status().message());

@@ -25,6 +25,10 @@ struct EngineFlags {
   // (gpu/leases.h); else $DROVER_GPU_LEASES; else /tmp/drover-gpu-leases for real GPUs and none
   // for fake ones (so tests on one machine do not wait on each other unless they ask to).
   std::string gpu_leases;
+  // --executor local|slurm (serve only): where the daemon's attempts run, over the config's
+  // executor.kind. A daemon `drover run` starts for a spec that says executor: {kind: slurm}
+  // is started with it, so the documented command submits to Slurm.
+  std::string executor;
 };
 void AddEngineFlags(CLI::App* app, EngineFlags& flags);
 

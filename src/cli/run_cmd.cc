@@ -478,6 +478,9 @@ int RunSpec(Globals& g, const RunFlags& given) {
     o.cpus = f.cpus;
     o.idle_exit = f.idle_exit;
     o.engine = f.engine;
+    // Where the spec says its attempts run (executor: {kind: slurm}), the daemon started for it
+    // runs them there; a spec that says nothing gets the config's executor.
+    if (spec->executor.given) o.engine.executor = std::string(ToString(spec->executor.kind));
     auto started = StartDaemonOnDemand(g, o);
     if (!started.ok()) {
       return ReportError(started.status().WithContext(

@@ -409,6 +409,10 @@ Command RegisterServe(CLI::App& root, Globals& g) {
                   "Exit after this long with nothing queued or running and no request (e.g. "
                   "30m; daemons started on demand use it). A daemon also exits when its store "
                   "folder is removed");
+  app->add_option("--executor", f->engine.executor,
+                  "Where attempts run: local (this machine) or slurm (each attempt a job; "
+                  "docs/slurm.md); overrides the config's executor.kind")
+      ->check(CLI::IsMember({"local", "slurm"}));
   AddEngineFlags(app, f->engine);
   return {app, [&g, f] { return Serve(g, *f); }};
 }

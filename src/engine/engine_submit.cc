@@ -60,9 +60,10 @@ Status Engine::CheckSubmit(const Spec& spec) {
   if (spec.executor.given && spec.executor.kind != here) {
     return FailedPrecondition(
         here == ExecutorKind::kLocal
-            ? "the spec says executor: {kind: slurm}, and this drover runs attempts on this "
-              "machine; run it with `drover run` (which submits to Slurm when the spec says so), "
-              "or serve a daemon with executor: {kind: slurm} in its config (docs/slurm.md)"
+            ? "the spec says executor: {kind: slurm}, and the daemon serving this store runs "
+              "attempts on this machine; stop it (`drover daemon stop`) and `drover run` again "
+              "(the daemon it starts submits to Slurm), run it with `drover run --foreground`, "
+              "or serve with `drover serve --executor slurm` (docs/slurm.md)"
             : "the spec says executor: {kind: local}, and this daemon submits every attempt to "
               "Slurm (its config's executor:); leave executor out of the spec, or run it with "
               "`drover run --store OTHER` on a machine of its own");

@@ -157,6 +157,42 @@ TEST_F(SlurmTest, TheDigitsSweepRunsAsJobsWithAGpuEachAndCompareShowsEveryRun) {
   EXPECT_NE(show.out.find("Slurm job"), std::string::npos) << show.out;
 }
 
+// Issue 40: the documented command, plain `drover run` (a daemon started on demand), with a spec
+// that says executor: {kind: slurm}. The daemon it started ran attempts locally and refused the
+// spec, telling the user to type `drover run`. Now the daemon is started to submit to Slurm; one
+// already serving the store locally is named, with what to type.
+TEST_F(SlurmTest, PlainDroverRunOfASlurmSpecSubmitsJobsThroughTheDaemonItStarts) {
+  Write("code/slurm.yaml", "name: plain\nexecutor: {kind: slurm}\nresources: {gpus: 0}\n"
+                           "params: {i: [1, 2]}\ncommand: \"echo loss=0.{i}\"\n");
+  ::unsetenv("DROVER_FOREGROUND");
+  auto r = RunDrover({"--store", store_, "run", "slurm.yaml", "--idle-exit", "2s"},
+                     (dir_ / "code").string());
+  ::setenv("DROVER_FOREGROUND", "1", 1);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("in a daemon started for the store"), std::string::npos) << r.out;
+  auto runs = WaitFinal(2, 30);
+  ASSERT_EQ(runs.size(), 2u);
+  for (const drover::Run& run : runs) {
+    EXPECT_EQ(run.state, RunState::kSucceeded) << run.id << " " << run.reason;
+    auto attempts = AttemptsOf(run.id);
+    ASSERT_FALSE(attempts.empty());
+    EXPECT_EQ(attempts.back().executor.value("kind", ""), "slurm") << attempts.back().executor;
+  }
+  // A daemon serving the store locally is not silently used for a Slurm spec: the refusal names
+  // the command that stops it.
+  for (int i = 0; i < 200 && fs::exists(store_ + "/daemon.json"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the idle one exits
+  }
+  StartDaemon("executor: {kind: local}\n");
+  ::unsetenv("DROVER_FOREGROUND");
+  auto joined = RunDrover({"--store", store_, "run", "slurm.yaml", "--rerun"},
+                          (dir_ / "code").string());
+  ::setenv("DROVER_FOREGROUND", "1", 1);
+  EXPECT_NE(joined.exit_code, 0) << joined.out;
+  EXPECT_NE(joined.err.find("drover daemon stop"), std::string::npos) << joined.err;
+  EXPECT_EQ(StopDaemon(SIGTERM), 0);
+}
+
 // Jobs that run together get distinct GPUs from Slurm, and each run sees the one it was given.
 TEST_F(SlurmTest, ConcurrentJobsSeeDistinctGpusFromSlurm) {
   const std::string spec = Write(

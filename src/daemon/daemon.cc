@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <future>
 
 #include <spdlog/spdlog.h>
 
+#include "common/files.h"
 #include "engine/cleanup.h"
 #include "engine/run_export.h"
 #include "exec/artifacts.h"
@@ -35,8 +37,20 @@ Result<Spec> ParseAsSubmitter(const protocol::SubmitRequest& request, const Engi
                        submitter.user.uid != static_cast<int64_t>(::geteuid());
   ActingAs as(as_them ? &submitter.user : nullptr);
   if (!as.status().ok()) return as.status();
-  return ParseSpecString(request.spec_yaml, request.spec_name, request.base_dir,
-                         request.overrides);
+  Result<Spec> spec = ParseSpecString(request.spec_yaml, request.spec_name, request.base_dir,
+                                      request.overrides);
+  // The file the text came from, where it is the named file in the spec's folder with that very
+  // text (read as the submitter): kept out of the code snapshot, so editing one value of a spec
+  // that lives in the project folder changes only the runs that use it (issue 40).
+  if (spec.ok() && !request.base_dir.empty() && request.spec_name != "<stdin>") {
+    const std::string path =
+        (std::filesystem::path(request.base_dir) /
+         std::filesystem::path(request.spec_name).filename())
+            .string();
+    auto text = ReadBoundedFile(path, request.spec_yaml.size() + 1, "spec file", "");
+    if (text.ok() && *text == request.spec_yaml) spec->source_path = path;
+  }
+  return spec;
 }
 }  // namespace
 

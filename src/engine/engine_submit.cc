@@ -194,7 +194,9 @@ Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_
     p.argvs.push_back(std::move(argv));
   }
   DROVER_ASSIGN_OR_RETURN(p.snapshot, TakeSnapshot(spec.workdir, store_dir + "/snapshots",
-                                                {.excluded = store_dir, .owner = reader}));
+                                                {.excluded = store_dir,
+                                                 .spec_file = spec.source_path,
+                                                 .owner = reader}));
   return p;
 }
 

@@ -261,7 +261,7 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
   listing.as = git_as;
   // The store's folders, where they lie inside the workdir: a store captured into itself grows
   // with every submit, and its temp folders vanish while they are copied.
-  for (const std::string& folder : {snapshots_dir, options.excluded}) {
+  for (const std::string& folder : {snapshots_dir, options.excluded, options.spec_file}) {
     if (folder.empty()) continue;
     std::error_code wc;
     fs::path abs = fs::weakly_canonical(fs::absolute(folder, wc), wc);

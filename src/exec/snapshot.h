@@ -24,6 +24,10 @@ struct SnapshotOptions {
   // --store runs-db` in the project folder). snapshots_dir is never captured either, and a folder
   // named .drover (the default store) is skipped wherever it is.
   std::string excluded;
+  // A file never captured: the spec file the experiment was submitted from, where it lies inside
+  // the workdir. The spec is stored with the experiment; as code it would make every run's
+  // fingerprint change with any value in it (issue 40).
+  std::string spec_file;
   // Set (a root daemon's submit, docs/lab-server.md): the workdir is read with this user's rights
   // (git runs as them) and the snapshot's files are theirs, stored apart from anyone else's same
   // tree (the owner is part of the hash).

@@ -255,7 +255,7 @@ TEST_F(EscalationTest, AUserReproducesVerifiesAndExportsTheirOwnRunThroughTheSha
   Sh("tar tzf " + archive + " > " + list);
   const std::string listed = ReadFile(list);
   EXPECT_NE(listed.find("run-" + std::to_string(id) + "/record.json"), std::string::npos) << listed;
-  EXPECT_NE(listed.find("run-" + std::to_string(id) + "/code/own.yaml"), std::string::npos)
+  EXPECT_NE(listed.find("run-" + std::to_string(id) + "/code/m.sh"), std::string::npos)
       << listed;
   // Bob may do none of it with Alice's run.
   auto bob = As(kBob, {"verify", std::to_string(id)});

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "store/store.h"
@@ -191,6 +192,54 @@ TEST_F(PipelineTest, AFailedStageStopsWhatNeedsItAndADeclaredOutputMustBeWritten
     EXPECT_EQ(lost.reason, "missing_output");
   }
   EXPECT_NE(r.out.find("did not write its declared output 'never'"), std::string::npos) << r.out;
+}
+
+// Issue 40: the spec file sits in the project folder (the workdir), as every real user's does.
+// It was captured with the code, so changing one lr reran every stage. Now it is kept out of the
+// snapshot (it is stored with the experiment): only the changed runs run, in the foreground and
+// through a daemon started on demand.
+TEST_F(PipelineTest, EditingTheSpecInTheProjectFolderRerunsOnlyTheRunsItChanged) {
+  std::filesystem::create_directories(dir_ / "proj");
+  Write("proj/prep.sh", "mkdir -p data && echo prepared > data/d.txt\n");
+  Write("proj/train.sh", "test -f data/d.txt && echo \"{\\\"step\\\": 1, \\\"loss\\\": $1}\"\n");
+  const std::string text =
+      "name: proj\nworkdir: .\nparams: {lr: [0.1, 0.2]}\n"
+      "stages:\n"
+      "  prep:  {command: \"/bin/sh prep.sh\", outputs: [data/]}\n"
+      "  train: {command: \"/bin/sh train.sh {lr}\", needs: [prep]}\n";
+  const std::string spec = Write("proj/pipeline.yaml", text);
+  const std::string proj = (dir_ / "proj").string();
+  auto first = RunDrover({"run", "pipeline.yaml", "--store", store_}, proj);
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  Tally t = Newest();
+  EXPECT_EQ(t.ran["prep"], 1);
+  EXPECT_EQ(t.ran["train"], 2);
+  // One value changed in the file: prep and lr=0.1 are cached, lr=0.3 runs.
+  std::string edited = text;
+  edited.replace(edited.find("0.2]"), 4, "0.3]");
+  Write("proj/pipeline.yaml", edited);
+  auto second = RunDrover({"run", "pipeline.yaml", "--store", store_}, proj);
+  ASSERT_EQ(second.exit_code, 0) << second.out << second.err;
+  t = Newest();
+  EXPECT_EQ(t.cached["prep"], 1) << second.out;
+  EXPECT_EQ(t.cached["train"], 1) << second.out;
+  EXPECT_EQ(t.ran["train"], 1) << second.out;
+  // The same through the daemon plain `drover run` starts: the spec's text is the file's, so
+  // the file is known and left out there too.
+  edited.replace(edited.find("0.3]"), 4, "0.4]");
+  Write("proj/pipeline.yaml", edited);
+  ::unsetenv("DROVER_FOREGROUND");
+  auto third = RunDrover({"run", "pipeline.yaml", "--store", store_, "--idle-exit", "1s"}, proj);
+  ::setenv("DROVER_FOREGROUND", "1", 1);
+  ASSERT_EQ(third.exit_code, 0) << third.out << third.err;
+  EXPECT_NE(third.out.find("daemon started for the store"), std::string::npos) << third.out;
+  t = Newest();
+  EXPECT_EQ(t.cached["prep"], 1) << third.out;
+  EXPECT_EQ(t.cached["train"], 1) << third.out;
+  EXPECT_EQ(t.ran["train"], 1) << third.out;
+  for (int i = 0; i < 100 && std::filesystem::exists(store_ + "/daemon.json"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the idle daemon goes
+  }
 }
 
 TEST_F(PipelineTest, VerifyNamesAFileChangedInTheSnapshotOrAnArtifact) {

@@ -11,9 +11,34 @@
 #include <filesystem>
 #include <thread>
 
+#include <fmt/format.h>
+
+#include "gpu/gpu_probe.h"
+
 extern char** environ;
 
 namespace drover::cli {
+
+Status CheckJoinedDaemon(const DaemonInfo& daemon, const OnDemandDaemon& o) {
+  if (o.fake_gpus.empty()) return Status::Ok();
+  DROVER_ASSIGN_OR_RETURN(std::vector<GpuDevice> wanted, ParseFakeGpus(o.fake_gpus));
+  ApiClient api(daemon);
+  DROVER_ASSIGN_OR_RETURN(Json body, api.Get("/gpus"));
+  std::vector<int64_t> have;
+  for (const Json& gpu : body.value("gpus", Json::array())) {
+    have.push_back(gpu.value("memory_total", int64_t{0}));
+  }
+  std::vector<int64_t> want;
+  for (const GpuDevice& d : wanted) want.push_back(d.memory_total);
+  if (have == want) return Status::Ok();
+  const std::string has =
+      have.empty() ? "no GPUs" : fmt::format("{} GPU{}", have.size(), have.size() == 1 ? "" : "s");
+  return FailedPrecondition(fmt::format(
+      "the daemon serving this store (pid {}) has {}, not the --fake-gpus {} asked for; stop it "
+      "with `drover daemon stop` and run the command again (a daemon is started with what it "
+      "asks for), or leave --fake-gpus out to use that daemon",
+      daemon.pid, has, o.fake_gpus));
+}
 
 Result<DaemonInfo> StartDaemonOnDemand(const Globals& g, const OnDemandDaemon& f) {
   std::error_code ec;

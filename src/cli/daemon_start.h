@@ -22,4 +22,10 @@ struct OnDemandDaemon {
 // store serves instead. Its SIGCHLD is ignored from then on (the kernel reaps it).
 Result<DaemonInfo> StartDaemonOnDemand(const Globals& g, const OnDemandDaemon& o);
 
+// A command that would have started a daemon with `o` found one serving the store already: it
+// must serve what was asked. With --fake-gpus given, the daemon's GPUs must be those (count and
+// memory each); otherwise FailedPrecondition says what it has and what to type (`drover daemon
+// stop`, then the command again), rather than the flag going nowhere (issue 40).
+Status CheckJoinedDaemon(const DaemonInfo& daemon, const OnDemandDaemon& o);
+
 }  // namespace drover::cli

@@ -42,6 +42,10 @@ int Mcp(Globals& g, const McpFlags& f) {
     auto started = StartDaemonOnDemand(g, o);
     if (!started.ok()) return ReportError(started.status());
     daemon = *started;
+  } else {
+    OnDemandDaemon asked;
+    asked.fake_gpus = f.fake_gpus;
+    if (Status st = CheckJoinedDaemon(*daemon, asked); !st.ok()) return ReportError(st);
   }
   McpToolOptions options;
   options.project_dir = std::filesystem::current_path().string();

@@ -309,9 +309,8 @@ int InterruptedNote(int64_t experiment_id, const RunFlags& f) {
 
 int FollowInDaemon(Globals& g, const DaemonInfo& daemon, int64_t experiment_id,
                    const std::string& name, const std::string& what, const RunFlags& f) {
-  if (!f.started_daemon && (!f.fake_gpus.empty() || f.cpus > 0 || !f.engine.policy.empty())) {
-    std::fprintf(stderr,
-                 "drover: note: the daemon's own --fake-gpus/--cpus/--policy apply, not these\n");
+  if (!f.started_daemon && (f.cpus > 0 || !f.engine.policy.empty())) {
+    std::fprintf(stderr, "drover: note: the daemon's own --cpus/--policy apply, not these\n");
   }
   if (!f.json && !f.quiet) {
     if (f.started_daemon) {
@@ -489,6 +488,13 @@ int RunSpec(Globals& g, const RunFlags& given) {
     daemon = *started;
     through.started_daemon = true;
     through.cancel_on_exit = true;
+  }
+  if (daemon && !through.started_daemon) {
+    // Joined: it must have the GPUs this command asks for, or say so (never a flag that goes
+    // nowhere: a GPU-less daemon left by an earlier command refused every run that needs one).
+    OnDemandDaemon asked;
+    asked.fake_gpus = f.fake_gpus;
+    if (Status st = CheckJoinedDaemon(*daemon, asked); !st.ok()) return ReportError(st);
   }
   if (daemon) {
     // A daemon owns this store: it runs the experiment; this process only follows it.

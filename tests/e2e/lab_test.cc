@@ -717,6 +717,38 @@ TEST_F(OnDemandDaemonTest, ADaemonWhoseStoreIsRemovedStopsItsRunsAndExits) {
   EXPECT_NE(Sh("pgrep -f '[s]leep 60; touch " + marker + "' >/dev/null"), 0);
 }
 
+// Issue 40: a first command left a GPU-less daemon behind (started on demand with no GPUs), and
+// the next one's --fake-gpus went nowhere: its runs were refused for want of GPUs. Now the joined
+// daemon is checked against what the command asks for, and the refusal says what to type.
+TEST_F(OnDemandDaemonTest, AGpuLessDaemonIsNotSilentlyJoinedByACommandThatAsksForGpus) {
+  Write("code/cpu.yaml", "name: cpu\ncommand: \"true\"\nresources: {gpus: 0}\n");
+  Write("code/gpu.yaml", "name: gpu\ncommand: \"true\"\nresources: {gpus: 1}\n");
+  const std::string code = (dir_ / "code").string();
+  ::unsetenv("DROVER_FOREGROUND");
+  // Started for a CPU run with no --fake-gpus: this machine's GPUs (none here, as in CI).
+  auto first =
+      testing::RunDrover({"--store", store_, "run", "cpu.yaml", "--gpu-leases", "off"}, code);
+  auto joined = testing::RunDrover(
+      {"--store", store_, "run", "gpu.yaml", "--fake-gpus", "2x16GiB", "--gpu-leases", "off"},
+      code);
+  auto stop = testing::RunDrover({"--store", store_, "daemon", "stop"});
+  auto again = testing::RunDrover({"--store", store_, "run", "gpu.yaml", "--fake-gpus", "2x16GiB",
+                                   "--gpu-leases", "off", "--idle-exit", "1s"},
+                                  code);
+  ::setenv("DROVER_FOREGROUND", "1", 1);
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  EXPECT_NE(joined.exit_code, 0) << joined.out;
+  EXPECT_NE(joined.err.find(", not the --fake-gpus 2x16GiB asked for"), std::string::npos)
+      << joined.err;
+  EXPECT_NE(joined.err.find("drover daemon stop"), std::string::npos) << joined.err;
+  EXPECT_EQ(stop.exit_code, 0) << stop.out << stop.err;
+  EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_NE(again.out.find("run 2 succeeded"), std::string::npos) << again.out;  // none made by the refusal
+  for (int i = 0; i < 100 && fs::exists(store_ + "/daemon.json"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the idle daemon goes
+  }
+}
+
 TEST_F(OnDemandDaemonTest, RunStartsADaemonForItsStoreThatExitsOnceIdleAndForegroundDoesNot) {
   Write("code/spec.yaml", "name: two\ncommand: sh -c \"echo loss=0.{i}\"\nparams: {i: [1, 2]}\n");
   // With --foreground: the engine runs in this process, and no daemon is left.

@@ -251,6 +251,8 @@ Result<Cleanup> PlanGc(Store& store, const std::string& store_dir, const GcOptio
     Add(plan, path, fmt::format("snapshot {} (no experiment uses it)", hash.substr(0, 12)));
     Add(plan, store_dir + "/snapshots/.manifests/" + hash,
         fmt::format("the file list of snapshot {}", hash.substr(0, 12)));
+    Add(plan, store_dir + "/snapshots/.seals/" + hash,
+        fmt::format("the seal of snapshot {}", hash.substr(0, 12)));
   }
 
   // Folders the store no longer knows: of removed runs and experiments, or snapshots never
@@ -276,8 +278,9 @@ Result<Cleanup> PlanGc(Store& store, const std::string& store_dir, const GcOptio
        it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (unreferenced_set.count(name)) continue;
-    // The content hashes of workdir files and the snapshots' file lists (exec/snapshot.h).
-    if (name == ".hashes" || name == ".manifests") continue;
+    // The content hashes of workdir files, the snapshots' file lists and their seals
+    // (exec/snapshot.h).
+    if (name == ".hashes" || name == ".manifests" || name == ".seals") continue;
     DROVER_ASSIGN_OR_RETURN(auto snap, store.GetSnapshot(name));
     if (snap || now_wall - MtimeMs(it->path().string()) < kSnapshotGraceMs) continue;
     Add(plan, it->path().string(), "a snapshot folder no experiment was recorded with");

@@ -20,6 +20,7 @@
 #include "engine/live.h"
 #include "engine/metric_lines.h"
 #include "engine/recovery.h"
+#include "exec/snapshot.h"
 #include "exec/working_copy.h"
 #include "model/run_state.h"
 #include "spec/expand.h"
@@ -264,6 +265,19 @@ Result<WorkingCopy> Engine::MakeWorkingCopy(Live& live) {
       OpenToUsers(files.logs);
     }
     live.exp->logs_ready = true;
+  }
+  if (run_as && live.exp->submitter) {
+    // The submitter can reach their snapshot (it is theirs): one they changed since it was
+    // sealed does not start, so nothing runs code other than what was recorded (issue 39).
+    DROVER_ASSIGN_OR_RETURN(std::vector<std::string> changed,
+                            CheckSnapshotSeal(live.exp->snapshot, options_.store_dir + "/snapshots"));
+    if (!changed.empty()) {
+      return FailedPrecondition(fmt::format(
+          "its code snapshot {} changed since it was recorded ({}{}); it would not run what was "
+          "submitted: submit the experiment again",
+          live.exp->snapshot.hash.substr(0, 12), changed.front(),
+          changed.size() > 1 ? fmt::format(" and {} more", changed.size() - 1) : ""));
+    }
   }
   // One working copy per run, from the immutable snapshot; retries reuse it.
   if (!working_copies_) {

@@ -8,12 +8,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dirent.h>
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <map>
 #include <optional>
@@ -231,6 +235,9 @@ void RemoveStaleTemps(const fs::path& dir) {
 
 }  // namespace
 
+static Status SealSnapshot(const Snapshot& snap, const std::string& snapshots_dir,
+                           const UnixUser* owner);
+
 Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& snapshots_dir,
                               const SnapshotOptions& options) {
   // The submitter's files are read with the submitter's rights (a root daemon's submits): this
@@ -239,11 +246,13 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
   ActingAs as(owner);
   if (!as.status().ok()) return as.status();
   const UnixUser* git_as = as.active() ? owner : nullptr;
-  // Runs the store's side of the work with the daemon's own rights.
+  // Runs the store's side of the work with the daemon's own rights, then goes back to acting as
+  // the submitter if it was.
   auto own = [&](auto&& step) {
+    const bool was = as.active();
     as.Pause();
     auto result = step();
-    as.Resume();
+    if (was) as.Resume();
     return result;
   };
   std::error_code ec;
@@ -397,6 +406,22 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
   const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
+  // Whether a stored snapshot of a submitter's may be reused: its seal holds, or it has none (made
+  // before seals) and its files are the manifest's, which seals it now.
+  auto intact = [&](const fs::path& stored) {
+    if (owner == nullptr) return true;
+    return own([&] {
+      Snapshot s;
+      s.hash = snap.hash;
+      s.path = fs::absolute(stored).lexically_normal().string();
+      struct stat st;
+      if (stat(SnapshotSeal(snapshots_dir, s.hash).c_str(), &st) != 0) {
+        return SealSnapshot(s, snapshots_dir, owner).ok();
+      }
+      auto changed = CheckSnapshotSeal(s, snapshots_dir);
+      return changed.ok() && changed->empty();
+    });
+  };
   HashCache cache = own([&] { return HashCache(snapshots_dir); });
   {
     // Unchanged files since an earlier snapshot are known by their keys: when all are and that
@@ -423,7 +448,9 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
     if (known.size() == entries.size()) {
       snap.hash = tree_hash(known);
       const fs::path final_path = fs::path(snapshots_dir) / snap.hash;
-      if (fs::is_directory(final_path, ec)) {
+      // A submitter's stored snapshot is reused only while its seal holds (they can reach
+      // its files); one they changed is stored afresh below, in its place.
+      if (fs::is_directory(final_path, ec) && intact(final_path)) {
         write_manifest(known);
         return finish(final_path, bytes);
       }
@@ -504,9 +531,24 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
 
   snap.hash = tree_hash(content);
   const fs::path final_path = fs::path(snapshots_dir) / snap.hash;
+  bool fresh = false;
+  if (fs::exists(final_path, ec) && !intact(final_path)) {
+    // A submitter changed their stored snapshot: it goes, and this copy takes its place.
+    char aside[] = "/.tmp-changed-XXXXXX";
+    std::string moved = snapshots_dir + aside;
+    if (mkdtemp(moved.data()) != nullptr) {
+      const std::string target = moved + "/old";
+      if (rename(final_path.c_str(), target.c_str()) == 0) {
+        std::error_code ignored;
+        fs::remove_all(moved, ignored);
+      }
+    }
+  }
   if (fs::exists(final_path, ec)) {
     drop_tmp();  // the same tree was captured before: reuse it
-  } else if (rename(tmp.c_str(), final_path.c_str()) != 0) {
+  } else if (rename(tmp.c_str(), final_path.c_str()) == 0) {
+    fresh = true;
+  } else {
     int err = errno;
     if (err != EEXIST && err != ENOTEMPTY) {
       return fail(ErrnoStatus("cannot store snapshot '" + final_path.string() + "'", err));
@@ -514,7 +556,142 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
     drop_tmp();  // another drover stored the same tree meanwhile
   }
   write_manifest(content);
-  return finish(final_path, bytes);
+  Snapshot done = finish(final_path, bytes);
+  if (owner != nullptr && fresh) {
+    // The seal is the store's (write_manifest resumed acting as the submitter).
+    DROVER_RETURN_IF_ERROR(own([&] { return SealSnapshot(done, snapshots_dir, owner); }));
+  }
+  return done;
+}
+
+std::string SnapshotSeal(const std::string& snapshots_dir, const std::string& hash) {
+  return snapshots_dir + "/.seals/" + hash;
+}
+
+namespace {
+
+// One line per entry of the tree, "<ctime ns> <mode> <path>", sorted: walked beneath the root's
+// descriptor with no link followed (a folder swapped for a link fails the walk). A change to any
+// file or folder moves its ctime, which no user can set back.
+Status SealWalk(int dirfd, const std::string& rel, int depth, std::vector<std::string>* out) {
+  if (depth > 256) return FailedPrecondition("the snapshot is nested too deep to check");
+  const int fd = dup(dirfd);
+  if (fd < 0) return ErrnoStatus("cannot read snapshot folder '" + rel + "'");
+  DIR* d = fdopendir(fd);
+  if (d == nullptr) {
+    close(fd);
+    return ErrnoStatus("cannot read snapshot folder '" + rel + "'");
+  }
+  rewinddir(d);
+  Status result = Status::Ok();
+  while (struct dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    const std::string child = rel.empty() ? name : rel + "/" + name;
+    struct stat st {};
+    if (fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      result = ErrnoStatus("cannot read '" + child + "'");
+      break;
+    }
+    out->push_back(fmt::format("{} {:o} {}",
+                               int64_t{st.st_ctim.tv_sec} * 1'000'000'000 + st.st_ctim.tv_nsec,
+                               st.st_mode, child));
+    if (!S_ISDIR(st.st_mode)) continue;
+    const int sub = openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub < 0) {
+      result = ErrnoStatus("cannot read '" + child + "'");
+      break;
+    }
+    result = SealWalk(sub, child, depth + 1, out);
+    close(sub);
+    if (!result.ok()) break;
+  }
+  closedir(d);
+  return result;
+}
+
+Result<std::vector<std::string>> SealOf(const std::string& path) {
+  const int root = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (root < 0) return ErrnoStatus("cannot open snapshot '" + path + "'");
+  struct stat st {};
+  std::vector<std::string> lines;
+  Status walked = fstat(root, &st) == 0 ? SealWalk(root, "", 0, &lines)
+                                        : ErrnoStatus("cannot read '" + path + "'");
+  close(root);
+  DROVER_RETURN_IF_ERROR(walked);
+  lines.push_back(fmt::format("{} {:o} .",
+                              int64_t{st.st_ctim.tv_sec} * 1'000'000'000 + st.st_ctim.tv_nsec,
+                              st.st_mode));
+  std::sort(lines.begin(), lines.end(), [](const std::string& a, const std::string& b) {
+    return a.substr(a.find(' ', a.find(' ') + 1)) < b.substr(b.find(' ', b.find(' ') + 1));
+  });
+  return lines;
+}
+
+std::string Joined(const std::vector<std::string>& lines) {
+  std::string text;
+  for (const std::string& l : lines) text += l + "\n";
+  return text;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> CheckSnapshotSeal(const Snapshot& snapshot,
+                                                   const std::string& snapshots_dir) {
+  std::ifstream in(SnapshotSeal(snapshots_dir, snapshot.hash));
+  if (!in) return std::vector<std::string>{};  // not sealed (a snapshot of no one's in particular)
+  std::map<std::string, std::string> was;  // path -> line
+  for (std::string l; std::getline(in, l);) {
+    const size_t b = l.find(' ', l.find(' ') + 1);
+    if (b != std::string::npos) was[l.substr(b + 1)] = l;
+  }
+  std::vector<std::string> changed;
+  auto now = SealOf(snapshot.path);
+  if (!now.ok()) {
+    changed.push_back(now.status().message());
+    return changed;
+  }
+  std::map<std::string, std::string> is;
+  for (const std::string& l : *now) is[l.substr(l.find(' ', l.find(' ') + 1) + 1)] = l;
+  for (const auto& [path, line] : was) {
+    auto it = is.find(path);
+    if (it == is.end()) changed.push_back(path + ": missing");
+    else if (it->second != line) changed.push_back(path + ": changed");
+  }
+  for (const auto& [path, line] : is) {
+    if (!was.count(path)) changed.push_back(path + ": added");
+  }
+  // The files first: the folder's own change ("." or a folder's) follows from theirs.
+  std::stable_partition(changed.begin(), changed.end(),
+                        [](const std::string& c) { return !c.starts_with(".:"); });
+  return changed;
+}
+
+// A snapshot just stored for `owner` (their files, which they can reach): its state is recorded
+// once what it holds is checked against the manifest, and that check is known to have seen the
+// sealed state (the tree walked before and after it alike). The seal is the daemon's file.
+static Status SealSnapshot(const Snapshot& snap, const std::string& snapshots_dir,
+                           const UnixUser* owner) {
+  DROVER_ASSIGN_OR_RETURN(std::vector<std::string> before, SealOf(snap.path));
+  DROVER_ASSIGN_OR_RETURN(std::vector<std::string> wrong,
+                          VerifySnapshot(snap, snapshots_dir, owner));
+  DROVER_ASSIGN_OR_RETURN(std::vector<std::string> after, SealOf(snap.path));
+  if (!wrong.empty() || before != after) {
+    return FailedPrecondition(
+        "the code snapshot changed while it was being stored" +
+        (wrong.empty() ? std::string() : " (" + wrong.front() + ")") + "; submit again");
+  }
+  const std::string path = SnapshotSeal(snapshots_dir, snap.hash);
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << Joined(after);
+    if (!out.flush()) return ErrnoStatus("cannot write '" + tmp + "'");
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus("cannot write '" + path + "'");
+  return Status::Ok();
 }
 
 std::string SnapshotManifest(const std::string& snapshots_dir, const std::string& hash) {

@@ -51,6 +51,17 @@ Result<std::vector<std::string>> VerifySnapshot(const Snapshot& snapshot,
                                                 const std::string& snapshots_dir,
                                                 const UnixUser* as = nullptr);
 
+// A submitter's snapshot on a root daemon is theirs (their runs' overlays show its files as
+// theirs), so they can reach and change it. Its seal, <snapshots_dir>/.seals/<hash> (the
+// daemon's file), records every entry's ctime once the stored files were checked against the
+// manifest; a change of any file or folder moves a ctime, which no user can set back.
+std::string SnapshotSeal(const std::string& snapshots_dir, const std::string& hash);
+// What changed in a sealed snapshot since it was sealed ("path: changed|added|missing"); empty
+// when intact or not sealed (a snapshot of a daemon's own user, or from before seals). A walk
+// of stats, no content read: a root daemon runs it before each start of a submitter's run.
+Result<std::vector<std::string>> CheckSnapshotSeal(const Snapshot& snapshot,
+                                                   const std::string& snapshots_dir);
+
 // Copies a snapshot's files into `dest` (created), a writable working copy for one run.
 Status MaterializeSnapshot(const Snapshot& snapshot, const std::string& dest);
 // The same for a run that executes as `as` (a root daemon's, docs/lab-server.md): the folder is

@@ -230,6 +230,38 @@ TEST_F(EscalationTest, AnAdminsReproductionRunsAsTheSubmitterAndRefusesEditedCod
   EXPECT_NE(refused.find("repro.yaml"), std::string::npos) << refused;
 }
 
+TEST_F(EscalationTest, AnEditedSnapshotDoesNotStartAgainAndIsStoredAfreshOnTheNextSubmit) {
+  // A submitter's snapshot is theirs (their runs' overlays show its files as theirs), so they can
+  // reach it; a retry or a queued run of one they edited ran the edited code. Now its seal is
+  // checked before each start on a root daemon.
+  const std::string out = (dir_ / "out" / "sealed.txt").string();
+  const std::string home =
+      Project(kAlice, "sealed",
+              {{"sealed.yaml", "name: sealed\ncommand: sh s.sh\n"},
+               {"s.sh", "echo original >> " + out + "\nexit 3\n"}});
+  auto first = As(kAlice, {"run", "sealed.yaml"}, home);
+  ASSERT_EQ(first.exit_code, 1) << first.out << first.err;  // it fails: a retry is in order
+  const int64_t id = LastRun(kAlice)["id"].get<int64_t>();
+  auto show = nlohmann::json::parse(As(kAlice, {"show", std::to_string(id), "--json"}).out);
+  const std::string snap = show["snapshot"]["path"].get<std::string>();
+  ASSERT_FALSE(snap.empty()) << show.dump();
+  Sh("/usr/bin/setpriv --reuid=" + std::string(kAlice) + " --regid=" + kAlice +
+     " --init-groups sh -c 'chmod u+w " + snap + " " + snap + "/s.sh; echo \"echo edited >> " +
+     out + "\" > " + snap + "/s.sh'");
+  auto retry = As(kAlice, {"retry", std::to_string(id)}, home);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto after = As(kAlice, {"show", std::to_string(id), "--json"});
+  EXPECT_NE(after.out.find("changed since it was recorded (s.sh: changed"), std::string::npos)
+      << retry.out << retry.err << after.out;
+  EXPECT_EQ(ReadFile(out), "original\n");  // the edited code never ran
+  // The same tree submitted again: the changed snapshot is replaced, and the original runs.
+  auto again = As(kAlice, {"run", "sealed.yaml", "--rerun"}, home);
+  EXPECT_EQ(again.exit_code, 1) << again.out << again.err;  // its own exit 3
+  EXPECT_NE(again.out.find("failed (exit_code)"), std::string::npos)
+      << again.out << As(kAlice, {"show", "2"}).out;
+  EXPECT_EQ(ReadFile(out), "original\noriginal\n");
+}
+
 TEST_F(EscalationTest, AUserReproducesVerifiesAndExportsTheirOwnRunThroughTheSharedDaemon) {
   // The store is root's alone; reproduce and verify read it through the daemon.
   const std::string home =

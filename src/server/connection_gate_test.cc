@@ -234,6 +234,43 @@ class FairnessTest : public ConnectionGateTest {
                  "\r\n" + std::string(sent, ' '));
     return fd;
   }
+  // Sends a byte on each of `flood` every 200 ms until Stop(), which also closes them.
+  class Trickle {
+   public:
+    explicit Trickle(std::vector<int> flood) : flood_(std::move(flood)), thread_([this] {
+      while (!stop_) {
+        for (int fd : flood_) Send(fd, " ");
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+    }) {}
+    ~Trickle() { Stop(); }
+    void Stop() {
+      stop_ = true;
+      if (thread_.joinable()) thread_.join();
+      for (int fd : flood_) close(fd);
+      flood_.clear();
+    }
+
+   private:
+    std::vector<int> flood_;
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+  };
+  // `token`'s slowest of `n` GETs of /gpus (each expected 200), `pause_ms` apart, in ms.
+  int64_t WorstGetMs(httplib::Client& c, const std::string& token, int n, int pause_ms) {
+    c.set_default_headers({{"Authorization", "Bearer " + token}});
+    int64_t worst = 0;
+    for (int i = 0; i < n; ++i) {
+      const auto t0 = Clock::now();
+      auto r = c.Get("/api/v1/gpus");
+      worst = std::max<int64_t>(
+          worst, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count());
+      EXPECT_TRUE(r) << httplib::to_string(r.error());
+      if (r) EXPECT_EQ(r->status, 200);
+      if (pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+    }
+    return worst;
+  }
 };
 
 TEST_F(FairnessTest, OneCallersTricklingBodiesDoNotKeepAnotherCallersRequestsWaiting) {
@@ -253,25 +290,10 @@ TEST_F(FairnessTest, OneCallersTricklingBodiesDoNotKeepAnotherCallersRequestsWai
   for (int i = 0; i < 40; ++i) flood.push_back(StartBody(eve, 10));           // slow
   for (int i = 0; i < 20; ++i) flood.push_back(StartBody(eve, 40 * 1024));  // fast, then slow
   for (int fd : flood) ASSERT_GE(fd, 0);
-  std::atomic<bool> stop{false};
-  std::thread trickle([&] {
-    while (!stop) {
-      for (int fd : flood) Send(fd, " ");
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-  });
+  Trickle trickle(flood);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   auto c = Client(/*with_token=*/false);
-  c->set_default_headers({{"Authorization", "Bearer " + alice}});
-  int64_t worst = 0;
-  for (int i = 0; i < 20; ++i) {
-    const auto t0 = Clock::now();
-    auto r = c->Get("/api/v1/gpus");
-    worst = std::max<int64_t>(
-        worst, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count());
-    ASSERT_TRUE(r) << httplib::to_string(r.error());
-    EXPECT_EQ(r->status, 200);
-  }
+  const int64_t worst = WorstGetMs(*c, alice, 20, 0);
   // A large body sent at once (most of the 1 MiB limit) is still read whole: the submit is
   // refused for what it says, not for its size or its time.
   const auto t0 = Clock::now();
@@ -279,9 +301,7 @@ TEST_F(FairnessTest, OneCallersTricklingBodiesDoNotKeepAnotherCallersRequestsWai
                      "application/json");
   const int64_t big_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-  stop = true;
-  trickle.join();
-  for (int fd : flood) close(fd);
+  trickle.Stop();
   ASSERT_TRUE(big) << httplib::to_string(big.error());
   EXPECT_EQ(big->status, 400) << big->body;
   // Before: every request waited for the flood's bodies to time out (4 s here, 10 s by default).
@@ -327,29 +347,11 @@ TEST_F(FairnessTest, FourCallersTricklingBodiesDoNotFreezeAFifth) {
     for (int i = 0; i < 12; ++i) flood.push_back(StartBody(token, 40 * 1024));
   }
   for (int fd : flood) ASSERT_GE(fd, 0);
-  std::atomic<bool> stop{false};
-  std::thread trickle([&] {
-    while (!stop) {
-      for (int fd : flood) Send(fd, " ");
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-  });
+  Trickle trickle(flood);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   auto c = Client(/*with_token=*/false);
-  c->set_default_headers({{"Authorization", "Bearer " + fifth}});
-  int64_t worst = 0;
-  for (int i = 0; i < 15; ++i) {
-    const auto t0 = Clock::now();
-    auto r = c->Get("/api/v1/gpus");
-    worst = std::max<int64_t>(
-        worst, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count());
-    ASSERT_TRUE(r) << httplib::to_string(r.error());
-    EXPECT_EQ(r->status, 200);
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  stop = true;
-  trickle.join();
-  for (int fd : flood) close(fd);
+  const int64_t worst = WorstGetMs(*c, fifth, 15, 100);
+  trickle.Stop();
   // Before: 2-4 s (the body deadline here; 10 s by default) for each of the fifth's requests.
   EXPECT_LT(worst, 2000) << "a fifth caller waited behind four callers' trickling bodies";
   std::printf("fifth caller's worst latency under the four callers' flood: %lld ms\n",

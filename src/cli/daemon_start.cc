@@ -24,9 +24,13 @@ Status CheckJoinedDaemon(const DaemonInfo& daemon, const OnDemandDaemon& o) {
   DROVER_ASSIGN_OR_RETURN(std::vector<GpuDevice> wanted, ParseFakeGpus(o.fake_gpus));
   ApiClient api(daemon);
   DROVER_ASSIGN_OR_RETURN(Json body, api.Get("/gpus"));
+  if (!body.is_object() || !body.contains("gpus") || !body["gpus"].is_array()) {
+    return Internal("the daemon's answer to GET /gpus has no GPU list");
+  }
   std::vector<int64_t> have;
-  for (const Json& gpu : body.value("gpus", Json::array())) {
-    have.push_back(gpu.value("memory_total", int64_t{0}));
+  for (const Json& gpu : body["gpus"]) {
+    const Json* mem = gpu.is_object() && gpu.contains("memory_total") ? &gpu["memory_total"] : nullptr;
+    have.push_back(mem != nullptr && mem->is_number_integer() ? mem->get<int64_t>() : 0);
   }
   std::vector<int64_t> want;
   for (const GpuDevice& d : wanted) want.push_back(d.memory_total);

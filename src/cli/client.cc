@@ -27,6 +27,9 @@ std::optional<DaemonInfo> FindDaemon(const Globals& g) {
   info.port = j.value("port", 0);
   info.pid = j.value("pid", 0);
   info.socket = j.value("socket", std::string());
+  if (j.contains("idle_exit_ms") && j["idle_exit_ms"].is_number_integer()) {
+    info.idle_exit_ms = j["idle_exit_ms"].get<int64_t>();
+  }
   // A daemon killed with SIGKILL leaves its file behind: only a live pid counts.
   if (info.port <= 0 || info.pid <= 0 || (::kill(info.pid, 0) != 0 && errno == ESRCH)) {
     return std::nullopt;

@@ -22,6 +22,7 @@ struct DaemonInfo {
   int pid = 0;
   std::string token;   // "" when the caller may not read it (another user's or the lab's daemon)
   std::string socket;  // the daemon's Unix socket ("" for none): preferred, the kernel names us
+  int64_t idle_exit_ms = -1;  // it exits after this long idle (0: never; -1: not said)
 };
 
 std::string DaemonInfoPath(const Globals& g);  // <store>/daemon.json

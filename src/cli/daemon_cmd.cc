@@ -1,14 +1,17 @@
 // drover daemon stop: ends the daemon that serves the store (one started by `drover serve` in
-// another terminal, or on demand by `drover mcp`). It drains as on SIGTERM: runs keep running and
-// the next daemon adopts them, unless it was started with --stop-runs.
+// another terminal, or on demand by `drover run` or `drover mcp`). It drains as on SIGTERM: runs
+// keep running and the next daemon adopts them, unless it was started with --stop-runs.
+// drover daemon status: which daemon serves the store, what keeps it busy, how it exits.
 #include <fmt/format.h>
 #include <signal.h>
 
 #include <chrono>
+#include <map>
 #include <thread>
 
 #include "cli/client.h"
 #include "cli/common.h"
+#include "cli/daemon_start.h"
 #include "common/strings.h"
 #include "exec/child.h"
 
@@ -17,6 +20,7 @@ namespace {
 
 struct DaemonStopFlags {
   double timeout_s = 60;
+  bool json = false;  // status --json
 };
 
 int StopDaemon(Globals& g, const DaemonStopFlags& f) {
@@ -66,6 +70,60 @@ int StopDaemon(Globals& g, const DaemonStopFlags& f) {
   return kExitOk;
 }
 
+// Counted through its API: what keeps it from being idle (docs/lab-server.md).
+Result<int64_t> CountRuns(ApiClient& api, RunState state) {
+  DROVER_ASSIGN_OR_RETURN(Json j, api.Get(fmt::format("/runs?state={}&limit=1000",
+                                                       ToString(state))));
+  const Json& list = j.contains("runs") ? j["runs"] : j;
+  return list.is_array() ? static_cast<int64_t>(list.size()) : 0;
+}
+
+int DaemonStatus(Globals& g, bool json) {
+  auto daemon = FindDaemon(g);
+  if (!daemon) {
+    if (json) {
+      std::printf("%s\n", Json({{"serving", false}, {"store", StoreDir(g)}}).dump(2).c_str());
+    } else {
+      std::printf("no drover daemon serves the store %s (drover run starts one when it needs "
+                  "it; drover serve starts one yourself)\n",
+                  StoreDir(g).c_str());
+    }
+    return kExitOk;
+  }
+  ApiClient api(*daemon);
+  std::map<std::string, int64_t> counts;
+  for (RunState s : {RunState::kRunning, RunState::kQueued, RunState::kRetrying}) {
+    auto n = CountRuns(api, s);
+    if (!n.ok()) {
+      return ReportError(Unavailable(fmt::format(
+          "the daemon named in {} (pid {}) does not answer: {}", DaemonInfoPath(g), daemon->pid,
+          n.status().message())));
+    }
+    counts[std::string(ToString(s))] = *n;
+  }
+  const int64_t busy = counts["running"] + counts["queued"] + counts["retrying"];
+  if (json) {
+    Json out = {{"serving", true},         {"store", StoreDir(g)},
+                {"pid", daemon->pid},      {"url", fmt::format("http://{}:{}/", daemon->host, daemon->port)},
+                {"socket", daemon->socket}, {"idle_exit_ms", daemon->idle_exit_ms},
+                {"runs", counts}};
+    std::printf("%s\n", out.dump(2).c_str());
+    return kExitOk;
+  }
+  std::printf("drover daemon (pid %d) serves %s at http://%s:%d/%s\n", daemon->pid,
+              StoreDir(g).c_str(), daemon->host.c_str(), daemon->port,
+              daemon->socket.empty() ? "" : (" and " + daemon->socket).c_str());
+  std::printf("%s\n", busy == 0 ? "nothing queued or running"
+                                : fmt::format("{} running, {} queued, {} waiting to retry",
+                                              counts["running"], counts["queued"],
+                                              counts["retrying"])
+                                      .c_str());
+  const std::string exits = HowItExits(*daemon);
+  if (!exits.empty()) std::printf("%s\n", exits.c_str());
+  std::printf("stop it with: drover daemon stop --store %s\n", StoreDir(g).c_str());
+  return kExitOk;
+}
+
 }  // namespace
 
 Command RegisterDaemon(CLI::App& root, Globals& g) {
@@ -76,7 +134,12 @@ Command RegisterDaemon(CLI::App& root, Globals& g) {
       "stop", "Stop the daemon serving the store (its runs keep running; the next one adopts them)");
   stop->add_option("--timeout", f->timeout_s, "Seconds to wait for it to exit (default 60)")
       ->check(CLI::Range(0.1, 3600.0));
-  return {app, [&g, f] { return StopDaemon(g, *f); }};
+  CLI::App* status = app->add_subcommand(
+      "status", "Which daemon serves the store, what it runs, and how it exits");
+  status->add_flag("--json", f->json, "Print it as JSON");
+  return {app, [&g, f, status] {
+            return status->parsed() ? DaemonStatus(g, f->json) : StopDaemon(g, *f);
+          }};
 }
 
 }  // namespace drover::cli

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "common/strings.h"
 #include "gpu/gpu_probe.h"
 
 extern char** environ;
@@ -42,6 +43,25 @@ Status CheckJoinedDaemon(const DaemonInfo& daemon, const OnDemandDaemon& o) {
       "with `drover daemon stop` and run the command again (a daemon is started with what it "
       "asks for), or leave --fake-gpus out to use that daemon",
       daemon.pid, has, o.fake_gpus));
+}
+
+std::string HowItExits(const DaemonInfo& daemon) {
+  if (daemon.idle_exit_ms > 0) {
+    return "it exits after " + FormatDuration(daemon.idle_exit_ms) +
+           " with nothing queued or running and no request";
+  }
+  return daemon.idle_exit_ms == 0 ? "it runs until stopped" : "";
+}
+
+Status ADaemonServesTheStore(const Globals& g, Status refusal) {
+  std::optional<DaemonInfo> d = FindDaemon(g);
+  if (!d || refusal.code() != Code::kFailedPrecondition) return refusal;
+  const std::string exits = HowItExits(*d);
+  return FailedPrecondition(fmt::format(
+      "a drover daemon (pid {}) already serves the store {}{}: submit to it (drover run, drover "
+      "submit; drover daemon status shows what it runs), or stop it with `drover daemon stop "
+      "--store {}` and run this again",
+      d->pid, StoreDir(g), exits.empty() ? "" : " (" + exits + ")", StoreDir(g)));
 }
 
 Result<DaemonInfo> StartDaemonOnDemand(const Globals& g, const OnDemandDaemon& f) {

@@ -28,4 +28,13 @@ Result<DaemonInfo> StartDaemonOnDemand(const Globals& g, const OnDemandDaemon& o
 // stop`, then the command again), rather than the flag going nowhere (issue 40).
 Status CheckJoinedDaemon(const DaemonInfo& daemon, const OnDemandDaemon& o);
 
+// How a daemon that serves the store exits: "it exits after 5m00s idle" or "it runs until
+// stopped".
+std::string HowItExits(const DaemonInfo& daemon);
+
+// `refusal` (the store's engine lock is held) said again, where a daemon serves the store, as
+// what a user can act on: which daemon (pid), how it exits, and the two ways on (submit to it,
+// or `drover daemon stop`). Otherwise `refusal` itself.
+Status ADaemonServesTheStore(const Globals& g, Status refusal);
+
 }  // namespace drover::cli

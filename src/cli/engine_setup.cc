@@ -1,5 +1,7 @@
 #include "cli/engine_setup.h"
 
+#include "common/hash.h"
+
 #include <fmt/format.h>
 
 #include <sys/vfs.h>
@@ -147,7 +149,7 @@ std::string NetworkFileSystem(const std::string& dir) {
 
 Status OpenGpuLedger(const Globals& g, EngineSetup& setup) {
   if (setup.gpu_lease_dir.empty() || setup.probe->Kind() == "none") return Status::Ok();
-  auto ledger = FileGpuLedger::Open(setup.gpu_lease_dir, slurm::StoreId(StoreDir(g)));
+  auto ledger = FileGpuLedger::Open(setup.gpu_lease_dir, StoreId(StoreDir(g)));
   if (!ledger.ok()) {
     return Status(ledger.status().code(),
                   ledger.status().message() +
@@ -170,7 +172,7 @@ Result<ExecutorSetup> PrepareExecutor(const config::DaemonConfig& config,
   // machine or in the Slurm job; the others pass through as they are.
   auto containers = [&]() {
     out.containers =
-        std::make_unique<container::ContainerLauncher>(*out.launcher, slurm::StoreId(store_dir));
+        std::make_unique<container::ContainerLauncher>(*out.launcher, StoreId(store_dir));
     out.launcher = out.containers.get();
   };
   if (!slurm) {
@@ -206,7 +208,7 @@ Result<ExecutorSetup> PrepareExecutor(const config::DaemonConfig& config,
   Status shared = slurm::ProbeSharedFolder(*out.cluster, target, runs, 120'000);
   if (!shared.ok()) return shared.WithContext("checking that Slurm's nodes see the store");
   out.slurm = std::make_unique<slurm::SlurmLauncher>(*out.cluster, local, clock,
-                                                     slurm::StoreId(store_dir), daemon);
+                                                     StoreId(store_dir), daemon);
   out.launcher = out.slurm.get();
   out.max_jobs = config.executor.max_jobs;
   containers();

@@ -1,7 +1,7 @@
 #pragma once
 // Following an experiment that a daemon runs: progress lines (or the live view) while its runs
-// go, the comparison table at the end. Ctrl-C detaches (the runs go on), or cancels them with
-// cancel_on_exit.
+// go, the comparison table at the end. Ctrl-C cancels the experiment (as an engine in the
+// foreground does); a second Ctrl-C leaves without waiting for the runs to stop.
 #include <cstdint>
 
 #include "cli/client.h"
@@ -10,14 +10,14 @@
 namespace drover::cli {
 
 struct FollowOptions {
-  bool cancel_on_exit = false;
+  bool cancel_on_exit = true;
   bool json = false;
   bool quiet = false;
 };
 
 int FollowExperiment(ApiClient& api, int64_t experiment_id, const FollowOptions& options);
 // From here on Ctrl-C is noted for FollowExperiment instead of ending the process (call it before
-// telling the user that Ctrl-C detaches).
+// telling the user what Ctrl-C does).
 void CatchInterruptsForFollow();
 
 // The experiment and its runs as the daemon reports them.

@@ -1,5 +1,6 @@
 // drover report EXP: one self-contained HTML file about an experiment (docs/web.md, "Reports").
 #include "cli/report_cmd.h"
+#include "common/files.h"
 
 #include "cli/comparison.h"
 
@@ -174,25 +175,7 @@ Status WriteTextFile(const std::string& path, const std::string& text, bool make
     fs::create_directories(parent, ec);
     if (ec) return ErrnoStatus("creating " + parent.string(), ec.value());
   }
-  std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
-  FILE* file = std::fopen(tmp.c_str(), "w");
-  if (!file) return ErrnoStatus("writing " + path);
-  bool ok = std::fwrite(text.data(), 1, text.size(), file) == text.size();
-  int err = errno;
-  if (std::fclose(file) != 0 && ok) {
-    ok = false;
-    err = errno;
-  }
-  if (!ok) {
-    std::remove(tmp.c_str());
-    return ErrnoStatus("writing " + path, err);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    err = errno;
-    std::remove(tmp.c_str());
-    return ErrnoStatus("writing " + path, err);
-  }
-  return Status::Ok();
+  return WriteFileAtomically(path, text);
 }
 
 Result<std::string> WriteExperimentReport(const Globals& g, Catalog& catalog, const Experiment& exp,

@@ -313,16 +313,12 @@ int FollowInDaemon(Globals& g, const DaemonInfo& daemon, int64_t experiment_id,
     std::fprintf(stderr, "drover: note: the daemon's own --cpus/--policy apply, not these\n");
   }
   if (!f.json && !f.quiet) {
-    if (f.started_daemon) {
-      std::printf("experiment %lld (%s): %s in a daemon started for the store (pid %d; it exits "
-                  "after %s idle); Ctrl-C cancels\n",
-                  static_cast<long long>(experiment_id), name.c_str(), what.c_str(), daemon.pid,
-                  f.idle_exit.c_str());
-    } else {
-      std::printf("experiment %lld (%s): %s in the daemon (pid %d); Ctrl-C detaches%s\n",
-                  static_cast<long long>(experiment_id), name.c_str(), what.c_str(), daemon.pid,
-                  f.cancel_on_exit ? " and cancels" : "");
-    }
+    std::printf("experiment %lld (%s): %s in %s (pid %d%s); Ctrl-C cancels it (drover submit "
+                "queues without following)\n",
+                static_cast<long long>(experiment_id), name.c_str(), what.c_str(),
+                f.started_daemon ? "a daemon started for the store" : "the daemon serving the store",
+                daemon.pid,
+                f.started_daemon ? ("; it exits after " + f.idle_exit + " idle").c_str() : "");
     std::fflush(stdout);
   }
   ApiClient api(daemon);
@@ -471,7 +467,7 @@ int RunSpec(Globals& g, const RunFlags& given) {
   RunFlags through = f;
   if (!daemon && !InForeground(f)) {
     // No daemon serves the store: start one for it (it outlives this terminal and exits once
-    // idle), and follow it as in the foreground: Ctrl-C cancels.
+    // idle), and follow it as in the foreground.
     OnDemandDaemon o;
     o.fake_gpus = f.fake_gpus;
     o.cpus = f.cpus;
@@ -487,7 +483,6 @@ int RunSpec(Globals& g, const RunFlags& given) {
     }
     daemon = *started;
     through.started_daemon = true;
-    through.cancel_on_exit = true;
   }
   if (daemon && !through.started_daemon) {
     // Joined: it must have the GPUs this command asks for, or say so (never a flag that goes
@@ -580,8 +575,10 @@ void AddEngineRunOptions(CLI::App* app, RunFlags* flags, bool json) {
       ->check(CLI::PositiveNumber);
   if (json) app->add_flag("--json", flags->json, "Print the final results as JSON");
   app->add_flag("-q,--quiet", flags->quiet, "Print nothing but errors");
+  // Ctrl-C cancels in every case now; the flag stays accepted for scripts that pass it.
   app->add_flag("--cancel-on-exit", flags->cancel_on_exit,
-                "With a daemon: Ctrl-C cancels the experiment instead of detaching");
+                "Ctrl-C cancels the experiment (the default; kept for scripts)")
+      ->group("");
   AddEngineFlags(app, flags->engine);
 }
 

@@ -26,7 +26,10 @@ struct RunFlags {
   bool dry_run = false;
   bool json = false;
   bool quiet = false;
-  bool cancel_on_exit = false;
+  // Ctrl-C cancels what this command queued and follows, whether the daemon was started for it,
+  // joined, or the engine runs in this process (docs/lab-server.md, "Ctrl-C"); --cancel-on-exit
+  // is still accepted and says the same.
+  bool cancel_on_exit = true;
   bool resume = false;  // drover run --resume (not drover ask)
   // The spec's executor: (set once it is parsed): with kind slurm, the foreground engine submits
   // its attempts to Slurm (docs/slurm.md).
@@ -38,8 +41,7 @@ struct RunFlags {
   // which exits after `idle_exit` with nothing to do.
   bool foreground = false;
   std::string idle_exit = "5m";
-  // Set when this `drover run` started the daemon it follows: its flags are the daemon's, and
-  // Ctrl-C cancels as in the foreground.
+  // Set when this `drover run` started the daemon it follows: its flags are the daemon's.
   bool started_daemon = false;
 };
 
@@ -77,8 +79,8 @@ using QueueStep = std::function<Result<QueuedRuns>(Engine& engine, Store& store)
 // the runs, and it runs until every run is finished (Ctrl-C cancels them), then prints the
 // experiment's results and writes its report.
 int RunInForeground(Globals& g, const RunFlags& f, const QueueStep& queue);
-// With a daemon: follows the experiment until its runs are finished (Ctrl-C detaches, or cancels
-// with --cancel-on-exit), then writes its report. `what` says what was queued ("2 runs, queued").
+// With a daemon: follows the experiment until its runs are finished (Ctrl-C cancels it, as in the
+// foreground), then writes its report. `what` says what was queued ("2 runs, queued").
 int FollowInDaemon(Globals& g, const DaemonInfo& daemon, int64_t experiment_id,
                    const std::string& name, const std::string& what, const RunFlags& f);
 

@@ -15,7 +15,9 @@
 
 #include "cli/client.h"
 #include "cli/common.h"
+#include "cli/daemon_start.h"
 #include "cli/engine_setup.h"
+#include "common/files.h"
 #include "cli/mcp_tools.h"
 #include "drover_version.h"
 #include "common/strings.h"
@@ -166,17 +168,16 @@ Result<std::string> LoadOrCreateToken(const std::string& path) {
 }
 
 Status WriteDaemonInfo(const std::string& path, const std::string& host, int port,
-                       const std::string& socket) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << Json({{"host", host}, {"port", port}, {"pid", ::getpid()}, {"socket", socket}}).dump()
-        << "\n";
-    if (!out) return ErrnoStatus("writing " + tmp);
-  }
-  ::chmod(tmp.c_str(), 0644);  // local clients of a shared daemon find its socket here
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus("renaming " + tmp);
-  return Status::Ok();
+                       const std::string& socket, Millis idle_exit_ms) {
+  // 0644: local clients of a shared daemon find its socket here.
+  return WriteFileAtomically(path,
+                             Json({{"host", host},
+                                   {"port", port},
+                                   {"pid", ::getpid()},
+                                   {"socket", socket},
+                                   {"idle_exit_ms", idle_exit_ms}})
+                                     .dump() +
+                                 "\n");
 }
 
 Result<std::pair<std::string, int>> ParseListen(const std::string& listen) {
@@ -241,8 +242,16 @@ int Serve(Globals& g, const ServeFlags& f) {
   }
   auto setup = PrepareEngine(g, fake, f.engine);
   if (!setup.ok()) return ReportError(setup.status());
+  Millis idle_ms = 0;
+  if (!f.idle_exit.empty()) {
+    auto d = ParseDurationMs(f.idle_exit);
+    if (!d.ok()) return ReportError(InvalidArgument("--idle-exit: " + d.status().message()));
+    idle_ms = *d;
+  }
   auto lock = EngineLock::Acquire(StoreDir(g));
-  if (!lock.ok()) return ReportError(lock.status());
+  // A daemon serves the store already (one an earlier drover run started, maybe idle): say which
+  // and how to stop it, not only that the store is taken.
+  if (!lock.ok()) return ReportError(ADaemonServesTheStore(g, lock.status()));
   if (Status st = OpenGpuLedger(g, *setup); !st.ok()) return ReportError(st);
   auto token = LoadOrCreateToken(TokenPath(g));
   if (!token.ok()) return ReportError(token.status());
@@ -304,7 +313,8 @@ int Serve(Globals& g, const ServeFlags& f) {
   }
   server::HttpServer http(so, daemon);
   if (Status st = http.Bind(); !st.ok()) return ReportError(st);
-  if (Status st = WriteDaemonInfo(DaemonInfoPath(g), so.host, http.port(), so.unix_socket);
+  if (Status st = WriteDaemonInfo(DaemonInfoPath(g), so.host, http.port(), so.unix_socket,
+                                  idle_ms);
       !st.ok()) {
     return ReportError(st);
   }
@@ -322,16 +332,6 @@ int Serve(Globals& g, const ServeFlags& f) {
                             McpInstructions());
   http.SetMcp(&mcp_server);
   std::thread http_thread([&http] { http.Run(); });
-  Millis idle_ms = 0;
-  if (!f.idle_exit.empty()) {
-    auto d = ParseDurationMs(f.idle_exit);
-    if (!d.ok()) {
-      http.Stop();
-      http_thread.join();
-      return ReportError(InvalidArgument("--idle-exit: " + d.status().message()));
-    }
-    idle_ms = *d;
-  }
   Watchdog watchdog(g, engine, http, idle_ms);
   watchdog.Start();
 

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "cli/catalog.h"
+#include "common/files.h"
 #include "cli/common.h"
 #include "tfevents/writer.h"
 
@@ -50,29 +51,7 @@ std::string FolderName(const Run& run, const std::vector<std::string>& varying) 
 }
 
 Status WriteAtomically(const fs::path& path, const std::string& bytes) {
-  const fs::path tmp = path.string() + ".tmp";
-  unlink(tmp.c_str());  // a leftover of an interrupted earlier write
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoStatus("cannot write " + tmp.string());
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      Status st = ErrnoStatus("cannot write " + tmp.string());
-      close(fd);
-      return st;
-    }
-    done += static_cast<size_t>(n);
-  }
-  const bool synced = fsync(fd) == 0;
-  if (close(fd) != 0 || !synced) {
-    Status st = ErrnoStatus("cannot write " + tmp.string());
-    unlink(tmp.c_str());
-    return st;
-  }
-  if (rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus("cannot write " + path.string());
-  return Status::Ok();
+  return WriteFileAtomically(path.string(), bytes);
 }
 
 int TensorboardCmd(Globals& g, const TensorboardFlags& f) {

@@ -6,6 +6,8 @@
 
 #include "common/worker.h"
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -165,6 +167,64 @@ TEST(Subprocess, ATimeoutKillsWhatTheHelperStartedToo) {
   auto closed = RunAndCapture({"sh", "-c", "exec >/dev/null; sleep 30"}, {.timeout_ms = 300});
   ASSERT_FALSE(closed.ok());
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+// Issue 40: a daemon stopped while a package listing hung left the helper and the hung
+// interpreter running for minutes. A stopping owner kills the helper's group at once...
+TEST(Subprocess, AStoppingOwnerKillsItsHelperAtOnce) {
+  std::atomic<bool> stop{false};
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    stop = true;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  auto hung = RunAndCapture({"sh", "-c", "sleep 30 & exec sleep 30"},
+                            {.timeout_ms = 60'000, .stop = [&] { return stop.load(); }});
+  const auto took = std::chrono::steady_clock::now() - start;
+  stopper.join();
+  ASSERT_FALSE(hung.ok());
+  EXPECT_EQ(hung.status().code(), Code::kCancelled) << hung.status().message();
+  EXPECT_LT(took, std::chrono::seconds(5));
+}
+
+// ... and a helper whose drover died ends itself: it is killed with the thread that waits for it
+// (a daemon killed with SIGKILL leaves no listing behind).
+TEST(Subprocess, AHelperEndsWhenTheDroverThatStartedItDies) {
+  const std::string pid_file =
+      ::testing::TempDir() + "/drover-helper-pid-" + std::to_string(::getpid());
+  std::filesystem::remove(pid_file);
+  const pid_t owner = ::fork();
+  ASSERT_GE(owner, 0);
+  if (owner == 0) {
+    // Its own interpreter: `exec sleep` keeps the pid the file names.
+    RunAndCapture({"sh", "-c", "echo $$ > " + pid_file + "; exec sleep 30"});
+    ::_exit(0);
+  }
+  pid_t helper = 0;
+  for (int i = 0; i < 200 && helper == 0; ++i) {
+    std::ifstream in(pid_file);
+    in >> helper;
+    if (helper == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GT(helper, 0);
+  ::kill(owner, SIGKILL);
+  ::waitpid(owner, nullptr, 0);
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    // Reaped by init once killed; a zombie counts as gone.
+    std::ifstream stat("/proc/" + std::to_string(helper) + "/stat");
+    std::string line;
+    const bool listed = static_cast<bool>(std::getline(stat, line));
+    const size_t paren = line.rfind(')');
+    const char state = listed && paren != std::string::npos && paren + 2 < line.size()
+                           ? line[paren + 2]
+                           : 'X';
+    gone = state == 'X' || state == 'Z';
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(gone) << "the helper " << helper << " outlived the drover that started it";
+  if (!gone) ::kill(helper, SIGKILL);
+  std::filesystem::remove(pid_file);
 }
 
 TEST(Subprocess, AHelperThatPrintsTooMuchIsKilled) {

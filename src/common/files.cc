@@ -56,4 +56,38 @@ Result<std::string> ReadBoundedFile(const std::string& path, size_t max_bytes,
   return text;
 }
 
+Status WriteFileAtomically(const std::string& path, std::string_view data, const AtomicWrite& how) {
+  const size_t slash = path.rfind('/');
+  std::string tmp = slash == std::string::npos
+                        ? "." + path + ".XXXXXX"
+                        : path.substr(0, slash + 1) + "." + path.substr(slash + 1) + ".XXXXXX";
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("cannot write " + path);
+  auto fail = [&](int err) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return ErrnoStatus("cannot write " + path, err);
+  };
+  if (::fchmod(fd, static_cast<mode_t>(how.mode)) != 0) return fail(errno);
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail(n < 0 ? errno : EIO);
+    done += static_cast<size_t>(n);
+  }
+  if (how.sync && ::fsync(fd) != 0) return fail(errno);
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return ErrnoStatus("cannot write " + path, err);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return ErrnoStatus("cannot replace " + path, err);
+  }
+  return Status::Ok();
+}
+
 }  // namespace drover

@@ -1,5 +1,7 @@
 #include "common/hash.h"
 
+#include <filesystem>
+
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
@@ -58,6 +60,13 @@ std::string HmacSha256Hex(std::string_view key, std::string_view data) {
     throw std::runtime_error("OpenSSL: HMAC-SHA256 failed");
   }
   return Hex(md, len);
+}
+
+std::string StoreId(const std::string& store_dir) {
+  std::error_code ec;
+  std::string abs = std::filesystem::weakly_canonical(store_dir, ec).string();
+  if (ec || abs.empty()) abs = store_dir;
+  return Sha256Hex(abs).substr(0, 8);
 }
 
 }  // namespace drover

@@ -378,4 +378,11 @@ std::string LastLines(std::string_view text, int lines, size_t bytes) {
 }
 
 
+bool IsShellName(std::string_view name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
+
 }  // namespace drover

@@ -40,6 +40,8 @@ std::string FormatBytes(int64_t bytes);  // "6GiB", "1.5GiB", "512MiB"
 // "90s", "30m", "2h", "1h30m", "500ms", or a bare number of seconds.
 Result<int64_t> ParseDurationMs(std::string_view text);
 std::string FormatDuration(int64_t ms);  // "1h02m", "3m05s", "4.2s"
+// A shell variable name: letters, digits and '_', not starting with a digit.
+bool IsShellName(std::string_view name);
 // "1 run", "2 runs", "0 runs"; `plural` when adding an s is wrong ("1 retry", "2 retries").
 std::string Count(int64_t n, std::string_view singular, std::string_view plural = "");
 

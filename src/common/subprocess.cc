@@ -3,14 +3,18 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
+
+#include "common/spawn.h"
 
 extern char** environ;
 
@@ -21,28 +25,38 @@ Result<Captured> RunAndCapture(const std::vector<std::string>& args, const Captu
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus("cannot create a pipe");
 
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  if (!opts.cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, opts.cwd.c_str());
-  // Nothing else of ours reaches the helper (a descriptor the daemon inherited, the store).
-  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  // The caller may block SIGCHLD/SIGINT for its own loop; the helper must start with defaults.
-  sigset_t empty, defaults;
-  sigemptyset(&empty);
-  sigemptyset(&defaults);
-  for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP}) sigaddset(&defaults, sig);
-  // Its own process group, so a timeout kills what it started too (a grandchild that kept the
-  // pipe open would otherwise hold the read below for ever).
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setsigmask(&attr, &empty);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
+  // The program, looked up in our PATH as posix_spawnp would (the child allocates nothing).
+  std::string program = args[0];
+  if (program.find('/') == std::string::npos) {
+    const char* path_env = std::getenv("PATH");
+    std::string_view path = path_env != nullptr && *path_env != '\0' ? path_env : "/usr/bin:/bin";
+    std::string found;
+    while (found.empty()) {
+      const size_t colon = path.find(':');
+      std::string dir(path.substr(0, colon));
+      std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+      struct stat st {};
+      if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+          ::access(candidate.c_str(), X_OK) == 0) {
+        found = std::move(candidate);
+      }
+      if (colon == std::string_view::npos) break;
+      path.remove_prefix(colon + 1);
+    }
+    if (found.empty()) {
+      ::close(fds[0]);
+      ::close(fds[1]);
+      return Status(Code::kNotFound, "cannot run '" + args[0] + "': " + std::strerror(ENOENT));
+    }
+    program = std::move(found);
+  }
+  const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (devnull < 0) {
+    Status st = ErrnoStatus("opening /dev/null");
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return st;
+  }
 
   std::vector<std::string> env_strings;
   for (char** e = environ; !opts.clean_env && e != nullptr && *e != nullptr; ++e) {
@@ -61,15 +75,32 @@ Result<Captured> RunAndCapture(const std::vector<std::string>& args, const Captu
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
 
-  pid_t pid = 0;
-  int err = posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
+  // Its own process group, so a timeout kills what it started too (a grandchild that kept the
+  // pipe open would otherwise hold the read below for ever); killed with the thread that waits
+  // for it, so a helper never outlives a daemon that died or stopped.
+  SpawnPlan plan;
+  plan.exec_path = program.c_str();
+  plan.argv = argv.data();
+  plan.envp = envp.data();
+  plan.cwd = opts.cwd.empty() ? nullptr : opts.cwd.c_str();
+  plan.out_fd = fds[1];
+  plan.err_fd = devnull;
+  plan.die_with_parent = true;
+  const SpawnOutcome spawned = SpawnVfork(plan);
   ::close(fds[1]);
-  if (err != 0) {
+  ::close(devnull);
+  const pid_t pid = spawned.pid;
+  if (pid <= 0) {
     ::close(fds[0]);
-    return Status(err == ENOENT ? Code::kNotFound : Code::kIo,
-                  "cannot run '" + args[0] + "': " + std::strerror(err));
+    const int err = spawned.err;
+    const bool at_exec = spawned.failed_step != nullptr &&
+                         std::string_view(spawned.failed_step) == "exec";
+    return Status(err == ENOENT && at_exec ? Code::kNotFound : Code::kIo,
+                  "cannot run '" + args[0] + "'" +
+                      (at_exec || spawned.failed_step == nullptr
+                           ? std::string()
+                           : std::string(" (") + spawned.failed_step + ")") +
+                      ": " + std::strerror(err));
   }
   Captured result;
   char buf[65536];
@@ -89,6 +120,7 @@ Result<Captured> RunAndCapture(const std::vector<std::string>& args, const Captu
     if (killed == Why::kNone && opts.timeout_ms > 0 && SteadyClock::now() >= deadline) {
       kill_group(Why::kTimeout);
     }
+    if (killed == Why::kNone && opts.stop && opts.stop()) kill_group(Why::kStopped);
     if (killed != Why::kNone && SteadyClock::now() >= killed_at + std::chrono::seconds(1)) break;
     // Deadlines are monotonic: a wall-clock step never shortens or stretches a helper's time.
     int wait_ms = -1;
@@ -103,6 +135,7 @@ Result<Captured> RunAndCapture(const std::vector<std::string>& args, const Captu
       wait_ms = static_cast<int>(std::clamp<int64_t>(
           std::chrono::duration_cast<std::chrono::milliseconds>(left).count(), 0, 60000));
     }
+    if (opts.stop && killed == Why::kNone) wait_ms = wait_ms < 0 ? 100 : std::min(wait_ms, 100);
     pollfd p{fds[0], POLLIN, 0};
     int r = ::poll(&p, 1, wait_ms);
     if (r < 0) {
@@ -111,7 +144,7 @@ Result<Captured> RunAndCapture(const std::vector<std::string>& args, const Captu
     }
     if (r == 0) {
       if (killed != Why::kNone) break;
-      if (SteadyClock::now() >= deadline) kill_group(Why::kTimeout);
+      if (opts.timeout_ms > 0 && SteadyClock::now() >= deadline) kill_group(Why::kTimeout);
       continue;
     }
     ssize_t n = ::read(fds[0], buf, sizeof buf);
@@ -143,8 +176,8 @@ Result<Captured> RunAndCapture(const std::vector<std::string>& args, const Captu
         return result;
       }
       if (w < 0 && errno != EINTR) return ErrnoStatus("waiting for '" + args[0] + "'");
-      if (SteadyClock::now() >= deadline) {
-        kill_group(Why::kTimeout);
+      if (SteadyClock::now() >= deadline || (opts.stop && opts.stop())) {
+        kill_group(SteadyClock::now() >= deadline ? Why::kTimeout : Why::kStopped);
         break;
       }
       ::usleep(2000);

@@ -30,10 +30,14 @@ struct CaptureOptions {
   // Set: stdout is handed to it as it arrives instead of being kept (max_output_bytes does not
   // apply). Returning false kills the helper's group and the call fails as Cancelled.
   std::function<bool(std::string_view)> on_output;
+  // Set: asked about ten times a second while the helper runs; true kills the helper's group and
+  // the call fails as Cancelled (its owner is stopping: a daemon does not wait out a listing).
+  std::function<bool()> stop;
 };
 
 // stdin and stderr are /dev/null; argv[0] is looked up in PATH. A missing program is NotFound.
-// The helper leads its own process group; a timeout or too much output kills the group.
+// The helper leads its own process group; a timeout or too much output kills the group. It is
+// killed (SIGKILL) if the calling thread or drover dies first, so no helper outlives a daemon.
 Result<Captured> RunAndCapture(const std::vector<std::string>& argv,
                                const CaptureOptions& options = {});
 

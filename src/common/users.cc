@@ -99,7 +99,11 @@ std::vector<std::string> AsUserArgv(const UnixUser& user, std::vector<std::strin
   for (int64_t g : user.groups) groups += (groups.empty() ? "" : ",") + std::to_string(g);
   std::vector<std::string> out = {"setpriv", "--reuid=" + std::to_string(user.uid),
                                   "--regid=" + std::to_string(user.gid),
-                                  groups.empty() ? "--clear-groups" : "--groups=" + groups, "--"};
+                                  groups.empty() ? "--clear-groups" : "--groups=" + groups,
+                                  // The kernel clears the parent-death signal RunAndCapture set
+                                  // when the rights change: set again, the helper still dies
+                                  // with its daemon.
+                                  "--pdeathsig=KILL", "--"};
   out.insert(out.end(), std::make_move_iterator(argv.begin()), std::make_move_iterator(argv.end()));
   return out;
 }

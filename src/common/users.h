@@ -35,7 +35,8 @@ bool InGroup(const UnixUser& user, int64_t gid);
 // The environment of `user`'s login, nothing of ours: HOME, USER, LOGNAME, SHELL,
 // PATH=/usr/local/bin:/usr/bin:/bin, LANG (ours, or C.UTF-8).
 std::vector<std::string> LoginEnvironment(const UnixUser& user);
-// `argv` run as `user` (their uid, gid and groups) through setpriv(1).
+// `argv` run as `user` (their uid, gid and groups) through setpriv(1), as a helper that dies with
+// the thread that started it (RunAndCapture).
 std::vector<std::string> AsUserArgv(const UnixUser& user, std::vector<std::string> argv);
 
 // Reads and writes files with `user`'s rights on the calling thread alone, while it lives: the

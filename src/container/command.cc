@@ -27,6 +27,10 @@ std::string ContainerName(const std::string& store_id, int64_t run_id, int attem
   return fmt::format("drover-{}-{}-{}", store_id, run_id, attempt);
 }
 
+std::string HelperContainerName(const std::string& store_id, std::string_view what, int64_t id) {
+  return fmt::format("drover-{}-{}-{}", store_id, what, id);
+}
+
 namespace {
 
 // A bind of `source` at `target`: --volume, or --mount where a path holds a ':' (which
@@ -103,8 +107,10 @@ std::vector<std::string> RunArgv(const ContainerRun& run, const std::vector<std:
       out.insert(out.end(), {"--security-opt=no-new-privileges", "--cap-drop=ALL"});
     }
   }
-  out.push_back(BindFlag(run.workdir, run.workdir, true));
-  out.push_back("--workdir=" + run.workdir);
+  if (!run.workdir.empty()) {
+    out.push_back(BindFlag(run.workdir, run.workdir, true));
+    out.push_back("--workdir=" + run.workdir);
+  }
   for (const auto& [path, writable] : run.binds) out.push_back(BindFlag(path, path, writable));
   for (const std::string& m : run.spec.mounts) out.push_back("--volume=" + m);
   if (!run.env_file.empty()) out.push_back("--env-file=" + run.env_file);

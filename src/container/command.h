@@ -4,6 +4,7 @@
 // inspect, pull, ps, rm). Pure: what runs them is container/runtime.h.
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/spec.h"
@@ -17,6 +18,7 @@ struct ContainerRun {
   std::string hostname;       // drover-run-<run>
   std::map<std::string, std::string> labels;
   std::string workdir;        // the run's working copy: bound at the same path, the container's cwd
+                              // ("" for a helper: nothing bound, the image's cwd)
   std::vector<std::pair<std::string, bool>> binds;  // host path, writable: same path inside
   std::vector<std::string> env_keys;  // passed in by name (values from the runtime's environment)
   std::vector<std::string> inline_env;  // "KEY=VALUE" passed on the command line
@@ -48,6 +50,9 @@ std::string CdiDeviceName(const std::string& uuid);
 // An attempt's container name, and the labels drover puts on it.
 std::string ContainerName(const std::string& store_id, int64_t run_id, int attempt);
 inline constexpr char kStoreLabel[] = "drover.store";
+// A helper's container (the package listing of an experiment's image): drover-<store>-<what>-<id>,
+// with the store's label, so a daemon that restarts removes one a dead daemon left.
+std::string HelperContainerName(const std::string& store_id, std::string_view what, int64_t id);
 
 // Image queries. InspectArgv's output (one line): "<id>|<digest>|<repo digests as JSON>".
 std::vector<std::string> InspectArgv(ContainerRuntime r, const std::string& image);

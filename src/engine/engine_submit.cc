@@ -13,6 +13,7 @@
 #include <random>
 #include <set>
 
+#include "common/hash.h"
 #include "common/strings.h"
 #include "container/runtime.h"
 #include "engine/engine.h"
@@ -348,6 +349,7 @@ void Engine::CaptureEnvironment(const Experiment& experiment,
   req.interpreters.assign(interpreters.begin(), interpreters.end());
   req.workdir = spec.workdir;
   req.hostname = hostname_;
+  req.store_id = StoreId(options_.store_dir);
   if (options_.runs_as_submitter) {
     // Its interpreter is the submitter's code: listed as them (or not at all when unknown).
     const Experiment* e = &experiment;

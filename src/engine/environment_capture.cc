@@ -8,6 +8,8 @@
 
 #include "common/strings.h"
 #include "common/subprocess.h"
+#include "container/command.h"
+#include "container/runtime.h"
 
 namespace drover {
 
@@ -45,13 +47,14 @@ std::vector<Environment> EnvironmentCapture::CaptureAll(const EnvironmentRequest
   std::vector<Environment> envs;
   for (const auto& interp : r.interpreters) {
     if (stopping()) break;  // shutting down: not one more listing
-    envs.push_back(Capture(r, interp));
+    envs.push_back(Capture(r, interp, stopping));
   }
   return envs;
 }
 
 Environment EnvironmentCapture::Capture(const EnvironmentRequest& r,
-                                        const std::string& interpreter) {
+                                        const std::string& interpreter,
+                                        const std::function<bool()>& stopping) {
   if (!described_) {
     gpu_info_ = describe_gpus_ ? describe_gpus_() : "";
     described_ = true;
@@ -66,21 +69,30 @@ Environment EnvironmentCapture::Capture(const EnvironmentRequest& r,
   o.cwd = r.workdir;
   o.timeout_ms = timeout_ms_;
   o.max_output_bytes = 8LL << 20;  // a package list is kilobytes
+  o.stop = stopping;  // a stopping daemon kills a listing in progress instead of waiting for it
   std::vector<std::string> argv = {interpreter, "-c", kPackageListScript};
   std::string key;
+  std::string container_name;
   if (r.container) {
     key = r.container->image_id + " " + interpreter;
     if (auto it = image_packages_.find(key); it != image_packages_.end()) {
       env.packages = it->second;
       return env;
     }
-    const bool podman = r.container->runtime == ContainerRuntime::kPodman;
-    argv = {podman ? "podman" : "docker", "run", "--rm", "--init", "--network", "none",
-            r.as ? fmt::format("--user={}:{}", r.as->uid, r.as->gid)
-                 : fmt::format("--user={}:{}", getuid(), getgid())};
-    if (r.as) argv.insert(argv.end(), {"--security-opt=no-new-privileges", "--cap-drop=ALL"});
-    if (podman) argv.push_back("--pull=never");
-    argv.insert(argv.end(), {r.container->image_id, interpreter, "-c", kPackageListScript});
+    // The same command line as a run's container (container/command.h), without the run's
+    // folder, GPUs or network: named and labelled as the store's, so a listing whose client was
+    // killed is removed here, and one a dead daemon left by the next daemon.
+    container::ContainerRun c;
+    c.spec = *r.container;
+    c.spec.network = false;
+    c.spec.mounts.clear();
+    c.name = container::HelperContainerName(r.store_id, "env", r.experiment_id);
+    c.hostname = "drover-env";
+    if (!r.store_id.empty()) c.labels[container::kStoreLabel] = r.store_id;
+    c.uid = r.as ? static_cast<int>(r.as->uid) : static_cast<int>(getuid());
+    c.gid = r.as ? static_cast<int>(r.as->gid) : static_cast<int>(getgid());
+    argv = container::RunArgv(c, {interpreter, "-c", kPackageListScript});
+    container_name = c.name;
     o.cwd.clear();
   }
   if (r.as && !r.container) {
@@ -90,6 +102,10 @@ Environment EnvironmentCapture::Capture(const EnvironmentRequest& r,
     o.set_env = LoginEnvironment(*r.as);
   }
   auto cap = RunAndCapture(argv, o);
+  if (!cap.ok() && !container_name.empty()) {
+    // Killed (a timeout, a stopping daemon): the client is gone, its container may not be.
+    container::RemoveContainers(r.container->runtime, {container_name});
+  }
   if (cap.ok() && cap->exit_code == 0) {
     auto lines = Split(cap->out, '\n');
     lines.erase(std::remove(lines.begin(), lines.end(), ""), lines.end());

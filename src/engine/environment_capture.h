@@ -39,6 +39,7 @@ struct EnvironmentRequest {
   // Set: the runs are in this (pinned) image, and its interpreter is listed inside it, once per
   // image and interpreter however many experiments use it.
   std::optional<ContainerSpec> container;
+  std::string store_id;  // StoreId(): the listing container's name and label
   // Set (a root daemon's experiment of another user): the listing runs as them, with their
   // login's environment (it runs their interpreter, from their folder).
   std::optional<UnixUser> as;
@@ -64,15 +65,16 @@ class EnvironmentCapture {
  private:
   std::vector<Environment> CaptureAll(const EnvironmentRequest& r,
                                       const std::function<bool()>& stopping);
-  Environment Capture(const EnvironmentRequest& r, const std::string& interpreter);
+  Environment Capture(const EnvironmentRequest& r, const std::string& interpreter,
+                      const std::function<bool()>& stopping);
 
   std::function<std::string()> describe_gpus_;
   Millis timeout_ms_;
   bool described_ = false;  // the capture thread's own
   std::string gpu_info_;
   std::map<std::string, std::string> image_packages_;  // "<image id> <interpreter>" -> list
-  // Last: it is stopped (the capture in progress waited for, each helper bounded by the
-  // timeout) before what it uses goes.
+  // Last: it is stopped (the listing in progress killed at once: RunAndCapture's `stop`) before
+  // what it uses goes.
   Worker<EnvironmentRequest, std::vector<Environment>> worker_;
 };
 

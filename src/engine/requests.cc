@@ -21,15 +21,6 @@ namespace {
 
 std::string Dir(const std::string& store_dir) { return store_dir + "/requests"; }
 
-bool WriteFileAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out.flush()) return false;
-  }
-  return ::rename(tmp.c_str(), path.c_str()) == 0;
-}
 
 std::string ReadSmallFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -71,8 +62,10 @@ Result<std::string> PostEngineRequest(const std::string& store_dir, const Engine
   const std::string name = fmt::format("{}-{}-{}.json", RealClock().Now(), ::getpid(), posted++);
   Json j = {{"cancel_runs", request.cancel_runs}};
   if (request.cancel_experiment > 0) j["cancel_experiment"] = request.cancel_experiment;
-  if (!WriteFileAtomically(Dir(store_dir) + "/" + name, j.dump() + "\n")) {
-    return ErrnoStatus("writing a request into " + Dir(store_dir));
+  // Not synced: a request is for an engine running now, and a crash loses it with the engine.
+  if (Status st = WriteFileAtomically(Dir(store_dir) + "/" + name, j.dump() + "\n", {.sync = false});
+      !st.ok()) {
+    return st.WithContext("writing a request into " + Dir(store_dir));
   }
   return name;
 }
@@ -100,7 +93,8 @@ std::vector<std::pair<std::string, EngineRequest>> TakeEngineRequests(const std:
 
 void AnswerEngineRequest(const std::string& store_dir, const std::string& name, const Status& st) {
   const std::string base = Dir(store_dir) + "/" + name;
-  (void)WriteFileAtomically(base + ".done", st.ok() ? "ok\n" : "error: " + st.message() + "\n");
+  (void)WriteFileAtomically(base + ".done", st.ok() ? "ok\n" : "error: " + st.message() + "\n",
+                            {.sync = false});
   std::error_code ec;
   fs::remove(base, ec);
 }

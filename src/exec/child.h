@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/spawn.h"  // DropTo, kChildDefaultSignals
 #include "exec/working_copy.h"
 
 namespace drover {
@@ -25,12 +26,6 @@ struct RunAs {
   std::vector<uint32_t> groups;
   bool set() const { return uid >= 0; }
 };
-
-// Takes `who`'s rights for good (supplementary groups, then gid, then uid: real, effective and
-// saved), with raw syscalls that change only the calling process (glibc's wrappers would signal
-// every thread of a process a vfork child shares memory with). Async-signal-safe. Returns 0 or
-// the errno of the step that failed.
-int DropTo(uint32_t uid, uint32_t gid, const uint32_t* groups, size_t ngroups);
 
 struct ChildPlan {
   // With `shim`, the child becomes the run's shim (ShimMain): it starts `program` with `argv`
@@ -70,11 +65,6 @@ struct ForkOutcome {
 // hangs (a mount on a dead network file system) is killed after 30 s. Allocates before the fork
 // only; the child allocates nothing.
 ForkOutcome StartChild(const ChildPlan& plan, int out_fd, int err_fd);
-
-// The signals drover catches, ignores or blocks: a child's disposition of each is reset to the
-// default before it execs (every other signal is at its default in drover already, and exec
-// resets any caught one).
-inline constexpr int kChildDefaultSignals[] = {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP, SIGQUIT};
 
 // Clocks for the launcher, the shim and the supervisor (libc only, no allocation: they also run
 // in forked children), in milliseconds.

@@ -1,4 +1,5 @@
 #include "exec/snapshot.h"
+#include "common/files.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -684,14 +685,7 @@ static Status SealSnapshot(const Snapshot& snap, const std::string& snapshots_di
   const std::string path = SnapshotSeal(snapshots_dir, snap.hash);
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << Joined(after);
-    if (!out.flush()) return ErrnoStatus("cannot write '" + tmp + "'");
-  }
-  if (rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus("cannot write '" + path + "'");
-  return Status::Ok();
+  return WriteFileAtomically(path, Joined(after));
 }
 
 std::string SnapshotManifest(const std::string& snapshots_dir, const std::string& hash) {

@@ -1,4 +1,5 @@
 #include "gpu/leases.h"
+#include "common/files.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -227,27 +228,7 @@ Status FileGpuLedger::Publish(const std::vector<GpuLease>& mine) {
   if (published_once_ && mine == published_) return Status::Ok();
   const std::string path = dir_ + "/" + owner_ + ".json";
   // A fresh name each time (a fixed one could be taken by anyone in the folder).
-  std::string tmp = dir_ + "/." + owner_ + ".json.XXXXXX";
-  int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
-  if (fd < 0) return Errno("cannot write a lease file in " + dir_);
-  ::fchmod(fd, 0644);
-  const std::string text = FormatLeases(::getpid(), mine);
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      Status st = Errno("cannot write " + tmp);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return st;
-    }
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    Status st = Errno("cannot replace " + path);
-    ::unlink(tmp.c_str());
+  if (Status st = WriteFileAtomically(path, FormatLeases(::getpid(), mine), {.sync = false}); !st.ok()) {
     return st;
   }
   published_ = mine;

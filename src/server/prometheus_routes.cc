@@ -11,10 +11,7 @@ namespace {
 const std::vector<double> kWaitBuckets = {1,    5,    15,    30,    60,    300,   900,
                                           1800, 3600, 10800, 21600, 43200, 86400, 259200};
 
-// Every state is listed, with 0 when none: a series that disappears confuses rate() and alerts.
-const char* const kStates[] = {"queued", "running", "retrying", "succeeded", "failed", "cancelled"};
-
-Status Metrics(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+Status PrometheusText(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
   DROVER_ASSIGN_OR_RETURN(StoreTotals totals, store->Totals(kWaitBuckets));
   std::vector<protocol::GpuStatus> gpus = ctx.engine.Gpus();
@@ -58,19 +55,19 @@ Status Metrics(ServerContext& ctx, const httplib::Request&, httplib::Response& r
   gpu_family("drover_gpu_runs", "Runs drover has running on the GPU.",
              [](const auto& g) { return static_cast<double>(g.runs.size()); });
 
-  w.Family("drover_runs", "gauge", "Runs in the store by state.");
-  for (const char* s : kStates) {
-    auto it = totals.runs_by_state.find(s);
-    w.Sample("drover_runs", {{"state", s}},
-             it == totals.runs_by_state.end() ? 0.0 : static_cast<double>(it->second));
-  }
-  auto count = [&](const char* s) {
-    auto it = totals.runs_by_state.find(s);
+  auto count = [&](RunState s) {
+    auto it = totals.runs_by_state.find(std::string(ToString(s)));
     return it == totals.runs_by_state.end() ? 0.0 : static_cast<double>(it->second);
   };
+  // Every state is listed, from the state enum itself, with 0 when none: a series that
+  // disappears confuses rate() and alerts.
+  w.Family("drover_runs", "gauge", "Runs in the store by state.");
+  for (RunState s : kAllRunStates) {
+    w.Sample("drover_runs", {{"state", std::string(ToString(s))}}, count(s));
+  }
   w.Family("drover_queue_length", "gauge",
            "Runs waiting to start: queued, or waiting out a retry backoff.");
-  w.Sample("drover_queue_length", {}, count("queued") + count("retrying"));
+  w.Sample("drover_queue_length", {}, count(RunState::kQueued) + count(RunState::kRetrying));
 
   w.Family("drover_queue_wait_seconds", "histogram",
            "Time from submit to a run's first start, for runs that started.");
@@ -100,7 +97,7 @@ Status Metrics(ServerContext& ctx, const httplib::Request&, httplib::Response& r
 }  // namespace
 
 void RegisterPrometheusRoutes(httplib::Server& http, ServerContext& ctx) {
-  http.Get("/metrics", Route(ctx, Metrics));
+  http.Get("/metrics", Route(ctx, PrometheusText));
 }
 
 }  // namespace drover::server

@@ -1,4 +1,5 @@
 #include "server/tokens.h"
+#include "common/files.h"
 
 #include <fcntl.h>
 #include <sys/random.h>
@@ -106,33 +107,8 @@ Status TokenBook::SaveLocked() const {
   Json list = Json::array();
   for (const PersonalToken& t : tokens_) list.push_back(ToJson(t));
   const std::string text = Json{{"next_id", next_id_}, {"tokens", list}}.dump(1) + "\n";
-  const std::string tmp = path_ + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return ErrnoStatus("cannot write the token book '" + tmp + "'");
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t w = ::write(fd, text.data() + done, text.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      Status s = ErrnoStatus("cannot write the token book '" + tmp + "'");
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return s;
-    }
-    done += static_cast<size_t>(w);
-  }
   // A revoked token must stay revoked after a power cut: synced before it replaces the old book.
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    Status s = ErrnoStatus("cannot write the token book '" + tmp + "'");
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  if (::rename(tmp.c_str(), path_.c_str()) != 0) {
-    Status s = ErrnoStatus("cannot replace the token book '" + path_ + "'");
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  return Status::Ok();
+  return WriteFileAtomically(path_, text, {.mode = 0600});
 }
 
 Result<std::pair<PersonalToken, std::string>> TokenBook::Create(const UnixUser& who,

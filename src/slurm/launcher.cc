@@ -1,3 +1,4 @@
+#include "common/strings.h"
 #include "slurm/launcher.h"
 
 #include <fmt/format.h>
@@ -13,13 +14,6 @@
 namespace drover::slurm {
 namespace {
 
-bool ShellName(const std::string& name) {
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-  });
-}
-
 // The variables the run's environment must not carry into the job: the GPUs are Slurm's to
 // give, and the shell sets its own.
 bool Dropped(const std::string& name) {
@@ -28,13 +22,6 @@ bool Dropped(const std::string& name) {
 }
 
 }  // namespace
-
-std::string StoreId(const std::string& store_dir) {
-  std::error_code ec;
-  std::string abs = std::filesystem::weakly_canonical(store_dir, ec).string();
-  if (ec || abs.empty()) abs = store_dir;
-  return Sha256Hex(abs).substr(0, 8);
-}
 
 SlurmLauncher::SlurmLauncher(Cluster& cluster, ProcessLauncher& local, Clock& clock,
                              std::string store_id, ExecutorSpec defaults)
@@ -64,7 +51,7 @@ Result<int> SlurmLauncher::Start(const LaunchSpec& spec) {
     if (eq == std::string::npos) continue;
     std::string name = kv.substr(0, eq);
     // A name a shell cannot export (an exported bash function, say) stays behind.
-    if (!ShellName(name) || Dropped(name)) continue;
+    if (!IsShellName(name) || Dropped(name)) continue;
     s.env[name] = kv.substr(eq + 1);
   }
   s.workdir = spec.cwd;

@@ -84,8 +84,4 @@ class SlurmLauncher : public ProcessLauncher {
   std::string poll_error_;                // the last failed round's error, logged once
 };
 
-// A short id of a store for job names (drover-<id>-<run>-<attempt>): the first 8 hex digits of
-// the SHA-256 of its absolute path, so two stores on one cluster never read each other's jobs.
-std::string StoreId(const std::string& store_dir);
-
 }  // namespace drover::slurm

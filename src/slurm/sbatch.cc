@@ -1,3 +1,4 @@
+#include "common/strings.h"
 #include "slurm/sbatch.h"
 
 #include <fmt/format.h>
@@ -20,13 +21,6 @@ std::string Quote(const std::string& text) {
   return out + "'";
 }
 
-bool ShellName(const std::string& name) {
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-  });
-}
-
 // Slurm's --time: minutes, rounded up, at least one.
 std::string TimeLimit(Millis ms) {
   const int64_t minutes = std::max<int64_t>(1, (ms + 59'999) / 60'000);
@@ -39,7 +33,7 @@ Result<std::string> BatchScript(const Submission& s) {
   if (s.argv.empty()) return InvalidArgument("no command to run in the job");
   std::string out = "#!/bin/sh\n# drover: " + s.job_name + "\n";
   for (const auto& [k, v] : s.env) {
-    if (!ShellName(k)) {
+    if (!IsShellName(k)) {
       return InvalidArgument(fmt::format("environment variable '{}' cannot be passed to a Slurm "
                                          "job: a name is letters, digits and _",
                                          k));

@@ -314,11 +314,14 @@ TEST_F(DaemonTest, RefusesWhatItMust) {
   auto ok = c.Get("/api/v1/runs", Auth());
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
-  // A second daemon on the same store says who holds it.
+  // A second daemon on the same store names the daemon that serves it and how to stop it.
   auto second = RunDrover({"serve", "--listen", "127.0.0.1:0", "--store", store_});
   EXPECT_EQ(second.exit_code, 2);
-  EXPECT_NE(second.err.find("another drover (pid " + std::to_string(pid_) + ")"), std::string::npos)
+  EXPECT_NE(second.err.find("a drover daemon (pid " + std::to_string(pid_) + ") already serves"),
+            std::string::npos)
       << second.err;
+  EXPECT_NE(second.err.find("it runs until stopped"), std::string::npos) << second.err;
+  EXPECT_NE(second.err.find("drover daemon stop"), std::string::npos) << second.err;
 }
 
 TEST_F(DaemonTest, EventsStreamRunStates) {
@@ -403,28 +406,30 @@ TEST_F(DaemonTest, SigtermLeavesRunsForTheNextDaemonOrStopsThemWithStopRuns) {
   EXPECT_EQ((*store)->ListAttempts(2).value().size(), 2u);
 }
 
-TEST_F(DaemonTest, CtrlCDetachesAndCancelOnExitCancels) {
+// Ctrl-C does one thing for the experiment a `drover run` submitted to a daemon it joined: it
+// cancels it, as in the foreground (with --cancel-on-exit, still accepted, the same).
+TEST_F(DaemonTest, CtrlCCancelsTheExperimentARunSubmittedToADaemonItJoined) {
   std::string spec = Write("s.yaml", "name: s\nworkdir: code\ncommand: sleep 300\n");
   StartDaemon();
-  for (bool cancel : {false, true}) {
+  for (bool flag : {false, true}) {
     std::string out = (dir_ / "run.out").string(), err = (dir_ / "run.err").string();
     std::vector<std::string> args = {"run", spec, "--store", store_};
-    if (cancel) args.push_back("--cancel-on-exit");
+    if (flag) args.push_back("--cancel-on-exit");
     pid_t pid = testing::SpawnDrover(args, out, err);
-    for (int i = 0; i < 200 && ReadFile(out).find("queued in the daemon") == std::string::npos;
-         ++i) {
+    for (int i = 0; i < 200 && ReadFile(out).find("Ctrl-C cancels") == std::string::npos; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
+    EXPECT_NE(ReadFile(out).find("in the daemon serving the store"), std::string::npos) << ReadFile(out);
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     kill(pid, SIGINT);
     EXPECT_EQ(testing::WaitExit(pid), 130) << ReadFile(err);
     auto store = Store::Open(store_ + "/drover.db");
-    int64_t id = cancel ? 2 : 1;
-    RunState want = cancel ? RunState::kCancelled : RunState::kRunning;
-    for (int i = 0; i < 200 && (*store)->GetRun(id).value()->state != want; ++i) {
+    int64_t id = flag ? 2 : 1;
+    for (int i = 0; i < 200 && (*store)->GetRun(id).value()->state != RunState::kCancelled; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    EXPECT_EQ((*store)->GetRun(id).value()->state, want) << (cancel ? "cancel" : "detach");
+    EXPECT_EQ((*store)->GetRun(id).value()->state, RunState::kCancelled)
+        << (flag ? "--cancel-on-exit" : "plain");
   }
 }
 
@@ -819,6 +824,12 @@ TEST_F(DaemonTest, IdleGpuAlertsOnceAndMetricsPassPromtool) {
   ASSERT_EQ(metrics->status, 200);
   EXPECT_NE(metrics->body.find("drover_gpu_utilization_ratio{gpu=\"1\""), std::string::npos);
   EXPECT_NE(metrics->body.find("drover_runs{state=\"succeeded\"} 1"), std::string::npos);
+  // Every state of the enum, pruned included, with 0 when none (issue 40).
+  for (RunState s : kAllRunStates) {
+    EXPECT_NE(metrics->body.find("drover_runs{state=\"" + std::string(ToString(s)) + "\"}"),
+              std::string::npos)
+        << ToString(s);
+  }
   EXPECT_NE(metrics->body.find("drover_alerts_total{kind=\"idle_gpu\"} 1"), std::string::npos);
   EXPECT_NE(metrics->body.find("drover_queue_wait_seconds_count 1"), std::string::npos);
   EXPECT_EQ(http.Get("/metrics")->status, 401);  // the token is needed here too

@@ -749,6 +749,66 @@ TEST_F(OnDemandDaemonTest, AGpuLessDaemonIsNotSilentlyJoinedByACommandThatAsksFo
   }
 }
 
+// Issue 40: a second `drover run` joined the daemon the first one left, and Ctrl-C then
+// detached, so `timeout -s INT 8 drover run ...` left the sweep running; `drover serve` refused
+// with "another drover (pid N) is running experiments" and no word of the daemon or of how to
+// stop it. Now Ctrl-C cancels what the command submitted, started or joined; `drover daemon
+// status` says what the daemon runs and how it exits; `drover serve` names it and the command
+// that stops it.
+TEST_F(OnDemandDaemonTest, AJoinedDaemonIsNamedByServeAndCtrlCCancelsWhatTheRunSubmitted) {
+  Write("code/quick.yaml", "name: quick\ncommand: \"true\"\nresources: {gpus: 0}\n");
+  Write("code/long.yaml",
+        "name: long\nshell: true\ncommand: sleep 300; echo joined-ctrl-c\nresources: {gpus: 0}\n");
+  const std::string code = (dir_ / "code").string();
+  ::unsetenv("DROVER_FOREGROUND");
+  auto first = testing::RunDrover(
+      {"--store", store_, "run", "quick.yaml", "--gpu-leases", "off", "--idle-exit", "5m"}, code);
+  const std::string out = (dir_ / "long.out").string(), err = (dir_ / "long.err").string();
+  pid_t second = testing::SpawnDrover({"--store", store_, "run", "long.yaml"}, out, err, code);
+  ::setenv("DROVER_FOREGROUND", "1", 1);
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  for (int i = 0; i < 400 && ReadFile(out).find("Ctrl-C cancels") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  EXPECT_NE(ReadFile(out).find("in the daemon serving the store"), std::string::npos) << ReadFile(out);
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  for (int i = 0; i < 200; ++i) {
+    auto r = (*store)->GetRun(2);
+    if (r.ok() && *r && (*r)->state == RunState::kRunning) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  auto status = testing::RunDrover({"--store", store_, "daemon", "status"});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("1 running, 0 queued"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("it exits after 5m00s with nothing queued or running and no request"),
+            std::string::npos)
+      << status.out;
+  EXPECT_NE(status.out.find("drover daemon stop --store " + store_), std::string::npos)
+      << status.out;
+  auto serve = testing::RunDrover({"--store", store_, "serve", "--fake-gpus", "1x8GiB"});
+  EXPECT_NE(serve.exit_code, 0);
+  const int pid = nlohmann::json::parse(ReadFile(store_ + "/daemon.json"))["pid"].get<int>();
+  EXPECT_NE(serve.err.find("a drover daemon (pid " + std::to_string(pid) + ") already serves"),
+            std::string::npos)
+      << serve.err;
+  EXPECT_NE(serve.err.find("it exits after 5m00s"), std::string::npos) << serve.err;
+  EXPECT_NE(serve.err.find("drover daemon stop --store"), std::string::npos) << serve.err;
+  ::kill(second, SIGINT);
+  EXPECT_EQ(testing::WaitExit(second), 130) << ReadFile(err);
+  RunState state = RunState::kRunning;
+  for (int i = 0; i < 200 && state != RunState::kCancelled; ++i) {
+    state = (*store)->GetRun(2).value()->state;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(state, RunState::kCancelled) << "Ctrl-C of a run that joined the daemon";
+  EXPECT_NE(Sh("pgrep -f '[j]oined-ctrl-c' >/dev/null"), 0) << "the cancelled run still runs";
+  auto stop = testing::RunDrover({"--store", store_, "daemon", "stop"});
+  EXPECT_EQ(stop.exit_code, 0) << stop.err;
+  auto none = testing::RunDrover({"--store", store_, "daemon", "status"});
+  EXPECT_NE(none.out.find("no drover daemon serves the store"), std::string::npos) << none.out;
+}
+
 TEST_F(OnDemandDaemonTest, RunStartsADaemonForItsStoreThatExitsOnceIdleAndForegroundDoesNot) {
   Write("code/spec.yaml", "name: two\ncommand: sh -c \"echo loss=0.{i}\"\nparams: {i: [1, 2]}\n");
   // With --foreground: the engine runs in this process, and no daemon is left.

@@ -44,7 +44,7 @@ struct GpuRow {
   std::optional<DrainEntry> drained;
 };
 
-std::string Clock(Millis ms) {
+std::string WallTimeOfDay(Millis ms) {
   std::time_t t = ms / 1000;
   std::tm tm{};
   localtime_r(&t, &tm);
@@ -79,7 +79,7 @@ int Print(const std::vector<GpuRow>& rows, const std::string& where) {
     std::string health = r.reading ? HealthSummary(*r.reading) : "unknown";
     if (r.drained) {
       health = fmt::format("DRAINED by {} at {}{}", r.drained->by.empty() ? "?" : r.drained->by,
-                           Clock(r.drained->since_ms),
+                           WallTimeOfDay(r.drained->since_ms),
                            health == "ok" || health == "unknown" ? "" : "; " + health);
       const std::string why = r.drained->reason.empty() ? "(no reason given)" : r.drained->reason;
       auto same = std::find_if(notes.begin(), notes.end(),

@@ -17,14 +17,14 @@ namespace {
 
 constexpr size_t kMaxReply = 256u << 20;
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
-int LeftMs(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+int LeftMs(SteadyClock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now()).count();
   return left < 0 ? 0 : static_cast<int>(left);
 }
 
-Status SendAll(int fd, const std::string& data, Clock::time_point deadline) {
+Status SendAll(int fd, const std::string& data, SteadyClock::time_point deadline) {
   size_t done = 0;
   while (done < data.size()) {
     pollfd p{fd, POLLOUT, 0};
@@ -66,7 +66,7 @@ Result<std::string> Dechunk(const std::string& raw) {
 Result<HttpReply> UnixHttpRequest(const std::string& socket_path, const std::string& method,
                                   const std::string& target, const std::string& body,
                                   int timeout_s) {
-  const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(timeout_s);
   auto connected = ConnectUnix(socket_path, 5000);
   // Not reached at all (nothing was sent): NotFound, so the caller may try elsewhere.
   if (!connected.ok()) return NotFound(connected.status().message());
@@ -135,7 +135,7 @@ Status UnixHttpStream(const std::string& socket_path, const std::string& target,
   const int fd = *connected;
   const std::string request =
       "GET " + target + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
-  Status st = SendAll(fd, request, Clock::now() + std::chrono::seconds(5));
+  Status st = SendAll(fd, request, SteadyClock::now() + std::chrono::seconds(5));
   std::string head;
   bool in_body = false;
   char buf[16384];

@@ -5,7 +5,7 @@
 namespace drover::server {
 namespace {
 
-Status List(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+Status ListExperiments(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(auto limit, QueryInt(req, "limit", 1, 1000));
   DROVER_ASSIGN_OR_RETURN(auto offset, QueryInt(req, "offset", 0, 1'000'000'000));
   DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
@@ -93,7 +93,7 @@ Status Remove(ServerContext& ctx, const httplib::Request& req, httplib::Response
 
 void RegisterExperimentsRoutes(httplib::Server& http, ServerContext& ctx) {
   const std::string base = std::string(protocol::kApiPrefix) + "/experiments";
-  http.Get(base, Route(ctx, List));
+  http.Get(base, Route(ctx, ListExperiments));
   http.Post(base, Route(ctx, Submit));
   http.Post(base + "/check", Route(ctx, Check));
   http.Get(base + "/([^/]+)", Route(ctx, Get));

@@ -23,7 +23,7 @@ std::string RecipePath(const std::string& path) {
   return path;
 }
 
-Status List(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+Status ListRecipes(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
   std::vector<std::string> starts;
   std::error_code ec;
   const Caller& caller = CurrentCaller();
@@ -181,7 +181,7 @@ Status PlanRoute(ServerContext& ctx, const httplib::Request& req, httplib::Respo
 
 void RegisterRecipesRoutes(httplib::Server& http, ServerContext& ctx) {
   const std::string api = protocol::kApiPrefix;
-  http.Get(api + "/recipes", Route(ctx, List));
+  http.Get(api + "/recipes", Route(ctx, ListRecipes));
   http.Get(api + "/recipes/show", Route(ctx, Show));
   http.Post(api + "/plan", Route(ctx, PlanRoute));
 }

@@ -35,7 +35,7 @@ std::string StoreDir(const ServerContext& ctx) {
 constexpr int kDefaultRunLimit = 100;
 constexpr int kMaxRunLimit = 1000;
 
-Status List(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+Status ListRuns(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(auto limit, QueryInt(req, "limit", 1, kMaxRunLimit));
   DROVER_ASSIGN_OR_RETURN(auto offset, QueryInt(req, "offset", 0, 1'000'000'000));
   DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
@@ -416,7 +416,7 @@ Status Waiting(ServerContext& ctx, const httplib::Request&, httplib::Response& r
 
 void RegisterRunsRoutes(httplib::Server& http, ServerContext& ctx) {
   const std::string base = std::string(protocol::kApiPrefix) + "/runs";
-  http.Get(base, Route(ctx, List));
+  http.Get(base, Route(ctx, ListRuns));
   http.Get(base + "/waiting", Route(ctx, Waiting));
   http.Get(base + "/([^/]+)", Route(ctx, Get));
   http.Get(base + "/([^/]+)/attempts", Route(ctx, Attempts));

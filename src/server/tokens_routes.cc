@@ -50,7 +50,7 @@ Status Create(ServerContext& ctx, const httplib::Request& req, httplib::Response
   return Status::Ok();
 }
 
-Status List(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+Status ListTokens(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   const Caller& caller = CurrentCaller();
   const std::string only = req.has_param("user") ? req.get_param_value("user") : "";
   Json list = Json::array();
@@ -83,7 +83,7 @@ Status Revoke(ServerContext& ctx, const httplib::Request& req, httplib::Response
 void RegisterTokensRoutes(httplib::Server& http, ServerContext& ctx) {
   const std::string base = std::string(protocol::kApiPrefix) + "/tokens";
   http.Post(base, Route(ctx, Create));
-  http.Get(base, Route(ctx, List));
+  http.Get(base, Route(ctx, ListTokens));
   http.Delete(base + "/([^/]+)", Route(ctx, Revoke));
 }
 

@@ -26,7 +26,7 @@ using testing::RunDrover;
 // $DROVER_CHECKPOINT_DIR/step, prints one metric line per step and saves after each. Its first
 // argument is the number of steps; with a second argument "fail-once" its first attempt fails at
 // the end (a marker in the checkpoint folder remembers it).
-constexpr const char* kTrain = R"(#!/bin/sh
+constexpr const char* kCheckpointingTrain = R"(#!/bin/sh
 steps=$1
 ck="$DROVER_CHECKPOINT_DIR"
 mkdir -p "$ck"
@@ -50,7 +50,7 @@ class ResumeTest : public testing::CliFixture {
  protected:
   void SetUp() override {
     CliFixture::SetUp();
-    std::string path = Write("code/train.sh", kTrain);
+    std::string path = Write("code/train.sh", kCheckpointingTrain);
     std::filesystem::permissions(path, std::filesystem::perms::owner_all);
   }
   void TearDown() override {

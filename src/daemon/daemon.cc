@@ -40,15 +40,37 @@ Result<Spec> ParseAsSubmitter(const protocol::SubmitRequest& request, const Engi
   Result<Spec> spec = ParseSpecString(request.spec_yaml, request.spec_name, request.base_dir,
                                       request.overrides);
   // The file the text came from, where it is the named file in the spec's folder with that very
-  // text (read as the submitter): kept out of the code snapshot, so editing one value of a spec
-  // that lives in the project folder changes only the runs that use it (issue 40).
+  // text (read as the submitter), or else the one YAML file at the top of that folder with that
+  // text (an agent's MCP submit and the web form send the text of a file they name otherwise):
+  // kept out of the code snapshot, so editing one value of a spec that lives in the project
+  // folder changes only the runs that use it (issue 40).
   if (spec.ok() && !request.base_dir.empty() && request.spec_name != "<stdin>") {
-    const std::string path =
-        (std::filesystem::path(request.base_dir) /
-         std::filesystem::path(request.spec_name).filename())
-            .string();
-    auto text = ReadBoundedFile(path, request.spec_yaml.size() + 1, "spec file", "");
-    if (text.ok() && *text == request.spec_yaml) spec->source_path = path;
+    namespace fs = std::filesystem;
+    auto same_text = [&](const fs::path& path) {
+      auto text = ReadBoundedFile(path.string(), request.spec_yaml.size() + 1, "spec file", "");
+      return text.ok() && *text == request.spec_yaml;
+    };
+    const fs::path named = fs::path(request.base_dir) / fs::path(request.spec_name).filename();
+    if (same_text(named)) {
+      spec->source_path = named.string();
+    } else {
+      std::error_code ec;
+      int looked = 0;
+      for (fs::directory_iterator it(request.base_dir, ec), end; !ec && it != end && looked < 256;
+           it.increment(ec), ++looked) {
+        const fs::path& p = it->path();
+        if (p.extension() != ".yaml" && p.extension() != ".yml") continue;
+        std::error_code size_ec;
+        if (!it->is_regular_file(size_ec) ||
+            it->file_size(size_ec) != request.spec_yaml.size() || size_ec) {
+          continue;
+        }
+        if (same_text(p)) {
+          spec->source_path = p.string();
+          break;
+        }
+      }
+    }
   }
   return spec;
 }

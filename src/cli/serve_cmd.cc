@@ -311,7 +311,7 @@ int Serve(Globals& g, const ServeFlags& f) {
     std::error_code ec;
     so.recipe_dirs.push_back(std::filesystem::absolute(r, ec).string());
   }
-  server::HttpServer http(so, daemon);
+  server::HttpServer http(so, daemon, clock);
   if (Status st = http.Bind(); !st.ok()) return ReportError(st);
   if (Status st = WriteDaemonInfo(DaemonInfoPath(g), so.host, http.port(), so.unix_socket,
                                   idle_ms);

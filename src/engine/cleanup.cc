@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cstdlib>
 
 #include <cerrno>
 #include <cstring>
@@ -305,9 +306,11 @@ Status ApplyCleanup(Store& store, const std::string& store_dir, Cleanup& plan) {
   }
   // The records are gone; the files follow, first out of the way (a rename), then deleted.
   const std::string trash = store_dir + "/trash";
-  const std::string batch = fmt::format("{}/{}-{}", trash, RealClock().Now(), ::getpid());
+  // A fresh folder for this batch (no clock: only its name must be new).
   std::error_code ec;
-  fs::create_directories(batch, ec);
+  fs::create_directories(trash, ec);
+  std::string batch = trash + "/batch-XXXXXX";
+  if (!ec && ::mkdtemp(batch.data()) == nullptr) ec = std::error_code(errno, std::generic_category());
   int n = 0;
   for (auto& f : plan.files) {
     if (f.path == trash) continue;

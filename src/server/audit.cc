@@ -70,14 +70,13 @@ AuditLog::~AuditLog() {
 
 void AuditLog::Append(const AuditEntry& entry) {
   std::lock_guard<std::mutex> lock(mu_);
-  AppendTo(log_, ToJson(entry));
+  AppendTo(log_, ToJson(entry), entry.t_ms);
 }
 
-void AuditLog::AppendTo(File& file, const Json& entry) {
+void AuditLog::AppendTo(File& file, const Json& entry, Millis now) {
   if (file.path.empty()) return;
   std::string line = entry.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
   auto fail = [&](const char* what) {
-    const Millis now = RealClock().Now();
     if (now - warned_ms_ > 60'000) {
       warned_ms_ = now;
       spdlog::warn("audit log {}: {}: {}", file.path, what, std::strerror(errno));
@@ -133,7 +132,7 @@ void AuditLog::Record(AuditEntry entry, const std::string& who_said) {
     // callers nobody recognised apart from the users', so theirs push out no user's.
     if (!AdmitRefusal(who, entry.t_ms, &entry.suppressed)) return;
     std::lock_guard<std::mutex> lock(mu_);
-    AppendTo(unidentified ? unidentified_ : refused_, ToJson(entry));
+    AppendTo(unidentified ? unidentified_ : refused_, ToJson(entry), entry.t_ms);
     return;
   }
   FlushSummaries(entry.t_ms, /*flush_all=*/false);
@@ -196,7 +195,7 @@ void AuditLog::FlushSummaries(Millis now_ms, bool flush_all) {
   }
   if (lines.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);
-  for (const Json& line : lines) AppendTo(log_, line);
+  for (const Json& line : lines) AppendTo(log_, line, now_ms);
 }
 
 bool AuditLog::AdmitRefusal(const std::string& who, Millis now_ms, int64_t* suppressed_before) {

@@ -87,7 +87,8 @@ class AuditLog {
     int fd = -1;
     int64_t size = 0;
   };
-  void AppendTo(File& file, const Json& line);
+  // `now`: the time of the entry written (a failure is warned of at most once a minute).
+  void AppendTo(File& file, const Json& line, Millis now);
   // Writes the summaries of minutes that ended before now_ms (all with flush_all).
   void FlushSummaries(Millis now_ms, bool flush_all);
   std::string path_;

@@ -111,7 +111,7 @@ Status Drain(ServerContext& ctx, const httplib::Request& req, httplib::Response&
   }
   DROVER_ASSIGN_OR_RETURN(std::vector<int> done,
                           DrainGpus(BookPath(ctx), devices, reason,
-                                    DisplayName(CurrentCaller().user), RealClock().Now()));
+                                    DisplayName(CurrentCaller().user), ctx.clock.Now()));
   std::vector<int> already;
   for (const auto& [key, index] : devices) {
     if (std::find(done.begin(), done.end(), index) == done.end()) already.push_back(index);
@@ -125,7 +125,7 @@ Status Clear(ServerContext& ctx, const httplib::Request& req, httplib::Response&
   DROVER_ASSIGN_OR_RETURN(auto devices, Resolve(ctx, req.matches[1].str()));
   DROVER_ASSIGN_OR_RETURN(std::vector<int> done,
                           ClearGpus(BookPath(ctx), devices, DisplayName(CurrentCaller().user),
-                                    RealClock().Now()));
+                                    ctx.clock.Now()));
   std::vector<int> not_drained;
   for (const auto& [key, index] : devices) {
     if (std::find(done.begin(), done.end(), index) == done.end()) not_drained.push_back(index);

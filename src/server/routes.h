@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "mcp/server.h"
 #include "mcp/sessions.h"
@@ -28,11 +29,12 @@
 namespace drover::server {
 
 struct ServerContext {
-  ServerContext(const ServerOptions& o, EngineControl& e)
-      : options(o), engine(e), audit(o.audit_path), tokens(o.tokens_path) {}
+  ServerContext(const ServerOptions& o, EngineControl& e, const Clock& c)
+      : options(o), engine(e), clock(c), audit(o.audit_path), tokens(o.tokens_path) {}
 
   const ServerOptions& options;
   EngineControl& engine;
+  const Clock& clock;  // the daemon's one time source (wall time of sessions, tokens, tables)
   AuditLog audit;
   TokenBook tokens;  // personal tokens (server/tokens.h)
   int64_t admin_gid = -1;  // options.admin_group's id (-1: none)

@@ -195,7 +195,7 @@ bool Authorized(ServerContext& ctx, int port, const httplib::Request& req,
   // MCP clients configured with a bare URL (no header option) may carry the token in it:
   // /mcp?token=... (only there; the API wants the header).
   if (given.empty() && req.path == "/mcp") given = req.get_param_value("token");
-  const Millis now = RealClock().Now();
+  const Millis now = ctx.clock.Now();
   if (!given.empty() && SecretsEqual(given, token)) {
     *who = OwnerCaller(ctx.options.owner_uid, "token", req);
     return true;
@@ -260,7 +260,7 @@ CallerKey ClassifyRequest(ServerContext& ctx, std::string_view head, const Calle
   }
   if (peer.key.starts_with("uid ")) return peer;  // a socket whose peer is unknown: refused
   const CallerKey daemons_own{"owner", -1, false, true};
-  const Millis now = RealClock().Now();
+  const Millis now = ctx.clock.Now();
   const std::string auth = ConnectionGate::HeaderValue(head, "Authorization");
   if (auth.size() > 7 && Lower(auth.substr(0, 7)) == "bearer ") {
     const std::string given = auth.substr(7);
@@ -465,9 +465,9 @@ class GatedServer : public httplib::Server {
 }  // namespace
 
 
-HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
+HttpServer::HttpServer(ServerOptions options, EngineControl& engine, const Clock& clock)
     : options_(std::move(options)),
-      ctx_(std::make_unique<ServerContext>(options_, engine)),
+      ctx_(std::make_unique<ServerContext>(options_, engine, clock)),
       http_(std::make_unique<GatedServer>(
           static_cast<size_t>(std::max(options_.threads, 9)), options_.limits, kReadTimeoutMs,
           kWriteTimeoutMs, [ctx = ctx_.get()](std::string_view head, const CallerKey& peer) {
@@ -585,7 +585,7 @@ HttpServer::HttpServer(ServerOptions options, EngineControl& engine)
     if (!StateChanging(req.method) && res.status != 401 && res.status != 403) return;
     const Caller& c = CurrentCaller();
     AuditEntry e;
-    e.t_ms = RealClock().Now();
+    e.t_ms = ctx_->clock.Now();
     e.user = c.user.uid >= 0 || !c.user.name.empty() ? DisplayName(c.user) : "";
     e.uid = c.user.uid;
     e.via = c.via;

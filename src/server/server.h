@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "mcp/server.h"
 #include "server/connection_gate.h"
@@ -54,7 +55,7 @@ struct ServerOptions {
 
 class HttpServer {
  public:
-  HttpServer(ServerOptions options, EngineControl& engine);
+  HttpServer(ServerOptions options, EngineControl& engine, const Clock& clock);
   ~HttpServer();  // Stop()s
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

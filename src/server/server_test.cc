@@ -138,7 +138,7 @@ TEST_F(ServerTest, ListensOnIpv6Loopback) {
   o.host = "::1";
   o.port = 0;
   o.token = kToken;
-  HttpServer s(o, engine_);
+  HttpServer s(o, engine_, clock_);
   if (!s.Bind().ok()) GTEST_SKIP() << "no IPv6 loopback here";
   std::thread t([&] { s.Run(); });
   httplib::Client c("::1", s.port());
@@ -158,7 +158,7 @@ TEST_F(ServerTest, BindRefusesEmptyToken) {
   ServerOptions o;
   o.store_path = StorePath();
   o.port = 0;
-  HttpServer s(o, engine_);
+  HttpServer s(o, engine_, clock_);
   Status st = s.Bind();
   EXPECT_EQ(st.code(), Code::kInvalidArgument);
   EXPECT_NE(st.message().find("token"), std::string::npos);
@@ -170,7 +170,7 @@ TEST_F(ServerTest, BindReportsPortInUse) {
   o.store_path = StorePath();
   o.port = Port();
   o.token = kToken;
-  HttpServer second(o, engine_);
+  HttpServer second(o, engine_, clock_);
   Status st = second.Bind();
   EXPECT_EQ(st.code(), Code::kUnavailable);
   EXPECT_NE(st.message().find(std::to_string(Port())), std::string::npos) << st.message();
@@ -181,7 +181,7 @@ TEST_F(ServerTest, StopBeforeRunAndTwice) {
   o.store_path = StorePath();
   o.port = 0;
   o.token = kToken;
-  HttpServer s(o, engine_);
+  HttpServer s(o, engine_, clock_);
   ASSERT_TRUE(s.Bind().ok());
   s.Stop();
   std::thread t([&] { s.Run(); });  // returns at once: already stopped

@@ -221,7 +221,7 @@ class ServerTest : public ::testing::Test {
     o.store_path = StorePath();
     o.port = 0;
     if (o.token.empty()) o.token = kToken;
-    server_ = std::make_unique<HttpServer>(o, engine_);
+    server_ = std::make_unique<HttpServer>(o, engine_, clock_);
     Status st = server_->Bind();
     ASSERT_TRUE(st.ok()) << st.ToString();
     thread_ = std::thread([this] { server_->Run(); });
@@ -335,6 +335,7 @@ class ServerTest : public ::testing::Test {
   fs::path dir_;
   std::unique_ptr<Store> store_;  // the test's own connection (the writer)
   FakeEngineControl engine_;
+  RealClock clock_;  // the server's time source (sessions and tokens are signed with wall time)
   std::unique_ptr<HttpServer> server_;
   std::thread thread_;
 };

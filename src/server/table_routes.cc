@@ -70,7 +70,7 @@ Status Table(ServerContext& ctx, const httplib::Request& req, httplib::Response&
   if (req.has_param("mode")) rank.mode = req.get_param_value("mode");
   if (req.has_param("summary")) rank.summary = req.get_param_value("summary");
   DROVER_ASSIGN_OR_RETURN(report::Comparison ranking, RankRuns(*store, e, runs, rank));
-  DROVER_ASSIGN_OR_RETURN(Json table, RunTable(e, runs, ranking, q, RealClock().Now()));
+  DROVER_ASSIGN_OR_RETURN(Json table, RunTable(e, runs, ranking, q, ctx.clock.Now()));
   SendJson(res, 200, table);
   return Status::Ok();
 }

@@ -43,7 +43,7 @@ Status Create(ServerContext& ctx, const httplib::Request& req, httplib::Response
     }
     DROVER_ASSIGN_OR_RETURN(who, LookupUserByName(body["user"].get<std::string>()));
   }
-  DROVER_ASSIGN_OR_RETURN(auto made, ctx.tokens.Create(who, name, RealClock().Now()));
+  DROVER_ASSIGN_OR_RETURN(auto made, ctx.tokens.Create(who, name, ctx.clock.Now()));
   Json out = Public(made.first);
   out["token"] = made.second;
   SendJson(res, 201, out);
@@ -73,7 +73,7 @@ Status Revoke(ServerContext& ctx, const httplib::Request& req, httplib::Response
                               std::to_string(id) + ": it is " + t.user + "'s");
     }
   }
-  DROVER_ASSIGN_OR_RETURN(PersonalToken t, ctx.tokens.Revoke(id, RealClock().Now()));
+  DROVER_ASSIGN_OR_RETURN(PersonalToken t, ctx.tokens.Revoke(id, ctx.clock.Now()));
   SendJson(res, 200, Public(t));
   return Status::Ok();
 }

@@ -7,7 +7,7 @@ namespace drover::server {
 namespace {
 
 Status Usage(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  const Millis now = RealClock().Now();
+  const Millis now = ctx.clock.Now();
   DROVER_ASSIGN_OR_RETURN(auto since, QueryInt(req, "since_ms", 0, INT64_MAX));
   DROVER_ASSIGN_OR_RETURN(auto until, QueryInt(req, "until_ms", 0, INT64_MAX));
   const Millis from = since.value_or(now - 7LL * 24 * 3600 * 1000);

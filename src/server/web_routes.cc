@@ -49,7 +49,7 @@ void SendLogin(httplib::Response& res, int status, const std::string& error) {
 }  // namespace
 
 std::string SessionCookieOf(const ServerContext& ctx, const httplib::Request& req) {
-  const Millis now = RealClock().Now();
+  const Millis now = ctx.clock.Now();
   std::string cookie =
       ValidSessionCookie(ctx.options.token, req.get_header_value("Cookie"), ctx.port, now);
   // A person's session ends with the token it was opened with.
@@ -66,7 +66,7 @@ void RegisterWebRoutes(httplib::Server& http, ServerContext& ctx) {
   http.Post("/login", [&ctx](const httplib::Request& req, httplib::Response& res) {
     std::string token = req.has_param("token") ? req.get_param_value("token") : "";
     token = std::string(Trim(token));
-    const Millis now = RealClock().Now();
+    const Millis now = ctx.clock.Now();
     std::string cookie;
     if (!token.empty() && SecretsEqual(token, ctx.options.token)) {
       cookie = MakeSessionCookie(ctx.options.token, now);  // the daemon's own user

@@ -182,7 +182,7 @@ TEST_F(WebRoutesTest, SignInWorksOnTheAddressTheDaemonListensOn) {
   o.store_path = StorePath();
   o.port = 0;
   o.token = kToken;
-  server_ = std::make_unique<HttpServer>(o, engine_);
+  server_ = std::make_unique<HttpServer>(o, engine_, clock_);
   ASSERT_TRUE(server_->Bind().ok());
   thread_ = std::thread([this] { server_->Run(); });
   httplib::Client c("127.0.0.2", Port());

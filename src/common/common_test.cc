@@ -197,7 +197,7 @@ TEST(Subprocess, AHelperEndsWhenTheDroverThatStartedItDies) {
   ASSERT_GE(owner, 0);
   if (owner == 0) {
     // Its own interpreter: `exec sleep` keeps the pid the file names.
-    RunAndCapture({"sh", "-c", "echo $$ > " + pid_file + "; exec sleep 30"});
+    (void)RunAndCapture({"sh", "-c", "echo $$ > " + pid_file + "; exec sleep 30"});
     ::_exit(0);
   }
   pid_t helper = 0;

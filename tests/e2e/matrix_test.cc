@@ -345,6 +345,15 @@ class Matrix : public testing::CliFixture {
     }
   }
 
+  // Every run of each way's newest experiment of `workload` succeeded, with `attempts` each.
+  void CheckEverySucceeded(const std::string& workload, int attempts) {
+    for (Way w : kWays) {
+      for (const drover::Run& r : RunsOf(w, ExperimentId(w, workload))) {
+        CheckRun(w, r, RunState::kSucceeded, attempts);
+      }
+    }
+  }
+
   void RunMatrix() {
     StartDaemon();
     if (HasFailure()) return;
@@ -364,18 +373,15 @@ class Matrix : public testing::CliFixture {
       Start(w, "sweep");
     }
     for (auto [w, code] : Settle("sweep", 2)) EXPECT_EQ(code, 0) << Name(w);
-    for (Way w : kWays) {
-      for (const drover::Run& r : RunsOf(w, ExperimentId(w, "sweep"))) {
-        CheckRun(w, r, RunState::kSucceeded, 1);
-      }
-    }
+    CheckEverySucceeded("sweep", 1);
   }
 
   void Search() {
     SCOPED_TRACE("a search with pruning");
     // Three trials one after another, each reporting its loss at steps 1 and 2 (a second
     // apart): ASHA keeps the best half at step 1, so a trial worse than the first is stopped.
-    // The seed fixes the proposals: trial 2 is worse than trial 1 (checked below).
+    // The seed fixes the proposals, so a later trial is worse than an earlier one at step 1 and
+    // is pruned (checked below: at least one pruned in every way).
     for (Way w : kWays) {
       WriteSpec(w, "search", SpecText("command: /bin/sh emit.sh {x} 2\nparams: {x: {uniform: [0.0, 1.0]}}\n"
                      "search: {sampler: random, trials: 3, parallel: 1, seed: 4}\n"
@@ -451,11 +457,7 @@ class Matrix : public testing::CliFixture {
       Retry(w, "retry", /*cancelled=*/false);
     }
     Settle("retry", 1);
-    for (Way w : kWays) {
-      for (const drover::Run& r : RunsOf(w, ExperimentId(w, "retry"))) {
-        CheckRun(w, r, RunState::kSucceeded, 2);
-      }
-    }
+    CheckEverySucceeded("retry", 2);
   }
 
   void ResumeAfterCtrlC() {
@@ -501,10 +503,8 @@ class Matrix : public testing::CliFixture {
     for (auto [w, code] : Settle("resume", 1)) EXPECT_EQ(code, 0) << Name(w);
     for (Way w : kWays) {
       EXPECT_EQ(ExperimentId(w, "resume", 1), 0) << Name(w) << ": resume made a new experiment";
-      for (const drover::Run& r : RunsOf(w, ExperimentId(w, "resume"))) {
-        CheckRun(w, r, RunState::kSucceeded, 2);
-      }
     }
+    CheckEverySucceeded("resume", 2);
   }
 
   Exec exec_ = Exec::kLocal;

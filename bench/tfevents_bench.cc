@@ -17,7 +17,7 @@
 #include <sstream>
 #include <vector>
 
-#include "engine/metric_lines.h"
+#include "metrics/metric_lines.h"
 #include "store/store.h"
 #include "tfevents/reader.h"
 

@@ -8,7 +8,7 @@
 #include "cli/common.h"
 #include "common/strings.h"
 #include "common/terminal.h"
-#include "engine/metric_lines.h"
+#include "metrics/metric_lines.h"
 
 namespace drover::cli {
 namespace {

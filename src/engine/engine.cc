@@ -42,6 +42,7 @@ Engine::Engine(Store& store, ProcessLauncher& launcher, GpuProbe& gpus, Clock& c
       clock_(clock),
       options_(std::move(options)),
       hostname_(Hostname()) {
+  components_ = {&tail_};
   policy_ = options_.scheduler.Policy();
   if (placed_by_executor()) {
     // Slurm places each attempt: drover's pool is how many may be submitted at once; every job

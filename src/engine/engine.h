@@ -33,6 +33,8 @@
 #include "engine/proposals.h"
 #include "engine/requests.h"
 #include "engine/run_queue.h"
+#include "metrics/metric_tail.h"
+#include "model/run_lifecycle.h"
 #include "sched/scheduler_config.h"
 #include "watch/config.h"
 #include "watch/run_watch.h"
@@ -411,19 +413,9 @@ class Engine {
   bool EndHeld(const Live& live) const;
   // Notes whether the run's logs grew since last seen (its clock for monitor.stall_ms).
   void NoteOutput(Live& live, Instant now);
+  // Reads the running attempt's metric sources (tail_) and stores what they gave.
   void TailMetrics(Live& live, bool final, Instant now);
-  // One metric point of the run (from stdout or an event file): admitted under the run's names
-  // limit, fed to its derived metrics, and recorded (RecordPoint).
-  void TakePoint(Live& live, int64_t step, std::string name, double value, Millis t, Instant now,
-                 std::vector<MetricPoint>* points);
-  // The one path of every point stored, logged or derived: its run's last value, and a NaN or
-  // infinity in a watched metric stops the run as diverged.
-  void RecordPoint(Live& live, int64_t step, std::string name, double value, Millis t,
-                   Instant now, std::vector<MetricPoint>* points);
-  // The folder a run's TensorBoard event files are looked for in, opened (-1: none).
-  int OpenEventFileRoot(Live& live);
-  void TailEventFiles(Live& live, bool final, Instant now, std::vector<MetricPoint>* points,
-                      bool* changed);
+  class TailHostFor;  // engine_metrics.cc
   Millis NextWakeup(Instant now) const;
   void SetState(Live& live, RunEvent event, const std::string& note, Instant now);
   // Searches and pruning (engine_search.cc).
@@ -571,6 +563,10 @@ class Engine {
   std::unique_ptr<Proposer> proposer_;                // made at the first search proposal
   int proposals_in_flight_ = 0;
   std::unique_ptr<WorkingCopies> working_copies_;  // made at the first launch
+  // Components (docs/architecture.md): each keeps its own state by run and is told of a run's
+  // life through RunLifecycle, in this order.
+  MetricTail tail_;  // the running attempts' metric sources
+  std::vector<RunLifecycle*> components_;
   // Pipelines: the unfinished runs waiting on each run, and the output collector.
   std::map<int64_t, std::vector<int64_t>> dependents_;
   // The unfinished run each fingerprint's duplicates wait for (Admit), so no two runs with one

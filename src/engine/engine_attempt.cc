@@ -18,7 +18,7 @@
 #include "drover_version.h"
 #include "engine/engine.h"
 #include "engine/live.h"
-#include "engine/metric_lines.h"
+#include "metrics/metric_lines.h"
 #include "engine/recovery.h"
 #include "exec/snapshot.h"
 #include "exec/working_copy.h"
@@ -361,7 +361,6 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
   live.last_output_mono = now.mono;
   live.started_mono = now.mono;
   live.output_bytes = 0;
-  live.metric_lines = 0;
   live.watch = std::make_unique<watch::RunWatch>(SpecOf(live), options_.watch.detectors);
   run.attempts = a.number;
   if (run.started_ms == 0) run.started_ms = now.wall;
@@ -790,6 +789,7 @@ void Engine::Retire(int64_t run_id) {
     twins_.erase(twin);
   }
   ObserveTrial(*it->second);
+  for (RunLifecycle* c : components_) c->OnFinal(it->second->run);
   live_.erase(it);
   --exp->unfinished;
   WakeDependents(run_id, clock_.At());  // the runs that need it go on, or are not run

@@ -9,7 +9,7 @@
 
 #include "engine/engine.h"
 #include "engine/live.h"
-#include "engine/metric_lines.h"
+#include "metrics/metric_lines.h"
 #include "engine/recovery.h"
 #include "common/strings.h"
 

@@ -1,7 +1,7 @@
 #pragma once
 // Inside the engine only: what it keeps about each experiment and each unfinished run, shared
 // by its files: engine.cc (the loop, scheduling, deadlines), engine_submit.cc, engine_attempt.cc
-// (an attempt's lifecycle), engine_adopt.cc (Recover), engine_tail.cc (metrics) and
+// (an attempt's lifecycle), engine_adopt.cc (Recover), engine_metrics.cc (metrics, through metrics/metric_tail.h) and
 // engine_watch.cc (detectors, alerts, telemetry).
 #include <algorithm>
 #include <map>
@@ -15,7 +15,6 @@
 #include "exec/working_copy.h"
 #include "search/pruner.h"
 #include "search/sampler.h"
-#include "spec/derived_metrics.h"
 
 namespace drover {
 
@@ -111,17 +110,6 @@ struct Engine::Live {
   Millis last_output_mono = 0;    // when stdout or stderr last grew
   Millis started_mono = 0;        // when the running attempt started (its run time)
   int64_t output_bytes = 0;       // stdout + stderr size at that time
-  int64_t metric_lines = 0;       // fallback step for lines without step/epoch
-  Millis event_scan_at_mono = 0;  // when to look for new TensorBoard event files
-  bool metric_names_capped = false;  // said once: it logs more metric names than it may keep
-  size_t new_names_in_line = 0;      // names the current line (or event-file step) added
-  bool event_files_seeded = false;  // the attempt took the offsets its predecessor reached
-  // The walk for event files (engine_tensorboard.cc) goes on where the last look's budget ended:
-  // the folders still to walk in this round, each with where its listing stopped.
-  std::vector<std::pair<std::string, long>> event_walk;
-  bool event_walk_noted = false;  // said once: the run's tree is larger than one look's walk
-  // The spec's derived metrics for this run (spec.metrics), seeded with its last values.
-  std::unique_ptr<DerivedMetrics> derived;
   std::unique_ptr<watch::RunWatch> watch;  // this attempt's detectors
   // Pipelines: it waits for runs it needs (kept out of the queue until they have all succeeded);
   // its succeeded attempt's outputs are being stored (the attempt has ended; the run ends when

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "engine/engine.h"
-#include "engine/metric_lines.h"
+#include "metrics/metric_lines.h"
 #include "protocol/json_codec.h"
 #include "testutil/engine_fixture.h"
 #include "testutil/fake_launcher.h"
@@ -178,6 +178,45 @@ TEST_F(MetricChecksTest, EventFilesBeyondOneLooksWalkAreFoundWhileTheRunRuns) {
   ASSERT_EQ(alerts.size(), 1u);
   EXPECT_NE(alerts[0].message.find("set tensorboard: <folder>"), std::string::npos)
       << alerts[0].message;
+}
+
+// A retry of a run that writes TensorBoard event files in its working copy: the second attempt
+// goes on from where the first stopped reading them. The seeding was once done once per run in
+// an engine, so a retry in the same engine read the first attempt's points again as its own.
+TEST_F(MetricChecksTest, ARetriedRunDoesNotReadItsFirstAttemptsEventFilesAgain) {
+  Spec spec = ParseSpec("name: tb\ncommand: ./train\nretries: 1\n");
+  FakeLauncher launcher(clock_, [&](const LaunchSpec& ls) {
+    const fs::path out = ls.overlay.upper.empty() ? fs::path(ls.cwd) : fs::path(ls.overlay.upper);
+    fs::create_directories(out / "runs");
+    const int attempt = ls.request.attempt;
+    std::string bytes;
+    tfevents::EventWriter w(&bytes);
+    if (attempt == 1) w.FileVersion(1.7e9);
+    w.Scalar(1.7e9 + attempt, attempt, "loss_tb", 1.0 / attempt);
+    std::ofstream(out / "runs" / "events.out.tfevents.1700000000.host.1.0",
+                  std::ios::binary | std::ios::app) << bytes;
+    FakeProcess p;
+    p.duration_ms = 20'000;
+    p.exit_code = attempt == 1 ? 1 : 0;  // the first attempt fails, the retry succeeds
+    return p;
+  });
+  FakeGpuProbe probe({});
+  auto engine = MakeEngine(launcher, probe);
+  auto sub = engine->Submit(spec);
+  ASSERT_TRUE(sub.ok()) << sub.status().message();
+  ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
+  const int64_t id = sub->runs[0].id;
+  auto run = store_->GetRun(id).value();
+  ASSERT_TRUE(run);
+  EXPECT_EQ(run->state, RunState::kSucceeded);
+  auto attempts = store_->ListAttempts(id).value();
+  ASSERT_EQ(attempts.size(), 2u);
+  auto points = store_->GetMetrics(id, "loss_tb").value();
+  ASSERT_EQ(points.size(), 2u);  // step 1 by attempt 1, step 2 by attempt 2; nothing twice
+  EXPECT_EQ(points[0].step, 1);
+  EXPECT_EQ(points[0].attempt_id, attempts[0].id);
+  EXPECT_EQ(points[1].step, 2);
+  EXPECT_EQ(points[1].attempt_id, attempts[1].id);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "engine/metric_lines.h"
+#include "metrics/metric_lines.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -42,7 +42,7 @@ Engine::Engine(Store& store, ProcessLauncher& launcher, GpuProbe& gpus, Clock& c
       clock_(clock),
       options_(std::move(options)),
       hostname_(Hostname()) {
-  components_ = {&tail_};
+  components_ = {&tail_, &gate_};
   policy_ = options_.scheduler.Policy();
   if (placed_by_executor()) {
     // Slurm places each attempt: drover's pool is how many may be submitted at once; every job
@@ -618,8 +618,8 @@ Status Engine::CheckIndex() const {
   for (const auto& [id, live] : live_) {
     const bool running = queue_.running().count(id) > 0;
     const WaitClass* c = queue_.ClassOf(id);
-    if (live->awaiting_needs) {
-      // A pipeline run waiting for its needs is in no index.
+    if (gate_.Holds(id)) {
+      // A pipeline run waiting for its needs (or a duplicate for its twin) is in no index.
       if (running || c || live->attempt) {
         return Internal(fmt::format("run {} awaits its needs but is indexed", id));
       }

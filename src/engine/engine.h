@@ -32,6 +32,7 @@
 #include "engine/output_collector.h"
 #include "engine/proposals.h"
 #include "engine/requests.h"
+#include "engine/pipeline_gate.h"
 #include "engine/run_queue.h"
 #include "metrics/metric_tail.h"
 #include "model/run_lifecycle.h"
@@ -565,16 +566,10 @@ class Engine {
   std::unique_ptr<WorkingCopies> working_copies_;  // made at the first launch
   // Components (docs/architecture.md): each keeps its own state by run and is told of a run's
   // life through RunLifecycle, in this order.
-  MetricTail tail_;  // the running attempts' metric sources
+  MetricTail tail_;     // the running attempts' metric sources
+  PipelineGate gate_;  // which runs wait for their needs or their twin
   std::vector<RunLifecycle*> components_;
-  // Pipelines: the unfinished runs waiting on each run, and the output collector.
-  std::map<int64_t, std::vector<int64_t>> dependents_;
-  // The unfinished run each fingerprint's duplicates wait for (Admit), so no two runs with one
-  // fingerprint run at once.
-  // Keyed by TwinKey: a run is deduplicated only against runs of the same submitter (another
-  // user's outputs are not theirs to read, and their runs are not to wait on).
-  std::unordered_map<std::string, int64_t> twins_;
-  static std::string TwinKey(const Run& run) { return run.user + '\n' + run.fingerprint; }
+  // Pipelines: the output collector.
   std::unique_ptr<OutputCollector> collector_;  // made at the first stage with outputs
   int collections_in_flight_ = 0;
   // Runs whose outputs could not be stored for want of room (a full disk): held, counted in

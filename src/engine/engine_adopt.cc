@@ -115,7 +115,7 @@ Result<RecoverySummary> Engine::Recover() {
       // is looked at again below, once every run is registered.
       if (!r.stage.empty() && r.state == RunState::kQueued && r.attempts == 0 &&
           r.fingerprint.empty()) {
-        l.awaiting_needs = true;  // its needs are counted once every run is registered
+        gate_.Hold(r.id);  // its needs are counted once every run is registered
         unevaluated.push_back(r.id);
         ++summary.queued;
         continue;
@@ -253,13 +253,13 @@ Result<RecoverySummary> Engine::Recover() {
   // Pipeline runs not yet queued: they wait for their unfinished needs, or are looked at now.
   for (int64_t id : unevaluated) {
     auto it = live_.find(id);
-    if (it != live_.end() && it->second->awaiting_needs && !AwaitNeeds(*it->second)) {
+    if (it != live_.end() && gate_.Holds(id) && !AwaitNeeds(*it->second)) {
       NeedsChanged(*it->second, now);
     }
   }
   for (int64_t id : admit_later) {
     auto it = live_.find(id);
-    if (it != live_.end() && !it->second->awaiting_needs) Admit(*it->second, now);
+    if (it != live_.end() && !gate_.Holds(id)) Admit(*it->second, now);
   }
   launcher_.EndRecovery();
   PublishLeases();  // the adopted runs' GPUs are held again under this engine's name

@@ -784,10 +784,6 @@ void Engine::Retire(int64_t run_id) {
   if (it == live_.end()) return;
   ExperimentEntry* exp = it->second->exp;
   queue_.Drop(run_id);
-  if (auto twin = twins_.find(TwinKey(it->second->run));
-      twin != twins_.end() && twin->second == run_id) {
-    twins_.erase(twin);
-  }
   ObserveTrial(*it->second);
   for (RunLifecycle* c : components_) c->OnFinal(it->second->run);
   live_.erase(it);
@@ -869,7 +865,7 @@ Status Engine::SetPriority(int64_t run_id, int priority) {
   }
   it->second->run.priority = priority;
   // In the class of its new priority (a run waiting for its needs or its twin stays out).
-  if (!it->second->attempt && !it->second->awaiting_needs) Queue(*it->second);
+  if (!it->second->attempt && !gate_.Holds(run_id)) Queue(*it->second);
   Tx();
   Status st = store_.UpdateRun(it->second->run);
   if (!st.ok()) Fail(st);

@@ -38,36 +38,26 @@ void Engine::InitStages(ExperimentEntry& ep) {
 
 bool Engine::AwaitNeeds(Live& live) {
   if (live.run.needs.empty()) return false;
-  // Only the unfinished needs are waited for (each tells it when it ends: WakeDependents); a
-  // count, so a gather over thousands of runs costs one step per need that ends.
-  live.needs_unfinished = 0;
+  std::vector<int64_t> unfinished;
   for (int64_t n : live.run.needs) {
-    if (!live_.count(n)) continue;
-    dependents_[n].push_back(live.run.id);
-    ++live.needs_unfinished;
+    if (live_.count(n)) unfinished.push_back(n);
   }
-  live.awaiting_needs = true;
-  return live.needs_unfinished > 0;
+  return gate_.AwaitNeeds(live.run.id, unfinished);
 }
 
 void Engine::WakeDependents(int64_t run_id, Instant now) {
-  auto it = dependents_.find(run_id);
-  if (it == dependents_.end()) return;
-  const std::vector<int64_t> waiting = std::move(it->second);
-  dependents_.erase(it);
-  for (int64_t id : waiting) {
-    auto l = live_.find(id);
-    if (l == live_.end() || !l->second->awaiting_needs) continue;
+  for (const PipelineGate::Woken& w : gate_.Ended(run_id)) {
+    auto l = live_.find(w.run_id);
+    if (l == live_.end()) continue;
     // Cancelled meanwhile (an experiment's runs are all marked before they are retired): it is
     // retired by the cancel, not looked at again.
     if (l->second->cancel_requested || IsFinal(l->second->run.state)) continue;
-    if (l->second->awaiting_twin) {
-      l->second->awaiting_twin = false;
-      l->second->awaiting_needs = false;
+    if (w.was == PipelineGate::Wait::kTwin) {
+      gate_.Release(w.run_id);
       Admit(*l->second, now);  // cached from its twin, or run (its twin did not succeed)
       continue;
     }
-    if (--l->second->needs_unfinished <= 0) NeedsChanged(*l->second, now);
+    NeedsChanged(*l->second, now);
   }
 }
 
@@ -83,7 +73,7 @@ void Engine::NeedsChanged(Live& live, Instant now) {
       return;
     }
     if (!*need || (*need)->state != RunState::kSucceeded) {
-      live.awaiting_needs = false;
+      gate_.Release(live.run.id);
       live.run.reason = "upstream_failed";
       const std::string note =
           *need ? fmt::format("not run: it needs run {} (stage {}), which {}", id,
@@ -95,7 +85,7 @@ void Engine::NeedsChanged(Live& live, Instant now) {
     }
     needs.push_back(**need);
   }
-  live.awaiting_needs = false;
+  gate_.Release(live.run.id);
   // Its fingerprint: its own command, parameters, code and declared inputs, and what each need
   // was (its fingerprint) and gave (its outputs).
   const Spec& spec = SpecOf(live);
@@ -141,31 +131,30 @@ bool Engine::Dedups(const Live& live) const {
 void Engine::Admit(Live& live, Instant now) {
   if (TryCache(live, now)) return;
   if (Dedups(live) && live.run.attempts == 0) {
-    auto [it, fresh] = twins_.try_emplace(TwinKey(live.run), live.run.id);
-    auto twin = fresh || it->second == live.run.id ? live_.end() : live_.find(it->second);
+    const std::string key = PipelineGate::TwinKey(live.run);
+    const int64_t holder = gate_.TwinOf(key);
+    auto twin = holder == 0 || holder == live.run.id ? live_.end() : live_.find(holder);
     if (twin != live_.end()) {
       // Its twin is queued or running: this one waits for it, and is cached from it when it
       // succeeds (or runs, when it does not). A twin still queued is given this one's priority
       // when that is higher, so a waiting run is never held back by a lower-ranked twin.
       Live& t = *twin->second;
-      if (!t.attempt && !t.awaiting_needs && t.run.priority < live.run.priority) {
+      if (!t.attempt && !gate_.Holds(t.run.id) && t.run.priority < live.run.priority) {
         t.run.priority = live.run.priority;
         Queue(t);
         Tx();
         if (Status st = store_.UpdateRun(t.run); !st.ok()) Fail(st);
       }
-      live.awaiting_needs = true;
-      live.awaiting_twin = true;
-      dependents_[it->second].push_back(live.run.id);
+      gate_.AwaitTwin(live.run.id, holder);
       return;
     }
-    it->second = live.run.id;
+    gate_.SetTwin(key, live.run.id);
   }
   Queue(live);
 }
 
 void Engine::ClaimTwin(const Live& live) {
-  if (Dedups(live)) twins_.try_emplace(TwinKey(live.run), live.run.id);
+  if (Dedups(live)) gate_.ClaimTwin(PipelineGate::TwinKey(live.run), live.run.id);
 }
 
 bool Engine::TryCache(Live& live, Instant now) {

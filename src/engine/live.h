@@ -111,12 +111,8 @@ struct Engine::Live {
   Millis started_mono = 0;        // when the running attempt started (its run time)
   int64_t output_bytes = 0;       // stdout + stderr size at that time
   std::unique_ptr<watch::RunWatch> watch;  // this attempt's detectors
-  // Pipelines: it waits for runs it needs (kept out of the queue until they have all succeeded);
-  // its succeeded attempt's outputs are being stored (the attempt has ended; the run ends when
-  // they are).
-  bool awaiting_needs = false;
-  bool awaiting_twin = false;  // its "need" is the unfinished run with its fingerprint (Admit)
-  int needs_unfinished = 0;  // of its needs, those still unfinished (it is looked at when 0)
+  // Pipelines (what it waits for is the gate's: PipelineGate): its succeeded attempt's outputs
+  // are being stored (the attempt has ended; the run ends when they are).
   bool collecting = false;
   std::vector<DataMount> need_mounts;  // its needs' outputs, shown read-only in its working copy
 };

@@ -28,11 +28,16 @@
 #include "sched/predictor.h"
 #include "sched/scheduler.h"
 #include "store/store.h"
+#include "engine/engine_observer.h"
+#include "engine/engine_options.h"
 #include "engine/environment_capture.h"
 #include "engine/output_collector.h"
 #include "engine/proposals.h"
 #include "engine/requests.h"
 #include "engine/pipeline_gate.h"
+#include "engine/pool.h"
+#include "engine/prepared_submit.h"
+#include "engine/retrying.h"
 #include "engine/run_queue.h"
 #include "metrics/metric_tail.h"
 #include "model/run_lifecycle.h"
@@ -47,177 +52,8 @@ class EnvironmentCapture;
 class WorkingCopies;
 struct GpuHealthWatch;  // engine_health.cc
 
-// What `drover run` and the daemon use for EngineOptions::commit_interval_ms: at most this much
-// of a burst of short runs is committed at once, and the API sees a change this much later.
-inline constexpr Millis kCommitIntervalMs = 10;
-
-struct EngineOptions {
-  std::string store_dir;              // holds drover.db, snapshots/ and runs/
-  int cpu_slots = 0;                  // CPU slots shared by all runs; <= 0: the number of CPUs
-  Millis kill_grace_ms = 5000;        // SIGTERM, then SIGKILL this much later
-  Millis tail_interval_ms = 250;      // how often running attempts' stdout is read for metrics
-  std::vector<std::string> base_env;  // environment every run inherits ("K=V"); default: ours
-  bool capture_environment = true;    // package list of the interpreter, GPU info
-  // Start each run so that its end is recorded beside it (by the launcher's supervisor, or a
-  // shim), so runs outlive the engine and a restarted engine adopts them: the daemon and
-  // `drover run --foreground` both. Off (tests of the engine alone): launched directly; a
-  // restarted engine stops such orphans and requeues them.
-  bool use_shim = true;
-  // Working copies of more than a few small files are overlays of the snapshot mounted in the
-  // run's own mount namespace, where this machine allows it (exec/working_copy.h); off: copies.
-  bool overlay_working_copies = true;
-  // A root daemon serving a lab (`drover serve --shared` as root, docs/lab-server.md): each run
-  // executes as its submitter (uid, gid, groups; their HOME and a clean environment), its
-  // working copy, logs and checkpoints are theirs, and submits are read with their rights.
-  bool runs_as_submitter = false;
-  bool stop_runs_on_drain = false;  // serve: on SIGTERM stop runs (else leave them for adoption)
-  // serve: the longest the loop waits without looking at posted commands (a fallback: Post()
-  // wakes it at once through ProcessLauncher::Wake).
-  Millis serve_poll_ms = 50;
-  // While runs end and start faster than this, their changes are committed together once per
-  // interval rather than once per loop iteration (0: every iteration). Commands are committed
-  // before they are answered whatever this is.
-  Millis commit_interval_ms = 0;
-  // Tests: check the index of running and waiting runs against the runs at every pass of the
-  // loop and fail the loop when they disagree (CheckIndex; linear in the runs, so off by default).
-  bool check_index = false;
-  // The daemon config file's sections (config/daemon_config.h): telemetry period, alert silence
-  // window and detector thresholds (docs/metrics.md); the scheduler (docs/scheduling.md); the
-  // environment record (docs/execution.md).
-  watch::WatchConfig watch;           // telemetry, alert silence, detectors
-  sched::SchedulerConfig scheduler;  // the policy and its knobs, grace, GPU reserve, groups
-  EnvironmentConfig environment;     // how long the package listing may take
-  // Where alerts go once raised and not silenced (not owned; nullptr: stored only).
-  watch::AlertSink* alert_sink = nullptr;
-  // A search's next trials are proposed on a thread of their own and made when the proposals
-  // come back (engine/proposals.h). Off: proposed at once on the loop (the engine tests, for
-  // determinism with the fake clock).
-  bool proposals_off_loop = true;
-  // Under an executor that places attempts itself (the launcher's kind() is not local, e.g.
-  // Slurm): at most this many of its attempts submitted and not ended at once (executor.max_jobs).
-  int executor_max_jobs = 256;
-  // Where the Container Device Interface specs are (container/runtime.h, CheckCdi): a container
-  // run that needs GPUs is refused at submit when they name no device for a GPU.
-  std::vector<std::string> cdi_dirs = {"/etc/cdi", "/var/run/cdi"};
-  // The machine's GPU leases (gpu/leases.h; not owned; nullptr: this engine owns every GPU it
-  // sees): what other engines on the machine hold is taken out of the pool before each decision,
-  // and what this one holds is published after it, under the machine-wide lock.
-  GpuLedger* gpu_ledger = nullptr;
-};
-
-// What Recover() found in the store.
-struct RecoverySummary {
-  int experiments = 0;  // active experiments taken over
-  int queued = 0;       // runs waiting to start
-  int adopted = 0;      // runs whose shim still lives: watched again
-  int finished = 0;     // runs that ended while no engine watched: their end read from the shim
-  int requeued = 0;     // runs whose end is unknown: marked interrupted and queued again
-  int unrecorded = 0;   // starts the last engine did not get to record: stopped, queued again
-  int unrecorded_adopted = 0;  // ... taken over as running (or ended) attempts instead
-};
-
-// What the engine may hand out of each GPU: its memory less what was in use before drover
-// started anything (someone else's) and less the reserve kept for the driver and monitoring.
-std::vector<sched::GpuState> PoolOf(const std::vector<GpuDevice>& devices, int64_t gpu_reserve);
-// Whether runs with these resources could ever start on `pool` (PoolOf) with `cpu_slots`; the
-// error says what to change, and names the reserve when it alone is in the way. What a submit
-// checks, and `drover run --dry-run` before anything is submitted.
-Status CheckFitsPool(const Resources& resources, const std::vector<sched::GpuState>& pool,
-                     int64_t gpu_reserve, int cpu_slots);
-// CheckFitsPool for every run of a spec: its resources, or each pipeline stage's (the error
-// names the stage).
-Status CheckSpecFits(const Spec& spec, const std::vector<sched::GpuState>& pool,
-                     int64_t gpu_reserve, int cpu_slots);
-
-// One GPU as the engine sees it: what it may hand out and which runs hold it.
-struct GpuView {
-  sched::GpuState state;
-  std::vector<int64_t> runs;
-};
-
 struct RunFiles;
 struct WorkingCopy;
-
-class EngineObserver {
- public:
-  virtual ~EngineObserver() = default;
-  // A run changed state (attempt is the attempt that started or ended, if any). This and
-  // OnMetrics are called once the change is committed to the store.
-  virtual void OnRunChanged(const Run& run, const Attempt* attempt, const std::string& note) {}
-  // An experiment was recorded with its queued runs (before any of them starts).
-  virtual void OnExperimentSubmitted(const Experiment& experiment, const std::vector<Run>& runs) {}
-  virtual void OnMetrics(const Run& run, const std::vector<MetricPoint>& points) {}
-  // An alert was raised, stored and committed (not called for repeats within the silence window).
-  virtual void OnAlert(const Alert& alert) {}
-  // A telemetry reading of every GPU (every watch.telemetry_period_ms).
-  virtual void OnGpuSamples(const std::vector<GpuSample>& samples) {}
-  virtual void OnTick() {}  // after each commit of the loop (or idle pass), to redraw a live view
-  // An interrupt is stopping `running` runs: SIGTERM now and SIGKILL after `grace_ms`, or SIGKILL
-  // at once when `force` (a second interrupt).
-  virtual void OnStopping(int running, bool force, Millis grace_ms) {}
-  // The store could not commit for want of room (a full disk, a failing one): nothing was lost
-  // (the store kept the writes) and running runs keep running; no run starts and nothing new is
-  // written until a retry in `retry_in_ms` lands it. Called at the first failure and at each
-  // failed retry.
-  virtual void OnStoreStalled(const Status& why, Millis retry_in_ms) {}
-  // The retry landed everything after `stalled_ms`; the engine carries on.
-  virtual void OnStoreRecovered(Millis stalled_ms) {}
-  // A run could not be prepared to start (its working copy or log folder: a full or failing
-  // disk): it stays queued, charged nothing, and no run starts before a retry in `retry_in_ms`.
-  // Called at the first failure and at each failed retry.
-  virtual void OnStartsHeld(int64_t run_id, const Status& why, Millis retry_in_ms) {}
-  // A working copy could be made again after `held_ms`: runs start again.
-  virtual void OnStartsResumed(Millis held_ms) {}
-};
-
-// A submit's work that needs none of the engine's state: the grid, the commands and the code
-// snapshot. Safe on any thread; the daemon does it on the HTTP worker, off the loop, so a big or
-// slow workdir never holds the loop.
-struct PreparedSubmit {
-  Spec spec;
-  std::vector<Json> params;                     // one per run
-  std::vector<std::vector<std::string>> argvs;  // one per run
-  Snapshot snapshot;
-  // A pipeline's: each run's stage (index into spec.stages) and needs (indexes of earlier runs);
-  // empty for other specs. The stages' inputs are hashed into spec.stages[i].input_hashes.
-  std::vector<int> stages;
-  std::vector<std::vector<int>> needs;
-  // Who submitted it (the daemon's caller); left unknown (uid -1), the engine's own user.
-  UnixUser submitter;
-};
-// `reader` set (a root daemon's submit, EngineOptions::runs_as_submitter): the project's files
-// are read with that user's rights, and the snapshot is theirs.
-Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_dir,
-                                     const UnixUser* reader = nullptr);
-
-struct SubmitResult {
-  int64_t experiment_id = 0;
-  std::vector<Run> runs;
-  Snapshot snapshot;
-};
-
-// Something the engine waits out and retries: since when, why at the last try, and when it tries
-// again (after 1 s, doubling to 30 s). Both waits below share it.
-struct Retrying {
-  Status why;
-  Millis since_wall = 0;
-  Millis since_mono = 0;
-  Millis backoff_ms = 0;
-  Millis retry_mono = 0;
-  int tries = 0;
-  // The first failure (tries == 0) or a failed retry: the next try is scheduled.
-  void Failed(const Status& status, Instant now);
-};
-
-// The engine's state while its store cannot commit for want of room (Engine::EnterStall).
-struct StoreStall : Retrying {
-  WaitResult held;  // what the launcher reported meanwhile, handled once the store recovers
-};
-
-// The engine's state while no run can be prepared to start (its working copy or log folder
-// cannot be made: a full or failing disk under the store's runs folder; or the executor's
-// controller does not answer, e.g. Slurm down): Engine::HoldStarts.
-struct StartHold : Retrying {};
 
 class Engine {
  public:

@@ -1,0 +1,38 @@
+#pragma once
+// A submit's work done off the engine's loop (PrepareSubmit), and what a submit returns.
+#include <string>
+#include <vector>
+#include "common/status.h"
+#include "common/users.h"
+#include "model/run.h"
+#include "model/spec.h"
+
+namespace drover {
+
+// A submit's work that needs none of the engine's state: the grid, the commands and the code
+// snapshot. Safe on any thread; the daemon does it on the HTTP worker, off the loop, so a big or
+// slow workdir never holds the loop.
+struct PreparedSubmit {
+  Spec spec;
+  std::vector<Json> params;                     // one per run
+  std::vector<std::vector<std::string>> argvs;  // one per run
+  Snapshot snapshot;
+  // A pipeline's: each run's stage (index into spec.stages) and needs (indexes of earlier runs);
+  // empty for other specs. The stages' inputs are hashed into spec.stages[i].input_hashes.
+  std::vector<int> stages;
+  std::vector<std::vector<int>> needs;
+  // Who submitted it (the daemon's caller); left unknown (uid -1), the engine's own user.
+  UnixUser submitter;
+};
+// `reader` set (a root daemon's submit, EngineOptions::runs_as_submitter): the project's files
+// are read with that user's rights, and the snapshot is theirs.
+Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_dir,
+                                     const UnixUser* reader = nullptr);
+
+struct SubmitResult {
+  int64_t experiment_id = 0;
+  std::vector<Run> runs;
+  Snapshot snapshot;
+};
+
+}  // namespace drover

@@ -41,8 +41,10 @@ Engine::Engine(Store& store, ProcessLauncher& launcher, GpuProbe& gpus, Clock& c
       probe_(gpus),
       clock_(clock),
       options_(std::move(options)),
-      hostname_(Hostname()) {
-  components_ = {&tail_, &gate_};
+      hostname_(Hostname()),
+      watchers_(options_.watch.detectors),
+      telemetry_(options_.watch.detectors, options_.watch.telemetry_store_every_ms) {
+  components_ = {&tail_, &gate_, &watchers_};
   policy_ = options_.scheduler.Policy();
   if (placed_by_executor()) {
     // Slurm places each attempt: drover's pool is how many may be submitted at once; every job

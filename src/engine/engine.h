@@ -45,6 +45,7 @@
 #include "watch/config.h"
 #include "watch/run_watch.h"
 #include "watch/sinks.h"
+#include "watch/watchers.h"
 
 namespace drover {
 
@@ -384,17 +385,9 @@ class Engine {
   Millis last_commit_mono_ = 0;
   Millis next_sample_mono_ = 0;
   std::vector<GpuSample> latest_samples_;
-  std::map<int, watch::IdleGpuDetector> idle_detectors_;
-  std::map<int, watch::InputStallDetector> input_detectors_;  // by GPU index
-  std::map<int, std::vector<int64_t>> idle_holders_;  // the runs each idle detector is about
   std::string sample_error_;                          // the last sampling error, logged once
   std::vector<Alert> unsent_alerts_;                  // raised this iteration, sent after commit
   std::vector<std::function<void()>> unsent_notes_;   // observer calls, made after commit
-  struct SampleBucket {
-    GpuSample sum;
-    int count = 0;
-  };
-  std::map<int, SampleBucket> sample_buckets_;
   EngineObserver* observer_ = nullptr;
   std::unique_ptr<EnvironmentCapture> env_capture_;  // started at the first submit
   std::unique_ptr<Proposer> proposer_;                // made at the first search proposal
@@ -404,6 +397,8 @@ class Engine {
   // life through RunLifecycle, in this order.
   MetricTail tail_;     // the running attempts' metric sources
   PipelineGate gate_;  // which runs wait for their needs or their twin
+  watch::RunWatchers watchers_;  // each running attempt's detectors
+  watch::GpuTelemetry telemetry_;  // each GPU's detectors and its telemetry rows
   std::vector<RunLifecycle*> components_;
   // Pipelines: the output collector.
   std::unique_ptr<OutputCollector> collector_;  // made at the first stage with outputs

@@ -183,7 +183,7 @@ Result<RecoverySummary> Engine::Recover() {
         l.kill_at_mono =
             now.mono + (preempt ? options_.scheduler.grace_ms : options_.kill_grace_ms);
       }
-      l.watch = std::make_unique<watch::RunWatch>(SpecOf(l), options_.watch.detectors);
+      watchers_.Start(r.id, SpecOf(l));
       Reserve(l, placement);
       // What the last engine knew as wall times becomes monotonic deadlines from here on.
       l.started_mono = now.mono - std::max<Millis>(0, now.wall - a.started_ms);

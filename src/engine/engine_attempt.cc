@@ -361,7 +361,7 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
   live.last_output_mono = now.mono;
   live.started_mono = now.mono;
   live.output_bytes = 0;
-  live.watch = std::make_unique<watch::RunWatch>(SpecOf(live), options_.watch.detectors);
+  watchers_.Start(run.id, SpecOf(live));
   run.attempts = a.number;
   if (run.started_ms == 0) run.started_ms = now.wall;
   run.final_metrics = Json::object();
@@ -423,7 +423,7 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
         // The executor's controller does not answer (Slurm down or restarting): not the run's
         // fault. It stays queued, charged nothing, and no run starts until a retry gets through.
         Release(live);
-        live.watch.reset();
+        watchers_.Stop(run.id);
         live.placed_pending = false;
         run.attempts = attempts_before;
         run.started_ms = started_before;

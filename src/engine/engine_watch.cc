@@ -73,10 +73,8 @@ void Engine::RaiseRunAlert(const Live& live, const watch::Finding& f, const std:
 }
 
 void Engine::WatchPoints(Live& live, const std::vector<MetricPoint>& points, Millis now) {
-  if (!live.watch) return;
-  for (const MetricPoint& p : points) {
-    for (const auto& rf : live.watch->OnPoint(p))
-      RaiseRunAlert(live, rf.finding, rf.key_suffix, now);
+  for (const auto& rf : watchers_.OnPoints(live.run.id, points)) {
+    RaiseRunAlert(live, rf.finding, rf.key_suffix, now);
   }
 }
 
@@ -196,12 +194,11 @@ void Engine::SampleTelemetry(Instant now) {
   CheckGpuHealth(*samples, now);  // alerts and drains (engine_health.cc)
 
   // Which runs hold each GPU, and the GPU memory of each run's processes (by process group).
-  std::map<int, std::vector<Live*>> holders;
+  std::map<int, std::vector<int64_t>> holders;
   for (int64_t id : queue_.running()) {
     auto found = live_.find(id);
     if (found == live_.end()) continue;
-    Live* live = found->second.get();
-    for (int g : live->placement.gpus) holders[g].push_back(live);
+    for (int g : found->second->placement.gpus) holders[g].push_back(id);
   }
   std::map<int64_t, int64_t> run_memory;
   for (const GpuSample& s : *samples) {
@@ -212,45 +209,32 @@ void Engine::SampleTelemetry(Instant now) {
       run_memory[it->second] += p.memory_used;
     }
   }
-  for (const GpuSample& s : *samples) {
-    auto& held = holders[s.index];
-    // Idleness is about the runs holding the GPU now: a new set of holders starts afresh.
-    std::vector<int64_t> ids;
-    for (Live* l : held) ids.push_back(l->run.id);
-    auto [it, inserted] = idle_detectors_.try_emplace(s.index, s.index, options_.watch.detectors);
-    if (!inserted && idle_holders_[s.index] != ids) {
-      it->second = watch::IdleGpuDetector(s.index, options_.watch.detectors);
-    }
-    auto [input, input_new] =
-        input_detectors_.try_emplace(s.index, s.index, options_.watch.detectors);
-    if (!input_new && idle_holders_[s.index] != ids) {
-      input->second = watch::InputStallDetector(s.index, options_.watch.detectors);
-    }
-    idle_holders_[s.index] = ids;
-    if (auto stall = input->second.Add(now.wall, s.utilization, !held.empty())) {
-      for (Live* live : held) RaiseRunAlert(*live, *stall, fmt::format("gpu:{}:input", s.index),
-                                            now.wall);
-    }
-    auto f = it->second.Add(now.wall, s.utilization, !held.empty());
-    if (!f) continue;
-    for (Live* live : held) {
+  for (const auto& g : telemetry_.Observe(*samples, holders, now.wall)) {
+    for (int64_t id : g.runs) {
+      auto found = live_.find(id);
+      if (found == live_.end()) continue;
+      const Live& live = *found->second;
+      if (!g.idle) {
+        RaiseRunAlert(live, g.finding, fmt::format("gpu:{}:input", g.gpu), now.wall);
+        continue;
+      }
       // One alert per GPU and run: the run is what someone has to look at.
       Alert a;
-      a.kind = f->kind;
-      a.severity = f->severity;
-      a.key = fmt::format("gpu:{}:idle:run:{}", s.index, live->run.id);
-      a.message = fmt::format("{} (run {})", f->message, live->run.id);
-      a.experiment_id = live->run.experiment_id;
-      a.run_id = live->run.id;
-      a.gpu = s.index;
-      a.data = f->data;
+      a.kind = g.finding.kind;
+      a.severity = g.finding.severity;
+      a.key = fmt::format("gpu:{}:idle:run:{}", g.gpu, id);
+      a.message = fmt::format("{} (run {})", g.finding.message, id);
+      a.experiment_id = live.run.experiment_id;
+      a.run_id = id;
+      a.gpu = g.gpu;
+      a.data = g.finding.data;
       RaiseAlert(std::move(a), now.wall);
     }
   }
   for (const auto& [run_id, bytes] : run_memory) {
     auto it = live_.find(run_id);
-    if (it == live_.end() || !it->second->watch) continue;
-    if (auto f = it->second->watch->OnGpuMemory(now.wall, bytes)) {
+    if (it == live_.end()) continue;
+    if (auto f = watchers_.OnGpuMemory(run_id, now.wall, bytes)) {
       RaiseRunAlert(*it->second, f->finding, f->key_suffix, now.wall);
     }
   }
@@ -259,56 +243,10 @@ void Engine::SampleTelemetry(Instant now) {
 }
 
 void Engine::StoreSamples(const std::vector<GpuSample>& samples, bool flush_all) {
-  // One averaged row per GPU per store_every: a year of 5 s samples would be 6 million rows per
-  // GPU; at one a minute it is half a million.
-  const Millis every = std::max<Millis>(1, options_.watch.telemetry_store_every_ms);
-  std::vector<GpuSample> rows;
-  std::vector<int> counts;
-  auto emit = [&](SampleBucket& b) {
-    if (b.count == 0) return;
-    GpuSample row = b.sum;
-    auto mean = [&](double& v) {
-      if (v >= 0) v /= b.count;
-    };
-    mean(row.utilization);
-    mean(row.temperature_c);
-    mean(row.power_w);
-    mean(row.pcie_tx_bytes_per_s);
-    mean(row.pcie_rx_bytes_per_s);
-    if (row.memory_used >= 0) row.memory_used /= b.count;
-    rows.push_back(row);
-    counts.push_back(b.count);
-    b = SampleBucket{};
-  };
-  for (const GpuSample& s : samples) {
-    SampleBucket& b = sample_buckets_[s.index];
-    Millis bucket = s.t_ms - s.t_ms % every;
-    if (b.count > 0 && b.sum.t_ms != bucket) emit(b);
-    if (b.count == 0) {
-      b.sum = s;
-      b.sum.t_ms = bucket;
-      b.sum.processes.clear();
-      b.count = 1;
-      continue;
-    }
-    // A value unknown in any sample of the bucket stays unknown.
-    auto add = [](double& acc, double v) { acc = (acc < 0 || v < 0) ? -1 : acc + v; };
-    add(b.sum.utilization, s.utilization);
-    add(b.sum.temperature_c, s.temperature_c);
-    add(b.sum.power_w, s.power_w);
-    add(b.sum.pcie_tx_bytes_per_s, s.pcie_tx_bytes_per_s);
-    add(b.sum.pcie_rx_bytes_per_s, s.pcie_rx_bytes_per_s);
-    b.sum.memory_used =
-        (b.sum.memory_used < 0 || s.memory_used < 0) ? -1 : b.sum.memory_used + s.memory_used;
-    b.sum.memory_total = s.memory_total;
-    b.count += 1;
-  }
-  if (flush_all) {
-    for (auto& [gpu, b] : sample_buckets_) emit(b);
-  }
-  if (rows.empty()) return;
+  watch::GpuTelemetry::Rows rows = telemetry_.Bucket(samples, flush_all);
+  if (rows.rows.empty()) return;
   Tx();
-  if (Status st = store_.InsertGpuSamples(rows, counts); !st.ok()) Fail(st);
+  if (Status st = store_.InsertGpuSamples(rows.rows, rows.counts); !st.ok()) Fail(st);
 }
 
 }  // namespace drover

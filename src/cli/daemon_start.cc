@@ -103,7 +103,7 @@ Result<DaemonInfo> StartDaemonOnDemand(const Globals& g, const OnDemandDaemon& f
   int rc = posix_spawn(&pid, argv[0], &fa, &attr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
-  if (rc != 0) return Internal(std::string("cannot start drover serve: ") + std::strerror(rc));
+  if (rc != 0) return Internal(std::string("cannot start drover serve: ") + ErrnoText(rc));
   for (int i = 0; i < 200; ++i) {
     if (auto d = FindDaemon(g)) {
       // From now on the daemon is on its own: should it end while we run, the kernel reaps it

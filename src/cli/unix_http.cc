@@ -31,7 +31,7 @@ Status SendAll(int fd, const std::string& data, SteadyClock::time_point deadline
     if (::poll(&p, 1, LeftMs(deadline)) <= 0) return Unavailable("the daemon did not take the request in time");
     ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return Unavailable(std::string("sending the request: ") + std::strerror(errno));
+    if (n <= 0) return Unavailable(std::string("sending the request: ") + ErrnoText(errno));
     done += static_cast<size_t>(n);
   }
   return Status::Ok();
@@ -96,7 +96,7 @@ Result<HttpReply> UnixHttpRequest(const std::string& socket_path, const std::str
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       ::close(fd);
-      return Unavailable(std::string("reading the daemon's reply: ") + std::strerror(errno));
+      return Unavailable(std::string("reading the daemon's reply: ") + ErrnoText(errno));
     }
     if (n == 0) break;
     raw.append(buf, static_cast<size_t>(n));

@@ -38,8 +38,15 @@ Status Status::WithContext(std::string_view context) const {
   return Status(code_, std::string(context) + ": " + message_).WithOsError(os_error_);
 }
 
-Status ErrnoStatus(std::string_view what, int err) {
-  return Status(Code::kIo, std::string(what) + ": " + std::strerror(err)).WithOsError(err);
+std::string ErrnoText(int err) {
+  const char* text = strerrordesc_np(err);
+  return text ? std::string(text) : "unknown error " + std::to_string(err);
+}
+
+Status ErrnoStatus(std::string_view what, int err) { return ErrnoStatus(Code::kIo, what, err); }
+
+Status ErrnoStatus(Code code, std::string_view what, int err) {
+  return Status(code, std::string(what) + ": " + ErrnoText(err)).WithOsError(err);
 }
 
 Status IoStatus(std::string_view what, const std::error_code& ec) {

@@ -63,8 +63,15 @@ inline Status FailedPrecondition(std::string m) {
 }
 inline Status Internal(std::string m) { return Status(Code::kInternal, std::move(m)); }
 inline Status Unavailable(std::string m) { return Status(Code::kUnavailable, std::move(m)); }
-// The one place errno becomes a Status: "what: strerror(err)", with os_error() = err.
+// The one place errno becomes text: the error's description ("No space left on device"), from
+// strerrordesc_np (no locale lock, the same words in every locale); "unknown error N" for a
+// number the C library does not know. A forked child, which must not allocate, calls
+// strerrordesc_np itself (exec/shim.cc, exec/working_copy.cc).
+std::string ErrnoText(int err = errno);
+// The one place errno becomes a Status: "what: ErrnoText(err)", with os_error() = err; kIo, or
+// the code given (a daemon that does not answer is kUnavailable, a missing file kNotFound).
 Status ErrnoStatus(std::string_view what, int err = errno);
+Status ErrnoStatus(Code code, std::string_view what, int err = errno);
 // The same for a std::error_code of the system category ("what: message").
 Status IoStatus(std::string_view what, const std::error_code& ec);
 

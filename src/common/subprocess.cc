@@ -46,7 +46,7 @@ Result<Captured> RunAndCapture(const std::vector<std::string>& args, const Captu
     if (found.empty()) {
       ::close(fds[0]);
       ::close(fds[1]);
-      return Status(Code::kNotFound, "cannot run '" + args[0] + "': " + std::strerror(ENOENT));
+      return Status(Code::kNotFound, "cannot run '" + args[0] + "': " + ErrnoText(ENOENT));
     }
     program = std::move(found);
   }
@@ -100,7 +100,7 @@ Result<Captured> RunAndCapture(const std::vector<std::string>& args, const Captu
                       (at_exec || spawned.failed_step == nullptr
                            ? std::string()
                            : std::string(" (") + spawned.failed_step + ")") +
-                      ": " + std::strerror(err));
+                      ": " + ErrnoText(err));
   }
   Captured result;
   char buf[65536];

@@ -16,8 +16,7 @@ namespace {
 
 Status Errno(const std::string& what) {
   const int e = errno;
-  Status st(e == ENOENT ? Code::kNotFound : Code::kUnavailable, what + ": " + std::strerror(e));
-  return st;
+  return ErrnoStatus(e == ENOENT ? Code::kNotFound : Code::kUnavailable, what, e);
 }
 
 // sockaddr_un for `path`: itself, or /proc/self/fd/<dir>/<name> through an O_PATH fd of its

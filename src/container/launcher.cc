@@ -227,7 +227,7 @@ Result<LaunchSpec> ContainerLauncher::Wrap(const LaunchSpec& spec) const {
       const int err = errno;
       if (fd >= 0) close(fd);
       return Status(Code::kIo, fmt::format("cannot write the container's environment file {}: {}",
-                                           path, strerror(err)));
+                                           path, ErrnoText(err)));
     }
     close(fd);
     run.env_file = path;

@@ -249,7 +249,7 @@ Result<std::vector<Artifact>> StoreOutputs(const std::string& store_dir, int64_t
       if (errno == ELOOP || errno == EXDEV || errno == ENOTDIR) return ThroughALink(rel);
       return FailedPrecondition(fmt::format(
           "its output '{}' cannot be read inside its working copy ({})", rel,
-          std::strerror(errno)));
+          ErrnoText(errno)));
     }
     std::string leaf;
     DROVER_ASSIGN_OR_RETURN(Fd parent, ParentBeneath(out.get(), rel, &leaf));

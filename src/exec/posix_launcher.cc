@@ -126,7 +126,7 @@ Status PosixLauncher::PlanStart(const LaunchSpec& spec, ChildPlan* plan, int* ou
     struct stat st;
     if (stat(spec.cwd.c_str(), &st) != 0) {
       return Status(Code::kIo, "cannot start '" + prog + "': working directory '" + spec.cwd +
-                                   "': " + std::strerror(errno) + "; check the run's workdir");
+                                   "': " + ErrnoText(errno) + "; check the run's workdir");
     }
     if (!S_ISDIR(st.st_mode)) {
       return Status(Code::kIo, "cannot start '" + prog + "': working directory '" + spec.cwd +
@@ -183,17 +183,17 @@ Status PosixLauncher::StartError(const std::string& prog, int err, const std::st
                                  bool overlay, bool shim) const {
   if (!failed_step.empty() && failed_step != "exec") {
     return Status(Code::kIo,
-                  "cannot start '" + prog + "': " + failed_step + ": " + std::strerror(err) +
+                  "cannot start '" + prog + "': " + failed_step + ": " + ErrnoText(err) +
                       (overlay ? "; set DROVER_WORKING_COPY=copy to copy working copies instead "
                                  "of mounting them"
                                : std::string()));
   }
   if (shim) {
     return Status(Code::kIo, "cannot start '" + prog + "': starting its supervisor '" +
-                                 shim_argv0_ + " __shim' failed: " + std::strerror(err));
+                                 shim_argv0_ + " __shim' failed: " + ErrnoText(err));
   }
   return Status(err == ENOENT ? Code::kNotFound : Code::kIo,
-                "cannot start '" + prog + "': " + std::strerror(err) +
+                "cannot start '" + prog + "': " + ErrnoText(err) +
                     "; check the command's program name and PATH");
 }
 

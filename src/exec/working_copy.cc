@@ -67,7 +67,7 @@ Result<PreparedOverlay> PrepareOverlay(const OverlayMount& m, const std::string&
   for (const DataMount& d : data) {
     struct stat st;
     if (stat(d.source.c_str(), &st) != 0) {
-      return Status(Code::kNotFound, "data '" + d.source + "' is gone: " + strerror(errno) +
+      return Status(Code::kNotFound, "data '" + d.source + "' is gone: " + ErrnoText(errno) +
                                          "; put it back or remove it from the spec's data:");
     }
     struct statvfs vfs;
@@ -319,7 +319,8 @@ WorkingCopies WorkingCopies::Probe(const std::string& scratch_dir) {
     }
     if (err != 0) {
       char msg[256];
-      int n = snprintf(msg, sizeof msg, "%s: %s", step, strerror(err));
+      // strerrordesc_np, not ErrnoText: a forked child must not allocate.
+      int n = snprintf(msg, sizeof msg, "%s: %s", step, strerrordesc_np(err));
       if (n > 0) (void)!write(fds[1], msg, static_cast<size_t>(n));
     }
     _exit(err == 0 ? 0 : 1);

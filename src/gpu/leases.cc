@@ -24,7 +24,7 @@ constexpr size_t kMaxLeaseFileBytes = 1 << 20;  // 1 MiB: thousands of leases
 constexpr size_t kMaxLeaseFiles = 4096;         // files looked at per read
 
 Status Errno(const std::string& what) {
-  return Unavailable(what + ": " + std::strerror(errno));
+  return ErrnoStatus(Code::kUnavailable, what);
 }
 
 bool ProcessLives(int64_t pid) {

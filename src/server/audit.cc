@@ -79,7 +79,7 @@ void AuditLog::AppendTo(File& file, const Json& entry, Millis now) {
   auto fail = [&](const char* what) {
     if (now - warned_ms_ > 60'000) {
       warned_ms_ = now;
-      spdlog::warn("audit log {}: {}: {}", file.path, what, std::strerror(errno));
+      spdlog::warn("audit log {}: {}: {}", file.path, what, ErrnoText(errno));
     }
   };
   if (file.fd >= 0 && file.size + static_cast<int64_t>(line.size()) > rotate_bytes_) {

@@ -658,13 +658,13 @@ Status HttpServer::Bind() {
     int p = http_->bind_to_any_port(options_.host);
     if (p < 0) {
       return Unavailable("cannot listen on " + where +
-                         (errno ? std::string(": ") + std::strerror(errno) : std::string()));
+                         (errno ? std::string(": ") + ErrnoText(errno) : std::string()));
     }
     port_ = p;
   } else {
     if (!http_->bind_to_port(options_.host, options_.port)) {
       return Unavailable("cannot listen on " + where +
-                         (errno ? std::string(": ") + std::strerror(errno) : std::string()) +
+                         (errno ? std::string(": ") + ErrnoText(errno) : std::string()) +
                          "; is another drover serve running? pick another --port");
     }
     port_ = options_.port;

@@ -223,7 +223,7 @@ Result<ReadProgress> ReadScalars(int fd, int64_t offset, bool final,
                                  const std::function<void(const Scalar&)>& on_scalar,
                                  const ReadLimits& limits) {
   struct stat st;
-  if (fstat(fd, &st) != 0) return Internal(fmt::format("stat: {}", std::strerror(errno)));
+  if (fstat(fd, &st) != 0) return Internal(fmt::format("stat: {}", ErrnoText(errno)));
   if (!S_ISREG(st.st_mode)) return Internal("not a regular file");
   const int64_t file_size = st.st_size;
   ReadProgress total;
@@ -247,7 +247,7 @@ Result<ReadProgress> ReadScalars(int fd, int64_t offset, bool final,
     while (got < want) {
       ssize_t n = pread(fd, buf.data() + got, static_cast<size_t>(want - got), total.offset + got);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return Internal(fmt::format("read: {}", std::strerror(errno)));
+      if (n < 0) return Internal(fmt::format("read: {}", ErrnoText(errno)));
       if (n == 0) break;  // truncated meanwhile
       got += n;
     }

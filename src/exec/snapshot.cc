@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <map>
 #include <optional>
@@ -234,6 +235,155 @@ void RemoveStaleTemps(const fs::path& dir) {
   }
 }
 
+// The tree's hash: every path, mode and content hash, in path order (content[i] is entries[i]'s).
+// A submitter's own snapshot (its files are theirs) is stored apart from the same tree of anyone
+// else's: the owner is part of it. TakeSnapshot and HashSnapshot both hash this way.
+std::string TreeHash(const std::vector<Entry>& entries, const std::vector<std::string>& content,
+                     const UnixUser* owner) {
+  const std::string_view nul("\0", 1);
+  Sha256 tree;
+  if (owner != nullptr) {
+    tree.Update("owner " + std::to_string(owner->uid) + ":" + std::to_string(owner->gid));
+    tree.Update(nul);
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    tree.Update(entries[i].rel);
+    tree.Update(nul);
+    tree.Update(ModeString(entries[i].kind));
+    tree.Update(nul);
+    tree.Update(content[i]);
+    tree.Update(nul);
+  }
+  return tree.HexDigest();
+}
+
+// A link's content: its target's text (never followed).
+Result<std::string> LinkHash(const std::string& path) {
+  std::string target(4096, '\0');
+  ssize_t n = readlink(path.c_str(), target.data(), target.size());
+  if (n < 0) return ErrnoStatus("cannot read link '" + path + "'");
+  target.resize(static_cast<size_t>(n));
+  return Sha256Hex(target);
+}
+
+// What a snapshot of `workdir` holds, listed (not read): the files in path order, and whether it
+// is a git work tree (with its commit and diff when `with_diff`). A throwaway git folder, when
+// one is needed to honour .gitignore outside a repository, is made in `scratch_dir` through
+// `as_store` (which runs it with the store's rights).
+struct Listed {
+  std::string root;
+  Listing listing;
+  bool git = false;
+  std::string git_commit, git_diff;
+};
+
+Result<Listed> ListWorkdir(const std::string& workdir, const std::string& snapshots_dir,
+                           const SnapshotOptions& options, const UnixUser* git_as,
+                           const std::string& scratch_dir, bool with_diff,
+                           const std::function<bool(const std::function<bool()>&)>& as_store) {
+  std::error_code ec;
+  fs::path root = fs::canonical(workdir, ec);
+  if (ec || !fs::is_directory(root)) {
+    return NotFound("workdir '" + workdir + "' is not a readable directory" +
+                    (ec ? ": " + ec.message() : std::string()) + "; check the spec's workdir");
+  }
+  Listed out;
+  const std::string root_s = root.string();
+  out.root = root_s;
+  Listing& listing = out.listing;
+  listing.root = root_s;
+  listing.max_bytes = options.max_bytes;
+  listing.max_files = options.max_files;
+  listing.as = git_as;
+  // The store's folders, where they lie inside the workdir: a store captured into itself grows
+  // with every submit, and its temp folders vanish while they are copied.
+  for (const std::string& folder : {snapshots_dir, options.excluded, options.spec_file}) {
+    if (folder.empty()) continue;
+    std::error_code wc;
+    fs::path abs = fs::weakly_canonical(fs::absolute(folder, wc), wc);
+    if (wc) continue;
+    fs::path rel = abs.lexically_relative(root);
+    std::string r = rel.string();
+    if (r.empty() || r == "." || r.starts_with("..")) continue;  // outside the workdir
+    listing.excluded.push_back(r);
+  }
+
+  // Is it a git work tree? (No git installed reads as "no".)
+  auto inside = RunGit({"git", "-C", root_s, "rev-parse", "--is-inside-work-tree"}, git_as);
+  const bool have_git = inside.ok();
+  out.git = inside.ok() && inside->exit_code == 0 && TrimNewline(inside->out) == "true";
+
+  if (out.git) {
+    // The commit and the diff are asked for while the files are listed: three helpers at once
+    // rather than one after another (a submit and `drover run` wait for all of them). Paths in
+    // the diff are relative to the repository's top, so `git apply` at the top of a checkout of
+    // git_commit restores the tracked changes (untracked files are in the files); without a
+    // commit there is no diff.
+    auto head = std::async(std::launch::async, [&] {
+      return RunGit({"git", "-C", root_s, "rev-parse", "--verify", "-q", "HEAD"}, git_as);
+    });
+    auto diff = std::async(std::launch::async, [&]() -> Result<Captured> {
+      if (!with_diff) return Captured{};
+      return RunGit({"git", "-C", root_s, "diff", "HEAD", "--binary", "--no-color",
+                     "--no-ext-diff", "--", "."},
+                    git_as);
+    });
+    // Tracked plus untracked-but-not-ignored, relative to the workdir: the committed tree plus
+    // the uncommitted changes, as `git status` sees them.
+    Status listed = AddListed(
+        root, {"git", "-C", root_s, "ls-files", "-z", "-co", "--exclude-standard"}, &listing);
+    Result<Captured> commit = head.get();
+    Result<Captured> changes = diff.get();
+    DROVER_RETURN_IF_ERROR(listed);
+    if (commit.ok() && commit->exit_code == 0) {
+      out.git_commit = TrimNewline(commit->out);
+      if (changes.ok() && changes->exit_code == 0) out.git_diff = std::move(changes->out);
+    }
+  } else if (have_git) {
+    // Not a repository: list the files through a throwaway empty repository whose work tree is
+    // the workdir, so .gitignore files (and the user's global excludes) are honoured.
+    std::error_code mk;
+    std::string tmpl = (fs::path(scratch_dir) / ".tmp-gitdir-XXXXXX").string();
+    const bool made = as_store([&] {
+      fs::create_directories(scratch_dir, mk);
+      if (mkdtemp(tmpl.data()) == nullptr) return false;
+      // The throwaway repository is the submitter's to write.
+      if (git_as != nullptr && lchown(tmpl.c_str(), static_cast<uid_t>(git_as->uid),
+                                      static_cast<gid_t>(git_as->gid)) != 0) {
+        return false;
+      }
+      return true;
+    });
+    if (!made) return ErrnoStatus("cannot create a temp folder in '" + scratch_dir + "'");
+    const std::string gitdir = tmpl;
+    auto init = RunGit({"git", "init", "-q", "--bare", "--template=", gitdir}, git_as);
+    Status listed = Internal("git init failed");
+    if (init.ok() && init->exit_code == 0) {
+      listed = AddListed(root,
+                         {"git", "--git-dir=" + gitdir, "--work-tree=" + root_s, "-C", root_s,
+                          "ls-files", "-z", "-co", "--exclude-standard"},
+                         &listing);
+    }
+    as_store([&] { return fs::remove_all(gitdir, mk) > 0; });
+    if (listed.code() == Code::kFailedPrecondition) return listed;  // over a limit
+    if (!listed.ok()) {
+      listing.entries.clear();
+      listing.bytes = 0;
+      DROVER_RETURN_IF_ERROR(AddPath(root, ".", &listing));  // git could not help: take it all
+    }
+  } else {
+    DROVER_RETURN_IF_ERROR(AddPath(root, ".", &listing));
+  }
+
+  std::vector<Entry>& entries = listing.entries;
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.rel < b.rel; });
+  entries.erase(std::unique(entries.begin(), entries.end(),
+                            [](const Entry& a, const Entry& b) { return a.rel == b.rel; }),
+                entries.end());
+  return out;
+}
+
 }  // namespace
 
 static Status SealSnapshot(const Snapshot& snap, const std::string& snapshots_dir,
@@ -257,123 +407,19 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
     return result;
   };
   std::error_code ec;
-  fs::path root = fs::canonical(workdir, ec);
-  if (ec || !fs::is_directory(root)) {
-    return NotFound("workdir '" + workdir + "' is not a readable directory" +
-                    (ec ? ": " + ec.message() : std::string()) + "; check the spec's workdir");
-  }
-  const std::string root_s = root.string();
+  DROVER_ASSIGN_OR_RETURN(
+      Listed listed,
+      ListWorkdir(workdir, snapshots_dir, options, git_as, snapshots_dir, /*with_diff=*/true,
+                  [&](const std::function<bool()>& step) { return own(step); }));
+  const std::string root_s = listed.root;
   Snapshot snap;
-  Listing listing;
-  listing.root = root_s;
-  listing.max_bytes = options.max_bytes;
-  listing.max_files = options.max_files;
-  listing.as = git_as;
-  // The store's folders, where they lie inside the workdir: a store captured into itself grows
-  // with every submit, and its temp folders vanish while they are copied.
-  for (const std::string& folder : {snapshots_dir, options.excluded, options.spec_file}) {
-    if (folder.empty()) continue;
-    std::error_code wc;
-    fs::path abs = fs::weakly_canonical(fs::absolute(folder, wc), wc);
-    if (wc) continue;
-    fs::path rel = abs.lexically_relative(root);
-    std::string r = rel.string();
-    if (r.empty() || r == "." || r.starts_with("..")) continue;  // outside the workdir
-    listing.excluded.push_back(r);
-  }
+  snap.git = listed.git;
+  snap.git_commit = std::move(listed.git_commit);
+  snap.git_diff = std::move(listed.git_diff);
+  std::vector<Entry>& entries = listed.listing.entries;
 
-  // Is it a git work tree? (No git installed reads as "no".)
-  auto inside = RunGit({"git", "-C", root_s, "rev-parse", "--is-inside-work-tree"}, git_as);
-  const bool have_git = inside.ok();
-  snap.git = inside.ok() && inside->exit_code == 0 && TrimNewline(inside->out) == "true";
-
-  if (snap.git) {
-    // The commit and the diff are asked for while the files are listed: three helpers at once
-    // rather than one after another (a submit and `drover run` wait for all of them). Paths in
-    // the diff are relative to the repository's top, so `git apply` at the top of a checkout of
-    // git_commit restores the tracked changes (untracked files are in the files); without a
-    // commit there is no diff.
-    auto head = std::async(std::launch::async, [&] {
-      return RunGit({"git", "-C", root_s, "rev-parse", "--verify", "-q", "HEAD"}, git_as);
-    });
-    auto diff = std::async(std::launch::async, [&] {
-      return RunGit({"git", "-C", root_s, "diff", "HEAD", "--binary", "--no-color",
-                     "--no-ext-diff", "--", "."},
-                    git_as);
-    });
-    // Tracked plus untracked-but-not-ignored, relative to the workdir: the committed tree plus
-    // the uncommitted changes, as `git status` sees them.
-    Status listed = AddListed(
-        root, {"git", "-C", root_s, "ls-files", "-z", "-co", "--exclude-standard"}, &listing);
-    Result<Captured> commit = head.get();
-    Result<Captured> changes = diff.get();
-    DROVER_RETURN_IF_ERROR(listed);
-    if (commit.ok() && commit->exit_code == 0) {
-      snap.git_commit = TrimNewline(commit->out);
-      if (changes.ok() && changes->exit_code == 0) snap.git_diff = std::move(changes->out);
-    }
-  } else if (have_git) {
-    // Not a repository: list the files through a throwaway empty repository whose work tree is
-    // the workdir, so .gitignore files (and the user's global excludes) are honoured.
-    std::error_code mk;
-    std::string tmpl = (fs::path(snapshots_dir) / ".tmp-gitdir-XXXXXX").string();
-    const bool made = own([&] {
-      fs::create_directories(snapshots_dir, mk);
-      if (mkdtemp(tmpl.data()) == nullptr) return false;
-      // The throwaway repository is the submitter's to write.
-      if (git_as != nullptr && lchown(tmpl.c_str(), static_cast<uid_t>(git_as->uid),
-                                      static_cast<gid_t>(git_as->gid)) != 0) {
-        return false;
-      }
-      return true;
-    });
-    if (!made) return ErrnoStatus("cannot create a temp folder in '" + snapshots_dir + "'");
-    const std::string gitdir = tmpl;
-    auto init = RunGit({"git", "init", "-q", "--bare", "--template=", gitdir}, git_as);
-    Status listed = Internal("git init failed");
-    if (init.ok() && init->exit_code == 0) {
-      listed = AddListed(root,
-                         {"git", "--git-dir=" + gitdir, "--work-tree=" + root_s, "-C", root_s,
-                          "ls-files", "-z", "-co", "--exclude-standard"},
-                         &listing);
-    }
-    own([&] { return fs::remove_all(gitdir, mk); });
-    if (listed.code() == Code::kFailedPrecondition) return listed;  // over a limit
-    if (!listed.ok()) {
-      listing.entries.clear();
-      listing.bytes = 0;
-      DROVER_RETURN_IF_ERROR(AddPath(root, ".", &listing));  // git could not help: take it all
-    }
-  } else {
-    DROVER_RETURN_IF_ERROR(AddPath(root, ".", &listing));
-  }
-
-  std::vector<Entry>& entries = listing.entries;
-  std::sort(entries.begin(), entries.end(),
-            [](const Entry& a, const Entry& b) { return a.rel < b.rel; });
-  entries.erase(std::unique(entries.begin(), entries.end(),
-                            [](const Entry& a, const Entry& b) { return a.rel == b.rel; }),
-                entries.end());
-
-  const std::string_view nul("\0", 1);
-  // The tree's hash: every path, mode and content hash, in path order.
   auto tree_hash = [&](const std::vector<std::string>& content) {
-    Sha256 tree;
-    // A submitter's own snapshot (its files are theirs) is stored apart from the same tree of
-    // anyone else's.
-    if (owner != nullptr) {
-      tree.Update("owner " + std::to_string(owner->uid) + ":" + std::to_string(owner->gid));
-      tree.Update(nul);
-    }
-    for (size_t i = 0; i < entries.size(); ++i) {
-      tree.Update(entries[i].rel);
-      tree.Update(nul);
-      tree.Update(ModeString(entries[i].kind));
-      tree.Update(nul);
-      tree.Update(content[i]);
-      tree.Update(nul);
-    }
-    return tree.HexDigest();
+    return TreeHash(entries, content, owner);
   };
   // What `drover verify` checks the stored files against (exec/snapshot.h: SnapshotManifest).
   auto write_manifest = [&](const std::vector<std::string>& content) {
@@ -565,6 +611,53 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
   return done;
 }
 
+Result<SnapshotDigest> HashSnapshot(const std::string& workdir, const std::string& snapshots_dir,
+                                    const SnapshotOptions& options) {
+  // As TakeSnapshot: the files read with their owner's rights, the store's cache with ours.
+  const UnixUser* owner = options.owner;
+  ActingAs as(owner);
+  if (!as.status().ok()) return as.status();
+  const UnixUser* git_as = as.active() ? owner : nullptr;
+  auto own = [&](auto&& step) {
+    const bool was = as.active();
+    as.Pause();
+    auto result = step();
+    if (was) as.Resume();
+    return result;
+  };
+  // Nothing is written under the store: a throwaway git folder goes to the temp folder.
+  std::error_code tmp_ec;
+  const std::string scratch = fs::temp_directory_path(tmp_ec).string();
+  DROVER_ASSIGN_OR_RETURN(
+      Listed listed,
+      ListWorkdir(workdir, snapshots_dir, options, git_as, tmp_ec ? "/tmp" : scratch,
+                  /*with_diff=*/false,
+                  [&](const std::function<bool()>& step) { return own(step); }));
+  const std::vector<Entry>& entries = listed.listing.entries;
+  // Read, never saved: what an earlier snapshot hashed is not read again.
+  HashCache cache = own([&] { return HashCache(snapshots_dir); });
+  SnapshotDigest out;
+  out.git = listed.git;
+  out.git_commit = listed.git_commit;
+  std::vector<std::string> content;
+  content.reserve(entries.size());
+  for (const Entry& e : entries) {
+    const std::string src = listed.root + "/" + e.rel;
+    if (e.kind == Kind::kLink) {
+      DROVER_ASSIGN_OR_RETURN(std::string hex, LinkHash(src));
+      content.push_back(std::move(hex));
+    } else {
+      int64_t size = 0;
+      DROVER_ASSIGN_OR_RETURN(std::string hex, HashFile(src, &cache, &size));
+      out.bytes += size;
+      content.push_back(std::move(hex));
+    }
+    out.files.push_back({e.rel, ModeString(e.kind), content.back()});
+  }
+  out.hash = TreeHash(entries, content, owner);
+  return out;
+}
+
 std::string SnapshotSeal(const std::string& snapshots_dir, const std::string& hash) {
   return snapshots_dir + "/.seals/" + hash;
 }
@@ -692,23 +785,41 @@ std::string SnapshotManifest(const std::string& snapshots_dir, const std::string
   return snapshots_dir + "/.manifests/" + hash;
 }
 
+std::optional<std::vector<SnapshotFile>> ReadSnapshotManifest(const std::string& snapshots_dir,
+                                                              const std::string& hash) {
+  FILE* f = fopen(SnapshotManifest(snapshots_dir, hash).c_str(), "re");
+  if (f == nullptr) return std::nullopt;
+  std::vector<SnapshotFile> files;
+  std::string l;
+  char chunk[8192];
+  // A line per file: "<mode> <sha256> <path>" (the path may hold spaces; lines may be long).
+  while (fgets(chunk, sizeof chunk, f) != nullptr) {
+    l += chunk;
+    if (l.empty() || l.back() != '\n') {
+      if (!feof(f)) continue;
+    } else {
+      l.pop_back();
+    }
+    const size_t a = l.find(' '), b = a == std::string::npos ? a : l.find(' ', a + 1);
+    if (b != std::string::npos) {
+      files.push_back({l.substr(b + 1), l.substr(0, a), l.substr(a + 1, b - a - 1)});
+    }
+    l.clear();
+  }
+  fclose(f);
+  return files;
+}
+
 Result<std::vector<std::string>> VerifySnapshot(const Snapshot& snapshot,
                                                 const std::string& snapshots_dir,
                                                 const UnixUser* as) {
   // What was stored, read with the daemon's own rights (the manifests are the store's).
   std::map<std::string, std::pair<std::string, std::string>> was;  // rel -> (mode, hash)
-  FILE* f = fopen(SnapshotManifest(snapshots_dir, snapshot.hash).c_str(), "re");
-  const bool have_manifest = f != nullptr;
-  if (f != nullptr) {
-    char line[8192];
-    while (fgets(line, sizeof line, f) != nullptr) {
-      std::string l(line);
-      if (!l.empty() && l.back() == '\n') l.pop_back();
-      const size_t a = l.find(' '), b = a == std::string::npos ? a : l.find(' ', a + 1);
-      if (b == std::string::npos) continue;
-      was[l.substr(b + 1)] = {l.substr(0, a), l.substr(a + 1, b - a - 1)};
-    }
-    fclose(f);
+  const std::optional<std::vector<SnapshotFile>> manifest =
+      ReadSnapshotManifest(snapshots_dir, snapshot.hash);
+  const bool have_manifest = manifest.has_value();
+  if (manifest) {
+    for (const SnapshotFile& file : *manifest) was[file.path] = {file.mode, file.hash};
   }
   // The snapshot's files are its owner's (a root daemon's submit): read with their rights, so a
   // file swapped for a link to what they could not read is not read for them.

@@ -5,6 +5,7 @@
 // (`git ls-files -co --exclude-standard`), i.e. the committed tree plus uncommitted changes; the
 // commit and `git diff HEAD` are recorded. Elsewhere every file is copied, honouring .gitignore
 // files when git is installed, and refusing when the total passes max_bytes.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,9 +41,34 @@ struct SnapshotOptions {
 Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& snapshots_dir,
                               const SnapshotOptions& options = {});
 
+// One file of a snapshot: its path relative to the workdir, its mode as git writes it ("100644",
+// "100755", "120000" for a link) and its content's sha256 (a link's: its target's text).
+struct SnapshotFile {
+  std::string path, mode, hash;
+  bool operator==(const SnapshotFile&) const = default;
+};
+
+// What TakeSnapshot would store for `workdir` now, without storing anything: the same file list
+// and the same tree hash (they share the listing and the hashing), each file's content hash
+// (known files from the store's hash cache, read but never written). For `drover run --dry-run`,
+// which says which runs an unchanged code snapshot would let be cached, and which files changed.
+struct SnapshotDigest {
+  std::string hash;
+  bool git = false;
+  std::string git_commit;
+  int64_t bytes = 0;
+  std::vector<SnapshotFile> files;  // in path order
+};
+Result<SnapshotDigest> HashSnapshot(const std::string& workdir, const std::string& snapshots_dir,
+                                    const SnapshotOptions& options = {});
+
 // <snapshots_dir>/.manifests/<hash>: each file's mode, content hash and path, written when the
 // snapshot is stored, so `drover verify` names a file that changed since.
 std::string SnapshotManifest(const std::string& snapshots_dir, const std::string& hash);
+// The manifest of a stored snapshot, in path order; nullopt when it has none (stored before
+// drover kept them, or removed).
+std::optional<std::vector<SnapshotFile>> ReadSnapshotManifest(const std::string& snapshots_dir,
+                                                              const std::string& hash);
 // Re-reads a stored snapshot: the files whose content or mode changed, that are missing or were
 // added, each with what is wrong (empty: intact). NotFound when the snapshot is gone.
 // `as`: the snapshot's owner, whose rights its files are read with (a root daemon's; null: the

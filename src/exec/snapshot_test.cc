@@ -278,6 +278,56 @@ TEST_F(SnapshotTest, PlainFolderWithoutGitTakesEverything) {
   EXPECT_EQ(ListTree(s->path), (std::vector<std::string>{".gitignore", "model.ckpt", "train.py"}));
 }
 
+// A dry run's digest (drover run --dry-run): the hash and file list TakeSnapshot stores, in a
+// git repository and in a plain folder, with nothing written under the store.
+TEST_F(SnapshotTest, HashSnapshotAgreesWithTakeSnapshotAndStoresNothing) {
+  WriteFile(work_ / ".gitignore", "data/\n");
+  WriteFile(work_ / "train.py", "code\n");
+  WriteFile(work_ / "run.sh", "#!/bin/sh\n");
+  fs::permissions(work_ / "run.sh", fs::perms::owner_exec, fs::perm_options::add);
+  fs::create_symlink("train.py", work_ / "link.py");
+  WriteFile(work_ / "data" / "big.bin", "ignored\n");
+  WriteFile(work_ / "spec.yaml", "name: x\n");
+  const SnapshotOptions options{.spec_file = (work_ / "spec.yaml").string()};
+  for (const bool git : {false, true}) {
+    SCOPED_TRACE(git ? "git" : "plain");
+    if (git) {
+      Git("init -q");
+      Git("add .gitignore train.py");
+      Git("commit -qm init");
+    }
+    Result<SnapshotDigest> digest = HashSnapshot(work_.string(), store_.string(), options);
+    ASSERT_TRUE(digest.ok()) << digest.status().ToString();
+    EXPECT_FALSE(fs::exists(store_));  // nothing stored, not even the folder
+    Result<Snapshot> s = TakeSnapshot(work_.string(), store_.string(), options);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    EXPECT_EQ(digest->hash, s->hash);
+    EXPECT_EQ(digest->git, git);
+    EXPECT_EQ(static_cast<int64_t>(digest->files.size()), s->files);
+    std::vector<std::string> paths;
+    for (const SnapshotFile& f : digest->files) paths.push_back(f.path);
+    EXPECT_EQ(paths, (std::vector<std::string>{".gitignore", "link.py", "run.sh", "train.py"}));
+    EXPECT_EQ(digest->files[2].mode, "100755");
+    EXPECT_EQ(digest->files[1].mode, "120000");
+    EXPECT_EQ(digest->files[3].hash, Sha256Hex("code\n"));
+    // The stored manifest is the digest's file list.
+    EXPECT_EQ(ReadSnapshotManifest(store_.string(), s->hash), digest->files);
+    // Hashed again from the cache the snapshot filled: the same.
+    Result<SnapshotDigest> again = HashSnapshot(work_.string(), store_.string(), options);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->hash, s->hash);
+    // A change is a new hash, and names the file.
+    WriteFile(work_ / "train.py", "code 2\n");
+    Result<SnapshotDigest> changed = HashSnapshot(work_.string(), store_.string(), options);
+    ASSERT_TRUE(changed.ok());
+    EXPECT_NE(changed->hash, s->hash);
+    EXPECT_EQ(changed->files[3].hash, Sha256Hex("code 2\n"));
+    WriteFile(work_ / "train.py", "code\n");
+    fs::remove_all(store_);
+  }
+  EXPECT_EQ(ReadSnapshotManifest(store_.string(), "nope"), std::nullopt);
+}
+
 TEST_F(SnapshotTest, AStoreInsideTheWorkdirIsNeverCaptured) {
   // `drover run spec.yaml --store st` in the project folder: the store (its database, logs and
   // snapshots, and the throwaway git folder that lists a plain folder) lies inside the workdir.

@@ -95,37 +95,29 @@ void Engine::NeedsChanged(Live& live, Instant now) {
     return;
   }
   const StageSpec* stage = FindStage(live.exp->spec, live.run.stage);
-  Json j = {{"base", Fingerprint(spec, *argv, live.run.params, live.exp->snapshot.hash)},
-            {"stage", live.run.stage},
-            {"inputs", stage ? Json(stage->input_hashes) : Json::object()},
-            {"needs", Json::array()}};
+  std::vector<NeedPrint> prints;
   for (const Run& n : needs) {
     Result<std::vector<Artifact>> outputs = store_.ListArtifacts(n.cached_from ? n.cached_from : n.id);
     if (!outputs.ok()) {
       Fail(outputs.status());
       return;
     }
-    j["needs"].push_back({{"fingerprint", n.fingerprint}, {"outputs", ArtifactsHash(*outputs)}});
+    prints.push_back({n.fingerprint, ArtifactsHash(*outputs)});
   }
-  live.run.fingerprint = Sha256Hex(j.dump(-1, ' ', false, Json::error_handler_t::replace));
+  // spec/expand.h: the dry run fingerprints with the same function (cli/cache_plan.h).
+  live.run.fingerprint =
+      StageFingerprint(Fingerprint(spec, *argv, live.run.params, live.exp->snapshot.hash),
+                       live.run.stage, stage ? stage->input_hashes : std::map<std::string, std::string>{},
+                       prints);
   Tx();
   if (Status st = store_.UpdateRun(live.run); !st.ok()) Fail(st);
   Admit(live, now);
 }
 
 bool Engine::Dedups(const Live& live) const {
-  const Spec& spec = live.exp->spec;
-  // rerun: every run runs (on a pipeline, every stage, as force: all).
-  if (live.run.fingerprint.empty() || spec.search || spec.rerun) return false;
-  // A plain run: unless rerun, or it reads data: folders (outside the snapshot, so outside its
-  // fingerprint; a pipeline stage declares them as inputs, which are hashed).
-  if (live.run.stage.empty()) return spec.data.empty();
-  const StageSpec* stage = FindStage(spec, live.run.stage);
-  if (!stage) return false;
-  for (const std::string& f : spec.force) {
-    if (f == "all" || f == stage->name) return false;
-  }
-  return true;
+  // spec/expand.h: the dry run asks the same (cli/cache_plan.h).
+  return !live.run.fingerprint.empty() &&
+         CacheBypassOf(live.exp->spec, live.run.stage) == CacheBypass::kNone;
 }
 
 void Engine::Admit(Live& live, Instant now) {

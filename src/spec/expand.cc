@@ -238,4 +238,51 @@ std::string Fingerprint(const Spec& spec, const std::vector<std::string>& argv, 
   return Sha256Hex(canonical.dump());
 }
 
+std::string_view ToString(CacheBypass b) {
+  switch (b) {
+    case CacheBypass::kNone:
+      return "none";
+    case CacheBypass::kSearch:
+      return "search";
+    case CacheBypass::kRerun:
+      return "rerun";
+    case CacheBypass::kForced:
+      return "forced";
+    case CacheBypass::kData:
+      return "data";
+    case CacheBypass::kNoStage:
+      return "no_stage";
+  }
+  return "?";
+}
+
+CacheBypass CacheBypassOf(const Spec& spec, const std::string& stage) {
+  if (spec.search) return CacheBypass::kSearch;
+  // rerun: every run runs (on a pipeline, every stage, as force: all).
+  if (spec.rerun) return CacheBypass::kRerun;
+  // A plain run: unless it reads data: folders (outside the snapshot, so outside its
+  // fingerprint; a pipeline stage declares them as inputs, which are hashed).
+  if (stage.empty()) return spec.data.empty() ? CacheBypass::kNone : CacheBypass::kData;
+  const StageSpec* st = FindStage(spec, stage);
+  if (!st) return CacheBypass::kNoStage;
+  for (const std::string& f : spec.force) {
+    if (f == "all" || f == st->name) return CacheBypass::kForced;
+  }
+  return CacheBypass::kNone;
+}
+
+std::string StageFingerprint(const std::string& base, const std::string& stage,
+                             const std::map<std::string, std::string>& input_hashes,
+                             const std::vector<NeedPrint>& needs) {
+  Json j = {{"base", base},
+            {"stage", stage},
+            {"inputs", Json(input_hashes)},
+            {"needs", Json::array()}};
+  for (const NeedPrint& n : needs) {
+    j["needs"].push_back({{"fingerprint", n.fingerprint}, {"outputs", n.outputs_hash}});
+  }
+  // Replaced, never thrown: a file name need not be UTF-8.
+  return Sha256Hex(j.dump(-1, ' ', false, Json::error_handler_t::replace));
+}
+
 }  // namespace drover

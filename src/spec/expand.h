@@ -1,6 +1,8 @@
 #pragma once
 // Sweep expansion and command rendering: pure functions over a parsed Spec.
+#include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -34,5 +36,37 @@ Result<std::vector<std::string>> PlaceholderNames(const std::string& word);
 // not part of it.
 std::string Fingerprint(const Spec& spec, const std::vector<std::string>& argv, const Json& params,
                         const std::string& snapshot_hash);
+
+// Why a run is never cached from an earlier success with its fingerprint (docs/pipelines.md,
+// "Caching"): kNone when it is. The engine asks it before it looks a run up (Engine::Dedups), and
+// `drover run --dry-run` to say which runs would be cached.
+enum class CacheBypass {
+  kNone,
+  kSearch,   // a search's trials: the sampler decides what to try
+  kRerun,    // --rerun, rerun: true
+  kForced,   // --force STAGE (or all), force: [...]
+  kData,     // a plain run that reads data: folders (outside the snapshot, so its fingerprint)
+  kNoStage,  // a stage the spec does not have
+};
+std::string_view ToString(CacheBypass b);
+// `stage`: the run's stage ("" for a plain spec's run).
+CacheBypass CacheBypassOf(const Spec& spec, const std::string& stage);
+
+// What a pipeline stage's run takes into its fingerprint from one run it needs: that run's
+// fingerprint and the hash of its stored outputs (exec/artifacts.h, ArtifactsHash; a cached
+// run's are its source's).
+struct NeedPrint {
+  std::string fingerprint;
+  std::string outputs_hash;
+};
+
+// A pipeline stage's run's fingerprint (docs/pipelines.md, "Caching"): SHA-256 over
+// {"base": Fingerprint(...) of its stage's view, "stage": its name, "inputs": the stage's
+// declared inputs' hashes, "needs": [{"fingerprint", "outputs"}, ...] in the order of its needs}.
+// The engine fingerprints a run with it once its needs have succeeded, and `drover run --dry-run`
+// to say which runs would be cached: one function, so they never disagree.
+std::string StageFingerprint(const std::string& base, const std::string& stage,
+                             const std::map<std::string, std::string>& input_hashes,
+                             const std::vector<NeedPrint>& needs);
 
 }  // namespace drover

@@ -168,6 +168,32 @@ TEST(FingerprintTest, CanonicalFormIsPinned) {
             "014ef34d6fcc87ec147fbcc1294977f49b0a1655b9f27694ffd97908499745ed");
 }
 
+// A stage run's fingerprint (moved out of the engine, issue 40): the same canonical form it had
+// there, so runs stored before are still found.
+TEST(FingerprintTest, AStagesCanonicalFormIsPinned) {
+  const std::string canonical =
+      R"({"base":"b","inputs":{"data.csv":"h1"},"needs":[{"fingerprint":"f1","outputs":"o1"}],)"
+      R"("stage":"train"})";
+  EXPECT_EQ(StageFingerprint("b", "train", {{"data.csv", "h1"}}, {{"f1", "o1"}}),
+            Sha256Hex(canonical));
+  EXPECT_EQ(StageFingerprint("b", "prep", {}, {}),
+            Sha256Hex(R"({"base":"b","inputs":{},"needs":[],"stage":"prep"})"));
+}
+
+TEST(FingerprintTest, WhichRunsMayBeCached) {
+  Spec plain = MustParse("name: x\ncommand: t\n");
+  EXPECT_EQ(CacheBypassOf(plain, ""), CacheBypass::kNone);
+  plain.rerun = true;
+  EXPECT_EQ(CacheBypassOf(plain, ""), CacheBypass::kRerun);
+  Spec stages = MustParse("name: x\nstages:\n  a: {command: t}\n  b: {command: u, needs: [a]}\n");
+  stages.force = {"b"};
+  EXPECT_EQ(CacheBypassOf(stages, "a"), CacheBypass::kNone);
+  EXPECT_EQ(CacheBypassOf(stages, "b"), CacheBypass::kForced);
+  EXPECT_EQ(CacheBypassOf(stages, "c"), CacheBypass::kNoStage);
+  stages.force = {"all"};
+  EXPECT_EQ(CacheBypassOf(stages, "a"), CacheBypass::kForced);
+}
+
 TEST(FingerprintTest, KeyOrderDoesNotMatterButValuesDo) {
   Spec a =
       MustParse("name: x\ncommand: t {lr} {bs}\nparams: {lr: 0.1, bs: 8}\nenv: {A: 1, B: 2}\n");

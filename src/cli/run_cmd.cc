@@ -1,11 +1,13 @@
 // drover run SPEC: submit an experiment to the embedded engine and follow it to the end.
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <thread>
 
+#include "cli/cache_plan.h"
 #include "cli/catalog.h"
 #include "cli/client.h"
 #include "cli/daemon_start.h"
@@ -119,8 +121,89 @@ int DryRunSearch(const Spec& spec, const RunFlags& f) {
   return kExitOk;
 }
 
-// A pipeline's runs, stage by stage, with the runs each needs (docs/pipelines.md).
-int DryRunPipeline(const Spec& spec, const RunFlags& f) {
+// What a dry run knows of the cache: the plan, or why it could not be made (a store it cannot
+// read, a workdir it cannot hash); the runs are listed either way.
+using MaybePlan = std::optional<Result<CachePlan>>;
+
+// Which runs would be cached and why the others would run (cli/cache_plan.h), from the store read
+// without writing, as `drover show` reads it: the daemon's too, when it is this user's to read.
+// A shared daemon that runs each run as its submitter keeps their snapshots apart (the owner is
+// part of the snapshot's hash): then this user's snapshot is hashed as theirs.
+MaybePlan PlanOfDryRun(Globals& g, const Spec& spec, bool daemon_serves, int daemon_pid) {
+  if (spec.search && spec.search->sampler != SamplerKind::kGrid) return std::nullopt;
+  std::optional<UnixUser> me;
+  struct stat st {};
+  if (daemon_serves && daemon_pid > 0 &&
+      ::stat(fmt::format("/proc/{}", daemon_pid).c_str(), &st) == 0 && st.st_uid != ::geteuid()) {
+    me = LookupUser(::geteuid(), ::getegid());
+  }
+  Result<CachePlan> plan = PlanCacheNow(spec, StoreDir(g), me ? &*me : nullptr);
+  if (!plan.ok()) {
+    return Result<CachePlan>(plan.status().WithContext(
+        "which runs would be cached is not known (the runs are listed; `drover run` will say "
+        "more)"));
+  }
+  return plan;
+}
+
+// The "will" column: "cached from run 12", "run: param lr; code changed: train.py".
+std::string WillText(const PlannedRun& r) {
+  if (r.cached_from != 0) return fmt::format("cached from run {}", r.cached_from);
+  std::vector<std::string> why;
+  for (const Reason& reason : r.reasons) why.push_back(reason.Label());
+  return "run: " + Join(why, "; ");
+}
+
+Json RunCacheJson(const PlannedRun& r) {
+  Json reasons = Json::array();
+  for (const Reason& reason : r.reasons) {
+    reasons.push_back({{"kind", ToString(reason.kind)},
+                       {"detail", reason.detail},
+                       {"text", reason.Label()}});
+  }
+  return {{"will", r.cached_from != 0 ? "cached" : "run"},
+          {"cached_from", r.cached_from != 0 ? Json(r.cached_from) : Json(nullptr)},
+          {"fingerprint", r.fingerprint.empty() ? Json(nullptr) : Json(r.fingerprint)},
+          {"reasons", reasons}};
+}
+
+// The per-stage summary of --json ("cache"), or the reason it is not known ("cache_error").
+void AddCacheJson(Json& out, const MaybePlan& plan) {
+  if (!plan) return;
+  if (!plan->ok()) {
+    out["cache_error"] = plan->status().message();
+    return;
+  }
+  Json stages = Json::array();
+  for (const StagePlan& s : (*plan)->stages) {
+    Json reasons = Json::object();
+    for (const auto& [label, n] : s.reasons) reasons[label] = n;
+    stages.push_back(
+        {{"stage", s.stage}, {"cached", s.cached}, {"to_run", s.to_run}, {"reasons", reasons}});
+  }
+  out["cache"] = stages;
+}
+
+// The lines under the first: each stage's (or the sweep's) cached and to run, with why.
+void PrintCacheLines(const MaybePlan& plan) {
+  if (!plan) return;
+  if (!plan->ok()) {
+    std::printf("  %s\n", plan->status().message().c_str());
+    return;
+  }
+  for (const StagePlan& s : (*plan)->stages) {
+    std::printf("  %s\n", s.Line(s.stage.empty() ? "runs" : s.stage).c_str());
+  }
+}
+
+const PlannedRun* PlannedAt(const MaybePlan& plan, size_t i) {
+  if (!plan || !plan->ok() || i >= (*plan)->runs.size()) return nullptr;
+  return &(*plan)->runs[i];
+}
+
+// A pipeline's runs, stage by stage, with the runs each needs (docs/pipelines.md), and which
+// would be cached.
+int DryRunPipeline(const Spec& spec, const RunFlags& f, const MaybePlan& plan) {
   const std::vector<StageRun> runs = ExpandPipeline(spec);
   Json out = Json::array();
   std::vector<std::vector<std::string>> rows;
@@ -135,24 +218,37 @@ int DryRunPipeline(const Spec& spec, const RunFlags& f) {
       needs.push_back(std::to_string(n + 1));
       need_index.push_back(n + 1);
     }
-    out.push_back({{"index", i + 1}, {"stage", st.name}, {"params", runs[i].params},
-                   {"needs", need_index}, {"argv", *argv}});
-    rows.push_back({std::to_string(i + 1), st.name, runs[i].params.dump(),
-                    needs.empty() ? "-" : Join(needs, ","), Join(quoted, " ")});
+    Json run = {{"index", i + 1}, {"stage", st.name}, {"params", runs[i].params},
+                {"needs", need_index}, {"argv", *argv}};
+    std::vector<std::string> row = {std::to_string(i + 1), st.name, runs[i].params.dump(),
+                                    needs.empty() ? "-" : Join(needs, ",")};
+    if (const PlannedRun* p = PlannedAt(plan, i)) {
+      run.update(RunCacheJson(*p));
+      row.push_back(WillText(*p));
+    }
+    row.push_back(Join(quoted, " "));
+    out.push_back(std::move(run));
+    rows.push_back(std::move(row));
   }
   if (f.json) {
-    std::printf("%s\n", Json({{"name", spec.name}, {"runs", out}}).dump(2).c_str());
+    Json all = {{"name", spec.name}, {"runs", out}};
+    AddCacheJson(all, plan);
+    std::printf("%s\n", all.dump(2).c_str());
   } else {
     std::printf("%s: %s in %s (dry run: nothing was submitted; runs whose fingerprint succeeded "
                 "before will be cached)\n",
                 spec.name.c_str(), Count(static_cast<int64_t>(runs.size()), "run").c_str(),
                 Count(static_cast<int64_t>(spec.stages.size()), "stage").c_str());
-    std::fputs(RenderTable({"#", "stage", "params", "needs", "command"}, rows).c_str(), stdout);
+    PrintCacheLines(plan);
+    std::vector<std::string> header = {"#", "stage", "params", "needs"};
+    if (PlannedAt(plan, 0)) header.push_back("will");
+    header.push_back("command");
+    std::fputs(RenderTable(header, rows).c_str(), stdout);
   }
   return kExitOk;
 }
 
-int DryRunRuns(const Spec& spec, const RunFlags& f);
+int DryRunRuns(const Spec& spec, const RunFlags& f, const MaybePlan& plan);
 
 // `sbatch --test-only` for the spec's resources (each stage's for a pipeline).
 Status CheckWithSlurm(const Spec& spec, const ExecutorSpec& daemon) {
@@ -184,6 +280,8 @@ Status CheckWithSlurm(const Spec& spec, const ExecutorSpec& daemon) {
 }
 
 int DryRun(Globals& g, const Spec& spec, const RunFlags& f, const std::string& fake) {
+  // The spec as the submit would record it, for the fingerprints: its image pinned.
+  Spec pinned_spec = spec;
   if (spec.container && spec.container->runtime != ContainerRuntime::kPyxis) {
     // The image as the submit would pin it (without pulling).
     ContainerSpec c = *spec.container;
@@ -192,11 +290,13 @@ int DryRun(Globals& g, const Spec& spec, const RunFlags& f, const std::string& f
                          pinned.code() != Code::kNotFound)) {
       return ReportError(pinned);
     }
+    if (pinned.ok()) pinned_spec.container = c;
     std::printf("%s: container %s\n", spec.name.c_str(),
                 pinned.ok() ? fmt::format("{} is image {}", c.image, c.image_id).c_str()
                             : pinned.message().c_str());
   }
-  if (auto daemon = FindDaemon(g)) {
+  const std::optional<DaemonInfo> daemon = FindDaemon(g);
+  if (daemon) {
     // The daemon's pool decides: it checks the spec as its submit would, and records nothing.
     ApiClient api(*daemon);
     if (Status fits = CheckWithDaemon(api, f.spec_path, f.sets); !fits.ok()) {
@@ -212,7 +312,7 @@ int DryRun(Globals& g, const Spec& spec, const RunFlags& f, const std::string& f
                             : daemon_ex.kind == ExecutorKind::kSlurm) {
       // Slurm places the runs: it says whether it would take their jobs (sbatch --test-only).
       if (Status ok = CheckWithSlurm(spec, daemon_ex); !ok.ok()) return ReportError(ok);
-      return DryRunRuns(spec, f);
+      return DryRunRuns(spec, f, PlanOfDryRun(g, pinned_spec, false, 0));
     }
     auto devices = setup->probe->Devices();
     if (!devices.ok()) return ReportError(devices.status().WithContext("listing GPUs"));
@@ -227,12 +327,12 @@ int DryRun(Globals& g, const Spec& spec, const RunFlags& f, const std::string& f
       if (Status cdi = container::CheckCdi(*devices); !cdi.ok()) return ReportError(cdi);
     }
   }
-  return DryRunRuns(spec, f);
+  return DryRunRuns(spec, f, PlanOfDryRun(g, pinned_spec, daemon.has_value(), daemon ? daemon->pid : 0));
 }
 
-int DryRunRuns(const Spec& spec, const RunFlags& f) {
+int DryRunRuns(const Spec& spec, const RunFlags& f, const MaybePlan& plan) {
   if (spec.search && spec.search->sampler != SamplerKind::kGrid) return DryRunSearch(spec, f);
-  if (!spec.stages.empty()) return DryRunPipeline(spec, f);
+  if (!spec.stages.empty()) return DryRunPipeline(spec, f, plan);
   auto grid = ExpandGrid(spec);
   Json out = Json::array();
   std::vector<std::vector<std::string>> rows;
@@ -241,15 +341,28 @@ int DryRunRuns(const Spec& spec, const RunFlags& f) {
     if (!argv.ok()) return ReportError(argv.status());
     std::vector<std::string> quoted;
     for (const auto& w : *argv) quoted.push_back(ShellQuote(w));
-    out.push_back({{"index", i + 1}, {"params", grid[i]}, {"argv", *argv}});
-    rows.push_back({std::to_string(i + 1), grid[i].dump(), Join(quoted, " ")});
+    Json run = {{"index", i + 1}, {"params", grid[i]}, {"argv", *argv}};
+    std::vector<std::string> row = {std::to_string(i + 1), grid[i].dump()};
+    if (const PlannedRun* p = PlannedAt(plan, i)) {
+      run.update(RunCacheJson(*p));
+      row.push_back(WillText(*p));
+    }
+    row.push_back(Join(quoted, " "));
+    out.push_back(std::move(run));
+    rows.push_back(std::move(row));
   }
   if (f.json) {
-    std::printf("%s\n", Json({{"name", spec.name}, {"runs", out}}).dump(2).c_str());
+    Json all = {{"name", spec.name}, {"runs", out}};
+    AddCacheJson(all, plan);
+    std::printf("%s\n", all.dump(2).c_str());
   } else {
     std::printf("%s: %s (dry run: nothing was submitted)\n", spec.name.c_str(),
                 Count(static_cast<int64_t>(grid.size()), "run").c_str());
-    std::fputs(RenderTable({"#", "params", "command"}, rows).c_str(), stdout);
+    PrintCacheLines(plan);
+    std::vector<std::string> header = {"#", "params"};
+    if (PlannedAt(plan, 0)) header.push_back("will");
+    header.push_back("command");
+    std::fputs(RenderTable(header, rows).c_str(), stdout);
   }
   return kExitOk;
 }

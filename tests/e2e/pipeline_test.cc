@@ -2,6 +2,7 @@
 // fake GPUs, into a real SQLite store): each stage as many times as it fans out, then not at all
 // when nothing changed, then only what a change reaches. A failing stage stops what needs it.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <filesystem>
 #include <fstream>
@@ -240,6 +241,142 @@ TEST_F(PipelineTest, EditingTheSpecInTheProjectFolderRerunsOnlyTheRunsItChanged)
   for (int i = 0; i < 100 && std::filesystem::exists(store_ + "/daemon.json"); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the idle daemon goes
   }
+}
+
+// Issue 40: `drover run --dry-run` says, stage by stage, how many runs an earlier success would
+// stand for and why each other run would run (a param, the code, a need that reran), and the
+// submit that follows does what it said. It records nothing and stores no snapshot.
+TEST_F(PipelineTest, DryRunSaysWhichRunsWouldBeCachedAndWhyTheOthersWouldRun) {
+  std::filesystem::create_directories(dir_ / "proj");
+  Write("proj/prep.sh", "mkdir -p data && echo prepared > data/d.txt\n");
+  Write("proj/train.sh", "test -f data/d.txt && echo \"{\\\"step\\\": 1, \\\"loss\\\": $1}\"\n");
+  Write("proj/eval.sh", "echo '{\"acc\": 1}'\n");
+  const std::string text =
+      "name: proj\nworkdir: .\nparams: {lr: [0.1, 0.2]}\n"
+      "stages:\n"
+      "  prep:  {command: \"/bin/sh prep.sh\", outputs: [data/]}\n"
+      "  train: {command: \"/bin/sh train.sh {lr}\", needs: [prep]}\n"
+      "  check: {command: \"/bin/sh eval.sh\", needs: [train]}\n";
+  Write("proj/pipeline.yaml", text);
+  const std::string proj = (dir_ / "proj").string();
+  auto dry = [&](std::vector<std::string> more = {}) {
+    std::vector<std::string> args = {"run", "pipeline.yaml", "--dry-run", "--store", store_};
+    args.insert(args.end(), more.begin(), more.end());
+    auto r = RunDrover(args, proj);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    return r;
+  };
+  // No store yet: every run is new, and the dry run makes none.
+  auto r = dry();
+  EXPECT_NE(r.out.find("proj: 5 runs in 3 stages (dry run: nothing was submitted"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("prep: 1 to run (new: 1)"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(store_ + "/drover.db"));
+  auto first = RunDrover({"run", "pipeline.yaml", "--store", store_}, proj);
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  auto snapshots = [&] {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(store_ + "/snapshots")) {
+      n += e.is_directory() && e.path().filename().string()[0] != '.';
+    }
+    return n;
+  };
+  const int stored = snapshots();
+
+  // Unchanged: every stage cached, each run from the run that did the work.
+  r = dry();
+  EXPECT_NE(r.out.find("prep: 1 cached\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("train: 2 cached\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("check: 2 cached\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cached from run 1"), std::string::npos) << r.out;
+
+  // One lr edited in the spec file: prep and lr=0.1 cached; lr=0.3's train runs for its param,
+  // and the check after it for its need (and its param).
+  std::string edited = text;
+  edited.replace(edited.find("0.2]"), 4, "0.3]");
+  Write("proj/pipeline.yaml", edited);
+  r = dry();
+  EXPECT_NE(r.out.find("prep: 1 cached\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("train: 1 cached, 1 to run (param lr: 1)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("check: 1 cached, 1 to run (need train reran: 1, param lr: 1)"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("run: param lr"), std::string::npos) << r.out;
+  r = dry({"--json"});
+  Json j = Json::parse(r.out);
+  ASSERT_EQ(j["runs"].size(), 5u) << j;
+  std::map<std::string, int> cached, to_run;
+  for (const Json& run : j["runs"]) {
+    if (run["will"] == "cached") {
+      EXPECT_TRUE(run["cached_from"].is_number()) << run;
+      EXPECT_TRUE(run["reasons"].empty()) << run;
+      ++cached[run["stage"]];
+      continue;
+    }
+    ++to_run[run["stage"]];
+    EXPECT_EQ(run["params"]["lr"], 0.3) << run;
+    EXPECT_TRUE(run["cached_from"].is_null()) << run;
+    const Json& why = run["reasons"];
+    if (run["stage"] == "train") {
+      ASSERT_EQ(why.size(), 1u) << run;
+      EXPECT_EQ(why[0]["kind"], "params");
+      EXPECT_EQ(why[0]["detail"], "lr");
+    } else {
+      ASSERT_EQ(why.size(), 2u) << run;
+      EXPECT_EQ(why[0]["kind"], "need_reran");
+      EXPECT_EQ(why[0]["detail"], "train");
+      EXPECT_EQ(why[0]["text"], "need train reran");
+    }
+  }
+  EXPECT_EQ(j["cache"][0], Json({{"stage", "prep"}, {"cached", 1}, {"to_run", 0},
+                                 {"reasons", Json::object()}}));
+  EXPECT_EQ(j["cache"][1]["reasons"], Json({{"param lr", 1}}));
+  // Nothing recorded, no snapshot stored.
+  {
+    auto store = Store::Open(store_ + "/drover.db");
+    ASSERT_TRUE(store.ok());
+    EXPECT_EQ((*store)->ListExperiments().value().size(), 1u);
+  }
+  EXPECT_EQ(snapshots(), stored);
+  // ... and the submit does what the dry run said.
+  auto second = RunDrover({"run", "pipeline.yaml", "--store", store_}, proj);
+  ASSERT_EQ(second.exit_code, 0) << second.out << second.err;
+  Tally t = Newest();
+  EXPECT_EQ(t.cached, cached);
+  EXPECT_EQ(t.ran, to_run);
+
+  // A code file edited: every stage's fingerprint changes (the snapshot is in each), and the
+  // file is named.
+  Write("proj/train.sh", "echo '{\"loss\": 0.5}'\n");
+  r = dry();
+  EXPECT_NE(r.out.find("prep: 1 to run (code changed: train.sh: 1)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("train: 2 to run (need prep reran: 2, code changed: train.sh: 2)"),
+            std::string::npos) << r.out;
+  EXPECT_EQ(snapshots(), stored + 0);  // the edited tree is hashed, not stored
+
+  // With a daemon serving the store, the dry run reads the store as `drover show` does.
+  Write("proj/train.sh", "test -f data/d.txt && echo \"{\\\"step\\\": 1, \\\"loss\\\": $1}\"\n");
+  pid_t daemon = testing::StartDaemon(store_, dir_.string());
+  r = dry();
+  EXPECT_NE(r.out.find("prep: 1 cached\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("train: 2 cached\n"), std::string::npos) << r.out;
+  kill(daemon, SIGTERM);
+  EXPECT_EQ(testing::WaitExit(daemon), 0);
+}
+
+// A plain sweep says the same: which values ran before, which are new.
+TEST_F(PipelineTest, APlainSweepsDryRunSaysWhichValuesWouldRun) {
+  const std::string spec =
+      Write("sweep.yaml", "name: sweep\nworkdir: code\ncommand: \"echo {{\\\"loss\\\": {x}}}\"\n"
+                          "params: {x: [1, 2]}\nresources: {gpus: 0}\n");
+  auto r = RunDrover({"run", spec, "--store", store_, "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  r = RunDrover({"run", spec, "--dry-run", "--store", store_, "--set", "x=[1, 2, 3]"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("sweep: 3 runs (dry run: nothing was submitted)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("runs: 2 cached, 1 to run (param x: 1)"), std::string::npos) << r.out;
+  r = RunDrover({"run", spec, "--dry-run", "--store", store_, "--rerun"});
+  EXPECT_NE(r.out.find("runs: 2 to run (forced (--rerun): 2)"), std::string::npos) << r.out;
 }
 
 TEST_F(PipelineTest, VerifyNamesAFileChangedInTheSnapshotOrAnArtifact) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "cli/client.h"
 #include "cli/follow.h"
@@ -194,6 +195,31 @@ class ApiCatalog : public Catalog {
     for (const auto& a : j->at("attempts")) {
       DROVER_ASSIGN_OR_RETURN(Attempt attempt, protocol::AttemptFromJson(a));
       out.push_back(std::move(attempt));
+    }
+    return out;
+  }
+  Result<std::map<int64_t, std::vector<Attempt>>> ListAttemptsOfRuns(
+      const std::vector<Run>& runs) override {
+    const bool one_experiment =
+        !runs.empty() && std::all_of(runs.begin(), runs.end(), [&](const Run& r) {
+          return r.experiment_id == runs.front().experiment_id;
+        });
+    // A few runs (the failed ones of a sweep): a request each, not every attempt of the sweep.
+    constexpr size_t kFewRuns = 16;
+    if (!one_experiment || runs.size() <= kFewRuns) return Catalog::ListAttemptsOfRuns(runs);
+    // One request for the experiment's attempts, not one per run. A daemon older than the route
+    // answers 404: then run by run, as before.
+    auto j = api_.Get(fmt::format("/experiments/{}/attempts", runs.front().experiment_id));
+    if (!j.ok() && j.status().code() == Code::kNotFound) return Catalog::ListAttemptsOfRuns(runs);
+    if (!j.ok()) return j.status();
+    std::set<int64_t> wanted;
+    for (const Run& r : runs) {
+      if (r.attempts > 0) wanted.insert(r.id);
+    }
+    std::map<int64_t, std::vector<Attempt>> out;
+    for (const auto& a : j->at("attempts")) {
+      DROVER_ASSIGN_OR_RETURN(Attempt attempt, protocol::AttemptFromJson(a));
+      if (wanted.count(attempt.run_id)) out[attempt.run_id].push_back(std::move(attempt));
     }
     return out;
   }

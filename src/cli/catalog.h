@@ -34,7 +34,8 @@ class Catalog {
   // A run's stored outputs (a pipeline stage's; a cached run: its source's).
   virtual Result<RunArtifacts> RunOutputs(int64_t run_id) = 0;
   // The attempts of each of these runs, by run id (a run with none: absent). Runs of one
-  // experiment take one look at a store; otherwise one look (or request) per run with attempts.
+  // experiment take one look at a store, and more than a few of them one request to a daemon
+  // (GET /experiments/{id}/attempts); otherwise one look (or request) per run with attempts.
   virtual Result<std::map<int64_t, std::vector<Attempt>>> ListAttemptsOfRuns(
       const std::vector<Run>& runs);
   // A run's metric series, one per name (sorted by name), as GET /runs/{id}/metrics answers:

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -54,6 +55,8 @@ Result<std::vector<Run>> FetchRuns(ApiClient& api, const RunFilter& f) {
       out.push_back(std::move(run));
     }
     if (static_cast<int>(list.size()) < page) break;
+    // A full page that is the last: the daemon says so (no request for an empty page).
+    if (j.contains("next_offset") && j["next_offset"].is_null()) break;
     offset += static_cast<int>(list.size());
   }
   return out;
@@ -75,44 +78,50 @@ Result<std::map<int64_t, CurveSummary>> FetchCurveSummaries(ApiClient& api, int6
   return protocol::CurveSummariesFromJson(j);
 }
 
+Result<protocol::ExperimentListing> FetchExperimentCounts(ApiClient& api, int64_t experiment_id) {
+  DROVER_ASSIGN_OR_RETURN(Json j, api.Get(fmt::format("/experiments/{}", experiment_id)));
+  return protocol::ExperimentListingFromJson(j);
+}
+
+Millis FollowPace::Next(Millis now_ms, int64_t ended, int64_t left) {
+  Millis wait = last_wait_ > 0 ? last_wait_ * 2 : min_ms_;
+  if (last_ms_ >= 0 && ended > last_ended_ && now_ms > last_ms_) {
+    wait = static_cast<Millis>(static_cast<double>(left) * static_cast<double>(now_ms - last_ms_) /
+                               static_cast<double>(ended - last_ended_) / 2);
+  }
+  wait = std::clamp(wait, min_ms_, max_ms_);
+  last_ms_ = now_ms;
+  last_ended_ = ended;
+  last_wait_ = wait;
+  return wait;
+}
+
 int FollowExperiment(ApiClient& api, int64_t experiment_id, const FollowOptions& o) {
   auto exp = FetchExperiment(api, std::to_string(experiment_id));
   if (!exp.ok()) return ReportError(exp.status());
-  auto runs = FetchRuns(api, experiment_id);
-  if (!runs.ok()) return ReportError(runs.status());
+  bool human = !o.json && !o.quiet;
+  // Shown to a person: the runs from the start. Otherwise only their counts until the end.
+  std::vector<Run> first;
+  if (human) {
+    auto runs = FetchRuns(api, experiment_id);
+    if (!runs.ok()) return ReportError(runs.status());
+    first = std::move(*runs);
+  }
 
   CatchInterruptsForFollow();
 
-  bool human = !o.json && !o.quiet;
   RealClock clock;
   std::string metric =
       exp->spec.contains("objective") ? exp->spec["objective"].value("metric", "") : "";
   bool live = human && ::isatty(STDOUT_FILENO) && std::getenv("TERM") != nullptr &&
               std::string(std::getenv("TERM")) != "dumb";
-  ProgressView view(stdout, live, clock, exp->name, *runs, VaryingParams(*runs), metric);
+  ProgressView view(stdout, live, clock, exp->name, first, VaryingParams(first), metric);
   std::map<int64_t, Run> last;
-  for (const Run& r : *runs) last[r.id] = r;
-  bool cancel_sent = false;
-  bool detached = false;
-  while (true) {
-    if (g_interrupts.load() > 0) {
-      if (!o.cancel_on_exit) {
-        detached = true;
-        break;
-      }
-      if (!cancel_sent) {
-        cancel_sent = true;
-        auto c = api.Post(fmt::format("/experiments/{}/cancel", experiment_id), Json::object());
-        if (!c.ok() && c.status().code() != Code::kFailedPrecondition) {
-          return ReportError(c.status());
-        }
-      }
-    }
-    auto now = FetchRuns(api, experiment_id);
-    if (!now.ok()) return ReportError(now.status());
-    bool all_final = true;
-    for (const Run& r : *now) {
-      all_final = all_final && IsFinal(r.state);
+  for (const Run& r : first) last[r.id] = r;
+  // Each run fetched, compared with what was shown, and its change shown.
+  auto show = [&]() -> Status {
+    DROVER_ASSIGN_OR_RETURN(auto now, FetchRuns(api, experiment_id));
+    for (const Run& r : now) {
       const Run& before = last[r.id];
       if (human && (before.state != r.state || before.attempts != r.attempts)) {
         std::optional<Attempt> attempt;
@@ -135,9 +144,47 @@ int FollowExperiment(ApiClient& api, int64_t experiment_id, const FollowOptions&
       }
       last[r.id] = r;
     }
+    return Status::Ok();
+  };
+  using Steady = std::chrono::steady_clock;
+  auto ms_since = [](Steady::time_point t0) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - t0).count();
+  };
+  const Steady::time_point start = Steady::now();
+  Millis shown_ms = 0;  // since start, when the runs were last fetched and shown
+  FollowPace pace;
+  bool cancel_sent = false;
+  bool detached = false;
+  while (true) {
+    if (g_interrupts.load() > 0) {
+      if (!o.cancel_on_exit) {
+        detached = true;
+        break;
+      }
+      if (!cancel_sent) {
+        cancel_sent = true;
+        auto c = api.Post(fmt::format("/experiments/{}/cancel", experiment_id), Json::object());
+        if (!c.ok() && c.status().code() != Code::kFailedPrecondition) {
+          return ReportError(c.status());
+        }
+      }
+    }
+    auto counts = FetchExperimentCounts(api, experiment_id);
+    if (!counts.ok()) return ReportError(counts.status());
+    const int64_t left = counts->runs.Unfinished();
+    const bool all_final = left == 0;
+    const Millis now_ms = ms_since(start);
+    if (all_final || (human && now_ms - shown_ms >= kShowEveryMs)) {
+      // At the end, every run as it ended (for the results, and each change shown).
+      if (Status st = show(); !st.ok()) return ReportError(st);
+      shown_ms = now_ms;
+    }
     if (human) view.OnTick();
     if (all_final) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    Millis wait = pace.Next(now_ms, counts->runs.Total() - left, left);
+    // Shown to a person: their next refresh is due at kShowEveryMs at the latest.
+    if (human) wait = std::min(wait, std::max<Millis>(1, kShowEveryMs - (now_ms - shown_ms)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(wait));
   }
   if (human) view.Finish();
   if (detached) {
@@ -152,6 +199,7 @@ int FollowExperiment(ApiClient& api, int64_t experiment_id, const FollowOptions&
   std::vector<Run> final_runs;
   for (auto& [id, r] : last) final_runs.push_back(r);
   int code = PrintResults(*CatalogOf(api.info()), *exp, final_runs, o.json, o.quiet);
+  if (o.ended_runs != nullptr) *o.ended_runs = std::move(final_runs);
   return cancel_sent ? kExitInterrupted : code;
 }
 

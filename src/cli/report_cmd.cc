@@ -80,8 +80,25 @@ int ReportCmd(Globals& g, const ReportFlags& f) {
 Status LoadCurves(Catalog& catalog, const std::vector<Run>& runs,
                   const std::vector<std::string>& metrics,
                   std::map<int64_t, report::RunDetails>* details) {
-  // Every run's attempts at once (one query on a store, not one per run).
-  DROVER_ASSIGN_OR_RETURN(auto attempts, catalog.ListAttemptsOfRuns(runs));
+  auto has_curve = [&](const Run& run) {
+    return std::any_of(metrics.begin(), metrics.end(),
+                       [&](const std::string& m) { return run.final_metrics.contains(m); });
+  };
+  // The attempts shown: those of a run with a failed attempt (it has more than one, or did not
+  // succeed) or a curve. A run that succeeded at its first try has neither: after a clean
+  // 1,000-run sweep without metrics, nothing is asked for.
+  std::vector<Run> shown;
+  for (const Run& run : runs) {
+    if (run.attempts > 0 &&
+        (run.attempts > 1 || run.state != RunState::kSucceeded || has_curve(run))) {
+      shown.push_back(run);
+    }
+  }
+  // Their attempts at once (one query on a store, one request to a daemon, not one per run).
+  std::map<int64_t, std::vector<Attempt>> attempts;
+  if (!shown.empty()) {
+    DROVER_ASSIGN_OR_RETURN(attempts, catalog.ListAttemptsOfRuns(shown));
+  }
   for (const Run& run : runs) {
     report::RunDetails& d = (*details)[run.id];
     if (d.attempts.empty() && run.attempts > 0) {
@@ -91,9 +108,7 @@ Status LoadCurves(Catalog& catalog, const std::vector<Run>& runs,
     }
     // final_metrics holds the last values of the latest attempt that reported any: nothing
     // there, nothing was ever reported.
-    bool any = std::any_of(metrics.begin(), metrics.end(),
-                           [&](const std::string& m) { return run.final_metrics.contains(m); });
-    if (!any) continue;
+    if (!has_curve(run)) continue;
     // One attempt per curve: steps start again at every attempt, so two would draw back and
     // forth. Each metric from the latest attempt that reported it (an attempt that diverged
     // before its first evaluation has a loss but no val_acc: the earlier val_acc curve shows).
@@ -128,15 +143,20 @@ Status LoadCurves(Catalog& catalog, const std::vector<Run>& runs,
 }
 
 Result<report::ReportData> LoadReportData(Catalog& catalog, const Experiment& exp,
-                                          const report::RankOptions& options) {
+                                          const report::RankOptions& options,
+                                          const std::vector<Run>* runs) {
   report::ReportData d;
   d.experiment = exp;
   d.drover_version = DROVER_VERSION;
   RealClock clock;
   d.generated_ms = clock.Now();
-  RunFilter filter;
-  filter.experiment_id = exp.id;
-  DROVER_ASSIGN_OR_RETURN(d.runs, catalog.ListRuns(filter));
+  if (runs != nullptr) {
+    d.runs = *runs;
+  } else {
+    RunFilter filter;
+    filter.experiment_id = exp.id;
+    DROVER_ASSIGN_OR_RETURN(d.runs, catalog.ListRuns(filter));
+  }
   DROVER_ASSIGN_OR_RETURN(d.ranking, CompareRuns(catalog, exp, d.runs, options));
   DROVER_RETURN_IF_ERROR(
       LoadCurves(catalog, d.runs, report::CurveMetrics(d.ranking), &d.details));
@@ -179,8 +199,8 @@ Status WriteTextFile(const std::string& path, const std::string& text, bool make
 }
 
 Result<std::string> WriteExperimentReport(const Globals& g, Catalog& catalog, const Experiment& exp,
-                                          const std::string& path) {
-  DROVER_ASSIGN_OR_RETURN(report::ReportData data, LoadReportData(catalog, exp, {}));
+                                          const std::string& path, const std::vector<Run>* runs) {
+  DROVER_ASSIGN_OR_RETURN(report::ReportData data, LoadReportData(catalog, exp, {}, runs));
   std::string out = path.empty() ? DefaultReportPath(g, exp) : path;
   DROVER_RETURN_IF_ERROR(WriteTextFile(out, report::RenderReportHtml(data), path.empty()));
   return out;

@@ -42,12 +42,14 @@ std::string PoolSummary(const std::vector<sched::GpuState>& gpus, const std::str
 }
 
 // The HTML report of a finished experiment, read back through the catalog (the store, or the
-// daemon that ran it). A report that cannot be written is a warning: the runs are what count.
-void WriteReportAtEnd(Globals& g, int64_t experiment_id, const RunFlags& f) {
+// daemon that ran it); `runs`, when given, are its runs as they ended (not asked for again). A
+// report that cannot be written is a warning: the runs are what count.
+void WriteReportAtEnd(Globals& g, int64_t experiment_id, const RunFlags& f,
+                      const std::vector<Run>* runs = nullptr) {
   auto written = [&]() -> Result<std::string> {
     DROVER_ASSIGN_OR_RETURN(auto catalog, OpenCatalog(g));
     DROVER_ASSIGN_OR_RETURN(Experiment exp, catalog->FindExperiment(std::to_string(experiment_id)));
-    return WriteExperimentReport(g, *catalog, exp);
+    return WriteExperimentReport(g, *catalog, exp, "", runs);
   }();
   if (!written.ok()) {
     std::fprintf(stderr, "drover: warning: the HTML report was not written: %s\n",
@@ -435,9 +437,10 @@ int FollowInDaemon(Globals& g, const DaemonInfo& daemon, int64_t experiment_id,
     std::fflush(stdout);
   }
   ApiClient api(daemon);
-  int code = FollowExperiment(api, experiment_id, {f.cancel_on_exit, f.json, f.quiet});
+  std::vector<Run> ended;
+  int code = FollowExperiment(api, experiment_id, {f.cancel_on_exit, f.json, f.quiet, &ended});
   // Detached or cancelled at Ctrl-C: the experiment is not over, so there is nothing to report.
-  if (code != kExitInterrupted) WriteReportAtEnd(g, experiment_id, f);
+  if (code != kExitInterrupted) WriteReportAtEnd(g, experiment_id, f, &ended);
   return code;
 }
 
@@ -529,7 +532,7 @@ int RunInForeground(Globals& g, const RunFlags& f, const QueueStep& queue) {
     }
   }
   if (engine.interrupted()) return InterruptedNote(experiment_id, f);
-  WriteReportAtEnd(g, experiment_id, f);
+  WriteReportAtEnd(g, experiment_id, f, &*runs);
   return code;
 }
 

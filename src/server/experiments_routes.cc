@@ -49,6 +49,32 @@ Status Submit(ServerContext& ctx, const httplib::Request& req, httplib::Response
   return Status::Ok();
 }
 
+// Every attempt of every run of the experiment, in one answer: what `drover report` (and the
+// report `drover run` writes at its end) needs, which through a daemon was one request per run
+// (1,000 requests after a 1,000-run sweep). Ordered by run, then attempt number; another user's
+// attempts redacted as GET /runs/{id}/attempts redacts them.
+Status Attempts(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  DROVER_ASSIGN_OR_RETURN(Experiment e, LoadExperiment(ctx, req.matches[1].str()));
+  DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
+  RunFilter filter;
+  filter.experiment_id = e.id;
+  DROVER_ASSIGN_OR_RETURN(auto runs, store->ListRuns(filter));
+  DROVER_ASSIGN_OR_RETURN(auto by_run, store->ListExperimentAttempts(e.id));
+  const Caller& caller = CurrentCaller();
+  Json out = Json::array();
+  for (const Run& run : runs) {
+    auto it = by_run.find(run.id);
+    if (it == by_run.end()) continue;
+    const bool owns = MayActOn(caller, run, "read").ok();
+    for (Attempt& a : it->second) {
+      if (!owns) RedactAttempt(a);
+      out.push_back(protocol::ToJson(a));
+    }
+  }
+  SendJson(res, 200, {{"experiment_id", e.id}, {"attempts", out}});
+  return Status::Ok();
+}
+
 // drover run --dry-run with a daemon: the spec checked as a submit checks it; nothing recorded.
 Status Check(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   DROVER_ASSIGN_OR_RETURN(Json body, ParseJsonBody(req));
@@ -97,6 +123,7 @@ void RegisterExperimentsRoutes(httplib::Server& http, ServerContext& ctx) {
   http.Post(base, Route(ctx, Submit));
   http.Post(base + "/check", Route(ctx, Check));
   http.Get(base + "/([^/]+)", Route(ctx, Get));
+  http.Get(base + "/([^/]+)/attempts", Route(ctx, Attempts));
   http.Post(base + "/([^/]+)/cancel", Route(ctx, Cancel));
   http.Post(base + "/([^/]+)/retry", Route(ctx, Retry));
   http.Delete(base + "/([^/]+)", Route(ctx, Remove));

@@ -128,6 +128,33 @@ TEST_F(RunsRoutesTest, AttemptsOfARun) {
   EXPECT_EQ(Get("/api/v1/runs/99/attempts").status, 404);
 }
 
+TEST_F(RunsRoutesTest, AttemptsOfAnExperimentInOneAnswer) {
+  Fill();
+  AddAttempt(3, 1, true);
+  AddAttempt(2, 1, true);
+  AddAttempt(2, 2, false);
+  AddAttempt(6, 1, true);  // beta's: not alpha's
+  StartServer();
+  for (std::string which : {"alpha", "1"}) {
+    auto r = Get("/api/v1/experiments/" + which + "/attempts");
+    ASSERT_EQ(r.status, 200) << r.raw;
+    EXPECT_EQ(r.body["experiment_id"], alpha_.id);
+    // By run, then number: what one GET /runs/{id}/attempts per run would have said.
+    ASSERT_EQ(r.body["attempts"].size(), 3u) << r.raw;
+    std::vector<std::pair<int64_t, int64_t>> seen;
+    for (const Json& a : r.body["attempts"]) {
+      seen.emplace_back(a["run_id"].get<int64_t>(), a["number"].get<int64_t>());
+      EXPECT_TRUE(protocol::AttemptFromJson(a).ok()) << a.dump();
+    }
+    EXPECT_EQ(seen, (std::vector<std::pair<int64_t, int64_t>>{{2, 1}, {2, 2}, {3, 1}}));
+    EXPECT_EQ(r.body["attempts"][2], Get("/api/v1/runs/3/attempts").body["attempts"][0]);
+  }
+  auto none = Get("/api/v1/experiments/beta/attempts");
+  ASSERT_EQ(none.status, 200) << none.raw;
+  EXPECT_EQ(none.body["attempts"].size(), 1u);
+  EXPECT_EQ(Get("/api/v1/experiments/nope/attempts").status, 404);
+}
+
 TEST_F(RunsRoutesTest, UnknownAndMalformedRunIds) {
   Fill();
   StartServer();

@@ -809,6 +809,51 @@ TEST_F(OnDemandDaemonTest, AJoinedDaemonIsNamedByServeAndCtrlCCancelsWhatTheRunS
   EXPECT_NE(none.out.find("no drover daemon serves the store"), std::string::npos) << none.out;
 }
 
+// Issue 40: plain `drover run` follows the daemon by the runs' counts and lists the runs once at
+// the end, and the report it writes then reads every attempt it shows in one request (it asked
+// once per run). What it shows is what the same report written from the store shows.
+TEST_F(OnDemandDaemonTest, RunFollowsToTheEndAndItsReportIsTheStoresReport) {
+  // 20 runs (more than a few: the experiment's attempts in one request), each with a curve;
+  // two fail.
+  Write("code/spec.yaml",
+        "name: twenty\ncommand: sh -c \"echo loss=0.{i}; test {i} -ne 3 && test {i} -ne 17\"\n"
+        "params: {i: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]}\n"
+        "max_parallel: 4\nresources: {gpus: 0, cpus: 1}\n");
+  ::unsetenv("DROVER_FOREGROUND");
+  auto run = testing::RunDrover({"--store", store_, "run", "spec.yaml", "--quiet", "--cpus", "4"},
+                                (dir_ / "code").string());
+  ::setenv("DROVER_FOREGROUND", "1", 1);
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;  // two runs failed
+  EXPECT_EQ(run.out, "");                              // --quiet
+  ASSERT_TRUE(fs::exists(store_ + "/daemon.json")) << run.err;
+  const std::string report = store_ + "/reports/twenty-1.html";
+  ASSERT_TRUE(fs::exists(report)) << run.err;
+  const std::string through_daemon = ReadFile(report);
+  EXPECT_NE(through_daemon.find("2 attempts of 2 runs did not succeed"), std::string::npos);
+  auto ls = testing::RunDrover({"--store", store_, "ls", "--json"});
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  const auto runs = nlohmann::json::parse(ls.out);
+  ASSERT_EQ(runs.size(), 20u) << ls.out;
+  int failed = 0;
+  for (const auto& r : runs) failed += r["state"] == "failed";
+  EXPECT_EQ(failed, 2) << ls.out;
+
+  auto stop = testing::RunDrover({"--store", store_, "daemon", "stop"});
+  ASSERT_EQ(stop.exit_code, 0) << stop.err;
+  ASSERT_FALSE(fs::exists(store_ + "/daemon.json"));
+  auto again = testing::RunDrover({"--store", store_, "report", "twenty"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  const std::string from_store = ReadFile(report);
+  // The same page but for the time it was written.
+  auto without_footer = [](std::string html) {
+    const size_t at = html.find("<footer>");
+    const size_t end = html.find("</footer>", at);
+    return at == std::string::npos || end == std::string::npos ? html
+                                                               : html.erase(at, end - at);
+  };
+  EXPECT_EQ(without_footer(through_daemon), without_footer(from_store));
+}
+
 TEST_F(OnDemandDaemonTest, RunStartsADaemonForItsStoreThatExitsOnceIdleAndForegroundDoesNot) {
   Write("code/spec.yaml", "name: two\ncommand: sh -c \"echo loss=0.{i}\"\nparams: {i: [1, 2]}\n");
   // With --foreground: the engine runs in this process, and no daemon is left.

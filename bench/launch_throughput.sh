@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Launch throughput: N trivial runs (`true {i}`) through `drover run` (the engine in the
-# foreground), through the daemon (`drover serve` + `drover submit`, until every run is stored
-# as succeeded) and through task-spooler, with the same parallelism P, measured in this one
-# script. Folders are on the machine's real disk: under the project's build folder (not /tmp,
-# which may be tmpfs), or under $BENCH_DIR.
+# Launch throughput: N trivial runs (`true {i}`) through `drover run --foreground` (the engine in
+# this process), through plain `drover run` (the path a user types: it starts a daemon for the
+# store and follows the experiment to its end), through the daemon (`drover serve` + `drover
+# submit`, until every run is stored as succeeded) and through task-spooler, with the same
+# parallelism P, measured in this one script. Folders are on the machine's real disk: under the
+# project's build folder (not /tmp, which may be tmpfs), or under $BENCH_DIR.
 #
-#   bench/launch_throughput.sh [-p P] [-n N] [-r ROUNDS] [--only run|daemon|tsp] [--keep]
+#   bench/launch_throughput.sh [-p P] [-n N] [-r ROUNDS] [--only SIDE[,SIDE...]] [--keep]
 #
 # P defaults to 2, N to 1000, ROUNDS to 5. --keep leaves the folder (named on stderr) instead of
 # deleting it at the end, so that the next invocation does not measure this one's cleanup. Each
@@ -14,9 +15,9 @@
 # near (the allocator skips them one by one), so a side measured right after another's cleanup
 # would pay for it. The figure per side is its median
 # over the rounds. The drover binary is $DROVER_BIN, else ./build/drover.
-# Prints one summary line with the ratios against task-spooler beside the targets (drover run 2x,
-# the daemon 1.5x); exits non-zero when a run failed or drover did not record every run and
-# attempt (not when a target is missed).
+# Prints one summary line with the ratios against task-spooler beside the targets (drover run
+# --foreground 2x, plain drover run 1.5x, the daemon 1.5x); exits non-zero when a run failed or
+# drover did not record every run and attempt (not when a target is missed).
 set -euo pipefail
 
 P=2
@@ -25,7 +26,7 @@ ROUNDS=5
 ONLY=""
 KEEP=0
 usage() {
-  echo "usage: $0 [-p PARALLELISM] [-n RUNS] [-r ROUNDS] [--only run|daemon|tsp] [--keep]" >&2
+  echo "usage: $0 [-p PARALLELISM] [-n RUNS] [-r ROUNDS] [--only SIDE[,SIDE...]] [--keep]" >&2
   exit 2
 }
 while [[ $# -gt 0 ]]; do
@@ -33,7 +34,7 @@ while [[ $# -gt 0 ]]; do
     -p) P="${2:?-p needs a number}"; shift 2 ;;
     -n) N="${2:?-n needs a number}"; shift 2 ;;
     -r) ROUNDS="${2:?-r needs a number}"; shift 2 ;;
-    --only) ONLY="${2:?--only needs run, daemon or tsp}"; shift 2 ;;
+    --only) ONLY="${2:?--only needs run, plain, daemon or tsp (or several, joined with commas)}"; shift 2 ;;
     --keep) KEEP=1; shift ;;
     -h|--help) usage ;;
     *) usage ;;
@@ -42,9 +43,17 @@ done
 for v in "$P" "$N" "$ROUNDS"; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "-p, -n and -r want positive numbers, got '$v'" >&2; exit 2; }
 done
-case "$ONLY" in ""|run|daemon|tsp) ;; drover) ONLY=run ;; *) usage ;; esac
-SIDES=(run daemon tsp)
-[[ -z "$ONLY" ]] || SIDES=("$ONLY")
+SIDES=(run plain daemon tsp)
+if [[ -n "$ONLY" ]]; then
+  # One side, or several joined with commas (--only plain,daemon,tsp: the ratios need tsp).
+  SIDES=()
+  IFS=, read -r -a picked <<<"$ONLY"
+  for side in "${picked[@]}"; do
+    case "$side" in run|plain|daemon|tsp) ;; drover) side=run ;; *) usage ;; esac
+    [[ " ${SIDES[*]} " == *" $side "* ]] || SIDES+=("$side")
+  done
+  [[ ${#SIDES[@]} -gt 0 ]] || usage
+fi
 
 DROVER_BIN="${DROVER_BIN:-./build/drover}"
 if [[ " ${SIDES[*]} " != " tsp " && ! -x "$DROVER_BIN" ]]; then
@@ -72,9 +81,14 @@ ROOT="$(mktemp -d "$BASE/drover-bench.XXXXXX")"
 FS="$(stat -f -c %T "$ROOT")"
 TSP_SOCKET=""
 DAEMON_PID=""
+PLAIN_STORE=""
+# Plain `drover run` must start its daemon: an inherited DROVER_FOREGROUND would keep the engine
+# in its own process (the run side), and DROVER_FAKE_GPUS would change the daemon's pool.
+unset DROVER_FOREGROUND DROVER_FAKE_GPUS
 cleanup() {
   [[ -z "$TSP_SOCKET" ]] || TS_SOCKET="$TSP_SOCKET" tsp -K >/dev/null 2>&1 || true
   [[ -z "$DAEMON_PID" ]] || kill "$DAEMON_PID" 2>/dev/null || true
+  [[ -z "$PLAIN_STORE" ]] || "$BIN" --store "$PLAIN_STORE" daemon stop >/dev/null 2>&1 || true
   if ((KEEP)); then
     echo "kept $ROOT" >&2
   else
@@ -150,6 +164,30 @@ side_run() {
   t1=$EPOCHREALTIME
   TOOK="$(elapsed "$t0" "$t1")"
   check_store "drover run" "$dir/store"
+}
+
+# The path a user types: plain `drover run` (no --foreground) finds no daemon for the fresh
+# store, starts one (detached, logging to the store's serve.log), submits the spec to it and
+# follows the experiment until every run has ended, then returns. Timed from the command's start
+# to its return. The daemon it started outlives it (it would exit after 5 minutes idle): stopped
+# with `drover daemon stop` after the clock has stopped, so no later side shares the CPUs with it.
+side_plain() {
+  local dir="$1" t0 t1
+  write_spec "$dir"
+  PLAIN_STORE="$dir/store"
+  t0=$EPOCHREALTIME
+  if ! "$BIN" --store "$dir/store" run "$dir/bench.yaml" --cpus "$P" --quiet; then
+    echo "plain drover run failed (see above and $dir/store/serve.log)" >&2
+    FAILED=1
+  fi
+  t1=$EPOCHREALTIME
+  TOOK="$(elapsed "$t0" "$t1")"
+  if ! "$BIN" --store "$dir/store" daemon stop >/dev/null; then
+    echo "drover daemon stop failed for $dir/store" >&2
+    FAILED=1
+  fi
+  PLAIN_STORE=""
+  check_store "plain drover run" "$dir/store"
 }
 
 side_daemon() {
@@ -268,7 +306,8 @@ ratio() { awk -v d="$1" -v t="${MEDIAN[tsp]}" 'BEGIN { printf "%.2f", (d > 0 ? t
 line="summary ($FS, medians of $ROUNDS):"
 for side in "${SIDES[@]}"; do line+=" $side $(rate "${MEDIAN[$side]}") runs/s;"; done
 if [[ -n "${MEDIAN[tsp]:-}" ]]; then
-  [[ -z "${MEDIAN[run]:-}" ]] || line+=" drover run $(ratio "${MEDIAN[run]}")x tsp (target 2x);"
+  [[ -z "${MEDIAN[run]:-}" ]] || line+=" run --foreground $(ratio "${MEDIAN[run]}")x tsp (target 2x);"
+  [[ -z "${MEDIAN[plain]:-}" ]] || line+=" plain $(ratio "${MEDIAN[plain]}")x tsp (target 1.5x);"
   [[ -z "${MEDIAN[daemon]:-}" ]] || line+=" daemon $(ratio "${MEDIAN[daemon]}")x tsp (target 1.5x);"
 fi
 echo "${line%;} (N=$N, P=$P)$([[ $FAILED == 0 ]] || echo ' INVALID: a check failed')"

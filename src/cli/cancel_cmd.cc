@@ -44,7 +44,7 @@ int CancelInForeground(Globals& g, const CancelFlags& f) {
     req.cancel_runs.push_back(*id);
     what += fmt::format("{}run {}", what.empty() ? "" : ", ", *id);
   }
-  auto name = PostEngineRequest(StoreDir(g), req);
+  auto name = PostEngineRequest(StoreDir(g), req, RealClock().Now());
   if (!name.ok()) return ReportError(name.status());
   if (Status st = AwaitEngineAnswer(StoreDir(g), *name, 10'000); !st.ok()) return ReportError(st);
   std::printf("cancelling %s (in the drover run in the foreground, pid %d)\n", what.c_str(),

@@ -158,7 +158,7 @@ Result<protocol::SubmitResponse> Daemon::SubmitChecked(const Spec& given,
   const bool as_them = engine_.runs_as_submitter() && submitter.user.uid > 0 &&
                        submitter.user.uid != static_cast<int64_t>(::geteuid());
   auto prepared =
-      PrepareSubmit(spec, engine_.store_dir(), as_them ? &submitter.user : nullptr);
+      PrepareSubmit(spec, engine_.store_dir(), clock_.Now(), as_them ? &submitter.user : nullptr);
   if (!prepared.ok()) return prepared.status();
   prepared->submitter = submitter.user;
   DROVER_ASSIGN_OR_RETURN(

@@ -313,7 +313,7 @@ TEST_F(EngineSearchTest, AHugeToldHistoryCostsABoundedProposalAndOthersAreServed
   o.proposals_off_loop = true;  // the daemon's proposer: one thread for every search
   Engine engine(*store_, launcher, probe, clock_, o);
   auto submit_as = [&](const std::string& yaml, int64_t uid, const std::string& name) {
-    auto prepared = PrepareSubmit(ParseSpec(yaml), o.store_dir);
+    auto prepared = PrepareSubmit(ParseSpec(yaml), o.store_dir, clock_.Now());
     EXPECT_TRUE(prepared.ok()) << prepared.status().message();
     prepared->submitter.uid = uid;
     prepared->submitter.gid = uid;

@@ -131,7 +131,7 @@ Status CheckReadable(const std::string& what, const std::string& path, const Uni
 
 }  // namespace
 
-Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_dir,
+Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_dir, Millis now,
                                      const UnixUser* reader) {
   for (const auto& [name, path] : spec.data) {
     DROVER_RETURN_IF_ERROR(CheckReadable("data." + name, path, reader));
@@ -197,13 +197,14 @@ Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_
   DROVER_ASSIGN_OR_RETURN(p.snapshot, TakeSnapshot(spec.workdir, store_dir + "/snapshots",
                                                 {.excluded = store_dir,
                                                  .spec_file = spec.source_path,
-                                                 .owner = reader}));
+                                                 .owner = reader,
+                                                 .now = now}));
   return p;
 }
 
 Result<SubmitResult> Engine::Submit(const Spec& spec) {
   DROVER_RETURN_IF_ERROR(CheckSubmit(spec));
-  DROVER_ASSIGN_OR_RETURN(PreparedSubmit prepared, PrepareSubmit(spec, options_.store_dir));
+  DROVER_ASSIGN_OR_RETURN(PreparedSubmit prepared, PrepareSubmit(spec, options_.store_dir, clock_.Now()));
   return Commit(std::move(prepared));
 }
 

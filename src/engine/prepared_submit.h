@@ -25,8 +25,9 @@ struct PreparedSubmit {
   UnixUser submitter;
 };
 // `reader` set (a root daemon's submit, EngineOptions::runs_as_submitter): the project's files
-// are read with that user's rights, and the snapshot is theirs.
-Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_dir,
+// are read with that user's rights, and the snapshot is theirs. `now`: when its snapshot is
+// recorded as taken (the caller's clock).
+Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_dir, Millis now,
                                      const UnixUser* reader = nullptr);
 
 struct SubmitResult {

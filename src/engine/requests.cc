@@ -54,12 +54,13 @@ Result<EngineRequest> Parse(const std::string& text) {
 
 }  // namespace
 
-Result<std::string> PostEngineRequest(const std::string& store_dir, const EngineRequest& request) {
+Result<std::string> PostEngineRequest(const std::string& store_dir, const EngineRequest& request,
+                                      Millis now) {
   std::error_code ec;
   fs::create_directories(Dir(store_dir), ec);
   if (ec) return IoStatus("cannot create " + Dir(store_dir), ec);
   static std::atomic<int> posted{0};
-  const std::string name = fmt::format("{}-{}-{}.json", RealClock().Now(), ::getpid(), posted++);
+  const std::string name = fmt::format("{}-{}-{}.json", now, ::getpid(), posted++);
   Json j = {{"cancel_runs", request.cancel_runs}};
   if (request.cancel_experiment > 0) j["cancel_experiment"] = request.cancel_experiment;
   // Not synced: a request is for an engine running now, and a crash loses it with the engine.

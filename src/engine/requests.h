@@ -23,7 +23,8 @@ inline constexpr Millis kRequestPollMs = 250;
 inline constexpr size_t kMaxRequestsPerLook = 64;
 
 // Writes the request (atomically: a temporary file renamed) and returns its name.
-Result<std::string> PostEngineRequest(const std::string& store_dir, const EngineRequest& request);
+Result<std::string> PostEngineRequest(const std::string& store_dir, const EngineRequest& request,
+                                      Millis now);
 // The requests waiting, oldest first, each with its name; one that cannot be read is answered
 // with the reason and dropped.
 std::vector<std::pair<std::string, EngineRequest>> TakeEngineRequests(const std::string& store_dir);

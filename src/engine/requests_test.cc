@@ -27,9 +27,9 @@ class RequestsTest : public ::testing::Test {
 };
 
 TEST_F(RequestsTest, PostedTakenAnsweredInOrder) {
-  auto first = PostEngineRequest(dir_, {{3, 4}, 0});
+  auto first = PostEngineRequest(dir_, {{3, 4}, 0}, 1000);
   std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  auto second = PostEngineRequest(dir_, {{}, 7});
+  auto second = PostEngineRequest(dir_, {{}, 7}, 1001);
   ASSERT_TRUE(first.ok() && second.ok());
   std::ofstream(dir_ + "/requests/0-bad.json") << "{not json";
   auto taken = TakeEngineRequests(dir_);
@@ -49,7 +49,7 @@ TEST_F(RequestsTest, PostedTakenAnsweredInOrder) {
 }
 
 TEST_F(RequestsTest, AnUnansweredRequestIsWithdrawn) {
-  auto name = PostEngineRequest(dir_, {{1}, 0});
+  auto name = PostEngineRequest(dir_, {{1}, 0}, 1000);
   ASSERT_TRUE(name.ok());
   Status st = AwaitEngineAnswer(dir_, *name, 100);
   EXPECT_EQ(st.code(), Code::kUnavailable);

@@ -217,7 +217,8 @@ TEST_F(StoreFullTest, ASubmitOnTopOfAStalledCommitIsRefusedAndLandsNothing) {
   auto engine = std::make_unique<Engine>(*store_, launcher, probe, clock_, options);
   auto sub = engine->Submit(spec);
   ASSERT_TRUE(sub.ok());
-  auto prepared = PrepareSubmit(ParseSpec("name: late\ncommand: ./late\n"), options.store_dir);
+  auto prepared = PrepareSubmit(ParseSpec("name: late\ncommand: ./late\n"), options.store_dir,
+                                clock_.Now());
   ASSERT_TRUE(prepared.ok()) << prepared.status().message();
   std::optional<std::future<Result<CommandReply>>> reply;
   const Millis t0 = clock_.Monotonic();

@@ -447,7 +447,7 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
     snap.path = fs::absolute(final_path).lexically_normal().string();
     snap.bytes = bytes;
     snap.files = static_cast<int64_t>(entries.size());
-    snap.created_ms = RealClock().Now();
+    snap.created_ms = options.now;
     return snap;
   };
   const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(

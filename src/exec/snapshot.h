@@ -33,6 +33,9 @@ struct SnapshotOptions {
   // (git runs as them) and the snapshot's files are theirs, stored apart from anyone else's same
   // tree (the owner is part of the hash).
   const UnixUser* owner = nullptr;
+  // When the snapshot is recorded as taken (Snapshot::created_ms): the caller's clock, so a
+  // daemon's records come from its one time source.
+  Millis now = 0;
 };
 
 // Captures `workdir` into `<snapshots_dir>/<hash>` (reused when it exists). A workdir over

@@ -110,8 +110,11 @@ TEST_F(SnapshotTest, GitRepoCapturesCommittedTreePlusUncommittedChanges) {
   WriteFile(work_ / "ignored.log", "noise\n");
   fs::remove(work_ / "deleted.txt");
 
-  int64_t before = time(nullptr) * 1000LL;
-  Snapshot s = Take(work_);
+  // Recorded as taken at the caller's time (its Clock), not the machine's.
+  Result<Snapshot> taken =
+      TakeSnapshot(work_.string(), store_.string(), {.now = 1'700'000'000'123});
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  const Snapshot& s = *taken;
   EXPECT_TRUE(s.git);
   EXPECT_EQ(s.git_commit, Out("git rev-parse HEAD"));
   EXPECT_EQ(s.git_commit.size(), 40u);
@@ -126,7 +129,7 @@ TEST_F(SnapshotTest, GitRepoCapturesCommittedTreePlusUncommittedChanges) {
   EXPECT_EQ(ReadFile(fs::path(s.path) / "modified.txt"), "after\n");
   EXPECT_EQ(s.files, 4);
   EXPECT_EQ(s.bytes, 6 + 5 + 6 + 4);
-  EXPECT_GE(s.created_ms, before);
+  EXPECT_EQ(s.created_ms, 1'700'000'000'123);
   // Nothing but the snapshot itself and its file list is left in the store (no temp folders).
   EXPECT_EQ(ListTree(store_).size(), 5u);
   EXPECT_TRUE(fs::exists(SnapshotManifest(store_.string(), s.hash)));

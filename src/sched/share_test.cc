@@ -10,7 +10,7 @@ namespace {
 
 using namespace testing;  // NOLINT
 
-constexpr int64_t GiB = 1LL << 30;
+constexpr int64_t kShareGiB = 1LL << 30;
 
 PolicyConfig Fifo() { return ForPolicy(PolicyKind::kFifo); }
 
@@ -220,19 +220,19 @@ TEST(Fractional, RunsShareAGpuWhenTheirMemoryFitsNextToTheMonitoringReserve) {
   for (int i = 0; i < 2; ++i) {
     GpuState g;
     g.index = i;
-    g.capacity = 15 * GiB;
+    g.capacity = 15 * kShareGiB;
     c.gpus.push_back(g);
   }
   auto frac = [](int64_t id) {
     PendingRun p = Job(id, 1);
-    p.resources.gpu_memory = 7 * GiB;
+    p.resources.gpu_memory = 7 * kShareGiB;
     return p;
   };
   Decision d = Decide({frac(1), frac(2), frac(3), Job(4, 1)}, c, 0, Fifo());
   ASSERT_EQ(Started(d), (std::vector<int64_t>{1, 2, 3}));
   EXPECT_EQ(d.starts[0].gpus, d.starts[1].gpus);
   EXPECT_NE(d.starts[2].gpus, d.starts[0].gpus);
-  EXPECT_EQ(d.starts[0].gpu_memory, 7 * GiB);
+  EXPECT_EQ(d.starts[0].gpu_memory, 7 * kShareGiB);
 }
 
 TEST(Quota, ABorrowerNeverPreemptsAGroupWithinItsQuota) {

@@ -18,10 +18,10 @@ timeout: 1h
 objective: {metric: test_acc, mode: max}
 )";
 
-Result<Spec> Parse(const std::string& yaml) { return ParseSpecString(yaml, "p.yaml", "/tmp"); }
+Result<Spec> ParsePipeline(const std::string& yaml) { return ParseSpecString(yaml, "p.yaml", "/tmp"); }
 
 TEST(PipelineTest, TheDigitsPipelineFansOutTrainAndValidateAndGathersOnce) {
-  Result<Spec> spec = Parse(kDigits);
+  Result<Spec> spec = ParsePipeline(kDigits);
   ASSERT_TRUE(spec.ok()) << spec.status().message();
   ASSERT_EQ(spec->stages.size(), 4u);
   EXPECT_TRUE(spec->command.empty());
@@ -65,7 +65,7 @@ TEST(PipelineTest, TheDigitsPipelineFansOutTrainAndValidateAndGathersOnce) {
 }
 
 TEST(PipelineTest, AGatherFansOutOverTheAxesItsOwnCommandNames) {
-  Result<Spec> spec = Parse(R"(name: p
+  Result<Spec> spec = ParsePipeline(R"(name: p
 stages:
   train: {command: "t {model} {lr}"}
   best:  {command: "b {model}", needs: [train], gather: true}
@@ -80,7 +80,7 @@ params: {model: [a, b], lr: [1, 2, 3]}
 }
 
 TEST(PipelineTest, StagesAreOrderedSoNeedsComeFirst) {
-  Result<Spec> spec = Parse(R"(name: p
+  Result<Spec> spec = ParsePipeline(R"(name: p
 stages:
   b: {command: "b", needs: [a]}
   a: {command: "a"}
@@ -127,7 +127,7 @@ TEST(PipelineTest, MistakesAreNamedWhereTheyAre) {
        "the stages make 6 runs over params' values, over the limit of 5"},
   };
   for (const Case& c : cases) {
-    Result<Spec> spec = Parse(c.yaml);
+    Result<Spec> spec = ParsePipeline(c.yaml);
     ASSERT_FALSE(spec.ok()) << c.yaml;
     EXPECT_NE(spec.status().message().find(c.says), std::string::npos)
         << c.yaml << "\n -> " << spec.status().message();
@@ -141,7 +141,7 @@ TEST(PipelineTest, NeedsWhoseOutputsNestAreRefusedWithWhatToDo) {
   const std::string nested =
       "name: p\nstages: {x: {command: a, outputs: [d]}, y: {command: b, outputs: [d/e/]}, "
       "z: {command: c, needs: [x, y]}}\n";
-  Result<Spec> spec = Parse(nested);
+  Result<Spec> spec = ParsePipeline(nested);
   ASSERT_FALSE(spec.ok());
   EXPECT_NE(spec.status().message().find(
                 "stage z would see 'd/e' (from y) inside 'd' (from x); a need's output is shown "
@@ -150,14 +150,14 @@ TEST(PipelineTest, NeedsWhoseOutputsNestAreRefusedWithWhatToDo) {
       << spec.status().message();
   EXPECT_NE(spec.status().message().find("such as 'd' and 'e'"), std::string::npos);
   // The other way round, and a need's output around one of the stage's own.
-  Result<Spec> reversed = Parse(
+  Result<Spec> reversed = ParsePipeline(
       "name: p\nstages: {x: {command: a, outputs: [d/e]}, y: {command: b, outputs: [d]}, "
       "z: {command: c, needs: [x, y]}}\n");
   ASSERT_FALSE(reversed.ok());
   EXPECT_NE(reversed.status().message().find("'d/e' (from x) inside 'd' (from y)"),
             std::string::npos)
       << reversed.status().message();
-  Result<Spec> own = Parse(
+  Result<Spec> own = ParsePipeline(
       "name: p\nstages: {x: {command: a, outputs: [ckpt]}, z: {command: c, needs: [x], "
       "outputs: [ckpt/best]}}\n");
   ASSERT_FALSE(own.ok());
@@ -166,10 +166,10 @@ TEST(PipelineTest, NeedsWhoseOutputsNestAreRefusedWithWhatToDo) {
       << own.status().message();
   // Paths that only share a prefix of their names are apart; a gathering stage reads its needs'
   // outputs from $DROVER_INPUTS and is not concerned.
-  EXPECT_TRUE(Parse("name: p\nstages: {x: {command: a, outputs: [d]}, y: {command: b, outputs: "
+  EXPECT_TRUE(ParsePipeline("name: p\nstages: {x: {command: a, outputs: [d]}, y: {command: b, outputs: "
                     "[de]}, z: {command: c, needs: [x, y]}}\n")
                   .ok());
-  EXPECT_TRUE(Parse("name: p\nstages: {x: {command: a, outputs: [d]}, y: {command: b, outputs: "
+  EXPECT_TRUE(ParsePipeline("name: p\nstages: {x: {command: a, outputs: [d]}, y: {command: b, outputs: "
                     "[d/e]}, z: {command: c, needs: [x, y], gather: true}}\n")
                   .ok());
 }

@@ -19,7 +19,7 @@ namespace drover {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr int64_t kGiB = int64_t{1} << 30;
+constexpr int64_t kHealthGiB = int64_t{1} << 30;
 
 // --- MIG instances in --fake-gpus
 
@@ -32,7 +32,7 @@ TEST(FakeMigTest, InstancesAreDevicesOfTheirOwnNumberedAfterTheGpus) {
   EXPECT_EQ((*gpus)[0].index, 0);
   EXPECT_EQ((*gpus)[1].index, 1);
   EXPECT_EQ((*gpus)[2].index, 3);
-  EXPECT_EQ((*gpus)[2].memory_total, 24 * kGiB);
+  EXPECT_EQ((*gpus)[2].memory_total, 24 * kHealthGiB);
   EXPECT_FALSE(IsMig((*gpus)[2]));
   const GpuDevice& a = (*gpus)[3];
   const GpuDevice& b = (*gpus)[4];
@@ -45,8 +45,8 @@ TEST(FakeMigTest, InstancesAreDevicesOfTheirOwnNumberedAfterTheGpus) {
   EXPECT_EQ(b.uuid, "MIG-fake-2-1");
   EXPECT_EQ(a.mig_profile, "3g.40gb");
   EXPECT_EQ(b.mig_profile, "2g.20gb");
-  EXPECT_EQ(a.memory_total, 40 * kGiB);
-  EXPECT_EQ(b.memory_total, 20 * kGiB);
+  EXPECT_EQ(a.memory_total, 40 * kHealthGiB);
+  EXPECT_EQ(b.memory_total, 20 * kHealthGiB);
   EXPECT_EQ(a.name, "Fake GPU MIG 3g.40gb");
   EXPECT_EQ(PhysicalIndex(a), 2);
   EXPECT_EQ(PhysicalIndex((*gpus)[0]), 0);
@@ -162,7 +162,8 @@ TEST(HealthScriptTest, ErrorsNameTheFieldAndTheForm) {
 }
 
 TEST(HealthScriptTest, AnXidIsReportedOnceAndHealthValuesHold) {
-  FakeGpuProbe probe({{0, "GPU-0", "Fake", 16 * kGiB, 0}, {1, "GPU-1", "Fake", 16 * kGiB, 0}});
+  FakeGpuProbe probe({{0, "GPU-0", "Fake", 16 * kHealthGiB, 0},
+                      {1, "GPU-1", "Fake", 16 * kHealthGiB, 0}});
   probe.SetScript(*ParseTelemetryScript(
       "{\"at\": \"10s\", \"gpu\": 1, \"xid\": 48, \"ecc_uncorrected\": 1, \"throttle\": "
       "[\"thermal\"], \"sm_clock_mhz\": 900}\n"));
@@ -190,7 +191,7 @@ TEST(HealthScriptTest, AnXidIsReportedOnceAndHealthValuesHold) {
 }
 
 TEST(HealthScriptTest, ARepeatingScriptReportsItsXidOncePerCycle) {
-  FakeGpuProbe probe({{0, "GPU-0", "Fake", 16 * kGiB, 0}});
+  FakeGpuProbe probe({{0, "GPU-0", "Fake", 16 * kHealthGiB, 0}});
   probe.SetScript(*ParseTelemetryScript("{\"at\": \"5s\", \"xid\": 92}\n{\"repeat\": \"60s\"}\n"));
   int reported = 0;
   for (Millis t = 0; t < 180'000; t += 5000) {
@@ -217,7 +218,7 @@ TEST(HealthScriptTest, AStepForAGpuInMigModeAppliesToEachInstance) {
     EXPECT_EQ((*s)[i].parent_index, 1);
     EXPECT_EQ((*s)[i].xids, std::vector<int>{79});
     EXPECT_EQ((*s)[i].temperature_c, 70);
-    EXPECT_EQ((*s)[i].memory_total, 40 * kGiB);
+    EXPECT_EQ((*s)[i].memory_total, 40 * kHealthGiB);
   }
   EXPECT_EQ((*s)[1].index, 2);
   EXPECT_EQ((*s)[1].utilization, 0);

@@ -270,7 +270,7 @@ TEST(NvidiaSmiProbeTest, UnavailableWhenMissingFailingOrEmpty) {
   }
 }
 
-bool HasNvmlLibrary() {
+bool NvmlLibraryFound() {
   for (const char* name : {"libnvidia-ml.so.1", "libnvidia-ml.so"}) {
     if (void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) {
       dlclose(lib);
@@ -281,7 +281,7 @@ bool HasNvmlLibrary() {
 }
 
 TEST(MakeGpuProbeTest, FallsBackToNvidiaSmiThenNone) {
-  if (HasNvmlLibrary()) GTEST_SKIP() << "this machine has libnvidia-ml, which comes first";
+  if (NvmlLibraryFound()) GTEST_SKIP() << "this machine has libnvidia-ml, which comes first";
   {
     FakeNvidiaSmi fake(kFakeTool);
     ASSERT_FALSE(fake.dir().empty());

@@ -12,8 +12,8 @@
 namespace drover {
 namespace {
 
-constexpr int64_t kMiB = int64_t{1} << 20;
-constexpr int64_t kGiB = int64_t{1} << 30;
+constexpr int64_t kTelemetryMiB = int64_t{1} << 20;
+constexpr int64_t kTelemetryGiB = int64_t{1} << 30;
 
 TEST(ParseTelemetryScriptTest, StepsFieldsAndUnits) {
   auto script = ParseTelemetryScript(R"(# warm-up, then a busy phase
@@ -30,14 +30,14 @@ TEST(ParseTelemetryScriptTest, StepsFieldsAndUnits) {
   EXPECT_EQ(s[0].at_ms, 0);
   EXPECT_EQ(s[0].gpu, 0);
   EXPECT_EQ(s[0].utilization, 95);
-  EXPECT_EQ(s[0].memory_used, 10 * kGiB);
+  EXPECT_EQ(s[0].memory_used, 10 * kTelemetryGiB);
   EXPECT_EQ(s[0].temperature_c, 61);
   EXPECT_EQ(s[0].power_w, 250);
   EXPECT_FALSE(s[0].pcie_tx_bytes_per_s.has_value());
   // Sorted by time: the plain number is 1500 ms, before 30s.
   EXPECT_EQ(s[1].at_ms, 1500);
   EXPECT_EQ(s[1].gpu, 1);
-  EXPECT_EQ(s[1].memory_used, kMiB);
+  EXPECT_EQ(s[1].memory_used, kTelemetryMiB);
   EXPECT_EQ(s[1].pcie_tx_bytes_per_s, 12e9);
   EXPECT_EQ(s[1].pcie_rx_bytes_per_s, 2000);
   EXPECT_FALSE(s[1].utilization.has_value());
@@ -194,8 +194,9 @@ TEST(LoadTelemetryScriptTest, ReadsTheFileAndNamesItInErrors) {
 class DevicesOnlyProbe : public GpuProbe {
  public:
   Result<std::vector<GpuDevice>> Devices() override {
-    return std::vector<GpuDevice>{{.index = 0, .memory_total = 80 * kGiB, .memory_used = kGiB},
-                                  {.index = 1, .memory_total = 40 * kGiB, .memory_used = 0}};
+    return std::vector<GpuDevice>{
+        {.index = 0, .memory_total = 80 * kTelemetryGiB, .memory_used = kTelemetryGiB},
+        {.index = 1, .memory_total = 40 * kTelemetryGiB, .memory_used = 0}};
   }
   std::string Kind() const override { return "test"; }
   std::string Describe() override { return ""; }
@@ -209,8 +210,8 @@ TEST(GpuProbeSampleTest, DefaultGivesMemoryOnly) {
   const GpuSample& s = (*samples)[0];
   EXPECT_EQ(s.index, 0);
   EXPECT_EQ(s.t_ms, 42);
-  EXPECT_EQ(s.memory_used, kGiB);
-  EXPECT_EQ(s.memory_total, 80 * kGiB);
+  EXPECT_EQ(s.memory_used, kTelemetryGiB);
+  EXPECT_EQ(s.memory_total, 80 * kTelemetryGiB);
   EXPECT_EQ(s.utilization, -1);
   EXPECT_EQ(s.temperature_c, -1);
   EXPECT_EQ(s.power_w, -1);
@@ -218,7 +219,7 @@ TEST(GpuProbeSampleTest, DefaultGivesMemoryOnly) {
   EXPECT_EQ(s.pcie_rx_bytes_per_s, -1);
   EXPECT_TRUE(s.processes.empty());
   EXPECT_EQ((*samples)[1].index, 1);
-  EXPECT_EQ((*samples)[1].memory_total, 40 * kGiB);
+  EXPECT_EQ((*samples)[1].memory_total, 40 * kTelemetryGiB);
 }
 
 FakeGpuProbe TwoFakeGpus() {
@@ -238,7 +239,7 @@ TEST(FakeGpuProbeSampleTest, WithoutScript) {
     EXPECT_EQ(s.t_ms, 5000);
     EXPECT_EQ(s.utilization, 0);
     EXPECT_EQ(s.memory_used, 0);
-    EXPECT_EQ(s.memory_total, 16 * kGiB);
+    EXPECT_EQ(s.memory_total, 16 * kTelemetryGiB);
     EXPECT_EQ(s.temperature_c, -1);
     EXPECT_EQ(s.power_w, -1);
     EXPECT_EQ(s.pcie_tx_bytes_per_s, -1);
@@ -270,8 +271,8 @@ TEST(FakeGpuProbeSampleTest, ScriptReplaysFromTheFirstCallAndCarriesValues) {
   auto s = at(0);
   EXPECT_EQ(s[0].t_ms, t0);
   EXPECT_EQ(s[0].utilization, 95);
-  EXPECT_EQ(s[0].memory_used, 10 * kGiB);
-  EXPECT_EQ(s[0].memory_total, 16 * kGiB);
+  EXPECT_EQ(s[0].memory_used, 10 * kTelemetryGiB);
+  EXPECT_EQ(s[0].memory_total, 16 * kTelemetryGiB);
   EXPECT_EQ(s[0].temperature_c, 61);
   EXPECT_EQ(s[0].power_w, 250);
   EXPECT_EQ(s[0].pcie_rx_bytes_per_s, -1);
@@ -289,7 +290,7 @@ TEST(FakeGpuProbeSampleTest, ScriptReplaysFromTheFirstCallAndCarriesValues) {
   // At 30s GPU 0's utilisation changes; what the step leaves out keeps its earlier value.
   s = at(45'000);
   EXPECT_EQ(s[0].utilization, 3);
-  EXPECT_EQ(s[0].memory_used, 10 * kGiB);
+  EXPECT_EQ(s[0].memory_used, 10 * kTelemetryGiB);
   EXPECT_EQ(s[0].temperature_c, 61);
   EXPECT_EQ(s[0].power_w, 250);
   EXPECT_EQ(s[1].utilization, 40);
@@ -362,17 +363,17 @@ std::vector<unsigned char> Records(size_t stride,
 
 TEST(NvmlProcessRecordsTest, EveryRecordSize) {
   const std::vector<std::pair<unsigned, uint64_t>> procs = {
-      {4242, 3 * uint64_t{kGiB}}, {77, ~uint64_t{0}}, {31337, uint64_t{512} << 20}};
+      {4242, 3 * uint64_t{kTelemetryGiB}}, {77, ~uint64_t{0}}, {31337, uint64_t{512} << 20}};
   for (size_t stride : {16, 24, 32}) {
     std::vector<unsigned char> buf = Records(stride, procs, 8);
     auto got = nvml::ReadProcessRecords(buf.data(), buf.size(), 3);
     ASSERT_EQ(got.size(), 3u) << stride;
     EXPECT_EQ(got[0].pid, 4242) << stride;
-    EXPECT_EQ(got[0].memory_used, 3 * kGiB) << stride;
+    EXPECT_EQ(got[0].memory_used, 3 * kTelemetryGiB) << stride;
     EXPECT_EQ(got[1].pid, 77) << stride;
     EXPECT_EQ(got[1].memory_used, -1) << stride;  // NVML_VALUE_NOT_AVAILABLE
     EXPECT_EQ(got[2].pid, 31337) << stride;
-    EXPECT_EQ(got[2].memory_used, 512 * kMiB) << stride;
+    EXPECT_EQ(got[2].memory_used, 512 * kTelemetryMiB) << stride;
 
     auto one = Records(stride, {procs[0]}, 1);
     got = nvml::ReadProcessRecords(one.data(), one.size(), 1);

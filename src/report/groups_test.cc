@@ -30,7 +30,7 @@ TEST(Groups, WelchAgreesWithAWorkedExample) {
   EXPECT_EQ(w->p, 0);
 }
 
-Run MakeRun(int64_t id, RunState state, Json params) {
+Run MakeGroupRun(int64_t id, RunState state, Json params) {
   Run r;
   r.id = id;
   r.state = state;
@@ -45,7 +45,7 @@ TEST(Groups, SeedsPoolIntoConfigsRankedByMean) {
   c.metric = "val_acc";
   const double acc[] = {0.90, 0.92, 0.94, 0.95, 0.80, 0.96};
   for (int i = 0; i < 6; ++i) {
-    c.runs.push_back(MakeRun(i + 1, i == 4 ? RunState::kFailed : RunState::kSucceeded,
+    c.runs.push_back(MakeGroupRun(i + 1, i == 4 ? RunState::kFailed : RunState::kSucceeded,
                              {{"model", i < 3 ? "mlp" : "cnn"}, {"seed", i % 3}}));
     c.scores[i + 1] = acc[i];
   }

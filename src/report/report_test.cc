@@ -13,9 +13,9 @@ namespace {
 using testing::ParseHtml;
 using testing::XmlNode;
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kReportNaN = std::numeric_limits<double>::quiet_NaN();
 
-Run MakeRun(int64_t id, RunState state, Json params, Json metrics, std::string reason = "") {
+Run MakeReportRun(int64_t id, RunState state, Json params, Json metrics, std::string reason = "") {
   Run r;
   r.id = id;
   r.experiment_id = 7;
@@ -79,11 +79,11 @@ ReportData Digits() {
   Json cnn64 = {{"model", "cnn"}, {"batch_size", 64}, {"grad_accum", 1}};
   Json rnn64 = {{"model", "rnn"}, {"batch_size", 64}, {"grad_accum", 1}};
   d.runs = {
-      MakeRun(1, RunState::kSucceeded, mlp32, {{"val_acc", 0.95}, {"loss", 0.2}}),
-      MakeRun(2, RunState::kSucceeded, cnn32, {{"val_acc", 0.98}, {"loss", 0.1}}),
-      MakeRun(3, RunState::kSucceeded, mlp64, {{"val_acc", 0.96}, {"loss", 0.15}}),
-      MakeRun(4, RunState::kFailed, cnn64, {{"loss", nullptr}}, "diverged"),
-      MakeRun(5, RunState::kFailed, rnn64, Json::object(), "exit_code"),
+      MakeReportRun(1, RunState::kSucceeded, mlp32, {{"val_acc", 0.95}, {"loss", 0.2}}),
+      MakeReportRun(2, RunState::kSucceeded, cnn32, {{"val_acc", 0.98}, {"loss", 0.1}}),
+      MakeReportRun(3, RunState::kSucceeded, mlp64, {{"val_acc", 0.96}, {"loss", 0.15}}),
+      MakeReportRun(4, RunState::kFailed, cnn64, {{"loss", nullptr}}, "diverged"),
+      MakeReportRun(5, RunState::kFailed, rnn64, Json::object(), "exit_code"),
   };
   // Run 3 ran out of memory at 64 and succeeded at 32 with twice the accumulation.
   Json mlp32x2 = {{"model", "mlp"}, {"batch_size", 32}, {"grad_accum", 2}};
@@ -103,7 +103,7 @@ ReportData Digits() {
   d.details[3].curves = {{"val_acc", Curve("val_acc", {0.4, 0.9, 0.96})},
                          {"loss", Curve("loss", {1.2, 0.4, 0.15})}};
   d.details[3].curve_attempt = 2;
-  d.details[4].curves = {{"loss", Curve("loss", {1.1, 0.7, kNaN, 0.6, kNaN})}};
+  d.details[4].curves = {{"loss", Curve("loss", {1.1, 0.7, kReportNaN, 0.6, kReportNaN})}};
   for (auto& [id, det] : d.details) {
     if (!det.curves.empty() && det.curve_attempt == 0) det.curve_attempt = 1;
   }

@@ -14,7 +14,7 @@ namespace {
 using testing::ParseXml;
 using testing::XmlNode;
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kSvgNaN = std::numeric_limits<double>::quiet_NaN();
 
 // The points a path's d draws: one "x,y" pair each.
 size_t PathPoints(const std::string& d) { return std::count(d.begin(), d.end(), ','); }
@@ -135,7 +135,7 @@ TEST(PixelDownsample, KeepsASpikeAndTheOrderOfMinAndMax) {
 }
 
 TEST(PixelDownsample, NonFiniteValuesBreakTheLine) {
-  auto pieces = PixelDownsample(Line({1, 2, kNaN, 3, 4}), 0, 4, 100);
+  auto pieces = PixelDownsample(Line({1, 2, kSvgNaN, 3, 4}), 0, 4, 100);
   ASSERT_EQ(pieces.size(), 2u);
   EXPECT_EQ(pieces[0].size(), 2u);
   EXPECT_EQ(pieces[1].size(), 2u);
@@ -143,12 +143,12 @@ TEST(PixelDownsample, NonFiniteValuesBreakTheLine) {
   double inf = std::numeric_limits<double>::infinity();
   EXPECT_EQ(PixelDownsample(Line({1, inf, 2, -inf, 3}), 0, 4, 100).size(), 3u);
   // Leading and trailing NaN (a run that diverged at the end) make no empty pieces.
-  EXPECT_EQ(PixelDownsample(Line({kNaN, 1, 2, kNaN}), 0, 3, 100).size(), 1u);
-  EXPECT_TRUE(PixelDownsample(Line({kNaN, kNaN}), 0, 1, 100).empty());
+  EXPECT_EQ(PixelDownsample(Line({kSvgNaN, 1, 2, kSvgNaN}), 0, 3, 100).size(), 1u);
+  EXPECT_TRUE(PixelDownsample(Line({kSvgNaN, kSvgNaN}), 0, 1, 100).empty());
 
   // NaN every other point: at most one break per column, so the output stays bounded.
   std::vector<double> ys;
-  for (int i = 0; i < 200'000; ++i) ys.push_back(i % 2 ? kNaN : 1.0 * i);
+  for (int i = 0; i < 200'000; ++i) ys.push_back(i % 2 ? kSvgNaN : 1.0 * i);
   auto many = PixelDownsample(Line(ys), 0, 200'000, 100);
   size_t points = 0;
   for (const auto& p : many) points += p.size();
@@ -158,7 +158,7 @@ TEST(PixelDownsample, NonFiniteValuesBreakTheLine) {
 
 TEST(LineChart, NaNBreaksThePathAndALonePointIsADot) {
   ChartOptions o;
-  std::string svg = LineChartSvg({{"diverged", Line({1, 2, 3, kNaN, 2, kNaN, 1, 0.5})}}, o);
+  std::string svg = LineChartSvg({{"diverged", Line({1, 2, 3, kSvgNaN, 2, kSvgNaN, 1, 0.5})}}, o);
   auto doc = ParseXml(svg);
   ASSERT_EQ(doc.error, "");
   auto lines = doc.root.FindAll("path", "line");
@@ -203,7 +203,7 @@ TEST(LineChart, LongLegendsAreCutAndEmptyChartsSaySo) {
   ASSERT_EQ(empty.error, "");
   ASSERT_EQ(empty.root.FindAll("text", "nodata").size(), 1u);
   EXPECT_EQ(empty.root.FindAll("text", "nodata")[0]->text, "no runs to show");
-  auto no_values = ParseXml(LineChartSvg({{"run 1", Line({kNaN})}}, o));
+  auto no_values = ParseXml(LineChartSvg({{"run 1", Line({kSvgNaN})}}, o));
   ASSERT_EQ(no_values.error, "");
   EXPECT_EQ(no_values.root.FindAll("path").size(), 0u);
 }
@@ -225,7 +225,7 @@ TEST(Scatter, CategoriesAndTheBestPoint) {
       {0, "mlp", 0.95, "run 1", false, ""},
       {0, "cnn", 0.98, "run 2", true, "best: run 2"},
       {0, "mlp", 0.96, "run 3", false, ""},
-      {0, "rnn <x>", kNaN, "run 4", false, ""},  // no value: left out
+      {0, "rnn <x>", kSvgNaN, "run 4", false, ""},  // no value: left out
   };
   ChartOptions o;
   o.title = "val_acc by model";

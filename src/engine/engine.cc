@@ -43,8 +43,9 @@ Engine::Engine(Store& store, ProcessLauncher& launcher, GpuProbe& gpus, Clock& c
       options_(std::move(options)),
       hostname_(Hostname()),
       watchers_(options_.watch.detectors),
-      telemetry_(options_.watch.detectors, options_.watch.telemetry_store_every_ms) {
-  components_ = {&tail_, &gate_, &watchers_};
+      telemetry_(options_.watch.detectors, options_.watch.telemetry_store_every_ms),
+      outputs_([this] { launcher_.Wake(); }, options_.proposals_off_loop) {
+  components_ = {&tail_, &gate_, &watchers_, &outputs_};
   policy_ = options_.scheduler.Policy();
   if (placed_by_executor()) {
     // Slurm places each attempt: drover's pool is how many may be submitted at once; every job
@@ -361,7 +362,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     if (proposals_in_flight_ > 0 && !draining_ && !cancel_requested_) return true;
     // A stage's outputs being stored: its run ends when they are (not while draining: the next
     // engine runs it again).
-    if (collections_in_flight_ > 0 && !draining_) return true;
+    if (outputs_.busy() && !draining_) return true;
     // Writes the store could not take yet (a full disk) are kept only in memory: an engine that
     // left now would lose them, a run's end among them (issue 39: `drover run --foreground`
     // exited with its run still `running` and none of its points). It waits for room instead;
@@ -989,7 +990,7 @@ void Engine::CheckDeadlines(Instant now) {
     Live* live = it->second.get();
     if (!live->attempt || live->starting) continue;  // its clocks start once it has started
     if (live->placed_pending) continue;  // waiting in Slurm: its clocks start when it runs
-    if (live->collecting) continue;  // ended: its outputs are being stored
+    if (outputs_.Collecting(id)) continue;  // ended: its outputs are being stored
     int pid = static_cast<int>(live->attempt->pid);
     if (EndHeld(*live)) continue;  // ended during a stall: nothing left to stop or kill
     if (live->deadline_mono > 0 && now.mono >= live->deadline_mono && !Stopping(*live)) {
@@ -1025,7 +1026,7 @@ Millis Engine::NextWakeup(Instant now) const {
     const Live& live = *found->second;
     if (live.starting) continue;  // its report wakes the wait
     if (EndHeld(live)) continue;  // ended during a stall: handled at recovery
-    if (live.collecting) continue;  // the collector's report wakes the wait
+    if (outputs_.Collecting(live.run.id)) continue;  // the collector's report wakes the wait
     const bool stopping = Stopping(live);
     if (live.deadline_mono > 0 && !stopping) next = std::min(next, live.deadline_mono);
     if (live.kill_at_mono > 0) next = std::min(next, live.kill_at_mono);

@@ -34,6 +34,7 @@
 #include "engine/output_collector.h"
 #include "engine/proposals.h"
 #include "engine/requests.h"
+#include "engine/output_collection.h"
 #include "engine/pipeline_gate.h"
 #include "engine/pool.h"
 #include "engine/prepared_submit.h"
@@ -399,13 +400,8 @@ class Engine {
   PipelineGate gate_;  // which runs wait for their needs or their twin
   watch::RunWatchers watchers_;  // each running attempt's detectors
   watch::GpuTelemetry telemetry_;  // each GPU's detectors and its telemetry rows
+  OutputCollection outputs_;  // succeeded stages' outputs being stored (or held for room)
   std::vector<RunLifecycle*> components_;
-  // Pipelines: the output collector.
-  std::unique_ptr<OutputCollector> collector_;  // made at the first stage with outputs
-  int collections_in_flight_ = 0;
-  // Runs whose outputs could not be stored for want of room (a full disk): held, counted in
-  // flight, and stored again when their retry comes (engine_pipeline.cc, TakeCollected).
-  std::map<int64_t, Retrying> collect_holds_;
   bool copies_said_ = false;  // whether the log says how working copies are made
 };
 

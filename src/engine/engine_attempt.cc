@@ -49,7 +49,7 @@ std::string LastLine(std::string_view text) {
 bool Engine::Stop(Live& live, StopReason why, Instant now, Millis grace) {
   // Its process has ended and its outputs are being stored: nothing to signal (its pid may be
   // another process's by now); a cancel is taken when they are (TakeCollected).
-  if (live.collecting) return false;
+  if (outputs_.Collecting(live.run.id)) return false;
   Attempt& a = *live.attempt;
   // A SIGKILL already scheduled is never pushed later by a second reason to stop.
   live.kill_at_mono = KillTime(live.kill_at_mono, now.mono + grace);

@@ -113,7 +113,7 @@ Result<Cleanup> Engine::CollectGarbage(const cmd::CollectGarbage& how) {
   for (const auto& [id, live] : live_) busy.insert(id);
   GcOptions options = how.options;
   // Collections start on this loop, so none starts between the plan and its application.
-  options.storing_outputs = collections_in_flight_ > 0;
+  options.storing_outputs = outputs_.busy();
   DROVER_ASSIGN_OR_RETURN(Cleanup plan,
                           PlanGc(store_, options_.store_dir, options, clock_.Now(), busy));
   if (how.dry_run) return plan;

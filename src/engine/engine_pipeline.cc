@@ -231,85 +231,29 @@ void Engine::CollectOutputs(Live& live, Instant now) {
   // A user's tree, read with the daemon's rights: nothing is followed out of it.
   job.tree.confined = live.exp->run_as && live.exp->run_as->set();
   job.outputs = stage->outputs;
-  if (!collector_) {
-    collector_ = MakeOutputCollector([this] { launcher_.Wake(); }, options_.proposals_off_loop);
-  }
-  live.collecting = true;
-  ++collections_in_flight_;
-  collector_->Start(std::move(job));
+  outputs_.Start(std::move(job));
 }
-
-namespace {
-
-// A full disk (or quota) under the store: the machine's, not the run's, and it passes. Told by
-// the errno the OS gave, never by the message (which may quote the run's own file names: an
-// output named "No space left on device" must not make a real failure wait for ever).
-bool NoRoom(const Status& st) {
-  return st.code() == Code::kIo && (st.os_error() == ENOSPC || st.os_error() == EDQUOT);
-}
-
-}  // namespace
 
 void Engine::TakeCollected(Instant now) {
-  if (!collector_ || collections_in_flight_ == 0) return;
-  // A hold whose store is under way again (its tries kept, so its backoff goes on doubling).
-  constexpr Millis kStoring = std::numeric_limits<Millis>::max();
-  // Outputs held for want of room are stored again when their retry comes (each pass looks:
-  // the loop wakes at least every tail interval), or end cancelled when a cancel came meanwhile.
-  for (auto h = collect_holds_.begin(); h != collect_holds_.end();) {
-    if (h->second.retry_mono == kStoring) {
-      ++h;
+  if (!outputs_.busy()) return;
+  auto look = [this](int64_t run_id) {
+    auto it = live_.find(run_id);
+    if (it == live_.end()) return OutputCollection::Fate::kGone;
+    return it->second->cancel_requested ? OutputCollection::Fate::kCancelled
+                                        : OutputCollection::Fate::kWaiting;
+  };
+  for (const OutputCollection::Due& due : outputs_.TakeDue(now, look)) {
+    Live& live = *live_.at(due.run_id);
+    if (!due.cancelled) {
+      CollectOutputs(live, now);
       continue;
     }
-    auto it = live_.find(h->first);
-    Live* live = it == live_.end() ? nullptr : it->second.get();
-    if (live && !live->cancel_requested && now.mono < h->second.retry_mono) {
-      ++h;
-      continue;
-    }
-    --collections_in_flight_;  // a held one counts as in flight (the loop stays for it)
-    if (!live) {
-      h = collect_holds_.erase(h);
-      continue;
-    }
-    if (live->cancel_requested) {
-      h = collect_holds_.erase(h);
-      live->collecting = false;
-      SetState(*live, RunEvent::kCancel, "cancelled while its outputs waited for room", now);
-      live->attempt.reset();
-      Retire(live->run.id);
-      continue;
-    }
-    h->second.retry_mono = kStoring;
-    ++h;
-    CollectOutputs(*live, now);
+    SetState(live, RunEvent::kCancel, "cancelled while its outputs waited for room", now);
+    live.attempt.reset();
+    Retire(live.run.id);
   }
-  for (CollectDone& done : collector_->TakeFinished()) {
-    --collections_in_flight_;
-    Retrying held;
-    if (auto h = collect_holds_.find(done.run_id); h != collect_holds_.end()) {
-      held = h->second;
-      collect_holds_.erase(h);
-    }
-    auto it = live_.find(done.run_id);
-    if (it == live_.end()) continue;
-    Live& live = *it->second;
-    if (!done.status.ok() && NoRoom(done.status) && !live.cancel_requested) {
-      // The run exited 0 and wrote its outputs; the store's disk has no room for them now. That
-      // is not the run's failure: it stays as it is, its outputs being stored, and they are
-      // stored again after 1 s, doubling to 30 s, until there is room.
-      held.Failed(done.status, now);
-      spdlog::warn("run {}: its outputs cannot be stored yet ({}); trying again in {}",
-                   live.run.id, done.status.message(), FormatDuration(held.backoff_ms));
-      collect_holds_[done.run_id] = held;
-      ++collections_in_flight_;
-      continue;
-    }
-    if (held.tries > 0) {
-      spdlog::info("run {}: its outputs are stored after {} tries held for want of room",
-                   live.run.id, held.tries);
-    }
-    live.collecting = false;
+  for (OutputCollection::Stored& done : outputs_.TakeFinished(now, look)) {
+    Live& live = *live_.at(done.run_id);
     std::string note;
     RunEvent event = RunEvent::kSucceed;
     if (done.status.ok()) {

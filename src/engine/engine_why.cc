@@ -60,7 +60,7 @@ void Engine::ExplainWaiting(Instant now) {
       continue;
     }
     if (l.attempt) continue;  // running
-    if (l.collecting) continue;
+    if (outputs_.Collecting(id)) continue;
     if (held) {
       out[id] = *held;
       continue;

@@ -110,9 +110,6 @@ struct Engine::Live {
   Millis last_output_mono = 0;    // when stdout or stderr last grew
   Millis started_mono = 0;        // when the running attempt started (its run time)
   int64_t output_bytes = 0;       // stdout + stderr size at that time
-  // Pipelines (what it waits for is the gate's: PipelineGate): its succeeded attempt's outputs
-  // are being stored (the attempt has ended; the run ends when they are).
-  bool collecting = false;
   std::vector<DataMount> need_mounts;  // its needs' outputs, shown read-only in its working copy
 };
 

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "engine/metric_lines.h"
+#include "metrics/metric_lines.h"
 
 namespace {
 

@@ -389,6 +389,17 @@ Result<Listed> ListWorkdir(const std::string& workdir, const std::string& snapsh
 static Status SealSnapshot(const Snapshot& snap, const std::string& snapshots_dir,
                            const UnixUser* owner);
 
+// Runs the store's side of a step with drover's own rights, then goes back to acting as the
+// submitter if it was (TakeSnapshot and HashSnapshot read a submitter's files as them).
+template <typename Step>
+static auto WithOurRights(ActingAs& as, Step&& step) {
+  const bool was = as.active();
+  as.Pause();
+  auto result = step();
+  if (was) as.Resume();
+  return result;
+}
+
 Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& snapshots_dir,
                               const SnapshotOptions& options) {
   // The submitter's files are read with the submitter's rights (a root daemon's submits): this
@@ -399,13 +410,7 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
   const UnixUser* git_as = as.active() ? owner : nullptr;
   // Runs the store's side of the work with the daemon's own rights, then goes back to acting as
   // the submitter if it was.
-  auto own = [&](auto&& step) {
-    const bool was = as.active();
-    as.Pause();
-    auto result = step();
-    if (was) as.Resume();
-    return result;
-  };
+  auto own = [&](auto&& step) { return WithOurRights(as, step); };
   std::error_code ec;
   DROVER_ASSIGN_OR_RETURN(
       Listed listed,
@@ -618,13 +623,7 @@ Result<SnapshotDigest> HashSnapshot(const std::string& workdir, const std::strin
   ActingAs as(owner);
   if (!as.status().ok()) return as.status();
   const UnixUser* git_as = as.active() ? owner : nullptr;
-  auto own = [&](auto&& step) {
-    const bool was = as.active();
-    as.Pause();
-    auto result = step();
-    if (was) as.Resume();
-    return result;
-  };
+  auto own = [&](auto&& step) { return WithOurRights(as, step); };
   // Nothing is written under the store: a throwaway git folder goes to the temp folder.
   std::error_code tmp_ec;
   const std::string scratch = fs::temp_directory_path(tmp_ec).string();

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cli/unix_http.h"
+#include "common/process.h"
 #include "common/strings.h"
 #include "protocol/api.h"
 
@@ -31,7 +32,8 @@ std::optional<DaemonInfo> FindDaemon(const Globals& g) {
     info.idle_exit_ms = j["idle_exit_ms"].get<int64_t>();
   }
   // A daemon killed with SIGKILL leaves its file behind: only a live pid counts.
-  if (info.port <= 0 || info.pid <= 0 || (::kill(info.pid, 0) != 0 && errno == ESRCH)) {
+  // (A zombie counts as gone: it has exited, though its new parent may never reap it.)
+  if (info.port <= 0 || !ProcessAlive(info.pid)) {
     return std::nullopt;
   }
   if (const char* mine = std::getenv("DROVER_TOKEN"); mine != nullptr && *mine != '\0') {

@@ -95,7 +95,7 @@ int CompareCmd(Globals& g, const CompareFlags& f) {
   } else {
     // Metric names, parameters and reasons are the runs' own text: shown, never obeyed.
     for (const Experiment& e : exps) {
-      PrintText(fmt::format("experiment {} ({}), {}\n", e.id, TerminalLine(e.name), e.status));
+      PrintText(fmt::format("experiment {} ({}), {}\n", e.id, TerminalLine(e.name), ToString(e.status)));
     }
     PrintText(RenderComparison(c));
     if (!f.plot.empty()) PrintText(fmt::format("curves of {}: {}\n", c.metric, f.plot));

@@ -13,7 +13,7 @@
 #include "cli/common.h"
 #include "cli/daemon_start.h"
 #include "common/strings.h"
-#include "exec/child.h"
+#include "common/process.h"
 
 namespace drover::cli {
 namespace {
@@ -45,13 +45,8 @@ int StopDaemon(Globals& g, const DaemonStopFlags& f) {
   }
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
-  // Gone, or a zombie its parent has not reaped yet (it has exited all the same).
-  auto alive = [&] {
-    char state = 0;
-    int64_t ticks = 0;
-    return ReadProcStat(daemon->pid, &state, &ticks) && state != 'Z' && state != 'X';
-  };
-  while (alive()) {
+  // Gone, or a zombie its parent has not reaped yet (it has exited all the same): ProcessAlive.
+  while (ProcessAlive(daemon->pid)) {
     if (std::chrono::steady_clock::now() >= deadline) {
       return ReportError(Unavailable(fmt::format(
           "the daemon (pid {}) is still stopping after {:g} s (a --stop-runs daemon waits for its "

@@ -172,7 +172,9 @@ int FollowExperiment(ApiClient& api, int64_t experiment_id, const FollowOptions&
     auto counts = FetchExperimentCounts(api, experiment_id);
     if (!counts.ok()) return ReportError(counts.status());
     const int64_t left = counts->runs.Unfinished();
-    const bool all_final = left == 0;
+    // Every run final is not the end of a search: its next trial is proposed after the one
+    // before it ends. The daemon says done once it has nothing more to make.
+    const bool all_final = left == 0 && counts->experiment.status == ExperimentStatus::kDone;
     const Millis now_ms = ms_since(start);
     if (all_final || (human && now_ms - shown_ms >= kShowEveryMs)) {
       // At the end, every run as it ended (for the results, and each change shown).

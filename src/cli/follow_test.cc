@@ -52,23 +52,40 @@ TEST(FollowPace, ClosesInOnTheEndAtThePaceRunsEnd) {
 }
 
 // A daemon that answers what FollowExperiment asks about experiment 7 of three runs: the
-// counts say the runs end one per look; every request is counted by its path.
+// counts say the runs end one per look, and the experiment is done with the third; every
+// request is counted by its path. As a search (`search`), each trial is proposed only after the
+// one before it ended: at every other look all the runs so far are final while the experiment
+// is still active.
 class FakeDaemon {
  public:
-  FakeDaemon() {
+  explicit FakeDaemon(bool search = false) : search_(search) {
     server_.Get(R"(/api/v1/experiments/7)", [this](const httplib::Request&, httplib::Response& res) {
       const int look = Count("experiments/7");
       protocol::ExperimentListing l;
       l.experiment = Experiment7();
-      const int ended = std::min(3, look - 1);
-      if (ended > 0) l.runs.by_state[RunState::kSucceeded] = ended;
-      if (ended < 3) l.runs.by_state[RunState::kRunning] = 3 - ended;
+      if (search_) {
+        // Looks 2, 3: trial 1 running, then ended; 4, 5: trial 2; 6, 7: trial 3 and done.
+        const int made = std::min(3, look / 2);
+        const bool last_ended = look % 2 == 1 || look > 7;
+        if (made > 0) {
+          const int ended = made - (last_ended ? 0 : 1);
+          if (ended > 0) l.runs.by_state[RunState::kSucceeded] = ended;
+          if (!last_ended) l.runs.by_state[RunState::kRunning] = 1;
+        }
+        l.experiment.status = made == 3 && last_ended ? ExperimentStatus::kDone
+                                                      : ExperimentStatus::kActive;
+      } else {
+        const int ended = std::min(3, look - 1);
+        if (ended > 0) l.runs.by_state[RunState::kSucceeded] = ended;
+        if (ended < 3) l.runs.by_state[RunState::kRunning] = 3 - ended;
+        l.experiment.status = ended == 3 ? ExperimentStatus::kDone : ExperimentStatus::kActive;
+      }
       res.set_content(protocol::ToJson(l).dump(), "application/json");
     });
     server_.Get(R"(/api/v1/runs)", [this](const httplib::Request& req, httplib::Response& res) {
       Count("runs");
       EXPECT_EQ(req.get_param_value("experiment"), "7");
-      const bool done = Looks() > 3;
+      const bool done = Looks() > (search_ ? 6 : 3);
       Json runs = Json::array();
       for (int i = 1; i <= 3; ++i) {
         Run r;
@@ -129,6 +146,7 @@ class FakeDaemon {
     std::lock_guard<std::mutex> l(mu_);
     return requests_["experiments/7"];
   }
+  const bool search_;
   httplib::Server server_;
   int port_ = 0;
   std::thread thread_;
@@ -151,6 +169,20 @@ TEST(FollowExperiment, QuietLooksAtTheCountsAndFetchesTheRunsOnceAtTheEnd) {
   EXPECT_EQ(requests.size(), 2u) << "asked for something else";
   // Looks 10 ms apart (the floor: a run ends per look, one or two left), not 300 ms.
   EXPECT_LT(took, std::chrono::milliseconds(250));
+}
+
+// A search's next trial is proposed after the one before it ends: a look that finds every run
+// so far final, the experiment still active, is not the end (the matrix's plain `drover run`
+// of a search on Slurm ended after its first trial and said the search was over).
+TEST(FollowExperiment, ASearchIsFollowedUntilTheDaemonSaysItIsDoneNotUntilItsRunsSoFarEnd) {
+  FakeDaemon daemon(/*search=*/true);
+  ApiClient api(daemon.Info());
+  EXPECT_EQ(FollowExperiment(api, 7, {.cancel_on_exit = true, .json = false, .quiet = true}),
+            kExitOk);
+  std::map<std::string, int> requests = daemon.Requests();
+  // Looks 3 and 5 found every run final with the search still active: it went on to look 7.
+  EXPECT_EQ(requests["experiments/7"], 1 + 6);
+  EXPECT_EQ(requests["runs"], 1);
 }
 
 // A catalog that records what it is asked for; runs and attempts as a test sets them.

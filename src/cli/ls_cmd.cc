@@ -48,7 +48,7 @@ int ListExperiments(Catalog& store, const LsFlags& f) {
     for (RunState s : {RunState::kFailed, RunState::kPruned, RunState::kCancelled}) {
       if (runs.Of(s) > 0) counts += fmt::format(", {} {}", runs.Of(s), ToString(s));
     }
-    rows.push_back({std::to_string(e.id), e.name, e.status, counts, FormatTime(e.created_ms)});
+    rows.push_back({std::to_string(e.id), e.name, std::string(ToString(e.status)), counts, FormatTime(e.created_ms)});
   }
   std::fputs(RenderTable({"id", "name", "status", "runs", "created"}, rows).c_str(), stdout);
   if (cut) std::fprintf(stderr, "(the newest %d; -n 0 lists all)\n", f.limit);

@@ -304,7 +304,8 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
 
   r.Add(Tool{
       "wait", "Wait for runs to finish",
-      "Blocks until every given run (or every run of the experiment) has finished, or until "
+      "Blocks until every given run (or the experiment: every run, and every trial a search "
+      "still makes) has finished, or until "
       "`timeout_s` passes (at most 45, so a client's 60 s request limit is never hit). Returns "
       "each run's state; call it again while `done` is false.",
       Obj({{"run_ids", ListOf({{"type", "integer"}, {"minimum", 1}})},
@@ -327,6 +328,9 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
             auto exp = FetchExperiment(*a, args["experiment"].get<std::string>());
             if (!exp.ok()) return Explain(exp.status(), "pass the experiment_id submit returned");
             DROVER_ASSIGN_OR_RETURN(auto runs, FetchRuns(*a, exp->id));  // every run, paged
+            // A search is not done while it may still propose trials, though every run so
+            // far has ended: the daemon marks the experiment done when it has made them all.
+            done = exp->status == ExperimentStatus::kDone;
             for (const Run& run : runs) {
               std::string state(ToString(run.state));
               states.push_back({{"run_id", run.id}, {"state", state}, {"reason", run.reason}});

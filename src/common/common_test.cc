@@ -17,6 +17,7 @@
 
 #include "common/files.h"
 #include "common/hash.h"
+#include "common/process.h"
 #include "common/strings.h"
 #include "common/subprocess.h"
 
@@ -34,6 +35,26 @@ TEST(StatusTest, TheOsErrorTravelsWithTheStatusNotInItsWords) {
   Status quoted(Code::kIo, "cannot store 'No space left on device': Input/output error");
   EXPECT_EQ(quoted.os_error(), 0);
   EXPECT_EQ(ErrnoStatus("reading", EIO).os_error(), EIO);
+}
+
+// A child that has exited and is not reaped yet is a zombie: kill(pid, 0) still finds it, but it
+// holds nothing (no lock, no port) and will never answer. A daemon reparented to an init that
+// does not reap (a container without one) stays such a zombie for good.
+TEST(Process, AZombieIsNotAlive) {
+  EXPECT_TRUE(ProcessAlive(::getpid()));
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  // Its exit, seen without reaping it.
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);
+  EXPECT_EQ(::kill(child, 0), 0) << "not a zombie yet";
+  EXPECT_FALSE(ProcessAlive(child));
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  EXPECT_FALSE(ProcessAlive(child));
+  EXPECT_FALSE(ProcessAlive(0));
+  EXPECT_FALSE(ProcessAlive(-1));
+  EXPECT_FALSE(ProcessAlive(int64_t{1} << 40));
 }
 
 TEST(Strings, ParsesAndFormatsSizes) {

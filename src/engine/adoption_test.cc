@@ -242,6 +242,125 @@ TEST_F(AdoptionTest, AStartTheLastEngineDidNotRecordIsTakenOverWithTheGpusItWasG
   EXPECT_EQ(attempts[0].reason, "succeeded");
 }
 
+// The unrecorded start had ended by the time the next engine looked: its exit file holds its
+// end, while its pid is still a zombie of the same start time with nothing left to read (its
+// parent had not reaped it). It is taken over as ended, not stopped and run again (a pipeline's
+// gather stage ran twice when the daemon was killed just after starting it).
+TEST_F(AdoptionTest, AnUnrecordedStartThatEndedIsTakenOverThoughItsPidIsNotReapedYet) {
+  Spec spec = ParseSpec("name: one\ncommand: ./train.sh\nresources: {gpus: 0}\n");
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{100, 0}; });
+  FakeGpuProbe probe({});
+  int64_t id = 0, experiment = 0;
+  {
+    Engine engine(*store_, launcher, probe, clock_, ShimOptions());
+    auto sub = engine.Submit(spec);
+    ASSERT_TRUE(sub.ok());
+    id = sub->runs[0].id;
+    experiment = sub->experiment_id;
+  }
+  const RunFiles files = RunFiles::In(ShimOptions().store_dir, experiment, id);
+  fs::create_directories(files.logs);
+  std::ofstream(files.Exit(1)) << "7777 42\n{\"exit_code\": 0, \"signal\": 0, \"ended_ms\": "
+                               << clock_.Now() << "}\n";
+  launcher.foreign[7777] = {42, 0, 0};  // same start time, no environment to read
+  Engine engine(*store_, launcher, probe, clock_, ShimOptions());
+  auto summary = engine.Recover();
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->unrecorded_adopted, 1);
+  EXPECT_EQ(summary->unrecorded, 0);
+  EXPECT_TRUE(launcher.signals.empty()) << "an ended process was signalled";
+  ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
+  EXPECT_EQ(RunOf(id).state, RunState::kSucceeded);
+  EXPECT_TRUE(launcher.launches.empty()) << "it ran again";
+  auto attempts = Attempts(id);
+  ASSERT_EQ(attempts.size(), 1u);
+  EXPECT_EQ(attempts[0].pid, 7777);
+  EXPECT_EQ(attempts[0].reason, "succeeded");
+}
+
+// The daemon hands a start to its supervisor and records the run running at once, its attempt
+// when the supervisor answers: killed in between, it leaves a run recorded running with no
+// attempt while the exit file names the process. That process is taken over, not stopped and
+// run again (a pipeline's gather stage ran twice in DaemonTest's SIGKILL test).
+TEST_F(AdoptionTest, ARunRecordedRunningWhoseStartWasNotRecordedIsTakenOverNotRunTwice) {
+  Spec spec = ParseSpec("name: one\ncommand: ./train.sh\nresources: {gpus: 0}\n");
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{100, 0}; });
+  FakeGpuProbe probe({});
+  int64_t id = 0, experiment = 0;
+  {
+    Engine engine(*store_, launcher, probe, clock_, ShimOptions());
+    auto sub = engine.Submit(spec);
+    ASSERT_TRUE(sub.ok());
+    id = sub->runs[0].id;
+    experiment = sub->experiment_id;
+  }
+  drover::Run r = RunOf(id);
+  r.state = RunState::kRunning;
+  ASSERT_TRUE(store_->UpdateRun(r).ok());
+  const RunFiles files = RunFiles::In(ShimOptions().store_dir, experiment, id);
+  fs::create_directories(files.logs);
+  std::ofstream(files.Exit(1)) << "7777 42\n";
+  // Running, with the environment every attempt gets (no GPUs: an empty list).
+  launcher.foreign[7777] = {42, 2'000, 0, false, {{"CUDA_VISIBLE_DEVICES", ""}}};
+  Engine engine(*store_, launcher, probe, clock_, ShimOptions());
+  auto summary = engine.Recover();
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->unrecorded_adopted, 1);
+  EXPECT_EQ(summary->unrecorded, 0);
+  EXPECT_EQ(summary->requeued, 0);
+  EXPECT_TRUE(launcher.signals.empty()) << "the process was stopped";
+  EXPECT_EQ(RunOf(id).state, RunState::kRunning);
+  EXPECT_EQ(RunOf(id).attempts, 1);
+  ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
+  EXPECT_EQ(RunOf(id).state, RunState::kSucceeded);
+  EXPECT_TRUE(launcher.launches.empty()) << "it ran again";
+  auto attempts = Attempts(id);
+  ASSERT_EQ(attempts.size(), 1u);
+  EXPECT_EQ(attempts[0].pid, 7777);
+  EXPECT_EQ(attempts[0].reason, "succeeded");
+}
+
+// A pipeline stage's run gets its fingerprint when its needs are met, just before it starts;
+// an engine killed before committing either leaves it queued with no fingerprint, as if its
+// needs were still to be looked at, while its exit file names the process it started. It is
+// taken over, not held for its needs and started a second time.
+TEST_F(AdoptionTest, AStageStartedButNotRecordedIsTakenOverNotHeldForItsNeeds) {
+  Spec spec = ParseSpec(
+      "name: pipe\nresources: {gpus: 0}\nstages:\n"
+      "  prep: {command: ./prep.sh}\n"
+      "  sum: {command: ./sum.sh, needs: [prep]}\n");
+  FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{100, 0}; });
+  FakeGpuProbe probe({});
+  int64_t prep = 0, sum = 0, experiment = 0;
+  {
+    Engine engine(*store_, launcher, probe, clock_, ShimOptions());
+    auto sub = engine.Submit(spec);
+    ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+    experiment = sub->experiment_id;
+    for (const auto& r : sub->runs) (r.stage == "prep" ? prep : sum) = r.id;
+  }
+  drover::Run p = RunOf(prep);
+  p.state = RunState::kSucceeded;
+  ASSERT_TRUE(store_->UpdateRun(p).ok());
+  ASSERT_TRUE(RunOf(sum).fingerprint.empty());
+  const RunFiles files = RunFiles::In(ShimOptions().store_dir, experiment, sum);
+  fs::create_directories(files.logs);
+  std::ofstream(files.Exit(1)) << "7777 42\n{\"exit_code\": 0, \"signal\": 0, \"ended_ms\": "
+                               << clock_.Now() << "}\n";
+  launcher.foreign[7777] = {42, 0, 0};
+  Engine engine(*store_, launcher, probe, clock_, ShimOptions());
+  auto summary = engine.Recover();
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->unrecorded_adopted, 1);
+  EXPECT_EQ(summary->unrecorded, 0);
+  ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
+  EXPECT_EQ(RunOf(sum).state, RunState::kSucceeded);
+  EXPECT_TRUE(launcher.launches.empty()) << "the stage ran again";
+  auto attempts = Attempts(sum);
+  ASSERT_EQ(attempts.size(), 1u);
+  EXPECT_EQ(attempts[0].reason, "succeeded");
+}
+
 TEST_F(AdoptionTest, AStartAfterAnEndThatWasNotRecordedIsStoppedWhenTheRunStartsAgain) {
   Spec spec = ParseSpec("name: one\ncommand: ./train.sh\nretries: 1\nresources: {gpus: 0}\n");
   FakeLauncher first(clock_, [](const LaunchSpec&) {

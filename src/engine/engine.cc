@@ -67,7 +67,12 @@ Engine::Engine(Store& store, ProcessLauncher& launcher, GpuProbe& gpus, Clock& c
   }
 }
 
-Engine::~Engine() { RefuseCommands(); }
+Engine::~Engine() {
+  RefuseCommands();
+  // What the last iteration wrote lands (an engine used only to submit leaves the runs' first
+  // looks in an open transaction, which the next user of the store would otherwise find open).
+  if (in_tx_ && error_.ok()) (void)store_.Commit();
+}
 
 std::vector<sched::GpuState> PoolOf(const std::vector<GpuDevice>& devices, int64_t gpu_reserve) {
   std::vector<sched::GpuState> gpus;

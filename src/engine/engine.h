@@ -222,6 +222,9 @@ class Engine {
   // read from the process's environment (or as ended, when it has). False when it cannot be (no
   // start line, or a live process whose GPUs cannot be read): ForgetUnrecordedStart then.
   bool RecordUnrecordedStart(Live& live, Instant now);
+  // Whether the run's next attempt was started by the last engine (its exit file names the
+  // process) without being recorded.
+  bool StartedUnrecorded(Live& live);
   void HandleExit(const ProcessExit& exit, Instant now);
   // What one Wait() reported: starts, placements and exits handled, then the interrupt.
   void TakeNews(const WaitResult& w, Instant now, bool serve);

@@ -89,7 +89,7 @@ Result<RecoverySummary> Engine::Recover() {
   std::vector<int64_t> unevaluated, admit_later;
   // Oldest first, so runs keep their submit order.
   for (auto e = experiments.rbegin(); e != experiments.rend(); ++e) {
-    if (e->status != "active" || experiments_.count(e->id)) continue;
+    if (e->status != ExperimentStatus::kActive || experiments_.count(e->id)) continue;
     RunFilter filter;
     filter.experiment_id = e->id;
     DROVER_ASSIGN_OR_RETURN(auto runs, store_.ListRuns(filter));
@@ -113,8 +113,11 @@ Result<RecoverySummary> Engine::Recover() {
       CountEarlierAttempts(l, attempts);
       // A pipeline run not yet queued for its needs (no fingerprint yet): it waits for them, or
       // is looked at again below, once every run is registered.
+      // One the last engine started without getting to record it (nor its fingerprint, made
+      // when its needs were met) is not held: it is taken over below, never run twice. Its
+      // fingerprint stays empty, so no later run is served from it.
       if (!r.stage.empty() && r.state == RunState::kQueued && r.attempts == 0 &&
-          r.fingerprint.empty()) {
+          r.fingerprint.empty() && !(options_.use_shim && StartedUnrecorded(l))) {
         gate_.Hold(r.id);  // its needs are counted once every run is registered
         unevaluated.push_back(r.id);
         ++summary.queued;
@@ -155,6 +158,15 @@ Result<RecoverySummary> Engine::Recover() {
           ++summary.finished;
           continue;
         }
+      }
+      if ((attempts.empty() || attempts.back().ended) && options_.use_shim &&
+          RecordUnrecordedStart(l, now)) {
+        // Recorded as running, its attempt not yet: the start was handed to the supervisor and
+        // the engine died before it heard back. The exit file names the process: taken over
+        // (running, or ended with its end in the file), not run a second time.
+        attempts.push_back(*l.attempt);
+        l.attempt.reset();
+        ++summary.unrecorded_adopted;
       }
       if (attempts.empty() || attempts.back().ended) {
         // Recorded as running with no live attempt: the engine died between two writes.
@@ -267,6 +279,15 @@ Result<RecoverySummary> Engine::Recover() {
   return summary;
 }
 
+bool Engine::StartedUnrecorded(Live& live) {
+  const RunFiles& files = FilesOf(live);
+  Attempt a;
+  a.number = live.run.attempts + 1;
+  a.exit_path = files.Exit(a.number);
+  a.stdout_path = files.Stdout(a.number);
+  return ReadRecordedStart(RecordOf(a)).ok();
+}
+
 bool Engine::RecordUnrecordedStart(Live& live, Instant now) {
   Run& r = live.run;
   const RunFiles& files = FilesOf(live);
@@ -279,12 +300,21 @@ bool Engine::RecordUnrecordedStart(Live& live, Instant now) {
   a.pid = start->pid;
   a.pid_start = start->start_ticks;
   const int pid = static_cast<int>(a.pid);
-  const bool alive = pid > 0 && launcher_.StartTicks(pid) == a.pid_start;
+  // Its end in the record says it ended, whatever its pid still shows: a shim that wrote its end
+  // stays a zombie until its parent reaps it, with the same start time and nothing left to read
+  // in /proc (an attempt that had succeeded was run again for that).
+  auto ended = [&] { return ReadExitRecord(RecordOf(a)).ok(); };
+  bool alive = !ended() && pid > 0 && launcher_.StartTicks(pid) == a.pid_start;
+  std::optional<std::string> devices;
+  if (alive) devices = launcher_.EnvOf(pid, "CUDA_VISIBLE_DEVICES");
+  if (alive && !devices) {
+    // Its GPUs cannot be read back: still running, it cannot be booked (ForgetUnrecordedStart
+    // stops it instead); or it ended since the look above, its end now in its record.
+    if (!ended()) return false;
+    alive = false;
+  }
   if (alive) {
-    // Its GPUs, as the last engine gave them: the process's own CUDA_VISIBLE_DEVICES. Without
-    // it the start cannot be booked, and ForgetUnrecordedStart stops it instead.
-    auto devices = launcher_.EnvOf(pid, "CUDA_VISIBLE_DEVICES");
-    if (!devices) return false;
+    // Its GPUs, as the last engine gave them: the process's own CUDA_VISIBLE_DEVICES.
     a.cuda_visible_devices = *devices;
     for (const std::string& g : Split(a.cuda_visible_devices, ',')) {
       if (g.empty()) continue;
@@ -317,7 +347,12 @@ bool Engine::RecordUnrecordedStart(Live& live, Instant now) {
   r.attempts = a.number;
   if (r.started_ms == 0) r.started_ms = a.started_ms;
   live.attempt = a;  // for the notification; Recover books it as any running attempt
-  SetState(live, RunEvent::kStart, "taken over after a restart", now);
+  if (r.state == RunState::kRunning) {
+    // Recorded as running already (the start was handed over before the engine went).
+    if (Status st = store_.UpdateRun(r); !st.ok()) Fail(st);
+  } else {
+    SetState(live, RunEvent::kStart, "taken over after a restart", now);
+  }
   return true;
 }
 

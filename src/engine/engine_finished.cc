@@ -46,10 +46,10 @@ Result<std::vector<Run>> Engine::Retry(const cmd::Retry& which) {
   if (in_tx_) DROVER_RETURN_IF_ERROR(Flush());
   DROVER_ASSIGN_OR_RETURN(ExperimentEntry * ep, EntryFor(*exp));
   Instant now = clock_.At();
-  if (exp->status != "active") {
+  if (exp->status != ExperimentStatus::kActive) {
     Tx();
-    ep->experiment.status = "active";
-    if (Status st = store_.UpdateExperimentStatus(exp->id, "active"); !st.ok()) Fail(st);
+    ep->experiment.status = ExperimentStatus::kActive;
+    if (Status st = store_.UpdateExperimentStatus(exp->id, ExperimentStatus::kActive); !st.ok()) Fail(st);
   }
   std::vector<Run> queued;
   for (Run& r : chosen) {

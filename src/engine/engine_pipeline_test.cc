@@ -132,7 +132,7 @@ TEST_F(EnginePipelineTest, RunsWaitForTheirNeedsSeeTheirOutputsAndAreCachedTheNe
     }
   }
   EXPECT_EQ(second["use"][1].final_metrics["score"], 2);
-  EXPECT_EQ(store_->GetExperiment(again->experiment_id).value()->status, "done");
+  EXPECT_EQ(store_->GetExperiment(again->experiment_id).value()->status, ExperimentStatus::kDone);
 
   // force: use runs again (make stays cached); gather's needs gave the same, but they are
   // other runs with the same fingerprints: it is cached too.
@@ -232,7 +232,7 @@ TEST_F(EnginePipelineTest, AFailedNeedStopsWhatDependsOnItWithTheReason) {
       EXPECT_EQ(r.attempts, 0);
     }
   }
-  EXPECT_EQ(store_->GetExperiment(sub->experiment_id).value()->status, "done");
+  EXPECT_EQ(store_->GetExperiment(sub->experiment_id).value()->status, ExperimentStatus::kDone);
 }
 
 // A plain run whose fingerprint (command, params, env, code) succeeded before is cached from it,

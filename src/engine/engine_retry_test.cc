@@ -51,7 +51,7 @@ retries: 0
   ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
   ASSERT_EQ(StateOf(sub->runs[0].id), RunState::kFailed);
   ASSERT_EQ(StateOf(sub->runs[1].id), RunState::kSucceeded);
-  EXPECT_EQ(store_->GetExperiment(sub->experiment_id).value()->status, "done");
+  EXPECT_EQ(store_->GetExperiment(sub->experiment_id).value()->status, ExperimentStatus::kDone);
 
   cmd::Retry retry;
   retry.experiment_id = sub->experiment_id;
@@ -62,11 +62,11 @@ retries: 0
   EXPECT_EQ((*queued)[0].id, sub->runs[0].id);
   EXPECT_EQ((*queued)[1].id, sub->runs[2].id);
   EXPECT_EQ(StateOf(sub->runs[0].id), RunState::kQueued);
-  EXPECT_EQ(store_->GetExperiment(sub->experiment_id).value()->status, "active");
+  EXPECT_EQ(store_->GetExperiment(sub->experiment_id).value()->status, ExperimentStatus::kActive);
 
   ASSERT_TRUE(engine->RunUntilDone(nullptr).ok());
   for (const drover::Run& r : sub->runs) EXPECT_EQ(StateOf(r.id), RunState::kSucceeded) << r.id;
-  EXPECT_EQ(store_->GetExperiment(sub->experiment_id).value()->status, "done");
+  EXPECT_EQ(store_->GetExperiment(sub->experiment_id).value()->status, ExperimentStatus::kDone);
   // The succeeded runs did not start again; the failed ones got attempt 2 of the same run.
   EXPECT_EQ(starts["2"], 1);
   EXPECT_EQ(starts["4"], 1);

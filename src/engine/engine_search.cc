@@ -82,7 +82,7 @@ Status Engine::InitSearch(ExperimentEntry& ep, const std::vector<Run>& runs) {
   }
   if (!spec.search || spec.search->sampler == SamplerKind::kGrid) return Status::Ok();
   DROVER_ASSIGN_OR_RETURN(SearchState s, NewSearchState(spec));
-  s.stopped = ep.experiment.status != "active";  // a finished (or cancelled) search makes no more
+  s.stopped = ep.experiment.status != ExperimentStatus::kActive;  // a finished (or cancelled) search makes no more
   for (const Run& r : runs) {
     s.created = std::max<int64_t>(s.created, r.index + 1);
     s.history[r.id] = RunningTrial(r.params, r.index);
@@ -186,7 +186,7 @@ void Engine::MaybeDone(ExperimentEntry& ep) {
   // the next pass) makes them, so it is not done.
   if (ep.search && ep.search->WantsMore() && !cancel_requested_ && (draining_ || stall_)) return;
   Tx();
-  Status st = store_.UpdateExperimentStatus(ep.experiment.id, "done");
+  Status st = store_.UpdateExperimentStatus(ep.experiment.id, ExperimentStatus::kDone);
   if (!st.ok()) Fail(st);
 }
 
@@ -302,7 +302,7 @@ Status Engine::Tell(const cmd::Tell& c) {
 Result<Run> Engine::AddTrial(const cmd::AddTrial& c) {
   DROVER_ASSIGN_OR_RETURN(ExperimentEntry * ep, SearchOf(c.experiment_id));
   SearchState& s = *ep->search;
-  if (!experiments_.count(c.experiment_id) || ep->experiment.status != "active" ||
+  if (!experiments_.count(c.experiment_id) || ep->experiment.status != ExperimentStatus::kActive ||
       !s.WantsMore()) {
     return FailedPrecondition(fmt::format(
         "search {} ({}) makes no more trials ({} of {} made{}); tell it a result instead, or "

@@ -88,7 +88,7 @@ TEST_F(EngineSearchTest, TrialsAreMadeAsTheSearchGoesAtMostParallelUnfinished) {
   EXPECT_EQ(configs.size(), runs.size());  // no config proposed twice
   EXPECT_LE(unfinished_max, 3);
   EXPECT_LE(launcher.max_running, 3);
-  EXPECT_EQ(store_->GetExperiment(sub->experiment_id).value()->status, "done");
+  EXPECT_EQ(store_->GetExperiment(sub->experiment_id).value()->status, ExperimentStatus::kDone);
   // The seed is stored with the experiment's spec.
   EXPECT_EQ(store_->GetExperiment(sub->experiment_id).value()->spec["search"]["seed"], 7);
 }
@@ -119,7 +119,7 @@ TEST_F(EngineSearchTest, ProposalsOffTheLoopMakeTheSameTrials) {
       EXPECT_EQ(runs[i].state, RunState::kSucceeded);
       params.push_back(runs[i].params.dump());
     }
-    EXPECT_EQ(store->GetExperiment(sub->experiment_id).value()->status, "done");
+    EXPECT_EQ(store->GetExperiment(sub->experiment_id).value()->status, ExperimentStatus::kDone);
     EXPECT_LE(launcher.max_running, 1);
     seen.push_back(params);
   }
@@ -205,7 +205,7 @@ prune: {rule: asha, metric: acc, min_steps: 1, reduction: 3, max_steps: 10}
     }
   }
   EXPECT_TRUE(noted);
-  EXPECT_EQ(store_->GetExperiment(sub->experiment_id).value()->status, "done");
+  EXPECT_EQ(store_->GetExperiment(sub->experiment_id).value()->status, ExperimentStatus::kDone);
 }
 
 TEST_F(EngineSearchTest, ARestartedEngineGoesOnWithEveryTrialMadeOnce) {
@@ -240,7 +240,7 @@ TEST_F(EngineSearchTest, ARestartedEngineGoesOnWithEveryTrialMadeOnce) {
     EXPECT_EQ(runs[i].index, static_cast<int>(i));  // each trial once
     EXPECT_EQ(runs[i].state, RunState::kSucceeded) << i;
   }
-  EXPECT_EQ(store_->GetExperiment(experiment_id).value()->status, "done");
+  EXPECT_EQ(store_->GetExperiment(experiment_id).value()->status, ExperimentStatus::kDone);
 }
 
 TEST_F(EngineSearchTest, AskTellSuggestionsAccountForWhatAnAgentTold) {

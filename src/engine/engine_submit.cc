@@ -326,7 +326,7 @@ Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
     else NeedsChanged(*l, now);
   }
   if (result.runs.empty()) {
-    (void)store_.UpdateExperimentStatus(e.id, "done");
+    (void)store_.UpdateExperimentStatus(e.id, ExperimentStatus::kDone);
   }
   return result;
 }

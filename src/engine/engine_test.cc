@@ -109,7 +109,7 @@ objective: {metric: val_acc, mode: max}
     EXPECT_EQ(points[1].step, 2);
   }
   auto exp = store_->GetExperiment(sub->experiment_id).value();
-  EXPECT_EQ(exp->status, "done");
+  EXPECT_EQ(exp->status, ExperimentStatus::kDone);
 }
 
 TEST_F(EngineTest, StartsHandedToTheBackgroundEndAsStartsInTheForegroundDo) {

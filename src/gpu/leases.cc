@@ -1,5 +1,6 @@
 #include "gpu/leases.h"
 #include "common/files.h"
+#include "common/process.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -27,10 +28,7 @@ Status Errno(const std::string& what) {
   return ErrnoStatus(Code::kUnavailable, what);
 }
 
-bool ProcessLives(int64_t pid) {
-  if (pid <= 0 || pid > INT32_MAX) return false;
-  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
-}
+bool ProcessLives(int64_t pid) { return ProcessAlive(pid); }
 
 // Opens a file of the folder without following a link another user may have put there.
 int OpenIn(const std::string& path, int flags, mode_t mode = 0) {

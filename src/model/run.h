@@ -82,6 +82,14 @@ std::optional<StopReason> ParseStopReason(std::string_view s);
 // daemon's shutdown that still exits 0 has succeeded).
 AttemptOutcome OutcomeOf(StopReason r, bool exited_zero);
 
+// Whether an experiment may still make runs: active while any run is unfinished or a search may
+// propose more trials; done once the engine has nothing more to do for it (a retry makes it
+// active again). Followers wait for done, not only for every run being final: a search's next
+// trial is proposed after the one before it ends.
+enum class ExperimentStatus { kActive, kDone };
+std::string_view ToString(ExperimentStatus s);
+std::optional<ExperimentStatus> ParseExperimentStatus(std::string_view s);
+
 struct Experiment {
   int64_t id = 0;
   std::string name;
@@ -90,7 +98,7 @@ struct Experiment {
   std::string snapshot_hash;      // content hash of the code snapshot
   std::string git_commit;         // HEAD of the workdir's repository at submit ("" outside git)
   std::string git_diff;           // `git diff HEAD` at submit ("" when clean)
-  std::string status = "active";  // active | done
+  ExperimentStatus status = ExperimentStatus::kActive;
   Millis created_ms = 0;
   // Who submitted it (docs/lab-server.md): the Unix user the daemon learnt from the socket, a
   // token or the web session ("" in stores from before), and that user's ids when submitted.

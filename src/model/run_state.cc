@@ -33,6 +33,16 @@ std::optional<RunState> ParseRunState(std::string_view s) {
   return std::nullopt;
 }
 
+std::string_view ToString(ExperimentStatus s) {
+  return s == ExperimentStatus::kDone ? "done" : "active";
+}
+
+std::optional<ExperimentStatus> ParseExperimentStatus(std::string_view s) {
+  if (s == "active") return ExperimentStatus::kActive;
+  if (s == "done") return ExperimentStatus::kDone;
+  return std::nullopt;
+}
+
 bool IsFinal(RunState s) {
   return s == RunState::kSucceeded || s == RunState::kFailed || s == RunState::kCancelled ||
          s == RunState::kPruned;

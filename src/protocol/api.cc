@@ -511,7 +511,8 @@ Result<Experiment> ExperimentFromJson(const Json& j) {
   FieldReader f(j, "experiment");
   f.Get("id", e.id, true);
   f.Get("name", e.name);
-  f.Get("status", e.status);
+  std::string status(ToString(e.status));
+  f.Get("status", status);
   f.Get("snapshot", e.snapshot_hash);
   f.Get("git_commit", e.git_commit);
   bool dirty = false;
@@ -522,6 +523,12 @@ Result<Experiment> ExperimentFromJson(const Json& j) {
   f.Get("user", e.user);
   f.GetJson("spec", e.spec, false);
   if (!f.ok()) return f.status();
+  std::optional<ExperimentStatus> parsed = ParseExperimentStatus(status);
+  if (!parsed) {
+    return InvalidArgument("experiment.status: unknown status '" + status +
+                           "' (expected active or done)");
+  }
+  e.status = *parsed;
   if (dirty && e.git_diff.empty()) e.git_diff = kDiffNotIncluded;
   if (!dirty) e.git_diff.clear();
   return e;

@@ -21,7 +21,7 @@ Experiment SampleExperiment() {
   e.snapshot_hash = "abc123";
   e.git_commit = "deadbeef";
   e.git_diff = "";
-  e.status = "done";
+  e.status = ExperimentStatus::kDone;
   e.created_ms = 1'700'000'000'123;
   return e;
 }
@@ -114,7 +114,7 @@ TEST(ApiCodec, ExperimentRoundTrip) {
   EXPECT_EQ(back->name, "lr-sweep");
   EXPECT_EQ(back->snapshot_hash, "abc123");
   EXPECT_EQ(back->git_commit, "deadbeef");
-  EXPECT_EQ(back->status, "done");
+  EXPECT_EQ(back->status, ExperimentStatus::kDone);
   EXPECT_EQ(back->created_ms, e.created_ms);
   EXPECT_EQ(back->spec, e.spec);
   EXPECT_TRUE(back->git_diff.empty());

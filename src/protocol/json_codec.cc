@@ -7,7 +7,7 @@ namespace drover::protocol {
 Json ToJson(const Experiment& e) {
   return {{"id", e.id},
           {"name", e.name},
-          {"status", e.status},
+          {"status", ToString(e.status)},
           {"snapshot", e.snapshot_hash},
           {"git_commit", e.git_commit},
           {"git_dirty", !e.git_diff.empty()},

@@ -239,7 +239,8 @@ void Header(std::string& out, const ReportData& d, const Comparison& c) {
   std::map<std::string, int> counts;
   for (const Run& r : d.runs) counts[std::string(ToString(r.state))]++;
   out += fmt::format("<div class=\"counts\">{}",
-                     StateBadge(e.status == "done" ? "succeeded" : "running", e.status));
+                     StateBadge(e.status == ExperimentStatus::kDone ? "succeeded" : "running",
+                                ToString(e.status)));
   out += fmt::format("<span class=\"muted\">{} run{}:</span>", d.runs.size(),
                      d.runs.size() == 1 ? "" : "s");
   for (RunState s : {RunState::kSucceeded, RunState::kFailed, RunState::kCancelled,

@@ -62,7 +62,7 @@ ReportData Digits() {
   ReportData d;
   d.experiment.id = 7;
   d.experiment.name = "digits <cmp> & co";
-  d.experiment.status = "done";
+  d.experiment.status = ExperimentStatus::kDone;
   d.experiment.created_ms = 1'700'000'000'000;
   d.experiment.git_commit = "0123456789abcdef0123";
   d.experiment.git_diff = "diff --git a/train.py";

@@ -281,7 +281,7 @@ Result<Json> RunTable(const Experiment& e, const std::vector<Run>& runs,
   for (const Run& r : runs) ++counts[std::string(ToString(r.state))];
 
   Json out = {{"experiment",
-               {{"id", e.id}, {"name", e.name}, {"status", e.status}, {"created_ms", e.created_ms}}},
+               {{"id", e.id}, {"name", e.name}, {"status", ToString(e.status)}, {"created_ms", e.created_ms}}},
               {"objective", report::RankRuleJson(ranking.rule)},
               {"params", params},
               {"constant", std::move(constant)},

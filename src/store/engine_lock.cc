@@ -1,5 +1,7 @@
 #include "store/engine_lock.h"
 
+#include "common/process.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <fmt/format.h>
@@ -30,7 +32,7 @@ Result<EngineLock> EngineLock::Acquire(const std::string& store_dir) {
     char b[32] = {0};
     const ssize_t got = ::pread(fd, b, sizeof b - 1, 0);
     const long holder = got > 0 ? std::strtol(b, nullptr, 10) : 0;
-    return holder > 0 && ::kill(static_cast<pid_t>(holder), 0) != 0 && errno == ESRCH;
+    return holder > 0 && !ProcessAlive(holder);  // exited, even if not reaped yet
   };
   for (int tries = 0; tries < 50 && ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK &&
                       holder_gone();

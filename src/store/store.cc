@@ -59,7 +59,12 @@ Status ReadExperiment(const Stmt& st, Experiment* e) {
   e->spec_yaml = st.Text(2);
   DROVER_RETURN_IF_ERROR(ParseJson(st.Text(3), fmt::format("experiment {} spec", e->id), &e->spec));
   e->snapshot_hash = st.Text(4);
-  e->status = st.Text(5);
+  const std::string status = st.Text(5);
+  std::optional<ExperimentStatus> parsed = ParseExperimentStatus(status);
+  if (!parsed) {
+    return CorruptColumn(fmt::format("experiment {} status '{}'", e->id, status), "is unknown");
+  }
+  e->status = *parsed;
   e->created_ms = st.Int(6);
   e->git_commit = st.Text(7);
   e->git_diff = st.Text(8);
@@ -541,17 +546,17 @@ Status Store::InsertExperiment(Experiment& e) {
                           "created_ms, git_commit, git_diff, user, uid, gid) VALUES "
                           "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                           "inserting an experiment"));
-  st.Bind(e.name, e.spec_yaml, DumpJson(e.spec), e.snapshot_hash, e.status, e.created_ms,
+  st.Bind(e.name, e.spec_yaml, DumpJson(e.spec), e.snapshot_hash, std::string(ToString(e.status)), e.created_ms,
           e.git_commit, e.git_diff, e.user, e.uid, e.gid);
   DROVER_RETURN_IF_ERROR(st.Run());
   e.id = sqlite3_last_insert_rowid(impl_->db);
   return Status::Ok();
 }
 
-Status Store::UpdateExperimentStatus(int64_t id, const std::string& status) {
+Status Store::UpdateExperimentStatus(int64_t id, ExperimentStatus status) {
   DROVER_ASSIGN_OR_RETURN(Stmt st, impl_->Use("UPDATE experiments SET status = ? WHERE id = ?",
                                               "updating an experiment's status"));
-  st.Bind(status, id);
+  st.Bind(std::string(ToString(status)), id);
   DROVER_RETURN_IF_ERROR(st.Run());
   return impl_->ExpectChanged("experiment", id);
 }

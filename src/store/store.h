@@ -86,7 +86,7 @@ class Store {
   bool CommitPending() const;
 
   Status InsertExperiment(Experiment& e);  // sets e.id
-  Status UpdateExperimentStatus(int64_t id, const std::string& status);
+  Status UpdateExperimentStatus(int64_t id, ExperimentStatus status);
   Result<std::optional<Experiment>> GetExperiment(int64_t id);
   // By numeric id, or the newest experiment with that name.
   Result<std::optional<Experiment>> FindExperiment(const std::string& id_or_name);

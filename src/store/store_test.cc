@@ -106,7 +106,7 @@ Experiment MakeExperiment(const std::string& name, Millis created = 1'700'000'00
   e.spec_yaml = "name: " + name + "\ncommand: [python3, train.py, \"{lr}\"]\n# 注释\n";
   e.spec = Json{{"name", name}, {"params", {{"lr", {0.1, 0.01}}}}, {"resources", {{"gpus", 1}}}};
   e.snapshot_hash = "sha256:0123abcd";
-  e.status = "active";
+  e.status = ExperimentStatus::kActive;
   e.created_ms = created;
   e.git_commit = "0123456789abcdef0123456789abcdef01234567";
   e.git_diff = "diff --git a/train.py b/train.py\n+lr = 0.1\n";
@@ -654,7 +654,7 @@ TEST(StoreMigration, OpensVersion1FileAndUpgrades) {
   ASSERT_TRUE(e1.ok()) << e1.status().ToString();
   ASSERT_TRUE(e1->has_value());
   EXPECT_EQ((*e1)->name, "mnist-grid");
-  EXPECT_EQ((*e1)->status, "done");
+  EXPECT_EQ((*e1)->status, ExperimentStatus::kDone);
   EXPECT_EQ((*e1)->snapshot_hash, "sha256:aaaa");
   EXPECT_EQ((*e1)->created_ms, 1700000000000);
   EXPECT_EQ((*e1)->spec["params"]["lr"], Json({0.1, 0.01}));
@@ -751,9 +751,9 @@ TEST_F(StoreTest, ExperimentRoundTrip) {
   ASSERT_TRUE(got->has_value());
   ExpectSame(**got, e);
 
-  ASSERT_TRUE(store_->UpdateExperimentStatus(e.id, "done").ok());
-  EXPECT_EQ((*store_->GetExperiment(e.id))->status, "done");
-  Status missing = store_->UpdateExperimentStatus(999, "done");
+  ASSERT_TRUE(store_->UpdateExperimentStatus(e.id, ExperimentStatus::kDone).ok());
+  EXPECT_EQ((*store_->GetExperiment(e.id))->status, ExperimentStatus::kDone);
+  Status missing = store_->UpdateExperimentStatus(999, ExperimentStatus::kDone);
   EXPECT_EQ(missing.code(), Code::kNotFound);
   auto none = store_->GetExperiment(999);
   ASSERT_TRUE(none.ok());
@@ -1188,11 +1188,11 @@ TEST_F(StoreTest, RollbackDiscards) {
   int64_t exp = AddExperiment("kept");
   ASSERT_TRUE(store_->Begin().ok());
   int64_t run = AddRun(exp);
-  ASSERT_TRUE(store_->UpdateExperimentStatus(exp, "done").ok());
+  ASSERT_TRUE(store_->UpdateExperimentStatus(exp, ExperimentStatus::kDone).ok());
   ASSERT_TRUE(store_->InsertMetrics({{run, 1, 1, "loss", 1.0, 1}}).ok());
   ASSERT_TRUE(store_->Rollback().ok());
   EXPECT_FALSE(store_->GetRun(run)->has_value());
-  EXPECT_EQ((*store_->GetExperiment(exp))->status, "active");
+  EXPECT_EQ((*store_->GetExperiment(exp))->status, ExperimentStatus::kActive);
   EXPECT_TRUE(store_->GetMetrics(run)->empty());
   // Rollback with nothing open is harmless; a nested Begin is an error.
   EXPECT_TRUE(store_->Rollback().ok());
@@ -1328,6 +1328,35 @@ TEST(EngineLockTest, OneHolderPerStoreAndItSaysWho) {
   }
   // Released with its holder.
   EXPECT_TRUE(EngineLock::Acquire(dir).ok());
+  std::filesystem::remove_all(dir);
+}
+
+// A daemon that exited, still a zombie (its parent, or a container's init, has not reaped it),
+// while a short-lived child forked under the lock still has the lock's file open: the lock is
+// its own again within moments and a new daemon waits for that rather than refusing with "another
+// drover (pid N) is running" about a process that has exited (seen in CI after an idle exit).
+TEST(EngineLockTest, AHolderThatExitedIsGoneThoughNotReapedAndItsChildsHoldIsWaitedFor) {
+  std::string dir = (std::filesystem::temp_directory_path() /
+                     ("drover-lock-zombie-" + std::to_string(getpid())))
+                        .string();
+  std::filesystem::remove_all(dir);
+  pid_t holder = fork();
+  ASSERT_GE(holder, 0);
+  if (holder == 0) {
+    auto lock = EngineLock::Acquire(dir);
+    if (!lock.ok()) _exit(1);
+    if (fork() == 0) {  // keeps the lock's file (forked while it was held) for a while
+      usleep(800'000);
+      _exit(0);
+    }
+    _exit(0);  // the holder exits at once, its child still holding the lock
+  }
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(holder), &info, WEXITED | WNOWAIT), 0);  // not reaped
+  ASSERT_EQ(info.si_status, 0);
+  auto lock = EngineLock::Acquire(dir);
+  EXPECT_TRUE(lock.ok()) << lock.status().message();
+  waitpid(holder, nullptr, 0);
   std::filesystem::remove_all(dir);
 }
 

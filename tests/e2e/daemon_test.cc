@@ -78,7 +78,7 @@ class DaemonTest : public ::testing::Test {
         }
       }
     }
-    fs::remove_all(dir_);
+    if (!getenv("DROVER_KEEP_TEST_DIR")) fs::remove_all(dir_);  // kept to look at a failure
   }
 
   // A spec whose run saves a checkpoint on SIGTERM (after `save` more shell commands) and exits
@@ -560,10 +560,10 @@ TEST_F(DaemonTest, ASearchSurvivesSigkillWithEveryTrialMadeAndRunOnce) {
   EXPECT_EQ(*indexes.rbegin(), 9);
   auto exp = (*store)->FindExperiment("search").value();
   ASSERT_TRUE(exp);
-  for (int i = 0; i < 100 && (*store)->FindExperiment("search").value()->status != "done"; ++i) {
+  for (int i = 0; i < 100 && (*store)->FindExperiment("search").value()->status != ExperimentStatus::kDone; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  EXPECT_EQ((*store)->FindExperiment("search").value()->status, "done");
+  EXPECT_EQ((*store)->FindExperiment("search").value()->status, ExperimentStatus::kDone);
   EXPECT_TRUE((*store)->IntegrityOk().value());
 }
 

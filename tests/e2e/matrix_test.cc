@@ -274,6 +274,15 @@ class Matrix : public testing::CliFixture {
     f.experiment_id = experiment;
     return store ? store->ListRuns(f).value() : std::vector<drover::Run>{};
   }
+  // The way's name and, for a follower, what it printed (which says why it exited as it did).
+  std::string Said(Way w, const std::string& workload) const {
+    std::string out = Name(w);
+    if (w == Way::kRun || w == Way::kForeground) {
+      const std::string base = (dir_ / (workload + "-" + Name(w))).string();
+      out += "\nstdout:\n" + ReadFile(base + ".out") + "stderr:\n" + ReadFile(base + ".err");
+    }
+    return out;
+  }
   // Waits until the followers have exited and every way's newest experiment of `workload` has
   // `runs` runs, all final. The followers' exit codes, by way.
   std::map<Way, int> Settle(const std::string& workload, size_t runs, int seconds = 180) {
@@ -372,7 +381,7 @@ class Matrix : public testing::CliFixture {
                                      w, "sweep"));
       Start(w, "sweep");
     }
-    for (auto [w, code] : Settle("sweep", 2)) EXPECT_EQ(code, 0) << Name(w);
+    for (auto [w, code] : Settle("sweep", 2)) EXPECT_EQ(code, 0) << Said(w, "sweep");
     CheckEverySucceeded("sweep", 1);
   }
 
@@ -390,7 +399,7 @@ class Matrix : public testing::CliFixture {
                      w, "search"));
       Start(w, "search");
     }
-    for (auto [w, code] : Settle("search", 3)) EXPECT_EQ(code, 0) << Name(w);
+    for (auto [w, code] : Settle("search", 3)) EXPECT_EQ(code, 0) << Said(w, "search");
     for (Way w : kWays) {
       auto runs = RunsOf(w, ExperimentId(w, "search"));
       ASSERT_EQ(runs.size(), 3u) << Name(w);
@@ -417,7 +426,7 @@ class Matrix : public testing::CliFixture {
       WriteSpec(w, "pipe", SpecText(of(body, w), w, "pipe"));
       Start(w, "pipe");
     }
-    for (auto [w, code] : Settle("pipe", 2)) EXPECT_EQ(code, 0) << Name(w);
+    for (auto [w, code] : Settle("pipe", 2)) EXPECT_EQ(code, 0) << Said(w, "pipe");
     // One value edited in the spec file in the project folder: prep is cached, train runs.
     std::string edited = body;
     edited.replace(edited.find("0.1]"), 4, "0.2]");
@@ -425,7 +434,7 @@ class Matrix : public testing::CliFixture {
       WriteSpec(w, "pipe", SpecText(of(edited, w), w, "pipe"));
       Start(w, "pipe");
     }
-    for (auto [w, code] : Settle("pipe", 2)) EXPECT_EQ(code, 0) << Name(w);
+    for (auto [w, code] : Settle("pipe", 2)) EXPECT_EQ(code, 0) << Said(w, "pipe");
     for (Way w : kWays) {
       ASSERT_GT(ExperimentId(w, "pipe", 1), 0) << Name(w) << ": the second submit made no experiment";
       for (const drover::Run& r : RunsOf(w, ExperimentId(w, "pipe"))) {
@@ -448,7 +457,7 @@ class Matrix : public testing::CliFixture {
                      "retry"));
       Start(w, "retry");
     }
-    for (auto [w, code] : Settle("retry", 1)) EXPECT_NE(code, 0) << Name(w);
+    for (auto [w, code] : Settle("retry", 1)) EXPECT_NE(code, 0) << Said(w, "retry");
     for (Way w : kWays) {
       auto runs = RunsOf(w, ExperimentId(w, "retry"));
       ASSERT_EQ(runs.size(), 1u);
@@ -488,7 +497,7 @@ class Matrix : public testing::CliFixture {
         Cancel(w, "resume");
       }
     }
-    for (auto [w, code] : Settle("resume", 1)) EXPECT_EQ(code, 130) << Name(w);
+    for (auto [w, code] : Settle("resume", 1)) EXPECT_EQ(code, 130) << Said(w, "resume");
     for (Way w : kWays) {
       auto runs = RunsOf(w, ExperimentId(w, "resume"));
       ASSERT_EQ(runs.size(), 1u);
@@ -500,7 +509,7 @@ class Matrix : public testing::CliFixture {
         Retry(w, "resume", /*cancelled=*/true);
       }
     }
-    for (auto [w, code] : Settle("resume", 1)) EXPECT_EQ(code, 0) << Name(w);
+    for (auto [w, code] : Settle("resume", 1)) EXPECT_EQ(code, 0) << Said(w, "resume");
     for (Way w : kWays) {
       EXPECT_EQ(ExperimentId(w, "resume", 1), 0) << Name(w) << ": resume made a new experiment";
     }

@@ -165,7 +165,7 @@ TEST_F(ResumeTest, RetryFailedRerunsOnlyTheFailedRunsInTheForegroundAndThroughAD
     EXPECT_EQ(attempts[1].number, 2);
     EXPECT_EQ(attempts[1].reason, "succeeded");
     EXPECT_EQ(store->GetRun(2).value()->state, RunState::kSucceeded);
-    EXPECT_EQ(store->GetExperiment(1).value()->status, "done");
+    EXPECT_EQ(store->GetExperiment(1).value()->status, ExperimentStatus::kDone);
   }
 
   // Through a daemon: a second experiment fails the same way; retry --failed reaches the daemon

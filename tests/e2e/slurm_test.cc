@@ -19,6 +19,7 @@
 #include "store/store.h"
 #include "testutil/cli_fixture.h"
 #include "testutil/cli_runner.h"
+#include "testutil/process_groups.h"
 #include "testutil/slurm.h"
 
 namespace drover {
@@ -180,9 +181,16 @@ TEST_F(SlurmTest, PlainDroverRunOfASlurmSpecSubmitsJobsThroughTheDaemonItStarts)
   }
   // A daemon serving the store locally is not silently used for a Slurm spec: the refusal names
   // the command that stops it.
-  for (int i = 0; i < 200 && fs::exists(store_ + "/daemon.json"); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the idle one exits
+  // The one started on demand exits once idle (2 s, looked at every 2 s): its process gone, not
+  // only its daemon.json, since the store stays locked until it ends.
+  Json started = Json::parse(ReadFile(store_ + "/daemon.json"), nullptr, false);
+  const pid_t idle = started.is_object() ? started.value("pid", 0) : 0;
+  for (int i = 0; i < 600 && idle > 0 && testing::ProcessAlive(idle); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  ASSERT_FALSE(idle > 0 && testing::ProcessAlive(idle))
+      << "the daemon started on demand (pid " << idle << ") is still running 30 s after its "
+      << "2 s idle exit; its log:\n" << ReadFile(store_ + "/serve.log");
   StartDaemon("executor: {kind: local}\n");
   ::unsetenv("DROVER_FOREGROUND");
   auto joined = RunDrover({"--store", store_, "run", "slurm.yaml", "--rerun"},

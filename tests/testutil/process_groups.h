@@ -40,6 +40,17 @@ inline bool GroupHasLiveMember(int pgid) {
   return live;
 }
 
+// True while process `pid` is alive, a zombie not counting (as above).
+inline bool ProcessAlive(int pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  std::string stat = ReadWholeFile("/proc/" + std::to_string(pid) + "/stat");
+  size_t rp = stat.rfind(')');
+  if (rp == std::string::npos) return false;
+  char state = 0;
+  if (std::sscanf(stat.c_str() + rp + 1, " %c", &state) != 1) return false;
+  return state != 'Z' && state != 'X';
+}
+
 // SIGKILL is asynchronous: give the members a moment to die (a bound, not a fixed sleep).
 inline bool GroupGoneWithin(int pgid, std::chrono::milliseconds limit) {
   auto end = std::chrono::steady_clock::now() + limit;

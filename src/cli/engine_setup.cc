@@ -14,7 +14,7 @@
 
 #include "gpu/background_probe.h"
 #include "exec/working_copy.h"
-#include "slurm/probe.h"
+#include "cli/executors.h"
 
 namespace drover::cli {
 
@@ -68,8 +68,12 @@ Result<EngineSetup> PrepareEngine(const Globals& g, const std::string& fake_gpus
     setup.config_path = path;
   }
   if (!flags.executor.empty()) {
-    setup.config.executor.spec.kind =
-        flags.executor == "slurm" ? ExecutorKind::kSlurm : ExecutorKind::kLocal;
+    std::optional<ExecutorKind> kind = ParseExecutorKind(flags.executor);
+    if (!kind) {
+      return InvalidArgument("--executor: '" + flags.executor + "' is not an executor (" +
+                             Join(ExecutorKindNames(), ", ") + ")");
+    }
+    setup.config.executor.spec.kind = *kind;
   }
   if (!flags.policy.empty()) {
     Result<sched::PolicyKind> kind = sched::ParsePolicy(flags.policy);
@@ -86,66 +90,6 @@ Result<EngineSetup> PrepareEngine(const Globals& g, const std::string& fake_gpus
   return setup;
 }
 
-namespace {
-
-// The store's runs/, logs/ and checkpoints/ as links into `shared` (the Slurm executor's
-// shared_dir), made where missing; an error says what to move where.
-Status LinkSharedFolders(const std::string& store_dir, const std::string& shared) {
-  namespace fs = std::filesystem;
-  for (const char* name : {"runs", "logs", "checkpoints"}) {
-    const fs::path target = fs::path(shared) / name;
-    const fs::path link = fs::path(store_dir) / name;
-    std::error_code ec;
-    fs::create_directories(target, ec);
-    if (ec) {
-      return Status(Code::kIo, fmt::format("cannot make {} (executor.shared_dir): {}",
-                                           target.string(), ec.message()));
-    }
-    if (fs::is_symlink(link, ec)) {
-      const fs::path now = fs::read_symlink(link, ec);
-      if (!ec && now == target) continue;
-      return FailedPrecondition(fmt::format(
-          "{} links to {}, and the config's executor.shared_dir puts it at {}: move its "
-          "contents there and remove the link (or set shared_dir back)",
-          link.string(), now.string(), target.string()));
-    }
-    if (fs::exists(link, ec)) {
-      if (!fs::is_directory(link, ec) || !fs::is_empty(link, ec)) {
-        return FailedPrecondition(fmt::format(
-            "{} already holds runs' files, and executor.shared_dir wants it in {}: move its "
-            "contents there (mv {}/* {}/), remove it, and start again",
-            link.string(), target.string(), link.string(), target.string()));
-      }
-      fs::remove(link, ec);
-    }
-    fs::create_directory_symlink(target, link, ec);
-    if (ec) {
-      return Status(Code::kIo, fmt::format("cannot link {} to {}: {}", link.string(),
-                                           target.string(), ec.message()));
-    }
-  }
-  return Status::Ok();
-}
-
-// The name of a network file system the store's database is on, or "": SQLite's locking is not
-// safe there, and the Slurm executor tempts one to put the whole store on one.
-std::string NetworkFileSystem(const std::string& dir) {
-  struct statfs fs;
-  if (statfs(dir.c_str(), &fs) != 0) return "";
-  switch (static_cast<unsigned long>(fs.f_type)) {
-    case 0x6969: return "NFS";
-    case 0xFF534D42: return "CIFS";
-    case 0xFE534D42: return "SMB2";
-    case 0x517B: return "SMB";
-    case 0x0BD00BD0: return "Lustre";
-    case 0x47504653: return "GPFS";
-    case 0x19830326: return "BeeGFS";
-    case 0x00C36400: return "CephFS";
-    default: return "";
-  }
-}
-
-}  // namespace
 
 Status OpenGpuLedger(const Globals& g, EngineSetup& setup) {
   if (setup.gpu_lease_dir.empty() || setup.probe->Kind() == "none") return Status::Ok();
@@ -164,54 +108,21 @@ Result<ExecutorSetup> PrepareExecutor(const config::DaemonConfig& config,
                                       const ExecutorSpec& spec_executor, ProcessLauncher& local,
                                       Clock& clock, const std::string& store_dir) {
   ExecutorSetup out;
+  out.kind = spec_executor.given ? spec_executor.kind : config.executor.spec.kind;
   out.launcher = &local;
-  const ExecutorSpec& daemon = config.executor.spec;
-  const bool slurm = spec_executor.given ? spec_executor.kind == ExecutorKind::kSlurm
-                                         : daemon.kind == ExecutorKind::kSlurm;
-  // Attempts whose spec has container: run in their image (docs/containers.md), on this
-  // machine or in the Slurm job; the others pass through as they are.
-  auto containers = [&]() {
-    out.containers =
-        std::make_unique<container::ContainerLauncher>(*out.launcher, StoreId(store_dir));
-    out.launcher = out.containers.get();
-  };
-  if (!slurm) {
-    containers();
-    return out;
+  if (ExecutorFactory make = ExecutorOf(out.kind).make) {
+    DROVER_ASSIGN_OR_RETURN(Executor made,
+                            make(ExecutorContext{config.executor, spec_executor, local, clock,
+                                                 store_dir}));
+    out.executor = std::move(made.launcher);
+    out.launcher = out.executor.get();
+    out.max_jobs = made.max_jobs;
+    out.banner = std::move(made.banner);
   }
-  slurm::CommandClusterOptions co;
-  co.accounting = config.executor.accounting;
-  out.cluster = std::make_unique<slurm::CommandCluster>(co);
-  // Where the first job goes: the spec's target over the config's.
-  slurm::Target target;
-  target.partition = !spec_executor.partition.empty() ? spec_executor.partition : daemon.partition;
-  target.account = !spec_executor.account.empty() ? spec_executor.account : daemon.account;
-  target.qos = !spec_executor.qos.empty() ? spec_executor.qos : daemon.qos;
-  target.sbatch = daemon.sbatch;
-  target.sbatch.insert(target.sbatch.end(), spec_executor.sbatch.begin(),
-                       spec_executor.sbatch.end());
-  std::error_code ec;
-  const std::string store = std::filesystem::absolute(store_dir, ec).string();
-  if (!config.executor.shared_dir.empty()) {
-    DROVER_RETURN_IF_ERROR(LinkSharedFolders(store, config.executor.shared_dir));
-  }
-  if (const std::string net = NetworkFileSystem(store); !net.empty()) {
-    std::fprintf(stderr,
-                 "drover: warning: the store %s (its database, drover.db) is on %s, where "
-                 "SQLite's locking is not safe; keep the store on the daemon's local disk and put "
-                 "the runs' folders on the shared file system with executor.shared_dir "
-                 "(docs/slurm.md)\n",
-                 store.c_str(), net.c_str());
-  }
-  const std::string runs = RunFiles::Folder(store, "runs");
-  std::filesystem::create_directories(runs, ec);
-  Status shared = slurm::ProbeSharedFolder(*out.cluster, target, runs, 120'000);
-  if (!shared.ok()) return shared.WithContext("checking that Slurm's nodes see the store");
-  out.slurm = std::make_unique<slurm::SlurmLauncher>(*out.cluster, local, clock,
-                                                     StoreId(store_dir), daemon);
-  out.launcher = out.slurm.get();
-  out.max_jobs = config.executor.max_jobs;
-  containers();
+  // Attempts whose spec has container: run in their image (docs/containers.md), wherever the
+  // executor runs them; the others pass through as they are.
+  out.containers = std::make_unique<container::ContainerLauncher>(*out.launcher, StoreId(store_dir));
+  out.launcher = out.containers.get();
   return out;
 }
 

@@ -11,8 +11,7 @@
 #include "config/daemon_config.h"
 #include "container/launcher.h"
 #include "exec/process_launcher.h"
-#include "slurm/cluster.h"
-#include "slurm/launcher.h"
+#include "exec/executor.h"
 
 namespace drover::cli {
 
@@ -49,15 +48,16 @@ Result<EngineSetup> PrepareEngine(const Globals& g, const std::string& fake_gpus
 // id: call once the store's engine lock is held.
 Status OpenGpuLedger(const Globals& g, EngineSetup& setup);
 
-// Where the engine's attempts run: on this machine (`local` itself), or as Slurm jobs when the
-// config's executor (or, for `drover run`, the spec's) says kind: slurm (docs/slurm.md). Before
-// Slurm is used, a probe job checks that the nodes see the store's folder.
+// Where the engine's attempts run: on this machine (`local` itself), or through the executor the
+// config's executor.kind (or, for `drover run --foreground`, the spec's) names (cli/executors.h;
+// Slurm: docs/slurm.md). Containers wrap either.
 struct ExecutorSetup {
-  std::unique_ptr<slurm::CommandCluster> cluster;
-  std::unique_ptr<slurm::SlurmLauncher> slurm;
-  std::unique_ptr<container::ContainerLauncher> containers;  // over the local or Slurm launcher
+  ExecutorKind kind = ExecutorKind::kLocal;
+  std::unique_ptr<ProcessLauncher> executor;  // what the executor made (null: local)
+  std::unique_ptr<container::ContainerLauncher> containers;  // over the executor's launcher
   ProcessLauncher* launcher = nullptr;  // what the engine gets
   int max_jobs = 0;                     // EngineOptions::executor_max_jobs
+  std::string banner;                   // the executor's line for the daemon's banner
 };
 Result<ExecutorSetup> PrepareExecutor(const config::DaemonConfig& config,
                                       const ExecutorSpec& spec_executor, ProcessLauncher& local,

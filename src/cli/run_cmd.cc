@@ -13,6 +13,7 @@
 #include "cli/daemon_start.h"
 #include "cli/common.h"
 #include "cli/engine_setup.h"
+#include "cli/executors.h"
 #include "container/runtime.h"
 #include "cli/comparison.h"
 #include "cli/follow.h"
@@ -252,35 +253,6 @@ int DryRunPipeline(const Spec& spec, const RunFlags& f, const MaybePlan& plan) {
 
 int DryRunRuns(const Spec& spec, const RunFlags& f, const MaybePlan& plan);
 
-// `sbatch --test-only` for the spec's resources (each stage's for a pipeline).
-Status CheckWithSlurm(const Spec& spec, const ExecutorSpec& daemon) {
-  slurm::Target target;
-  target.partition = !spec.executor.partition.empty() ? spec.executor.partition : daemon.partition;
-  target.account = !spec.executor.account.empty() ? spec.executor.account : daemon.account;
-  target.qos = !spec.executor.qos.empty() ? spec.executor.qos : daemon.qos;
-  target.sbatch = daemon.sbatch;
-  target.sbatch.insert(target.sbatch.end(), spec.executor.sbatch.begin(), spec.executor.sbatch.end());
-  slurm::CommandCluster cluster;
-  auto check = [&](const Resources& r, Millis timeout, const std::string& what) -> Status {
-    slurm::Submission s;
-    s.job_name = "drover-dry-run";
-    s.workdir = "/tmp";
-    s.stdout_path = "/dev/null";
-    s.stderr_path = "/dev/null";
-    s.gpus = r.gpus;
-    s.cpus = std::max(1, r.cpus);
-    s.memory_bytes = r.memory;
-    s.time_limit_ms = timeout;
-    Status st = cluster.WouldAccept(target, s);
-    return st.ok() || what.empty() ? st : Status(st.code(), what + ": " + st.message());
-  };
-  if (spec.stages.empty()) return check(spec.resources, spec.timeout_ms, "");
-  for (const StageSpec& st : spec.stages) {
-    DROVER_RETURN_IF_ERROR(check(st.resources, st.timeout_ms, "stage " + st.name));
-  }
-  return Status::Ok();
-}
-
 int DryRun(Globals& g, const Spec& spec, const RunFlags& f, const std::string& fake) {
   // The spec as the submit would record it, for the fingerprints: its image pinned.
   Spec pinned_spec = spec;
@@ -310,10 +282,11 @@ int DryRun(Globals& g, const Spec& spec, const RunFlags& f, const std::string& f
     auto setup = PrepareEngine(g, fake, f.engine);
     if (!setup.ok()) return ReportError(setup.status());
     const ExecutorSpec& daemon_ex = setup->config.executor.spec;
-    if (spec.executor.given ? spec.executor.kind == ExecutorKind::kSlurm
-                            : daemon_ex.kind == ExecutorKind::kSlurm) {
-      // Slurm places the runs: it says whether it would take their jobs (sbatch --test-only).
-      if (Status ok = CheckWithSlurm(spec, daemon_ex); !ok.ok()) return ReportError(ok);
+    const ExecutorKind kind = spec.executor.given ? spec.executor.kind : daemon_ex.kind;
+    if (ExecutorCheck would_accept = ExecutorOf(kind).would_accept) {
+      // The executor places the runs: it says whether it would take them (Slurm: sbatch
+      // --test-only).
+      if (Status ok = would_accept(spec, setup->config.executor); !ok.ok()) return ReportError(ok);
       return DryRunRuns(spec, f, PlanOfDryRun(g, pinned_spec, false, 0));
     }
     auto devices = setup->probe->Devices();
@@ -493,8 +466,11 @@ int RunInForeground(Globals& g, const RunFlags& f, const QueueStep& queue) {
   bool human = !f.json && !f.quiet;
   if (human) {
     std::printf("%s\n", queued->headline.c_str());
-    if (executor->slurm) {
-      std::printf("on Slurm, at most %d jobs at once\n", engine.cpu_slots());
+    if (executor->kind != ExecutorKind::kLocal) {
+      std::printf("on %s, at most %d jobs at once\n",
+                  executor->kind == ExecutorKind::kSlurm ? "Slurm"
+                                                         : std::string(ToString(executor->kind)).c_str(),
+                  engine.cpu_slots());
     } else {
       std::printf("on %s, %d CPU slots\n",
                   PoolSummary(engine.gpus(), setup->probe->Kind()).c_str(), engine.cpu_slots());

@@ -274,7 +274,7 @@ int Serve(Globals& g, const ServeFlags& f) {
   opts.gpu_ledger = setup->ledger.get();
   // A root daemon serving a lab runs each run as its submitter (docs/lab-server.md).
   opts.runs_as_submitter = f.shared && ::geteuid() == 0;
-  if (opts.runs_as_submitter && executor->slurm) {
+  if (opts.runs_as_submitter && executor->kind != ExecutorKind::kLocal) {
     return ReportError(FailedPrecondition(
         "drover serve --shared as root runs each run as its submitter, which the Slurm executor "
         "does not do yet; serve Slurm from a service user's daemon (docs/lab-server.md)"));
@@ -351,11 +351,7 @@ int Serve(Globals& g, const ServeFlags& f) {
                     "daemon's user, so its users must trust each other (run it as root for runs "
                     "as their submitters): docs/lab-server.md");
   if (!setup->config_path.empty()) std::printf("config: %s\n", setup->config_path.c_str());
-  if (executor->slurm) {
-    std::printf("executor: slurm (at most %d jobs at once; the store's folders are seen by the "
-                "nodes)\n",
-                executor->max_jobs);
-  }
+  if (!executor->banner.empty()) std::printf("executor: %s\n", executor->banner.c_str());
   std::printf("scheduling policy: %s\n",
               std::string(sched::ToString(setup->config.scheduler.policy)).c_str());
   if (r.experiments > 0) {
@@ -412,7 +408,7 @@ Command RegisterServe(CLI::App& root, Globals& g) {
   app->add_option("--executor", f->engine.executor,
                   "Where attempts run: local (this machine) or slurm (each attempt a job; "
                   "docs/slurm.md); overrides the config's executor.kind")
-      ->check(CLI::IsMember({"local", "slurm"}));
+      ->check(CLI::IsMember(ExecutorKindNames()));
   AddEngineFlags(app, f->engine);
   return {app, [&g, f] { return Serve(g, *f); }};
 }

@@ -26,7 +26,26 @@ const StageSpec* FindStage(const Spec& spec, const std::string& name) {
   return nullptr;
 }
 
-std::string_view ToString(ExecutorKind k) { return k == ExecutorKind::kSlurm ? "slurm" : "local"; }
+std::string_view ToString(ExecutorKind k) {
+  switch (k) {
+    case ExecutorKind::kLocal: return "local";
+    case ExecutorKind::kSlurm: return "slurm";
+  }
+  return "?";
+}
+
+std::optional<ExecutorKind> ParseExecutorKind(std::string_view name) {
+  for (ExecutorKind k : kAllExecutorKinds) {
+    if (ToString(k) == name) return k;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> ExecutorKindNames() {
+  std::vector<std::string> out;
+  for (ExecutorKind k : kAllExecutorKinds) out.emplace_back(ToString(k));
+  return out;
+}
 
 Json ExecutorJson(const ExecutorSpec& e) {
   Json j = {{"kind", ToString(e.kind)}};
@@ -41,7 +60,7 @@ ExecutorSpec ExecutorFrom(const Json& j) {
   ExecutorSpec e;
   if (!j.is_object()) return e;
   e.given = true;
-  e.kind = j.value("kind", "local") == "slurm" ? ExecutorKind::kSlurm : ExecutorKind::kLocal;
+  e.kind = ParseExecutorKind(j.value("kind", "local")).value_or(ExecutorKind::kLocal);
   e.partition = j.value("partition", "");
   e.account = j.value("account", "");
   e.qos = j.value("qos", "");
@@ -411,7 +430,7 @@ std::string PlacementText(const Json& executor, const char* key) {
 }
 
 std::string DescribePlacement(const Json& executor) {
-  if (PlacementText(executor, "kind") != "slurm") return "";
+  if (PlacementText(executor, "kind") != ToString(ExecutorKind::kSlurm)) return "";
   auto id = executor.find("job_id");
   std::string out = "Slurm job " + (id != executor.end() && id->is_number_integer()
                                         ? std::to_string(id->get<int64_t>())

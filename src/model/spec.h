@@ -26,8 +26,13 @@ struct Resources {
 };
 
 // Where an experiment's attempts run (docs/slurm.md): on this machine, or each as a Slurm job.
+// A new executor adds its kind here (and its name in ToString); what else it implements and
+// where it registers: docs/architecture.md, "Adding an executor".
 enum class ExecutorKind { kLocal, kSlurm };
+inline constexpr ExecutorKind kAllExecutorKinds[] = {ExecutorKind::kLocal, ExecutorKind::kSlurm};
 std::string_view ToString(ExecutorKind k);
+std::optional<ExecutorKind> ParseExecutorKind(std::string_view name);
+std::vector<std::string> ExecutorKindNames();  // in kAllExecutorKinds' order
 // `executor:` of a spec or of the daemon config. A spec's fields (where set) override the
 // daemon's; its sbatch flags come after the daemon's.
 struct ExecutorSpec {
@@ -40,6 +45,19 @@ struct ExecutorSpec {
 };
 Json ExecutorJson(const ExecutorSpec& e);
 ExecutorSpec ExecutorFrom(const Json& j);
+
+// The daemon config's `executor:` section (spec/executor_section.h reads it): the spec part, and
+// what only the daemon sets. The Slurm executor's own settings are the last three; another
+// executor's would go beside them.
+struct ExecutorConfig {
+  ExecutorSpec spec;
+  int max_jobs = 256;                // attempts submitted to Slurm and not yet ended, at most
+  std::string accounting = "auto";   // auto | database | jobcomp (slurm/cluster.h)
+  // A folder every node sees at this path: the store's runs/, logs/ and checkpoints/ become links
+  // into it, while drover.db stays in the store on the daemon's local disk ("": the store's
+  // folder itself must be shared).
+  std::string shared_dir;
+};
 
 // Which program runs a container (docs/containers.md): podman (rootful or rootless), docker, or
 // pyxis (the Slurm plugin: srun --container-image in the job; Slurm executor only).

@@ -73,8 +73,8 @@ Status ParseExecutorSection(const yaml::Reader& r, const Field& f, bool daemon,
   ExecutorSpec& e = out->spec;
   e.given = true;
   if (const Field* k = Find(fields, "kind")) {
-    DROVER_ASSIGN_OR_RETURN(std::string kind, r.Choice(*k, {"local", "slurm"}));
-    e.kind = kind == "slurm" ? ExecutorKind::kSlurm : ExecutorKind::kLocal;
+    DROVER_ASSIGN_OR_RETURN(std::string kind, r.Choice(*k, ExecutorKindNames()));
+    e.kind = ParseExecutorKind(kind).value_or(ExecutorKind::kLocal);
   }
   auto text = [&](const char* key, std::string* to, std::string_view hint) -> Status {
     const Field* t = Find(fields, key);

@@ -12,16 +12,7 @@
 
 namespace drover {
 
-struct ExecutorConfig {
-  ExecutorSpec spec;
-  int max_jobs = 256;                // attempts submitted to Slurm and not yet ended, at most
-  std::string accounting = "auto";   // auto | database | jobcomp (slurm/cluster.h)
-  // A folder every node sees at this path: the store's runs/, logs/ and checkpoints/ become links
-  // into it, while drover.db stays in the store on the daemon's local disk ("": the store's
-  // folder itself must be shared).
-  std::string shared_dir;
-};
-
+// ExecutorConfig: model/spec.h.
 const std::vector<std::string>& ExecutorKeys(bool daemon);
 // The mapping at `f` into `out` (its kind, target and, for the daemon, max_jobs and accounting).
 Status ParseExecutorSection(const yaml::Reader& r, const yaml::Field& f, bool daemon,

@@ -1002,14 +1002,15 @@ void Engine::CheckDeadlines(Instant now) {
       Stop(*live, StopReason::kTimeout, now, options_.kill_grace_ms);
     }
     Millis stall = SpecOf(*live).monitor.stall_ms;
-    if (stall > 0 && !Stopping(*live) && now.mono - live->last_output_mono >= stall) {
+    const Millis last_output = watchers_.LastOutput(id);
+    if (stall > 0 && !Stopping(*live) && now.mono - last_output >= stall) {
       watch::Finding f;
       f.kind = "stalled";
       f.message = fmt::format(
           "run {} printed nothing for {}: stopping attempt {} (retried per the spec's retries)",
           live->run.id, FormatDuration(stall), live->attempt->number);
       f.data = {{"stall_ms", stall},
-                {"last_output_ms", now.wall - (now.mono - live->last_output_mono)}};
+                {"last_output_ms", now.wall - (now.mono - last_output)}};
       RaiseRunAlert(*live, f, "stalled", now.wall);
       Stop(*live, StopReason::kStall, now, options_.kill_grace_ms);
     }
@@ -1036,7 +1037,7 @@ Millis Engine::NextWakeup(Instant now) const {
     if (live.deadline_mono > 0 && !stopping) next = std::min(next, live.deadline_mono);
     if (live.kill_at_mono > 0) next = std::min(next, live.kill_at_mono);
     Millis stall = SpecOf(live).monitor.stall_ms;
-    if (stall > 0 && !stopping) next = std::min(next, live.last_output_mono + stall);
+    if (stall > 0 && !stopping) next = std::min(next, watchers_.LastOutput(id) + stall);
   }
   // A waiting run's backoff ends: it may start then.
   if (Millis retry = queue_.NextRetry(now.mono); retry > 0) next = std::min(next, retry);

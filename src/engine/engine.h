@@ -198,12 +198,11 @@ class Engine {
   bool Launch(Live& live, const sched::StartAction& action, Instant now);
   void HoldStarts(const Live& live, const Status& why, Instant now);
   void ReleaseStarts(Instant now);
-  // The spec's data as mounts into this working copy.
-  std::vector<DataMount> DataMounts(const Live& live, const std::string& workdir) const;
   // What a container run is given besides its working copy (AttemptRequest::binds): its
-  // checkpoint folder (writable, made here), data, needs' outputs, the project folder, drover's
-  // Python client, a stage's inputs file.
+  // checkpoint folder (writable, made here), the sources of `data` (the working copy's data and
+  // needs' outputs), the project folder, drover's Python client, a stage's inputs file.
   std::vector<std::pair<std::string, bool>> ContainerBinds(Live& live, const RunFiles& files,
+                                                           const std::vector<DataMount>& data,
                                                            const std::vector<std::string>& env) const;
   // Where the run's files go (cached in the Live).
   const RunFiles& FilesOf(Live& live);

@@ -207,7 +207,7 @@ Result<RecoverySummary> Engine::Recover() {
         l.placed_pending = true;  // still waiting in Slurm: its clocks start when it runs
         l.deadline_mono = 0;
       }
-      l.last_output_mono = now.mono;
+      watchers_.OutputClockStarts(r.id, now.mono);
       if (a.pid == 0 && !a.exit_path.empty()) {
         // The engine died between recording the attempt and learning its pid: the shim's pid
         // file names it. Without one, the shim never got to start the run.

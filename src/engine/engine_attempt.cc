@@ -176,7 +176,8 @@ std::vector<std::string> Engine::RunEnv(const Live& live, const Attempt& attempt
 }
 
 std::vector<std::pair<std::string, bool>> Engine::ContainerBinds(
-    Live& live, const RunFiles& files, const std::vector<std::string>& env) const {
+    Live& live, const RunFiles& files, const std::vector<DataMount>& data,
+    const std::vector<std::string>& env) const {
   std::vector<std::pair<std::string, bool>> out;
   // The checkpoint folder is the run's to write, kept across attempts; it must exist to be bound.
   std::error_code ec;
@@ -184,7 +185,7 @@ std::vector<std::pair<std::string, bool>> Engine::ContainerBinds(
   out.emplace_back(files.checkpoints, true);
   // Data and a stage's needs' outputs: shown in the working copy (bound in an overlay, linked in
   // a copy), so their sources are bound where the links point.
-  for (const DataMount& d : DataMounts(live, files.work)) out.emplace_back(d.source, false);
+  for (const DataMount& d : data) out.emplace_back(d.source, false);
   const std::string& project = live.exp->spec.project_dir;
   if (!project.empty() && fs::is_directory(project, ec)) out.emplace_back(project, false);
   if (!python_client_dir_.empty() && fs::is_directory(python_client_dir_, ec)) {
@@ -196,13 +197,6 @@ std::vector<std::pair<std::string, bool>> Engine::ContainerBinds(
   return out;
 }
 
-std::vector<DataMount> Engine::DataMounts(const Live& live, const std::string& workdir) const {
-  std::vector<DataMount> out;
-  for (const auto& [name, path] : live.exp->spec.data) out.push_back({path, workdir + "/" + name});
-  // A pipeline stage's needs' outputs (NeedMounts, at its working copy's making).
-  out.insert(out.end(), live.need_mounts.begin(), live.need_mounts.end());
-  return out;
-}
 
 const RunFiles& Engine::FilesOf(Live& live) {
   if (!live.files) {
@@ -288,13 +282,18 @@ Result<WorkingCopy> Engine::MakeWorkingCopy(Live& live) {
   // A run this engine queued and never started has no working copy yet; one taken over from the
   // last engine may have (it can have died between making it and recording the start).
   const bool fresh = live.run.attempts == 0 && !live.from_last_engine;
+  // What it shows read-only: the spec's data, and a pipeline stage's needs' outputs.
+  std::vector<DataMount> data;
+  for (const auto& [name, path] : live.exp->spec.data) data.push_back({path, files.work + "/" + name});
   if (!live.run.needs.empty()) {
-    DROVER_ASSIGN_OR_RETURN(live.need_mounts, NeedMounts(live, files.work));
+    DROVER_ASSIGN_OR_RETURN(std::vector<DataMount> needs, NeedMounts(live, files.work));
+    data.insert(data.end(), needs.begin(), needs.end());
   }
   DROVER_ASSIGN_OR_RETURN(
       WorkingCopy wc,
-      working_copies_->Prepare(live.exp->snapshot, files, fresh, DataMounts(live, files.work),
+      working_copies_->Prepare(live.exp->snapshot, files, fresh, data,
                                run_as && live.exp->submitter ? &*live.exp->submitter : nullptr));
+  wc.data = std::move(data);
   if (run_as) {
     // What the run writes is its submitter's: its working copy (made theirs by Prepare) and its
     // checkpoints.
@@ -358,9 +357,8 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
   if (options_.use_shim) a.exit_path = files.Exit(a.number);
   if (placed_by_executor()) live.placed_pending = true;
 
-  live.last_output_mono = now.mono;
   live.started_mono = now.mono;
-  live.output_bytes = 0;
+  watchers_.OutputClockStarts(run.id, now.mono);
   watchers_.Start(run.id, SpecOf(live));
   run.attempts = a.number;
   if (run.started_ms == 0) run.started_ms = now.wall;
@@ -369,10 +367,12 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
   Reserve(live, action);
 
   OverlayMount overlay;
+  std::vector<DataMount> data;
   Status prepared = [&]() -> Status {
     DROVER_ASSIGN_OR_RETURN(a.argv, RenderCommand(SpecOf(live), a.params));
     DROVER_RETURN_IF_ERROR(wc.status());  // a missing snapshot: this run's, recorded as such
     overlay = wc->overlay;
+    data = wc->data;
     return Status::Ok();
   }();
 
@@ -389,7 +389,7 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
     // ended here, so the end is known even if this engine is gone by then.
     ls.exit_path = a.exit_path;
     ls.overlay = overlay;
-    if (!overlay.empty()) ls.data = DataMounts(live, a.workdir);
+    if (!overlay.empty()) ls.data = data;
     ls.request.run_id = run.id;
     ls.request.attempt = a.number;
     ls.request.resources = SpecOf(live).resources;
@@ -403,7 +403,7 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
           if (d.index == g) ls.request.gpu_uuids.push_back(d.uuid);
         }
       }
-      ls.request.binds = ContainerBinds(live, files, ls.env);
+      ls.request.binds = ContainerBinds(live, files, data, ls.env);
     }
     if (launcher_.StartsInBackground() && !ls.exit_path.empty()) {
       // The supervisor starts it while this loop goes on; HandleStarted records it once it has
@@ -503,7 +503,7 @@ void Engine::HandleStarted(const StartOutcome& started, Instant now) {
   a.pid = started.pid;
   a.pid_start = started.start_ticks;
   // Its clocks (stall, timeout) start now, not when it was handed over.
-  live.last_output_mono = now.mono;
+  watchers_.OutputClockStarts(live.run.id, now.mono);
   live.started_mono = now.mono;
   const bool stop = a.stopping.has_value();
   RecordStart(live, std::move(a), started.error, now);
@@ -570,7 +570,7 @@ void Engine::HandlePlacement(const PlacementNews& news, Instant now) {
     // It runs (or ended) now: its run time, timeout and stall clocks start here.
     live.placed_pending = false;
     live.started_mono = now.mono;
-    live.last_output_mono = now.mono;
+    watchers_.OutputClockStarts(live.run.id, now.mono);
     const Millis timeout = SpecOf(live).timeout_ms;
     live.deadline_mono = timeout > 0 ? now.mono + timeout : 0;
   }

@@ -56,10 +56,7 @@ void Engine::NoteOutput(Live& live, Instant now) {
   if (ec) bytes = 0;
   int64_t err_bytes = static_cast<int64_t>(fs::file_size(a.stderr_path, ec));
   if (!ec) bytes += err_bytes;
-  if (bytes != live.output_bytes) {
-    live.output_bytes = bytes;
-    live.last_output_mono = now.mono;
-  }
+  watchers_.OnOutputSize(live.run.id, bytes, now.mono);
 }
 
 void Engine::TailMetrics(Live& live, bool final, Instant now) {

@@ -107,10 +107,7 @@ struct Engine::Live {
   Millis attained_gpu_ms = 0;     // GPU time of its ended attempts (GPUs x run time, each attempt)
   Millis preempted_ms = 0;        // run time of its preempted attempts (work a checkpoint keeps)
   int failures_in_a_row = 0;      // its own failed attempts since its last success, in this engine
-  Millis last_output_mono = 0;    // when stdout or stderr last grew
   Millis started_mono = 0;        // when the running attempt started (its run time)
-  int64_t output_bytes = 0;       // stdout + stderr size at that time
-  std::vector<DataMount> need_mounts;  // its needs' outputs, shown read-only in its working copy
 };
 
 }  // namespace drover

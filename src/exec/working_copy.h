@@ -74,6 +74,9 @@ struct RunFiles {
 struct WorkingCopy {
   std::string path;      // the run's cwd (RunFiles::work)
   OverlayMount overlay;  // empty when path is a plain copy
+  // What is shown read-only in it (the spec's data, a pipeline stage's needs' outputs): bound in
+  // the overlay, or linked in the copy.
+  std::vector<DataMount> data;
 };
 
 // Snapshots up to these sizes are copied rather than mounted.

@@ -27,16 +27,41 @@ class RunWatchers : public RunLifecycle {
   // An attempt of the run starts (or is taken over) under `spec`, which must outlive it.
   void Start(int64_t run_id, const Spec& spec);
   // The attempt did not start after all.
-  void Stop(int64_t run_id) { runs_.erase(run_id); }
+  void Stop(int64_t run_id) {
+    runs_.erase(run_id);
+    output_.erase(run_id);
+  }
+  // The output stall (the spec's monitor.stall): when the attempt last printed, judged by the
+  // size of its logs (stderr counts: progress bars, warnings). Its clock starts when the attempt
+  // starts, or begins running where an executor placed it.
+  void OutputClockStarts(int64_t run_id, Millis now_mono) { output_[run_id] = {now_mono, 0}; }
+  // Its logs' size now: any change is output.
+  void OnOutputSize(int64_t run_id, int64_t bytes, Millis now_mono) {
+    OutputClock& c = output_[run_id];
+    if (bytes != c.bytes) c = {now_mono, bytes};
+  }
+  // When it last printed (or its clock started); 0 when it is not watched.
+  Millis LastOutput(int64_t run_id) const {
+    auto it = output_.find(run_id);
+    return it == output_.end() ? 0 : it->second.last_mono;
+  }
   std::vector<RunFinding> OnPoints(int64_t run_id, const std::vector<MetricPoint>& points);
   // The run's GPU memory as the driver reports it (over its processes), at time t.
   std::optional<RunFinding> OnGpuMemory(int64_t run_id, Millis t_ms, int64_t bytes);
-  void OnFinal(const Run& run) override { runs_.erase(run.id); }
+  void OnFinal(const Run& run) override {
+    runs_.erase(run.id);
+    output_.erase(run.id);
+  }
   size_t watched() const { return runs_.size(); }
 
  private:
+  struct OutputClock {
+    Millis last_mono = 0;
+    int64_t bytes = 0;
+  };
   DetectorConfig config_;
   std::map<int64_t, std::unique_ptr<RunWatch>> runs_;
+  std::map<int64_t, OutputClock> output_;
 };
 
 // The GPUs' own watch: an idle-GPU and an input-stall detector per GPU over the runs holding it

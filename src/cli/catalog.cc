@@ -209,17 +209,27 @@ class ApiCatalog : public Catalog {
     if (!one_experiment || runs.size() <= kFewRuns) return Catalog::ListAttemptsOfRuns(runs);
     // One request for the experiment's attempts, not one per run. A daemon older than the route
     // answers 404: then run by run, as before.
-    auto j = api_.Get(fmt::format("/experiments/{}/attempts", runs.front().experiment_id));
-    if (!j.ok() && j.status().code() == Code::kNotFound) return Catalog::ListAttemptsOfRuns(runs);
-    if (!j.ok()) return j.status();
     std::set<int64_t> wanted;
     for (const Run& r : runs) {
       if (r.attempts > 0) wanted.insert(r.id);
     }
     std::map<int64_t, std::vector<Attempt>> out;
-    for (const auto& a : j->at("attempts")) {
-      DROVER_ASSIGN_OR_RETURN(Attempt attempt, protocol::AttemptFromJson(a));
-      if (wanted.count(attempt.run_id)) out[attempt.run_id].push_back(std::move(attempt));
+    // A page of runs at a time (the daemon says where the next starts; one that does not page
+    // answers everything at once and says nothing).
+    for (int64_t offset = 0;;) {
+      auto j = api_.Get(fmt::format("/experiments/{}/attempts?offset={}",
+                                    runs.front().experiment_id, offset));
+      if (!j.ok() && j.status().code() == Code::kNotFound && offset == 0) {
+        return Catalog::ListAttemptsOfRuns(runs);
+      }
+      if (!j.ok()) return j.status();
+      for (const auto& a : j->at("attempts")) {
+        DROVER_ASSIGN_OR_RETURN(Attempt attempt, protocol::AttemptFromJson(a));
+        if (wanted.count(attempt.run_id)) out[attempt.run_id].push_back(std::move(attempt));
+      }
+      const Json next = j->value("next_offset", Json(nullptr));
+      if (!next.is_number_integer() || next.get<int64_t>() <= offset) break;
+      offset = next.get<int64_t>();
     }
     return out;
   }

@@ -298,3 +298,60 @@ TEST(LoadReportData, RunsGivenAreNotListedAgain) {
 
 }  // namespace
 }  // namespace drover::cli
+
+namespace drover::cli {
+namespace {
+
+// The report's attempts through a daemon come a page of runs at a time: the client follows
+// next_offset until the daemon says there is no more, and asks for nothing twice.
+TEST(ApiCatalog, AnExperimentsAttemptsAreReadPageByPage) {
+  httplib::Server server;
+  std::mutex mu;
+  std::vector<std::string> offsets;
+  server.Get(R"(/api/v1/experiments/7/attempts)",
+             [&](const httplib::Request& req, httplib::Response& res) {
+               const std::string offset = req.get_param_value("offset");
+               {
+                 std::lock_guard<std::mutex> l(mu);
+                 offsets.push_back(offset);
+               }
+               // 40 runs, 16 a page: 0-15, 16-31, 32-39; one attempt each.
+               const int from = std::stoi(offset.empty() ? "0" : offset);
+               const int to = std::min(40, from + 16);
+               Json attempts = Json::array();
+               for (int id = from + 1; id <= to; ++id) {
+                 Attempt a;
+                 a.id = id;
+                 a.run_id = id;
+                 a.number = 1;
+                 a.ended = true;
+                 a.reason = "succeeded";
+                 attempts.push_back(protocol::ToJson(a));
+               }
+               res.set_content(Json({{"experiment_id", 7},
+                                     {"attempts", attempts},
+                                     {"next_offset", to < 40 ? Json(to) : Json(nullptr)}})
+                                   .dump(),
+                               "application/json");
+             });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  std::thread t([&] { server.listen_after_bind(); });
+  while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  DaemonInfo d;
+  d.host = "127.0.0.1";
+  d.port = port;
+  d.pid = 1;
+  d.token = "t";
+  std::vector<drover::Run> runs;
+  for (int id = 1; id <= 40; ++id) runs.push_back(MakeRun(id, RunState::kSucceeded, 1));
+  auto got = CatalogOf(d)->ListAttemptsOfRuns(runs);
+  server.stop();
+  t.join();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->size(), 40u);
+  EXPECT_EQ(got->at(40).front().run_id, 40);
+  EXPECT_EQ(offsets, (std::vector<std::string>{"0", "16", "32"}));
+}
+
+}  // namespace
+}  // namespace drover::cli

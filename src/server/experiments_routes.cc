@@ -1,4 +1,6 @@
 // /api/v1/experiments: list, one (with its runs), submit, cancel, retry, delete.
+#include <algorithm>
+#include <map>
 #include "protocol/json_codec.h"
 #include "server/routes.h"
 
@@ -49,17 +51,35 @@ Status Submit(ServerContext& ctx, const httplib::Request& req, httplib::Response
   return Status::Ok();
 }
 
-// Every attempt of every run of the experiment, in one answer: what `drover report` (and the
-// report `drover run` writes at its end) needs, which through a daemon was one request per run
-// (1,000 requests after a 1,000-run sweep). Ordered by run, then attempt number; another user's
-// attempts redacted as GET /runs/{id}/attempts redacts them.
+// Every attempt of a page of the experiment's runs (`offset`, `limit` runs, at most 1000, in
+// run order; `next_offset` null on the last page): what `drover report` (and the report `drover
+// run` writes at its end) needs, which through a daemon was one request per run (1,000 requests
+// after a 1,000-run sweep). Ordered by run, then attempt number; another user's attempts
+// redacted as GET /runs/{id}/attempts redacts them.
+constexpr int kMaxAttemptRunsPerPage = 1000;
+
 Status Attempts(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  DROVER_ASSIGN_OR_RETURN(auto limit, QueryInt(req, "limit", 1, kMaxAttemptRunsPerPage));
+  DROVER_ASSIGN_OR_RETURN(auto offset, QueryInt(req, "offset", 0, 1'000'000'000));
   DROVER_ASSIGN_OR_RETURN(Experiment e, LoadExperiment(ctx, req.matches[1].str()));
   DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
+  const int lim = static_cast<int>(limit.value_or(kMaxAttemptRunsPerPage));
   RunFilter filter;
   filter.experiment_id = e.id;
+  filter.offset = static_cast<int>(offset.value_or(0));
+  filter.limit = lim + 1;  // one more than asked says whether there is a next page
   DROVER_ASSIGN_OR_RETURN(auto runs, store->ListRuns(filter));
-  DROVER_ASSIGN_OR_RETURN(auto by_run, store->ListExperimentAttempts(e.id));
+  const bool more = static_cast<int>(runs.size()) > lim;
+  if (more) runs.pop_back();
+  std::map<int64_t, std::vector<Attempt>> by_run;
+  if (!runs.empty()) {
+    int64_t lo = runs.front().id, hi = runs.front().id;
+    for (const Run& r : runs) {
+      lo = std::min(lo, r.id);
+      hi = std::max(hi, r.id);
+    }
+    DROVER_ASSIGN_OR_RETURN(by_run, store->ListExperimentAttempts(e.id, lo, hi));
+  }
   const Caller& caller = CurrentCaller();
   Json out = Json::array();
   for (const Run& run : runs) {
@@ -71,7 +91,12 @@ Status Attempts(ServerContext& ctx, const httplib::Request& req, httplib::Respon
       out.push_back(protocol::ToJson(a));
     }
   }
-  SendJson(res, 200, {{"experiment_id", e.id}, {"attempts", out}});
+  SendJson(res, 200,
+           {{"experiment_id", e.id},
+            {"attempts", out},
+            {"offset", filter.offset},
+            {"limit", lim},
+            {"next_offset", more ? Json(filter.offset + lim) : Json(nullptr)}});
   return Status::Ok();
 }
 

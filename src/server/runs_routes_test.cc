@@ -155,6 +155,36 @@ TEST_F(RunsRoutesTest, AttemptsOfAnExperimentInOneAnswer) {
   EXPECT_EQ(Get("/api/v1/experiments/nope/attempts").status, 404);
 }
 
+// The answer is bounded: a page of runs at a time (at most 1000), with where the next starts.
+TEST_F(RunsRoutesTest, AnExperimentsAttemptsComeAPageOfRunsAtATime) {
+  Fill();
+  AddAttempt(3, 1, true);
+  AddAttempt(2, 1, true);
+  AddAttempt(2, 2, false);
+  AddAttempt(5, 1, true);
+  AddAttempt(6, 1, true);  // beta's
+  StartServer();
+  std::vector<std::pair<int64_t, int64_t>> seen;
+  std::vector<Json> nexts;
+  for (int64_t offset = 0;;) {
+    auto r = Get("/api/v1/experiments/alpha/attempts?limit=2&offset=" + std::to_string(offset));
+    ASSERT_EQ(r.status, 200) << r.raw;
+    EXPECT_EQ(r.body["limit"], 2);
+    for (const Json& a : r.body["attempts"]) {
+      seen.emplace_back(a["run_id"].get<int64_t>(), a["number"].get<int64_t>());
+    }
+    nexts.push_back(r.body["next_offset"]);
+    if (r.body["next_offset"].is_null()) break;
+    offset = r.body["next_offset"].get<int64_t>();
+  }
+  // Runs 1-2, 3-4, 5: every attempt of alpha once, in order.
+  EXPECT_EQ(seen, (std::vector<std::pair<int64_t, int64_t>>{{2, 1}, {2, 2}, {3, 1}, {5, 1}}));
+  EXPECT_EQ(nexts, (std::vector<Json>{2, 4, nullptr}));
+  EXPECT_EQ(Get("/api/v1/experiments/alpha/attempts?limit=1001").status, 400);
+  EXPECT_EQ(Get("/api/v1/experiments/alpha/attempts?limit=0").status, 400);
+  EXPECT_EQ(Get("/api/v1/experiments/alpha/attempts?offset=-1").status, 400);
+}
+
 TEST_F(RunsRoutesTest, UnknownAndMalformedRunIds) {
   Fill();
   StartServer();

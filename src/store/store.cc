@@ -806,13 +806,13 @@ Result<std::vector<Attempt>> Store::ListAttempts(int64_t run_id) {
 }
 
 Result<std::map<int64_t, std::vector<Attempt>>> Store::ListExperimentAttempts(
-    int64_t experiment_id) {
+    int64_t experiment_id, int64_t first_run, int64_t last_run) {
   DROVER_ASSIGN_OR_RETURN(
       Stmt st, impl_->Use("SELECT " DROVER_ATTEMPT_COLS " FROM attempts WHERE run_id IN "
-                          "(SELECT id FROM runs WHERE experiment_id = ?) "
+                          "(SELECT id FROM runs WHERE experiment_id = ? AND id BETWEEN ? AND ?) "
                           "ORDER BY run_id, number, id",
                           "listing an experiment's attempts"));
-  st.Bind(experiment_id);
+  st.Bind(experiment_id, first_run, last_run);
   std::map<int64_t, std::vector<Attempt>> out;
   for (;;) {
     DROVER_ASSIGN_OR_RETURN(bool row, st.Step());

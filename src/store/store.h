@@ -3,6 +3,7 @@
 // environments. The schema is versioned with PRAGMA user_version and upgraded by migrations in
 // order; a store newer than this binary is refused untouched. Writers group calls between Begin()
 // and Commit() so a loop iteration's changes land in one transaction.
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -112,8 +113,10 @@ class Store {
   Status InsertAttempt(Attempt& a);  // sets a.id
   Status UpdateAttempt(const Attempt& a);
   Result<std::vector<Attempt>> ListAttempts(int64_t run_id);
-  // The attempts of every run of an experiment in one query, by run id, each run's by number.
-  Result<std::map<int64_t, std::vector<Attempt>>> ListExperimentAttempts(int64_t experiment_id);
+  // The attempts of every run of an experiment in one query, by run id, each run's by number;
+  // only those of runs with ids in [first_run, last_run] (a page of its runs) when given.
+  Result<std::map<int64_t, std::vector<Attempt>>> ListExperimentAttempts(
+      int64_t experiment_id, int64_t first_run = 0, int64_t last_run = INT64_MAX);
 
   Status InsertMetrics(const std::vector<MetricPoint>& points);  // one prepared statement, reused
   // All points of a run (every attempt), ordered by attempt then step; name "" = every metric.

@@ -204,6 +204,20 @@ const PlannedRun* PlannedAt(const MaybePlan& plan, size_t i) {
   return &(*plan)->runs[i];
 }
 
+// Run `i` of a dry run, as JSON and as a table row: what would happen to it (cached or run, and
+// why) where there is a plan, then its command.
+void AddDryRunRow(const MaybePlan& plan, size_t i, Json run, std::vector<std::string> row,
+                  const std::vector<std::string>& quoted, Json* out,
+                  std::vector<std::vector<std::string>>* rows) {
+  if (const PlannedRun* p = PlannedAt(plan, i)) {
+    run.update(RunCacheJson(*p));
+    row.push_back(WillText(*p));
+  }
+  row.push_back(Join(quoted, " "));
+  out->push_back(std::move(run));
+  rows->push_back(std::move(row));
+}
+
 // A pipeline's runs, stage by stage, with the runs each needs (docs/pipelines.md), and which
 // would be cached.
 int DryRunPipeline(const Spec& spec, const RunFlags& f, const MaybePlan& plan) {
@@ -225,13 +239,7 @@ int DryRunPipeline(const Spec& spec, const RunFlags& f, const MaybePlan& plan) {
                 {"needs", need_index}, {"argv", *argv}};
     std::vector<std::string> row = {std::to_string(i + 1), st.name, runs[i].params.dump(),
                                     needs.empty() ? "-" : Join(needs, ",")};
-    if (const PlannedRun* p = PlannedAt(plan, i)) {
-      run.update(RunCacheJson(*p));
-      row.push_back(WillText(*p));
-    }
-    row.push_back(Join(quoted, " "));
-    out.push_back(std::move(run));
-    rows.push_back(std::move(row));
+    AddDryRunRow(plan, i, std::move(run), std::move(row), quoted, &out, &rows);
   }
   if (f.json) {
     Json all = {{"name", spec.name}, {"runs", out}};
@@ -318,13 +326,7 @@ int DryRunRuns(const Spec& spec, const RunFlags& f, const MaybePlan& plan) {
     for (const auto& w : *argv) quoted.push_back(ShellQuote(w));
     Json run = {{"index", i + 1}, {"params", grid[i]}, {"argv", *argv}};
     std::vector<std::string> row = {std::to_string(i + 1), grid[i].dump()};
-    if (const PlannedRun* p = PlannedAt(plan, i)) {
-      run.update(RunCacheJson(*p));
-      row.push_back(WillText(*p));
-    }
-    row.push_back(Join(quoted, " "));
-    out.push_back(std::move(run));
-    rows.push_back(std::move(row));
+    AddDryRunRow(plan, i, std::move(run), std::move(row), quoted, &out, &rows);
   }
   if (f.json) {
     Json all = {{"name", spec.name}, {"runs", out}};

@@ -30,6 +30,21 @@ class AdoptionTest : public testing::EngineFixture {
     return o;
   }
   drover::Run RunOf(int64_t id) { return store_->GetRun(id).value().value(); }
+  // Submits a one-run spec through an engine that goes away before starting anything: the
+  // experiment's id and its run's (0, 0 when the submit failed).
+  std::pair<int64_t, int64_t> SubmitAndLeave(const Spec& spec, FakeLauncher& launcher,
+                                             FakeGpuProbe& probe) {
+    Engine engine(*store_, launcher, probe, clock_, ShimOptions());
+    auto sub = engine.Submit(spec);
+    if (!sub.ok() || sub->runs.empty()) return {0, 0};
+    return {sub->experiment_id, sub->runs[0].id};
+  }
+  // The run's files, its log folder made (where a last engine's exit files would be).
+  RunFiles LogsOf(int64_t experiment, int64_t id) {
+    RunFiles files = RunFiles::In(ShimOptions().store_dir, experiment, id);
+    fs::create_directories(files.logs);
+    return files;
+  }
   std::vector<Attempt> Attempts(int64_t id) { return store_->ListAttempts(id).value(); }
 };
 
@@ -161,18 +176,11 @@ TEST_F(AdoptionTest, AStartTheLastEngineDidNotRecordIsStoppedAndRunsAgainAsANewA
   Spec spec = ParseSpec("name: one\ncommand: ./train.sh\nresources: {gpus: 0}\n");
   FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{100, 0}; });
   FakeGpuProbe probe({});
-  int64_t id = 0, experiment = 0;
-  {
-    Engine engine(*store_, launcher, probe, clock_, ShimOptions());
-    auto sub = engine.Submit(spec);
-    ASSERT_TRUE(sub.ok());
-    id = sub->runs[0].id;
-    experiment = sub->experiment_id;
-  }
+  auto [experiment, id] = SubmitAndLeave(spec, launcher, probe);
+  ASSERT_GT(id, 0);
   // An engine started attempt 1 (its supervisor wrote the exit file's start line) and died
   // before committing it: the store still has the run queued with no attempt.
-  const RunFiles files = RunFiles::In(ShimOptions().store_dir, experiment, id);
-  fs::create_directories(files.logs);
+  const RunFiles files = LogsOf(experiment, id);
   std::ofstream(files.Exit(1)) << "7777 42\n";
   launcher.foreign[7777] = {42, 3'600'000, 0};
   Engine engine(*store_, launcher, probe, clock_, ShimOptions());
@@ -205,16 +213,9 @@ TEST_F(AdoptionTest, AStartTheLastEngineDidNotRecordIsTakenOverWithTheGpusItWasG
   Spec spec = ParseSpec("name: one\ncommand: ./train.sh\nresources: {gpus: 1}\n");
   FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{100, 0}; });
   FakeGpuProbe probe({{0, "GPU-a", "Fake", 16LL << 30, 0}, {1, "GPU-b", "Fake", 16LL << 30, 0}});
-  int64_t id = 0, experiment = 0;
-  {
-    Engine engine(*store_, launcher, probe, clock_, ShimOptions());
-    auto sub = engine.Submit(spec);
-    ASSERT_TRUE(sub.ok());
-    id = sub->runs[0].id;
-    experiment = sub->experiment_id;
-  }
-  const RunFiles files = RunFiles::In(ShimOptions().store_dir, experiment, id);
-  fs::create_directories(files.logs);
+  auto [experiment, id] = SubmitAndLeave(spec, launcher, probe);
+  ASSERT_GT(id, 0);
+  const RunFiles files = LogsOf(experiment, id);
   std::ofstream(files.Exit(1)) << "7777 42\n";
   launcher.foreign[7777] = {42, 5'000, 0, false, {{"CUDA_VISIBLE_DEVICES", "1"}}};
   Engine engine(*store_, launcher, probe, clock_, ShimOptions());
@@ -250,16 +251,9 @@ TEST_F(AdoptionTest, AnUnrecordedStartThatEndedIsTakenOverThoughItsPidIsNotReape
   Spec spec = ParseSpec("name: one\ncommand: ./train.sh\nresources: {gpus: 0}\n");
   FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{100, 0}; });
   FakeGpuProbe probe({});
-  int64_t id = 0, experiment = 0;
-  {
-    Engine engine(*store_, launcher, probe, clock_, ShimOptions());
-    auto sub = engine.Submit(spec);
-    ASSERT_TRUE(sub.ok());
-    id = sub->runs[0].id;
-    experiment = sub->experiment_id;
-  }
-  const RunFiles files = RunFiles::In(ShimOptions().store_dir, experiment, id);
-  fs::create_directories(files.logs);
+  auto [experiment, id] = SubmitAndLeave(spec, launcher, probe);
+  ASSERT_GT(id, 0);
+  const RunFiles files = LogsOf(experiment, id);
   std::ofstream(files.Exit(1)) << "7777 42\n{\"exit_code\": 0, \"signal\": 0, \"ended_ms\": "
                                << clock_.Now() << "}\n";
   launcher.foreign[7777] = {42, 0, 0};  // same start time, no environment to read
@@ -286,19 +280,12 @@ TEST_F(AdoptionTest, ARunRecordedRunningWhoseStartWasNotRecordedIsTakenOverNotRu
   Spec spec = ParseSpec("name: one\ncommand: ./train.sh\nresources: {gpus: 0}\n");
   FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{100, 0}; });
   FakeGpuProbe probe({});
-  int64_t id = 0, experiment = 0;
-  {
-    Engine engine(*store_, launcher, probe, clock_, ShimOptions());
-    auto sub = engine.Submit(spec);
-    ASSERT_TRUE(sub.ok());
-    id = sub->runs[0].id;
-    experiment = sub->experiment_id;
-  }
+  auto [experiment, id] = SubmitAndLeave(spec, launcher, probe);
+  ASSERT_GT(id, 0);
   drover::Run r = RunOf(id);
   r.state = RunState::kRunning;
   ASSERT_TRUE(store_->UpdateRun(r).ok());
-  const RunFiles files = RunFiles::In(ShimOptions().store_dir, experiment, id);
-  fs::create_directories(files.logs);
+  const RunFiles files = LogsOf(experiment, id);
   std::ofstream(files.Exit(1)) << "7777 42\n";
   // Running, with the environment every attempt gets (no GPUs: an empty list).
   launcher.foreign[7777] = {42, 2'000, 0, false, {{"CUDA_VISIBLE_DEVICES", ""}}};

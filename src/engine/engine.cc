@@ -15,6 +15,7 @@
 #include "engine/environment_capture.h"
 #include "engine/live.h"
 #include "exec/working_copy.h"
+#include "gpu/drain_book.h"
 #include "model/run_state.h"
 #include "sched/gittins.h"
 
@@ -34,6 +35,34 @@ std::string Hostname() {
 
 }  // namespace
 
+// What the engine's components are given of it (engine_context.h, search_driver.h).
+class Engine::Context : public EngineContext, public SearchHost {
+ public:
+  explicit Context(Engine& e) : e_(e) {}
+  Store& store() override { return e_.store_; }
+  void Tx() override { e_.Tx(); }
+  void Fail(Status st) override { e_.Fail(std::move(st)); }
+  Instant Now() override { return e_.clock_.At(); }
+  void Wake() override { e_.launcher_.Wake(); }
+  bool Winding() const override { return e_.cancel_requested_ || e_.draining_ || e_.stall_; }
+  bool CancellingAll() const override { return e_.cancel_requested_; }
+  void Alert(drover::Alert alert) override { e_.RaiseAlert(std::move(alert), e_.clock_.Now()); }
+  int Unfinished(int64_t experiment_id) const override {
+    auto it = e_.experiments_.find(experiment_id);
+    return it == e_.experiments_.end() ? 0 : it->second->unfinished;
+  }
+  Result<Run> MakeTrial(int64_t experiment_id, Json params, int index) override {
+    auto it = e_.experiments_.find(experiment_id);
+    if (it == e_.experiments_.end()) {
+      return Status(Code::kInternal, fmt::format("no experiment {} in the engine", experiment_id));
+    }
+    return e_.MakeTrial(*it->second, std::move(params), index);
+  }
+
+ private:
+  Engine& e_;
+};
+
 Engine::Engine(Store& store, ProcessLauncher& launcher, GpuProbe& gpus, Clock& clock,
                EngineOptions options)
     : store_(store),
@@ -42,10 +71,14 @@ Engine::Engine(Store& store, ProcessLauncher& launcher, GpuProbe& gpus, Clock& c
       clock_(clock),
       options_(std::move(options)),
       hostname_(Hostname()),
+      context_(std::make_unique<Context>(*this)),
       watchers_(options_.watch.detectors),
       telemetry_(options_.watch.detectors, options_.watch.telemetry_store_every_ms),
-      outputs_([this] { launcher_.Wake(); }, options_.proposals_off_loop) {
-  components_ = {&tail_, &gate_, &watchers_, &outputs_};
+      pool_(options_.gpu_ledger, options_.scheduler.gpu_reserve, placed_by_executor()),
+      outputs_([this] { launcher_.Wake(); }, options_.proposals_off_loop),
+      search_(*context_, *context_, options_.proposals_off_loop),
+      health_(*context_, DrainBookPath(options_.store_dir)) {
+  components_ = {&tail_, &gate_, &watchers_, &outputs_, &search_};
   policy_ = options_.scheduler.Policy();
   if (placed_by_executor()) {
     // Slurm places each attempt: drover's pool is how many may be submitted at once; every job
@@ -74,41 +107,23 @@ Engine::~Engine() {
   if (in_tx_ && error_.ok()) (void)store_.Commit();
 }
 
-std::vector<sched::GpuState> PoolOf(const std::vector<GpuDevice>& devices, int64_t gpu_reserve) {
-  std::vector<sched::GpuState> gpus;
-  for (const auto& d : devices) {
-    sched::GpuState g;
-    g.index = d.index;
-    // Memory already in use before drover starts anything belongs to someone else, and the
-    // reserve stays free for the driver and monitoring (scheduler.gpu_reserve).
-    g.capacity = std::max<int64_t>(0, d.memory_total - d.memory_used - gpu_reserve);
-    gpus.push_back(g);
-  }
-  return gpus;
+Status Engine::InitGpus() {
+  return pool_.Init(probe_, options_.cdi_dirs);
 }
 
-Status Engine::InitGpus() {
-  if (gpus_ready_) return Status::Ok();
-  if (placed_by_executor()) {
-    // The GPUs are the cluster's: this machine's (if any) are not drover's to hand out.
-    book_ = sched::GpuBook(std::vector<sched::GpuState>{});
-    gpus_ready_ = true;
-    return Status::Ok();
+std::vector<GpuHold> Engine::Holds() const {
+  std::vector<GpuHold> holds;
+  for (int64_t id : queue_.running()) {
+    auto found = live_.find(id);
+    if (found == live_.end() || found->second->placement.gpus.empty()) continue;
+    const Live& live = *found->second;
+    holds.push_back({live.placement.gpus, live.placement.gpu_memory, live.placement.exclusive,
+                     live.attempt ? live.attempt->pid : 0});
   }
-  auto devices = probe_.Devices();
-  if (!devices.ok()) return devices.status().WithContext("listing GPUs");
-  devices_ = *devices;
-  book_ = sched::GpuBook(PoolOf(*devices, options_.scheduler.gpu_reserve));
-  gpus_ready_ = true;
-  // Containers get GPUs by their CDI names: said once at start where podman is here and the
-  // CDI specs miss a GPU (a submit that needs them checks again and is refused).
-  if (!devices_.empty() && container::Installed(ContainerRuntime::kPodman)) {
-    if (Status cdi = container::CheckCdi(devices_, options_.cdi_dirs); !cdi.ok()) {
-      spdlog::warn("containers: {}", cdi.message());
-    }
-  }
-  return Status::Ok();
+  return holds;
 }
+
+void Engine::PublishLeases() { pool_.Publish(Holds()); }
 
 void Engine::Tx() {
   if (in_tx_ || !error_.ok()) return;
@@ -264,7 +279,7 @@ Result<CommandReply> Engine::Dispatch(Command& command) {
       return CommandReply{std::move(runs)};
     }
     Result<CommandReply> operator()(cmd::ReadGpus&) {
-      return CommandReply{GpuReading{e.GpuViews(), e.devices_, e.latest_samples_}};
+      return CommandReply{GpuReading{e.GpuViews(), e.pool_.devices(), e.latest_samples_}};
     }
     Result<CommandReply> operator()(cmd::Suggest& c) {
       DROVER_ASSIGN_OR_RETURN(ProposalJob job, e.SuggestJob(c));
@@ -352,7 +367,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
   observer_ = observer;
   serve_ = serve;
   DROVER_RETURN_IF_ERROR(InitGpus());
-  SeedPredictor();
+  run_times_.Seed(store_);
   // A Ctrl-C while the experiment was being submitted (snapshot, package list) is pending: honour
   // it before anything starts. Whatever else this first look collects counts too: an adopted run
   // that ended since Recover() (its end is reported once, here) must not stay running for ever.
@@ -364,7 +379,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     if (!starting_.empty()) return true;  // every start handed over is heard back and recorded
     // A search's next trials being proposed: made when they come back (not while draining: the
     // next engine asks again; not after Ctrl-C: they would not be made).
-    if (proposals_in_flight_ > 0 && !draining_ && !cancel_requested_) return true;
+    if (search_.busy() && !draining_ && !cancel_requested_) return true;
     // A stage's outputs being stored: its run ends when they are (not while draining: the next
     // engine runs it again).
     if (outputs_.busy() && !draining_) return true;
@@ -389,7 +404,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     }
     RunCommands();
     if (stall_) continue;  // a command's commit failed for want of room
-    TakeProposals(now);
+    TakeProposals();
     TakeCollected(now);
     if (cancel_requested_) ApplyCancel(now);
     if (!draining_ && (!start_hold_ || now.mono >= start_hold_->retry_mono)) Schedule(now);
@@ -662,8 +677,11 @@ sched::ClusterView Engine::SchedulerView(Instant now, PredictCache& predicted,
                                          bool* stop_in_flight) {
   const sched::SchedulerConfig& config = options_.scheduler;
   sched::ClusterView view;
-  view.gpus = book_.gpus();
-  DropDrainedGpus(view.gpus, now);  // GPUs drained for their health (engine_health.cc)
+  view.gpus = pool_.gpus();
+  if (!view.gpus.empty()) {  // GPUs drained for their health (health_watch.h)
+    const std::set<int> drained = health_.Drained(pool_.devices(), now);
+    std::erase_if(view.gpus, [&](const sched::GpuState& g) { return drained.count(g.index) > 0; });
+  }
   // The latest telemetry, so a run that must share a GPU goes to the least busy one.
   for (const GpuSample& sample : latest_samples_) {
     for (auto& g : view.gpus) {
@@ -673,7 +691,7 @@ sched::ClusterView Engine::SchedulerView(Instant now, PredictCache& predicted,
     }
   }
   view.cpu_slots_total = options_.cpu_slots;
-  view.cpu_slots_used = book_.cpu_slots_used();
+  view.cpu_slots_used = pool_.cpu_slots_used();
   view.groups = config.groups;
   // The running runs: what every policy reads (quotas and fair share count what groups hold,
   // backfill waits for GPUs to free, preemptive policies pick what they may stop).
@@ -787,9 +805,8 @@ void Engine::Schedule(Instant now) {
     }
   }
   if (queue.empty()) return;
-  if (sizes_changed_ && policy_.kind == sched::PolicyKind::kGittins) {
-    policy_.gittins = std::make_shared<const sched::GittinsIndex>(finished_sizes_);
-    sizes_changed_ = false;
+  if (policy_.kind == sched::PolicyKind::kGittins) {
+    if (auto index = run_times_.TakeGittins()) policy_.gittins = std::move(index);
   }
   // The run the last preemption was for is offered the GPUs its victims free, before any other.
   if (preempt_for_ != 0 && (now.mono > preempt_for_until_mono_ || !live_.count(preempt_for_) ||
@@ -804,10 +821,12 @@ void Engine::Schedule(Instant now) {
     ~LedgerHold() {
       if (engine == nullptr) return;
       engine->PublishLeases();
-      engine->options_.gpu_ledger->Unlock();
+      engine->pool_.Unlock();
     }
   } hold;
-  if (TakeForeignLeases(queue, view)) hold.engine = this;
+  if (pool_.TakeForeignLeases(queue, view, now.mono, [this] { return Holds(); })) {
+    hold.engine = this;
+  }
   if (queue.empty()) return;
   sched::Decision decision = sched::Decide(queue, view, now.wall, policy_);
   for (const auto& action : decision.starts) {
@@ -830,88 +849,6 @@ void Engine::Schedule(Instant now) {
   preempt_for_until_mono_ = now.mono + options_.scheduler.grace_ms + 60'000;
 }
 
-bool Engine::TakeForeignLeases(std::vector<sched::PendingRun>& queue, sched::ClusterView& view) {
-  GpuLedger* ledger = options_.gpu_ledger;
-  if (ledger == nullptr || placed_by_executor() || view.gpus.empty()) return false;
-  auto needs_gpus = [](const sched::PendingRun& p) { return p.resources.gpus > 0; };
-  if (std::none_of(queue.begin(), queue.end(), needs_gpus)) return false;
-  auto hold_back = [&](const Status& why) {
-    // Nothing that needs a GPU starts blind: it waits for the next pass (a few hundred ms).
-    std::erase_if(queue, needs_gpus);
-    const Millis mono = clock_.Monotonic();
-    if (ledger_warned_mono_ < 0 || mono - ledger_warned_mono_ > 60'000) {
-      ledger_warned_mono_ = mono;
-      spdlog::warn("GPU runs wait: the machine's GPU leases in {} cannot be read: {}",
-                   ledger->Where(), why.message());
-    }
-  };
-  if (Status locked = ledger->Lock(500); !locked.ok()) {
-    hold_back(locked);
-    return false;
-  }
-  // What this engine holds must be known to the others before it takes more.
-  if (leases_unpublished_ && !PublishLeases()) {
-    ledger->Unlock();
-    hold_back(Unavailable("this engine's own leases cannot be written"));
-    return false;
-  }
-  auto others = ledger->Others();
-  if (!others.ok()) {
-    ledger->Unlock();
-    hold_back(others.status());
-    return false;
-  }
-  for (const GpuLease& lease : *others) {
-    for (const GpuDevice& d : devices_) {
-      if (d.uuid != lease.uuid) continue;
-      for (sched::GpuState& g : view.gpus) {
-        if (g.index != d.index) continue;
-        g.runs += 1;
-        if (lease.whole || lease.bytes >= g.capacity - g.reserved) {
-          // Saturated: never past the capacity, whatever a lease file says.
-          g.exclusive = g.exclusive || lease.whole;
-          g.reserved = std::max(g.reserved, g.capacity);
-        } else {
-          g.reserved += lease.bytes;
-        }
-      }
-    }
-  }
-  return true;
-}
-
-bool Engine::PublishLeases() {
-  GpuLedger* ledger = options_.gpu_ledger;
-  if (ledger == nullptr || placed_by_executor()) return true;
-  std::vector<GpuLease> mine;
-  for (int64_t id : queue_.running()) {
-    auto found = live_.find(id);
-    if (found == live_.end()) continue;
-    const Live& live = *found->second;
-    for (int index : live.placement.gpus) {
-      for (const GpuDevice& d : devices_) {
-        if (d.index != index) continue;
-        GpuLease l;
-        l.uuid = d.uuid;
-        l.bytes = live.placement.gpu_memory;
-        l.whole = live.placement.exclusive;
-        l.pid = live.attempt ? live.attempt->pid : 0;
-        mine.push_back(std::move(l));
-      }
-    }
-  }
-  if (Status st = ledger->Publish(mine); !st.ok()) {
-    if (!leases_unpublished_) {
-      spdlog::warn("publishing this engine's GPU leases in {}: {} (GPU runs wait until it works)",
-                   ledger->Where(), st.message());
-    }
-    leases_unpublished_ = true;
-    return false;
-  }
-  leases_unpublished_ = false;
-  return true;
-}
-
 bool Engine::EndHeld(const Live& live) const {
   if (!stall_ || !live.attempt) return false;
   const auto& exits = stall_->held.exits;
@@ -924,57 +861,12 @@ bool Engine::Stopping(const Live& live) const {
 }
 
 std::optional<Millis> Engine::Predict(const Live& live) const {
-  return predictor_.Predict(live.exp->predictor_key, live.run.resources.gpus);
-}
-
-void Engine::SeedPredictor() {
-  if (predictor_seeded_) return;
-  predictor_seeded_ = true;
-  // The newest succeeded runs, fed oldest first (the EWMA weighs the latest most). A run's time
-  // is that of its succeeded attempt plus its preempted ones (the work its checkpoints kept).
-  RunFilter filter;
-  filter.state = RunState::kSucceeded;
-  filter.newest_first = true;
-  filter.limit = 2000;
-  auto runs = store_.ListRuns(filter);
-  if (!runs.ok()) {
-    spdlog::warn("reading past run times for the duration predictor: {}", runs.status().message());
-    return;
-  }
-  std::map<int64_t, std::string> keys;  // experiment -> predictor key
-  for (auto r = runs->rbegin(); r != runs->rend(); ++r) {
-    auto key = keys.find(r->experiment_id);
-    if (key == keys.end()) {
-      auto e = store_.GetExperiment(r->experiment_id);
-      std::string k = e.ok() && *e ? PredictorKey((*e)->name, r->params) : "";
-      key = keys.emplace(r->experiment_id, k).first;
-    }
-    auto attempts = store_.ListAttempts(r->id);
-    if (!attempts.ok() || key->second.empty()) continue;
-    Millis ran = 0;
-    for (const Attempt& a : *attempts) {
-      auto outcome = ParseAttemptOutcome(a.reason);
-      if (a.ended &&
-          (outcome == AttemptOutcome::kSucceeded || outcome == AttemptOutcome::kPreempted) &&
-          a.ended_ms >= a.started_ms) {
-        ran += a.ended_ms - a.started_ms;
-      }
-    }
-    if (ran > 0) LearnRunTime(key->second, r->resources.gpus, ran);
-  }
-}
-
-void Engine::LearnRunTime(const std::string& key, int gpus, Millis run_ms) {
-  predictor_.Observe(key, gpus, run_ms);
-  constexpr size_t kKeep = 2000;
-  if (finished_sizes_.size() >= kKeep) finished_sizes_.erase(finished_sizes_.begin());
-  finished_sizes_.push_back(run_ms * std::max(1, gpus));
-  sizes_changed_ = true;
+  return run_times_.Predict(live.exp->predictor_key, live.run.resources.gpus);
 }
 
 std::vector<GpuView> Engine::GpuViews() const {
   std::vector<GpuView> out;
-  for (const auto& g : book_.gpus()) {
+  for (const auto& g : pool_.gpus()) {
     GpuView v;
     v.state = g;
     for (const auto& [id, live] : live_) {
@@ -1023,7 +915,7 @@ void Engine::CheckDeadlines(Instant now) {
 
 Millis Engine::NextWakeup(Instant now) const {
   Millis next = now.mono + options_.tail_interval_ms;
-  if (!devices_.empty() && options_.watch.telemetry_period_ms > 0) {
+  if (!pool_.devices().empty() && options_.watch.telemetry_period_ms > 0) {
     next = std::min(next, next_sample_mono_);
   }
   for (int64_t id : queue_.running()) {

@@ -32,14 +32,17 @@
 #include "engine/engine_options.h"
 #include "engine/environment_capture.h"
 #include "engine/output_collector.h"
-#include "engine/proposals.h"
+#include "engine/search_driver.h"
 #include "engine/requests.h"
 #include "engine/output_collection.h"
 #include "engine/pipeline_gate.h"
+#include "engine/gpu_pool.h"
+#include "engine/health_watch.h"
 #include "engine/pool.h"
 #include "engine/prepared_submit.h"
 #include "engine/retrying.h"
 #include "engine/run_queue.h"
+#include "engine/run_times.h"
 #include "metrics/metric_tail.h"
 #include "model/run_lifecycle.h"
 #include "sched/scheduler_config.h"
@@ -52,7 +55,6 @@ namespace drover {
 
 class EnvironmentCapture;
 class WorkingCopies;
-struct GpuHealthWatch;  // engine_health.cc
 
 struct RunFiles;
 struct WorkingCopy;
@@ -124,13 +126,13 @@ class Engine {
   Status CancelExperiment(int64_t experiment_id);
   Status SetPriority(int64_t run_id, int priority);
   std::vector<GpuView> GpuViews() const;
-  const std::vector<GpuDevice>& devices() const { return devices_; }
+  const std::vector<GpuDevice>& devices() const { return pool_.devices(); }
   // The latest telemetry reading per GPU (empty before the first).
   const std::vector<GpuSample>& latest_samples() const { return latest_samples_; }
 
   void RequestCancelAll() { cancel_requested_ = true; }
   bool interrupted() const { return interrupted_; }
-  const std::vector<sched::GpuState>& gpus() const { return book_.gpus(); }
+  const std::vector<sched::GpuState>& gpus() const { return pool_.gpus(); }
   int cpu_slots() const { return options_.cpu_slots; }
   const std::string& store_dir() const { return options_.store_dir; }
   bool runs_as_submitter() const { return options_.runs_as_submitter; }
@@ -189,10 +191,6 @@ class Engine {
   // first reason is the attempt's (recorded with it); a later one only brings the SIGKILL
   // closer. Returns whether `why` was the first.
   bool Stop(Live& live, StopReason why, Instant now, Millis grace);
-  // Feeds the duration predictor with the store's finished runs (once per engine).
-  void SeedPredictor();
-  // Records a succeeded run's time for the predictor and the Gittins index.
-  void LearnRunTime(const std::string& key, int gpus, Millis run_ms);
   std::optional<Millis> Predict(const Live& live) const;
   // False when the run could not be prepared for the machine's sake (HoldStarts): it stays queued.
   bool Launch(Live& live, const sched::StartAction& action, Instant now);
@@ -259,24 +257,16 @@ class Engine {
   class TailHostFor;  // engine_metrics.cc
   Millis NextWakeup(Instant now) const;
   void SetState(Live& live, RunEvent event, const std::string& note, Instant now);
-  // Searches and pruning (engine_search.cc).
-  // The search and prune state of an experiment from its spec and stored runs and rungs.
-  Status InitSearch(ExperimentEntry& ep, const std::vector<Run>& runs);
-  // Asks the proposer for trials while the search wants more and has fewer than `parallel`
-  // unfinished (one job in flight per search); TakeProposals makes them when they are back.
-  void TopUpSearch(ExperimentEntry& ep, Instant now);
-  void TakeProposals(Instant now);
-  // An experiment with no unfinished run and no trial being proposed is done.
+  // Searches (engine_search.cc): the search driver (search_driver.h) asks for trials
+  // (SearchHost::MakeTrial); the experiment is done when neither its runs nor its search keep
+  // it open.
+  void TopUpSearch(ExperimentEntry& ep);
+  void TakeProposals();
   void MaybeDone(ExperimentEntry& ep);
-  // Records and queues trial `search.created` with these params.
-  Result<Run> MakeTrial(ExperimentEntry& ep, Json params, Instant now);
+  Result<Run> MakeTrial(ExperimentEntry& ep, Json params, int index);
   // The search an ask/tell command is about: the experiment's entry (loaded from the store when
   // the engine does not hold it), which must be a search.
   Result<ExperimentEntry*> SearchOf(int64_t experiment_id);
-  // What the search learns from a trial that has ended (its state is final).
-  void ObserveTrial(const Live& live);
-  // New points of the prune metric: rungs recorded, and the run stopped when it is behind.
-  void CheckPrune(Live& live, const std::vector<MetricPoint>& points, Instant now);
   // Pipelines (engine_pipeline.cc, docs/pipelines.md).
   // The spec a run runs under: its stage's view of the pipeline, or the experiment's.
   const Spec& SpecOf(const Live& live) const;
@@ -308,15 +298,10 @@ class Engine {
   void CollectOutputs(Live& live, Instant now);
   void TakeCollected(Instant now);
   void Release(Live& live);
-  // The machine's GPU leases (EngineOptions::gpu_ledger): takes the machine-wide lock and takes
-  // what other engines hold out of `view` (true: locked; the caller publishes and unlocks); when
-  // the lock or the leases cannot be had, the runs that need GPUs leave `queue` for this pass.
-  bool TakeForeignLeases(std::vector<sched::PendingRun>& queue, sched::ClusterView& view);
-  // Publishes what this engine's running runs hold (false: it could not, and GPU runs wait).
-  bool PublishLeases();
-  bool leases_unpublished_ = false;
+  // What the running runs hold of the GPUs, and that published as this engine's leases.
+  std::vector<GpuHold> Holds() const;
+  void PublishLeases();
   std::atomic<bool> stop_runs_on_drain_{false};
-  Millis ledger_warned_mono_ = -1;
   void Retire(int64_t run_id);
   // Tells the index that the run waits now (in the class its fields make).
   void Queue(const Live& live);
@@ -331,13 +316,6 @@ class Engine {
   watch::AlertBudget alert_budget_;  // runs' own alerts per run and user (watch/alert_budget.h)
   void SampleTelemetry(Instant now);
   void StoreSamples(const std::vector<GpuSample>& samples, bool flush_all);
-  // GPU health (engine_health.cc; docs/metrics.md, "GPU health"): a reading's findings become
-  // alerts, a critical one drains its GPU (kept in <store>/gpu-drain.json); drained GPUs are left
-  // out of what the scheduler may start on; an admin's drain or clear is read back from the book.
-  void CheckGpuHealth(const std::vector<GpuSample>& samples, Instant now);
-  void DropDrainedGpus(std::vector<sched::GpuState>& gpus, Instant now);
-  void RefreshDrains(Instant now);
-  std::shared_ptr<GpuHealthWatch> health_;  // made at the first look at the drain book
   // Whether this failure makes `watch.detectors.failure_streak` in a row for the run's config;
   // raises the repeated_failure alert when it does.
   bool RepeatedFailure(Live& live, AttemptOutcome outcome, Millis now);
@@ -355,19 +333,13 @@ class Engine {
   std::string hostname_;
   std::string python_client_dir_;  // python/ of this drover, put on every run's PYTHONPATH
 
-  sched::GpuBook book_;  // the pool: what runs hold of each GPU and of the CPU slots
-  std::vector<GpuDevice> devices_;
-  bool gpus_ready_ = false;
   std::map<int64_t, std::unique_ptr<ExperimentEntry>> experiments_;
   std::map<int64_t, std::unique_ptr<Live>> live_;  // runs not yet final, by run id
   RunQueue queue_;  // live_ indexed: running ones, waiting ones by class
   std::map<int, int64_t> pid_to_run_;
   std::map<int64_t, int64_t> starting_;  // BeginStart ticket -> run id, until it is reported
   sched::PolicyConfig policy_;          // options_.scheduler.Policy()
-  sched::DurationPredictor predictor_;  // run times of succeeded runs (srtf, priority)
-  bool predictor_seeded_ = false;
-  std::vector<Millis> finished_sizes_;  // GPU time of the latest succeeded runs (gittins)
-  bool sizes_changed_ = false;          // the Gittins index is to be rebuilt
+  RunTimes run_times_;  // how long succeeded runs took (srtf, gittins)
   int64_t preempt_for_ = 0;  // the waiting run the last preemption was for (ClusterView::first)
   Millis preempt_for_until_mono_ = 0;  // ... until then at most
   bool in_tx_ = false;
@@ -393,16 +365,19 @@ class Engine {
   std::vector<std::function<void()>> unsent_notes_;   // observer calls, made after commit
   EngineObserver* observer_ = nullptr;
   std::unique_ptr<EnvironmentCapture> env_capture_;  // started at the first submit
-  std::unique_ptr<Proposer> proposer_;                // made at the first search proposal
-  int proposals_in_flight_ = 0;
   std::unique_ptr<WorkingCopies> working_copies_;  // made at the first launch
   // Components (docs/architecture.md): each keeps its own state by run and is told of a run's
   // life through RunLifecycle, in this order.
+  class Context;  // the engine as its components' EngineContext and SearchHost (engine.cc)
+  std::unique_ptr<Context> context_;
   MetricTail tail_;     // the running attempts' metric sources
   PipelineGate gate_;  // which runs wait for their needs or their twin
   watch::RunWatchers watchers_;  // each running attempt's detectors
   watch::GpuTelemetry telemetry_;  // each GPU's detectors and its telemetry rows
+  GpuPool pool_;  // the GPUs, what runs hold of them and of the CPU slots, the machine's leases
   OutputCollection outputs_;  // succeeded stages' outputs being stored (or held for room)
+  SearchDriver search_;  // searches' trials and pruners, the proposer
+  HealthWatch health_;   // GPU health findings and drains (the drain book)
   std::vector<RunLifecycle*> components_;
   bool copies_said_ = false;  // whether the log says how working copies are made
 };

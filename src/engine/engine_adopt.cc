@@ -57,7 +57,7 @@ Result<Engine::ExperimentEntry*> Engine::EntryFor(const Experiment& e) {
     RunFilter filter;
     filter.experiment_id = e.id;
     DROVER_ASSIGN_OR_RETURN(auto runs, store_.ListRuns(filter));
-    DROVER_RETURN_IF_ERROR(InitSearch(*entry, runs));
+    DROVER_RETURN_IF_ERROR(search_.Load(e, entry->spec, runs));
   }
   ExperimentEntry* ep = entry.get();
   experiments_[e.id] = std::move(entry);
@@ -180,7 +180,7 @@ Result<RecoverySummary> Engine::Recover() {
       placement.run_id = r.id;
       placement.gpus = a.gpus;
       placement.exclusive = r.resources.gpus > 0 && r.resources.gpu_memory == 0;
-      for (const auto& g : book_.gpus()) {
+      for (const auto& g : pool_.gpus()) {
         if (std::find(a.gpus.begin(), a.gpus.end(), g.index) == a.gpus.end()) continue;
         placement.gpu_memory = placement.exclusive ? g.capacity : r.resources.gpu_memory;
       }
@@ -259,8 +259,7 @@ Result<RecoverySummary> Engine::Recover() {
       pid_to_run_[exit.pid] = run_id;
       HandleExit(exit, now);
     }
-    TopUpSearch(*ep, now);  // a search the last engine left short of its trials goes on
-    MaybeDone(*ep);
+    TopUpSearch(*ep);  // a search the last engine left short of its trials goes on
   }
   // Pipeline runs not yet queued: they wait for their unfinished needs, or are looked at now.
   for (int64_t id : unevaluated) {
@@ -322,9 +321,9 @@ bool Engine::RecordUnrecordedStart(Live& live, Instant now) {
       long index = std::strtol(g.c_str(), &rest, 10);
       if (rest == g.c_str() || *rest != '\0') {
         // A MIG instance goes by its UUID.
-        auto mig = std::find_if(devices_.begin(), devices_.end(),
+        auto mig = std::find_if(pool_.devices().begin(), pool_.devices().end(),
                                 [&](const GpuDevice& d) { return IsMig(d) && d.uuid == g; });
-        if (mig == devices_.end()) return false;  // not a list drover made
+        if (mig == pool_.devices().end()) return false;  // not a list drover made
         index = mig->index;
       }
       a.gpus.push_back(static_cast<int>(index));

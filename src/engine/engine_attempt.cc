@@ -346,7 +346,7 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
   a.number = run.attempts + 1;
   a.params = run.current_params;
   a.gpus = action.gpus;
-  a.cuda_visible_devices = CudaVisibleDevices(devices_, action.gpus);  // MIG: by UUID
+  a.cuda_visible_devices = CudaVisibleDevices(pool_.devices(), action.gpus);  // MIG: by UUID
   a.started_ms = now.wall;
   a.hostname = hostname_;
   a.drover_version = DROVER_VERSION;
@@ -399,7 +399,7 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
       ls.request.container = live.exp->spec.container;
       ls.request.experiment_id = run.experiment_id;
       for (int g : a.gpus) {
-        for (const GpuDevice& d : devices_) {
+        for (const GpuDevice& d : pool_.devices()) {
           if (d.index == g) ls.request.gpu_uuids.push_back(d.uuid);
         }
       }
@@ -551,7 +551,7 @@ void Engine::RecordStart(Live& live, Attempt a, const Status& launch, Instant no
 
 void Engine::Reserve(Live& live, const sched::StartAction& action) {
   live.placement = action;
-  book_.Apply(action, SlotsOf(live));
+  pool_.Apply(action, SlotsOf(live));
 }
 
 int Engine::SlotsOf(const Live& live) const {
@@ -613,7 +613,7 @@ void Engine::SetState(Live& live, RunEvent event, const std::string& note, Insta
 }
 
 void Engine::Release(Live& live) {
-  book_.Release(live.placement, SlotsOf(live));
+  pool_.Release(live.placement, SlotsOf(live));
   const bool held_gpus = !live.placement.gpus.empty();
   live.placement = {};
   if (held_gpus) PublishLeases();
@@ -690,10 +690,9 @@ void Engine::HandleExit(const ProcessExit& exit, Instant now) {
   if (!exit.detail.empty() && !a.stopping && outcome != AttemptOutcome::kPreempted) {
     detail = exit.detail;  // the executor's words (Slurm: TIMEOUT, a job Slurm forgot)
   }
-  if (outcome == AttemptOutcome::kPruned && live.exp->pruner) {
-    if (const RungRecord* r = live.exp->pruner->PrunedAt(live.run.id)) {
-      detail = fmt::format("pruned at rung {} (step {}): {} = {} was behind the other runs there",
-                           r->rung, r->step, live.exp->pruner->spec().metric, r->value);
+  if (outcome == AttemptOutcome::kPruned) {
+    if (std::string why = search_.PrunedWhy(live.run.experiment_id, live.run.id); !why.empty()) {
+      detail = std::move(why);
     }
   }
   EndAttempt(live, outcome, detail, now);
@@ -760,7 +759,7 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
     if (rec.counts_as_retry) run.retries_used += 1;
   }
   if (next == RunEvent::kSucceed) {
-    LearnRunTime(live.exp->predictor_key, run.resources.gpus, live.preempted_ms + ran);
+    run_times_.Learn(live.exp->predictor_key, run.resources.gpus, live.preempted_ms + ran);
     // A stage's outputs are stored before it counts as succeeded (TakeCollected ends it).
     if (const StageSpec* st = FindStage(live.exp->spec, run.stage); st && !st->outputs.empty()) {
       if (!note.empty()) spdlog::info("run {}: {}", run.id, note);
@@ -784,13 +783,11 @@ void Engine::Retire(int64_t run_id) {
   if (it == live_.end()) return;
   ExperimentEntry* exp = it->second->exp;
   queue_.Drop(run_id);
-  ObserveTrial(*it->second);
   for (RunLifecycle* c : components_) c->OnFinal(it->second->run);
   live_.erase(it);
   --exp->unfinished;
   WakeDependents(run_id, clock_.At());  // the runs that need it go on, or are not run
-  TopUpSearch(*exp, clock_.At());  // the next trials, asked for (TakeProposals makes them)
-  MaybeDone(*exp);
+  TopUpSearch(*exp);  // a search's next trials, asked for (TakeProposals makes them)
 }
 
 void Engine::CancelLive(Live& live, Instant now) {
@@ -837,7 +834,7 @@ Status Engine::CancelExperiment(int64_t experiment_id) {
     return FailedPrecondition(
         fmt::format("experiment {} ({}) has no unfinished runs", experiment_id, exp->name));
   }
-  if (auto& search = experiments_.at(experiment_id)->search) search->stopped = true;
+  search_.Stop(experiment_id);
   std::vector<int64_t> ids;
   for (const auto& [id, live] : live_) {
     if (live->run.experiment_id == experiment_id) ids.push_back(id);

@@ -91,7 +91,7 @@ Result<Cleanup> Engine::Remove(const cmd::Remove& which) {
           it->second->experiment.name, Count(it->second->unfinished, "run"),
           it->second->unfinished == 1 ? "it" : "them", id));
     }
-    if (it != experiments_.end() && it->second->search && it->second->search->proposing) {
+    if (it != experiments_.end() && search_.Proposing(id)) {
       // Its last trial ended and the next ones are being proposed: it is still going.
       return FailedPrecondition(fmt::format(
           "experiment {} ({}) is a search making its next trials: cancel it first (drover "
@@ -104,7 +104,10 @@ Result<Cleanup> Engine::Remove(const cmd::Remove& which) {
   if (in_tx_) DROVER_RETURN_IF_ERROR(Flush());
   if (stall_) return StallRefusal("remove");
   DROVER_RETURN_IF_ERROR(ApplyCleanup(store_, options_.store_dir, plan));
-  for (int64_t id : which.experiment_ids) experiments_.erase(id);
+  for (int64_t id : which.experiment_ids) {
+    experiments_.erase(id);
+    search_.Forget(id);
+  }
   return plan;
 }
 

@@ -79,7 +79,9 @@ void Engine::TailMetrics(Live& live, bool final, Instant now) {
   if (st.ok()) st = store_.UpdateRun(live.run);
   if (!st.ok()) Fail(st);
   WatchPoints(live, tailed.points, now.wall);
-  CheckPrune(live, tailed.points, now);
+  if (live.attempt && !live.attempt->stopping && search_.OnPoints(live.run, tailed.points)) {
+    Stop(live, StopReason::kPrune, now, options_.kill_grace_ms);
+  }
   if (!tailed.points.empty()) {
     Notify([this, run = live.run, points = std::move(tailed.points)] {
       observer_->OnMetrics(run, points);

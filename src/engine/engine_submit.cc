@@ -101,12 +101,12 @@ Status Engine::CheckSubmit(const Spec& spec) {
     const bool podman = c.runtime == ContainerRuntime::kPodman &&
                         (c.runtime_given || container::Installed(ContainerRuntime::kPodman));
     if (gpus && here == ExecutorKind::kLocal && podman) {
-      DROVER_RETURN_IF_ERROR(container::CheckCdi(devices_, options_.cdi_dirs));
+      DROVER_RETURN_IF_ERROR(container::CheckCdi(pool_.devices(), options_.cdi_dirs));
     }
   }
   // Slurm says whether a job can ever run (sbatch refuses it at once otherwise).
   if (here != ExecutorKind::kLocal) return Status::Ok();
-  return CheckSpecFits(spec, book_.gpus(), options_.scheduler.gpu_reserve, options_.cpu_slots);
+  return CheckSpecFits(spec, pool_.gpus(), options_.scheduler.gpu_reserve, options_.cpu_slots);
 }
 
 namespace {
@@ -307,7 +307,7 @@ Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
 
   ExperimentEntry* ep = entry.get();
   ep->unfinished = static_cast<int>(result.runs.size());
-  if (Status st = InitSearch(*ep, result.runs); !st.ok()) return st;
+  if (Status st = search_.Load(e, ep->spec, result.runs); !st.ok()) return st;
   InitStages(*ep);
   experiments_[e.id] = std::move(entry);
   std::vector<Live*> ready;  // pipeline runs that need nothing: fingerprinted, maybe cached

@@ -178,7 +178,7 @@ bool Engine::RepeatedFailure(Live& live, AttemptOutcome outcome, Millis now) {
 void Engine::SampleTelemetry(Instant now) {
   if (options_.watch.telemetry_period_ms <= 0 || now.mono < next_sample_mono_) return;
   next_sample_mono_ = now.mono + options_.watch.telemetry_period_ms;
-  if (devices_.empty()) return;
+  if (pool_.devices().empty()) return;
   auto samples = probe_.Sample(now.wall);
   if (!samples.ok()) {
     // Old numbers shown as current would hide the problem: show none.
@@ -191,15 +191,19 @@ void Engine::SampleTelemetry(Instant now) {
   }
   sample_error_.clear();
   latest_samples_ = *samples;
-  CheckGpuHealth(*samples, now);  // alerts and drains (engine_health.cc)
-
   // Which runs hold each GPU, and the GPU memory of each run's processes (by process group).
   std::map<int, std::vector<int64_t>> holders;
+  std::map<int, std::vector<RunOnGpu>> on_gpu;
   for (int64_t id : queue_.running()) {
     auto found = live_.find(id);
     if (found == live_.end()) continue;
-    for (int g : found->second->placement.gpus) holders[g].push_back(id);
+    const Live& live = *found->second;
+    for (int g : live.placement.gpus) {
+      holders[g].push_back(id);
+      on_gpu[g].push_back({id, live.run.experiment_id, live.attempt ? live.attempt->number : 0});
+    }
   }
+  health_.Check(*samples, pool_.devices(), on_gpu, now);  // alerts and drains (health_watch.h)
   std::map<int64_t, int64_t> run_memory;
   for (const GpuSample& s : *samples) {
     for (const GpuProcess& p : s.processes) {

@@ -3,6 +3,7 @@
 // alerts say so) until an admin clears it; drains survive a restart; an admin drains too; MIG
 // instances are GPUs of their own (their UUIDs in CUDA_VISIBLE_DEVICES) and a fault of their GPU
 // drains them all; sustained throttling warns with the clocks.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>

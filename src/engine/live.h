@@ -13,8 +13,6 @@
 #include "common/strings.h"
 #include "engine/engine.h"
 #include "exec/working_copy.h"
-#include "search/pruner.h"
-#include "search/sampler.h"
 
 namespace drover {
 
@@ -22,43 +20,6 @@ namespace drover {
 inline Millis KillTime(Millis scheduled, Millis proposed) {
   return scheduled > 0 ? std::min(scheduled, proposed) : proposed;
 }
-
-// The duration predictor's key for an experiment's runs: its name and the names of its
-// parameters (the shape of its config), so a sweep submitted again is predicted from the last.
-template <typename J>
-inline std::string PredictorKey(const std::string& name, const J& params) {
-  std::vector<std::string> keys;
-  for (auto it = params.begin(); it != params.end(); ++it) keys.push_back(it.key());
-  std::sort(keys.begin(), keys.end());
-  return name + "(" + Join(keys, ",") + ")";
-}
-
-// A search's state in the engine (engine_search.cc): what proposes its trials, and what they gave.
-// Rebuilt from the store by a restarted engine: trials are the experiment's runs.
-struct SearchState {
-  search::Space space;
-  search::SamplerOptions options;
-  uint64_t seed = 0;
-  int64_t trials = 0;             // the budget (search.trials)
-  int parallel = 1;               // unfinished trials at most (search.parallel)
-  std::vector<Json> contexts;     // grid cells and fixed values: trial i takes i mod size
-  int64_t created = 0;            // trials made so far (the experiment's runs)
-  bool stopped = false;           // cancelled: no more trials
-  bool proposing = false;         // a ProposalJob for it is with the proposer
-  std::map<int64_t, search::Observation> history;  // by run id
-  bool WantsMore() const { return !stopped && created < trials; }
-};
-
-// The seed of trial `index` of a search seeded `seed` (the same trial, the same proposal).
-uint64_t TrialSeed(uint64_t seed, int64_t index);
-// The search of a spec, with no trial made yet.
-Result<SearchState> NewSearchState(const Spec& spec);
-// A trial made and not ended: a constant liar for the sampler, never an observation.
-search::Observation RunningTrial(const Json& params, int64_t number);
-// What proposing the next `count` trials takes (trial numbers search.created on), copied.
-ProposalJob JobFor(const SearchState& search, int64_t experiment_id, int count);
-// A result told to the search (ask/tell) joins its history.
-void AddObservation(SearchState& search, const Objective& objective, const Observation& o);
 
 struct Engine::ExperimentEntry {
   Experiment experiment;
@@ -75,8 +36,6 @@ struct Engine::ExperimentEntry {
   // unset: the engine's own.
   std::optional<RunAs> run_as;
   std::optional<UnixUser> submitter;
-  std::optional<SearchState> search;     // spec.search with a sampler: trials made as proposed
-  std::optional<search::Pruner> pruner;  // spec.prune: runs stopped when their curve is behind
   // A pipeline's stages: the spec each stage's runs run under (StageView), by stage name.
   std::map<std::string, Spec> stages;
 };

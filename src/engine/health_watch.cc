@@ -2,9 +2,11 @@
 // instance's health is its GPU's); a critical fault drains the GPU (all its MIG instances), which
 // the drain book in the store folder keeps across restarts, and raises an alert, with a warning
 // to each run on it, which is left alone; sustained throttling is a warning. Drained GPUs are
-// left out of what the scheduler may start on (Schedule calls DropDrainedGpus), until an admin
-// clears them (`drover gpu clear`, which edits the book; the engine reads it back within a
-// second and says so in an alert).
+// left out of what the scheduler may start on (the engine asks for Drained at each scheduling
+// pass), until an admin clears them (`drover gpu clear`, which edits the book; the engine reads it
+// back within a second and says so in an alert).
+#include "engine/health_watch.h"
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -14,28 +16,10 @@
 #include <set>
 
 #include "common/strings.h"
-#include "engine/engine.h"
-#include "engine/live.h"
 #include "gpu/drain_book.h"
 #include "gpu/health.h"
 
 namespace drover {
-
-struct GpuHealthWatch {
-  std::string path;  // the drain book
-  // The book as last read: its identity (a change renames a new file over it) and when to look
-  // again.
-  bool present = false;
-  ino_t ino = 0;
-  off_t size = 0;
-  int64_t mtime_ns = 0;
-  Millis next_look_mono = 0;
-  std::string unreadable;  // the last error reading it, logged once
-  std::map<std::string, DrainEntry> drained;    // by device key, as last read or written
-  std::map<std::string, HealthMemory> memory;   // by the GPU's key (a MIG instance's GPU)
-  std::map<std::string, HealthCounters> seen;   // what the book's "seen" holds
-  HealthConfig config;
-};
 
 namespace {
 
@@ -66,30 +50,25 @@ bool Known(const HealthCounters& c) {
 
 }  // namespace
 
-void Engine::DropDrainedGpus(std::vector<sched::GpuState>& gpus, Instant now) {
-  if (gpus.empty()) return;
-  RefreshDrains(now);
-  if (health_->drained.empty()) return;
+std::set<int> HealthWatch::Drained(const std::vector<GpuDevice>& devices, Instant now) {
+  Refresh(devices, now);
   std::set<int> drained;
-  for (const GpuDevice& d : devices_) {
-    if (health_->drained.count(DeviceKey(d))) drained.insert(d.index);
+  for (const GpuDevice& d : devices) {
+    if (drained_.count(DeviceKey(d))) drained.insert(d.index);
   }
-  std::erase_if(gpus, [&](const sched::GpuState& g) { return drained.count(g.index) > 0; });
+  return drained;
 }
 
-void Engine::RefreshDrains(Instant now) {
-  const bool first = health_ == nullptr;
-  if (first) {
-    health_ = std::make_shared<GpuHealthWatch>();
-    health_->path = DrainBookPath(options_.store_dir);
-  }
-  GpuHealthWatch& h = *health_;
+void HealthWatch::Refresh(const std::vector<GpuDevice>& devices, Instant now) {
+  const bool first = !looked_;
+  looked_ = true;
+  Book& h = book_;
   if (!first && now.mono < h.next_look_mono) return;
   h.next_look_mono = now.mono + kDrainLookMs;
   struct stat st {};
   const bool present = ::stat(h.path.c_str(), &st) == 0;
-  const int64_t mtime_ns = present ? int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec
-                                   : 0;
+  const int64_t mtime_ns =
+      present ? int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec : 0;
   if (!first && present == h.present &&
       (!present || (st.st_ino == h.ino && st.st_size == h.size && mtime_ns == h.mtime_ns))) {
     return;
@@ -111,23 +90,23 @@ void Engine::RefreshDrains(Instant now) {
   std::map<std::string, DrainEntry> read;
   for (const DrainEntry& e : book->drained) read[e.uuid] = e;
   for (const auto& [key, counters] : book->seen) {
-    h.seen[key] = counters;
-    HealthMemory& m = h.memory[key];
+    seen_[key] = counters;
+    HealthMemory& m = memory_[key];
     if (!m.seen) m.seen = counters;
   }
   // What changed since: an admin's drain or clear (the engine's own drains are known already).
   auto index_of = [&](const std::string& key, int fallback) {
-    for (const GpuDevice& d : devices_) {
+    for (const GpuDevice& d : devices) {
       if (DeviceKey(d) == key) return d.index;
     }
     return fallback;
   };
   for (const auto& [key, e] : read) {
-    if (h.drained.count(key)) continue;
+    if (drained_.count(key)) continue;
     const int index = index_of(key, e.index);
     if (first) {
-      spdlog::warn("GPU {} stays drained (by {}): {} `drover gpu clear {}` returns it", index,
-                   e.by, e.reason, index);
+      spdlog::warn("GPU {} stays drained (by {}): {} `drover gpu clear {}` returns it", index, e.by,
+                   e.reason, index);
       continue;
     }
     Alert a;
@@ -141,14 +120,14 @@ void Engine::RefreshDrains(Instant now) {
         index, e.by.empty() ? "an admin" : e.by, e.reason.empty() ? "" : " (" + e.reason + ")",
         index);
     a.data = {{"uuid", key}, {"by", e.by}, {"reason", e.reason}};
-    RaiseAlert(std::move(a), now.wall);
+    ctx_.Alert(std::move(a));
   }
-  for (const auto& [key, e] : h.drained) {
+  for (const auto& [key, e] : drained_) {
     if (read.count(key)) continue;
     const int index = index_of(key, e.index);
     auto c = book->cleared.find(key);
-    const std::string by = c == book->cleared.end() || c->second.by.empty() ? "an admin"
-                                                                            : c->second.by;
+    const std::string by =
+        c == book->cleared.end() || c->second.by.empty() ? "an admin" : c->second.by;
     Alert a;
     a.kind = "gpu_cleared";
     a.severity = "info";
@@ -156,14 +135,16 @@ void Engine::RefreshDrains(Instant now) {
     a.gpu = index;
     a.message = fmt::format("GPU {} cleared by {}: new runs may start on it again.", index, by);
     a.data = {{"uuid", key}, {"by", by}, {"was", e.reason}};
-    RaiseAlert(std::move(a), now.wall);
+    ctx_.Alert(std::move(a));
   }
-  h.drained = std::move(read);
+  drained_ = std::move(read);
 }
 
-void Engine::CheckGpuHealth(const std::vector<GpuSample>& samples, Instant now) {
-  RefreshDrains(now);
-  GpuHealthWatch& h = *health_;
+void HealthWatch::Check(const std::vector<GpuSample>& samples,
+                        const std::vector<GpuDevice>& devices,
+                        const std::map<int, std::vector<RunOnGpu>>& holders, Instant now) {
+  Refresh(devices, now);
+  Book& h = book_;
   // Each GPU once: a GPU in MIG mode is read through each of its instances, with the same health.
   struct Gpu {
     int physical = 0;
@@ -173,9 +154,9 @@ void Engine::CheckGpuHealth(const std::vector<GpuSample>& samples, Instant now) 
   std::map<std::string, Gpu> gpus;
   std::vector<std::string> order;
   for (const GpuSample& s : samples) {
-    auto d = std::find_if(devices_.begin(), devices_.end(),
+    auto d = std::find_if(devices.begin(), devices.end(),
                           [&](const GpuDevice& g) { return g.index == s.index; });
-    if (d == devices_.end()) continue;
+    if (d == devices.end()) continue;
     const std::string key = GpuKey(*d);
     auto [it, inserted] = gpus.try_emplace(key);
     if (inserted) {
@@ -189,10 +170,10 @@ void Engine::CheckGpuHealth(const std::vector<GpuSample>& samples, Instant now) 
   std::map<std::string, HealthCounters> new_seen;
   for (const std::string& key : order) {
     const Gpu& gpu = gpus.at(key);
-    HealthMemory& memory = h.memory[key];
-    std::vector<HealthFinding> findings = EvaluateHealth(*gpu.sample, memory, h.config);
+    HealthMemory& memory = memory_[key];
+    std::vector<HealthFinding> findings = EvaluateHealth(*gpu.sample, memory, config_);
     if (memory.seen && Known(*memory.seen) &&
-        (!h.seen.count(key) || h.seen.at(key) != *memory.seen)) {
+        (!seen_.count(key) || seen_.at(key) != *memory.seen)) {
       new_seen[key] = *memory.seen;
     }
     if (findings.empty()) continue;
@@ -205,19 +186,17 @@ void Engine::CheckGpuHealth(const std::vector<GpuSample>& samples, Instant now) 
     std::sort(mig.begin(), mig.end());
     const std::string label = GpuLabel(gpu.physical, mig);
     // The runs on it now: left alone, and told.
-    std::vector<Live*> on;
-    for (int64_t id : queue_.running()) {
-      auto found = live_.find(id);
-      if (found == live_.end()) continue;
-      for (int g : found->second->placement.gpus) {
-        if (indices.count(g)) {
-          on.push_back(found->second.get());
-          break;
-        }
+    std::vector<RunOnGpu> on;
+    std::set<int64_t> counted;
+    for (int g : indices) {
+      auto held = holders.find(g);
+      if (held == holders.end()) continue;
+      for (const RunOnGpu& r : held->second) {
+        if (counted.insert(r.run_id).second) on.push_back(r);
       }
     }
     std::vector<int64_t> run_ids;
-    for (const Live* l : on) run_ids.push_back(l->run.id);
+    for (const RunOnGpu& r : on) run_ids.push_back(r.run_id);
     for (const HealthFinding& f : findings) {
       Alert a;
       a.kind = f.kind;
@@ -230,35 +209,35 @@ void Engine::CheckGpuHealth(const std::vector<GpuSample>& samples, Instant now) 
       if (!f.drain) {
         a.message = label + " " + f.what +
                     (run_ids.empty() ? "" : fmt::format(" (on it: run {})", Ids(run_ids)));
-        RaiseAlert(std::move(a), now.wall);
+        ctx_.Alert(std::move(a));
         continue;
       }
       a.message = DrainMessage(label, f.what, run_ids, gpu.physical);
       a.data["drained"] = true;
       for (const GpuDevice* d : gpu.devices) {
         const std::string dk = DeviceKey(*d);
-        if (h.drained.count(dk)) continue;
+        if (drained_.count(dk)) continue;
         DrainEntry e{dk, d->index, a.message, kDrainedByDrover, now.wall, f.key};
-        h.drained[dk] = e;
+        drained_[dk] = e;
         new_drains.push_back(std::move(e));
       }
-      RaiseAlert(std::move(a), now.wall);  // the log sink says it too
-      for (const Live* l : on) {
+      ctx_.Alert(std::move(a));  // the log sink says it too
+      for (const RunOnGpu& l : on) {
         Alert r;
         r.kind = "gpu_drained";
         r.severity = "warning";
-        r.key = fmt::format("run:{}:gpu_drained:{}", l->run.id, key);
-        r.experiment_id = l->run.experiment_id;
-        r.run_id = l->run.id;
+        r.key = fmt::format("run:{}:gpu_drained:{}", l.run_id, key);
+        r.experiment_id = l.experiment_id;
+        r.run_id = l.run_id;
         r.gpu = gpu.physical;
         r.message = fmt::format(
             "run {} is on {}, which {}: it goes on, but check its results (a GPU fault can "
             "corrupt them, or stop the run); no new run starts on that GPU until an admin clears "
             "it",
-            l->run.id, label, f.what);
+            l.run_id, label, f.what);
         r.data = f.data;
-        if (l->attempt) r.data["attempt"] = l->attempt->number;
-        RaiseAlert(std::move(r), now.wall);
+        if (l.attempt > 0) r.data["attempt"] = l.attempt;
+        ctx_.Alert(std::move(r));
       }
     }
   }
@@ -271,7 +250,7 @@ void Engine::CheckGpuHealth(const std::vector<GpuSample>& samples, Instant now) 
     return Status::Ok();
   });
   if (st.ok()) {
-    for (const auto& [key, counters] : new_seen) h.seen[key] = counters;
+    for (const auto& [key, counters] : new_seen) seen_[key] = counters;
   } else {
     // Drained in this engine all the same; a restart would forget it.
     spdlog::error("GPU drains could not be written to {}: {}", h.path, st.message());

@@ -207,11 +207,13 @@ TEST_F(CdiTest, EveryGpuNeedsADeviceOfKindNvidiaGpuByUuidOrIndex) {
 // A launcher that records what it was asked to start.
 class RecordingLauncher : public ProcessLauncher {
  public:
-  Result<int> Start(const LaunchSpec& spec) override {
+  Result<ExecHandle> Start(const LaunchSpec& spec) override {
     started.push_back(spec);
-    return 4242;
+    return ExecHandle(4242);
   }
-  void SignalGroup(int pgid, int sig) override { signals.emplace_back(pgid, sig); }
+  void Stop(ExecHandle attempt, StopSignal how) override {
+    signals.emplace_back(static_cast<int>(attempt.id), how == StopSignal::kKill ? SIGKILL : SIGTERM);
+  }
   WaitResult Wait(int64_t) override {
     WaitResult r;
     r.exits = std::move(exits);
@@ -219,8 +221,8 @@ class RecordingLauncher : public ProcessLauncher {
     return r;
   }
   std::vector<ProcessExit> exits;  // what the next Wait reports
-  int64_t StartTicks(int) override { return 0; }
-  void Adopt(int, int64_t, const ExitRecordAt&) override {}
+  int64_t Identity(ExecHandle) override { return 0; }
+  void Adopt(ExecHandle, int64_t, const ExitRecordAt&) override {}
   std::vector<LaunchSpec> started;
   std::vector<std::pair<int, int>> signals;
 };
@@ -318,7 +320,7 @@ TEST(ContainerLauncherTest, OnlyTheRuntimesOwnAccountOfAFailedStartIsALaunchErro
     ls.request.container = ContainerSpec{};
     auto pid = launcher.Start(ls);
     ProcessExit e;
-    e.pid = *pid;
+    e.handle = *pid;
     e.exit_code = code;
     inner.exits.push_back(e);
     return launcher.Wait(0).exits.at(0);

@@ -238,12 +238,12 @@ Result<LaunchSpec> ContainerLauncher::Wrap(const LaunchSpec& spec) const {
   return out;
 }
 
-Result<int> ContainerLauncher::Start(const LaunchSpec& spec) {
+Result<ExecHandle> ContainerLauncher::Start(const LaunchSpec& spec) {
   if (!spec.request.container) return inner_.Start(spec);
   DROVER_ASSIGN_OR_RETURN(LaunchSpec wrapped, Wrap(spec));
-  Result<int> pid = inner_.Start(wrapped);
-  if (pid.ok()) running_[*pid] = Describe(spec);
-  return pid;
+  Result<ExecHandle> started = inner_.Start(wrapped);
+  if (started.ok()) running_[*started] = Describe(spec);
+  return started;
 }
 
 Result<int64_t> ContainerLauncher::BeginStart(const LaunchSpec& spec) {
@@ -260,11 +260,11 @@ void ContainerLauncher::Remove(const Container& c) {
   remover_.Start(Removal{c.runtime, {c.name}});
 }
 
-void ContainerLauncher::SignalGroup(int pgid, int sig) {
-  inner_.SignalGroup(pgid, sig);
+void ContainerLauncher::Stop(ExecHandle attempt, StopSignal how) {
+  inner_.Stop(attempt, how);
   // SIGTERM reaches the container through the client; a SIGKILL ends only the client.
-  if (sig == SIGKILL) {
-    if (auto it = running_.find(pgid); it != running_.end()) Remove(it->second);
+  if (how == StopSignal::kKill) {
+    if (auto it = running_.find(attempt); it != running_.end()) Remove(it->second);
   }
 }
 
@@ -291,11 +291,11 @@ WaitResult ContainerLauncher::Wait(int64_t timeout_ms) {
   for (const StartOutcome& s : r.started) {
     auto it = starting_.find(s.ticket);
     if (it == starting_.end()) continue;
-    if (s.pid > 0) running_[s.pid] = std::move(it->second);
+    if (s.handle.valid()) running_[s.handle] = std::move(it->second);
     starting_.erase(it);
   }
   for (ProcessExit& e : r.exits) {
-    auto it = running_.find(e.pid);
+    auto it = running_.find(e.handle);
     if (it == running_.end()) continue;
     Judge(it->second, &e);
     // A client that did not exit by itself (killed, lost) may have left its container.
@@ -305,9 +305,12 @@ WaitResult ContainerLauncher::Wait(int64_t timeout_ms) {
   return r;
 }
 
-void ContainerLauncher::Adopt(int pid, int64_t start_ticks, const ExitRecordAt& record) {
-  inner_.Adopt(pid, start_ticks, record);
+void ContainerLauncher::Adopt(ExecHandle attempt, int64_t identity, const ExitRecordAt& record) {
+  inner_.Adopt(attempt, identity, record);
   if (inner_.kind() != ExecutorKind::kLocal) return;
+  // On this machine the handle is the process leading the attempt's group: the runtime's client
+  // (the supervisor's runs) or a shim.
+  const int pid = static_cast<int>(attempt.id);
   Container c;
   c.name = ContainerNameOf(pid);  // the supervisor's runs: the client leads the group
   const std::vector<std::string> args = Split(CmdlineOf(pid), '\0');
@@ -318,12 +321,12 @@ void ContainerLauncher::Adopt(int pid, int64_t start_ticks, const ExitRecordAt& 
     c.stderr_path = record.file.substr(0, record.file.size() - 5) + ".err";
   }
   if (!c.name.empty()) {
-    running_[pid] = std::move(c);
+    running_[attempt] = std::move(c);
     return;
   }
   // A shim leads it: the name its container would have, if it is a container run at all.
   c.name = ContainerNameFromRecord(store_id_, record.file);
-  if (!c.name.empty()) maybe_[pid] = std::move(c);
+  if (!c.name.empty()) maybe_[attempt] = std::move(c);
 }
 
 void ContainerLauncher::EndRecovery() {

@@ -26,17 +26,20 @@ class ContainerLauncher : public ProcessLauncher {
   ~ContainerLauncher() override;
 
   ExecutorKind kind() const override { return inner_.kind(); }
-  Result<int> Start(const LaunchSpec& spec) override;
+  Result<ExecHandle> Start(const LaunchSpec& spec) override;
   bool StartsInBackground() const override { return inner_.StartsInBackground(); }
   Result<int64_t> BeginStart(const LaunchSpec& spec) override;
-  void SignalGroup(int pgid, int sig) override;
+  void Stop(ExecHandle attempt, StopSignal how) override;
   WaitResult Wait(int64_t timeout_ms) override;
-  int64_t StartTicks(int pid) override { return inner_.StartTicks(pid); }
-  std::optional<std::string> EnvOf(int pid, const std::string& name) override {
-    return inner_.EnvOf(pid, name);
+  int64_t Identity(ExecHandle attempt) override { return inner_.Identity(attempt); }
+  std::optional<std::string> EnvOf(ExecHandle attempt, const std::string& name) override {
+    return inner_.EnvOf(attempt, name);
   }
-  int GroupOf(int pid) override { return inner_.GroupOf(pid); }
-  void Adopt(int pid, int64_t start_ticks, const ExitRecordAt& record) override;
+  std::optional<ExecHandle> OwnerOf(int64_t pid) override { return inner_.OwnerOf(pid); }
+  void Adopt(ExecHandle attempt, int64_t identity, const ExitRecordAt& record) override;
+  Json PlacedAs(ExecHandle attempt) override { return inner_.PlacedAs(attempt); }
+  std::string StartNote(ExecHandle attempt) override { return inner_.StartNote(attempt); }
+  bool WaitsToRun(const Json& placement) const override { return inner_.WaitsToRun(placement); }
   Status BeginRecovery() override { return inner_.BeginRecovery(); }
   // After the engine's adoption: the store's containers that no adopted attempt owns (their
   // client is gone: the attempt was requeued) are removed.
@@ -67,11 +70,11 @@ class ContainerLauncher : public ProcessLauncher {
 
   ProcessLauncher& inner_;
   std::string store_id_;
-  std::map<int, Container> running_;         // by pid (the client's; a Slurm job id)
+  std::map<ExecHandle, Container> running_;  // by the inner launcher's handle (the client's pid; a Slurm job id)
   std::map<int64_t, Container> starting_;    // by BeginStart's ticket
   // Adopted attempts whose process is not the runtime's client (a shim leads it): their
   // container's name from the exit record's, confirmed by the listing at EndRecovery.
-  std::map<int, Container> maybe_;
+  std::map<ExecHandle, Container> maybe_;
   Worker<Removal, int> remover_;
 };
 

@@ -199,7 +199,7 @@ void Engine::OnInterrupt(int signal, Instant now, bool serve) {
     for (auto& [id, live] : live_) {
       if (!live->attempt) continue;
       Stop(*live, StopReason::kDrain, now, options_.kill_grace_ms);
-      if (again) live->kill_at_mono = now.mono;
+      if (again) live->clock.kill_at_mono = now.mono;
     }
     CheckDeadlines(now);
     return;
@@ -443,7 +443,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
       const std::vector<int64_t> running(queue_.running().begin(), queue_.running().end());
       for (int64_t id : running) {
         auto it = live_.find(id);
-        if (it != live_.end() && it->second->attempt && !it->second->starting) {
+        if (it != live_.end() && it->second->attempt && !it->second->clock.starting) {
           TailMetrics(*it->second, false, now);
         }
       }
@@ -454,7 +454,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
   if (error_.ok()) {
     // What was read so far is kept; a restarted engine resumes at the stored offsets.
     for (auto& [id, live] : live_) {
-      if (live->attempt && !live->starting) TailMetrics(*live, false, clock_.At());
+      if (live->attempt && !live->clock.starting) TailMetrics(*live, false, clock_.At());
     }
     StoreSamples({}, /*flush_all=*/true);
     // Environments still being captured are waited for (each helper is bounded by its timeout):
@@ -547,7 +547,7 @@ void Engine::StalledPass(Instant now) {
   const Instant at = clock_.At();
   for (int64_t id : queue_.running()) {
     auto it = live_.find(id);
-    if (it != live_.end() && it->second->attempt && !it->second->starting) {
+    if (it != live_.end() && it->second->attempt && !it->second->clock.starting) {
       NoteOutput(*it->second, at);
     }
   }
@@ -583,16 +583,16 @@ void Engine::LeaveStall(Instant now) {
 void Engine::StopEverything() {
   // The store failed, so nobody would watch these runs: stop them rather than leave them holding
   // GPUs with no record of how they end.
-  std::set<int> pids;
+  std::set<ExecHandle> attempts;
   for (auto& [id, live] : live_) {
-    if (!live->attempt || live->starting) continue;  // a start not reported has no pid yet
-    int pid = static_cast<int>(live->attempt->pid);
-    launcher_.SignalGroup(pid, SIGKILL);
-    pids.insert(pid);
+    if (!live->attempt || live->clock.starting) continue;  // a start not reported has no handle yet
+    const ExecHandle h = HandleOf(*live->attempt);
+    launcher_.Stop(h, StopSignal::kKill);
+    attempts.insert(h);
   }
   Millis give_up = clock_.Now() + 10'000;
-  while (!pids.empty() && clock_.Now() < give_up) {
-    for (const auto& e : launcher_.Wait(100).exits) pids.erase(e.pid);
+  while (!attempts.empty() && clock_.Now() < give_up) {
+    for (const auto& e : launcher_.Wait(100).exits) attempts.erase(e.handle);
   }
 }
 
@@ -630,7 +630,7 @@ void Engine::Queue(const Live& live) {
   c.experiment_id = live.run.experiment_id;
   c.priority = live.run.priority;
   c.created_ms = live.run.created_ms;
-  c.attained_gpu_ms = live.attained_gpu_ms;
+  c.attained_gpu_ms = live.past.attained_gpu_ms;
   queue_.Wait(live.run.id, c);
   if (live.retry_at_mono > 0) queue_.Backoff(live.run.id, live.retry_at_mono);
 }
@@ -657,7 +657,7 @@ Status Engine::CheckIndex() const {
     if (c == nullptr) continue;
     ++waiting;
     if (c->experiment_id != live->run.experiment_id || c->priority != live->run.priority ||
-        c->created_ms != live->run.created_ms || c->attained_gpu_ms != live->attained_gpu_ms) {
+        c->created_ms != live->run.created_ms || c->attained_gpu_ms != live->past.attained_gpu_ms) {
       return Internal(fmt::format("run {} waits in the index under another class", id));
     }
     auto cls = queue_.waiting().find(*c);
@@ -711,8 +711,8 @@ sched::ClusterView Engine::SchedulerView(Instant now, PredictCache& predicted,
     rr.gpus = live.placement.gpus;
     rr.exclusive = live.placement.exclusive;
     rr.started_ms = a.started_ms;
-    Millis running_ms = std::max<Millis>(0, now.mono - live.started_mono);
-    rr.attained_gpu_ms = live.attained_gpu_ms + static_cast<Millis>(a.gpus.size()) * running_ms;
+    Millis running_ms = std::max<Millis>(0, now.mono - live.clock.started_mono);
+    rr.attained_gpu_ms = live.past.attained_gpu_ms + static_cast<Millis>(a.gpus.size()) * running_ms;
     rr.predicted_ms = PredictCached(live, predicted);
     rr.preemptible = live.exp->spec.preemptible;
     rr.group = live.exp->spec.group;
@@ -745,7 +745,7 @@ sched::PendingRun Engine::PendingOf(const Live& live, Instant now, PredictCache&
   // same moment expressed in wall time now.
   p.not_before_ms = live.retry_at_mono > now.mono ? now.wall + (live.retry_at_mono - now.mono) : 0;
   p.submitted_ms = r.created_ms;
-  p.attained_gpu_ms = live.attained_gpu_ms;
+  p.attained_gpu_ms = live.past.attained_gpu_ms;
   p.predicted_ms = PredictCached(live, predicted);
   p.group = live.exp->spec.group;
   p.user = live.exp->experiment.uid;
@@ -853,7 +853,7 @@ bool Engine::EndHeld(const Live& live) const {
   if (!stall_ || !live.attempt) return false;
   const auto& exits = stall_->held.exits;
   return std::any_of(exits.begin(), exits.end(),
-                     [&](const ProcessExit& e) { return e.pid == live.attempt->pid; });
+                     [&](const ProcessExit& e) { return e.handle == HandleOf(*live.attempt); });
 }
 
 bool Engine::Stopping(const Live& live) const {
@@ -885,12 +885,11 @@ void Engine::CheckDeadlines(Instant now) {
     auto it = live_.find(id);
     if (it == live_.end()) continue;
     Live* live = it->second.get();
-    if (!live->attempt || live->starting) continue;  // its clocks start once it has started
-    if (live->placed_pending) continue;  // waiting in Slurm: its clocks start when it runs
+    if (!live->attempt || live->clock.starting) continue;  // its clocks start once it has started
+    if (live->clock.placed_pending) continue;  // waiting in Slurm: its clocks start when it runs
     if (outputs_.Collecting(id)) continue;  // ended: its outputs are being stored
-    int pid = static_cast<int>(live->attempt->pid);
     if (EndHeld(*live)) continue;  // ended during a stall: nothing left to stop or kill
-    if (live->deadline_mono > 0 && now.mono >= live->deadline_mono && !Stopping(*live)) {
+    if (live->clock.deadline_mono > 0 && now.mono >= live->clock.deadline_mono && !Stopping(*live)) {
       Stop(*live, StopReason::kTimeout, now, options_.kill_grace_ms);
     }
     Millis stall = SpecOf(*live).monitor.stall_ms;
@@ -906,9 +905,9 @@ void Engine::CheckDeadlines(Instant now) {
       RaiseRunAlert(*live, f, "stalled", now.wall);
       Stop(*live, StopReason::kStall, now, options_.kill_grace_ms);
     }
-    if (live->kill_at_mono > 0 && now.mono >= live->kill_at_mono) {
-      launcher_.SignalGroup(pid, SIGKILL);
-      live->kill_at_mono = 0;
+    if (live->clock.kill_at_mono > 0 && now.mono >= live->clock.kill_at_mono) {
+      launcher_.Stop(HandleOf(*live->attempt), StopSignal::kKill);
+      live->clock.kill_at_mono = 0;
     }
   }
 }
@@ -922,12 +921,12 @@ Millis Engine::NextWakeup(Instant now) const {
     auto found = live_.find(id);
     if (found == live_.end()) continue;
     const Live& live = *found->second;
-    if (live.starting) continue;  // its report wakes the wait
+    if (live.clock.starting) continue;  // its report wakes the wait
     if (EndHeld(live)) continue;  // ended during a stall: handled at recovery
     if (outputs_.Collecting(live.run.id)) continue;  // the collector's report wakes the wait
     const bool stopping = Stopping(live);
-    if (live.deadline_mono > 0 && !stopping) next = std::min(next, live.deadline_mono);
-    if (live.kill_at_mono > 0) next = std::min(next, live.kill_at_mono);
+    if (live.clock.deadline_mono > 0 && !stopping) next = std::min(next, live.clock.deadline_mono);
+    if (live.clock.kill_at_mono > 0) next = std::min(next, live.clock.kill_at_mono);
     Millis stall = SpecOf(live).monitor.stall_ms;
     if (stall > 0 && !stopping) next = std::min(next, watchers_.LastOutput(id) + stall);
   }

@@ -336,7 +336,8 @@ class Engine {
   std::map<int64_t, std::unique_ptr<ExperimentEntry>> experiments_;
   std::map<int64_t, std::unique_ptr<Live>> live_;  // runs not yet final, by run id
   RunQueue queue_;  // live_ indexed: running ones, waiting ones by class
-  std::map<int, int64_t> pid_to_run_;
+  std::map<ExecHandle, int64_t> by_handle_;  // running attempts' runs, by the executor's handle
+  static ExecHandle HandleOf(const Attempt& a) { return ExecHandle(a.pid); }
   std::map<int64_t, int64_t> starting_;  // BeginStart ticket -> run id, until it is reported
   sched::PolicyConfig policy_;          // options_.scheduler.Policy()
   RunTimes run_times_;  // how long succeeded runs took (srtf, gittins)

@@ -68,9 +68,9 @@ void Engine::CountEarlierAttempts(Live& live, const std::vector<Attempt>& attemp
   // The GPU time its earlier attempts had still counts (las, default).
   for (const Attempt& a : attempts) {
     if (!a.ended || a.ended_ms < a.started_ms) continue;
-    live.attained_gpu_ms += (a.ended_ms - a.started_ms) * static_cast<Millis>(a.gpus.size());
+    live.past.attained_gpu_ms += (a.ended_ms - a.started_ms) * static_cast<Millis>(a.gpus.size());
     if (ParseAttemptOutcome(a.reason) == AttemptOutcome::kPreempted) {
-      live.preempted_ms += a.ended_ms - a.started_ms;
+      live.past.preempted_ms += a.ended_ms - a.started_ms;
     }
   }
 }
@@ -192,20 +192,18 @@ Result<RecoverySummary> Engine::Recover() {
         const bool preempt = *a.stopping == StopReason::kPreempt;
         if (preempt) l.preempt_why = "it was being preempted when the daemon restarted";
         if (*a.stopping == StopReason::kCancel) l.cancel_requested = true;
-        l.kill_at_mono =
+        l.clock.kill_at_mono =
             now.mono + (preempt ? options_.scheduler.grace_ms : options_.kill_grace_ms);
       }
       watchers_.Start(r.id, SpecOf(l));
       Reserve(l, placement);
       // What the last engine knew as wall times becomes monotonic deadlines from here on.
-      l.started_mono = now.mono - std::max<Millis>(0, now.wall - a.started_ms);
+      l.clock.started_mono = now.mono - std::max<Millis>(0, now.wall - a.started_ms);
       const Millis timeout = SpecOf(l).timeout_ms;
-      l.deadline_mono = timeout > 0 ? l.started_mono + timeout : 0;
-      const std::string placed_state = PlacementText(a.executor, "state");
-      if (placed_by_executor() && (placed_state.empty() || placed_state == "SUBMITTED" ||
-                                   placed_state == "PENDING")) {
-        l.placed_pending = true;  // still waiting in Slurm: its clocks start when it runs
-        l.deadline_mono = 0;
+      l.clock.deadline_mono = timeout > 0 ? l.clock.started_mono + timeout : 0;
+      if (placed_by_executor() && launcher_.WaitsToRun(a.executor)) {
+        l.clock.placed_pending = true;  // still waiting in Slurm: its clocks start when it runs
+        l.clock.deadline_mono = 0;
       }
       watchers_.OutputClockStarts(r.id, now.mono);
       if (a.pid == 0 && !a.exit_path.empty()) {
@@ -219,29 +217,29 @@ Result<RecoverySummary> Engine::Recover() {
         }
       }
       const Attempt& known = *l.attempt;
-      int pid = static_cast<int>(known.pid);
+      const ExecHandle handle = HandleOf(known);
       // An attempt another executor ran (a Slurm job's id is no pid here, nor the reverse) is
       // not this launcher's to look up or signal: its end is read from its record, or it is lost.
       const std::string kind = PlacementText(known.executor, "kind");
       const bool other_executor =
           (kind.empty() ? std::string(ToString(ExecutorKind::kLocal)) : kind) !=
           ToString(launcher_.kind());
-      bool alive = !other_executor && pid > 0 && known.pid_start > 0 &&
-                   launcher_.StartTicks(pid) == known.pid_start;
+      bool alive = !other_executor && handle.valid() && known.pid_start > 0 &&
+                   launcher_.Identity(handle) == known.pid_start;
       if (alive && known.exit_path.empty()) {
         // Started without a shim by an engine that is gone: nobody can learn how it ends, so it
         // is stopped and run again rather than left running unwatched.
-        launcher_.SignalGroup(pid, SIGKILL);
+        launcher_.Stop(handle, StopSignal::kKill);
         alive = false;
       }
       if (alive) {
-        launcher_.Adopt(pid, known.pid_start, RecordOf(known));
-        pid_to_run_[pid] = r.id;
+        launcher_.Adopt(handle, known.pid_start, RecordOf(known));
+        by_handle_[handle] = r.id;
         ++summary.adopted;
         continue;
       }
       ProcessExit exit;
-      exit.pid = pid;
+      exit.handle = handle;
       auto recorded = a.exit_path.empty() ? Result<ProcessExit>(NotFound("no exit record"))
                                           : ReadExitRecord(RecordOf(a));
       if (recorded.ok()) {
@@ -256,7 +254,7 @@ Result<RecoverySummary> Engine::Recover() {
     }
     // Ends are handled after the experiment's runs are all registered, so Retire counts right.
     for (auto& [run_id, exit] : ended) {
-      pid_to_run_[exit.pid] = run_id;
+      by_handle_[exit.handle] = run_id;
       HandleExit(exit, now);
     }
     TopUpSearch(*ep);  // a search the last engine left short of its trials goes on
@@ -298,14 +296,14 @@ bool Engine::RecordUnrecordedStart(Live& live, Instant now) {
   if (!start.ok()) return false;
   a.pid = start->pid;
   a.pid_start = start->start_ticks;
-  const int pid = static_cast<int>(a.pid);
+  const ExecHandle handle = HandleOf(a);
   // Its end in the record says it ended, whatever its pid still shows: a shim that wrote its end
   // stays a zombie until its parent reaps it, with the same start time and nothing left to read
   // in /proc (an attempt that had succeeded was run again for that).
   auto ended = [&] { return ReadExitRecord(RecordOf(a)).ok(); };
-  bool alive = !ended() && pid > 0 && launcher_.StartTicks(pid) == a.pid_start;
+  bool alive = !ended() && handle.valid() && launcher_.Identity(handle) == a.pid_start;
   std::optional<std::string> devices;
-  if (alive) devices = launcher_.EnvOf(pid, "CUDA_VISIBLE_DEVICES");
+  if (alive) devices = launcher_.EnvOf(handle, "CUDA_VISIBLE_DEVICES");
   if (alive && !devices) {
     // Its GPUs cannot be read back: still running, it cannot be booked (ForgetUnrecordedStart
     // stops it instead); or it ended since the look above, its end now in its record.
@@ -337,7 +335,7 @@ bool Engine::RecordUnrecordedStart(Live& live, Instant now) {
   a.hostname = hostname_;
   a.drover_version = DROVER_VERSION;
   a.started_ms = StartedMs(a, now.wall);
-  if (placed_by_executor()) a.executor = {{"kind", ToString(launcher_.kind())}, {"job_id", a.pid}};
+  a.executor = launcher_.PlacedAs(handle);
   spdlog::info("run {}: attempt {} was started by the last engine, which stopped before recording "
                "it; taken over ({})",
                r.id, a.number, alive ? "still running" : "ended since");
@@ -379,13 +377,13 @@ bool Engine::ForgetUnrecordedStart(Live& live, Instant now) {
   a.ended_ms = now.wall;
   a.ended = true;
   a.reason = std::string(ToString(AttemptOutcome::kInterrupted));
-  const int pid = static_cast<int>(a.pid);
-  const bool alive = launcher_.StartTicks(pid) == a.pid_start;
+  const ExecHandle handle = HandleOf(a);
+  const bool alive = launcher_.Identity(handle) == a.pid_start;
   spdlog::warn(
       "run {}: attempt {} was started by the last engine, which stopped before recording it{}; "
       "it runs again as attempt {}",
       r.id, a.number, alive ? " (stopped now: its GPUs were never recorded)" : "", a.number + 1);
-  if (alive) launcher_.SignalGroup(pid, SIGKILL);
+  if (alive) launcher_.Stop(handle, StopSignal::kKill);
   r.attempts = a.number;
   Tx();
   Status st = store_.InsertAttempt(a);

@@ -52,16 +52,16 @@ bool Engine::Stop(Live& live, StopReason why, Instant now, Millis grace) {
   if (outputs_.Collecting(live.run.id)) return false;
   Attempt& a = *live.attempt;
   // A SIGKILL already scheduled is never pushed later by a second reason to stop.
-  live.kill_at_mono = KillTime(live.kill_at_mono, now.mono + grace);
+  live.clock.kill_at_mono = KillTime(live.clock.kill_at_mono, now.mono + grace);
   if (a.stopping) return false;  // the first reason stands
   // Stored with the attempt, so a daemon restarted during the grace goes on stopping it for the
   // same reason (a preempted run that checkpoints and exits 0 has not finished).
   a.stopping = why;
   // Still starting: it is stored with the reason, and signalled, once it has started.
-  if (live.starting) return true;
+  if (live.clock.starting) return true;
   Tx();
   if (Status st = store_.UpdateAttempt(a); !st.ok()) Fail(st);
-  launcher_.SignalGroup(static_cast<int>(a.pid), SIGTERM);
+  launcher_.Stop(HandleOf(a), StopSignal::kTerminate);
   return true;
 }
 
@@ -355,9 +355,9 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
   a.stdout_path = files.Stdout(a.number);
   a.stderr_path = files.Stderr(a.number);
   if (options_.use_shim) a.exit_path = files.Exit(a.number);
-  if (placed_by_executor()) live.placed_pending = true;
+  if (placed_by_executor()) live.clock.placed_pending = true;
 
-  live.started_mono = now.mono;
+  live.clock.started_mono = now.mono;
   watchers_.OutputClockStarts(run.id, now.mono);
   watchers_.Start(run.id, SpecOf(live));
   run.attempts = a.number;
@@ -411,36 +411,34 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
       Result<int64_t> ticket = launcher_.BeginStart(ls);
       if (ticket.ok()) {
         live.attempt = std::move(a);
-        live.starting = true;
+        live.clock.starting = true;
         queue_.Run(run.id);
         starting_[*ticket] = run.id;
         return true;
       }
       launch = ticket.status();
     } else {
-      auto pid = launcher_.Start(ls);
-      if (!pid.ok() && placed_by_executor() && pid.status().code() == Code::kUnavailable) {
+      Result<ExecHandle> started = launcher_.Start(ls);
+      if (!started.ok() && placed_by_executor() &&
+          started.status().code() == Code::kUnavailable) {
         // The executor's controller does not answer (Slurm down or restarting): not the run's
         // fault. It stays queued, charged nothing, and no run starts until a retry gets through.
         Release(live);
         watchers_.Stop(run.id);
-        live.placed_pending = false;
+        live.clock.placed_pending = false;
         run.attempts = attempts_before;
         run.started_ms = started_before;
         run.final_metrics = metrics_before;
-        HoldStarts(live, pid.status(), now);
+        HoldStarts(live, started.status(), now);
         return false;
       }
-      if (pid.ok() && start_hold_) ReleaseStarts(now);
-      if (pid.ok()) {
-        a.pid = *pid;
-        a.pid_start = launcher_.StartTicks(*pid);
-        if (placed_by_executor()) {
-          a.executor = {{"kind", ToString(launcher_.kind())}, {"job_id", a.pid},
-                        {"state", "SUBMITTED"}};
-        }
+      if (started.ok() && start_hold_) ReleaseStarts(now);
+      if (started.ok()) {
+        a.pid = started->id;
+        a.pid_start = launcher_.Identity(*started);
+        a.executor = launcher_.PlacedAs(*started);  // where the executor put it (a Slurm job)
       } else {
-        launch = pid.status();
+        launch = started.status();
       }
     }
   }
@@ -495,21 +493,21 @@ void Engine::HandleStarted(const StartOutcome& started, Instant now) {
   if (sit == starting_.end()) return;
   auto it = live_.find(sit->second);
   starting_.erase(sit);
-  if (it == live_.end() || !it->second->starting) return;
+  if (it == live_.end() || !it->second->clock.starting) return;
   Live& live = *it->second;
-  live.starting = false;
+  live.clock.starting = false;
   Attempt a = std::move(*live.attempt);
   live.attempt.reset();
-  a.pid = started.pid;
-  a.pid_start = started.start_ticks;
+  a.pid = started.handle.id;
+  a.pid_start = started.identity;
   // Its clocks (stall, timeout) start now, not when it was handed over.
   watchers_.OutputClockStarts(live.run.id, now.mono);
-  live.started_mono = now.mono;
+  live.clock.started_mono = now.mono;
   const bool stop = a.stopping.has_value();
   RecordStart(live, std::move(a), started.error, now);
   // Stopped while it was starting (cancel, preemption, drain): now it has a group to signal.
   if (stop && started.error.ok() && live.attempt) {
-    launcher_.SignalGroup(static_cast<int>(live.attempt->pid), SIGTERM);
+    launcher_.Stop(HandleOf(*live.attempt), StopSignal::kTerminate);
   }
 }
 
@@ -538,15 +536,15 @@ void Engine::RecordStart(Live& live, Attempt a, const Status& launch, Instant no
     EndAttempt(live, AttemptOutcome::kLaunchError, launch.message(), now);
     return;
   }
-  pid_to_run_[a.pid] = run.id;
+  by_handle_[HandleOf(a)] = run.id;
   const Millis timeout = SpecOf(live).timeout_ms;
-  live.deadline_mono = timeout > 0 && !live.placed_pending ? now.mono + timeout : 0;
-  if (!a.stopping) live.kill_at_mono = 0;  // else stopped while it was starting: the kill stands
-  SetState(live, RunEvent::kStart,
-           placed_by_executor()             ? fmt::format("submitted as Slurm job {}", a.pid)
-           : a.cuda_visible_devices.empty() ? "on CPU"
-                                            : "on GPU " + a.cuda_visible_devices,
-           now);
+  live.clock.deadline_mono = timeout > 0 && !live.clock.placed_pending ? now.mono + timeout : 0;
+  if (!a.stopping) live.clock.kill_at_mono = 0;  // else stopped while it was starting: the kill stands
+  std::string where = launcher_.StartNote(HandleOf(a));  // "submitted as Slurm job 12"
+  if (where.empty()) {
+    where = a.cuda_visible_devices.empty() ? "on CPU" : "on GPU " + a.cuda_visible_devices;
+  }
+  SetState(live, RunEvent::kStart, where, now);
 }
 
 void Engine::Reserve(Live& live, const sched::StartAction& action) {
@@ -559,20 +557,19 @@ int Engine::SlotsOf(const Live& live) const {
 }
 
 void Engine::HandlePlacement(const PlacementNews& news, Instant now) {
-  auto pit = pid_to_run_.find(news.pid);
-  if (pit == pid_to_run_.end()) return;
+  auto pit = by_handle_.find(news.handle);
+  if (pit == by_handle_.end()) return;
   auto it = live_.find(pit->second);
   if (it == live_.end() || !it->second->attempt) return;
   Live& live = *it->second;
   Attempt& a = *live.attempt;
-  const std::string state = PlacementText(news.executor, "state");
-  if (live.placed_pending && state != "SUBMITTED" && state != "PENDING" && !state.empty()) {
+  if (live.clock.placed_pending && !launcher_.WaitsToRun(news.executor)) {
     // It runs (or ended) now: its run time, timeout and stall clocks start here.
-    live.placed_pending = false;
-    live.started_mono = now.mono;
+    live.clock.placed_pending = false;
+    live.clock.started_mono = now.mono;
     watchers_.OutputClockStarts(live.run.id, now.mono);
     const Millis timeout = SpecOf(live).timeout_ms;
-    live.deadline_mono = timeout > 0 ? now.mono + timeout : 0;
+    live.clock.deadline_mono = timeout > 0 ? now.mono + timeout : 0;
   }
   if (a.executor == news.executor) return;
   a.executor = news.executor;
@@ -620,10 +617,10 @@ void Engine::Release(Live& live) {
 }
 
 void Engine::HandleExit(const ProcessExit& exit, Instant now) {
-  auto pit = pid_to_run_.find(exit.pid);
-  if (pit == pid_to_run_.end()) return;
+  auto pit = by_handle_.find(exit.handle);
+  if (pit == by_handle_.end()) return;
   auto it = live_.find(pit->second);
-  pid_to_run_.erase(pit);
+  by_handle_.erase(pit);
   if (it == live_.end() || !it->second->attempt) return;
   Live& live = *it->second;
   Attempt& a = *live.attempt;
@@ -673,9 +670,9 @@ void Engine::HandleExit(const ProcessExit& exit, Instant now) {
     size_t gpus = a.gpus.size();
     detail = placed_by_executor()
                  ? fmt::format("preempted: {}; ran {}", live.preempt_why,
-                               FormatDuration(now.mono - live.started_mono))
+                               FormatDuration(now.mono - live.clock.started_mono))
                  : fmt::format("preempted: {}; ran {} on {} GPU{}", live.preempt_why,
-                               FormatDuration(now.mono - live.started_mono), gpus,
+                               FormatDuration(now.mono - live.clock.started_mono), gpus,
                                gpus == 1 ? "" : "s");
     // What the stop cost: the time since the run's last checkpoint (it resumes from there).
     if (a.checkpoint) {
@@ -713,9 +710,9 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
   Release(live);
   // Every attempt's GPU time counts for the policies that rank by attained service (las,
   // default), a preempted one's too: that is what lets a long run wait its turn.
-  const Millis ran = std::max<Millis>(0, now.mono - live.started_mono);
-  live.attained_gpu_ms += ran * static_cast<Millis>(a.gpus.size());
-  if (outcome == AttemptOutcome::kPreempted) live.preempted_ms += ran;
+  const Millis ran = std::max<Millis>(0, now.mono - live.clock.started_mono);
+  live.past.attained_gpu_ms += ran * static_cast<Millis>(a.gpus.size());
+  if (outcome == AttemptOutcome::kPreempted) live.past.preempted_ms += ran;
   live.preempt_why.clear();
 
   Run& run = live.run;
@@ -727,20 +724,20 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
   // the config gets its attempts whatever its history (docs/spec.md, `retries`).
   const bool may_retry = rec.event == RunEvent::kRetry;
   const Streak streak_kind = StreakOf(outcome);
-  live.failures_in_a_row = streak_kind == Streak::kFailure ? live.failures_in_a_row + 1
+  live.past.failures_in_a_row = streak_kind == Streak::kFailure ? live.past.failures_in_a_row + 1
                            : streak_kind == Streak::kBreaks ? 0
-                                                            : live.failures_in_a_row;
+                                                            : live.past.failures_in_a_row;
   if ((may_retry || rec.event == RunEvent::kFail) && !live.cancel_requested) {
     RepeatedFailure(live, outcome, now.wall);
   }
   const int streak = options_.watch.detectors.failure_streak;
   if (may_retry && !live.cancel_requested && !SpecOf(live).retries_given && streak > 0 &&
-      live.failures_in_a_row >= streak) {
+      live.past.failures_in_a_row >= streak) {
     rec.event = RunEvent::kFail;
     rec.note = fmt::format(
         "not retried: it failed {} times in a row (the spec sets no retries: write retries: N "
         "to have N retries honoured)",
-        live.failures_in_a_row);
+        live.past.failures_in_a_row);
   }
   std::string note = detail;
   auto add_note = [&](const std::string& n) {
@@ -759,18 +756,18 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
     if (rec.counts_as_retry) run.retries_used += 1;
   }
   if (next == RunEvent::kSucceed) {
-    run_times_.Learn(live.exp->predictor_key, run.resources.gpus, live.preempted_ms + ran);
+    run_times_.Learn(live.exp->predictor_key, run.resources.gpus, live.past.preempted_ms + ran);
     // A stage's outputs are stored before it counts as succeeded (TakeCollected ends it).
     if (const StageSpec* st = FindStage(live.exp->spec, run.stage); st && !st->outputs.empty()) {
       if (!note.empty()) spdlog::info("run {}: {}", run.id, note);
-      live.deadline_mono = live.kill_at_mono = 0;
+      live.clock.deadline_mono = live.clock.kill_at_mono = 0;
       CollectOutputs(live, now);
       return;
     }
   }
   SetState(live, next, note, now);
   live.attempt.reset();
-  live.deadline_mono = live.kill_at_mono = 0;
+  live.clock.deadline_mono = live.clock.kill_at_mono = 0;
   if (IsFinal(run.state)) {
     Retire(run.id);
   } else {
@@ -795,7 +792,7 @@ void Engine::CancelLive(Live& live, Instant now) {
   live.cancel_requested = true;
   if (live.attempt) {
     if (!again) Stop(live, StopReason::kCancel, now, options_.kill_grace_ms);
-    if (force_kill_) live.kill_at_mono = now.mono;
+    if (force_kill_) live.clock.kill_at_mono = now.mono;
     return;
   }
   live.run.reason = std::string(ToString(AttemptOutcome::kCancelled));

@@ -953,7 +953,7 @@ class UnreachableController : public FakeLauncher {
  public:
   using FakeLauncher::FakeLauncher;
   ExecutorKind kind() const override { return ExecutorKind::kSlurm; }
-  Result<int> Start(const LaunchSpec& spec) override {
+  Result<ExecHandle> Start(const LaunchSpec& spec) override {
     ++tries;
     if (down > 0) {
       --down;

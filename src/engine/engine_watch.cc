@@ -207,9 +207,10 @@ void Engine::SampleTelemetry(Instant now) {
   std::map<int64_t, int64_t> run_memory;
   for (const GpuSample& s : *samples) {
     for (const GpuProcess& p : s.processes) {
-      int group = launcher_.GroupOf(p.pid);
-      auto it = pid_to_run_.find(group);
-      if (it == pid_to_run_.end() || p.memory_used < 0) continue;
+      const std::optional<ExecHandle> owner = launcher_.OwnerOf(p.pid);
+      if (!owner) continue;
+      auto it = by_handle_.find(*owner);
+      if (it == by_handle_.end() || p.memory_used < 0) continue;
       run_memory[it->second] += p.memory_used;
     }
   }

@@ -47,7 +47,7 @@ void Engine::ExplainWaiting(Instant now) {
                               : fmt::format("waiting for stage {} to succeed", Join(stages, ", "))};
       continue;
     }
-    if (l.attempt && l.placed_pending) {
+    if (l.attempt && l.clock.placed_pending) {
       std::string why = l.attempt->executor.value("reason", std::string());
       std::string state = l.attempt->executor.value("state", std::string("PENDING"));
       out[id] = {"executor", why.empty() ? fmt::format("in the executor's queue ({})", state)
@@ -55,7 +55,7 @@ void Engine::ExplainWaiting(Instant now) {
                                                        why)};
       continue;
     }
-    if (l.starting) {
+    if (l.clock.starting) {
       out[id] = {"starting", "starting: its working copy and process are being prepared"};
       continue;
     }

@@ -40,33 +40,43 @@ struct Engine::ExperimentEntry {
   std::map<std::string, Spec> stages;
 };
 
-struct Engine::Live {
-  Run run;
-  ExperimentEntry* exp = nullptr;
-  std::optional<Attempt> attempt;  // the running attempt
+// The clocks of a run's attempt in this engine: reset when the attempt ends. Deadlines are
+// monotonic (Instant::mono): a step of the wall clock moves none of them.
+struct AttemptClock {
   // Its start was handed to the launcher (BeginStart) and has not been reported yet: the attempt
-  // holds its resources but has no pid and no row in the store.
+  // holds its resources but has no handle and no row in the store.
   bool starting = false;
   // Submitted to an executor that places it (Slurm) and not running there yet: its timeout and
   // stall clocks start when the executor says it runs (Engine::HandlePlacement).
   bool placed_pending = false;
+  Millis started_mono = 0;   // when the running attempt started (its run time)
+  Millis deadline_mono = 0;  // timeout of the running attempt (0 = none)
+  Millis kill_at_mono = 0;   // SIGKILL the group at this time (0 = not stopping)
+};
+
+// What a run's ended attempts count for.
+struct AttemptsPast {
+  Millis attained_gpu_ms = 0;  // GPU time of its ended attempts (GPUs x run time, each attempt)
+  Millis preempted_ms = 0;     // run time of its preempted attempts (work a checkpoint keeps)
+  int failures_in_a_row = 0;   // its own failed attempts since its last success, in this engine
+};
+
+struct Engine::Live {
+  Run run;
+  ExperimentEntry* exp = nullptr;
+  std::optional<Attempt> attempt;  // the running attempt
+  AttemptClock clock;
+  AttemptsPast past;
   // Taken over from the store by Recover: the last engine may have started its next attempt
   // without recording it (Launch looks for that attempt's exit file once, before its first start
   // here; runs this engine submitted or started cannot have one).
   bool from_last_engine = false;
   std::optional<RunFiles> files;  // where its files go (RunFiles::In, looked up once)
   sched::StartAction placement;
-  // Deadlines are monotonic (Instant::mono): a step of the wall clock moves none of them.
-  Millis deadline_mono = 0;  // timeout of the running attempt (0 = none)
-  Millis kill_at_mono = 0;   // SIGKILL the group at this time (0 = not stopping)
   Millis retry_at_mono = 0;  // retry backoff: not started before (run.not_before_ms records it)
   // Why the running attempt is being stopped is attempt->stopping (one reason, the first).
   bool cancel_requested = false;  // the user cancelled the run: it ends cancelled, not retried
   std::string preempt_why;        // the scheduler's reason for a preemption, for the note
-  Millis attained_gpu_ms = 0;     // GPU time of its ended attempts (GPUs x run time, each attempt)
-  Millis preempted_ms = 0;        // run time of its preempted attempts (work a checkpoint keeps)
-  int failures_in_a_row = 0;      // its own failed attempts since its last success, in this engine
-  Millis started_mono = 0;        // when the running attempt started (its run time)
 };
 
 }  // namespace drover

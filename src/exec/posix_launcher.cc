@@ -201,13 +201,13 @@ bool PosixLauncher::StartsInBackground() const { return has_supervisor() && !exe
 
 Result<int64_t> PosixLauncher::BeginStart(const LaunchSpec& spec) {
   const int64_t ticket = next_ticket_++;
-  auto now = [&](Result<int> started) -> Result<int64_t> {
+  auto now = [&](Result<ExecHandle> started) -> Result<int64_t> {
     // Started (or failed) here and now: reported by the next Wait() all the same.
     StartOutcome o;
     o.ticket = ticket;
     if (started.ok()) {
-      o.pid = *started;
-      o.start_ticks = StartTicks(*started);
+      o.handle = *started;
+      o.identity = Identity(*started);
     } else {
       o.error = started.status();
     }
@@ -245,7 +245,7 @@ Result<int64_t> PosixLauncher::BeginStart(const LaunchSpec& spec) {
   return ticket;
 }
 
-Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
+Result<ExecHandle> PosixLauncher::Start(const LaunchSpec& spec) {
   if (StartsInBackground() && !spec.exit_path.empty()) {
     // The supervisor's hand-over, waited for.
     DROVER_ASSIGN_OR_RETURN(const int64_t ticket, BeginStart(spec));
@@ -255,7 +255,7 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
         StartOutcome o = std::move(*it);
         ready_.erase(it);
         if (!o.error.ok()) return o.error;
-        return o.pid;
+        return o.handle;
       }
       if (!supervisor_) return Internal("a launch was lost with the supervisor");
       // Ends that come first are kept for Wait().
@@ -297,7 +297,7 @@ Result<int> PosixLauncher::Start(const LaunchSpec& spec) {
   if (outcome.err != 0) {
     return StartError(prog, outcome.err, outcome.failed_step, plan.mount_overlay, plan.shim);
   }
-  return static_cast<int>(outcome.pid);
+  return ExecHandle(outcome.pid);
 }
 
 void PosixLauncher::MatchAnswers() {
@@ -315,8 +315,8 @@ void PosixLauncher::MatchAnswers() {
     StartOutcome o;
     o.ticket = p.ticket;
     if (a.outcome.err == 0) {
-      o.pid = a.outcome.pid;
-      o.start_ticks = a.start_ticks;
+      o.handle = ExecHandle(a.outcome.pid);
+      o.identity = a.start_ticks;
       supervised_[a.outcome.pid] = Supervised{p.record, a.start_ticks};
     } else {
       o.error = StartError(p.program, a.outcome.err, a.outcome.failed_step, p.overlay, false);
@@ -351,6 +351,10 @@ std::string PosixLauncher::Resolve(const std::string& prog, std::string_view pat
   return found;
 }
 
+void PosixLauncher::Stop(ExecHandle attempt, StopSignal how) {
+  SignalGroup(static_cast<int>(attempt.id), how == StopSignal::kKill ? SIGKILL : SIGTERM);
+}
+
 void PosixLauncher::SignalGroup(int pgid, int sig) {
   // pgid 0 or 1 would signal our own group or everything: never a run.
   if (pgid <= 1) return;
@@ -378,7 +382,8 @@ int64_t PosixLauncher::StartTicks(int pid) {
   return ticks;
 }
 
-std::optional<std::string> PosixLauncher::EnvOf(int pid, const std::string& name) {
+std::optional<std::string> PosixLauncher::EnvOf(ExecHandle attempt, const std::string& name) {
+  const int64_t pid = attempt.id;
   if (pid <= 0) return std::nullopt;
   const std::string path = "/proc/" + std::to_string(pid) + "/environ";
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -404,14 +409,15 @@ std::optional<std::string> PosixLauncher::EnvOf(int pid, const std::string& name
   return std::nullopt;
 }
 
-int PosixLauncher::GroupOf(int pid) {
-  if (pid <= 0) return -1;
-  pid_t g = getpgid(pid);
-  return g < 0 ? -1 : static_cast<int>(g);
+std::optional<ExecHandle> PosixLauncher::OwnerOf(int64_t pid) {
+  if (pid <= 0 || pid > INT32_MAX) return std::nullopt;
+  pid_t g = getpgid(static_cast<pid_t>(pid));
+  if (g <= 1) return std::nullopt;
+  return ExecHandle(g);  // an attempt's process group is led by its handle's process
 }
 
-void PosixLauncher::Adopt(int pid, int64_t start_ticks, const ExitRecordAt& record) {
-  adopted_[pid] = Adopted{start_ticks, record};
+void PosixLauncher::Adopt(ExecHandle attempt, int64_t identity, const ExitRecordAt& record) {
+  adopted_[static_cast<int>(attempt.id)] = Adopted{identity, record};
 }
 
 void PosixLauncher::CheckAdopted(std::vector<ProcessExit>* exits) {
@@ -445,7 +451,7 @@ void PosixLauncher::CheckAdopted(std::vector<ProcessExit>* exits) {
     } else {
       exit.lost = true;  // killed before the run ended, or the shim crashed: the end is unknown
     }
-    exit.pid = pid;
+    exit.handle = ExecHandle(pid);
     // Kill what may be left of the group (a run whose shim crashed), but only when the pid is
     // still the shim's zombie or held by no process at all: while a group has members its id is
     // not given to a new process, so the group is then still the adopted one. A pid that another
@@ -471,14 +477,14 @@ void PosixLauncher::Reap(std::vector<ProcessExit>* exits) {
     }
     if (r != 0 && errno == EINTR) continue;
     ProcessExit exit;
-    exit.pid = pid;
+    exit.handle = ExecHandle(pid);
     if (r != 0) {
       // ECHILD: someone else reaped it (a waitpid(-1) elsewhere). Its pid may already belong to
       // another process, so its group is not touched; report it ended, status unknown
       // (exit_code -1, signal 0), rather than wait for it forever. A shim's file may still say.
       if (!exit_path.empty()) {
         if (Result<ProcessExit> recorded = ReadExitFile(exit_path); recorded.ok()) exit = *recorded;
-        exit.pid = pid;
+        exit.handle = ExecHandle(pid);
       }
       exits->push_back(exit);
       it = live_.erase(it);
@@ -500,7 +506,7 @@ void PosixLauncher::Reap(std::vector<ProcessExit>* exits) {
     if (!exit_path.empty()) {
       if (Result<ProcessExit> recorded = ReadExitFile(exit_path); recorded.ok()) {
         exit = *recorded;
-        exit.pid = pid;
+        exit.handle = ExecHandle(pid);
       }
     }
     exits->push_back(exit);
@@ -521,7 +527,7 @@ void PosixLauncher::TakeSupervised(std::vector<ProcessExit>* exits) {
   // Answers first: a run's answer comes before its end.
   MatchAnswers();
   for (ProcessExit& e : ends) {
-    if (supervised_.erase(e.pid) > 0) exits->push_back(e);
+    if (supervised_.erase(static_cast<int>(e.handle.id)) > 0) exits->push_back(e);
   }
   if (here && !pending_.empty() &&
       MonotonicMs() - pending_.front().sent_ms > Supervisor::kAnswerTimeoutMs) {
@@ -535,7 +541,7 @@ void PosixLauncher::SupervisorLost() {
   MatchAnswers();  // what it answered before it went
   // Its runs are no longer anyone's children we can hear from: watch them as adopted ones (their
   // end is read from the exit file the supervisor may have written, else they are lost).
-  for (const auto& [pid, s] : supervised_) Adopt(pid, s.start_ticks, s.record);
+  for (const auto& [pid, s] : supervised_) Adopt(ExecHandle(pid), s.start_ticks, s.record);
   supervised_.clear();
   // A launch it had but did not answer may have begun: its start line says. Then the run is
   // watched as an adopted one; it is never started a second time under this attempt.
@@ -544,9 +550,9 @@ void PosixLauncher::SupervisorLost() {
     o.ticket = p.ticket;
     Result<ShimStart> begun = ReadRecordedStart(p.record);
     if (begun.ok() && StartTicks(static_cast<int>(begun->pid)) == begun->start_ticks) {
-      Adopt(static_cast<int>(begun->pid), begun->start_ticks, p.record);
-      o.pid = static_cast<int>(begun->pid);
-      o.start_ticks = begun->start_ticks;
+      o.handle = ExecHandle(begun->pid);
+      o.identity = begun->start_ticks;
+      Adopt(o.handle, begun->start_ticks, p.record);
     } else {
       o.error = Status(Code::kIo, "cannot start '" + p.program +
                                       "': the supervisor went away during its launch (it may "

@@ -30,17 +30,25 @@ class PosixLauncher : public ProcessLauncher {
   enum class Mode { kStandalone, kSupervised };
   explicit PosixLauncher(Mode mode = Mode::kStandalone);
   ~PosixLauncher() override;
-  Result<int> Start(const LaunchSpec& spec) override;
+  Result<ExecHandle> Start(const LaunchSpec& spec) override;
   // With a supervisor, runs that outlive us (an exit_path) are handed to it and their outcome
   // read by Wait(); other starts happen at once and are reported the same way.
   bool StartsInBackground() const override;
   Result<int64_t> BeginStart(const LaunchSpec& spec) override;
-  void SignalGroup(int pgid, int sig) override;
+  void Stop(ExecHandle attempt, StopSignal how) override;  // SIGTERM or SIGKILL to its group
   WaitResult Wait(int64_t timeout_ms) override;
-  int64_t StartTicks(int pid) override;
-  std::optional<std::string> EnvOf(int pid, const std::string& name) override;
-  int GroupOf(int pid) override;
-  void Adopt(int pid, int64_t start_ticks, const ExitRecordAt& record) override;
+  int64_t Identity(ExecHandle attempt) override { return StartTicks(static_cast<int>(attempt.id)); }
+  std::optional<std::string> EnvOf(ExecHandle attempt, const std::string& name) override;
+  // Its process group's leader, for any process of this machine (an attempt's or not).
+  std::optional<ExecHandle> OwnerOf(int64_t pid) override;
+  void Adopt(ExecHandle attempt, int64_t identity, const ExitRecordAt& record) override;
+
+  // This machine's side, under the handles (a handle here is its group leader's pid):
+  // Sends `sig` to the whole process group (an adopted one only while its leader is the process
+  // adopted). Harmless if it has already ended.
+  void SignalGroup(int pgid, int sig);
+  // The start time of process `pid` (field 22 of /proc/<pid>/stat), 0 when there is none.
+  int64_t StartTicks(int pid);
   void Wake() override;  // through an eventfd that Wait() polls
 
   // By default the shim is a fork() of this process (ShimMain, no exec: cheap per run). With this,

@@ -4,6 +4,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
+#include "testutil/handles.h"
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -40,7 +42,7 @@ class PosixLauncherTest : public ::testing::Test {
     for (int pgid : started_) kill(-pgid, SIGKILL);
     // Collect what the test left so no zombie outlives it.
     for (int i = 0; i < 100 && !started_.empty(); ++i) {
-      for (const ProcessExit& e : launcher_.Wait(100).exits) started_.erase(e.pid);
+      for (const ProcessExit& e : launcher_.Wait(100).exits) started_.erase(e.handle.id);
     }
     fs::remove_all(dir_);
   }
@@ -56,7 +58,7 @@ class PosixLauncherTest : public ::testing::Test {
   }
 
   int StartOk(const LaunchSpec& spec) {
-    Result<int> pid = launcher_.Start(spec);
+    Result<int> pid = testing::PidOf(launcher_.Start(spec));
     EXPECT_TRUE(pid.ok()) << pid.status().ToString();
     if (!pid.ok()) return -1;
     started_.insert(*pid);
@@ -74,8 +76,8 @@ class PosixLauncherTest : public ::testing::Test {
       }
       WaitResult r = launcher_.Wait(1000);
       for (const ProcessExit& e : r.exits) {
-        started_.erase(e.pid);
-        others_[e.pid] = e;
+        started_.erase(e.handle.id);
+        others_[e.handle.id] = e;
       }
     }
     ADD_FAILURE() << "pid " << pid << " was not reported within 10 s";
@@ -118,7 +120,7 @@ TEST_F(PosixLauncherTest, AProgramFoundInPathIsRememberedForASecondAndAMissingOn
 TEST_F(PosixLauncherTest, ReportsExitCode) {
   int pid = StartOk(Spec({"sh", "-c", "exit 3"}));
   ProcessExit e = WaitFor(pid);
-  EXPECT_EQ(e.pid, pid);
+  EXPECT_EQ(e.handle.id, pid);
   EXPECT_EQ(e.exit_code, 3);
   EXPECT_EQ(e.signal, 0);
 }
@@ -178,12 +180,12 @@ TEST_F(PosixLauncherTest, RelativeProgramResolvedInCwd) {
 }
 
 TEST_F(PosixLauncherTest, MissingProgramIsAClearError) {
-  Result<int> r = launcher_.Start(Spec({"no-such-program-drover"}));
+  Result<int> r = testing::PidOf(launcher_.Start(Spec({"no-such-program-drover"})));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
             "cannot start 'no-such-program-drover': No such file or directory; check the "
             "command's program name and PATH");
-  Result<int> r2 = launcher_.Start(Spec({"./missing.sh"}));
+  Result<int> r2 = testing::PidOf(launcher_.Start(Spec({"./missing.sh"})));
   ASSERT_FALSE(r2.ok());
   EXPECT_EQ(r2.status().message(),
             "cannot start './missing.sh': No such file or directory; check the command's "
@@ -193,7 +195,7 @@ TEST_F(PosixLauncherTest, MissingProgramIsAClearError) {
 TEST_F(PosixLauncherTest, MissingCwdIsAClearError) {
   LaunchSpec spec = Spec({"true"});
   spec.cwd = dir_ + "/nope";
-  Result<int> r = launcher_.Start(spec);
+  Result<int> r = testing::PidOf(launcher_.Start(spec));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "cannot start 'true': working directory '" + dir_ +
                                       "/nope': No such file or directory; check the run's "
@@ -203,7 +205,7 @@ TEST_F(PosixLauncherTest, MissingCwdIsAClearError) {
 TEST_F(PosixLauncherTest, UnwritableOutputIsAClearError) {
   LaunchSpec spec = Spec({"true"});
   spec.stdout_path = dir_ + "/no/such/dir/out.txt";
-  Result<int> r = launcher_.Start(spec);
+  Result<int> r = testing::PidOf(launcher_.Start(spec));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("no/such/dir/out.txt"), std::string::npos);
 }
@@ -315,9 +317,9 @@ TEST_F(PosixLauncherTest, ManyShortProcessesAllReaped) {
   auto end = steady_clock::now() + milliseconds(30000);
   while (collected < 200 && steady_clock::now() < end) {
     for (const ProcessExit& e : launcher_.Wait(1000).exits) {
-      EXPECT_EQ(pids.count(e.pid), 1u);
+      EXPECT_EQ(pids.count(e.handle.id), 1u);
       EXPECT_EQ(e.exit_code, 0);
-      started_.erase(e.pid);
+      started_.erase(e.handle.id);
       ++collected;
     }
   }
@@ -385,7 +387,7 @@ TEST_F(PosixLauncherTest, ARunThatCannotEnterItsFolderAsItsUserFailsToStart) {
   spec.cwd = dir_ + "/private";
   spec.run_as.uid = 65534;
   spec.run_as.gid = 65534;
-  Result<int> pid = launcher_.Start(spec);
+  Result<int> pid = testing::PidOf(launcher_.Start(spec));
   ASSERT_FALSE(pid.ok());
   EXPECT_NE(pid.status().message().find("entering the working directory"), std::string::npos)
       << pid.status().message();

@@ -16,6 +16,22 @@
 
 namespace drover {
 
+// An attempt as its executor knows it: on this machine the leader of its process group (a pid),
+// under Slurm a job id, under another executor whatever it numbers its attempts with. The engine
+// stores it with the attempt (Attempt::pid, the store's `pid` column), keys its running attempts
+// by it and hands it back to the launcher; nothing above the launcher reads it as a pid.
+struct ExecHandle {
+  int64_t id = 0;
+  constexpr ExecHandle() = default;
+  constexpr explicit ExecHandle(int64_t v) : id(v) {}
+  bool valid() const { return id > 0; }
+  auto operator<=>(const ExecHandle&) const = default;
+};
+
+// How the engine stops an attempt: asks it to end (SIGTERM to a process group; Slurm's scancel
+// with SIGTERM, then its KillWait) or ends it now (SIGKILL).
+enum class StopSignal { kTerminate, kKill };
+
 // Which attempt a launch is and what it asks for: what an executor that places attempts itself
 // (Slurm, slurm/launcher.h) hands on; the local launcher has the GPUs in the environment already.
 struct AttemptRequest {
@@ -59,7 +75,7 @@ struct LaunchSpec {
 };
 
 struct ProcessExit {
-  int pid = 0;           // == the process group id
+  ExecHandle handle;     // the attempt's (Start)
   int exit_code = -1;    // when it exited normally
   int signal = 0;        // when a signal killed it
   bool lost = false;     // an adopted shim is gone and left no exit file: the end is unknown
@@ -74,7 +90,7 @@ struct ProcessExit {
 // Where an executor placed a running attempt, as it changed (a Slurm job's state, node, pending
 // reason): stored with the attempt (Attempt::executor) and shown by ls, show and the web UI.
 struct PlacementNews {
-  int pid = 0;  // the attempt's handle (a Slurm job id)
+  ExecHandle handle;  // the attempt's (a Slurm job id)
   Json executor;
 };
 
@@ -99,8 +115,8 @@ struct ExitRecordAt {
 // How a start handed over with BeginStart went, reported by a later Wait().
 struct StartOutcome {
   int64_t ticket = 0;       // what BeginStart returned
-  int pid = 0;              // == the process group id; 0 when it did not start
-  int64_t start_ticks = 0;  // StartTicks(pid) when it started
+  ExecHandle handle;        // the attempt's; invalid when it did not start
+  int64_t identity = 0;     // Identity(handle) when it started
   Status error;             // why it did not start (as Start() would have said)
 };
 
@@ -117,11 +133,11 @@ struct WaitResult {
 class ProcessLauncher {
  public:
   virtual ~ProcessLauncher() = default;
-  // Where it runs attempts: on this machine (pids and process groups) or as Slurm jobs (the
-  // handle is the job id; GPUs are placed by Slurm, not by drover's pool).
+  // Where it runs attempts: on this machine (process groups: the handle is the leader's pid) or
+  // as Slurm jobs (the handle is the job id; GPUs are placed by Slurm, not by drover's pool).
   virtual ExecutorKind kind() const { return ExecutorKind::kLocal; }
-  // Starts the process as the leader of a new process group; returns its pid (== pgid).
-  virtual Result<int> Start(const LaunchSpec& spec) = 0;
+  // Starts the attempt (on this machine: a process leading a new process group).
+  virtual Result<ExecHandle> Start(const LaunchSpec& spec) = 0;
   // Whether BeginStart hands a start to another process (the daemon's supervisor) and returns
   // without waiting for it: the caller goes on with its own work while the process starts.
   virtual bool StartsInBackground() const { return false; }
@@ -131,29 +147,41 @@ class ProcessLauncher {
   virtual Result<int64_t> BeginStart(const LaunchSpec& spec) {
     return Status(Code::kInternal, "this launcher starts processes only in the foreground");
   }
-  // Sends `sig` to the whole process group. Harmless if it has already ended.
-  virtual void SignalGroup(int pgid, int sig) = 0;
+  // Stops the attempt (on this machine: the signal to its whole process group). Harmless if it
+  // has already ended.
+  virtual void Stop(ExecHandle attempt, StopSignal how) = 0;
   // Waits up to timeout_ms for a started process to end or for an interrupt; returns every exit
   // collected (leftover members of an ended leader's group are killed, so no orphans remain).
   virtual WaitResult Wait(int64_t timeout_ms) = 0;
-  // The start time of process `pid` (field 22 of /proc/<pid>/stat, clock ticks since boot), 0
-  // when there is no such process. Stored with an attempt, it tells its shim from a later
-  // process that reused the pid.
-  virtual int64_t StartTicks(int pid) = 0;
-  // The value of `name` in the environment process `pid` was started with (nullopt: no such
-  // variable, or the process cannot be read). What a start the last engine did not record was
-  // given (CUDA_VISIBLE_DEVICES) is read back from it.
-  virtual std::optional<std::string> EnvOf(int pid, const std::string& name) {
+  // What tells this attempt from a later one given the same handle (on this machine: the
+  // process's start time, field 22 of /proc/<pid>/stat, clock ticks since boot); 0 when the
+  // attempt is gone. Stored with an attempt (Attempt::pid_start).
+  virtual int64_t Identity(ExecHandle attempt) = 0;
+  // The value of `name` in the environment the attempt was started with (nullopt: no such
+  // variable, or it cannot be read). What a start the last engine did not record was given
+  // (CUDA_VISIBLE_DEVICES) is read back from it.
+  virtual std::optional<std::string> EnvOf(ExecHandle attempt, const std::string& name) {
     return std::nullopt;
   }
-  // The process group of `pid` (any process, e.g. one the GPU driver lists), or -1 when unknown.
-  // A run's processes are in the group of its attempt's pid, so this attributes GPU memory.
-  virtual int GroupOf(int pid) { return -1; }
-  // Takes over a shim that is not our child (started by an engine that died): Wait() reports its
-  // end like that of a process we started, from its exit record, or with `lost` set when it left
-  // none; a pid whose start time is not `start_ticks` is reported gone at once. SignalGroup works
-  // on its group while the shim lives.
-  virtual void Adopt(int pid, int64_t start_ticks, const ExitRecordAt& record) = 0;
+  // The attempt a process of this machine belongs to (one the GPU driver lists), if any: a
+  // run's processes are in its attempt's process group, so this attributes GPU memory.
+  virtual std::optional<ExecHandle> OwnerOf(int64_t pid) { return std::nullopt; }
+  // Where the executor put an attempt it started or adopted, as stored with it
+  // (Attempt::executor: {"kind": "slurm", "job_id": 12, "state": "SUBMITTED"}); an empty
+  // object on this machine. Later changes come as PlacementNews.
+  virtual Json PlacedAs(ExecHandle attempt) { return Json::object(); }
+  // The words for the run's start event ("submitted as Slurm job 12"); "": the engine says
+  // which GPUs it is on.
+  virtual std::string StartNote(ExecHandle attempt) { return ""; }
+  // Whether an attempt placed as `placement` (PlacedAs, PlacementNews::executor) still waits for
+  // the executor to run it (a Slurm job pending): its timeout and stall clocks start when it
+  // runs.
+  virtual bool WaitsToRun(const Json& placement) const { return false; }
+  // Takes over an attempt this launcher did not start (an engine that died started it): Wait()
+  // reports its end like that of one it started, from its exit record, or with `lost` set when
+  // it left none; one whose Identity is not `identity` is reported gone at once. Stop works on
+  // it while it lives.
+  virtual void Adopt(ExecHandle attempt, int64_t identity, const ExitRecordAt& record) = 0;
   // Engine::Recover calls these around its adoption: before it, the launcher may look up what it
   // needs to tell live attempts (Slurm: the store's jobs, one squeue; an error stops the
   // recovery: the daemon does not start blind); after it, what no attempt was adopted for may be

@@ -6,6 +6,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
+#include "testutil/handles.h"
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -84,7 +86,7 @@ class ShimTest : public ::testing::TestWithParam<ShimMode> {
   void TearDown() override {
     for (int pgid : started_) kill(-pgid, SIGKILL);
     for (int i = 0; i < 100 && !started_.empty(); ++i) {
-      for (const ProcessExit& e : launcher_.Wait(100).exits) started_.erase(e.pid);
+      for (const ProcessExit& e : launcher_.Wait(100).exits) started_.erase(e.handle.id);
     }
     fs::remove_all(dir_);
   }
@@ -101,7 +103,7 @@ class ShimTest : public ::testing::TestWithParam<ShimMode> {
   }
 
   int StartOk(const LaunchSpec& spec) {
-    Result<int> pid = launcher_.Start(spec);
+    Result<int> pid = testing::PidOf(launcher_.Start(spec));
     EXPECT_TRUE(pid.ok()) << pid.status().ToString();
     if (!pid.ok()) return -1;
     started_.insert(*pid);
@@ -118,8 +120,8 @@ class ShimTest : public ::testing::TestWithParam<ShimMode> {
         return e;
       }
       for (const ProcessExit& e : launcher_.Wait(1000).exits) {
-        started_.erase(e.pid);
-        others_[e.pid] = e;
+        started_.erase(e.handle.id);
+        others_[e.handle.id] = e;
       }
     }
     ADD_FAILURE() << "pid " << pid << " was not reported within 10 s";
@@ -138,7 +140,7 @@ class ShimTest : public ::testing::TestWithParam<ShimMode> {
       {
         PosixLauncher a;
         a.SetShimBinary(bin_);
-        Result<int> pid = a.Start(spec);
+        Result<int> pid = testing::PidOf(a.Start(spec));
         if (pid.ok()) msg[0] = *pid, msg[1] = a.StartTicks(*pid);
       }
       ssize_t ignored = write(fds[1], msg, sizeof msg);
@@ -168,7 +170,7 @@ TEST_P(ShimTest, ExitCodeComesFromTheExitFileNotTheShimsSigkill) {
   int64_t before = WallMs();
   int pid = StartOk(Spec({"sh", "-c", "exit 3"}));
   ProcessExit e = WaitFor(pid);
-  EXPECT_EQ(e.pid, pid);
+  EXPECT_EQ(e.handle.id, pid);
   EXPECT_EQ(e.exit_code, 3);
   EXPECT_EQ(e.signal, 0);
   EXPECT_FALSE(e.lost);
@@ -285,7 +287,7 @@ TEST_P(ShimTest, NoOrphansAfterTheRunExits) {
 }
 
 TEST_P(ShimTest, MissingProgramIsStillRefusedAtStart) {
-  Result<int> r = launcher_.Start(Spec({"no-such-program-drover"}));
+  Result<int> r = testing::PidOf(launcher_.Start(Spec({"no-such-program-drover"})));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
             "cannot start 'no-such-program-drover': No such file or directory; check the "
@@ -357,10 +359,10 @@ TEST_P(ShimTest, ManyShortRunsAllReported) {
   auto end = steady_clock::now() + milliseconds(30000);
   while (collected < 100 && steady_clock::now() < end) {
     for (const ProcessExit& e : launcher_.Wait(1000).exits) {
-      ASSERT_EQ(pids.count(e.pid), 1u);
-      EXPECT_EQ(std::to_string(e.exit_code), pids[e.pid]);
+      ASSERT_EQ(pids.count(e.handle.id), 1u);
+      EXPECT_EQ(std::to_string(e.exit_code), pids[e.handle.id]);
       EXPECT_EQ(e.signal, 0);
-      started_.erase(e.pid);
+      started_.erase(e.handle.id);
       ++collected;
     }
   }
@@ -404,11 +406,11 @@ TEST_P(ShimTest, AdoptedShimIsReportedWhenItsRunEnds) {
       StartInDyingEngine(Spec({"sh", "-c", "while [ ! -e go ]; do sleep 0.01; done; exit 5"}));
   ASSERT_GT(pid, 0);
   EXPECT_EQ(launcher_.StartTicks(pid), ticks);
-  launcher_.Adopt(pid, ticks, {exit_path_});
+  launcher_.Adopt(ExecHandle(pid), ticks, {exit_path_});
   EXPECT_TRUE(launcher_.Wait(300).exits.empty());  // still running
   std::ofstream(dir_ + "/go") << "";
   ProcessExit e = WaitFor(pid);
-  EXPECT_EQ(e.pid, pid);
+  EXPECT_EQ(e.handle.id, pid);
   EXPECT_EQ(e.exit_code, 5);
   EXPECT_EQ(e.signal, 0);
   EXPECT_FALSE(e.lost);
@@ -420,7 +422,7 @@ TEST_P(ShimTest, AdoptedGroupCanBeSignalled) {
   auto [pid, ticks] = StartInDyingEngine(Spec({"sleep", "100"}));
   ASSERT_GT(pid, 0);
   WaitUntilRunning(pid);
-  launcher_.Adopt(pid, ticks, {exit_path_});
+  launcher_.Adopt(ExecHandle(pid), ticks, {exit_path_});
   launcher_.SignalGroup(pid, SIGTERM);
   ProcessExit e = WaitFor(pid);
   EXPECT_EQ(e.signal, SIGTERM);
@@ -432,7 +434,7 @@ TEST_P(ShimTest, AdoptedShimKilledBeforeTheEndIsLost) {
   auto [pid, ticks] = StartInDyingEngine(Spec({"sleep", "100"}));
   ASSERT_GT(pid, 0);
   WaitUntilRunning(pid);
-  launcher_.Adopt(pid, ticks, {exit_path_});
+  launcher_.Adopt(ExecHandle(pid), ticks, {exit_path_});
   launcher_.SignalGroup(pid, SIGKILL);
   ProcessExit e = WaitFor(pid);
   EXPECT_TRUE(e.lost);
@@ -446,10 +448,10 @@ TEST_P(ShimTest, AdoptingADeadPidReportsItsExitFile) {
   int status = 0;
   ASSERT_EQ(waitpid(dead, &status, 0), dead);
   std::ofstream(exit_path_) << "{\"exit_code\": 2, \"signal\": 0, \"ended_ms\": 1234}\n";
-  launcher_.Adopt(dead, 12345, {exit_path_});
+  launcher_.Adopt(ExecHandle(dead), 12345, {exit_path_});
   WaitResult r = launcher_.Wait(0);
   ASSERT_EQ(r.exits.size(), 1u);
-  EXPECT_EQ(r.exits[0].pid, dead);
+  EXPECT_EQ(r.exits[0].handle.id, dead);
   EXPECT_EQ(r.exits[0].exit_code, 2);
   EXPECT_EQ(r.exits[0].ended_ms, 1234);
   EXPECT_FALSE(r.exits[0].lost);
@@ -460,10 +462,10 @@ TEST_P(ShimTest, AdoptingADeadPidWithoutAFileReportsItLost) {
   if (dead == 0) _exit(0);
   int status = 0;
   ASSERT_EQ(waitpid(dead, &status, 0), dead);
-  launcher_.Adopt(dead, 12345, {dir_ + "/never-written.exit"});
+  launcher_.Adopt(ExecHandle(dead), 12345, {dir_ + "/never-written.exit"});
   WaitResult r = launcher_.Wait(0);
   ASSERT_EQ(r.exits.size(), 1u);
-  EXPECT_EQ(r.exits[0].pid, dead);
+  EXPECT_EQ(r.exits[0].handle.id, dead);
   EXPECT_TRUE(r.exits[0].lost);
   EXPECT_EQ(r.exits[0].exit_code, -1);
   EXPECT_EQ(r.exits[0].signal, 0);
@@ -486,11 +488,11 @@ TEST_P(ShimTest, ReusedPidIsGoneAtOnceAndLeftAlone) {
   }
   int64_t ticks = launcher_.StartTicks(other);
   ASSERT_GT(ticks, 0);
-  launcher_.Adopt(other, ticks + 1, {exit_path_});
+  launcher_.Adopt(ExecHandle(other), ticks + 1, {exit_path_});
   launcher_.SignalGroup(other, SIGKILL);
   WaitResult r = launcher_.Wait(0);
   ASSERT_EQ(r.exits.size(), 1u);
-  EXPECT_EQ(r.exits[0].pid, other);
+  EXPECT_EQ(r.exits[0].handle.id, other);
   EXPECT_TRUE(r.exits[0].lost);
   int status = 0;
   EXPECT_EQ(waitpid(other, &status, WNOHANG), 0) << "the newcomer was killed";

@@ -731,7 +731,7 @@ bool Supervisor::ReadMessage(int timeout_ms) {
     answers_.push_back(std::move(answer));
   } else {
     ProcessExit e;
-    e.pid = m.pid;
+    e.handle = ExecHandle(m.pid);
     e.exit_code = m.exit_code;
     e.signal = m.signal;
     e.ended_ms = m.ended_ms;

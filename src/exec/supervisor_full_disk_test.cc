@@ -4,6 +4,8 @@
 // real tmpfs, filled for real; needs root to mount it.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
+#include "testutil/handles.h"
 #include <sys/mount.h>
 #include <unistd.h>
 
@@ -75,7 +77,7 @@ TEST_F(SupervisorFullDiskTest, ARunPrintingIntoAFullDiskLosesNoLine) {
   spec.stdout_path = logs_ + "/1-1.out";
   spec.stderr_path = logs_ + "/1-1.err";
   spec.exit_path = dir_ + "/1-1.exit";  // off the full disk: the record is not what is tested
-  Result<int> pid = launcher.Start(spec);
+  Result<int> pid = testing::PidOf(launcher.Start(spec));
   ASSERT_TRUE(pid.ok()) << pid.status().ToString();
 
   // While the disk is full the run waits: it neither ends nor fails.
@@ -96,7 +98,7 @@ TEST_F(SupervisorFullDiskTest, ARunPrintingIntoAFullDiskLosesNoLine) {
   const auto deadline = steady_clock::now() + std::chrono::seconds(60);
   while (!ended && steady_clock::now() < deadline) {
     for (const ProcessExit& e : launcher.Wait(1000).exits) {
-      if (e.pid == *pid) {
+      if (e.handle.id == *pid) {
         end = e;
         ended = true;
       }

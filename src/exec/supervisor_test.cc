@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include "testutil/handles.h"
 #include <signal.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -205,7 +207,7 @@ class SupervisorTest : public ::testing::Test {
     auto end = steady_clock::now() + std::chrono::seconds(seconds);
     while (steady_clock::now() < end) {
       for (const ProcessExit& e : launcher.Wait(1000).exits) {
-        if (e.pid == pid) return e;
+        if (e.handle.id == pid) return e;
       }
     }
     ADD_FAILURE() << "pid " << pid << " was not reported within " << seconds << " s";
@@ -236,8 +238,8 @@ TEST_F(SupervisorTest, StartsWatchesAndRecordsRuns) {
   EXPECT_EQ(ParentOf(supervisor), getpid());
   std::map<int, int> attempt_of;  // pid -> attempt
   for (int i = 1; i <= 20; ++i) {
-    Result<int> pid = launcher.Start(
-        Spec({"sh", "-c", "echo out $0; echo err $0 >&2; exit $0", std::to_string(i % 3)}, i));
+    Result<int> pid = testing::PidOf(launcher.Start(
+        Spec({"sh", "-c", "echo out $0; echo err $0 >&2; exit $0", std::to_string(i % 3)}, i)));
     ASSERT_TRUE(pid.ok()) << pid.status().ToString();
     // No shim: the run itself leads its group, a child of the supervisor.
     const pid_t group = getpgid(*pid);
@@ -251,7 +253,7 @@ TEST_F(SupervisorTest, StartsWatchesAndRecordsRuns) {
   std::map<int, ProcessExit> ends;
   auto end = steady_clock::now() + milliseconds(10000);
   while (ends.size() < attempt_of.size() && steady_clock::now() < end) {
-    for (const ProcessExit& e : launcher.Wait(1000).exits) ends[e.pid] = e;
+    for (const ProcessExit& e : launcher.Wait(1000).exits) ends[e.handle.id] = e;
   }
   ASSERT_EQ(ends.size(), attempt_of.size());
   for (const auto& [pid, k] : attempt_of) {
@@ -290,7 +292,7 @@ TEST_F(SupervisorTest, StartTicksAreTheRunsOwn) {
   PosixLauncher launcher(PosixLauncher::Mode::kSupervised);
   ASSERT_TRUE(launcher.has_supervisor());
   LaunchSpec spec = Spec({"sleep", "5"}, 1);
-  Result<int> pid = launcher.Start(spec);
+  Result<int> pid = testing::PidOf(launcher.Start(spec));
   ASSERT_TRUE(pid.ok()) << pid.status().ToString();
   PosixLauncher plain;
   EXPECT_EQ(launcher.StartTicks(*pid), plain.StartTicks(*pid));
@@ -319,14 +321,14 @@ TEST_F(SupervisorTest, WhereTheLogTakesNoAttributeTheRecordIsAFileOfItsOwn) {
     ASSERT_TRUE(launcher.has_supervisor());
     const LaunchSpec refused = Spec({"sh", "-c", "exit 4"}, 1);
     const LaunchSpec taken = Spec({"sh", "-c", "exit 5"}, 2);
-    Result<int> a = launcher.Start(refused);
-    Result<int> b = launcher.Start(taken);
+    Result<int> a = testing::PidOf(launcher.Start(refused));
+    Result<int> b = testing::PidOf(launcher.Start(taken));
     ASSERT_TRUE(a.ok() && b.ok());
     // Both ends may come from one Wait: collected together.
     std::map<int, ProcessExit> ends;
     for (auto until = steady_clock::now() + std::chrono::seconds(10);
          ends.size() < 2 && steady_clock::now() < until;) {
-      for (const ProcessExit& e : launcher.Wait(1000).exits) ends[e.pid] = e;
+      for (const ProcessExit& e : launcher.Wait(1000).exits) ends[e.handle.id] = e;
     }
     ASSERT_EQ(ends.size(), 2u);
     EXPECT_EQ(ends[*a].exit_code, 4);
@@ -349,7 +351,7 @@ TEST_F(SupervisorTest, WhereTheLogTakesNoAttributeTheRecordIsAFileOfItsOwn) {
   PosixLauncher launcher(PosixLauncher::Mode::kSupervised);
   DisarmFileFaults();
   const LaunchSpec spec = Spec({"sh", "-c", "sleep 0.2; exit 6"}, 3);
-  Result<int> pid = launcher.Start(spec);
+  Result<int> pid = testing::PidOf(launcher.Start(spec));
   ASSERT_TRUE(pid.ok());
   Result<ShimStart> begun = ReadRecordedStart(RecordOf(spec));
   ASSERT_TRUE(begun.ok()) << begun.status().ToString();
@@ -367,7 +369,7 @@ TEST_F(SupervisorTest, WhereTheLogTakesNoAttributeTheRecordIsAFileOfItsOwn) {
 TEST_F(SupervisorTest, KillsWhatIsLeftOfTheGroupWhenTheLeaderEnds) {
   PosixLauncher launcher(PosixLauncher::Mode::kSupervised);
   ASSERT_TRUE(launcher.has_supervisor());
-  Result<int> pid = launcher.Start(Spec({"sh", "-c", "sleep 30 & echo $! > bg; exit 0"}, 1));
+  Result<int> pid = testing::PidOf(launcher.Start(Spec({"sh", "-c", "sleep 30 & echo $! > bg; exit 0"}, 1)));
   ASSERT_TRUE(pid.ok()) << pid.status().ToString();
   ProcessExit e = WaitFor(launcher, *pid);
   EXPECT_EQ(e.exit_code, 0);
@@ -423,7 +425,7 @@ TEST_F(SupervisorTest, RunsOutliveTheLauncherAndAreAdoptedFromTheirExitFiles) {
   {
     PosixLauncher first(PosixLauncher::Mode::kSupervised);
     supervisor = first.supervisor_pid();
-    Result<int> started = first.Start(spec);
+    Result<int> started = testing::PidOf(first.Start(spec));
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     pid = *started;
     ticks = first.StartTicks(pid);
@@ -432,7 +434,7 @@ TEST_F(SupervisorTest, RunsOutliveTheLauncherAndAreAdoptedFromTheirExitFiles) {
   EXPECT_EQ(kill(supervisor, 0), 0);
   EXPECT_EQ(kill(pid, 0), 0);
   PosixLauncher next;
-  next.Adopt(pid, ticks, RecordOf(spec));
+  next.Adopt(ExecHandle(pid), ticks, RecordOf(spec));
   ProcessExit e = WaitFor(next, pid);
   EXPECT_FALSE(e.lost);
   EXPECT_EQ(e.exit_code, 3);
@@ -448,7 +450,7 @@ TEST_F(SupervisorTest, ALostSupervisorsRunsAreWatchedAsAdoptedAndShimsTakeOver) 
   PosixLauncher launcher(PosixLauncher::Mode::kSupervised);
   const int supervisor = launcher.supervisor_pid();
   ASSERT_GT(supervisor, 0);
-  Result<int> pid = launcher.Start(Spec({"sh", "-c", "sleep 0.3; exit 6"}, 1));
+  Result<int> pid = testing::PidOf(launcher.Start(Spec({"sh", "-c", "sleep 0.3; exit 6"}, 1)));
   ASSERT_TRUE(pid.ok()) << pid.status().ToString();
   ASSERT_EQ(kill(supervisor, SIGKILL), 0);
   // Nobody recorded its end: it is reported lost, not taken for an exit code.
@@ -457,7 +459,7 @@ TEST_F(SupervisorTest, ALostSupervisorsRunsAreWatchedAsAdoptedAndShimsTakeOver) 
   EXPECT_FALSE(launcher.has_supervisor());
   // The next runs start under shims, and their ends are known.
   LaunchSpec spec = Spec({"sh", "-c", "exit 5"}, 2);
-  Result<int> again = launcher.Start(spec);
+  Result<int> again = testing::PidOf(launcher.Start(spec));
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(WaitFor(launcher, *again).exit_code, 5);
   Result<ProcessExit> recorded = ReadExitFile(spec.exit_path);
@@ -473,13 +475,13 @@ TEST_F(SupervisorTest, AProgramThatCannotStartIsAClearError) {
   // No execute bit (for root too): the exec fails in the supervisor, and the start says why.
   std::ofstream(dir_ + "/script") << "#!/bin/sh\nexit 0\n";
   fs::permissions(dir_ + "/script", fs::perms::owner_read);
-  Result<int> pid = launcher.Start(Spec({dir_ + "/script"}, 1));
+  Result<int> pid = testing::PidOf(launcher.Start(Spec({dir_ + "/script"}, 1)));
   ASSERT_FALSE(pid.ok());
   EXPECT_NE(pid.status().message().find("Permission denied"), std::string::npos)
       << pid.status().message();
   // And the supervisor goes on.
   EXPECT_TRUE(launcher.has_supervisor());
-  Result<int> ok = launcher.Start(Spec({"true"}, 2));
+  Result<int> ok = testing::PidOf(launcher.Start(Spec({"true"}, 2)));
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(WaitFor(launcher, *ok).exit_code, 0);
 }
@@ -508,21 +510,21 @@ TEST_F(SupervisorTest, StartsHandedOverAreReportedInOrderEachBeforeItsEnd) {
     WaitResult w = launcher.Wait(1000);
     for (const StartOutcome& o : w.started) {
       reported.push_back(o.ticket);
-      if (o.error.ok()) pid_of[o.ticket] = o.pid;
+      if (o.error.ok()) pid_of[o.ticket] = o.handle.id;
       if (o.ticket == tickets[6]) {
         EXPECT_FALSE(o.error.ok());
         EXPECT_NE(o.error.message().find("Permission denied"), std::string::npos)
             << o.error.message();
       } else {
         EXPECT_TRUE(o.error.ok()) << o.error.ToString();
-        EXPECT_GT(o.start_ticks, 0);
+        EXPECT_GT(o.identity, 0);
       }
     }
     for (const ProcessExit& e : w.exits) {
       bool known = false;
-      for (const auto& [t, pid] : pid_of) known = known || pid == e.pid;
-      if (!known) order_errors += "end of " + std::to_string(e.pid) + " before its start; ";
-      ended[e.pid] = e;
+      for (const auto& [t, pid] : pid_of) known = known || pid == e.handle.id;
+      if (!known) order_errors += "end of " + std::to_string(e.handle.id) + " before its start; ";
+      ended[e.handle.id] = e;
     }
   }
   EXPECT_EQ(reported, tickets);
@@ -547,7 +549,7 @@ TEST_F(SupervisorTest, ARunTooBigToPassIsRefusedAndTheSupervisorGoesOn) {
       << refused.status().message();
   EXPECT_TRUE(launcher.StartsInBackground());
   EXPECT_EQ(launcher.supervisor_pid(), supervisor);
-  Result<int> ok = launcher.Start(Spec({"sh", "-c", "exit 4"}, 2));
+  Result<int> ok = testing::PidOf(launcher.Start(Spec({"sh", "-c", "exit 4"}, 2)));
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(WaitFor(launcher, *ok).exit_code, 4);
   EXPECT_EQ(kill(supervisor, 0), 0);
@@ -571,11 +573,11 @@ TEST_F(SupervisorTest, StartsInFlightWhenTheSupervisorDiesAreEachSettled) {
   auto end = steady_clock::now() + milliseconds(15000);
   while (reported.size() < tickets.size() && steady_clock::now() < end) {
     WaitResult w = launcher.Wait(1000);
-    for (const ProcessExit& e : w.exits) ended.insert(e.pid);
+    for (const ProcessExit& e : w.exits) ended.insert(e.handle.id);
     for (const StartOutcome& o : w.started) {
       reported.push_back(o.ticket);
       if (o.error.ok()) {
-        EXPECT_TRUE(started.insert(o.pid).second) << "pid " << o.pid << " reported twice";
+        EXPECT_TRUE(started.insert(o.handle.id).second) << "pid " << o.handle.id << " reported twice";
       } else {
         EXPECT_NE(o.error.message().find("supervisor"), std::string::npos) << o.error.message();
       }
@@ -586,7 +588,7 @@ TEST_F(SupervisorTest, StartsInFlightWhenTheSupervisorDiesAreEachSettled) {
   // Those that started end (reported lost or with their code), the group killed either way.
   while (!std::includes(ended.begin(), ended.end(), started.begin(), started.end()) &&
          steady_clock::now() < end) {
-    for (const ProcessExit& e : launcher.Wait(1000).exits) ended.insert(e.pid);
+    for (const ProcessExit& e : launcher.Wait(1000).exits) ended.insert(e.handle.id);
   }
   for (int pid : started) {
     EXPECT_TRUE(ended.count(pid)) << "pid " << pid << " was not reported";
@@ -597,7 +599,7 @@ TEST_F(SupervisorTest, StartsInFlightWhenTheSupervisorDiesAreEachSettled) {
 TEST_F(SupervisorTest, InterruptsStillEndTheWait) {
   PosixLauncher launcher(PosixLauncher::Mode::kSupervised);
   ASSERT_TRUE(launcher.has_supervisor());
-  Result<int> pid = launcher.Start(Spec({"sleep", "5"}, 1));
+  Result<int> pid = testing::PidOf(launcher.Start(Spec({"sleep", "5"}, 1)));
   ASSERT_TRUE(pid.ok());
   kill(getpid(), SIGTERM);
   WaitResult r = launcher.Wait(5000);

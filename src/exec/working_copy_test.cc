@@ -76,7 +76,7 @@ std::string RunIn(PosixLauncher& launcher, WorkingCopies& copies, const Snapshot
   }
   for (int i = 0; i < 200; ++i) {
     for (const ProcessExit& e : launcher.Wait(100).exits) {
-      if (e.pid != *pid) continue;
+      if (e.handle != *pid) continue;
       if (e.exit_code != 0) *error = "exit " + std::to_string(e.exit_code) + ": " + Read(err);
       return Read(out);
     }

@@ -32,7 +32,7 @@ SlurmLauncher::SlurmLauncher(Cluster& cluster, ProcessLauncher& local, Clock& cl
       defaults_(std::move(defaults)),
       tracker_(cluster_, store_id_) {}
 
-Result<int> SlurmLauncher::Start(const LaunchSpec& spec) {
+Result<ExecHandle> SlurmLauncher::Start(const LaunchSpec& spec) {
   const AttemptRequest& req = spec.request;
   if (req.run_id <= 0 || req.attempt <= 0) {
     return Status(Code::kInternal, "a Slurm job needs the run and attempt it is for");
@@ -68,11 +68,7 @@ Result<int> SlurmLauncher::Start(const LaunchSpec& spec) {
   const Millis now = clock_.Monotonic();
   Result<int64_t> id = tracker_.Submit(target, std::move(s), req.run_id, req.attempt, now);
   if (!id.ok()) return id.status();
-  if (*id > std::numeric_limits<int>::max()) {
-    (void)cluster_.Cancel(*id, 0);
-    return Status(Code::kInternal, fmt::format("Slurm job id {} is past what drover keeps", *id));
-  }
-  const int job = static_cast<int>(*id);
+  const ExecHandle job(*id);
   attempts_[*id] = {req.run_id, req.attempt, spec.exit_path, target.partition};
   claimed_.insert(*id);
   Job submitted;
@@ -91,31 +87,30 @@ Json SlurmLauncher::Placement(int64_t job_id, const Job& job, const std::string&
   return j;
 }
 
-void SlurmLauncher::SignalGroup(int job, int sig) {
-  if (sig == 0) return;
-  auto it = attempts_.find(job);
+void SlurmLauncher::Stop(ExecHandle job, StopSignal how) {
+  auto it = attempts_.find(job.id);
   const Millis now = clock_.Monotonic();
   Status st = Status::Ok();
-  if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
+  if (how == StopSignal::kTerminate) {
     st = it != attempts_.end() ? tracker_.Cancel(it->second.run_id, it->second.number, now)
-                               : cluster_.Cancel(job, 0);
+                               : cluster_.Cancel(job.id, 0);
   } else {
     if (it != attempts_.end()) (void)tracker_.Cancel(it->second.run_id, it->second.number, now);
-    st = cluster_.Cancel(job, sig);
+    st = cluster_.Cancel(job.id, SIGKILL);
   }
-  if (!st.ok()) spdlog::warn("Slurm job {}: {}", job, st.message());
+  if (!st.ok()) spdlog::warn("Slurm job {}: {}", job.id, st.message());
 }
 
 void SlurmLauncher::Report(const JobEvent& e, WaitResult* out) {
   auto it = attempts_.find(e.job_id);
   if (it == attempts_.end()) return;  // a job cancelled as unclaimed, or one not ours
-  const int job = static_cast<int>(e.job_id);
+  const ExecHandle job(e.job_id);
   const Verdict& v = e.verdict;
   const std::string state(ToString(e.job.state));
   out->placements.push_back({job, Placement(e.job_id, e.job, state)});
   if (v.phase == Phase::kWaiting || v.phase == Phase::kRunning) return;
   ProcessExit x;
-  x.pid = job;
+  x.handle = job;
   x.ended_ms = e.job.end_s > 0 ? e.job.end_s * 1000 : clock_.Now();
   switch (v.phase) {
     case Phase::kEnded: {
@@ -196,23 +191,40 @@ WaitResult SlurmLauncher::Wait(int64_t timeout_ms) {
   return r;
 }
 
-int64_t SlurmLauncher::StartTicks(int job) {
-  return attempts_.count(job) || listed_.count(job) ? kListed : 0;
+int64_t SlurmLauncher::Identity(ExecHandle job) {
+  return attempts_.count(job.id) || listed_.count(job.id) ? kListed : 0;
 }
 
-std::optional<std::string> SlurmLauncher::EnvOf(int job, const std::string& name) {
+std::optional<std::string> SlurmLauncher::EnvOf(ExecHandle job, const std::string& name) {
   if (name == "CUDA_VISIBLE_DEVICES") return std::string();
   return std::nullopt;
 }
 
-void SlurmLauncher::Adopt(int job, int64_t start_ticks, const ExitRecordAt& record) {
-  claimed_.insert(job);
-  auto it = listed_.find(job);
+void SlurmLauncher::Adopt(ExecHandle job, int64_t identity, const ExitRecordAt& record) {
+  claimed_.insert(job.id);
+  auto it = listed_.find(job.id);
   if (it == listed_.end()) return;
   const JobEvent& e = it->second;
-  attempts_[job] = {e.who.run_id, e.who.attempt, record.file, e.job.partition};
+  attempts_[job.id] = {e.who.run_id, e.who.attempt, record.file, e.job.partition};
   // Ended while no engine followed it: how, at the next Wait().
   Report(e, &pending_);
+}
+
+Json SlurmLauncher::PlacedAs(ExecHandle job) {
+  if (auto it = listed_.find(job.id); it != listed_.end()) {
+    return Placement(job.id, it->second.job, std::string(ToString(it->second.job.state)));
+  }
+  return {{"kind", std::string(ToString(ExecutorKind::kSlurm))}, {"job_id", job.id},
+          {"state", "SUBMITTED"}};
+}
+
+std::string SlurmLauncher::StartNote(ExecHandle job) {
+  return fmt::format("submitted as Slurm job {}", job.id);
+}
+
+bool SlurmLauncher::WaitsToRun(const Json& placement) const {
+  const std::string state = PlacementText(placement, "state");
+  return state.empty() || state == "SUBMITTED" || state == "PENDING";
 }
 
 Status SlurmLauncher::BeginRecovery() {

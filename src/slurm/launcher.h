@@ -31,18 +31,22 @@ class SlurmLauncher : public ProcessLauncher {
 
   ExecutorKind kind() const override { return ExecutorKind::kSlurm; }
   // Submits the attempt (LaunchSpec::request says which and what it asks for); the job id.
-  Result<int> Start(const LaunchSpec& spec) override;
-  // SIGTERM: scancel (Slurm sends SIGTERM, then SIGKILL after its KillWait); SIGKILL: scancel
-  // --signal=KILL. Signal 0 does nothing.
-  void SignalGroup(int job, int sig) override;
+  Result<ExecHandle> Start(const LaunchSpec& spec) override;
+  // kTerminate: scancel (Slurm sends SIGTERM, then SIGKILL after its KillWait); kKill: scancel
+  // --signal=KILL.
+  void Stop(ExecHandle job, StopSignal how) override;
   WaitResult Wait(int64_t timeout_ms) override;
   // kListed for a job of this store that Slurm lists (or listed when this launcher started), so
   // the engine adopts it; 0 otherwise (it then reads the job's exit record).
-  int64_t StartTicks(int job) override;
+  int64_t Identity(ExecHandle job) override;
   // No local GPUs are booked for a job: an attempt started by the last engine is taken over as
   // it is ("" for CUDA_VISIBLE_DEVICES).
-  std::optional<std::string> EnvOf(int job, const std::string& name) override;
-  void Adopt(int job, int64_t start_ticks, const ExitRecordAt& record) override;
+  std::optional<std::string> EnvOf(ExecHandle job, const std::string& name) override;
+  void Adopt(ExecHandle job, int64_t identity, const ExitRecordAt& record) override;
+  Json PlacedAs(ExecHandle job) override;
+  std::string StartNote(ExecHandle job) override;
+  // Its state is SUBMITTED or PENDING (or not known yet).
+  bool WaitsToRun(const Json& placement) const override;
   void Wake() override { local_.Wake(); }
 
   // Before the engine's recovery: the store's jobs Slurm lists (one squeue) and those the
@@ -54,7 +58,7 @@ class SlurmLauncher : public ProcessLauncher {
   // twice.
   void EndRecovery() override;
 
-  // The value StartTicks gives a listed job (and what an attempt's pid_start holds).
+  // The value Identity gives a listed job (and what an attempt's pid_start holds).
   static constexpr int64_t kListed = 1;
   // How far back a restart reads the accounting for jobs that ended while no daemon ran.
   static constexpr int64_t kAccountingWindowS = 14 * 24 * 3600;

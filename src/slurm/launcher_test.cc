@@ -21,16 +21,18 @@ namespace fs = std::filesystem;
 // The local launcher the Slurm one waits on: nothing runs; an interrupt when the test says so.
 class QuietLauncher : public ProcessLauncher {
  public:
-  Result<int> Start(const LaunchSpec&) override { return Status(Code::kInternal, "not here"); }
-  void SignalGroup(int, int) override {}
+  Result<ExecHandle> Start(const LaunchSpec&) override {
+    return Status(Code::kInternal, "not here");
+  }
+  void Stop(ExecHandle, StopSignal) override {}
   WaitResult Wait(int64_t) override {
     WaitResult r;
     r.interrupt_signal = interrupt;
     interrupt = 0;
     return r;
   }
-  int64_t StartTicks(int) override { return 0; }
-  void Adopt(int, int64_t, const ExitRecordAt&) override {}
+  int64_t Identity(ExecHandle) override { return 0; }
+  void Adopt(ExecHandle, int64_t, const ExitRecordAt&) override {}
   int interrupt = 0;
 };
 
@@ -82,7 +84,7 @@ TEST_F(SlurmLauncherTest, AnAttemptIsOneJobAskingForItsResourcesWithSlurmsGpus) 
   spec.request.executor.sbatch = {"--constraint=a100"};
   auto job = l.Start(spec);
   ASSERT_TRUE(job.ok()) << job.status().message();
-  EXPECT_EQ(*job, 100);
+  EXPECT_EQ(job->id, 100);
   EXPECT_EQ(l.kind(), ExecutorKind::kSlurm);
   ASSERT_EQ(cluster_.submitted.size(), 1u);
   const Submission& s = cluster_.submitted[0];
@@ -97,8 +99,8 @@ TEST_F(SlurmLauncherTest, AnAttemptIsOneJobAskingForItsResourcesWithSlurmsGpus) 
   EXPECT_EQ(s.env.count("BASH_FUNC_x%%"), 0u);
   EXPECT_EQ(s.env.at("DROVER_RUN_ID"), "7");
   // Listed from now on; the views hear it was submitted.
-  EXPECT_EQ(l.StartTicks(100), SlurmLauncher::kListed);
-  EXPECT_EQ(l.StartTicks(101), 0);
+  EXPECT_EQ(l.Identity(ExecHandle(100)), SlurmLauncher::kListed);
+  EXPECT_EQ(l.Identity(ExecHandle(101)), 0);
   WaitResult w = l.Wait(0);
   ASSERT_EQ(w.placements.size(), 1u);
   EXPECT_EQ(w.placements[0].executor["state"], "SUBMITTED");
@@ -133,7 +135,7 @@ TEST_F(SlurmLauncherTest, WhereAJobIsReachesTheViewsAndItsEndIsTheAttempts) {
   Listed(100).exit_code = 3;
   w = Round(l);
   ASSERT_EQ(w.exits.size(), 1u);
-  EXPECT_EQ(w.exits[0].pid, 100);
+  EXPECT_EQ(w.exits[0].handle.id, 100);
   EXPECT_EQ(w.exits[0].exit_code, 3);
   EXPECT_FALSE(w.exits[0].outcome.has_value());  // the engine reads its stderr (a CUDA OOM?)
   EXPECT_EQ(l.followed(), 0u);
@@ -155,7 +157,7 @@ TEST_F(SlurmLauncherTest, SlurmsOwnEndsAreSaidAsSuch) {
   std::map<int, ProcessExit> by_job;
   for (int round = 0; round < 4; ++round) {
     const WaitResult w = Round(l);
-    for (const auto& e : w.exits) by_job[e.pid] = e;
+    for (const auto& e : w.exits) by_job[e.handle.id] = e;
   }
   ASSERT_EQ(by_job.size(), 4u);
   EXPECT_EQ(by_job[100].outcome, AttemptOutcome::kTimeout);
@@ -170,9 +172,9 @@ TEST_F(SlurmLauncherTest, CancelIsScancelAndTheEndIsACancelledJob) {
   SlurmLauncher l(cluster_, local_, clock_, "s1", {});
   ASSERT_TRUE(l.Start(Spec(1, 1)).ok());
   (void)l.Wait(0);  // the submit's news
-  l.SignalGroup(100, SIGTERM);
+  l.Stop(ExecHandle(100), StopSignal::kTerminate);
   ASSERT_EQ(cluster_.cancelled, std::vector<int64_t>{100});
-  l.SignalGroup(100, SIGKILL);  // the engine's kill after the grace: scancel --signal
+  l.Stop(ExecHandle(100), StopSignal::kKill);  // the engine's kill after the grace: scancel --signal
   EXPECT_EQ(cluster_.cancelled.size(), 3u);  // (the tracker's cancel, then the signal)
   Listed(100).state = JobState::kCancelled;
   WaitResult w = Round(l);
@@ -208,25 +210,25 @@ TEST_F(SlurmLauncherTest, ARestartAdoptsListedJobsReadsEndedOnesAndCancelsUnclai
   job(103, "drover-other-1-1", JobState::kRunning);
   SlurmLauncher l(cluster_, local_, clock_, "s1", {});
   ASSERT_TRUE(l.BeginRecovery().ok());
-  EXPECT_EQ(l.StartTicks(100), SlurmLauncher::kListed);
-  EXPECT_EQ(l.StartTicks(101), SlurmLauncher::kListed);
-  EXPECT_EQ(l.StartTicks(103), 0);  // not this store's
-  EXPECT_EQ(l.StartTicks(90), SlurmLauncher::kListed);  // from the accounting
-  l.Adopt(90, SlurmLauncher::kListed, {(dir_ / "4.exit").string(), ""});
-  l.Adopt(100, SlurmLauncher::kListed, {(dir_ / "1.exit").string(), ""});
-  l.Adopt(101, SlurmLauncher::kListed, {(dir_ / "2.exit").string(), ""});
+  EXPECT_EQ(l.Identity(ExecHandle(100)), SlurmLauncher::kListed);
+  EXPECT_EQ(l.Identity(ExecHandle(101)), SlurmLauncher::kListed);
+  EXPECT_EQ(l.Identity(ExecHandle(103)), 0);  // not this store's
+  EXPECT_EQ(l.Identity(ExecHandle(90)), SlurmLauncher::kListed);  // from the accounting
+  l.Adopt(ExecHandle(90), SlurmLauncher::kListed, {(dir_ / "4.exit").string(), ""});
+  l.Adopt(ExecHandle(100), SlurmLauncher::kListed, {(dir_ / "1.exit").string(), ""});
+  l.Adopt(ExecHandle(101), SlurmLauncher::kListed, {(dir_ / "2.exit").string(), ""});
   l.EndRecovery();
   EXPECT_EQ(cluster_.cancelled, std::vector<int64_t>{102});
   WaitResult w = l.Wait(0);
   ASSERT_EQ(w.exits.size(), 2u);  // 90 and 101 ended while no engine followed them
-  EXPECT_EQ(w.exits[0].pid, 90);
+  EXPECT_EQ(w.exits[0].handle.id, 90);
   EXPECT_EQ(w.exits[0].exit_code, 4);
-  EXPECT_EQ(w.exits[1].pid, 101);
+  EXPECT_EQ(w.exits[1].handle.id, 101);
   EXPECT_EQ(w.exits[1].exit_code, 0);
   Listed(100).state = JobState::kCompleted;
   w = Round(l);
   ASSERT_EQ(w.exits.size(), 1u);
-  EXPECT_EQ(w.exits[0].pid, 100);
+  EXPECT_EQ(w.exits[0].handle.id, 100);
 }
 
 TEST_F(SlurmLauncherTest, AnInterruptReachesTheEngineAndAControllerThatFailsIsAskedAgain) {

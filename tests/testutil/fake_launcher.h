@@ -27,7 +27,7 @@ class FakeLauncher : public ProcessLauncher {
   using Script = std::function<FakeProcess(const LaunchSpec&)>;
   FakeLauncher(FakeClock& clock, Script script) : clock_(clock), script_(std::move(script)) {}
 
-  Result<int> Start(const LaunchSpec& spec) override {
+  Result<ExecHandle> Start(const LaunchSpec& spec) override {
     if (spec.argv.empty() || spec.argv[0] == "no-such-program") {
       return Status(Code::kIo, "cannot start 'no-such-program': No such file or directory");
     }
@@ -40,7 +40,7 @@ class FakeLauncher : public ProcessLauncher {
     launches.push_back(spec);
     running_now = static_cast<int>(live_.size());
     max_running = std::max(max_running, running_now);
-    return pid;
+    return ExecHandle(pid);
   }
 
   // With background_starts, starts are handed over as the daemon's supervisor takes them: each
@@ -51,18 +51,21 @@ class FakeLauncher : public ProcessLauncher {
     const int64_t ticket = next_ticket_++;
     StartOutcome o;
     o.ticket = ticket;
-    Result<int> pid = Start(spec);
-    if (pid.ok()) {
-      o.pid = *pid;
-      o.start_ticks = 1;
+    Result<ExecHandle> started = Start(spec);
+    if (started.ok()) {
+      o.handle = *started;
+      o.identity = 1;
     } else {
-      o.error = pid.status();
+      o.error = started.status();
     }
     handed_over_.push_back(std::move(o));
     return ticket;
   }
 
-  void SignalGroup(int pgid, int sig) override {
+  // Recorded as the signal a local launcher would send its group.
+  void Stop(ExecHandle attempt, StopSignal how) override {
+    const int pgid = static_cast<int>(attempt.id);
+    const int sig = how == StopSignal::kKill ? SIGKILL : SIGTERM;
     signals.push_back({pgid, sig});
     auto it = live_.find(pgid);
     if (it == live_.end()) return;
@@ -93,14 +96,14 @@ class FakeLauncher : public ProcessLauncher {
     if (first > clock_.Monotonic()) clock_.Advance(first - clock_.Monotonic());
     auto reported = [&](int pid) {  // a process's start is reported before its exit
       for (const StartOutcome& o : handed_over_) {
-        if (o.pid == pid) return false;
+        if (o.handle.id == pid) return false;
       }
       return true;
     };
     for (auto it = live_.begin(); it != live_.end();) {
       if (it->second.end_ms <= clock_.Monotonic() && reported(it->first)) {
         ProcessExit e;
-        e.pid = it->first;
+        e.handle = ExecHandle(it->first);
         if (it->second.signal != 0) {
           e.signal = it->second.signal;
         } else {
@@ -121,7 +124,7 @@ class FakeLauncher : public ProcessLauncher {
     return r;
   }
 
-  // Shims a previous engine started: StartTicks knows them (as it knows this launcher's own
+  // Shims a previous engine started: Identity knows them (as it knows this launcher's own
   // pids, start ticks 1), and once adopted they end after `remaining_ms` with `exit_code`
   // (SIGKILL ends them at once), as a real adopted shim is reported from its exit file.
   struct Foreign {
@@ -132,19 +135,21 @@ class FakeLauncher : public ProcessLauncher {
     std::map<std::string, std::string> env;  // what EnvOf reads (none: unreadable)
   };
   std::map<int, Foreign> foreign;
-  std::optional<std::string> EnvOf(int pid, const std::string& name) override {
-    auto it = foreign.find(pid);
+  std::optional<std::string> EnvOf(ExecHandle attempt, const std::string& name) override {
+    auto it = foreign.find(static_cast<int>(attempt.id));
     if (it == foreign.end()) return std::nullopt;
     auto v = it->second.env.find(name);
     if (v == it->second.env.end()) return std::nullopt;
     return v->second;
   }
-  int64_t StartTicks(int pid) override {
+  int64_t Identity(ExecHandle attempt) override {
+    const int pid = static_cast<int>(attempt.id);
     if (live_.count(pid)) return 1;
     auto it = foreign.find(pid);
     return it == foreign.end() ? 0 : it->second.ticks;
   }
-  void Adopt(int pid, int64_t start_ticks, const ExitRecordAt& record) override {
+  void Adopt(ExecHandle attempt, int64_t start_ticks, const ExitRecordAt& record) override {
+    const int pid = static_cast<int>(attempt.id);
     adopted.push_back({pid, record.file});
     auto it = foreign.find(pid);
     if (it == foreign.end() || it->second.ticks != start_ticks) return;

@@ -46,7 +46,7 @@ class Engine::Context : public EngineContext, public SearchHost {
   void Wake() override { e_.launcher_.Wake(); }
   bool Winding() const override { return e_.cancel_requested_ || e_.draining_ || e_.stall_; }
   bool CancellingAll() const override { return e_.cancel_requested_; }
-  void Alert(drover::Alert alert) override { e_.RaiseAlert(std::move(alert), e_.clock_.Now()); }
+  void Alert(drover::Alert alert) override { e_.alerts_.Raise(std::move(alert), e_.clock_.Now()); }
   int Unfinished(int64_t experiment_id) const override {
     auto it = e_.experiments_.find(experiment_id);
     return it == e_.experiments_.end() ? 0 : it->second->unfinished;
@@ -72,6 +72,11 @@ Engine::Engine(Store& store, ProcessLauncher& launcher, GpuProbe& gpus, Clock& c
       options_(std::move(options)),
       hostname_(Hostname()),
       context_(std::make_unique<Context>(*this)),
+      alerts_(*context_, options_.watch,
+              [this](int64_t id) -> const Experiment* {
+                auto it = experiments_.find(id);
+                return it == experiments_.end() ? nullptr : &it->second->experiment;
+              }),
       watchers_(options_.watch.detectors),
       telemetry_(options_.watch.detectors, options_.watch.telemetry_store_every_ms),
       pool_(options_.gpu_ledger, options_.scheduler.gpu_reserve, placed_by_executor()),
@@ -141,7 +146,7 @@ Status Engine::Flush() {
   if (!error_.ok()) {
     // Half an iteration must not land: metric points without their offset would be read twice.
     (void)store_.Rollback();
-    unsent_alerts_.clear();
+    alerts_.DropUnsent();
     unsent_notes_.clear();
     return error_;
   }
@@ -163,8 +168,7 @@ Status Engine::Flush() {
     for (auto& note : notes) note();
   }
   // Alerts go out only once stored: a webhook never names an alert the store does not have.
-  std::vector<Alert> alerts;
-  alerts.swap(unsent_alerts_);
+  const std::vector<Alert> alerts = alerts_.TakeUnsent();
   if (error_.ok()) {
     for (const Alert& a : alerts) {
       if (options_.alert_sink) options_.alert_sink->Notify(a);

@@ -36,6 +36,7 @@
 #include "engine/requests.h"
 #include "engine/output_collection.h"
 #include "engine/pipeline_gate.h"
+#include "engine/alert_desk.h"
 #include "engine/gpu_pool.h"
 #include "engine/health_watch.h"
 #include "engine/pool.h"
@@ -312,13 +313,8 @@ class Engine {
   void RaiseRunAlert(const Live& live, const watch::Finding& f, const std::string& key_suffix,
                      Millis now);
   void WatchPoints(Live& live, const std::vector<MetricPoint>& points, Millis now);
-  void OnRunAlertLine(Live& live, std::string_view line, Millis now);
-  watch::AlertBudget alert_budget_;  // runs' own alerts per run and user (watch/alert_budget.h)
   void SampleTelemetry(Instant now);
   void StoreSamples(const std::vector<GpuSample>& samples, bool flush_all);
-  // Whether this failure makes `watch.detectors.failure_streak` in a row for the run's config;
-  // raises the repeated_failure alert when it does.
-  bool RepeatedFailure(Live& live, AttemptOutcome outcome, Millis now);
   void CaptureEnvironment(const Experiment& experiment,
                           const std::vector<std::vector<std::string>>& argvs,
                           const Spec& spec);
@@ -362,7 +358,6 @@ class Engine {
   Millis next_sample_mono_ = 0;
   std::vector<GpuSample> latest_samples_;
   std::string sample_error_;                          // the last sampling error, logged once
-  std::vector<Alert> unsent_alerts_;                  // raised this iteration, sent after commit
   std::vector<std::function<void()>> unsent_notes_;   // observer calls, made after commit
   EngineObserver* observer_ = nullptr;
   std::unique_ptr<EnvironmentCapture> env_capture_;  // started at the first submit
@@ -371,6 +366,7 @@ class Engine {
   // life through RunLifecycle, in this order.
   class Context;  // the engine as its components' EngineContext and SearchHost (engine.cc)
   std::unique_ptr<Context> context_;
+  AlertDesk alerts_;  // alerts stored, deduplicated, budgeted, sent after their commit
   MetricTail tail_;     // the running attempts' metric sources
   PipelineGate gate_;  // which runs wait for their needs or their twin
   watch::RunWatchers watchers_;  // each running attempt's detectors

@@ -728,7 +728,7 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
                            : streak_kind == Streak::kBreaks ? 0
                                                             : live.past.failures_in_a_row;
   if ((may_retry || rec.event == RunEvent::kFail) && !live.cancel_requested) {
-    RepeatedFailure(live, outcome, now.wall);
+    alerts_.RepeatedFailure(live.run, outcome, now.wall);
   }
   const int streak = options_.watch.detectors.failure_streak;
   if (may_retry && !live.cancel_requested && !SpecOf(live).retries_given && streak > 0 &&

@@ -19,7 +19,9 @@ namespace fs = std::filesystem;
 class Engine::TailHostFor : public TailHost {
  public:
   TailHostFor(Engine& engine, Live& live, Instant now) : e_(engine), live_(live), now_(now) {}
-  void Line(std::string_view line) override { e_.OnRunAlertLine(live_, line, now_.wall); }
+  void Line(std::string_view line) override {
+    e_.alerts_.OnRunLine(live_.run, live_.attempt ? live_.attempt->number : 0, line, now_.wall);
+  }
   void Warn(const watch::Finding& finding, const std::string& key) override {
     e_.RaiseRunAlert(live_, finding, key, now_.wall);
   }

@@ -15,164 +15,17 @@
 
 namespace drover {
 
-void Engine::RaiseAlert(Alert alert, Millis now) {
-  Tx();
-  // Whose it is: every alert about an experiment names its submitter and the experiment, so a
-  // lab's channel knows whom to ask (sinks.cc, AlertSubject).
-  if (auto it = experiments_.find(alert.experiment_id); it != experiments_.end()) {
-    if (!alert.data.contains("user")) alert.data["user"] = it->second->experiment.user;
-    if (!alert.data.contains("experiment")) alert.data["experiment"] = it->second->experiment.name;
-  }
-  // What it usually means and what to try (watch::AdviceFor), unless the alert says its own.
-  if (auto advice = watch::AdviceFor(alert.kind); advice && !alert.data.contains("remedies")) {
-    alert.data["cause"] = advice->cause;
-    alert.data["remedies"] = advice->remedies;
-  }
-  alert.first_ms = alert.last_ms = now;
-  auto previous = store_.LatestAlert(alert.key);
-  if (!previous.ok()) {
-    Fail(previous.status());
-    return;
-  }
-  if (*previous && now - (*previous)->first_ms < options_.watch.silence_ms) {
-    // Within the silence window: counted on the alert already sent, not sent again.
-    Alert& p = **previous;
-    p.count += 1;
-    p.last_ms = now;
-    p.message = alert.message;
-    p.data = alert.data;
-    if (Status st = store_.UpdateAlert(p); !st.ok()) Fail(st);
-    return;
-  }
-  if (Status st = store_.InsertAlert(alert); !st.ok()) {
-    Fail(st);
-    return;
-  }
-  Event e;
-  e.t_ms = now;
-  e.kind = "alert";
-  e.experiment_id = alert.experiment_id;
-  e.run_id = alert.run_id;
-  e.data = {{"alert_id", alert.id}, {"kind", alert.kind}, {"message", alert.message}};
-  if (Status st = store_.InsertEvent(e); !st.ok()) Fail(st);
-  unsent_alerts_.push_back(std::move(alert));  // sent by Flush() once committed
-}
+void Engine::RaiseAlert(Alert alert, Millis now) { alerts_.Raise(std::move(alert), now); }
 
 void Engine::RaiseRunAlert(const Live& live, const watch::Finding& f, const std::string& key_suffix,
                            Millis now) {
-  Alert a;
-  a.kind = f.kind;
-  a.severity = f.severity;
-  a.key = fmt::format("run:{}:{}", live.run.id, key_suffix);
-  a.message = f.message;
-  a.experiment_id = live.run.experiment_id;
-  a.run_id = live.run.id;
-  a.data = f.data;
-  if (live.attempt) a.data["attempt"] = live.attempt->number;
-  RaiseAlert(std::move(a), now);
+  alerts_.RaiseForRun(live.run, live.attempt ? live.attempt->number : 0, f, key_suffix, now);
 }
 
 void Engine::WatchPoints(Live& live, const std::vector<MetricPoint>& points, Millis now) {
   for (const auto& rf : watchers_.OnPoints(live.run.id, points)) {
     RaiseRunAlert(live, rf.finding, rf.key_suffix, now);
   }
-}
-
-void Engine::OnRunAlertLine(Live& live, std::string_view line, Millis now) {
-  auto a = ParseAlertLine(line);
-  if (!a) return;
-  // A run's own alerts are the run's to make: capped per run and per user, so that one run
-  // cannot flood a lab's channel or the webhook's queue (watch/alert_budget.h). The rest of the
-  // hour's are counted on one alerts_suppressed alert, which is sent once.
-  const watch::AlertBudgetConfig& budget = options_.watch.budget;
-  const watch::AlertAdmission admit = alert_budget_.Take(budget, live.run.id, live.run.user, now);
-  if (!admit.send) {
-    const bool per_run = admit.over == "run";
-    const std::string key = per_run ? fmt::format("run:{}:alerts_suppressed", live.run.id)
-                                    : fmt::format("user:{}:alerts_suppressed", live.run.user);
-    if (!admit.first_over) {
-      // Counted on the alert already raised, whatever the silence window: never sent again.
-      auto previous = store_.LatestAlert(key);
-      if (!previous.ok()) {
-        Fail(previous.status());
-        return;
-      }
-      if (!*previous) return;
-      Tx();
-      Alert& p = **previous;
-      p.count += 1;
-      p.last_ms = now;
-      p.data["suppressed"] = admit.suppressed;
-      p.data["last_key"] = a->key;
-      if (Status st = store_.UpdateAlert(p); !st.ok()) Fail(st);
-      return;
-    }
-    Alert s;
-    s.kind = "alerts_suppressed";
-    s.severity = "warning";
-    s.key = key;
-    const int cap = per_run ? budget.per_run : budget.per_user;
-    s.message = fmt::format(
-        "{} raised more than {} alerts of its own within {}; the rest of them until then are "
-        "counted on this alert, not sent (see them in drover logs {}; the cap is alerts.{} in "
-        "the daemon's config)",
-        per_run ? fmt::format("run {}", live.run.id) : fmt::format("user {}'s runs", live.run.user),
-        cap, FormatDuration(budget.window_ms), live.run.id, per_run ? "per_run" : "per_user");
-    s.experiment_id = live.run.experiment_id;
-    s.run_id = per_run ? live.run.id : 0;
-    s.data = {{"cap", cap},
-              {"window_ms", budget.window_ms},
-              {"suppressed", admit.suppressed},
-              {"last_key", a->key},
-              {"user", live.run.user}};
-    RaiseAlert(std::move(s), now);
-    return;
-  }
-  watch::Finding f;
-  f.kind = "run";
-  f.severity = a->level;
-  f.message = a->message;
-  f.data = {{"details", a->details}};
-  RaiseRunAlert(live, f, "run:" + a->key, now);
-}
-
-bool Engine::RepeatedFailure(Live& live, AttemptOutcome outcome, Millis now) {
-  const int streak = options_.watch.detectors.failure_streak;
-  if (streak <= 0 || StreakOf(outcome) != Streak::kFailure || live.run.fingerprint.empty()) {
-    return false;
-  }
-  // This attempt's reason is already written in this transaction, so it is the newest here.
-  auto outcomes = store_.RecentOutcomes(live.run.fingerprint, streak * 4 + 16);
-  if (!outcomes.ok()) {
-    Fail(outcomes.status());
-    return false;
-  }
-  int failures = 0;
-  for (const auto& r : *outcomes) {
-    Streak kind = StreakOf(ParseAttemptOutcome(r));
-    if (kind == Streak::kFailure) {
-      if (++failures >= streak) break;
-    } else if (kind == Streak::kBreaks) {
-      break;  // a success ends the streak
-    }
-  }
-  if (failures < streak) return false;
-  Alert a;
-  a.kind = "repeated_failure";
-  a.severity = "error";
-  // Keyed by the config, not the run: a resubmitted copy that fails again is the same problem.
-  a.key = "config:" + live.run.fingerprint + ":repeated_failure";
-  a.message = fmt::format(
-      "run {}'s config failed {} times in a row, over its runs and submissions (last: {}); fix "
-      "the cause (drover logs {} --stderr) before submitting it again",
-      live.run.id, failures, ToString(outcome), live.run.id);
-  a.experiment_id = live.run.experiment_id;
-  a.run_id = live.run.id;
-  a.data = {{"fingerprint", live.run.fingerprint},
-            {"failures", failures},
-            {"last_reason", std::string(ToString(outcome))}};
-  RaiseAlert(std::move(a), now);
-  return true;
 }
 
 void Engine::SampleTelemetry(Instant now) {

@@ -46,7 +46,7 @@ class Engine::Context : public EngineContext, public SearchHost {
   void Wake() override { e_.launcher_.Wake(); }
   bool Winding() const override { return e_.cancel_requested_ || e_.draining_ || e_.stall_; }
   bool CancellingAll() const override { return e_.cancel_requested_; }
-  void Alert(drover::Alert alert) override { e_.alerts_.Raise(std::move(alert), e_.clock_.Now()); }
+  void Alert(drover::Alert alert, Millis now) override { e_.alerts_.Raise(std::move(alert), now); }
   int Unfinished(int64_t experiment_id) const override {
     auto it = e_.experiments_.find(experiment_id);
     return it == e_.experiments_.end() ? 0 : it->second->unfinished;
@@ -116,6 +116,9 @@ Status Engine::InitGpus() {
   return pool_.Init(probe_, options_.cdi_dirs);
 }
 
+// Leases are kept only for this machine's launcher (GpuPool::leased: never under an executor that
+// places attempts), where an attempt's handle is its process group leader's pid: the one place
+// the engine hands a handle on as a pid, for other engines to see whether the holder lives.
 std::vector<GpuHold> Engine::Holds() const {
   std::vector<GpuHold> holds;
   for (int64_t id : queue_.running()) {

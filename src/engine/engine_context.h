@@ -29,7 +29,8 @@ class EngineContext {
   virtual bool Winding() const = 0;
   // Raises an alert now (stored in the loop's transaction, sent to the sinks after its commit;
   // one with the key of an alert raised within the silence window is counted on it instead).
-  virtual void Alert(drover::Alert alert) = 0;
+  // `now`: the loop pass's wall time (the alert's first and last time, its silence window).
+  virtual void Alert(drover::Alert alert, Millis now) = 0;
   // Of Winding: every run is being cancelled (Ctrl-C), so what is not made now never will be.
   virtual bool CancellingAll() const = 0;
 };

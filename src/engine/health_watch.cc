@@ -120,7 +120,7 @@ void HealthWatch::Refresh(const std::vector<GpuDevice>& devices, Instant now) {
         index, e.by.empty() ? "an admin" : e.by, e.reason.empty() ? "" : " (" + e.reason + ")",
         index);
     a.data = {{"uuid", key}, {"by", e.by}, {"reason", e.reason}};
-    ctx_.Alert(std::move(a));
+    ctx_.Alert(std::move(a), now.wall);
   }
   for (const auto& [key, e] : drained_) {
     if (read.count(key)) continue;
@@ -135,7 +135,7 @@ void HealthWatch::Refresh(const std::vector<GpuDevice>& devices, Instant now) {
     a.gpu = index;
     a.message = fmt::format("GPU {} cleared by {}: new runs may start on it again.", index, by);
     a.data = {{"uuid", key}, {"by", by}, {"was", e.reason}};
-    ctx_.Alert(std::move(a));
+    ctx_.Alert(std::move(a), now.wall);
   }
   drained_ = std::move(read);
 }
@@ -209,7 +209,7 @@ void HealthWatch::Check(const std::vector<GpuSample>& samples,
       if (!f.drain) {
         a.message = label + " " + f.what +
                     (run_ids.empty() ? "" : fmt::format(" (on it: run {})", Ids(run_ids)));
-        ctx_.Alert(std::move(a));
+        ctx_.Alert(std::move(a), now.wall);
         continue;
       }
       a.message = DrainMessage(label, f.what, run_ids, gpu.physical);
@@ -221,7 +221,7 @@ void HealthWatch::Check(const std::vector<GpuSample>& samples,
         drained_[dk] = e;
         new_drains.push_back(std::move(e));
       }
-      ctx_.Alert(std::move(a));  // the log sink says it too
+      ctx_.Alert(std::move(a), now.wall);  // the log sink says it too
       for (const RunOnGpu& l : on) {
         Alert r;
         r.kind = "gpu_drained";
@@ -237,7 +237,7 @@ void HealthWatch::Check(const std::vector<GpuSample>& samples,
             l.run_id, label, f.what);
         r.data = f.data;
         if (l.attempt > 0) r.data["attempt"] = l.attempt;
-        ctx_.Alert(std::move(r));
+        ctx_.Alert(std::move(r), now.wall);
       }
     }
   }

@@ -32,7 +32,7 @@ class Loop : public EngineContext, public SearchHost {
   void Wake() override {}
   bool Winding() const override { return winding; }
   bool CancellingAll() const override { return false; }
-  void Alert(drover::Alert a) override { alerts.push_back(std::move(a)); }
+  void Alert(drover::Alert a, Millis) override { alerts.push_back(std::move(a)); }
   int Unfinished(int64_t) const override { return unfinished; }
   Result<Run> MakeTrial(int64_t experiment_id, Json params, int index) override {
     Run r;

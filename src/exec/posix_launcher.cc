@@ -352,7 +352,12 @@ std::string PosixLauncher::Resolve(const std::string& prog, std::string_view pat
 }
 
 void PosixLauncher::Stop(ExecHandle attempt, StopSignal how) {
-  SignalGroup(static_cast<int>(attempt.id), how == StopSignal::kKill ? SIGKILL : SIGTERM);
+  SignalGroup(PidOf(attempt), how == StopSignal::kKill ? SIGKILL : SIGTERM);
+}
+
+int64_t PosixLauncher::Identity(ExecHandle attempt) {
+  const int pid = PidOf(attempt);
+  return pid > 0 ? StartTicks(pid) : 0;
 }
 
 void PosixLauncher::SignalGroup(int pgid, int sig) {
@@ -383,7 +388,7 @@ int64_t PosixLauncher::StartTicks(int pid) {
 }
 
 std::optional<std::string> PosixLauncher::EnvOf(ExecHandle attempt, const std::string& name) {
-  const int64_t pid = attempt.id;
+  const int pid = PidOf(attempt);
   if (pid <= 0) return std::nullopt;
   const std::string path = "/proc/" + std::to_string(pid) + "/environ";
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -417,7 +422,22 @@ std::optional<ExecHandle> PosixLauncher::OwnerOf(int64_t pid) {
 }
 
 void PosixLauncher::Adopt(ExecHandle attempt, int64_t identity, const ExitRecordAt& record) {
-  adopted_[static_cast<int>(attempt.id)] = Adopted{identity, record};
+  const int pid = PidOf(attempt);
+  if (pid <= 0) {
+    // No process here can have it: reported at the next Wait from its record (else lost), and
+    // nothing is signalled.
+    ProcessExit exit;
+    Result<ProcessExit> recorded = ReadExitRecord(record);
+    if (recorded.ok()) {
+      exit = *recorded;
+    } else {
+      exit.lost = true;
+    }
+    exit.handle = attempt;
+    foreign_ends_.push_back(std::move(exit));
+    return;
+  }
+  adopted_[pid] = Adopted{identity, record};
 }
 
 void PosixLauncher::CheckAdopted(std::vector<ProcessExit>* exits) {
@@ -573,6 +593,8 @@ WaitResult PosixLauncher::Wait(int64_t timeout_ms) {
     // Reap each of our own pids (never waitpid(-1): other code may wait for its own helpers,
     // such as git during a snapshot).
     Reap(&result.exits);
+    for (ProcessExit& e : foreign_ends_) result.exits.push_back(std::move(e));
+    foreign_ends_.clear();
     CheckAdopted(&result.exits);
     TakeSupervised(&result.exits);
   };

@@ -37,12 +37,17 @@ class PosixLauncher : public ProcessLauncher {
   Result<int64_t> BeginStart(const LaunchSpec& spec) override;
   void Stop(ExecHandle attempt, StopSignal how) override;  // SIGTERM or SIGKILL to its group
   WaitResult Wait(int64_t timeout_ms) override;
-  int64_t Identity(ExecHandle attempt) override { return StartTicks(static_cast<int>(attempt.id)); }
+  int64_t Identity(ExecHandle attempt) override;
   std::optional<std::string> EnvOf(ExecHandle attempt, const std::string& name) override;
   // Its process group's leader, for any process of this machine (an attempt's or not).
   std::optional<ExecHandle> OwnerOf(int64_t pid) override;
   void Adopt(ExecHandle attempt, int64_t identity, const ExitRecordAt& record) override;
 
+  // The pid a handle of this launcher is (its group leader's); -1 for one no process of this
+  // machine can have (a Slurm job id of a store that moved executors, 0, 1 or past pid_t).
+  static int PidOf(ExecHandle attempt) {
+    return attempt.id > 1 && attempt.id <= INT32_MAX ? static_cast<int>(attempt.id) : -1;
+  }
   // This machine's side, under the handles (a handle here is its group leader's pid):
   // Sends `sig` to the whole process group (an adopted one only while its leader is the process
   // adopted). Harmless if it has already ended.
@@ -103,6 +108,7 @@ class PosixLauncher : public ProcessLauncher {
   };
   std::map<int, Child> live_;        // pids started and not yet reaped
   std::map<int, Adopted> adopted_;   // adopted shims not yet reported
+  std::vector<ProcessExit> foreign_ends_;  // adopted handles no process here can have (Adopt)
   std::map<int, Supervised> supervised_;  // runs the supervisor watches, not yet reported
   struct Resolved {
     std::string program;

@@ -117,6 +117,24 @@ TEST_F(PosixLauncherTest, AProgramFoundInPathIsRememberedForASecondAndAMissingOn
   EXPECT_EQ(run(), "a\n");
 }
 
+// A handle no process of this machine can have (a Slurm job id past pid_t, from a store that
+// moved executors; 0; 1, init's) is never signalled or read: Stop and Identity do nothing, and
+// adopting it reports it at the next Wait, lost (it left no record here).
+TEST_F(PosixLauncherTest, AHandleNoLocalProcessCanHaveIsNeverSignalledAndIsReportedLost) {
+  for (int64_t id : {int64_t{0}, int64_t{1}, int64_t{1} << 40}) {
+    const ExecHandle h(id);
+    EXPECT_EQ(PosixLauncher::PidOf(h), -1) << id;
+    EXPECT_EQ(launcher_.Identity(h), 0) << id;
+    EXPECT_EQ(launcher_.EnvOf(h, "PATH"), std::nullopt) << id;
+    launcher_.Stop(h, StopSignal::kKill);  // harmless: this test process lives on
+    launcher_.Adopt(h, 12345, {"/nonexistent/drover-test.exit", ""});
+    WaitResult r = launcher_.Wait(0);
+    ASSERT_EQ(r.exits.size(), 1u) << id;
+    EXPECT_EQ(r.exits[0].handle, h);
+    EXPECT_TRUE(r.exits[0].lost);
+  }
+}
+
 TEST_F(PosixLauncherTest, ReportsExitCode) {
   int pid = StartOk(Spec({"sh", "-c", "exit 3"}));
   ProcessExit e = WaitFor(pid);

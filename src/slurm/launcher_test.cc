@@ -168,6 +168,38 @@ TEST_F(SlurmLauncherTest, SlurmsOwnEndsAreSaidAsSuch) {
   EXPECT_TRUE(by_job[103].lost);
 }
 
+// What the engine stores and says of a job, from the launcher: it never reads a job id or a
+// Slurm state itself (exec/process_launcher.h, PlacedAs, StartNote, WaitsToRun).
+TEST_F(SlurmLauncherTest, TheLauncherSaysWhereAJobIsAndWhetherItStillWaitsToRun) {
+  SlurmLauncher l(cluster_, local_, clock_, "s1", {});
+  Result<ExecHandle> job = l.Start(Spec(1, 1));
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  const Json placed = l.PlacedAs(*job);
+  EXPECT_EQ(PlacementText(placed, "kind"), "slurm");
+  EXPECT_EQ(placed.at("job_id").get<int64_t>(), job->id);
+  EXPECT_EQ(PlacementText(placed, "state"), "SUBMITTED");
+  EXPECT_EQ(l.StartNote(*job), "submitted as Slurm job " + std::to_string(job->id));
+  EXPECT_TRUE(l.WaitsToRun(placed));
+  EXPECT_TRUE(l.WaitsToRun(Json::object()));  // no state known yet
+  // Where Slurm has it now comes as news; once it runs (or has ended) its clocks may start.
+  (void)l.Wait(0);  // the submit's news
+  Listed(job->id).state = JobState::kPending;
+  Listed(job->id).reason = "Resources";
+  WaitResult pending = Round(l);
+  ASSERT_EQ(pending.placements.size(), 1u);
+  EXPECT_EQ(pending.placements[0].handle, *job);
+  EXPECT_TRUE(l.WaitsToRun(pending.placements[0].executor));
+  Listed(job->id).state = JobState::kRunning;
+  Listed(job->id).nodes = "node1";
+  WaitResult running = Round(l);
+  ASSERT_EQ(running.placements.size(), 1u);
+  EXPECT_FALSE(l.WaitsToRun(running.placements[0].executor));
+  // This machine's launcher places nothing: an empty record, no words, never waiting.
+  EXPECT_EQ(local_.PlacedAs(*job), Json::object());
+  EXPECT_EQ(local_.StartNote(*job), "");
+  EXPECT_FALSE(local_.WaitsToRun(placed));
+}
+
 TEST_F(SlurmLauncherTest, CancelIsScancelAndTheEndIsACancelledJob) {
   SlurmLauncher l(cluster_, local_, clock_, "s1", {});
   ASSERT_TRUE(l.Start(Spec(1, 1)).ok());

@@ -155,6 +155,17 @@ int FollowExperiment(ApiClient& api, int64_t experiment_id, const FollowOptions&
   FollowPace pace;
   bool cancel_sent = false;
   bool detached = false;
+  // The daemon stopped answering midway (stopped, drained, killed): the experiment is not over
+  // and nothing of it is lost, so the user is told where it stands and how to go on.
+  auto lost = [&](const Status& st) {
+    if (st.code() != Code::kUnavailable) return ReportError(st);
+    return ReportError(Unavailable(fmt::format(
+        "the daemon stopped answering while experiment {} ({}) was being followed ({}). Its runs "
+        "are left for the next daemon on this store: those running go on and are taken over, "
+        "queued ones wait. {}see where it stands with drover ls -e {}",
+        experiment_id, exp->name, st.message(),
+        o.again.empty() ? "" : "Follow it again with " + o.again + "; ", experiment_id)));
+  };
   while (true) {
     if (g_interrupts.load() > 0) {
       if (!o.cancel_on_exit) {
@@ -164,13 +175,11 @@ int FollowExperiment(ApiClient& api, int64_t experiment_id, const FollowOptions&
       if (!cancel_sent) {
         cancel_sent = true;
         auto c = api.Post(fmt::format("/experiments/{}/cancel", experiment_id), Json::object());
-        if (!c.ok() && c.status().code() != Code::kFailedPrecondition) {
-          return ReportError(c.status());
-        }
+        if (!c.ok() && c.status().code() != Code::kFailedPrecondition) return lost(c.status());
       }
     }
     auto counts = FetchExperimentCounts(api, experiment_id);
-    if (!counts.ok()) return ReportError(counts.status());
+    if (!counts.ok()) return lost(counts.status());
     const int64_t left = counts->runs.Unfinished();
     // Every run final is not the end of a search: its next trial is proposed after the one
     // before it ends. The daemon says done once it has nothing more to make.
@@ -178,7 +187,7 @@ int FollowExperiment(ApiClient& api, int64_t experiment_id, const FollowOptions&
     const Millis now_ms = ms_since(start);
     if (all_final || (human && now_ms - shown_ms >= kShowEveryMs)) {
       // At the end, every run as it ended (for the results, and each change shown).
-      if (Status st = show(); !st.ok()) return ReportError(st);
+      if (Status st = show(); !st.ok()) return lost(st);
       shown_ms = now_ms;
     }
     if (human) view.OnTick();

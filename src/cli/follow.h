@@ -17,6 +17,9 @@ struct FollowOptions {
   // Where the runs, as they ended, are left for the caller (the report `drover run` writes
   // next lists them without asking the daemon again); nullptr: nowhere.
   std::vector<Run>* ended_runs = nullptr;
+  // The command that follows the experiment again (`drover run --resume SPEC`), said when the
+  // daemon stops answering midway; empty: `drover ls -e N` alone is said.
+  std::string again;
 };
 
 // Looks at the experiment's run counts (GET /experiments/{id}: one small answer however many runs

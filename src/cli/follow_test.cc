@@ -185,6 +185,51 @@ TEST(FollowExperiment, ASearchIsFollowedUntilTheDaemonSaysItIsDoneNotUntilItsRun
   EXPECT_EQ(requests["runs"], 1);
 }
 
+// The daemon stops answering midway (drover daemon stop, a drained daemon, a kill): the
+// follower says the experiment is not over, where its runs are, and the command that follows it
+// again, instead of only that a connection failed.
+TEST(FollowExperiment, ADaemonThatStopsAnsweringMidwayIsSaidToLeaveTheRunsForTheNext) {
+  httplib::Server server;
+  std::atomic<int> looks{0};
+  server.Get(R"(/api/v1/experiments/7)", [&](const httplib::Request&, httplib::Response& res) {
+    looks.fetch_add(1);
+    protocol::ExperimentListing l;
+    l.experiment.id = 7;
+    l.experiment.name = "sweep";
+    l.experiment.spec = {{"name", "sweep"}};
+    l.runs.by_state[RunState::kRunning] = 2;  // never done
+    res.set_content(protocol::ToJson(l).dump(), "application/json");
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  std::thread serving([&] { server.listen_after_bind(); });
+  while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::thread stopper([&] {
+    while (looks.load() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    server.stop();
+  });
+  DaemonInfo d;
+  d.host = "127.0.0.1";
+  d.port = port;
+  d.pid = 1;
+  d.token = "t";
+  ApiClient api(d);
+  FollowOptions o{.cancel_on_exit = true, .json = false, .quiet = true};
+  o.again = "drover run --resume spec.yaml";
+  ::testing::internal::CaptureStderr();
+  const int code = FollowExperiment(api, 7, o);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  stopper.join();
+  serving.join();
+  EXPECT_NE(code, kExitOk);
+  EXPECT_NE(err.find("the daemon stopped answering while experiment 7 (sweep) was being followed"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("those running go on and are taken over"), std::string::npos) << err;
+  EXPECT_NE(err.find("Follow it again with drover run --resume spec.yaml"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("drover ls -e 7"), std::string::npos) << err;
+}
+
 // A catalog that records what it is asked for; runs and attempts as a test sets them.
 class RecordingCatalog : public Catalog {
  public:

@@ -144,6 +144,47 @@ TEST_F(AdoptionTest, TheNextEngineAdoptsReadsRequeuesAndGoesOnStopping) {
   EXPECT_EQ(next.launches[0].argv.back(), "3");
 }
 
+// A run that ended while no engine watched it (the daemon was down an hour) took the time its
+// exit record says, not the downtime: its attempt, its run and what the duration predictor
+// learns end when it ended (a 10 s run was recorded as taking 10 s plus the time until the
+// next daemon started).
+TEST_F(AdoptionTest, ARunThatEndedWhileNoEngineWatchedEndsWhenItsRecordSays) {
+  Spec spec = ParseSpec("name: one\ncommand: ./train.sh\nresources: {gpus: 0, cpus: 1}\n");
+  FakeLauncher first(clock_, [](const LaunchSpec&) {
+    FakeProcess p;
+    p.duration_ms = 3'600'000;
+    return p;
+  });
+  FakeGpuProbe probe({});
+  int64_t id = 0;
+  {
+    Engine engine(*store_, first, probe, clock_, ShimOptions());
+    auto sub = engine.Submit(spec);
+    ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+    id = sub->runs[0].id;
+    int waits = 0;
+    first.on_wait = [&](FakeLauncher& l) {
+      if (++waits == 3) l.pending_interrupt = SIGTERM;  // drains, leaving it running
+    };
+    ASSERT_TRUE(engine.Serve(nullptr).ok());
+  }
+  Attempt a = Attempts(id).at(0);
+  ASSERT_FALSE(a.ended);
+  const Millis ended_ms = a.started_ms + 10'000;
+  std::ofstream(a.exit_path) << a.pid << " 1\n{\"exit_code\":0,\"signal\":0,\"ended_ms\":"
+                             << ended_ms << "}\n";
+  clock_.Advance(3'600'000);  // an hour without a daemon
+
+  FakeLauncher next(clock_, [](const LaunchSpec&) { return FakeProcess{100, 0}; });
+  Engine engine(*store_, next, probe, clock_, ShimOptions());
+  auto summary = engine.Recover();
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->finished, 1);
+  EXPECT_EQ(RunOf(id).state, RunState::kSucceeded);
+  EXPECT_EQ(Attempts(id).at(0).ended_ms, ended_ms);
+  EXPECT_EQ(RunOf(id).ended_ms, ended_ms);
+}
+
 TEST_F(AdoptionTest, ARunRecordedRunningWithNoLiveAttemptIsRequeuedThroughTheStateMachine) {
   Spec spec = ParseSpec("name: one\ncommand: ./train.sh\nresources: {gpus: 0}\n");
   FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{100, 0}; });

@@ -245,6 +245,7 @@ Result<RecoverySummary> Engine::Recover() {
       if (recorded.ok()) {
         exit.exit_code = recorded->exit_code;
         exit.signal = recorded->signal;
+        exit.ended_ms = recorded->ended_ms;  // when it ended, not when this engine found out
         ++summary.finished;
       } else {
         exit.lost = true;

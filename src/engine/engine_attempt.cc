@@ -692,7 +692,15 @@ void Engine::HandleExit(const ProcessExit& exit, Instant now) {
       detail = std::move(why);
     }
   }
-  EndAttempt(live, outcome, detail, now);
+  // It ended when its exit record says, not when this engine heard of it: an attempt that ended
+  // while no engine watched it (adopted after a restart) took its own time, not the downtime's.
+  Instant ended = now;
+  if (exit.ended_ms > a.started_ms && exit.ended_ms < now.wall) {
+    const Millis early = now.wall - exit.ended_ms;
+    ended.wall -= early;
+    ended.mono -= early;
+  }
+  EndAttempt(live, outcome, detail, ended);
 }
 
 void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& detail,

@@ -45,6 +45,24 @@ class AdoptionTest : public testing::EngineFixture {
     fs::create_directories(files.logs);
     return files;
   }
+  // One long run started by an engine that then drains, leaving it running: its id.
+  int64_t StartOneAndDrain(FakeGpuProbe& probe) {
+    Spec spec = ParseSpec("name: one\ncommand: ./train.sh\nresources: {gpus: 0, cpus: 1}\n");
+    FakeLauncher first(clock_, [](const LaunchSpec&) {
+      FakeProcess p;
+      p.duration_ms = 3'600'000;
+      return p;
+    });
+    Engine engine(*store_, first, probe, clock_, ShimOptions());
+    auto sub = engine.Submit(spec);
+    if (!sub.ok()) return 0;
+    int waits = 0;
+    first.on_wait = [&](FakeLauncher& l) {
+      if (++waits == 3) l.pending_interrupt = SIGTERM;  // drains: the run is left running
+    };
+    if (!engine.Serve(nullptr).ok()) return 0;
+    return sub->runs[0].id;
+  }
   std::vector<Attempt> Attempts(int64_t id) { return store_->ListAttempts(id).value(); }
 };
 
@@ -149,25 +167,9 @@ TEST_F(AdoptionTest, TheNextEngineAdoptsReadsRequeuesAndGoesOnStopping) {
 // learns end when it ended (a 10 s run was recorded as taking 10 s plus the time until the
 // next daemon started).
 TEST_F(AdoptionTest, ARunThatEndedWhileNoEngineWatchedEndsWhenItsRecordSays) {
-  Spec spec = ParseSpec("name: one\ncommand: ./train.sh\nresources: {gpus: 0, cpus: 1}\n");
-  FakeLauncher first(clock_, [](const LaunchSpec&) {
-    FakeProcess p;
-    p.duration_ms = 3'600'000;
-    return p;
-  });
   FakeGpuProbe probe({});
-  int64_t id = 0;
-  {
-    Engine engine(*store_, first, probe, clock_, ShimOptions());
-    auto sub = engine.Submit(spec);
-    ASSERT_TRUE(sub.ok()) << sub.status().ToString();
-    id = sub->runs[0].id;
-    int waits = 0;
-    first.on_wait = [&](FakeLauncher& l) {
-      if (++waits == 3) l.pending_interrupt = SIGTERM;  // drains, leaving it running
-    };
-    ASSERT_TRUE(engine.Serve(nullptr).ok());
-  }
+  const int64_t id = StartOneAndDrain(probe);
+  ASSERT_GT(id, 0);
   Attempt a = Attempts(id).at(0);
   ASSERT_FALSE(a.ended);
   const Millis ended_ms = a.started_ms + 10'000;
@@ -474,25 +476,9 @@ namespace {
 // An adopted run that ends before the next engine's loop first looks (the loop's first Wait,
 // which looks for an interrupt) is recorded from that look: it does not stay running for ever.
 TEST_F(AdoptionTest, AnAdoptedRunThatEndsBeforeTheLoopsFirstLookIsRecorded) {
-  Spec spec = ParseSpec("name: one\ncommand: ./train.sh\nresources: {gpus: 0, cpus: 1}\n");
-  FakeLauncher first(clock_, [](const LaunchSpec&) {
-    FakeProcess p;
-    p.duration_ms = 3'600'000;
-    return p;
-  });
   FakeGpuProbe probe({});
-  int64_t id = 0;
-  {
-    Engine engine(*store_, first, probe, clock_, ShimOptions());
-    auto sub = engine.Submit(spec);
-    ASSERT_TRUE(sub.ok()) << sub.status().ToString();
-    id = sub->runs[0].id;
-    int waits = 0;
-    first.on_wait = [&](FakeLauncher& l) {
-      if (++waits == 3) l.pending_interrupt = SIGTERM;  // drain: the run is left running
-    };
-    ASSERT_TRUE(engine.Serve(nullptr).ok());
-  }
+  const int64_t id = StartOneAndDrain(probe);
+  ASSERT_GT(id, 0);
   const Attempt a = Attempts(id).at(0);
   ASSERT_FALSE(a.ended);
   FakeLauncher next(clock_, [](const LaunchSpec&) { return FakeProcess{100, 0}; });

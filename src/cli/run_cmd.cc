@@ -416,8 +416,9 @@ int FollowInDaemon(Globals& g, const DaemonInfo& daemon, int64_t experiment_id,
   FollowOptions follow{f.cancel_on_exit, f.json, f.quiet, &ended};
   if (f.spec_path != "-") follow.again = "drover run --resume " + ShellQuote(f.spec_path);
   int code = FollowExperiment(api, experiment_id, follow);
-  // Detached or cancelled at Ctrl-C: the experiment is not over, so there is nothing to report.
-  if (code != kExitInterrupted) WriteReportAtEnd(g, experiment_id, f, &ended);
+  // Detached or cancelled at Ctrl-C, or the daemon stopped answering: the experiment is not
+  // over, so there is nothing to report yet.
+  if (code == kExitOk || code == kExitRunsFailed) WriteReportAtEnd(g, experiment_id, f, &ended);
   return code;
 }
 

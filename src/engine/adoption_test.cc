@@ -389,6 +389,16 @@ TEST_F(AdoptionTest, AStageStartedButNotRecordedIsTakenOverNotHeldForItsNeeds) {
   auto attempts = Attempts(sum);
   ASSERT_EQ(attempts.size(), 1u);
   EXPECT_EQ(attempts[0].reason, "succeeded");
+  // It got the fingerprint its start would have recorded: the same pipeline submitted again is
+  // cached from it, stage by stage (its fingerprint used to stay empty, so its stage ran again).
+  EXPECT_FALSE(RunOf(sum).fingerprint.empty());
+  auto again = engine.Submit(spec);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
+  EXPECT_TRUE(launcher.launches.empty()) << "a stage ran again";
+  for (const auto& r : again->runs) {
+    EXPECT_EQ(RunOf(r.id).cached_from, r.stage == "prep" ? prep : sum) << r.stage;
+  }
 }
 
 TEST_F(AdoptionTest, AStartAfterAnEndThatWasNotRecordedIsStoppedWhenTheRunStartsAgain) {

@@ -282,6 +282,12 @@ class Engine {
   // Whether a run with the same fingerprint succeeded before and may stand for this one: then
   // this run is recorded as succeeded, cached from it, and retired.
   bool TryCache(Live& live, Instant now);
+  // A stage's fingerprint from its own command, parameters, code and inputs and its (succeeded)
+  // needs' fingerprints and outputs.
+  Result<std::string> StageFingerprintOf(const Live& live, const std::vector<Run>& needs);
+  // A stage the last engine started without recording it (nor its fingerprint): fingerprinted
+  // now, so later runs of the stage may be cached from it.
+  void FingerprintTakenOverStage(Live& live);
   // Whether a run may be stood for by another with its fingerprint (a stage not forced, a plain
   // run without rerun, not a search's trial).
   bool Dedups(const Live& live) const;

@@ -114,8 +114,8 @@ Result<RecoverySummary> Engine::Recover() {
       // A pipeline run not yet queued for its needs (no fingerprint yet): it waits for them, or
       // is looked at again below, once every run is registered.
       // One the last engine started without getting to record it (nor its fingerprint, made
-      // when its needs were met) is not held: it is taken over below, never run twice. Its
-      // fingerprint stays empty, so no later run is served from it.
+      // when its needs were met) is not held: it is taken over below, never run twice, and
+      // given its fingerprint then (FingerprintTakenOverStage).
       if (!r.stage.empty() && r.state == RunState::kQueued && r.attempts == 0 &&
           r.fingerprint.empty() && !(options_.use_shim && StartedUnrecorded(l))) {
         gate_.Hold(r.id);  // its needs are counted once every run is registered
@@ -130,6 +130,7 @@ Result<RecoverySummary> Engine::Recover() {
       const bool adopted_start =
           r.state != RunState::kRunning && options_.use_shim && RecordUnrecordedStart(l, now);
       if (adopted_start) {
+        FingerprintTakenOverStage(l);
         attempts.push_back(*l.attempt);
         l.attempt.reset();
         ++summary.unrecorded_adopted;

@@ -86,32 +86,56 @@ void Engine::NeedsChanged(Live& live, Instant now) {
     needs.push_back(**need);
   }
   gate_.Release(live.run.id);
-  // Its fingerprint: its own command, parameters, code and declared inputs, and what each need
-  // was (its fingerprint) and gave (its outputs).
-  const Spec& spec = SpecOf(live);
-  Result<std::vector<std::string>> argv = RenderCommand(spec, live.run.current_params);
-  if (!argv.ok()) {
-    Fail(argv.status());
+  Result<std::string> print = StageFingerprintOf(live, needs);
+  if (!print.ok()) {
+    Fail(print.status());
     return;
   }
-  const StageSpec* stage = FindStage(live.exp->spec, live.run.stage);
-  std::vector<NeedPrint> prints;
-  for (const Run& n : needs) {
-    Result<std::vector<Artifact>> outputs = store_.ListArtifacts(n.cached_from ? n.cached_from : n.id);
-    if (!outputs.ok()) {
-      Fail(outputs.status());
-      return;
-    }
-    prints.push_back({n.fingerprint, ArtifactsHash(*outputs)});
-  }
-  // spec/expand.h: the dry run fingerprints with the same function (cli/cache_plan.h).
-  live.run.fingerprint =
-      StageFingerprint(Fingerprint(spec, *argv, live.run.params, live.exp->snapshot.hash),
-                       live.run.stage, stage ? stage->input_hashes : std::map<std::string, std::string>{},
-                       prints);
+  live.run.fingerprint = *print;
   Tx();
   if (Status st = store_.UpdateRun(live.run); !st.ok()) Fail(st);
   Admit(live, now);
+}
+
+Result<std::string> Engine::StageFingerprintOf(const Live& live, const std::vector<Run>& needs) {
+  // Its own command, parameters, code and declared inputs, and what each need was (its
+  // fingerprint) and gave (its outputs).
+  const Spec& spec = SpecOf(live);
+  DROVER_ASSIGN_OR_RETURN(std::vector<std::string> argv,
+                          RenderCommand(spec, live.run.current_params));
+  const StageSpec* stage = FindStage(live.exp->spec, live.run.stage);
+  std::vector<NeedPrint> prints;
+  for (const Run& n : needs) {
+    DROVER_ASSIGN_OR_RETURN(std::vector<Artifact> outputs,
+                            store_.ListArtifacts(n.cached_from ? n.cached_from : n.id));
+    prints.push_back({n.fingerprint, ArtifactsHash(outputs)});
+  }
+  // spec/expand.h: the dry run fingerprints with the same function (cli/cache_plan.h).
+  return StageFingerprint(Fingerprint(spec, argv, live.run.params, live.exp->snapshot.hash),
+                          live.run.stage,
+                          stage ? stage->input_hashes : std::map<std::string, std::string>{},
+                          prints);
+}
+
+void Engine::FingerprintTakenOverStage(Live& live) {
+  if (live.run.stage.empty() || !live.run.fingerprint.empty()) return;
+  // The last engine started it, so its needs had all succeeded: its fingerprint is what it would
+  // have been given then, and a later run of the same stage may be cached from it.
+  std::vector<Run> needs;
+  for (int64_t id : live.run.needs) {
+    Result<std::optional<Run>> need = store_.GetRun(id);
+    if (!need.ok()) {
+      Fail(need.status());
+      return;
+    }
+    if (!*need || (*need)->state != RunState::kSucceeded) return;  // no fingerprint to give it
+    needs.push_back(**need);
+  }
+  Result<std::string> print = StageFingerprintOf(live, needs);
+  if (!print.ok()) return;  // it runs unfingerprinted, as it did before
+  live.run.fingerprint = *print;
+  Tx();
+  if (Status st = store_.UpdateRun(live.run); !st.ok()) Fail(st);
 }
 
 bool Engine::Dedups(const Live& live) const {

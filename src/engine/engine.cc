@@ -363,7 +363,7 @@ void Engine::TakeRequests() {
 void Engine::TakeNews(const WaitResult& w, Instant now, bool serve) {
   // Exits first: a run that ended before the interrupt keeps its real outcome, and its group id
   // is never signalled after it was reaped.
-  // Starts before exits: a run that started and ended within one wait has its pid recorded.
+  // Starts before exits: a run that started and ended within one wait has its handle recorded.
   for (const auto& started : w.started) HandleStarted(started, now);
   for (const auto& news : w.placements) HandlePlacement(news, now);
   for (const auto& exit : w.exits) HandleExit(exit, now);

@@ -207,7 +207,7 @@ class Engine {
   const RunFiles& FilesOf(Live& live);
   // The run's log folder and working copy, made if missing.
   Result<WorkingCopy> MakeWorkingCopy(Live& live);
-  // Records an attempt that has started (launch ok, `a` with its pid) or failed to.
+  // Records an attempt that has started (launch ok, `a` with its handle) or failed to.
   void RecordStart(Live& live, Attempt a, const Status& launch, Instant now);
   // A start handed over with BeginStart has been reported.
   void HandleStarted(const StartOutcome& started, Instant now);

@@ -47,7 +47,7 @@ std::string LastLine(std::string_view text) {
 }  // namespace
 
 bool Engine::Stop(Live& live, StopReason why, Instant now, Millis grace) {
-  // Its process has ended and its outputs are being stored: nothing to signal (its pid may be
+  // Its process has ended and its outputs are being stored: nothing to stop (its handle may be
   // another process's by now); a cancel is taken when they are (TakeCollected).
   if (outputs_.Collecting(live.run.id)) return false;
   Attempt& a = *live.attempt;
@@ -407,7 +407,7 @@ bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
     }
     if (launcher_.StartsInBackground() && !ls.exit_path.empty()) {
       // The supervisor starts it while this loop goes on; HandleStarted records it once it has
-      // a pid. Meanwhile it holds its resources as a running attempt would.
+      // a handle. Meanwhile it holds its resources as a running attempt would.
       Result<int64_t> ticket = launcher_.BeginStart(ls);
       if (ticket.ok()) {
         live.attempt = std::move(a);
@@ -513,7 +513,7 @@ void Engine::HandleStarted(const StartOutcome& started, Instant now) {
 
 void Engine::RecordStart(Live& live, Attempt a, const Status& launch, Instant now) {
   Run& run = live.run;
-  // Recorded once it has a pid (the run by SetState below), committed with the rest of this loop
+  // Recorded once it has a handle (the run by SetState below), committed with the rest of this loop
   // iteration (or interval): however many runs start and end in it. An engine that dies after
   // the start but before the commit leaves the exit file's start line (written before the start
   // is reported), which the next engine finds (ForgetUnrecordedStart): the run is never started

@@ -13,6 +13,7 @@
 #include "common/strings.h"
 #include "container/runtime.h"
 #include "engine/environment_capture.h"
+#include "engine/requests.h"
 #include "engine/live.h"
 #include "exec/working_copy.h"
 #include "gpu/drain_book.h"

@@ -9,7 +9,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -19,21 +18,16 @@
 #include "engine/commands.h"
 #include "exec/process_launcher.h"
 #include "gpu/gpu_probe.h"
-#include "gpu/leases.h"
 #include "model/run.h"
 #include "model/run_state.h"
 #include "model/spec.h"
 #include "protocol/api.h"
-#include "sched/gpu_book.h"
-#include "sched/predictor.h"
 #include "sched/scheduler.h"
 #include "store/store.h"
 #include "engine/engine_observer.h"
 #include "engine/engine_options.h"
 #include "engine/environment_capture.h"
-#include "engine/output_collector.h"
 #include "engine/search_driver.h"
-#include "engine/requests.h"
 #include "engine/output_collection.h"
 #include "engine/pipeline_gate.h"
 #include "engine/alert_desk.h"
@@ -45,10 +39,8 @@
 #include "engine/run_queue.h"
 #include "engine/run_times.h"
 #include "metrics/metric_tail.h"
-#include "model/run_lifecycle.h"
 #include "sched/scheduler_config.h"
 #include "watch/config.h"
-#include "watch/run_watch.h"
 #include "watch/sinks.h"
 #include "watch/watchers.h"
 

@@ -17,6 +17,7 @@
 #include "drover_version.h"
 #include "engine/engine.h"
 #include "engine/live.h"
+#include "engine/requests.h"
 #include "exec/process_launcher.h"
 #include "exec/working_copy.h"
 

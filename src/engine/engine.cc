@@ -36,8 +36,8 @@ std::string Hostname() {
 
 }  // namespace
 
-// What the engine's components are given of it (engine_context.h, search_driver.h).
-class Engine::Context : public EngineContext, public SearchHost {
+// What the engine's components are given of it (engine_context.h, search_driver.h, run_table.h).
+class Engine::Context : public EngineContext, public SearchHost, public RunTable {
  public:
   explicit Context(Engine& e) : e_(e) {}
   Store& store() override { return e_.store_; }
@@ -59,6 +59,16 @@ class Engine::Context : public EngineContext, public SearchHost {
     }
     return e_.MakeTrial(*it->second, std::move(params), index);
   }
+  LiveRun* Find(int64_t run_id) override {
+    auto it = e_.live_.find(run_id);
+    return it == e_.live_.end() ? nullptr : it->second.get();
+  }
+  void Queue(LiveRun& live) override { e_.Queue(live); }
+  void SetState(LiveRun& live, RunEvent event, const std::string& note, Instant now) override {
+    e_.SetState(live, event, note, now);
+  }
+  void Retire(int64_t run_id) override { e_.Retire(run_id); }
+  const RunFiles& FilesOf(LiveRun& live) override { return e_.FilesOf(live); }
 
  private:
   Engine& e_;
@@ -81,10 +91,11 @@ Engine::Engine(Store& store, ProcessLauncher& launcher, GpuProbe& gpus, Clock& c
       watchers_(options_.watch.detectors),
       telemetry_(options_.watch.detectors, options_.watch.telemetry_store_every_ms),
       pool_(options_.gpu_ledger, options_.scheduler.gpu_reserve, placed_by_executor()),
-      outputs_([this] { launcher_.Wake(); }, options_.proposals_off_loop),
+      pipelines_(*context_, *context_, options_.store_dir, [this] { launcher_.Wake(); },
+                 options_.proposals_off_loop),
       search_(*context_, *context_, options_.proposals_off_loop),
       health_(*context_, DrainBookPath(options_.store_dir)) {
-  components_ = {&tail_, &gate_, &watchers_, &outputs_, &search_};
+  components_ = {&tail_, &pipelines_, &watchers_, &search_};
   policy_ = options_.scheduler.Policy();
   if (placed_by_executor()) {
     // Slurm places each attempt: drover's pool is how many may be submitted at once; every job
@@ -390,7 +401,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     if (search_.busy() && !draining_ && !cancel_requested_) return true;
     // A stage's outputs being stored: its run ends when they are (not while draining: the next
     // engine runs it again).
-    if (outputs_.busy() && !draining_) return true;
+    if (pipelines_.busy() && !draining_) return true;
     // Writes the store could not take yet (a full disk) are kept only in memory: an engine that
     // left now would lose them, a run's end among them (issue 39: `drover run --foreground`
     // exited with its run still `running` and none of its points). It waits for room instead;
@@ -413,7 +424,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     RunCommands();
     if (stall_) continue;  // a command's commit failed for want of room
     TakeProposals();
-    TakeCollected(now);
+    pipelines_.TakeCollected(now);
     if (cancel_requested_) ApplyCancel(now);
     if (!draining_ && (!start_hold_ || now.mono >= start_hold_->retry_mono)) Schedule(now);
     ExplainWaiting(now);
@@ -649,7 +660,7 @@ Status Engine::CheckIndex() const {
   for (const auto& [id, live] : live_) {
     const bool running = queue_.running().count(id) > 0;
     const WaitClass* c = queue_.ClassOf(id);
-    if (gate_.Holds(id)) {
+    if (pipelines_.Holds(id)) {
       // A pipeline run waiting for its needs (or a duplicate for its twin) is in no index.
       if (running || c || live->attempt) {
         return Internal(fmt::format("run {} awaits its needs but is indexed", id));
@@ -895,7 +906,7 @@ void Engine::CheckDeadlines(Instant now) {
     Live* live = it->second.get();
     if (!live->attempt || live->clock.starting) continue;  // its clocks start once it has started
     if (live->clock.placed_pending) continue;  // waiting in Slurm: its clocks start when it runs
-    if (outputs_.Collecting(id)) continue;  // ended: its outputs are being stored
+    if (pipelines_.Collecting(id)) continue;  // ended: its outputs are being stored
     if (EndHeld(*live)) continue;  // ended during a stall: nothing left to stop or kill
     if (live->clock.deadline_mono > 0 && now.mono >= live->clock.deadline_mono && !Stopping(*live)) {
       Stop(*live, StopReason::kTimeout, now, options_.kill_grace_ms);
@@ -931,7 +942,7 @@ Millis Engine::NextWakeup(Instant now) const {
     const Live& live = *found->second;
     if (live.clock.starting) continue;  // its report wakes the wait
     if (EndHeld(live)) continue;  // ended during a stall: handled at recovery
-    if (outputs_.Collecting(live.run.id)) continue;  // the collector's report wakes the wait
+    if (pipelines_.Collecting(live.run.id)) continue;  // the collector's report wakes the wait
     const bool stopping = Stopping(live);
     if (live.clock.deadline_mono > 0 && !stopping) next = std::min(next, live.clock.deadline_mono);
     if (live.clock.kill_at_mono > 0) next = std::min(next, live.clock.kill_at_mono);

@@ -28,8 +28,7 @@
 #include "engine/engine_options.h"
 #include "engine/environment_capture.h"
 #include "engine/search_driver.h"
-#include "engine/output_collection.h"
-#include "engine/pipeline_gate.h"
+#include "engine/pipelines.h"
 #include "engine/alert_desk.h"
 #include "engine/gpu_pool.h"
 #include "engine/health_watch.h"
@@ -49,6 +48,8 @@ namespace drover {
 class EnvironmentCapture;
 class WorkingCopies;
 
+struct ExperimentEntry;
+struct LiveRun;
 struct RunFiles;
 struct WorkingCopy;
 
@@ -139,8 +140,7 @@ class Engine {
   static constexpr Millis kExplainEveryMs = 2000;
 
  private:
-  struct Live;
-  struct ExperimentEntry;
+  using Live = LiveRun;
 
   Status InitGpus();
   // Whose rights the experiment's runs have (EngineOptions::runs_as_submitter): its submitter's,
@@ -260,42 +260,6 @@ class Engine {
   // The search an ask/tell command is about: the experiment's entry (loaded from the store when
   // the engine does not hold it), which must be a search.
   Result<ExperimentEntry*> SearchOf(int64_t experiment_id);
-  // Pipelines (engine_pipeline.cc, docs/pipelines.md).
-  // The spec a run runs under: its stage's view of the pipeline, or the experiment's.
-  const Spec& SpecOf(const Live& live) const;
-  // The stage views of a pipeline's entry (ExperimentEntry::stages).
-  static void InitStages(ExperimentEntry& ep);
-  // A new or recovered unfinished run: registered with the runs it needs and, until they have
-  // all succeeded, kept out of the queue. Returns whether it waits.
-  bool AwaitNeeds(Live& live);
-  // A run's needs changed (one ended): it is queued (or reused from an earlier success) once
-  // all have succeeded, and cancelled when one did not.
-  void NeedsChanged(Live& live, Instant now);
-  // Whether a run with the same fingerprint succeeded before and may stand for this one: then
-  // this run is recorded as succeeded, cached from it, and retired.
-  bool TryCache(Live& live, Instant now);
-  // A stage's fingerprint from its own command, parameters, code and inputs and its (succeeded)
-  // needs' fingerprints and outputs.
-  Result<std::string> StageFingerprintOf(const Live& live, const std::vector<Run>& needs);
-  // A stage the last engine started without recording it (nor its fingerprint): fingerprinted
-  // now, so later runs of the stage may be cached from it.
-  void FingerprintTakenOverStage(Live& live);
-  // Whether a run may be stood for by another with its fingerprint (a stage not forced, a plain
-  // run without rerun, not a search's trial).
-  bool Dedups(const Live& live) const;
-  // A run ready to be queued: cached from an earlier success, or waiting for an unfinished run
-  // with its fingerprint (its twin) to end, or queued (and the twin others wait for).
-  void Admit(Live& live, Instant now);
-  // A recovered run that holds or had an attempt stands for its fingerprint (Admit's twin).
-  void ClaimTwin(const Live& live);
-  // The runs waiting on `run_id`, told it ended.
-  void WakeDependents(int64_t run_id, Instant now);
-  // The needs' outputs shown in this run's working copy, and $DROVER_INPUTS' file.
-  Result<std::vector<DataMount>> NeedMounts(Live& live, const std::string& workdir);
-  // A succeeded attempt of a stage with outputs: stored on the collector's thread; the run ends
-  // when they are (TakeCollected).
-  void CollectOutputs(Live& live, Instant now);
-  void TakeCollected(Instant now);
   void Release(Live& live);
   // What the running runs hold of the GPUs, and that published as this engine's leases.
   std::vector<GpuHold> Holds() const;
@@ -362,15 +326,14 @@ class Engine {
   std::unique_ptr<WorkingCopies> working_copies_;  // made at the first launch
   // Components (docs/architecture.md): each keeps its own state by run and is told of a run's
   // life through RunLifecycle, in this order.
-  class Context;  // the engine as its components' EngineContext and SearchHost (engine.cc)
+  class Context;  // the engine as its components' EngineContext, SearchHost, RunTable (engine.cc)
   std::unique_ptr<Context> context_;
   AlertDesk alerts_;  // alerts stored, deduplicated, budgeted, sent after their commit
   MetricTail tail_;     // the running attempts' metric sources
-  PipelineGate gate_;  // which runs wait for their needs or their twin
   watch::RunWatchers watchers_;  // each running attempt's detectors
   watch::GpuTelemetry telemetry_;  // each GPU's detectors and its telemetry rows
   GpuPool pool_;  // the GPUs, what runs hold of them and of the CPU slots, the machine's leases
-  OutputCollection outputs_;  // succeeded stages' outputs being stored (or held for room)
+  Pipelines pipelines_;  // needs, twins, the cache, stages' outputs (engine/pipelines.h)
   SearchDriver search_;  // searches' trials and pruners, the proposer
   HealthWatch health_;   // GPU health findings and drains (the drain book)
   std::vector<RunLifecycle*> components_;

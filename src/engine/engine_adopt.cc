@@ -45,12 +45,12 @@ int64_t StartedMs(const Attempt& a, int64_t fallback_ms) {
 
 }  // namespace
 
-Result<Engine::ExperimentEntry*> Engine::EntryFor(const Experiment& e) {
+Result<ExperimentEntry*> Engine::EntryFor(const Experiment& e) {
   if (auto it = experiments_.find(e.id); it != experiments_.end()) return it->second.get();
   auto entry = std::make_unique<ExperimentEntry>();
   entry->experiment = e;
   DROVER_ASSIGN_OR_RETURN(entry->spec, SpecFromJson(e.spec));
-  InitStages(*entry);
+  Pipelines::InitStages(*entry);
   entry->predictor_key = PredictorKey(entry->spec.name, entry->spec.params);
   DROVER_ASSIGN_OR_RETURN(auto snap, store_.GetSnapshot(e.snapshot_hash));
   if (snap) entry->snapshot = *snap;
@@ -119,7 +119,7 @@ Result<RecoverySummary> Engine::Recover() {
       // given its fingerprint then (FingerprintTakenOverStage).
       if (!r.stage.empty() && r.state == RunState::kQueued && r.attempts == 0 &&
           r.fingerprint.empty() && !(options_.use_shim && StartedUnrecorded(l))) {
-        gate_.Hold(r.id);  // its needs are counted once every run is registered
+        pipelines_.Hold(r.id);  // its needs are counted once every run is registered
         unevaluated.push_back(r.id);
         ++summary.queued;
         continue;
@@ -131,7 +131,7 @@ Result<RecoverySummary> Engine::Recover() {
       const bool adopted_start =
           r.state != RunState::kRunning && options_.use_shim && RecordUnrecordedStart(l, now);
       if (adopted_start) {
-        FingerprintTakenOverStage(l);
+        pipelines_.FingerprintTakenOverStage(l);
         attempts.push_back(*l.attempt);
         l.attempt.reset();
         ++summary.unrecorded_adopted;
@@ -139,15 +139,15 @@ Result<RecoverySummary> Engine::Recover() {
       if (r.state != RunState::kRunning && !adopted_start) {
         ++summary.queued;
         if (options_.use_shim && ForgetUnrecordedStart(l, now)) ++summary.unrecorded;
-        if (r.attempts == 0 && Dedups(l)) {
+        if (r.attempts == 0 && pipelines_.Dedups(l)) {
           queue_.Drop(r.id);
           admit_later.push_back(r.id);
         } else {
-          ClaimTwin(l);
+          pipelines_.ClaimTwin(l);
         }
         continue;
       }
-      ClaimTwin(l);
+      pipelines_.ClaimTwin(l);
       if (!attempts.empty() && attempts.back().ended &&
           attempts.back().reason == ToString(AttemptOutcome::kSucceeded)) {
         const StageSpec* stage = FindStage(ep->spec, r.stage);
@@ -156,7 +156,7 @@ Result<RecoverySummary> Engine::Recover() {
           // engine went: they are stored now; it is not run again.
           l.attempt = attempts.back();
           queue_.Run(r.id);
-          CollectOutputs(l, now);
+          pipelines_.CollectOutputs(l);
           ++summary.finished;
           continue;
         }
@@ -265,13 +265,13 @@ Result<RecoverySummary> Engine::Recover() {
   // Pipeline runs not yet queued: they wait for their unfinished needs, or are looked at now.
   for (int64_t id : unevaluated) {
     auto it = live_.find(id);
-    if (it != live_.end() && gate_.Holds(id) && !AwaitNeeds(*it->second)) {
-      NeedsChanged(*it->second, now);
+    if (it != live_.end() && pipelines_.Holds(id) && !pipelines_.AwaitNeeds(*it->second)) {
+      pipelines_.NeedsChanged(*it->second, now);
     }
   }
   for (int64_t id : admit_later) {
     auto it = live_.find(id);
-    if (it != live_.end() && !gate_.Holds(id)) Admit(*it->second, now);
+    if (it != live_.end() && !pipelines_.Holds(id)) pipelines_.Admit(*it->second, now);
   }
   launcher_.EndRecovery();
   PublishLeases();  // the adopted runs' GPUs are held again under this engine's name

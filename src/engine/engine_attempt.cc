@@ -49,7 +49,7 @@ std::string LastLine(std::string_view text) {
 bool Engine::Stop(Live& live, StopReason why, Instant now, Millis grace) {
   // Its process has ended and its outputs are being stored: nothing to stop (its handle may be
   // another process's by now); a cancel is taken when they are (TakeCollected).
-  if (outputs_.Collecting(live.run.id)) return false;
+  if (pipelines_.Collecting(live.run.id)) return false;
   Attempt& a = *live.attempt;
   // A SIGKILL already scheduled is never pushed later by a second reason to stop.
   live.clock.kill_at_mono = KillTime(live.clock.kill_at_mono, now.mono + grace);
@@ -286,7 +286,7 @@ Result<WorkingCopy> Engine::MakeWorkingCopy(Live& live) {
   std::vector<DataMount> data;
   for (const auto& [name, path] : live.exp->spec.data) data.push_back({path, files.work + "/" + name});
   if (!live.run.needs.empty()) {
-    DROVER_ASSIGN_OR_RETURN(std::vector<DataMount> needs, NeedMounts(live, files.work));
+    DROVER_ASSIGN_OR_RETURN(std::vector<DataMount> needs, pipelines_.NeedMounts(live, files.work));
     data.insert(data.end(), needs.begin(), needs.end());
   }
   DROVER_ASSIGN_OR_RETURN(
@@ -769,7 +769,7 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
     if (const StageSpec* st = FindStage(live.exp->spec, run.stage); st && !st->outputs.empty()) {
       if (!note.empty()) spdlog::info("run {}: {}", run.id, note);
       live.clock.deadline_mono = live.clock.kill_at_mono = 0;
-      CollectOutputs(live, now);
+      pipelines_.CollectOutputs(live);
       return;
     }
   }
@@ -791,7 +791,7 @@ void Engine::Retire(int64_t run_id) {
   for (RunLifecycle* c : components_) c->OnFinal(it->second->run);
   live_.erase(it);
   --exp->unfinished;
-  WakeDependents(run_id, clock_.At());  // the runs that need it go on, or are not run
+  pipelines_.WakeDependents(run_id, clock_.At());  // the runs that need it go on, or are not run
   TopUpSearch(*exp);  // a search's next trials, asked for (TakeProposals makes them)
 }
 
@@ -867,7 +867,7 @@ Status Engine::SetPriority(int64_t run_id, int priority) {
   }
   it->second->run.priority = priority;
   // In the class of its new priority (a run waiting for its needs or its twin stays out).
-  if (!it->second->attempt && !gate_.Holds(run_id)) Queue(*it->second);
+  if (!it->second->attempt && !pipelines_.Holds(run_id)) Queue(*it->second);
   Tx();
   Status st = store_.UpdateRun(it->second->run);
   if (!st.ok()) Fail(st);

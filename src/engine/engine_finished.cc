@@ -75,7 +75,7 @@ Result<std::vector<Run>> Engine::Retry(const cmd::Retry& which) {
     SetState(l, RunEvent::kRequeue,
              fmt::format("retried (it had {}): attempt {} is next", was, r.attempts + 1), now);
     Queue(l);
-    ClaimTwin(l);  // duplicates submitted meanwhile wait for it
+    pipelines_.ClaimTwin(l);  // duplicates submitted meanwhile wait for it
     queued.push_back(l.run);
   }
   DROVER_RETURN_IF_ERROR(Flush());
@@ -116,7 +116,7 @@ Result<Cleanup> Engine::CollectGarbage(const cmd::CollectGarbage& how) {
   for (const auto& [id, live] : live_) busy.insert(id);
   GcOptions options = how.options;
   // Collections start on this loop, so none starts between the plan and its application.
-  options.storing_outputs = outputs_.busy();
+  options.storing_outputs = pipelines_.busy();
   DROVER_ASSIGN_OR_RETURN(Cleanup plan,
                           PlanGc(store_, options_.store_dir, options, clock_.Now(), busy));
   if (how.dry_run) return plan;

@@ -72,7 +72,7 @@ Result<Run> Engine::MakeTrial(ExperimentEntry& ep, Json params, int index) {
   return r;
 }
 
-Result<Engine::ExperimentEntry*> Engine::SearchOf(int64_t experiment_id) {
+Result<ExperimentEntry*> Engine::SearchOf(int64_t experiment_id) {
   ExperimentEntry* ep = nullptr;
   if (auto it = experiments_.find(experiment_id); it != experiments_.end()) {
     ep = it->second.get();

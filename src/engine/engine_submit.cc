@@ -308,7 +308,7 @@ Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
   ExperimentEntry* ep = entry.get();
   ep->unfinished = static_cast<int>(result.runs.size());
   if (Status st = search_.Load(e, ep->spec, result.runs); !st.ok()) return st;
-  InitStages(*ep);
+  Pipelines::InitStages(*ep);
   experiments_[e.id] = std::move(entry);
   std::vector<Live*> ready;  // pipeline runs that need nothing: fingerprinted, maybe cached
   for (const Run& r : result.runs) {
@@ -318,12 +318,12 @@ Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
     Live* l = live.get();
     live_[r.id] = std::move(live);  // registered first: the runs after it may need it
     if (r.stage.empty()) ready.push_back(l);
-    else if (!AwaitNeeds(*l)) ready.push_back(l);
+    else if (!pipelines_.AwaitNeeds(*l)) ready.push_back(l);
   }
   const Instant now = clock_.At();
   for (Live* l : ready) {
-    if (l->run.stage.empty()) Admit(*l, now);  // cached, waiting for its twin, or queued
-    else NeedsChanged(*l, now);
+    if (l->run.stage.empty()) pipelines_.Admit(*l, now);  // cached, waiting for its twin, or queued
+    else pipelines_.NeedsChanged(*l, now);
   }
   if (result.runs.empty()) {
     (void)store_.UpdateExperimentStatus(e.id, ExperimentStatus::kDone);

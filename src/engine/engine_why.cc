@@ -26,14 +26,14 @@ void Engine::ExplainWaiting(Instant now) {
   for (const auto& [id, live] : live_) {
     const Live& l = *live;
     if (l.cancel_requested) continue;
-    if (gate_.WaitOf(id) == PipelineGate::Wait::kTwin) {
-      const int64_t twin = gate_.TwinOf(PipelineGate::TwinKey(l.run));
+    if (pipelines_.gate().WaitOf(id) == PipelineGate::Wait::kTwin) {
+      const int64_t twin = pipelines_.gate().TwinOf(PipelineGate::TwinKey(l.run));
       out[id] = {"twin", fmt::format("waiting for run {}, which has the same fingerprint: cached "
                                      "from it when it succeeds, else run",
                                      twin)};
       continue;
     }
-    if (gate_.Holds(id)) {
+    if (pipelines_.Holds(id)) {
       std::vector<std::string> stages;
       for (int64_t need : l.run.needs) {
         auto it = live_.find(need);
@@ -60,7 +60,7 @@ void Engine::ExplainWaiting(Instant now) {
       continue;
     }
     if (l.attempt) continue;  // running
-    if (outputs_.Collecting(id)) continue;
+    if (pipelines_.Collecting(id)) continue;
     if (held) {
       out[id] = *held;
       continue;

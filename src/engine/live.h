@@ -1,8 +1,9 @@
 #pragma once
-// Inside the engine only: what it keeps about each experiment and each unfinished run, shared
-// by its files: engine.cc (the loop, scheduling, deadlines), engine_submit.cc, engine_attempt.cc
-// (an attempt's lifecycle), engine_adopt.cc (Recover), engine_metrics.cc (metrics, through metrics/metric_tail.h) and
-// engine_watch.cc (detectors, alerts, telemetry).
+// What the engine keeps about each experiment and each unfinished run (its run table), shared by
+// its files (engine.cc: the loop, scheduling, deadlines; engine_submit.cc, engine_attempt.cc: an
+// attempt's lifecycle; engine_adopt.cc: Recover; ...) and by the components that act on runs
+// through the RunTable (engine/run_table.h), such as the pipelines (engine/pipelines.h). It does
+// not include engine/engine.h.
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -10,9 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/strings.h"
-#include "engine/engine.h"
+#include "common/users.h"
+#include "exec/child.h"
 #include "exec/working_copy.h"
+#include "model/run.h"
+#include "model/spec.h"
+#include "sched/scheduler.h"
 
 namespace drover {
 
@@ -21,7 +27,7 @@ inline Millis KillTime(Millis scheduled, Millis proposed) {
   return scheduled > 0 ? std::min(scheduled, proposed) : proposed;
 }
 
-struct Engine::ExperimentEntry {
+struct ExperimentEntry {
   Experiment experiment;
   Spec spec;
   Snapshot snapshot;
@@ -61,7 +67,7 @@ struct AttemptsPast {
   int failures_in_a_row = 0;   // its own failed attempts since its last success, in this engine
 };
 
-struct Engine::Live {
+struct LiveRun {
   Run run;
   ExperimentEntry* exp = nullptr;
   std::optional<Attempt> attempt;  // the running attempt
@@ -78,5 +84,15 @@ struct Engine::Live {
   bool cancel_requested = false;  // the user cancelled the run: it ends cancelled, not retried
   std::string preempt_why;        // the scheduler's reason for a preemption, for the note
 };
+
+// The spec a run runs under: its stage's view of the pipeline (ExperimentEntry::stages), or the
+// experiment's.
+inline const Spec& SpecOf(const LiveRun& live) {
+  if (!live.run.stage.empty()) {
+    auto it = live.exp->stages.find(live.run.stage);
+    if (it != live.exp->stages.end()) return it->second;
+  }
+  return live.exp->spec;
+}
 
 }  // namespace drover

@@ -54,15 +54,15 @@ void AlertDesk::Raise(Alert alert, Millis now) {
   unsent_.push_back(std::move(alert));  // sent once committed (TakeUnsent)
 }
 
-void AlertDesk::RaiseForRun(const Run& run, int attempt, const watch::Finding& f,
-                            const std::string& key_suffix, Millis now) {
+void AlertDesk::RaiseForRun(int64_t run_id, int64_t experiment_id, int attempt,
+                            const watch::Finding& f, const std::string& key_suffix, Millis now) {
   Alert a;
   a.kind = f.kind;
   a.severity = f.severity;
-  a.key = fmt::format("run:{}:{}", run.id, key_suffix);
+  a.key = fmt::format("run:{}:{}", run_id, key_suffix);
   a.message = f.message;
-  a.experiment_id = run.experiment_id;
-  a.run_id = run.id;
+  a.experiment_id = experiment_id;
+  a.run_id = run_id;
   a.data = f.data;
   if (attempt > 0) a.data["attempt"] = attempt;
   Raise(std::move(a), now);

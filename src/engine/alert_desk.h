@@ -32,6 +32,10 @@ class AlertDesk {
   void Raise(Alert alert, Millis now);
   // A finding about a run (its attempt `attempt`, 0: none running), keyed run:<id>:<suffix>.
   void RaiseForRun(const Run& run, int attempt, const watch::Finding& f,
+                   const std::string& key_suffix, Millis now) {
+    RaiseForRun(run.id, run.experiment_id, attempt, f, key_suffix, now);
+  }
+  void RaiseForRun(int64_t run_id, int64_t experiment_id, int attempt, const watch::Finding& f,
                    const std::string& key_suffix, Millis now);
   // A line the run printed that may be an alert of its own (metrics/metric_lines.h): raised
   // under the run's and its user's budget (watch/alert_budget.h); past it, counted on one

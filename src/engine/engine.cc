@@ -28,6 +28,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// python/ of this drover, when it is there (put on every run's PYTHONPATH).
+std::string PythonClientDir() {
+  std::error_code ec;
+  if (fs::exists(fs::path(DROVER_PYTHON_DIR) / "drover" / "__init__.py", ec)) {
+    return DROVER_PYTHON_DIR;
+  }
+  return "";
+}
+
 std::string Hostname() {
   char buf[256] = {0};
   if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
@@ -68,7 +77,7 @@ class Engine::Context : public EngineContext, public SearchHost, public RunTable
     e_.SetState(live, event, note, now);
   }
   void Retire(int64_t run_id) override { e_.Retire(run_id); }
-  const RunFiles& FilesOf(LiveRun& live) override { return e_.FilesOf(live); }
+  const RunFiles& FilesOf(LiveRun& live) override { return e_.setup_.FilesOf(live); }
 
  private:
   Engine& e_;
@@ -89,12 +98,13 @@ Engine::Engine(Store& store, ProcessLauncher& launcher, GpuProbe& gpus, Clock& c
                 return it == experiments_.end() ? nullptr : &it->second->experiment;
               }),
       watchers_(options_.watch.detectors),
-      telemetry_(options_.watch.detectors, options_.watch.telemetry_store_every_ms),
       pool_(options_.gpu_ledger, options_.scheduler.gpu_reserve, placed_by_executor()),
       pipelines_(*context_, *context_, options_.store_dir, [this] { launcher_.Wake(); },
                  options_.proposals_off_loop),
       search_(*context_, *context_, options_.proposals_off_loop),
-      health_(*context_, DrainBookPath(options_.store_dir)) {
+      health_(*context_, DrainBookPath(options_.store_dir)),
+      sampler_(*context_, probe_, options_.watch, health_, watchers_, alerts_),
+      setup_(options_, PythonClientDir()) {
   components_ = {&tail_, &pipelines_, &watchers_, &search_};
   policy_ = options_.scheduler.Policy();
   if (placed_by_executor()) {
@@ -110,10 +120,6 @@ Engine::Engine(Store& store, ProcessLauncher& launcher, GpuProbe& gpus, Clock& c
   }
   if (options_.base_env.empty()) {
     for (char** e = environ; e && *e; ++e) options_.base_env.emplace_back(*e);
-  }
-  std::error_code ec;
-  if (fs::exists(fs::path(DROVER_PYTHON_DIR) / "drover" / "__init__.py", ec)) {
-    python_client_dir_ = DROVER_PYTHON_DIR;
   }
 }
 
@@ -298,7 +304,7 @@ Result<CommandReply> Engine::Dispatch(Command& command) {
       return CommandReply{std::move(runs)};
     }
     Result<CommandReply> operator()(cmd::ReadGpus&) {
-      return CommandReply{GpuReading{e.GpuViews(), e.pool_.devices(), e.latest_samples_}};
+      return CommandReply{GpuReading{e.GpuViews(), e.pool_.devices(), e.sampler_.latest()}};
     }
     Result<CommandReply> operator()(cmd::Suggest& c) {
       DROVER_ASSIGN_OR_RETURN(ProposalJob job, e.SuggestJob(c));
@@ -392,7 +398,6 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
   // that ended since Recover() (its end is reported once, here) must not stay running for ever.
   TakeNews(launcher_.Wait(0), clock_.At(), serve);
   next_tail_mono_ = clock_.Monotonic() + options_.tail_interval_ms;
-  next_sample_mono_ = clock_.Monotonic();
   auto keep_going = [&] {
     if (!error_.ok()) return false;
     if (!starting_.empty()) return true;  // every start handed over is heard back and recorded
@@ -475,7 +480,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     for (auto& [id, live] : live_) {
       if (live->attempt && !live->clock.starting) TailMetrics(*live, false, clock_.At());
     }
-    StoreSamples({}, /*flush_all=*/true);
+    sampler_.Flush();
     // Environments still being captured are waited for (each helper is bounded by its timeout):
     // a finished experiment keeps its record.
     StoreEnvironments(/*wait=*/true);
@@ -702,7 +707,7 @@ sched::ClusterView Engine::SchedulerView(Instant now, PredictCache& predicted,
     std::erase_if(view.gpus, [&](const sched::GpuState& g) { return drained.count(g.index) > 0; });
   }
   // The latest telemetry, so a run that must share a GPU goes to the least busy one.
-  for (const GpuSample& sample : latest_samples_) {
+  for (const GpuSample& sample : sampler_.latest()) {
     for (auto& g : view.gpus) {
       if (g.index != sample.index) continue;
       g.utilization = sample.utilization;
@@ -933,9 +938,7 @@ void Engine::CheckDeadlines(Instant now) {
 
 Millis Engine::NextWakeup(Instant now) const {
   Millis next = now.mono + options_.tail_interval_ms;
-  if (!pool_.devices().empty() && options_.watch.telemetry_period_ms > 0) {
-    next = std::min(next, next_sample_mono_);
-  }
+  if (std::optional<Millis> due = sampler_.NextDue(pool_.devices())) next = std::min(next, *due);
   for (int64_t id : queue_.running()) {
     auto found = live_.find(id);
     if (found == live_.end()) continue;

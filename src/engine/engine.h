@@ -30,6 +30,7 @@
 #include "engine/search_driver.h"
 #include "engine/pipelines.h"
 #include "engine/alert_desk.h"
+#include "engine/attempt_setup.h"
 #include "engine/gpu_pool.h"
 #include "engine/health_watch.h"
 #include "engine/pool.h"
@@ -37,6 +38,7 @@
 #include "engine/retrying.h"
 #include "engine/run_queue.h"
 #include "engine/run_times.h"
+#include "engine/telemetry_sampler.h"
 #include "metrics/metric_tail.h"
 #include "sched/scheduler_config.h"
 #include "watch/config.h"
@@ -46,12 +48,10 @@
 namespace drover {
 
 class EnvironmentCapture;
-class WorkingCopies;
 
 struct ExperimentEntry;
 struct LiveRun;
 struct RunFiles;
-struct WorkingCopy;
 
 class Engine {
  public:
@@ -122,7 +122,7 @@ class Engine {
   std::vector<GpuView> GpuViews() const;
   const std::vector<GpuDevice>& devices() const { return pool_.devices(); }
   // The latest telemetry reading per GPU (empty before the first).
-  const std::vector<GpuSample>& latest_samples() const { return latest_samples_; }
+  const std::vector<GpuSample>& latest_samples() const { return sampler_.latest(); }
 
   void RequestCancelAll() { cancel_requested_ = true; }
   bool interrupted() const { return interrupted_; }
@@ -143,9 +143,6 @@ class Engine {
   using Live = LiveRun;
 
   Status InitGpus();
-  // Whose rights the experiment's runs have (EngineOptions::runs_as_submitter): its submitter's,
-  // looked up once; nothing when they are the engine's own. Fails when the submitter is gone.
-  Result<std::optional<RunAs>> RunAsOf(ExperimentEntry& exp) const;
   // The engine's entry for a stored experiment, made (spec, snapshot) when it has none yet.
   Result<ExperimentEntry*> EntryFor(const Experiment& e);
   // What a run's ended attempts count for (its GPU time; the work of its preempted attempts).
@@ -189,16 +186,6 @@ class Engine {
   bool Launch(Live& live, const sched::StartAction& action, Instant now);
   void HoldStarts(const Live& live, const Status& why, Instant now);
   void ReleaseStarts(Instant now);
-  // What a container run is given besides its working copy (AttemptRequest::binds): its
-  // checkpoint folder (writable, made here), the sources of `data` (the working copy's data and
-  // needs' outputs), the project folder, drover's Python client, a stage's inputs file.
-  std::vector<std::pair<std::string, bool>> ContainerBinds(Live& live, const RunFiles& files,
-                                                           const std::vector<DataMount>& data,
-                                                           const std::vector<std::string>& env) const;
-  // Where the run's files go (cached in the Live).
-  const RunFiles& FilesOf(Live& live);
-  // The run's log folder and working copy, made if missing.
-  Result<WorkingCopy> MakeWorkingCopy(Live& live);
   // Records an attempt that has started (launch ok, `a` with its handle) or failed to.
   void RecordStart(Live& live, Attempt a, const Status& launch, Instant now);
   // A start handed over with BeginStart has been reported.
@@ -268,15 +255,12 @@ class Engine {
   void Retire(int64_t run_id);
   // Tells the index that the run waits now (in the class its fields make).
   void Queue(const Live& live);
-  std::vector<std::string> RunEnv(const Live& live, const Attempt& attempt,
-                                  const std::string& checkpoint_dir) const;
   // Watching (engine_watch.cc).
   void RaiseAlert(Alert alert, Millis now);
   void RaiseRunAlert(const Live& live, const watch::Finding& f, const std::string& key_suffix,
                      Millis now);
   void WatchPoints(Live& live, const std::vector<MetricPoint>& points, Millis now);
   void SampleTelemetry(Instant now);
-  void StoreSamples(const std::vector<GpuSample>& samples, bool flush_all);
   void CaptureEnvironment(const Experiment& experiment,
                           const std::vector<std::vector<std::string>>& argvs,
                           const Spec& spec);
@@ -289,7 +273,6 @@ class Engine {
   Clock& clock_;
   EngineOptions options_;
   std::string hostname_;
-  std::string python_client_dir_;  // python/ of this drover, put on every run's PYTHONPATH
 
   std::map<int64_t, std::unique_ptr<ExperimentEntry>> experiments_;
   std::map<int64_t, std::unique_ptr<Live>> live_;  // runs not yet final, by run id
@@ -317,13 +300,9 @@ class Engine {
   Millis next_tail_mono_ = 0;
   Millis next_request_mono_ = 0;  // a foreground engine next looks for requests (requests.h)
   Millis last_commit_mono_ = 0;
-  Millis next_sample_mono_ = 0;
-  std::vector<GpuSample> latest_samples_;
-  std::string sample_error_;                          // the last sampling error, logged once
   std::vector<std::function<void()>> unsent_notes_;   // observer calls, made after commit
   EngineObserver* observer_ = nullptr;
   std::unique_ptr<EnvironmentCapture> env_capture_;  // started at the first submit
-  std::unique_ptr<WorkingCopies> working_copies_;  // made at the first launch
   // Components (docs/architecture.md): each keeps its own state by run and is told of a run's
   // life through RunLifecycle, in this order.
   class Context;  // the engine as its components' EngineContext, SearchHost, RunTable (engine.cc)
@@ -331,13 +310,13 @@ class Engine {
   AlertDesk alerts_;  // alerts stored, deduplicated, budgeted, sent after their commit
   MetricTail tail_;     // the running attempts' metric sources
   watch::RunWatchers watchers_;  // each running attempt's detectors
-  watch::GpuTelemetry telemetry_;  // each GPU's detectors and its telemetry rows
   GpuPool pool_;  // the GPUs, what runs hold of them and of the CPU slots, the machine's leases
   Pipelines pipelines_;  // needs, twins, the cache, stages' outputs (engine/pipelines.h)
   SearchDriver search_;  // searches' trials and pruners, the proposer
   HealthWatch health_;   // GPU health findings and drains (the drain book)
+  TelemetrySampler sampler_;  // GPU readings: stored, to health and the detectors
+  AttemptSetup setup_;  // an attempt's files, working copy, environment, rights
   std::vector<RunLifecycle*> components_;
-  bool copies_said_ = false;  // whether the log says how working copies are made
 };
 
 }  // namespace drover

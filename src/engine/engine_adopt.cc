@@ -280,7 +280,7 @@ Result<RecoverySummary> Engine::Recover() {
 }
 
 bool Engine::StartedUnrecorded(Live& live) {
-  const RunFiles& files = FilesOf(live);
+  const RunFiles& files = setup_.FilesOf(live);
   Attempt a;
   a.number = live.run.attempts + 1;
   a.exit_path = files.Exit(a.number);
@@ -290,7 +290,7 @@ bool Engine::StartedUnrecorded(Live& live) {
 
 bool Engine::RecordUnrecordedStart(Live& live, Instant now) {
   Run& r = live.run;
-  const RunFiles& files = FilesOf(live);
+  const RunFiles& files = setup_.FilesOf(live);
   Attempt a;
   a.number = r.attempts + 1;
   a.exit_path = files.Exit(a.number);

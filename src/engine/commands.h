@@ -5,6 +5,7 @@
 // (Engine::Dispatch) between two iterations, so it sees and changes the engine's state alone.
 #include <cstdint>
 #include <future>
+#include <mutex>
 #include <string_view>
 #include <variant>
 #include <vector>
@@ -104,6 +105,20 @@ using CommandReply =
 struct PostedCommand {
   Command command;
   std::promise<Result<CommandReply>> reply;
+};
+
+// The commands posted for the loop and not taken yet (thread-safe).
+class CommandInbox {
+ public:
+  CommandInbox();
+  ~CommandInbox();
+  std::future<Result<CommandReply>> Post(Command command);
+  // Every command posted so far, in order, for the loop to answer.
+  std::vector<PostedCommand> Take();
+
+ private:
+  std::mutex mu_;
+  std::vector<PostedCommand> posted_;
 };
 
 }  // namespace drover

@@ -104,7 +104,8 @@ Engine::Engine(Store& store, ProcessLauncher& launcher, GpuProbe& gpus, Clock& c
       search_(*context_, *context_, options_.proposals_off_loop),
       health_(*context_, DrainBookPath(options_.store_dir)),
       sampler_(*context_, probe_, options_.watch, health_, watchers_, alerts_),
-      setup_(options_, PythonClientDir()) {
+      setup_(options_, PythonClientDir()),
+      environments_(*context_, probe_, options_, hostname_) {
   components_ = {&tail_, &pipelines_, &watchers_, &search_};
   policy_ = options_.scheduler.Policy();
   if (placed_by_executor()) {
@@ -259,12 +260,7 @@ std::string_view NameOf(const Command& c) {
 }
 
 std::future<Result<CommandReply>> Engine::Post(Command command) {
-  PostedCommand posted{std::move(command), {}};
-  auto reply = posted.reply.get_future();
-  {
-    std::lock_guard<std::mutex> lock(commands_mu_);
-    commands_.push_back(std::move(posted));
-  }
+  auto reply = inbox_.Post(std::move(command));
   // The loop may be waiting for a run to end: it takes the command now, not at its next wake-up.
   launcher_.Wake();
   return reply;
@@ -321,12 +317,7 @@ Result<CommandReply> Engine::Dispatch(Command& command) {
 }
 
 void Engine::RefuseCommands() {
-  std::vector<PostedCommand> batch;
-  {
-    std::lock_guard<std::mutex> lock(commands_mu_);
-    batch.swap(commands_);
-  }
-  for (auto& c : batch) {
+  for (auto& c : inbox_.Take()) {
     c.reply.set_value(Unavailable("the engine is stopping; " + std::string(NameOf(c.command)) +
                                   " was not carried out"));
   }
@@ -341,12 +332,7 @@ Status Engine::StallRefusal(std::string_view what) const {
 }
 
 void Engine::RunCommands() {
-  std::vector<PostedCommand> batch;
-  {
-    std::lock_guard<std::mutex> lock(commands_mu_);
-    batch.swap(commands_);
-  }
-  for (auto& c : batch) {
+  for (auto& c : inbox_.Take()) {
     if (stall_ && !std::holds_alternative<cmd::ReadGpus>(c.command)) {
       c.reply.set_value(StallRefusal(NameOf(c.command)));
       continue;
@@ -473,7 +459,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
       }
       next_tail_mono_ = now.mono + options_.tail_interval_ms;
     }
-    StoreEnvironments(/*wait=*/false);
+    environments_.Store(/*wait=*/false);
   }
   if (error_.ok()) {
     // What was read so far is kept; a restarted engine resumes at the stored offsets.
@@ -483,7 +469,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     sampler_.Flush();
     // Environments still being captured are waited for (each helper is bounded by its timeout):
     // a finished experiment keeps its record.
-    StoreEnvironments(/*wait=*/true);
+    environments_.Store(/*wait=*/true);
   }
   (void)Flush();  // commits the last iteration, or rolls it back after an error
   observer_ = nullptr;

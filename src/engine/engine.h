@@ -26,7 +26,7 @@
 #include "store/store.h"
 #include "engine/engine_observer.h"
 #include "engine/engine_options.h"
-#include "engine/environment_capture.h"
+#include "engine/environments.h"
 #include "engine/search_driver.h"
 #include "engine/pipelines.h"
 #include "engine/alert_desk.h"
@@ -38,6 +38,7 @@
 #include "engine/retrying.h"
 #include "engine/run_queue.h"
 #include "engine/run_times.h"
+#include "engine/wait_board.h"
 #include "engine/telemetry_sampler.h"
 #include "metrics/metric_tail.h"
 #include "sched/scheduler_config.h"
@@ -46,8 +47,6 @@
 #include "watch/watchers.h"
 
 namespace drover {
-
-class EnvironmentCapture;
 
 struct ExperimentEntry;
 struct LiveRun;
@@ -135,8 +134,10 @@ class Engine {
   Status CheckIndex() const;
   // Why a queued run waits (drover why), as of the engine's last look (at most kExplainEveryMs
   // old); nothing for a run that is not waiting. Any thread.
-  std::optional<protocol::WaitInfo> WaitingReason(int64_t run_id) const;
-  std::map<int64_t, protocol::WaitInfo> WaitingReasons() const;
+  std::optional<protocol::WaitInfo> WaitingReason(int64_t run_id) const {
+    return waiting_.Of(run_id);
+  }
+  std::map<int64_t, protocol::WaitInfo> WaitingReasons() const { return waiting_.All(); }
   static constexpr Millis kExplainEveryMs = 2000;
 
  private:
@@ -171,8 +172,7 @@ class Engine {
   // the API's threads.
   void ExplainWaiting(Instant now);
   Millis explain_at_mono_ = 0;
-  mutable std::mutex waiting_mu_;
-  std::map<int64_t, protocol::WaitInfo> waiting_;
+  WaitBoard waiting_;
   // SIGTERM to a running run so a better-ranked one gets its GPUs; SIGKILL after the grace.
   void Preempt(Live& live, const std::string& why, Instant now);
   // Whether the engine is already stopping the run's attempt (cancel, timeout, preemption, ...).
@@ -261,11 +261,6 @@ class Engine {
                      Millis now);
   void WatchPoints(Live& live, const std::vector<MetricPoint>& points, Millis now);
   void SampleTelemetry(Instant now);
-  void CaptureEnvironment(const Experiment& experiment,
-                          const std::vector<std::vector<std::string>>& argvs,
-                          const Spec& spec);
-  // Stores the environments captured so far (all of them, waiting, when `wait`).
-  void StoreEnvironments(bool wait);
 
   Store& store_;
   ProcessLauncher& launcher_;
@@ -295,14 +290,12 @@ class Engine {
   bool interrupted_ = false;
   bool draining_ = false;
   bool serve_ = false;  // Serve (a daemon) rather than RunUntilDone
-  std::mutex commands_mu_;
-  std::vector<PostedCommand> commands_;
+  CommandInbox inbox_;  // posted by other threads, dispatched by RunCommands
   Millis next_tail_mono_ = 0;
   Millis next_request_mono_ = 0;  // a foreground engine next looks for requests (requests.h)
   Millis last_commit_mono_ = 0;
   std::vector<std::function<void()>> unsent_notes_;   // observer calls, made after commit
   EngineObserver* observer_ = nullptr;
-  std::unique_ptr<EnvironmentCapture> env_capture_;  // started at the first submit
   // Components (docs/architecture.md): each keeps its own state by run and is told of a run's
   // life through RunLifecycle, in this order.
   class Context;  // the engine as its components' EngineContext, SearchHost, RunTable (engine.cc)
@@ -316,6 +309,7 @@ class Engine {
   HealthWatch health_;   // GPU health findings and drains (the drain book)
   TelemetrySampler sampler_;  // GPU readings: stored, to health and the detectors
   AttemptSetup setup_;  // an attempt's files, working copy, environment, rights
+  Environments environments_;  // each experiment's packages and machine, listed off the loop
   std::vector<RunLifecycle*> components_;
 };
 

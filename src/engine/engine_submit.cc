@@ -303,7 +303,7 @@ Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
   }
   result.experiment_id = e.id;
   if (observer_) observer_->OnExperimentSubmitted(e, result.runs);
-  if (options_.capture_environment) CaptureEnvironment(e, argvs, spec);
+  if (options_.capture_environment) environments_.Capture(e, argvs, spec);
 
   ExperimentEntry* ep = entry.get();
   ep->unfinished = static_cast<int>(result.runs.size());
@@ -329,54 +329,6 @@ Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
     (void)store_.UpdateExperimentStatus(e.id, ExperimentStatus::kDone);
   }
   return result;
-}
-
-void Engine::CaptureEnvironment(const Experiment& experiment,
-                                const std::vector<std::vector<std::string>>& argvs,
-                                const Spec& spec) {
-  // Once per experiment and interpreter, not per run: a sweep shares one interpreter.
-  std::set<std::string> interpreters;
-  for (const auto& argv : argvs) {
-    if (argv.empty()) continue;
-    interpreters.insert(InterpreterOf(argv, spec.shell));
-  }
-  if (!env_capture_) {
-    env_capture_ = std::make_unique<EnvironmentCapture>(
-        [this] { return probe_.Kind() == "none" ? std::string() : probe_.Describe(); },
-        options_.environment.package_list_timeout_ms);
-  }
-  EnvironmentRequest req;
-  req.experiment_id = experiment.id;
-  req.interpreters.assign(interpreters.begin(), interpreters.end());
-  req.workdir = spec.workdir;
-  req.hostname = hostname_;
-  req.store_id = StoreId(options_.store_dir);
-  if (options_.runs_as_submitter) {
-    // Its interpreter is the submitter's code: listed as them (or not at all when unknown).
-    const Experiment* e = &experiment;
-    if (e->uid < 0) return;
-    if (e->uid != static_cast<int64_t>(::geteuid())) {
-      UnixUser who = LookupUser(e->uid, e->gid);
-      if (who.name.empty()) return;
-      req.as = std::move(who);
-    }
-  }
-  // A container's packages are the image's: listed inside it (pyxis images are on the nodes).
-  if (spec.container && spec.container->runtime != ContainerRuntime::kPyxis) {
-    req.container = spec.container;
-  }
-  env_capture_->Start(std::move(req));
-}
-
-void Engine::StoreEnvironments(bool wait) {
-  if (!env_capture_) return;
-  // Waited for at most 10 s (then only the listing in progress, bounded by its own timeout):
-  // one user's queue of slow interpreters must not hold the daemon's stop for minutes.
-  if (wait) env_capture_->WaitIdleFor(10'000);
-  for (const Environment& env : env_capture_->TakeFinished()) {
-    Tx();
-    if (Status st = store_.PutEnvironment(env); !st.ok()) Fail(st);
-  }
 }
 
 }  // namespace drover

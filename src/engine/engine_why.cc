@@ -81,20 +81,7 @@ void Engine::ExplainWaiting(Instant now) {
       out[id] = {"not_scheduled", "it can start now: the next scheduling pass starts it"};
     }
   }
-  std::lock_guard<std::mutex> lock(waiting_mu_);
-  waiting_ = std::move(out);
-}
-
-std::optional<protocol::WaitInfo> Engine::WaitingReason(int64_t run_id) const {
-  std::lock_guard<std::mutex> lock(waiting_mu_);
-  auto it = waiting_.find(run_id);
-  if (it == waiting_.end()) return std::nullopt;
-  return it->second;
-}
-
-std::map<int64_t, protocol::WaitInfo> Engine::WaitingReasons() const {
-  std::lock_guard<std::mutex> lock(waiting_mu_);
-  return waiting_;
+  waiting_.Publish(std::move(out));
 }
 
 }  // namespace drover

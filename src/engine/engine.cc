@@ -323,6 +323,7 @@ void Engine::RefuseCommands() {
   }
 }
 
+// The reply to a write asked for during a stall: why, and what to do.
 Status Engine::StallRefusal(std::string_view what) const {
   return Unavailable(fmt::format(
       "drover cannot write to its store now ({}); running runs keep running and nothing is "
@@ -351,6 +352,7 @@ void Engine::RunCommands() {
   }
 }
 
+// A foreground engine's requests from another terminal (engine/requests.h).
 void Engine::TakeRequests() {
   for (const auto& [name, request] : TakeEngineRequests(options_.store_dir)) {
     Status st;
@@ -364,6 +366,7 @@ void Engine::TakeRequests() {
   }
 }
 
+// What one Wait() reported: starts, placements and exits handled, then the interrupt.
 void Engine::TakeNews(const WaitResult& w, Instant now, bool serve) {
   // Exits first: a run that ended before the interrupt keeps its real outcome, and its group id
   // is never signalled after it was reaped.
@@ -493,6 +496,7 @@ void Retrying::Failed(const Status& status, Instant now) {
   retry_mono = now.mono + backoff_ms;
 }
 
+// Flush's commit failed for want of room and the store kept its writes (Store::CommitPending).
 void Engine::EnterStall(const Status& why, Instant now) {
   const bool first = !stall_;
   if (first) stall_.emplace();
@@ -513,6 +517,8 @@ void Engine::EnterStall(const Status& why, Instant now) {
   if (observer_) observer_->OnStoreStalled(why, stall_->backoff_ms);
 }
 
+// One pass of the loop while stalled: commands (reads only), the launcher's news held in
+// memory, and the commit retried when its backoff is up.
 void Engine::StalledPass(Instant now) {
   RunCommands();  // reads are answered; writes are refused with the reason
   if (now.mono >= stall_->retry_mono) {
@@ -577,7 +583,7 @@ void Engine::LeaveStall(Instant now) {
       "meanwhile",
       FormatDuration(stalled_ms), stall.why.message());
   a.data = Json{{"stalled_ms", stalled_ms}, {"retries", stall.tries}};
-  RaiseAlert(std::move(a), stall.since_wall);
+  alerts_.Raise(std::move(a), stall.since_wall);
   // What the launcher reported meanwhile, in the order it came.
   for (const auto& started : stall.held.started) HandleStarted(started, now);
   for (const auto& news : stall.held.placements) HandlePlacement(news, now);
@@ -635,6 +641,7 @@ size_t StartsAtMost(const Resources& res, int max_parallel, int running,
 
 }  // namespace
 
+// Tells the index that the run waits now (in the class its fields make).
 void Engine::Queue(const Live& live) {
   WaitClass c;
   c.experiment_id = live.run.experiment_id;
@@ -866,6 +873,7 @@ bool Engine::EndHeld(const Live& live) const {
                      [&](const ProcessExit& e) { return e.handle == HandleOf(*live.attempt); });
 }
 
+// Whether the engine is already stopping the run's attempt (cancel, timeout, preemption, ...).
 bool Engine::Stopping(const Live& live) const {
   return live.attempt && live.attempt->stopping.has_value();
 }
@@ -888,6 +896,9 @@ std::vector<GpuView> Engine::GpuViews() const {
   return out;
 }
 
+// Timeouts, kills after the grace, and runs that print nothing for their monitor's stall_ms.
+// Runs whose exit is held during a store stall (EndHeld) are past signalling: their pid may be
+// another process's by now.
 void Engine::CheckDeadlines(Instant now) {
   // A copy: stopping a run may change the index.
   const std::vector<int64_t> running(queue_.running().begin(), queue_.running().end());
@@ -912,7 +923,7 @@ void Engine::CheckDeadlines(Instant now) {
           live->run.id, FormatDuration(stall), live->attempt->number);
       f.data = {{"stall_ms", stall},
                 {"last_output_ms", now.wall - (now.mono - last_output)}};
-      RaiseRunAlert(*live, f, "stalled", now.wall);
+      alerts_.RaiseForRun(live->run, AttemptNumber(*live), f, "stalled", now.wall);
       Stop(*live, StopReason::kStall, now, options_.kill_grace_ms);
     }
     if (live->clock.kill_at_mono > 0 && now.mono >= live->clock.kill_at_mono) {

@@ -5,52 +5,43 @@
 // foreground; the same code will sit behind the daemon.
 #include <atomic>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/status.h"
-#include "common/users.h"
+#include "engine/alert_desk.h"
+#include "engine/attempt_setup.h"
 #include "engine/commands.h"
-#include "exec/process_launcher.h"
-#include "gpu/gpu_probe.h"
-#include "model/run.h"
-#include "model/run_state.h"
-#include "model/spec.h"
-#include "protocol/api.h"
-#include "sched/scheduler.h"
-#include "store/store.h"
 #include "engine/engine_observer.h"
 #include "engine/engine_options.h"
 #include "engine/environments.h"
-#include "engine/search_driver.h"
-#include "engine/pipelines.h"
-#include "engine/alert_desk.h"
-#include "engine/attempt_setup.h"
 #include "engine/gpu_pool.h"
 #include "engine/health_watch.h"
+#include "engine/pipelines.h"
 #include "engine/pool.h"
 #include "engine/prepared_submit.h"
 #include "engine/retrying.h"
 #include "engine/run_queue.h"
 #include "engine/run_times.h"
-#include "engine/wait_board.h"
+#include "engine/search_driver.h"
 #include "engine/telemetry_sampler.h"
+#include "engine/wait_board.h"
+#include "exec/process_launcher.h"
+#include "gpu/gpu_probe.h"
 #include "metrics/metric_tail.h"
-#include "sched/scheduler_config.h"
-#include "watch/config.h"
-#include "watch/sinks.h"
+#include "model/run.h"
+#include "model/run_state.h"
+#include "model/spec.h"
+#include "sched/scheduler.h"
+#include "store/store.h"
 #include "watch/watchers.h"
 
 namespace drover {
-
-struct ExperimentEntry;
-struct LiveRun;
-struct RunFiles;
 
 class Engine {
  public:
@@ -142,125 +133,84 @@ class Engine {
 
  private:
   using Live = LiveRun;
+  class Context;  // the engine as its components' EngineContext, SearchHost, RunTable (engine.cc)
+  class TailHostFor;  // engine_metrics.cc
 
+  // The loop (engine.cc): one pass, its transaction, a store stall, interrupts, commands.
+  Status Loop(EngineObserver* observer, bool serve);
   Status InitGpus();
-  // The engine's entry for a stored experiment, made (spec, snapshot) when it has none yet.
-  Result<ExperimentEntry*> EntryFor(const Experiment& e);
-  // What a run's ended attempts count for (its GPU time; the work of its preempted attempts).
-  static void CountEarlierAttempts(Live& live, const std::vector<Attempt>& attempts);
   void Tx();
   Status Flush();
-  // Flush's commit failed for want of room and the store kept its writes (Store::CommitPending).
-  void EnterStall(const Status& why, Instant now);
-  // The reply to a write asked for during a stall: why, and what to do.
-  Status StallRefusal(std::string_view what) const;
-  // One pass of the loop while stalled: commands (reads only), the launcher's news held in
-  // memory, and the commit retried when its backoff is up.
-  void StalledPass(Instant now);
-  void LeaveStall(Instant now);
+  void Fail(Status st);
   // Calls the observer now, or after the open transaction commits (dropped if it rolls back).
   void Notify(std::function<void()> note);
-  void Fail(Status st);
-  void Schedule(Instant now);
-  // What a scheduling pass reads: the pool, the running runs and the limits (Schedule, Explain).
+  void EnterStall(const Status& why, Instant now);
+  Status StallRefusal(std::string_view what) const;
+  void StalledPass(Instant now);
+  void LeaveStall(Instant now);
+  void RunCommands();
+  void RefuseCommands();
+  void TakeRequests();
+  void TakeNews(const WaitResult& w, Instant now, bool serve);
+  void OnInterrupt(int signal, Instant now, bool serve);
+  void ApplyCancel(Instant now);
+  void StopEverything();
+  void CheckDeadlines(Instant now);
+  Millis NextWakeup(Instant now) const;
+
+  // Scheduling (engine.cc, engine_why.cc): what a pass reads, what it starts and preempts.
   using PredictCache = std::map<int64_t, std::optional<Millis>>;
+  void Schedule(Instant now);
   sched::ClusterView SchedulerView(Instant now, PredictCache& predicted, bool* stop_in_flight);
   sched::PendingRun PendingOf(const Live& live, Instant now, PredictCache& predicted);
   std::optional<Millis> PredictCached(const Live& live, PredictCache& predicted);
-  // drover why (engine_why.cc): every kExplainEveryMs, a pass of Decide() over every waiting run
-  // with explain on, and what the engine itself knows (needs, an executor's queue), published for
-  // the API's threads.
-  void ExplainWaiting(Instant now);
-  Millis explain_at_mono_ = 0;
-  WaitBoard waiting_;
-  // SIGTERM to a running run so a better-ranked one gets its GPUs; SIGKILL after the grace.
-  void Preempt(Live& live, const std::string& why, Instant now);
-  // Whether the engine is already stopping the run's attempt (cancel, timeout, preemption, ...).
-  bool Stopping(const Live& live) const;
-  // Stops the running attempt for `why`: SIGTERM to its group and SIGKILL `grace` later. The
-  // first reason is the attempt's (recorded with it); a later one only brings the SIGKILL
-  // closer. Returns whether `why` was the first.
-  bool Stop(Live& live, StopReason why, Instant now, Millis grace);
   std::optional<Millis> Predict(const Live& live) const;
-  // False when the run could not be prepared for the machine's sake (HoldStarts): it stays queued.
+  void ExplainWaiting(Instant now);
+  void Preempt(Live& live, const std::string& why, Instant now);
+  std::vector<GpuHold> Holds() const;
+  void PublishLeases();
+
+  // The run table and an attempt's life (engine_attempt.cc, engine_adopt.cc, engine_submit.cc).
+  Result<ExperimentEntry*> EntryFor(const Experiment& e);
+  static void CountEarlierAttempts(Live& live, const std::vector<Attempt>& attempts);
   bool Launch(Live& live, const sched::StartAction& action, Instant now);
   void HoldStarts(const Live& live, const Status& why, Instant now);
   void ReleaseStarts(Instant now);
-  // Records an attempt that has started (launch ok, `a` with its handle) or failed to.
+  void Reserve(Live& live, const sched::StartAction& action);
+  void Release(Live& live);
+  int SlotsOf(const Live& live) const;
   void RecordStart(Live& live, Attempt a, const Status& launch, Instant now);
-  // A start handed over with BeginStart has been reported.
   void HandleStarted(const StartOutcome& started, Instant now);
-  // At recovery, for a run the store has as not running: whether the last engine started its
-  // next attempt and died before that was committed (the attempt's exit file has a start line).
-  // Such a process was never recorded (nor its GPUs), so it is stopped, and the attempt is
-  // recorded as interrupted: the next start is a new attempt with files of its own.
-  bool ForgetUnrecordedStart(Live& live, Instant now);
-  // The same start taken over instead: recorded as the run's running attempt, with its GPUs
-  // read from the process's environment (or as ended, when it has). False when it cannot be (no
-  // start line, or a live process whose GPUs cannot be read): ForgetUnrecordedStart then.
-  bool RecordUnrecordedStart(Live& live, Instant now);
-  // Whether the run's next attempt was started by the last engine (its exit file names the
-  // process) without being recorded.
-  bool StartedUnrecorded(Live& live);
-  void HandleExit(const ProcessExit& exit, Instant now);
-  // What one Wait() reported: starts, placements and exits handled, then the interrupt.
-  void TakeNews(const WaitResult& w, Instant now, bool serve);
-  // Where an executor that places attempts (Slurm) has one now: stored with the attempt; its
-  // timeout and stall clocks start when it first runs.
   void HandlePlacement(const PlacementNews& news, Instant now);
+  void HandleExit(const ProcessExit& exit, Instant now);
+  void EndAttempt(Live& live, AttemptOutcome outcome, const std::string& detail, Instant now);
+  bool ForgetUnrecordedStart(Live& live, Instant now);
+  bool RecordUnrecordedStart(Live& live, Instant now);
+  bool StartedUnrecorded(Live& live);
+  bool Stopping(const Live& live) const;
+  bool Stop(Live& live, StopReason why, Instant now, Millis grace);
+  bool EndHeld(const Live& live) const;
+  void CancelLive(Live& live, Instant now);
+  void SetState(Live& live, RunEvent event, const std::string& note, Instant now);
+  void Queue(const Live& live);
+  void Retire(int64_t run_id);
   // Whether attempts run as jobs of an executor that places them (Slurm): then drover's pool is
   // executor.max_jobs attempts at once, each one slot, and the GPUs are the executor's to give.
   bool placed_by_executor() const { return launcher_.kind() != ExecutorKind::kLocal; }
-  // The CPU slots a run holds in the pool: its cpus, or one attempt's slot under an executor that
-  // places attempts.
-  int SlotsOf(const Live& live) const;
-  void EndAttempt(Live& live, AttemptOutcome outcome, const std::string& detail, Instant now);
-  void ApplyCancel(Instant now);
-  void CancelLive(Live& live, Instant now);
-  Status Loop(EngineObserver* observer, bool serve);
-  void RunCommands();
-  // A foreground engine's requests from another terminal (engine/requests.h).
-  void TakeRequests();
-  void RefuseCommands();
-  void Reserve(Live& live, const sched::StartAction& action);
-  void OnInterrupt(int signal, Instant now, bool serve);
-  void StopEverything();
-  // Timeouts, kills after the grace, and runs that print nothing for their monitor's stall_ms.
-  // Runs whose exit is held during a store stall (EndHeld) are past signalling: their pid may be
-  // another process's by now.
-  void CheckDeadlines(Instant now);
-  bool EndHeld(const Live& live) const;
-  // Notes whether the run's logs grew since last seen (its clock for monitor.stall_ms).
+  static ExecHandle HandleOf(const Attempt& a) { return ExecHandle(a.pid); }
+
+  // What a running attempt shows (engine_metrics.cc, engine_watch.cc).
   void NoteOutput(Live& live, Instant now);
-  // Reads the running attempt's metric sources (tail_) and stores what they gave.
   void TailMetrics(Live& live, bool final, Instant now);
-  class TailHostFor;  // engine_metrics.cc
-  Millis NextWakeup(Instant now) const;
-  void SetState(Live& live, RunEvent event, const std::string& note, Instant now);
-  // Searches (engine_search.cc): the search driver (search_driver.h) asks for trials
-  // (SearchHost::MakeTrial); the experiment is done when neither its runs nor its search keep
-  // it open.
+  void WatchPoints(Live& live, const std::vector<MetricPoint>& points, Millis now);
+  void SampleTelemetry(Instant now);
+
+  // Searches (engine_search.cc): the search driver asks for trials (SearchHost::MakeTrial).
   void TopUpSearch(ExperimentEntry& ep);
   void TakeProposals();
   void MaybeDone(ExperimentEntry& ep);
   Result<Run> MakeTrial(ExperimentEntry& ep, Json params, int index);
-  // The search an ask/tell command is about: the experiment's entry (loaded from the store when
-  // the engine does not hold it), which must be a search.
   Result<ExperimentEntry*> SearchOf(int64_t experiment_id);
-  void Release(Live& live);
-  // What the running runs hold of the GPUs, and that published as this engine's leases.
-  std::vector<GpuHold> Holds() const;
-  void PublishLeases();
-  std::atomic<bool> stop_runs_on_drain_{false};
-  void Retire(int64_t run_id);
-  // Tells the index that the run waits now (in the class its fields make).
-  void Queue(const Live& live);
-  // Watching (engine_watch.cc).
-  void RaiseAlert(Alert alert, Millis now);
-  void RaiseRunAlert(const Live& live, const watch::Finding& f, const std::string& key_suffix,
-                     Millis now);
-  void WatchPoints(Live& live, const std::vector<MetricPoint>& points, Millis now);
-  void SampleTelemetry(Instant now);
 
   Store& store_;
   ProcessLauncher& launcher_;
@@ -273,7 +223,6 @@ class Engine {
   std::map<int64_t, std::unique_ptr<Live>> live_;  // runs not yet final, by run id
   RunQueue queue_;  // live_ indexed: running ones, waiting ones by class
   std::map<ExecHandle, int64_t> by_handle_;  // running attempts' runs, by the executor's handle
-  static ExecHandle HandleOf(const Attempt& a) { return ExecHandle(a.pid); }
   std::map<int64_t, int64_t> starting_;  // BeginStart ticket -> run id, until it is reported
   sched::PolicyConfig policy_;          // options_.scheduler.Policy()
   RunTimes run_times_;  // how long succeeded runs took (srtf, gittins)
@@ -296,9 +245,11 @@ class Engine {
   Millis last_commit_mono_ = 0;
   std::vector<std::function<void()>> unsent_notes_;   // observer calls, made after commit
   EngineObserver* observer_ = nullptr;
-  // Components (docs/architecture.md): each keeps its own state by run and is told of a run's
-  // life through RunLifecycle, in this order.
-  class Context;  // the engine as its components' EngineContext, SearchHost, RunTable (engine.cc)
+  std::atomic<bool> stop_runs_on_drain_{false};
+  Millis explain_at_mono_ = 0;
+  WaitBoard waiting_;  // why queued runs wait, published for the API's threads
+  // Components (docs/architecture.md): each keeps its own state by run or experiment; those in
+  // components_ are told of a run's life through RunLifecycle, in that order.
   std::unique_ptr<Context> context_;
   AlertDesk alerts_;  // alerts stored, deduplicated, budgeted, sent after their commit
   MetricTail tail_;     // the running attempts' metric sources

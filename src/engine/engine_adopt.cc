@@ -45,6 +45,7 @@ int64_t StartedMs(const Attempt& a, int64_t fallback_ms) {
 
 }  // namespace
 
+// The engine's entry for a stored experiment, made (spec, snapshot) when it has none yet.
 Result<ExperimentEntry*> Engine::EntryFor(const Experiment& e) {
   if (auto it = experiments_.find(e.id); it != experiments_.end()) return it->second.get();
   auto entry = std::make_unique<ExperimentEntry>();
@@ -65,6 +66,7 @@ Result<ExperimentEntry*> Engine::EntryFor(const Experiment& e) {
   return ep;
 }
 
+// What a run's ended attempts count for (its GPU time; the work of its preempted attempts).
 void Engine::CountEarlierAttempts(Live& live, const std::vector<Attempt>& attempts) {
   // The GPU time its earlier attempts had still counts (las, default).
   for (const Attempt& a : attempts) {
@@ -279,6 +281,8 @@ Result<RecoverySummary> Engine::Recover() {
   return summary;
 }
 
+// Whether the run's next attempt was started by the last engine (its exit file names the
+// process) without being recorded.
 bool Engine::StartedUnrecorded(Live& live) {
   const RunFiles& files = setup_.FilesOf(live);
   Attempt a;
@@ -288,6 +292,9 @@ bool Engine::StartedUnrecorded(Live& live) {
   return ReadRecordedStart(RecordOf(a)).ok();
 }
 
+// The same start taken over instead: recorded as the run's running attempt, with its GPUs
+// read from the process's environment (or as ended, when it has). False when it cannot be (no
+// start line, or a live process whose GPUs cannot be read): ForgetUnrecordedStart then.
 bool Engine::RecordUnrecordedStart(Live& live, Instant now) {
   Run& r = live.run;
   const RunFiles& files = setup_.FilesOf(live);
@@ -356,6 +363,10 @@ bool Engine::RecordUnrecordedStart(Live& live, Instant now) {
   return true;
 }
 
+// At recovery, for a run the store has as not running: whether the last engine started its
+// next attempt and died before that was committed (the attempt's exit file has a start line).
+// Such a process was never recorded (nor its GPUs), so it is stopped, and the attempt is
+// recorded as interrupted: the next start is a new attempt with files of its own.
 bool Engine::ForgetUnrecordedStart(Live& live, Instant now) {
   Run& r = live.run;
   const RunFiles files = RunFiles::In(options_.store_dir, r.experiment_id, r.id);

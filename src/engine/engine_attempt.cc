@@ -46,6 +46,9 @@ std::string LastLine(std::string_view text) {
 
 }  // namespace
 
+// Stops the running attempt for `why`: SIGTERM to its group and SIGKILL `grace` later. The
+// first reason is the attempt's (recorded with it); a later one only brings the SIGKILL
+// closer. Returns whether `why` was the first.
 bool Engine::Stop(Live& live, StopReason why, Instant now, Millis grace) {
   // Its process has ended and its outputs are being stored: nothing to stop (its handle may be
   // another process's by now); a cancel is taken when they are (TakeCollected).
@@ -65,6 +68,7 @@ bool Engine::Stop(Live& live, StopReason why, Instant now, Millis grace) {
   return true;
 }
 
+// SIGTERM to a running run so a better-ranked one gets its GPUs; SIGKILL after the grace.
 void Engine::Preempt(Live& live, const std::string& why, Instant now) {
   Millis grace = options_.scheduler.grace_ms;
   spdlog::info("run {}: preempting attempt {} ({}): SIGTERM now, SIGKILL in {} if it still runs",
@@ -72,6 +76,7 @@ void Engine::Preempt(Live& live, const std::string& why, Instant now) {
   if (Stop(live, StopReason::kPreempt, now, grace)) live.preempt_why = why;
 }
 
+// False when the run could not be prepared for the machine's sake (HoldStarts): it stays queued.
 bool Engine::Launch(Live& live, const sched::StartAction& action, Instant now) {
   // The working copy first, before anything is recorded or reserved: a disk that is full or
   // failing is the machine's fault, not the run's, so it costs no attempt. The run stays queued
@@ -226,7 +231,7 @@ void Engine::HoldStarts(const Live& live, const Status& why, Instant now) {
           : "free space on the disk that holds the store's runs folder, or fix what the error "
             "names");
   a.data = Json{{"run_id", live.run.id}};
-  RaiseAlert(std::move(a), now.wall);
+  alerts_.Raise(std::move(a), now.wall);
 }
 
 void Engine::ReleaseStarts(Instant now) {
@@ -243,10 +248,11 @@ void Engine::ReleaseStarts(Instant now) {
       "no run could start for {} ({}); they start again now, and none was charged an attempt",
       FormatDuration(held_ms), hold.why.message());
   a.data = Json{{"held_ms", held_ms}, {"tries", hold.tries}};
-  RaiseAlert(std::move(a), hold.since_wall);
+  alerts_.Raise(std::move(a), hold.since_wall);
   if (observer_) observer_->OnStartsResumed(held_ms);
 }
 
+// A start handed over with BeginStart has been reported.
 void Engine::HandleStarted(const StartOutcome& started, Instant now) {
   auto sit = starting_.find(started.ticket);
   if (sit == starting_.end()) return;
@@ -270,6 +276,7 @@ void Engine::HandleStarted(const StartOutcome& started, Instant now) {
   }
 }
 
+// Records an attempt that has started (launch ok, `a` with its handle) or failed to.
 void Engine::RecordStart(Live& live, Attempt a, const Status& launch, Instant now) {
   Run& run = live.run;
   // Recorded once it has a handle (the run by SetState below), committed with the rest of this loop
@@ -311,10 +318,14 @@ void Engine::Reserve(Live& live, const sched::StartAction& action) {
   pool_.Apply(action, SlotsOf(live));
 }
 
+// The CPU slots a run holds in the pool: its cpus, or one attempt's slot under an executor that
+// places attempts.
 int Engine::SlotsOf(const Live& live) const {
   return placed_by_executor() ? 1 : live.run.resources.cpus;
 }
 
+// Where an executor that places attempts (Slurm) has one now: stored with the attempt; its
+// timeout and stall clocks start when it first runs.
 void Engine::HandlePlacement(const PlacementNews& news, Instant now) {
   auto pit = by_handle_.find(news.handle);
   if (pit == by_handle_.end()) return;

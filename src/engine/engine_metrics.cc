@@ -23,7 +23,7 @@ class Engine::TailHostFor : public TailHost {
     e_.alerts_.OnRunLine(live_.run, live_.attempt ? live_.attempt->number : 0, line, now_.wall);
   }
   void Warn(const watch::Finding& finding, const std::string& key) override {
-    e_.RaiseRunAlert(live_, finding, key, now_.wall);
+    e_.alerts_.RaiseForRun(live_.run, AttemptNumber(live_), finding, key, now_.wall);
   }
   Result<std::vector<Attempt>> Attempts() override {
     return e_.store_.ListAttempts(live_.run.id);
@@ -40,7 +40,7 @@ class Engine::TailHostFor : public TailHost {
     f.message = fmt::format("{} became {} at step {}: stopped the run as diverged", name,
                             std::isnan(value) ? "NaN" : "infinite", step);
     f.data = {{"metric", name}, {"step", step}};
-    e_.RaiseRunAlert(live_, f, "diverged", now_.wall);
+    e_.alerts_.RaiseForRun(live_.run, AttemptNumber(live_), f, "diverged", now_.wall);
   }
 
  private:
@@ -49,6 +49,7 @@ class Engine::TailHostFor : public TailHost {
   Instant now_;
 };
 
+// Notes whether the run's logs grew since last seen (its clock for monitor.stall_ms).
 void Engine::NoteOutput(Live& live, Instant now) {
   if (SpecOf(live).monitor.stall_ms <= 0) return;
   const Attempt& a = *live.attempt;
@@ -61,6 +62,7 @@ void Engine::NoteOutput(Live& live, Instant now) {
   watchers_.OnOutputSize(live.run.id, bytes, now.mono);
 }
 
+// Reads the running attempt's metric sources (tail_) and stores what they gave.
 void Engine::TailMetrics(Live& live, bool final, Instant now) {
   Attempt& a = *live.attempt;
   TailHostFor host(*this, live, now);

@@ -25,6 +25,9 @@ void Engine::MaybeDone(ExperimentEntry& ep) {
   if (!st.ok()) Fail(st);
 }
 
+// Searches (engine_search.cc): the search driver (search_driver.h) asks for trials
+// (SearchHost::MakeTrial); the experiment is done when neither its runs nor its search keep
+// it open.
 void Engine::TopUpSearch(ExperimentEntry& ep) {
   search_.TopUp(ep.experiment.id);  // the next trials, asked for (TakeProposals makes them)
   MaybeDone(ep);
@@ -72,6 +75,8 @@ Result<Run> Engine::MakeTrial(ExperimentEntry& ep, Json params, int index) {
   return r;
 }
 
+// The search an ask/tell command is about: the experiment's entry (loaded from the store when
+// the engine does not hold it), which must be a search.
 Result<ExperimentEntry*> Engine::SearchOf(int64_t experiment_id) {
   ExperimentEntry* ep = nullptr;
   if (auto it = experiments_.find(experiment_id); it != experiments_.end()) {

@@ -14,16 +14,9 @@
 
 namespace drover {
 
-void Engine::RaiseAlert(Alert alert, Millis now) { alerts_.Raise(std::move(alert), now); }
-
-void Engine::RaiseRunAlert(const Live& live, const watch::Finding& f, const std::string& key_suffix,
-                           Millis now) {
-  alerts_.RaiseForRun(live.run, live.attempt ? live.attempt->number : 0, f, key_suffix, now);
-}
-
 void Engine::WatchPoints(Live& live, const std::vector<MetricPoint>& points, Millis now) {
   for (const auto& rf : watchers_.OnPoints(live.run.id, points)) {
-    RaiseRunAlert(live, rf.finding, rf.key_suffix, now);
+    alerts_.RaiseForRun(live.run, AttemptNumber(live), rf.finding, rf.key_suffix, now);
   }
 }
 

@@ -9,6 +9,9 @@
 
 namespace drover {
 
+// drover why (engine_why.cc): every kExplainEveryMs, a pass of Decide() over every waiting run
+// with explain on, and what the engine itself knows (needs, an executor's queue), published for
+// the API's threads.
 void Engine::ExplainWaiting(Instant now) {
   if (now.mono < explain_at_mono_) return;
   explain_at_mono_ = now.mono + kExplainEveryMs;

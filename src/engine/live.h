@@ -85,6 +85,9 @@ struct LiveRun {
   std::string preempt_why;        // the scheduler's reason for a preemption, for the note
 };
 
+// The number of the run's running attempt (0: none).
+inline int AttemptNumber(const LiveRun& live) { return live.attempt ? live.attempt->number : 0; }
+
 // The spec a run runs under: its stage's view of the pipeline (ExperimentEntry::stages), or the
 // experiment's.
 inline const Spec& SpecOf(const LiveRun& live) {

@@ -1,4 +1,4 @@
-// Pipelines in the engine (engine_pipeline.cc, docs/pipelines.md), with a fake launcher and a
+// Pipelines in the engine (engine/pipelines.h, docs/pipelines.md), with a fake launcher and a
 // fake clock: runs wait for their needs, see their outputs, are cached from an earlier success,
 // and are not run when a need fails.
 #include <gtest/gtest.h>

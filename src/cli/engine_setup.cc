@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "common/strings.h"
+#include "container/runtime.h"
 
 #include "gpu/background_probe.h"
 #include "exec/working_copy.h"
@@ -121,7 +122,8 @@ Result<ExecutorSetup> PrepareExecutor(const config::DaemonConfig& config,
   }
   // Attempts whose spec has container: run in their image (docs/containers.md), wherever the
   // executor runs them; the others pass through as they are.
-  out.containers = std::make_unique<container::ContainerLauncher>(*out.launcher, StoreId(store_dir));
+  out.containers = std::make_unique<container::ContainerLauncher>(
+      *out.launcher, StoreId(store_dir), container::ContainersMarkerPath(store_dir));
   out.launcher = out.containers.get();
   return out;
 }

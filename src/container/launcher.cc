@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -118,9 +119,11 @@ std::string ContainerNameFromRecord(const std::string& store_id, const std::stri
   return ContainerName(store_id, std::stoll(run), std::stoi(attempt));
 }
 
-ContainerLauncher::ContainerLauncher(ProcessLauncher& inner, std::string store_id)
+ContainerLauncher::ContainerLauncher(ProcessLauncher& inner, std::string store_id,
+                                     std::string marker)
     : inner_(inner),
       store_id_(std::move(store_id)),
+      marker_(std::move(marker)),
       remover_([](Removal& r, const std::function<bool()>&) {
         RemoveContainers(r.runtime, r.names);
         return 0;
@@ -241,6 +244,7 @@ Result<LaunchSpec> ContainerLauncher::Wrap(const LaunchSpec& spec) const {
 Result<ExecHandle> ContainerLauncher::Start(const LaunchSpec& spec) {
   if (!spec.request.container) return inner_.Start(spec);
   DROVER_ASSIGN_OR_RETURN(LaunchSpec wrapped, Wrap(spec));
+  MarkContainersStarted(marker_);
   Result<ExecHandle> started = inner_.Start(wrapped);
   if (started.ok()) running_[*started] = Describe(spec);
   return started;
@@ -249,6 +253,7 @@ Result<ExecHandle> ContainerLauncher::Start(const LaunchSpec& spec) {
 Result<int64_t> ContainerLauncher::BeginStart(const LaunchSpec& spec) {
   if (!spec.request.container) return inner_.BeginStart(spec);
   DROVER_ASSIGN_OR_RETURN(LaunchSpec wrapped, Wrap(spec));
+  MarkContainersStarted(marker_);
   Result<int64_t> ticket = inner_.BeginStart(wrapped);
   if (ticket.ok()) starting_[*ticket] = Describe(spec);
   return ticket;
@@ -332,6 +337,11 @@ void ContainerLauncher::Adopt(ExecHandle attempt, int64_t identity, const ExitRe
 void ContainerLauncher::EndRecovery() {
   inner_.EndRecovery();
   if (inner_.kind() != ExecutorKind::kLocal) return;
+  std::error_code ec;
+  if (!marker_.empty() && !std::filesystem::exists(marker_, ec)) {
+    maybe_.clear();  // no container was ever started for this store: none of them has one
+    return;
+  }
   std::set<std::string> owned;
   for (const auto& [pid, c] : running_) owned.insert(c.name);
   for (const auto& [pid, c] : maybe_) owned.insert(c.name);

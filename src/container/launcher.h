@@ -22,7 +22,9 @@ namespace drover::container {
 class ContainerLauncher : public ProcessLauncher {
  public:
   // `store_id`: the store's short id (StoreId), in container names and the store label.
-  ContainerLauncher(ProcessLauncher& inner, std::string store_id);
+  // `marker`: the store's ContainersMarkerPath, written before its first container starts and
+  // looked for by EndRecovery ("": none kept, the store's containers are always listed).
+  ContainerLauncher(ProcessLauncher& inner, std::string store_id, std::string marker = "");
   ~ContainerLauncher() override;
 
   ExecutorKind kind() const override { return inner_.kind(); }
@@ -42,7 +44,8 @@ class ContainerLauncher : public ProcessLauncher {
   bool WaitsToRun(const Json& placement) const override { return inner_.WaitsToRun(placement); }
   Status BeginRecovery() override { return inner_.BeginRecovery(); }
   // After the engine's adoption: the store's containers that no adopted attempt owns (their
-  // client is gone: the attempt was requeued) are removed.
+  // client is gone: the attempt was requeued) are removed. A store whose marker is missing
+  // never started a container: nothing is listed.
   void EndRecovery() override;
   void Wake() override { inner_.Wake(); }
 
@@ -70,6 +73,7 @@ class ContainerLauncher : public ProcessLauncher {
 
   ProcessLauncher& inner_;
   std::string store_id_;
+  std::string marker_;
   std::map<ExecHandle, Container> running_;  // by the inner launcher's handle (the client's pid; a Slurm job id)
   std::map<int64_t, Container> starting_;    // by BeginStart's ticket
   // Adopted attempts whose process is not the runtime's client (a shim leads it): their

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <set>
+#include <mutex>
 
 #include "common/files.h"
 #include "common/strings.h"
@@ -165,6 +166,29 @@ Result<std::vector<Listed>> ListContainers(ContainerRuntime r, const std::string
                   fmt::format("{} ps exited with {}", RuntimeProgram(r), got.exit_code));
   }
   return ParseList(got.out);
+}
+
+std::string ContainersMarkerPath(const std::string& store_dir) {
+  return store_dir + "/containers-started";
+}
+
+void MarkContainersStarted(const std::string& marker_path) {
+  static std::mutex mu;
+  static std::set<std::string> marked;
+  std::lock_guard<std::mutex> lock(mu);
+  if (marker_path.empty() || marked.count(marker_path)) return;
+  std::error_code ec;
+  if (!std::filesystem::exists(marker_path, ec)) {
+    Status st = WriteFileAtomically(
+        marker_path,
+        "Containers were started for this store: drover removes those no run owns when it "
+        "starts (docs/containers.md).\n");
+    if (!st.ok()) {
+      spdlog::warn("could not write {}: {}", marker_path, st.message());
+      return;
+    }
+  }
+  marked.insert(marker_path);
 }
 
 void RemoveContainers(ContainerRuntime r, const std::vector<std::string>& names) {

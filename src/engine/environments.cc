@@ -7,6 +7,7 @@
 
 #include "common/hash.h"
 #include "common/users.h"
+#include "container/runtime.h"
 #include "model/run.h"
 
 namespace drover {
@@ -49,6 +50,7 @@ void Environments::Capture(const Experiment& experiment,
   // A container's packages are the image's: listed inside it (pyxis images are on the nodes).
   if (spec.container && spec.container->runtime != ContainerRuntime::kPyxis) {
     req.container = spec.container;
+    req.containers_marker = container::ContainersMarkerPath(options_.store_dir);
   }
   capture_->Start(std::move(req));
 }

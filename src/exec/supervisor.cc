@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -122,14 +123,29 @@ struct Message {
 // it never waits on a daemon that is busy (or itself writing a large request): it goes on reading
 // requests and reaping runs, and the daemon reads the queue when it can.
 struct Link {
+  // A started run's answer waits at most this long for the next message to go with: a short
+  // run's start and end then wake the daemon once, not twice (its start is recorded when it
+  // hears of it; the run's start line is in its exit record from the start).
+  static constexpr int64_t kAnswerDelayMs = 2;
   int sock = -1;
   bool gone = false;    // the daemon has closed its end, or the socket failed
   std::string outbox;   // messages not yet written
+  std::string later;    // answers held back (SendLater), sent before the next message
+  int64_t later_due = -1;  // when they go by themselves (monotonic ms; -1: none held)
   void Gone() {
     if (sock >= 0) close(sock);
     sock = -1;
     gone = true;
     outbox.clear();
+    later.clear();
+    later_due = -1;
+  }
+  // The held answers go now, before anything else.
+  void Release() {
+    if (later.empty()) return;
+    outbox.append(later);
+    later.clear();
+    later_due = -1;
   }
   void Flush() {
     while (!gone && !outbox.empty()) {
@@ -145,9 +161,17 @@ struct Link {
   }
   void Send(const Message& m, const std::string& text) {
     if (gone) return;
+    Release();
     outbox.append(reinterpret_cast<const char*>(&m), sizeof m);
     outbox.append(text, 0, m.text_len);
     Flush();
+  }
+  // A message that may wait (kAnswerDelayMs at most) for the next one.
+  void SendLater(const Message& m, const std::string& text) {
+    if (gone) return;
+    later.append(reinterpret_cast<const char*>(&m), sizeof m);
+    later.append(text, 0, m.text_len);
+    if (later_due < 0) later_due = MonotonicMs() + kAnswerDelayMs;
   }
 };
 
@@ -221,6 +245,10 @@ bool ReceiveRequest(int fd, std::string* payload, int* out_fd, int* err_fd) {
 // write failed with ENOSPC and the run failed with its points lost (issue 39).
 struct Drain {
   int pipe = -1;  // the read end (non-blocking); -1 once closed
+  // The write end, kept here while the run runs: the run's end then wakes the supervisor once
+  // (SIGCHLD), not a second time by the pipe's hang-up; what the run wrote is read after its
+  // leader's end (ReapEnded) all the same.
+  int hold = -1;
   int log = -1;   // the attempt's file, as the daemon opened it
   bool held = false;       // the log refused the last write for want of room
   int64_t retry_mono = 0;  // when held: the next try
@@ -296,7 +324,8 @@ struct Watched {
   void Close() {
     for (Drain* d : {&out, &err}) {
       if (d->pipe >= 0) close(d->pipe);
-      d->pipe = -1;
+      if (d->hold >= 0) close(d->hold);
+      d->pipe = d->hold = -1;
     }
     if (err.log >= 0 && err.log != out.log) close(err.log);
     if (out.log >= 0) close(out.log);
@@ -378,6 +407,16 @@ void ReapEnded(std::map<pid_t, Watched>* runs, std::vector<Watched>* ending, Lin
   }
 }
 
+// Whether `runs` runs may each keep their pipes' write ends open here: six descriptors a run,
+// with a margin of 64, under the soft limit on open files.
+bool HoldsRoom(size_t runs) {
+  static const rlim_t limit = [] {
+    rlimit rl{};
+    return getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : static_cast<rlim_t>(1024);
+  }();
+  return limit == RLIM_INFINITY || runs * 6 + 64 < limit;
+}
+
 // Starts one run and writes its exit file's start line; the answer goes back to the daemon.
 // Takes out_fd and err_fd (the attempt's logs; one descriptor when both streams share a file).
 void LaunchRun(const ChildPlan& plan, int out_fd, int err_fd, std::map<pid_t, Watched>* runs,
@@ -399,8 +438,16 @@ void LaunchRun(const ChildPlan& plan, int out_fd, int err_fd, std::map<pid_t, Wa
   } else {
     outcome = StartChild(plan, out_pipe[1], shared ? out_pipe[1] : err_pipe[1]);
   }
-  for (int fd : {out_pipe[1], err_pipe[1]}) {
-    if (fd >= 0) close(fd);
+  const bool started = outcome.err == 0 && outcome.pid > 0;
+  // The write ends are kept (Drain::hold) while descriptors are plentiful: each run then costs
+  // six here (two logs, two pipes' two ends), four without them; a supervisor near its limit
+  // (the soft RLIMIT_NOFILE) keeps only what it must.
+  const bool hold = started && HoldsRoom(runs->size() + 1);
+  if (!hold) {
+    for (int fd : {out_pipe[1], err_pipe[1]}) {
+      if (fd >= 0) close(fd);
+    }
+    out_pipe[1] = err_pipe[1] = -1;
   }
   for (int fd : {out_pipe[0], err_pipe[0]}) {
     if (fd >= 0) fcntl(fd, F_SETFL, O_NONBLOCK);
@@ -428,8 +475,10 @@ void LaunchRun(const ChildPlan& plan, int out_fd, int err_fd, std::map<pid_t, Wa
     w.log = plan.exit_log;
     w.start.assign(line, static_cast<size_t>(len));
     w.out.pipe = out_pipe[0];
+    w.out.hold = out_pipe[1];
     w.out.log = out_fd;
     w.err.pipe = err_pipe[0];
+    w.err.hold = err_pipe[1];
     w.err.log = shared ? -1 : err_fd;
     if (!SetRecord(out_fd, w.log, w.start)) {
       w.log.clear();
@@ -447,7 +496,11 @@ void LaunchRun(const ChildPlan& plan, int out_fd, int err_fd, std::map<pid_t, Wa
     drop();
   }
   m.text_len = static_cast<uint32_t>(std::min<size_t>(outcome.failed_step.size(), 1024));
-  link->Send(m, outcome.failed_step);
+  if (m.pid > 0) {
+    link->SendLater(m, outcome.failed_step);
+  } else {
+    link->Send(m, outcome.failed_step);  // a start that failed is said at once
+  }
 }
 
 // The supervisor's whole life: start runs when asked, record their ends, until the daemon has
@@ -500,6 +553,10 @@ void LaunchRun(const ChildPlan& plan, int out_fd, int err_fd, std::map<pid_t, Wa
       ++i;
     }
     if (link.gone && runs.empty() && ending.empty()) _exit(0);
+    if (link.later_due >= 0 && now >= link.later_due) {
+      link.Release();
+      link.Flush();
+    }
     p.clear();
     drains.clear();
     short want = static_cast<short>(POLLIN | (link.outbox.empty() ? 0 : POLLOUT));
@@ -532,6 +589,10 @@ void LaunchRun(const ChildPlan& plan, int out_fd, int err_fd, std::map<pid_t, Wa
     if (next_retry >= 0) {
       const int64_t wait = std::max<int64_t>(0, next_retry - now);
       timeout = timeout < 0 ? static_cast<int>(wait) : std::min<int>(timeout, static_cast<int>(wait));
+    }
+    if (link.later_due >= 0) {
+      const int wait = static_cast<int>(std::max<int64_t>(0, link.later_due - now));
+      timeout = timeout < 0 ? wait : std::min(timeout, wait);
     }
     int r = poll(p.data(), p.size(), timeout);
     if (r < 0 && errno != EINTR) _exit(1);

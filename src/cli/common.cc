@@ -1,5 +1,7 @@
 #include "cli/common.h"
 
+#include "container/runtime.h"
+
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/spdlog.h>
 
@@ -52,8 +54,11 @@ Result<std::unique_ptr<Store>> OpenStore(const Globals& g, bool create) {
                     "DROVER_HOME) at the folder that holds drover.db",
                     StoreDir(g)));
   }
+  const bool fresh = !std::filesystem::exists(path);
   auto store = Store::Open(path);
   if (!store.ok()) return store.status();
+  // A new store has started no container: it is not listed for strays at each start.
+  if (fresh) container::MarkNoContainers(StoreDir(g));
   return std::move(store).value();
 }
 

@@ -123,7 +123,7 @@ Result<ExecutorSetup> PrepareExecutor(const config::DaemonConfig& config,
   // Attempts whose spec has container: run in their image (docs/containers.md), wherever the
   // executor runs them; the others pass through as they are.
   out.containers = std::make_unique<container::ContainerLauncher>(
-      *out.launcher, StoreId(store_dir), container::ContainersMarkerPath(store_dir));
+      *out.launcher, StoreId(store_dir), container::NoContainersMarkerPath(store_dir));
   out.launcher = out.containers.get();
   return out;
 }

@@ -244,7 +244,10 @@ Result<LaunchSpec> ContainerLauncher::Wrap(const LaunchSpec& spec) const {
 Result<ExecHandle> ContainerLauncher::Start(const LaunchSpec& spec) {
   if (!spec.request.container) return inner_.Start(spec);
   DROVER_ASSIGN_OR_RETURN(LaunchSpec wrapped, Wrap(spec));
-  MarkContainersStarted(marker_);
+  if (!MarkContainersStarting(marker_)) {
+    return Status(Code::kIo, "cannot remove " + marker_ + ", which says no container was started "
+                             "for this store; check the store folder's permissions");
+  }
   Result<ExecHandle> started = inner_.Start(wrapped);
   if (started.ok()) running_[*started] = Describe(spec);
   return started;
@@ -253,7 +256,10 @@ Result<ExecHandle> ContainerLauncher::Start(const LaunchSpec& spec) {
 Result<int64_t> ContainerLauncher::BeginStart(const LaunchSpec& spec) {
   if (!spec.request.container) return inner_.BeginStart(spec);
   DROVER_ASSIGN_OR_RETURN(LaunchSpec wrapped, Wrap(spec));
-  MarkContainersStarted(marker_);
+  if (!MarkContainersStarting(marker_)) {
+    return Status(Code::kIo, "cannot remove " + marker_ + ", which says no container was started "
+                             "for this store; check the store folder's permissions");
+  }
   Result<int64_t> ticket = inner_.BeginStart(wrapped);
   if (ticket.ok()) starting_[*ticket] = Describe(spec);
   return ticket;
@@ -338,7 +344,7 @@ void ContainerLauncher::EndRecovery() {
   inner_.EndRecovery();
   if (inner_.kind() != ExecutorKind::kLocal) return;
   std::error_code ec;
-  if (!marker_.empty() && !std::filesystem::exists(marker_, ec)) {
+  if (!marker_.empty() && std::filesystem::exists(marker_, ec)) {
     maybe_.clear();  // no container was ever started for this store: none of them has one
     return;
   }

@@ -22,7 +22,7 @@ namespace drover::container {
 class ContainerLauncher : public ProcessLauncher {
  public:
   // `store_id`: the store's short id (StoreId), in container names and the store label.
-  // `marker`: the store's ContainersMarkerPath, written before its first container starts and
+  // `marker`: the store's NoContainersMarkerPath, removed before its first container starts and
   // looked for by EndRecovery ("": none kept, the store's containers are always listed).
   ContainerLauncher(ProcessLauncher& inner, std::string store_id, std::string marker = "");
   ~ContainerLauncher() override;
@@ -44,8 +44,8 @@ class ContainerLauncher : public ProcessLauncher {
   bool WaitsToRun(const Json& placement) const override { return inner_.WaitsToRun(placement); }
   Status BeginRecovery() override { return inner_.BeginRecovery(); }
   // After the engine's adoption: the store's containers that no adopted attempt owns (their
-  // client is gone: the attempt was requeued) are removed. A store whose marker is missing
-  // never started a container: nothing is listed.
+  // client is gone: the attempt was requeued) are removed. A store whose marker says it never
+  // started a container is not listed.
   void EndRecovery() override;
   void Wake() override { inner_.Wake(); }
 

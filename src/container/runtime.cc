@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <set>
 #include <mutex>
@@ -168,27 +169,31 @@ Result<std::vector<Listed>> ListContainers(ContainerRuntime r, const std::string
   return ParseList(got.out);
 }
 
-std::string ContainersMarkerPath(const std::string& store_dir) {
-  return store_dir + "/containers-started";
+std::string NoContainersMarkerPath(const std::string& store_dir) {
+  return store_dir + "/containers-none";
 }
 
-void MarkContainersStarted(const std::string& marker_path) {
+void MarkNoContainers(const std::string& store_dir) {
+  const std::string path = NoContainersMarkerPath(store_dir);
+  Status st = WriteFileAtomically(
+      path,
+      "No container was started for this store yet: drover does not look for containers no run "
+      "owns when it starts (docs/containers.md). The first container removes this file.\n");
+  if (!st.ok()) spdlog::warn("could not write {}: {}", path, st.message());
+}
+
+bool MarkContainersStarting(const std::string& marker_path) {
   static std::mutex mu;
-  static std::set<std::string> marked;
+  static std::set<std::string> done;
   std::lock_guard<std::mutex> lock(mu);
-  if (marker_path.empty() || marked.count(marker_path)) return;
-  std::error_code ec;
-  if (!std::filesystem::exists(marker_path, ec)) {
-    Status st = WriteFileAtomically(
-        marker_path,
-        "Containers were started for this store: drover removes those no run owns when it "
-        "starts (docs/containers.md).\n");
-    if (!st.ok()) {
-      spdlog::warn("could not write {}: {}", marker_path, st.message());
-      return;
-    }
+  if (marker_path.empty() || done.count(marker_path)) return true;
+  if (::unlink(marker_path.c_str()) != 0 && errno != ENOENT) {
+    spdlog::error("could not remove {}: {}; no container starts until it is removed",
+                  marker_path, ErrnoText(errno));
+    return false;
   }
-  marked.insert(marker_path);
+  done.insert(marker_path);
+  return true;
 }
 
 void RemoveContainers(ContainerRuntime r, const std::vector<std::string>& names) {

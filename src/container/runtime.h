@@ -35,14 +35,18 @@ std::vector<Listed> ParseList(std::string_view text);
 // Removes (stopping first) the named containers; errors are logged, not returned.
 void RemoveContainers(ContainerRuntime r, const std::vector<std::string>& names);
 
-// The file in a store's folder that says containers were started for the store (a run's, or an
-// environment's package listing): only a store that has it is looked at for containers no run
-// owns after a restart (ContainerLauncher::EndRecovery), so a store that never ran one costs no
-// `podman ps` at each start.
-std::string ContainersMarkerPath(const std::string& store_dir);
-// Writes it, before the first container of this process for that store is created (once per
-// path; a failure is logged: the next start lists the containers then).
-void MarkContainersStarted(const std::string& marker_path);
+// The file in a store's folder that says no container was ever started for the store: a new
+// store gets it (cli OpenStore), and the first container of the store (a run's, or the
+// environment's package listing) removes it before it is created. A store that has it is not
+// looked at for containers no run owns after a restart (ContainerLauncher::EndRecovery), so a
+// store that never ran one costs no `podman ps` at each start; one without it (a store of an
+// older drover, or one that ran containers) is listed as before.
+std::string NoContainersMarkerPath(const std::string& store_dir);
+// Writes it, for a store just created (a failure is logged: the store is then listed).
+void MarkNoContainers(const std::string& store_dir);
+// Removes it, before the first container of this process for that store is created (once per
+// path). False when it is there and cannot be removed: the container is not started then.
+bool MarkContainersStarting(const std::string& marker_path);
 
 // Whether the runtime's program is on PATH.
 bool Installed(ContainerRuntime r);

@@ -92,7 +92,7 @@ Environment EnvironmentCapture::Capture(const EnvironmentRequest& r,
     c.uid = r.as ? static_cast<int>(r.as->uid) : static_cast<int>(getuid());
     c.gid = r.as ? static_cast<int>(r.as->gid) : static_cast<int>(getgid());
     argv = container::RunArgv(c, {interpreter, "-c", kPackageListScript});
-    container::MarkContainersStarted(r.containers_marker);
+    if (!container::MarkContainersStarting(r.containers_marker)) return env;
     container_name = c.name;
     o.cwd.clear();
   }

@@ -40,7 +40,7 @@ struct EnvironmentRequest {
   // image and interpreter however many experiments use it.
   std::optional<ContainerSpec> container;
   std::string store_id;  // StoreId(): the listing container's name and label
-  std::string containers_marker;  // ContainersMarkerPath(): written before the listing container
+  std::string containers_marker;  // NoContainersMarkerPath(): removed before the listing container
   // Set (a root daemon's experiment of another user): the listing runs as them, with their
   // login's environment (it runs their interpreter, from their folder).
   std::optional<UnixUser> as;

@@ -50,7 +50,7 @@ void Environments::Capture(const Experiment& experiment,
   // A container's packages are the image's: listed inside it (pyxis images are on the nodes).
   if (spec.container && spec.container->runtime != ContainerRuntime::kPyxis) {
     req.container = spec.container;
-    req.containers_marker = container::ContainersMarkerPath(options_.store_dir);
+    req.containers_marker = container::NoContainersMarkerPath(options_.store_dir);
   }
   capture_->Start(std::move(req));
 }

@@ -338,8 +338,9 @@ container: {image: localhost/drover-bb:test}
   // The daemon killed while run 2's container runs: the next one adopts it.
   ASSERT_EQ(StopDaemon(SIGKILL), 128 + SIGKILL);
   EXPECT_TRUE(WaitContainers(1, 1)) << "the run outlives the daemon";
-  // The store says it started containers, so the next start looks for those no run owns.
-  EXPECT_TRUE(fs::exists(store_ + "/containers-started"));
+  // The store no longer says it never started a container, so the next start looks for those
+  // no run owns.
+  EXPECT_FALSE(fs::exists(store_ + "/containers-none"));
   // A container of this store that no run owns (its client died with a machine's crash, say).
   const std::string stray = fmt::format("drover-{}-99-1", StoreId());
   Podman({"run", "-d", "--name", stray, "--label", "drover.store=" + StoreId(), kBusybox, "sleep",
@@ -362,8 +363,9 @@ container: {image: localhost/drover-bb:test}
 }
 
 // A store that never started a container is not listed at each start (`podman ps` costs tens
-// of milliseconds of every `drover run`): its marker is missing, so a container that merely
-// carries its label is left alone, and the first container run writes the marker.
+// of milliseconds of every `drover run`): a new store says so in its folder, so a container that
+// merely carries its label is left alone, and the first container run removes the marker (a
+// store of an older drover, which has none, is listed as before).
 TEST_F(ContainerTest, AStoreThatNeverStartedAContainerIsNotListedAtEachStart) {
   const std::string plain = Write("plain.yaml", "name: plain\ncommand: \"true\"\n");
   const std::string stray = fmt::format("drover-{}-98-1", StoreId());
@@ -371,7 +373,7 @@ TEST_F(ContainerTest, AStoreThatNeverStartedAContainerIsNotListedAtEachStart) {
           "300"});
   auto r = RunDrover({"run", plain, "--store", store_, "--foreground"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_FALSE(fs::exists(store_ + "/containers-started"));
+  EXPECT_TRUE(fs::exists(store_ + "/containers-none"));
   EXPECT_EQ(StoreContainers(), stray + "\n") << "a store without containers lists none";
   Podman({"rm", "--force", "--ignore", stray});
   const std::string boxed = Write("boxed.yaml", R"(name: boxed
@@ -380,7 +382,13 @@ container: {image: localhost/drover-bb:test}
 )");
   r = RunDrover({"run", boxed, "--store", store_, "--foreground"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(fs::exists(store_ + "/containers-started"));
+  EXPECT_FALSE(fs::exists(store_ + "/containers-none"));
+  // Without the marker the next start lists the store's containers: a stray is removed.
+  Podman({"run", "-d", "--name", stray, "--label", "drover.store=" + StoreId(), kBusybox, "sleep",
+          "300"});
+  r = RunDrover({"run", plain, "--store", store_, "--foreground"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(StoreContainers(), "");
 }
 
 // What a container run computes depends on its image, mounts and network: the same spec is

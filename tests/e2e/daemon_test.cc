@@ -1,6 +1,7 @@
 // The daemon for real: `drover serve` on a free loopback port, the CLI as its client, raw HTTP
 // for the security checks, SSE, and a crash test that SIGKILLs the daemon mid-sweep.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <httplib.h>
 
 #include <algorithm>
@@ -119,7 +120,10 @@ class DaemonTest : public ::testing::Test {
     args.insert(args.end(), extra.begin(), extra.end());
     fs::remove(store_ + "/daemon.json");
     pid_ = testing::SpawnDrover(args, (dir_ / "serve.out").string(), (dir_ / "serve.err").string());
-    for (int i = 0; i < 400; ++i) {
+    // Up to 30 s: a daemon starts in tens of milliseconds, but a machine busy with a build
+    // beside the tests has been seen to take longer than the 10 s this waited before.
+    std::string exited;
+    for (int i = 0; i < 1200; ++i) {
       Json j = Json::parse(ReadFile(store_ + "/daemon.json"), nullptr, false);
       if (j.is_object() && j.value("pid", 0) == pid_) {
         port_ = j["port"];
@@ -127,9 +131,18 @@ class DaemonTest : public ::testing::Test {
         token_.erase(token_.find_last_not_of("\n") + 1);
         return;
       }
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        exited = WIFEXITED(status) ? "it exited with " + std::to_string(WEXITSTATUS(status))
+                                   : "it was killed by signal " + std::to_string(WTERMSIG(status));
+        pid_ = -1;
+        break;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
-    FAIL() << "daemon did not start: " << ReadFile((dir_ / "serve.err").string());
+    FAIL() << "daemon did not start (" << (exited.empty() ? "still running after 30 s" : exited)
+           << "); its stderr: " << ReadFile((dir_ / "serve.err").string())
+           << "; its stdout: " << ReadFile((dir_ / "serve.out").string());
   }
   int StopDaemon(int sig) {
     if (pid_ <= 0) return -1;

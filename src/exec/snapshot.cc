@@ -1,5 +1,4 @@
 #include "exec/snapshot.h"
-#include "common/files.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -27,6 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/files.h"
 #include "common/clock.h"
 #include "common/file_faults.h"
 #include "common/hash.h"
@@ -442,11 +442,9 @@ Result<Snapshot> TakeSnapshot(const std::string& workdir, const std::string& sna
     for (size_t i = 0; i < entries.size(); ++i) {
       text += std::string(ModeString(entries[i].kind)) + " " + content[i] + " " + entries[i].rel + "\n";
     }
-    const std::string tmp = path + ".tmp";
-    FILE* f = fopen(tmp.c_str(), "we");
-    if (f == nullptr) return;
-    const bool ok = fwrite(text.data(), 1, text.size(), f) == text.size();
-    if (fclose(f) != 0 || !ok || rename(tmp.c_str(), path.c_str()) != 0) unlink(tmp.c_str());
+    // Written whole or not at all (a missing manifest only means `drover verify` has less to
+    // check); never through a fixed temporary name someone else could have made.
+    (void)WriteFileAtomically(path, text);
   };
   auto finish = [&](const fs::path& final_path, int64_t bytes) {
     snap.path = fs::absolute(final_path).lexically_normal().string();

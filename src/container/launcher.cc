@@ -244,7 +244,7 @@ Result<LaunchSpec> ContainerLauncher::Wrap(const LaunchSpec& spec) const {
 Result<ExecHandle> ContainerLauncher::Start(const LaunchSpec& spec) {
   if (!spec.request.container) return inner_.Start(spec);
   DROVER_ASSIGN_OR_RETURN(LaunchSpec wrapped, Wrap(spec));
-  if (!MarkContainersStarting(marker_)) {
+  if (!MarkContainersStarting(marker_, spec.request.container->runtime, store_id_)) {
     return Status(Code::kIo, "cannot remove " + marker_ + ", which says no container was started "
                              "for this store; check the store folder's permissions");
   }
@@ -256,7 +256,7 @@ Result<ExecHandle> ContainerLauncher::Start(const LaunchSpec& spec) {
 Result<int64_t> ContainerLauncher::BeginStart(const LaunchSpec& spec) {
   if (!spec.request.container) return inner_.BeginStart(spec);
   DROVER_ASSIGN_OR_RETURN(LaunchSpec wrapped, Wrap(spec));
-  if (!MarkContainersStarting(marker_)) {
+  if (!MarkContainersStarting(marker_, spec.request.container->runtime, store_id_)) {
     return Status(Code::kIo, "cannot remove " + marker_ + ", which says no container was started "
                              "for this store; check the store folder's permissions");
   }

@@ -182,11 +182,24 @@ void MarkNoContainers(const std::string& store_dir) {
   if (!st.ok()) spdlog::warn("could not write {}: {}", path, st.message());
 }
 
-bool MarkContainersStarting(const std::string& marker_path) {
+bool MarkContainersStarting(const std::string& marker_path, ContainerRuntime r,
+                            const std::string& store_id) {
   static std::mutex mu;
   static std::set<std::string> done;
   std::lock_guard<std::mutex> lock(mu);
   if (marker_path.empty() || done.count(marker_path)) return true;
+  std::error_code ec;
+  if (std::filesystem::exists(marker_path, ec) && r != ContainerRuntime::kPyxis && Installed(r) &&
+      !store_id.empty()) {
+    Result<std::vector<Listed>> listed = ListContainers(r, store_id);
+    if (listed.ok() && !listed->empty()) {
+      std::vector<std::string> names;
+      for (const Listed& l : *listed) names.push_back(l.name);
+      spdlog::info("removing {} container(s) with this store's label that it never started ({}): {}",
+                   names.size(), RuntimeProgram(r), Join(names, " "));
+      RemoveContainers(r, names);
+    }
+  }
   if (::unlink(marker_path.c_str()) != 0 && errno != ENOENT) {
     spdlog::error("could not remove {}: {}; no container starts until it is removed",
                   marker_path, ErrnoText(errno));

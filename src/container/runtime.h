@@ -44,9 +44,13 @@ void RemoveContainers(ContainerRuntime r, const std::vector<std::string>& names)
 std::string NoContainersMarkerPath(const std::string& store_dir);
 // Writes it, for a store just created (a failure is logged: the store is then listed).
 void MarkNoContainers(const std::string& store_dir);
-// Removes it, before the first container of this process for that store is created (once per
-// path). False when it is there and cannot be removed: the container is not started then.
-bool MarkContainersStarting(const std::string& marker_path);
+// Before the first container of this process for the store (once per path): when the marker is
+// there, containers that carry the store's label are an earlier store's at the same path (one
+// deleted while a container ran, say: a new store's first run would collide with its name), so
+// they are removed first (with runtime `r`; none for pyxis), then the marker. False when the
+// marker is there and cannot be removed: the container is not started then.
+bool MarkContainersStarting(const std::string& marker_path, ContainerRuntime r,
+                            const std::string& store_id);
 
 // Whether the runtime's program is on PATH.
 bool Installed(ContainerRuntime r);

@@ -92,7 +92,12 @@ Environment EnvironmentCapture::Capture(const EnvironmentRequest& r,
     c.uid = r.as ? static_cast<int>(r.as->uid) : static_cast<int>(getuid());
     c.gid = r.as ? static_cast<int>(r.as->gid) : static_cast<int>(getgid());
     argv = container::RunArgv(c, {interpreter, "-c", kPackageListScript});
-    if (!container::MarkContainersStarting(r.containers_marker)) return env;
+    if (!container::MarkContainersStarting(r.containers_marker, r.container->runtime,
+                                           r.store_id)) {
+      env.packages = "# could not list packages of " + interpreter +
+                     ": the store's containers-none file cannot be removed";
+      return env;
+    }
     container_name = c.name;
     o.cwd.clear();
   }

@@ -389,6 +389,13 @@ void ReapEnded(std::map<pid_t, Watched>* runs, std::vector<Watched>* ending, Lin
       }
       m.ended_ms = WallMs();
       kill(-pid, SIGKILL);
+      // The write ends it kept go now: what is left in the pipes is read below, and a run held
+      // in `ending` for want of room costs no more descriptors than it did before (HoldsRoom
+      // counts only the runs still running).
+      for (Drain* d : {&w.out, &w.err}) {
+        if (d->hold >= 0) close(d->hold);
+        d->hold = -1;
+      }
       // What it wrote last, before the daemon hears of its end (the daemon reads the log to its
       // end then). The daemon first (the next run waits for it), then the file, then the reap:
       // an adopter that finds the zombie waits for the line (PosixLauncher::kZombieGraceMs).

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "spec/spec_parser.h"
+#include "testutil/loop_context.h"
 
 namespace drover {
 namespace {
@@ -30,17 +31,9 @@ params: {x: [1]}
 
 // The engine's part: the store and its transaction, and a run table that records what the
 // component asked of it.
-class Table : public EngineContext, public RunTable {
+class Table : public testing::LoopContext, public RunTable {
  public:
-  Table(Store& store, std::string dir) : store_(store), dir_(std::move(dir)) {}
-  Store& store() override { return store_; }
-  void Tx() override {}
-  void Fail(Status st) override { failed = st; }
-  Instant Now() override { return {1000, 1000}; }
-  void Wake() override {}
-  bool Winding() const override { return false; }
-  bool CancellingAll() const override { return false; }
-  void Alert(drover::Alert, Millis) override {}
+  Table(Store& store, std::string dir) : LoopContext(store), dir_(std::move(dir)) {}
 
   LiveRun* Find(int64_t run_id) override {
     auto it = runs.find(run_id);
@@ -63,9 +56,7 @@ class Table : public EngineContext, public RunTable {
     return *live.files;
   }
 
-  Store& store_;
   std::string dir_;
-  Status failed;
   std::map<int64_t, LiveRun> runs;
   std::set<int64_t> queued, retired;
   std::map<int64_t, RunEvent> events;

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "spec/spec_parser.h"
+#include "testutil/loop_context.h"
 
 namespace drover {
 namespace {
@@ -22,17 +23,9 @@ prune: {rule: asha, min_steps: 1, reduction: 2}
 )";
 
 // The engine's part: runs recorded in the store, unfinished counted, nothing else.
-class Loop : public EngineContext, public SearchHost {
+class Loop : public testing::LoopContext, public SearchHost {
  public:
-  explicit Loop(Store& store) : store_(store) {}
-  Store& store() override { return store_; }
-  void Tx() override {}
-  void Fail(Status st) override { failed = st; }
-  Instant Now() override { return {1000, 1000}; }
-  void Wake() override {}
-  bool Winding() const override { return winding; }
-  bool CancellingAll() const override { return false; }
-  void Alert(drover::Alert a, Millis) override { alerts.push_back(std::move(a)); }
+  explicit Loop(Store& store) : LoopContext(store) {}
   int Unfinished(int64_t) const override { return unfinished; }
   Result<Run> MakeTrial(int64_t experiment_id, Json params, int index) override {
     Run r;
@@ -46,12 +39,8 @@ class Loop : public EngineContext, public SearchHost {
     return r;
   }
 
-  Store& store_;
-  Status failed;
-  bool winding = false;
   int unfinished = 0;
   std::vector<Run> made;
-  std::vector<drover::Alert> alerts;
 };
 
 class SearchDriverTest : public ::testing::Test {

@@ -79,7 +79,9 @@ std::optional<std::vector<GpuSample>> TelemetrySampler::Sample(
     }
   }
   for (const auto& [run_id, bytes] : run_memory) {
-    const RunOnGpus& r = *by_id.at(run_id);
+    auto found = by_id.find(run_id);  // always there (run_memory's ids come from `running`)
+    if (found == by_id.end()) continue;
+    const RunOnGpus& r = *found->second;
     if (auto f = watchers_.OnGpuMemory(run_id, now.wall, bytes)) {
       alerts_.RaiseForRun(r.run_id, r.experiment_id, r.attempt, f->finding, f->key_suffix,
                           now.wall);

@@ -47,10 +47,10 @@ class Daemon : public server::EngineControl, public EngineObserver {
   Result<Cleanup> CollectGarbage(const protocol::GcRequest& request) override;
   std::vector<protocol::GpuStatus> Gpus() override;
   std::optional<protocol::WaitInfo> WaitingReason(int64_t run_id) override {
-    return engine_.WaitingReason(run_id);
+    return engine_.waiting().Of(run_id);
   }
   std::map<int64_t, protocol::WaitInfo> WaitingReasons() override {
-    return engine_.WaitingReasons();
+    return engine_.waiting().All();
   }
   std::vector<server::StreamEvent> WaitEvents(int64_t after_seq, int64_t timeout_ms) override;
   int64_t LastEventSeq() override;

@@ -46,7 +46,10 @@ std::string Hostname() {
 }  // namespace
 
 // What the engine's components are given of it (engine_context.h, search_driver.h, run_table.h).
-class Engine::Context : public EngineContext, public SearchHost, public RunTable {
+class Engine::Context : public EngineContext,
+                        public SearchHost,
+                        public RunTable,
+                        public SchedulingHost {
  public:
   explicit Context(Engine& e) : e_(e) {}
   Store& store() override { return e_.store_; }
@@ -78,6 +81,12 @@ class Engine::Context : public EngineContext, public SearchHost, public RunTable
   }
   void Retire(int64_t run_id) override { e_.Retire(run_id); }
   const RunFiles& FilesOf(LiveRun& live) override { return e_.setup_.FilesOf(live); }
+  bool Start(LiveRun& live, const sched::StartAction& action, Instant now) override {
+    return e_.Launch(live, action, now);
+  }
+  void Preempt(LiveRun& live, const std::string& why, Instant now) override {
+    e_.Preempt(live, why, now);
+  }
 
  private:
   Engine& e_;
@@ -105,9 +114,10 @@ Engine::Engine(Store& store, ProcessLauncher& launcher, GpuProbe& gpus, Clock& c
       health_(*context_, DrainBookPath(options_.store_dir)),
       sampler_(*context_, probe_, options_.watch, health_, watchers_, alerts_),
       setup_(options_, PythonClientDir()),
-      environments_(*context_, probe_, options_, hostname_) {
+      environments_(*context_, probe_, options_, hostname_),
+      scheduling_(options_, placed_by_executor(),
+                  {live_, experiments_, queue_, pool_, health_, sampler_}, *context_) {
   components_ = {&tail_, &pipelines_, &watchers_, &search_};
-  policy_ = options_.scheduler.Policy();
   if (placed_by_executor()) {
     // Slurm places each attempt: drover's pool is how many may be submitted at once; every job
     // outlives this engine and records its end (the exit record, slurm/sbatch.h); its working
@@ -134,23 +144,6 @@ Engine::~Engine() {
 Status Engine::InitGpus() {
   return pool_.Init(probe_, options_.cdi_dirs);
 }
-
-// Leases are kept only for this machine's launcher (GpuPool::leased: never under an executor that
-// places attempts), where an attempt's handle is its process group leader's pid: the one place
-// the engine hands a handle on as a pid, for other engines to see whether the holder lives.
-std::vector<GpuHold> Engine::Holds() const {
-  std::vector<GpuHold> holds;
-  for (int64_t id : queue_.running()) {
-    auto found = live_.find(id);
-    if (found == live_.end() || found->second->placement.gpus.empty()) continue;
-    const Live& live = *found->second;
-    holds.push_back({live.placement.gpus, live.placement.gpu_memory, live.placement.exclusive,
-                     live.attempt ? live.attempt->pid : 0});
-  }
-  return holds;
-}
-
-void Engine::PublishLeases() { pool_.Publish(Holds()); }
 
 void Engine::Tx() {
   if (in_tx_ || !error_.ok()) return;
@@ -381,7 +374,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
   observer_ = observer;
   serve_ = serve;
   DROVER_RETURN_IF_ERROR(InitGpus());
-  run_times_.Seed(store_);
+  scheduling_.Seed(store_);
   // A Ctrl-C while the experiment was being submitted (snapshot, package list) is pending: honour
   // it before anything starts. Whatever else this first look collects counts too: an adopted run
   // that ended since Recover() (its end is reported once, here) must not stay running for ever.
@@ -420,7 +413,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     TakeProposals();
     pipelines_.TakeCollected(now);
     if (cancel_requested_) ApplyCancel(now);
-    if (!draining_ && (!start_hold_ || now.mono >= start_hold_->retry_mono)) Schedule(now);
+    if (!draining_ && (!start_hold_ || now.mono >= start_hold_->retry_mono)) scheduling_.Pass(now);
     ExplainWaiting(now);
     if (options_.check_index) {
       if (Status st = CheckIndex(); !st.ok()) Fail(st);
@@ -612,35 +605,6 @@ void Engine::StopEverything() {
   }
 }
 
-namespace {
-
-// At most how many runs with these resources a pass can start (SIZE_MAX: no bound): what their
-// experiment's max_parallel, the free CPU slots and the GPUs leave room for. A bound above the
-// truth costs only time: it limits how many runs of a class Decide() is shown (Schedule).
-size_t StartsAtMost(const Resources& res, int max_parallel, int running,
-                    const sched::ClusterView& view) {
-  size_t n = SIZE_MAX;
-  if (max_parallel > 0) n = static_cast<size_t>(std::max(0, max_parallel - running));
-  if (res.cpus > 0 && view.cpu_slots_total > 0) {
-    const int free = std::max(0, view.cpu_slots_total - view.cpu_slots_used);
-    n = std::min(n, static_cast<size_t>(free / res.cpus));
-  }
-  if (res.gpus > 0) {
-    size_t room = 0;  // runs of one GPU each that the GPUs have room for
-    for (const sched::GpuState& g : view.gpus) {
-      if (res.gpu_memory <= 0) {
-        room += g.runs == 0 && !g.exclusive ? 1 : 0;
-      } else if (!g.exclusive && g.capacity > g.reserved) {
-        room += static_cast<size_t>((g.capacity - g.reserved) / res.gpu_memory);
-      }
-    }
-    n = std::min(n, room / static_cast<size_t>(res.gpus));
-  }
-  return n;
-}
-
-}  // namespace
-
 // Tells the index that the run waits now (in the class its fields make).
 void Engine::Queue(const Live& live) {
   WaitClass c;
@@ -690,196 +654,11 @@ Status Engine::CheckIndex() const {
   return Status::Ok();
 }
 
-sched::ClusterView Engine::SchedulerView(Instant now, PredictCache& predicted,
-                                         bool* stop_in_flight) {
-  const sched::SchedulerConfig& config = options_.scheduler;
-  sched::ClusterView view;
-  view.gpus = pool_.gpus();
-  if (!view.gpus.empty()) {  // GPUs drained for their health (health_watch.h)
-    const std::set<int> drained = health_.Drained(pool_.devices(), now);
-    std::erase_if(view.gpus, [&](const sched::GpuState& g) { return drained.count(g.index) > 0; });
-  }
-  // The latest telemetry, so a run that must share a GPU goes to the least busy one.
-  for (const GpuSample& sample : sampler_.latest()) {
-    for (auto& g : view.gpus) {
-      if (g.index != sample.index) continue;
-      g.utilization = sample.utilization;
-      g.memory_used = sample.memory_used;
-    }
-  }
-  view.cpu_slots_total = options_.cpu_slots;
-  view.cpu_slots_used = pool_.cpu_slots_used();
-  view.groups = config.groups;
-  // The running runs: what every policy reads (quotas and fair share count what groups hold,
-  // backfill waits for GPUs to free, preemptive policies pick what they may stop).
-  for (int64_t id : queue_.running()) {
-    auto found = live_.find(id);
-    if (found == live_.end()) continue;  // the index is checked in tests; never a throw here
-    const Live& live = *found->second;
-    const Run& r = live.run;
-    view.running[r.experiment_id] += 1;
-    *stop_in_flight = *stop_in_flight || Stopping(live);
-    if (live.placement.gpus.empty()) continue;
-    const Attempt& a = *live.attempt;
-    sched::RunningRun rr;
-    rr.run_id = r.id;
-    rr.priority = r.priority;
-    rr.seq = r.id;
-    rr.gpus = live.placement.gpus;
-    rr.exclusive = live.placement.exclusive;
-    rr.started_ms = a.started_ms;
-    Millis running_ms = std::max<Millis>(0, now.mono - live.clock.started_mono);
-    rr.attained_gpu_ms = live.past.attained_gpu_ms + static_cast<Millis>(a.gpus.size()) * running_ms;
-    rr.predicted_ms = PredictCached(live, predicted);
-    rr.preemptible = live.exp->spec.preemptible;
-    rr.group = live.exp->spec.group;
-    rr.user = live.exp->experiment.uid;
-    view.active.push_back(std::move(rr));
-  }
-  for (const auto& [id, exp] : experiments_) {
-    if (exp->spec.max_parallel > 0) view.max_parallel[id] = exp->spec.max_parallel;
-  }
-  return view;
-}
-
-std::optional<Millis> Engine::PredictCached(const Live& live, PredictCache& predicted) {
-  // Runs of one experiment share their prediction (same key, same GPU count): one look-up each.
-  auto it = predicted.find(live.run.experiment_id);
-  if (it == predicted.end()) it = predicted.emplace(live.run.experiment_id, Predict(live)).first;
-  return it->second;
-}
-
-sched::PendingRun Engine::PendingOf(const Live& live, Instant now, PredictCache& predicted) {
-  const Run& r = live.run;
-  sched::PendingRun p;
-  p.run_id = r.id;
-  p.experiment_id = r.experiment_id;
-  p.priority = r.priority;
-  p.seq = r.id;
-  p.resources = r.resources;
-  if (placed_by_executor()) p.resources = Resources{0, 0, 1};  // one job; Slurm places it
-  // The backoff waits on the monotonic clock; Decide() compares with wall time, so it gets the
-  // same moment expressed in wall time now.
-  p.not_before_ms = live.retry_at_mono > now.mono ? now.wall + (live.retry_at_mono - now.mono) : 0;
-  p.submitted_ms = r.created_ms;
-  p.attained_gpu_ms = live.past.attained_gpu_ms;
-  p.predicted_ms = PredictCached(live, predicted);
-  p.group = live.exp->spec.group;
-  p.user = live.exp->experiment.uid;
-  p.preemptible = live.exp->spec.preemptible;
-  return p;
-}
-
-void Engine::Schedule(Instant now) {
-  const sched::SchedulerConfig& config = options_.scheduler;
-  std::vector<sched::PendingRun> queue;
-  bool stop_in_flight = false;
-  PredictCache predicted;
-  sched::ClusterView view = SchedulerView(now, predicted, &stop_in_flight);
-  auto pending = [&](const Live& live) { return PendingOf(live, now, predicted); };
-  // The waiting runs, class by class (engine/run_queue.h). A class that cannot start in this pass
-  // whatever starts in it is not handed to Decide(), which would skip it anyway: its experiment
-  // runs max_parallel runs, or every CPU slot is taken and it needs one. Unless it could still
-  // count there: a whole-GPU run (it keeps idle GPUs whole), or any run when groups share the pool
-  // (a group waits while it has runs waiting). Of the others, a class hands over only as many
-  // runs as could start (StartsAtMost) and one more, in id order, skipping those in backoff: a
-  // pass then costs what can start, however long the queue.
-  const bool cpu_full = view.cpu_slots_total > 0 && view.cpu_slots_used >= view.cpu_slots_total;
-  bool first_handed = false;
-  for (const auto& [cls, ids] : queue_.waiting()) {
-    auto exp_it = experiments_.find(cls.experiment_id);
-    if (exp_it == experiments_.end()) continue;
-    const ExperimentEntry& exp = *exp_it->second;
-    const Resources res = placed_by_executor() ? Resources{0, 0, 1} : exp.spec.resources;
-    const int running = view.running.count(cls.experiment_id) ? view.running.at(cls.experiment_id)
-                                                              : 0;
-    const bool whole_gpus = res.gpus > 0 && res.gpu_memory == 0;
-    if (config.groups.empty() && !whole_gpus &&
-        ((cpu_full && res.cpus > 0) ||
-         (exp.spec.max_parallel > 0 && running >= exp.spec.max_parallel))) {
-      continue;
-    }
-    const size_t at_most = StartsAtMost(res, exp.spec.max_parallel, running, view);
-    size_t handed = 0;
-    for (int64_t id : ids) {
-      if (at_most != SIZE_MAX && handed > at_most) break;
-      auto found = live_.find(id);
-      if (found == live_.end()) continue;
-      const Live& live = *found->second;
-      if (live.cancel_requested) continue;
-      // In backoff: it cannot start, unless groups share the pool (it still counts there).
-      if (live.retry_at_mono > now.mono && config.groups.empty() && id != preempt_for_) continue;
-      queue.push_back(pending(live));
-      first_handed = first_handed || id == preempt_for_;
-      ++handed;
-    }
-  }
-  // The run the last preemption was for is handed over whatever its class's turn.
-  if (preempt_for_ != 0 && !first_handed) {
-    auto it = live_.find(preempt_for_);
-    if (it != live_.end() && !it->second->attempt && !it->second->cancel_requested) {
-      queue.push_back(pending(*it->second));
-    }
-  }
-  if (queue.empty()) return;
-  if (policy_.kind == sched::PolicyKind::kGittins) {
-    if (auto index = run_times_.TakeGittins()) policy_.gittins = std::move(index);
-  }
-  // The run the last preemption was for is offered the GPUs its victims free, before any other.
-  if (preempt_for_ != 0 && (now.mono > preempt_for_until_mono_ || !live_.count(preempt_for_) ||
-                            live_.at(preempt_for_)->attempt)) {
-    preempt_for_ = 0;
-  }
-  view.first = preempt_for_;
-  // Other engines on this machine (another store's daemon, a foreground run) hold GPUs too: what
-  // they hold is out of the pool, and what this pass starts is published before the lock goes.
-  struct LedgerHold {
-    Engine* engine = nullptr;
-    ~LedgerHold() {
-      if (engine == nullptr) return;
-      engine->PublishLeases();
-      engine->pool_.Unlock();
-    }
-  } hold;
-  if (pool_.TakeForeignLeases(queue, view, now.mono, [this] { return Holds(); })) {
-    hold.engine = this;
-  }
-  if (queue.empty()) return;
-  sched::Decision decision = sched::Decide(queue, view, now.wall, policy_);
-  for (const auto& action : decision.starts) {
-    auto it = live_.find(action.run_id);
-    // Not prepared for the machine's sake: neither it nor the rest of this pass starts.
-    if (it != live_.end() && !Launch(*it->second, action, now)) return;
-    if (action.run_id == preempt_for_) preempt_for_ = 0;
-  }
-  // While a run is being stopped its GPUs are about to be free, and Decide() cannot tell them
-  // from busy ones: preempting more now could stop runs that need not stop. Once the stop is
-  // over, the next pass sees the freed GPUs and preempts again only if still needed.
-  if (decision.preempt.empty() || stop_in_flight) return;
-  for (int64_t run_id : decision.preempt) {
-    auto it = live_.find(run_id);
-    if (it == live_.end() || !it->second->attempt || Stopping(*it->second)) continue;
-    Preempt(*it->second, decision.preempt_why, now);
-  }
-  // Held for it until its victims are gone (at most the grace and a minute more).
-  preempt_for_ = decision.preempt_for;
-  preempt_for_until_mono_ = now.mono + options_.scheduler.grace_ms + 60'000;
-}
-
 bool Engine::EndHeld(const Live& live) const {
   if (!stall_ || !live.attempt) return false;
   const auto& exits = stall_->held.exits;
   return std::any_of(exits.begin(), exits.end(),
                      [&](const ProcessExit& e) { return e.handle == HandleOf(*live.attempt); });
-}
-
-// Whether the engine is already stopping the run's attempt (cancel, timeout, preemption, ...).
-bool Engine::Stopping(const Live& live) const {
-  return live.attempt && live.attempt->stopping.has_value();
-}
-
-std::optional<Millis> Engine::Predict(const Live& live) const {
-  return run_times_.Predict(live.exp->predictor_key, live.run.resources.gpus);
 }
 
 std::vector<GpuView> Engine::GpuViews() const {

@@ -27,10 +27,9 @@
 #include "engine/prepared_submit.h"
 #include "engine/retrying.h"
 #include "engine/run_queue.h"
-#include "engine/run_times.h"
+#include "engine/scheduling.h"
 #include "engine/search_driver.h"
 #include "engine/telemetry_sampler.h"
-#include "engine/wait_board.h"
 #include "exec/process_launcher.h"
 #include "gpu/gpu_probe.h"
 #include "metrics/metric_tail.h"
@@ -123,13 +122,9 @@ class Engine {
   // For tests: whether the index of running and waiting runs (engine/run_queue.h) agrees with the
   // runs themselves; an error names the first run where it does not.
   Status CheckIndex() const;
-  // Why a queued run waits (drover why), as of the engine's last look (at most kExplainEveryMs
-  // old); nothing for a run that is not waiting. Any thread.
-  std::optional<protocol::WaitInfo> WaitingReason(int64_t run_id) const {
-    return waiting_.Of(run_id);
-  }
-  std::map<int64_t, protocol::WaitInfo> WaitingReasons() const { return waiting_.All(); }
-  static constexpr Millis kExplainEveryMs = 2000;
+  // Why queued runs wait (drover why), as of the engine's last look (at most
+  // Scheduling::kExplainEveryMs old). Any thread.
+  const WaitBoard& waiting() const { return scheduling_.waiting(); }
 
  private:
   using Live = LiveRun;
@@ -158,17 +153,9 @@ class Engine {
   void CheckDeadlines(Instant now);
   Millis NextWakeup(Instant now) const;
 
-  // Scheduling (engine.cc, engine_why.cc): what a pass reads, what it starts and preempts.
-  using PredictCache = std::map<int64_t, std::optional<Millis>>;
-  void Schedule(Instant now);
-  sched::ClusterView SchedulerView(Instant now, PredictCache& predicted, bool* stop_in_flight);
-  sched::PendingRun PendingOf(const Live& live, Instant now, PredictCache& predicted);
-  std::optional<Millis> PredictCached(const Live& live, PredictCache& predicted);
-  std::optional<Millis> Predict(const Live& live) const;
-  void ExplainWaiting(Instant now);
+  // What a scheduling pass decided (Scheduling, through Context), and drover why (engine_why.cc).
   void Preempt(Live& live, const std::string& why, Instant now);
-  std::vector<GpuHold> Holds() const;
-  void PublishLeases();
+  void ExplainWaiting(Instant now);
 
   // The run table and an attempt's life (engine_attempt.cc, engine_adopt.cc, engine_submit.cc).
   Result<ExperimentEntry*> EntryFor(const Experiment& e);
@@ -187,7 +174,6 @@ class Engine {
   bool ForgetUnrecordedStart(Live& live, Instant now);
   bool RecordUnrecordedStart(Live& live, Instant now);
   bool StartedUnrecorded(Live& live);
-  bool Stopping(const Live& live) const;
   bool Stop(Live& live, StopReason why, Instant now, Millis grace);
   bool EndHeld(const Live& live) const;
   void CancelLive(Live& live, Instant now);
@@ -224,10 +210,6 @@ class Engine {
   RunQueue queue_;  // live_ indexed: running ones, waiting ones by class
   std::map<ExecHandle, int64_t> by_handle_;  // running attempts' runs, by the executor's handle
   std::map<int64_t, int64_t> starting_;  // BeginStart ticket -> run id, until it is reported
-  sched::PolicyConfig policy_;          // options_.scheduler.Policy()
-  RunTimes run_times_;  // how long succeeded runs took (srtf, gittins)
-  int64_t preempt_for_ = 0;  // the waiting run the last preemption was for (ClusterView::first)
-  Millis preempt_for_until_mono_ = 0;  // ... until then at most
   bool in_tx_ = false;
   Status error_;
   // A commit that failed for want of room and is retried with backoff (EnterStall).
@@ -246,8 +228,6 @@ class Engine {
   std::vector<std::function<void()>> unsent_notes_;   // observer calls, made after commit
   EngineObserver* observer_ = nullptr;
   std::atomic<bool> stop_runs_on_drain_{false};
-  Millis explain_at_mono_ = 0;
-  WaitBoard waiting_;  // why queued runs wait, published for the API's threads
   // Components (docs/architecture.md): each keeps its own state by run or experiment; those in
   // components_ are told of a run's life through RunLifecycle, in that order.
   std::unique_ptr<Context> context_;
@@ -261,6 +241,7 @@ class Engine {
   TelemetrySampler sampler_;  // GPU readings: stored, to health and the detectors
   AttemptSetup setup_;  // an attempt's files, working copy, environment, rights
   Environments environments_;  // each experiment's packages and machine, listed off the loop
+  Scheduling scheduling_;  // passes of the scheduler over the run table; why runs wait
   std::vector<RunLifecycle*> components_;
 };
 

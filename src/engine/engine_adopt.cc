@@ -276,7 +276,7 @@ Result<RecoverySummary> Engine::Recover() {
     if (it != live_.end() && !pipelines_.Holds(id)) pipelines_.Admit(*it->second, now);
   }
   launcher_.EndRecovery();
-  PublishLeases();  // the adopted runs' GPUs are held again under this engine's name
+  scheduling_.PublishLeases();  // the adopted runs' GPUs are held again under this engine's name
   DROVER_RETURN_IF_ERROR(Flush());
   return summary;
 }

@@ -289,7 +289,7 @@ void Engine::RecordStart(Live& live, Attempt a, const Status& launch, Instant no
   live.attempt = a;
   queue_.Run(run.id);
   // Its pid is known now: its GPU leases name it, so they outlive this engine while it runs.
-  if (!live.placement.gpus.empty() && launch.ok()) PublishLeases();
+  if (!live.placement.gpus.empty() && launch.ok()) scheduling_.PublishLeases();
   if (!launch.ok()) {
     // Leave the reason where `drover logs --stderr` looks.
     std::error_code ec;
@@ -383,7 +383,7 @@ void Engine::Release(Live& live) {
   pool_.Release(live.placement, SlotsOf(live));
   const bool held_gpus = !live.placement.gpus.empty();
   live.placement = {};
-  if (held_gpus) PublishLeases();
+  if (held_gpus) scheduling_.PublishLeases();
 }
 
 void Engine::HandleExit(const ProcessExit& exit, Instant now) {
@@ -534,7 +534,7 @@ void Engine::EndAttempt(Live& live, AttemptOutcome outcome, const std::string& d
     if (rec.counts_as_retry) run.retries_used += 1;
   }
   if (next == RunEvent::kSucceed) {
-    run_times_.Learn(live.exp->predictor_key, run.resources.gpus, live.past.preempted_ms + ran);
+    scheduling_.Learn(live.exp->predictor_key, run.resources.gpus, live.past.preempted_ms + ran);
     // A stage's outputs are stored before it counts as succeeded (TakeCollected ends it).
     if (const StageSpec* st = FindStage(live.exp->spec, run.stage); st && !st->outputs.empty()) {
       if (!note.empty()) spdlog::info("run {}: {}", run.id, note);

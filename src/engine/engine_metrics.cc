@@ -29,7 +29,7 @@ class Engine::TailHostFor : public TailHost {
     return e_.store_.ListAttempts(live_.run.id);
   }
   void Diverged(const std::string& name, double value, int64_t step) override {
-    if (e_.Stopping(live_)) return;
+    if (Stopping(live_)) return;
     // A diverged run only burns GPU time from here on: stop it now.
     e_.Stop(live_, StopReason::kDiverged, now_, e_.options_.kill_grace_ms);
     spdlog::info("run {}: {} is {} at step {}: stopping it as diverged", live_.run.id, name,

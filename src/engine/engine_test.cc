@@ -40,8 +40,9 @@ TEST_F(EngineTest, AContainerSpecNeedingGpusIsRefusedUntilTheCdiSpecsNameThem) {
 name: c
 command: python train.py
 resources: {gpus: 1}
-container: {image: localhost/digits:latest}
+container: {image: localhost/digits:latest, runtime: podman}
 )");
+  // runtime: podman named, so the check holds whether or not podman is installed here.
   FakeLauncher launcher(clock_, [](const LaunchSpec&) { return FakeProcess{}; });
   FakeGpuProbe probe(
       {{0, "GPU-fake-0", "Fake", 16 * GiB, 0}, {1, "GPU-fake-1", "Fake", 16 * GiB, 0}});

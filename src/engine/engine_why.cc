@@ -1,7 +1,7 @@
-// drover why: the scheduler's own reason a queued run waits (sched::WaitReason from a pass of
-// Decide() with explain on, over every waiting run), and what only the engine knows: a stage
-// waiting for the runs it needs, a run in an executor's queue (Slurm's own reason), a run
-// starting. Published for the API's threads every kExplainEveryMs while runs wait.
+// drover why: what only the engine knows of why a queued run waits (a stage waiting for the runs
+// it needs, a twin, a run in an executor's queue with Slurm's own reason, a run starting, starts
+// held back), and for the rest the scheduler's own reason (Scheduling::Explain, a pass of
+// Decide() with explain on). Published for the API's threads every Scheduling::kExplainEveryMs.
 #include <fmt/format.h>
 
 #include "engine/engine.h"
@@ -9,14 +9,10 @@
 
 namespace drover {
 
-// drover why (engine_why.cc): every kExplainEveryMs, a pass of Decide() over every waiting run
-// with explain on, and what the engine itself knows (needs, an executor's queue), published for
-// the API's threads.
 void Engine::ExplainWaiting(Instant now) {
-  if (now.mono < explain_at_mono_) return;
-  explain_at_mono_ = now.mono + kExplainEveryMs;
+  if (!scheduling_.ExplainDue(now)) return;
   std::map<int64_t, protocol::WaitInfo> out;
-  std::vector<sched::PendingRun> queue;
+  std::vector<const Live*> ask;  // the scheduler's to explain
   // Nothing starts while the engine stops, or while it holds starts back (a full disk): that is
   // the reason, whatever the scheduler would say.
   std::optional<protocol::WaitInfo> held;
@@ -24,8 +20,6 @@ void Engine::ExplainWaiting(Instant now) {
   if (!held && start_hold_ && now.mono < start_hold_->retry_mono) {
     held = protocol::WaitInfo{"start_held", "starts are held back: " + start_hold_->why.message()};
   }
-  PredictCache predicted;
-  bool stop_in_flight = false;
   for (const auto& [id, live] : live_) {
     const Live& l = *live;
     if (l.cancel_requested) continue;
@@ -68,23 +62,9 @@ void Engine::ExplainWaiting(Instant now) {
       out[id] = *held;
       continue;
     }
-    queue.push_back(PendingOf(l, now, predicted));
+    ask.push_back(&l);
   }
-  if (!queue.empty()) {
-    sched::ClusterView view = SchedulerView(now, predicted, &stop_in_flight);
-    view.first = preempt_for_;
-    view.explain = true;
-    sched::Decision d = sched::Decide(queue, view, now.wall, policy_);
-    std::set<int64_t> would_start;
-    for (const auto& a : d.starts) would_start.insert(a.run_id);
-    for (const auto& w : d.waiting) {
-      out[w.run_id] = {std::string(sched::ToString(w.kind)), sched::WaitText(w, now.wall)};
-    }
-    for (int64_t id : would_start) {
-      out[id] = {"not_scheduled", "it can start now: the next scheduling pass starts it"};
-    }
-  }
-  waiting_.Publish(std::move(out));
+  scheduling_.Explain(std::move(out), ask, now);
 }
 
 }  // namespace drover

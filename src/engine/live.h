@@ -85,6 +85,12 @@ struct LiveRun {
   std::string preempt_why;        // the scheduler's reason for a preemption, for the note
 };
 
+// Whether the run's attempt is being stopped (cancel, timeout, preemption, ...): its one reason
+// is attempt->stopping.
+inline bool Stopping(const LiveRun& live) {
+  return live.attempt && live.attempt->stopping.has_value();
+}
+
 // The number of the run's running attempt (0: none).
 inline int AttemptNumber(const LiveRun& live) { return live.attempt ? live.attempt->number : 0; }
 

@@ -525,7 +525,9 @@ TEST_F(DaemonTest, APipelineSurvivesSigkillWithEachStageRunOnce) {
       EXPECT_EQ(r.final_metrics.value("v", 0.0), 10 + i) << r.final_metrics;
       EXPECT_EQ(ReadFile(marks + "/work-" + std::to_string(i)), "x\n") << "seed " << seed;
     }
-    if (r.stage == "sum") EXPECT_EQ(r.final_metrics.value("n", 0.0), 4) << r.final_metrics;
+    if (r.stage == "sum") {
+      EXPECT_EQ(r.final_metrics.value("n", 0.0), 4) << r.final_metrics;
+    }
   }
   EXPECT_EQ(ReadFile(marks + "/prep"), "x\n") << "seed " << seed;
   EXPECT_EQ(ReadFile(marks + "/sum"), "x\n") << "seed " << seed;

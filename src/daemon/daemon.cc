@@ -399,8 +399,7 @@ void Daemon::OnStoreRecovered(Millis stalled_ms) {
 void Daemon::OnGpuSamples(const std::vector<GpuSample>& samples) {
   Json gpus = Json::array();
   // On the engine's thread already: read its pool directly.
-  GpuReading reading{engine_.GpuViews(), engine_.devices(), engine_.latest_samples()};
-  for (const auto& g : StatusOf(reading)) gpus.push_back(protocol::ToJson(g));
+  for (const auto& g : StatusOf(engine_.ReadGpus())) gpus.push_back(protocol::ToJson(g));
   Publish(EventKind::kGpu, {{"t_ms", clock_.Now()}, {"gpus", gpus}});
 }
 

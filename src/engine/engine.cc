@@ -292,21 +292,14 @@ Result<CommandReply> Engine::Dispatch(Command& command) {
       DROVER_ASSIGN_OR_RETURN(std::vector<Run> runs, e.Retry(c));
       return CommandReply{std::move(runs)};
     }
-    Result<CommandReply> operator()(cmd::ReadGpus&) {
-      return CommandReply{GpuReading{e.GpuViews(), e.pool_.devices(), e.sampler_.latest()}};
-    }
-    Result<CommandReply> operator()(cmd::Suggest& c) {
-      DROVER_ASSIGN_OR_RETURN(ProposalJob job, e.SuggestJob(c));
-      return CommandReply{std::make_shared<const ProposalJob>(std::move(job))};
-    }
-    Result<CommandReply> operator()(cmd::Tell& c) { return done(e.Tell(c)); }
-    Result<CommandReply> operator()(cmd::AddTrial& c) {
-      DROVER_ASSIGN_OR_RETURN(Run run, e.AddTrial(c));
-      return CommandReply{std::vector<Run>{std::move(run)}};
-    }
+    Result<CommandReply> operator()(cmd::ReadGpus&) { return CommandReply{e.ReadGpus()}; }
+    Result<CommandReply> operator()(cmd::Suggest&) { return e.AskTell(cmd); }
+    Result<CommandReply> operator()(cmd::Tell&) { return e.AskTell(cmd); }
+    Result<CommandReply> operator()(cmd::AddTrial&) { return e.AskTell(cmd); }
+    Command& cmd;
   };
   spdlog::debug("engine command {}", NameOf(command));
-  return std::visit(Visitor{*this, nothing}, command);
+  return std::visit(Visitor{*this, nothing, command}, command);
 }
 
 void Engine::RefuseCommands() {
@@ -661,7 +654,7 @@ bool Engine::EndHeld(const Live& live) const {
                      [&](const ProcessExit& e) { return e.handle == HandleOf(*live.attempt); });
 }
 
-std::vector<GpuView> Engine::GpuViews() const {
+GpuReading Engine::ReadGpus() const {
   std::vector<GpuView> out;
   for (const auto& g : pool_.gpus()) {
     GpuView v;
@@ -672,7 +665,7 @@ std::vector<GpuView> Engine::GpuViews() const {
     }
     out.push_back(std::move(v));
   }
-  return out;
+  return GpuReading{std::move(out), pool_.devices(), sampler_.latest()};
 }
 
 // Timeouts, kills after the grace, and runs that print nothing for their monitor's stall_ms.

@@ -81,39 +81,16 @@ class Engine {
   // Carries out one command (on the loop's thread: Serve calls it for each posted one).
   Result<CommandReply> Dispatch(Command& command);
 
-  // Queues finished runs of an experiment again (drover retry, drover run --resume): each goes
-  // back to queued and its next start is a new attempt of the same run, with the same checkpoint
-  // folder ($DROVER_CHECKPOINT_DIR), so a script that checkpoints resumes. Its retry budget and
-  // failure streak start afresh: an explicit retry is never blocked by them. Returns the runs
-  // queued again (none when nothing matched); runs named that are not finished are an error.
+  // The commands of commands.h, on the loop's thread (each documented at its definition): what
+  // Dispatch carries out, called directly by drover run before its loop and by tests.
   Result<std::vector<Run>> Retry(const cmd::Retry& which);
-
-  // drover rm: deletes experiments with their records and files (moved to the trash: EmptyTrash
-  // deletes them); refused while one has unfinished runs.
   Result<Cleanup> Remove(const cmd::Remove& which);
-  // drover gc, sparing every run the engine is running or has queued.
   Result<Cleanup> CollectGarbage(const cmd::CollectGarbage& how);
-
-  // Ask/tell on a search (engine_search.cc; docs/search.md): its next configs, honouring its
-  // running trials (nothing recorded); a result for a config the caller ran itself (stored);
-  // a config of the caller's choosing run as its next trial. Loop thread.
-  Result<std::vector<Json>> Suggest(const cmd::Suggest& c);
-  // What Suggest computes, copied out of the engine: the daemon proposes on its HTTP worker, so
-  // a hundred suggestions from a GP do not hold the loop.
-  Result<ProposalJob> SuggestJob(const cmd::Suggest& c);
-  Status Tell(const cmd::Tell& c);
-  Result<Run> AddTrial(const cmd::AddTrial& c);
-
-  // Commands, on the loop's thread only.
   Status CancelRun(int64_t run_id);
   Status CancelExperiment(int64_t experiment_id);
   Status SetPriority(int64_t run_id, int priority);
-  std::vector<GpuView> GpuViews() const;
-  const std::vector<GpuDevice>& devices() const { return pool_.devices(); }
-  // The latest telemetry reading per GPU (empty before the first).
-  const std::vector<GpuSample>& latest_samples() const { return sampler_.latest(); }
-
-  void RequestCancelAll() { cancel_requested_ = true; }
+  // The GPUs, the runs on each and the latest telemetry reading (empty before the first).
+  GpuReading ReadGpus() const;
   bool interrupted() const { return interrupted_; }
   const std::vector<sched::GpuState>& gpus() const { return pool_.gpus(); }
   int cpu_slots() const { return options_.cpu_slots; }
@@ -197,6 +174,7 @@ class Engine {
   void MaybeDone(ExperimentEntry& ep);
   Result<Run> MakeTrial(ExperimentEntry& ep, Json params, int index);
   Result<ExperimentEntry*> SearchOf(int64_t experiment_id);
+  Result<CommandReply> AskTell(Command& command);
 
   Store& store_;
   ProcessLauncher& launcher_;

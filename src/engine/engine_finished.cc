@@ -11,6 +11,11 @@
 
 namespace drover {
 
+// Queues finished runs of an experiment again (drover retry, drover run --resume): each goes
+// back to queued and its next start is a new attempt of the same run, with the same checkpoint
+// folder ($DROVER_CHECKPOINT_DIR), so a script that checkpoints resumes. Its retry budget and
+// failure streak start afresh: an explicit retry is never blocked by them. Returns the runs
+// queued again (none when nothing matched); runs named that are not finished are an error.
 Result<std::vector<Run>> Engine::Retry(const cmd::Retry& which) {
   if (!which.failed && !which.cancelled && which.run_ids.empty()) {
     return InvalidArgument("say which runs to retry: the failed ones, the cancelled ones or runs by id");
@@ -82,6 +87,8 @@ Result<std::vector<Run>> Engine::Retry(const cmd::Retry& which) {
   return queued;
 }
 
+// drover rm: deletes experiments with their records and files (moved to the trash: EmptyTrash
+// deletes them); refused while one has unfinished runs.
 Result<Cleanup> Engine::Remove(const cmd::Remove& which) {
   for (int64_t id : which.experiment_ids) {
     auto it = experiments_.find(id);
@@ -111,6 +118,7 @@ Result<Cleanup> Engine::Remove(const cmd::Remove& which) {
   return plan;
 }
 
+// drover gc, sparing every run the engine is running or has queued.
 Result<Cleanup> Engine::CollectGarbage(const cmd::CollectGarbage& how) {
   std::set<int64_t> busy;
   for (const auto& [id, live] : live_) busy.insert(id);

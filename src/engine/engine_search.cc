@@ -95,31 +95,34 @@ Result<ExperimentEntry*> Engine::SearchOf(int64_t experiment_id) {
   return ep;
 }
 
-Result<ProposalJob> Engine::SuggestJob(const cmd::Suggest& c) {
-  DROVER_RETURN_IF_ERROR(SearchOf(c.experiment_id).status());
-  return search_.SuggestJob(c.experiment_id, c.count);
-}
-
-Result<std::vector<Json>> Engine::Suggest(const cmd::Suggest& c) {
-  DROVER_ASSIGN_OR_RETURN(ProposalJob job, SuggestJob(c));
-  return job.Propose();
-}
-
-Status Engine::Tell(const cmd::Tell& c) {
-  DROVER_RETURN_IF_ERROR(SearchOf(c.experiment_id).status());
-  DROVER_RETURN_IF_ERROR(search_.CheckTell(c));
-  if (stall_) return StallRefusal("tell");
-  DROVER_RETURN_IF_ERROR(search_.Told(c, clock_.Now()));
-  return Flush();
-}
-
-Result<Run> Engine::AddTrial(const cmd::AddTrial& c) {
-  DROVER_ASSIGN_OR_RETURN(ExperimentEntry * ep, SearchOf(c.experiment_id));
-  if (stall_) return StallRefusal("add a trial");
-  DROVER_ASSIGN_OR_RETURN(
-      Run r, search_.AddTrial(c, ep->experiment.status == ExperimentStatus::kActive));
-  DROVER_RETURN_IF_ERROR(Flush());
-  return r;
+// Ask/tell on a search (docs/search.md), commands like the others (Dispatch): its next configs,
+// honouring its running trials (nothing recorded; the job is copied out of the engine, so the
+// daemon proposes on its HTTP worker and a hundred suggestions from a GP do not hold the loop); a
+// result for a config the caller ran itself (stored); a config of the caller's choosing run as
+// its next trial. What they write is committed before the caller hears back (RunCommands).
+Result<CommandReply> Engine::AskTell(Command& command) {
+  if (auto* c = std::get_if<cmd::Suggest>(&command)) {
+    DROVER_RETURN_IF_ERROR(SearchOf(c->experiment_id).status());
+    return CommandReply{
+        std::make_shared<const ProposalJob>(search_.SuggestJob(c->experiment_id, c->count))};
+  }
+  if (auto* c = std::get_if<cmd::Tell>(&command)) {
+    DROVER_RETURN_IF_ERROR(SearchOf(c->experiment_id).status());
+    DROVER_RETURN_IF_ERROR(search_.CheckTell(*c));
+    if (stall_) return StallRefusal("tell");
+    DROVER_RETURN_IF_ERROR(search_.Told(*c, clock_.Now()));
+    DROVER_RETURN_IF_ERROR(Flush());
+    return CommandReply{};
+  }
+  if (auto* c = std::get_if<cmd::AddTrial>(&command)) {
+    DROVER_ASSIGN_OR_RETURN(ExperimentEntry * ep, SearchOf(c->experiment_id));
+    if (stall_) return StallRefusal("add a trial");
+    DROVER_ASSIGN_OR_RETURN(
+        Run r, search_.AddTrial(*c, ep->experiment.status == ExperimentStatus::kActive));
+    DROVER_RETURN_IF_ERROR(Flush());
+    return CommandReply{std::vector<Run>{std::move(r)}};
+  }
+  return Internal("not an ask/tell command");
 }
 
 }  // namespace drover

@@ -17,6 +17,26 @@
 namespace drover {
 namespace {
 
+// Ask/tell as the daemon sends them: commands through Dispatch.
+Result<std::shared_ptr<const ProposalJob>> SuggestJob(Engine& e, cmd::Suggest c) {
+  Command command = c;
+  DROVER_ASSIGN_OR_RETURN(CommandReply reply, e.Dispatch(command));
+  return std::get<std::shared_ptr<const ProposalJob>>(reply);
+}
+Result<std::vector<Json>> Suggest(Engine& e, cmd::Suggest c) {
+  DROVER_ASSIGN_OR_RETURN(auto job, SuggestJob(e, c));
+  return job->Propose();
+}
+Status Tell(Engine& e, cmd::Tell c) {
+  Command command = std::move(c);
+  return e.Dispatch(command).status();
+}
+Result<Run> AddTrial(Engine& e, cmd::AddTrial c) {
+  Command command = std::move(c);
+  DROVER_ASSIGN_OR_RETURN(CommandReply reply, e.Dispatch(command));
+  return std::get<std::vector<Run>>(reply).at(0);
+}
+
 using testing::FakeLauncher;
 using testing::FakeProcess;
 
@@ -260,17 +280,17 @@ objective: {metric: score, mode: max}
   ASSERT_TRUE(sub.ok()) << sub.status().message();
   const int64_t id = sub->experiment_id;
 
-  auto three = engine.Suggest({id, 3});
+  auto three = Suggest(engine, {id, 3});
   ASSERT_TRUE(three.ok()) << three.status().message();
   ASSERT_EQ(three->size(), 3u);
   EXPECT_NE((*three)[0], (*three)[1]);  // each suggestion is a liar for the next
-  EXPECT_EQ(engine.Suggest({id, 3}).value(), *three);  // nothing was recorded
+  EXPECT_EQ(Suggest(engine, {id, 3}).value(), *three);  // nothing was recorded
 
   // Bad configs are refused with what is wrong.
-  EXPECT_EQ(engine.Tell({id, Json{{"x", 2.0}, {"n", 1}}, 1.0}).message(),
+  EXPECT_EQ(Tell(engine, {id, Json{{"x", 2.0}, {"n", 1}}, 1.0}).message(),
             "x = 2.0 is outside the search: it must be a number from 0 to 1");
-  EXPECT_EQ(engine.Tell({id, Json{{"x", 0.5}}, 1.0}).message(), "'n' is missing");
-  EXPECT_EQ(engine.Tell({id, Json{{"x", 0.5}, {"n", 2}, {"y", 1}}, 1.0}).message(),
+  EXPECT_EQ(Tell(engine, {id, Json{{"x", 0.5}}, 1.0}).message(), "'n' is missing");
+  EXPECT_EQ(Tell(engine, {id, Json{{"x", 0.5}, {"n", 2}, {"y", 1}}, 1.0}).message(),
             "'y' is not a parameter of the search");
 
   // The agent's own results: the best near x = 0.8, n = 3 (the opposite of Scored's optimum).
@@ -278,16 +298,16 @@ objective: {metric: score, mode: max}
     const double x = i / 11.0;
     const int n = 1 + i % 4;
     const double value = -(x - 0.8) * (x - 0.8) - 0.1 * (n - 3) * (n - 3);
-    ASSERT_TRUE(engine.Tell({id, Json{{"x", x}, {"n", n}}, value}).ok());
+    ASSERT_TRUE(Tell(engine, {id, Json{{"x", x}, {"n", n}}, value}).ok());
   }
-  ASSERT_TRUE(engine.Tell({id, Json{{"x", 0.1}, {"n", 1}}, std::nullopt}).ok());  // failed
-  auto next = engine.Suggest({id, 8}).value();
+  ASSERT_TRUE(Tell(engine, {id, Json{{"x", 0.1}, {"n", 1}}, std::nullopt}).ok());  // failed
+  auto next = Suggest(engine, {id, 8}).value();
   double mean_x = 0;
   for (const Json& c : next) mean_x += c["x"].get<double>() / next.size();
   EXPECT_GT(mean_x, 0.55) << Json(next).dump();  // drawn towards what the agent found
 
   // A config of the agent's choosing runs as the next trial.
-  auto run = engine.AddTrial({id, Json{{"x", 0.8}, {"n", 3}}});
+  auto run = AddTrial(engine, {id, Json{{"x", 0.8}, {"n", 3}}});
   ASSERT_TRUE(run.ok()) << run.status().message();
   EXPECT_EQ(run->params, (Json{{"x", 0.8}, {"n", 3}}));
   EXPECT_EQ(run->index, 1);
@@ -297,8 +317,8 @@ objective: {metric: score, mode: max}
   FakeLauncher other(clock_, Scored);
   Engine restarted(*store_, other, probe, clock_, BaseOptions());
   ASSERT_TRUE(restarted.Recover().ok());
-  auto again = restarted.Suggest({id, 8}).value();
-  auto here = engine.Suggest({id, 8}).value();
+  auto again = Suggest(restarted, {id, 8}).value();
+  auto here = Suggest(engine, {id, 8}).value();
   EXPECT_EQ(again, here);
 }
 
@@ -331,9 +351,9 @@ TEST_F(EngineSearchTest, AHugeToldHistoryCostsABoundedProposalAndOthersAreServed
   const int64_t bob = submit_as(tpe, 60002, "bob-t");
 
   // Non-finite values are refused; told results stop at kMaxTold with what to do.
-  EXPECT_EQ(engine.Tell({alice, Json{{"x", 0.5}, {"n", 2}}, std::nan("")}).code(),
+  EXPECT_EQ(Tell(engine, {alice, Json{{"x", 0.5}, {"n", 2}}, std::nan("")}).code(),
             Code::kInvalidArgument);
-  EXPECT_EQ(engine.Tell({alice, Json{{"x", 0.5}, {"n", 2}}, HUGE_VAL}).code(),
+  EXPECT_EQ(Tell(engine, {alice, Json{{"x", 0.5}, {"n", 2}}, HUGE_VAL}).code(),
             Code::kInvalidArgument);
   std::mt19937_64 rng(3);
   std::uniform_real_distribution<double> unit(0, 1);
@@ -341,15 +361,16 @@ TEST_F(EngineSearchTest, AHugeToldHistoryCostsABoundedProposalAndOthersAreServed
     const double x = unit(rng);
     const int n = 1 + i % 4;
     const double value = i == 17 ? -1e308 : -(x - 0.3) * (x - 0.3) - 0.1 * (n - 2) * (n - 2);
-    ASSERT_TRUE(engine.Tell({alice, Json{{"x", x}, {"n", n}}, value}).ok()) << i;
+    ASSERT_TRUE(Tell(engine, {alice, Json{{"x", x}, {"n", n}}, value}).ok()) << i;
   }
-  auto job = engine.SuggestJob({alice, 1});
-  ASSERT_TRUE(job.ok()) << job.status().message();
-  EXPECT_EQ(job->user, "alice-t");
-  EXPECT_GE(job->history.size(), 4000u);
-  EXPECT_EQ(search::GpFittedPoints(job->space, job->history), search::kGpMaxFitted);
+  auto asked = SuggestJob(engine, {alice, 1});
+  ASSERT_TRUE(asked.ok()) << asked.status().message();
+  const ProposalJob& job = **asked;
+  EXPECT_EQ(job.user, "alice-t");
+  EXPECT_GE(job.history.size(), 4000u);
+  EXPECT_EQ(search::GpFittedPoints(job.space, job.history), search::kGpMaxFitted);
   // The proposal still finds the good region, the -1e308 told notwithstanding.
-  const std::vector<Json> next = job->Propose();
+  const std::vector<Json> next = job.Propose();
   ASSERT_EQ(next.size(), 1u);
   EXPECT_NEAR(next[0]["x"].get<double>(), 0.3, 0.2) << next[0].dump();
 
@@ -362,9 +383,9 @@ TEST_F(EngineSearchTest, AHugeToldHistoryCostsABoundedProposalAndOthersAreServed
 
   // The bound on told results, with what to do.
   for (int64_t i = 4000; i < kMaxTold; ++i) {
-    ASSERT_TRUE(engine.Tell({alice, Json{{"x", 0.5}, {"n", 2}}, -1.0}).ok()) << i;
+    ASSERT_TRUE(Tell(engine, {alice, Json{{"x", 0.5}, {"n", 2}}, -1.0}).ok()) << i;
   }
-  Status full = engine.Tell({alice, Json{{"x", 0.5}, {"n", 2}}, -1.0});
+  Status full = Tell(engine, {alice, Json{{"x", 0.5}, {"n", 2}}, -1.0});
   EXPECT_EQ(full.code(), Code::kFailedPrecondition);
   EXPECT_NE(full.message().find("the most one search takes; submit a new search"),
             std::string::npos)

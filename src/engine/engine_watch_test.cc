@@ -183,7 +183,7 @@ TEST_F(EngineWatchTest, TelemetryIsStoredOneAveragedRowPerGpuPerPeriod) {
     EXPECT_NEAR(rows[i].temperature_c, 50, 0.01) << i;
     EXPECT_EQ(rows[i].memory_total, 16 * GiB);
   }
-  EXPECT_EQ(engine->latest_samples().size(), 1u);
+  EXPECT_EQ(engine->ReadGpus().samples.size(), 1u);
 }
 
 // Every attempt exits 1 after 100 ms, saying its config is bad.

@@ -18,6 +18,14 @@ namespace drover {
 
 namespace fs = std::filesystem;
 
+std::string PythonClientDir() {
+  std::error_code ec;
+  if (fs::exists(fs::path(DROVER_PYTHON_DIR) / "drover" / "__init__.py", ec)) {
+    return DROVER_PYTHON_DIR;
+  }
+  return "";
+}
+
 namespace {
 
 // Only ever an entry of one of the store's own folders (checkpoints/<id>): a path no user can

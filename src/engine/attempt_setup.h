@@ -20,6 +20,10 @@
 
 namespace drover {
 
+// python/ of this drover when it is there ("" otherwise): put on every run's PYTHONPATH, and
+// what a script run by hand needs there to import drover's client (drover init says so).
+std::string PythonClientDir();
+
 class AttemptSetup {
  public:
   // `python_client_dir`: python/ of this drover, put on every run's PYTHONPATH ("": none).

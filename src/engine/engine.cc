@@ -28,15 +28,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// python/ of this drover, when it is there (put on every run's PYTHONPATH).
-std::string PythonClientDir() {
-  std::error_code ec;
-  if (fs::exists(fs::path(DROVER_PYTHON_DIR) / "drover" / "__init__.py", ec)) {
-    return DROVER_PYTHON_DIR;
-  }
-  return "";
-}
-
 std::string Hostname() {
   char buf[256] = {0};
   if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";

@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 
+#include "common/strings.h"
 #include "store/store.h"
 #include "testutil/cli_fixture.h"
 #include "testutil/cli_runner.h"
@@ -220,7 +221,25 @@ TEST_F(HabitsTest, MetricNamesAreBoundedPerRun) {
 
 // drover init writes a training script and its recipe; plan works on it at once, the script
 // runs on CPU as written and logs its metrics; a second init leaves the files alone.
+//
+// The python3 first on PATH here cannot import torch (a stand-in: Debian's without its site
+// packages, as a pyenv or venv python3 without torch is on many machines): init names a Python
+// that can in drover.yaml and says so, the by-hand line it prints works as printed (and a second
+// run by hand says it resumes), and a search written with init's command runs on this machine.
 TEST_F(HabitsTest, InitWritesAProjectThatPlansAndRuns) {
+  const fs::path bin = dir_ / "bin";
+  fs::create_directories(bin);
+  for (const char* name : {"python3", "python"}) {
+    std::ofstream(bin / name) << "#!/bin/sh\nexec /usr/bin/python3 -S \"$@\"\n";
+    fs::permissions(bin / name, fs::perms::owner_all);
+  }
+  const std::string path = std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin";
+  ::setenv("PATH", (bin.string() + ":" + path).c_str(), 1);
+  struct RestorePath {
+    std::string path;
+    ~RestorePath() { ::setenv("PATH", path.c_str(), 1); }
+  } restore{path};
+
   const std::string project = (dir_ / "proj").string();
   auto init = RunDrover({"init", project});
   ASSERT_EQ(init.exit_code, 0) << init.err;
@@ -231,18 +250,63 @@ TEST_F(HabitsTest, InitWritesAProjectThatPlansAndRuns) {
                            "drover.log"}) {
     EXPECT_NE(script.find(part), std::string::npos) << part;
   }
+  // The command names the Python that imports torch, not PATH's python3; init said which.
+  const std::string recipe = ReadFile(project + "/drover.yaml");
+  EXPECT_EQ(recipe.find("\ncommand: python3 "), std::string::npos) << recipe;
+  const size_t cmd_at = recipe.find("\ncommand: /");
+  ASSERT_NE(cmd_at, std::string::npos) << recipe;
+  const std::string command_line = recipe.substr(cmd_at + 1, recipe.find('\n', cmd_at + 1) - cmd_at - 1);
+  const std::string python = Split(command_line, ' ').at(1);
+  EXPECT_NE(init.out.find("train.py runs with " + python + " (torch "), std::string::npos)
+      << init.out;
+  EXPECT_NE(init.out.find("not python3 (" + (bin / "python3").string()), std::string::npos)
+      << init.out;
+
   auto again = RunDrover({"init", project});
   EXPECT_NE(again.exit_code, 0);
   EXPECT_NE(again.err.find("leaves it alone"), std::string::npos) << again.err;
   auto plan = RunDrover({"plan", "--json", "lr 1e-4 to 1e-2, 3 values"}, project);
   ASSERT_EQ(plan.exit_code, 0) << plan.out << plan.err;
   EXPECT_NE(plan.out.find("train.py"), std::string::npos) << plan.out;
-  // The script as written, on CPU, outside drover (the client on PYTHONPATH).
-  const std::string cmd = "cd " + project + " && PYTHONPATH=" + DROVER_SOURCE_DIR +
-                          "/python /usr/bin/python3 train.py --epochs 1 > out.txt 2>&1";
-  ASSERT_EQ(system(cmd.c_str()), 0) << ReadFile(project + "/out.txt");
+
+  // The by-hand line init printed, as printed (one epoch instead of two), on CPU, outside drover.
+  std::string by_hand;
+  for (const std::string& line : Split(init.out, '\n')) {
+    if (line.find("train.py --epochs 2") != std::string::npos) by_hand = line;
+  }
+  ASSERT_FALSE(by_hand.empty()) << init.out;
+  by_hand = by_hand.substr(0, by_hand.find("   #"));
+  by_hand.replace(by_hand.find("--epochs 2"), 10, "--epochs 1");
+  const std::string cmd = "cd " + project + " && " + by_hand + " > out.txt 2>&1";
+  ASSERT_EQ(system(cmd.c_str()), 0) << by_hand << "\n" << ReadFile(project + "/out.txt");
   EXPECT_NE(ReadFile(project + "/out.txt").find("\"val_acc\""), std::string::npos)
       << ReadFile(project + "/out.txt");
+  // A second run by hand resumes from ./checkpoints, and says so.
+  ASSERT_EQ(system(cmd.c_str()), 0) << ReadFile(project + "/out.txt");
+  EXPECT_NE(ReadFile(project + "/out.txt").find("resuming at step"), std::string::npos)
+      << ReadFile(project + "/out.txt");
+
+  // A search with init's command runs on this machine (one epoch, two trials).
+  const std::string lr_at = "--lr {lr}";
+  std::string search_cmd = command_line.substr(std::string("command: ").size());
+  search_cmd = search_cmd.substr(0, search_cmd.find("train.py") + 8) + " " + lr_at +
+               " --epochs 1 --hidden 32";
+  std::ofstream(project + "/search.yaml")
+      << "name: lr-search\ncommand: " << search_cmd << "\n"
+      << "params:\n  lr: {log_uniform: [1e-3, 1e-2]}\n"
+      << "search: {trials: 2, parallel: 2, seed: 1}\n"
+      << "objective: {metric: val_acc, mode: max}\n";
+  auto run = RunDrover({"run", "search.yaml", "--store", store_, "--quiet"}, project);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  RunFilter f;
+  auto runs = (*store)->ListRuns(f).value();
+  ASSERT_EQ(runs.size(), 2u);
+  for (const auto& r : runs) {
+    EXPECT_EQ(r.state, RunState::kSucceeded) << r.id << " " << r.reason;
+    EXPECT_GT(r.final_metrics.value("val_acc", 0.0), 0.5) << r.final_metrics;
+  }
 }
 
 }  // namespace

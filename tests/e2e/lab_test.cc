@@ -355,7 +355,9 @@ TEST_F(SharedDaemonTest, ARunCannotTurnTheDaemonsRightsAgainstTheMachine) {
   // Nothing of the secret was stored as an output.
   if (fs::exists(store_ + "/artifacts")) {
     for (const auto& e : fs::recursive_directory_iterator(store_ + "/artifacts")) {
-      if (e.is_regular_file()) EXPECT_NE(ReadFile(e.path().string()), "root only\n");
+      if (e.is_regular_file()) {
+        EXPECT_NE(ReadFile(e.path().string()), "root only\n");
+      }
     }
   }
 }

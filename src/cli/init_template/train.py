@@ -153,6 +153,9 @@ def main():
     ckpt = drover.Checkpointer(model=model, optimizer=optimizer, scheduler=scheduler,
                                scaler=scaler, every=args.checkpoint_every)
     start = 0 if args.no_resume else ckpt.resume()  # the step after the saved one
+    if start > 0 and "DROVER_CHECKPOINT_DIR" not in os.environ:
+        print(f"train.py: resuming at step {start} from ./checkpoints (--no-resume starts over)",
+              file=sys.stderr)
 
     model.train()
     order = None

@@ -21,7 +21,8 @@ struct AlertsFlags {
 
 const char* const kKinds[] = {"diverged", "loss_spike",    "plateau",          "stalled",
                               "memory_leak", "idle_gpu", "fragmentation", "repeated_failure",
-                              "run", "metric_names", "event_files"};
+                              "input_stall", "experiment_stopped", "run", "alerts_suppressed",
+                              "metric_names", "event_files"};
 
 int Alerts(Globals& g, const AlertsFlags& f) {
   AlertFilter filter;

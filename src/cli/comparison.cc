@@ -8,6 +8,7 @@
 
 #include "cli/common.h"
 #include "common/strings.h"
+#include "common/terminal.h"
 #include "protocol/json_codec.h"
 #include "report/groups.h"
 #include "report/search_view.h"
@@ -215,6 +216,24 @@ int PrintResults(Catalog& catalog, const Experiment& exp, const std::vector<Run>
     if (r.state != RunState::kSucceeded && r.state != RunState::kPruned) return kExitRunsFailed;
   }
   return kExitOk;
+}
+
+void PrintStopped(Catalog& catalog, const Experiment& exp, const std::vector<Run>& runs) {
+  // Only an experiment with a failed run can have stopped so: no look otherwise.
+  if (std::none_of(runs.begin(), runs.end(),
+                   [](const Run& r) { return r.state == RunState::kFailed; })) {
+    return;
+  }
+  AlertFilter stopped;
+  stopped.experiment_id = exp.id;
+  stopped.kind = "experiment_stopped";
+  stopped.limit = 1;
+  if (Result<std::vector<Alert>> alerts = catalog.ListAlerts(stopped); alerts.ok()) {
+    // The error is the run's own text: shown, never obeyed.
+    for (const Alert& a : *alerts) {
+      std::fprintf(stderr, "drover: %s\n", TerminalLine(a.message).c_str());
+    }
+  }
 }
 
 Json ComparisonJson(const Experiment& exp, const Comparison& c) {

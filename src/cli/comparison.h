@@ -26,6 +26,10 @@ Result<Comparison> CompareAcross(Catalog& catalog, const std::vector<Experiment>
 std::string RenderComparison(const Comparison& c);
 // How `drover run` ends, embedded or following a daemon: the table (or JSON) of the experiment's
 // runs by its objective; returns 0 when every run succeeded, else 1.
+// Why the experiment stopped early, when it did (fail fast, engine/fail_fast.h), on stderr: what
+// `drover run` following a daemon says at its end (in the foreground the alert was printed as it
+// was raised).
+void PrintStopped(Catalog& catalog, const Experiment& exp, const std::vector<Run>& runs);
 int PrintResults(Catalog& catalog, const Experiment& exp, const std::vector<Run>& runs, bool json,
                  bool quiet);
 Json ComparisonJson(const Experiment& exp, const Comparison& c);

@@ -210,6 +210,7 @@ int FollowExperiment(ApiClient& api, int64_t experiment_id, const FollowOptions&
   std::vector<Run> final_runs;
   for (auto& [id, r] : last) final_runs.push_back(r);
   int code = PrintResults(*CatalogOf(api.info()), *exp, final_runs, o.json, o.quiet);
+  PrintStopped(*CatalogOf(api.info()), *exp, final_runs);
   if (o.ended_runs != nullptr) *o.ended_runs = std::move(final_runs);
   return cancel_sent ? kExitInterrupted : code;
 }

@@ -40,7 +40,8 @@ std::string Hostname() {
 class Engine::Context : public EngineContext,
                         public SearchHost,
                         public RunTable,
-                        public SchedulingHost {
+                        public SchedulingHost,
+                        public FailFastHost {
  public:
   explicit Context(Engine& e) : e_(e) {}
   Store& store() override { return e_.store_; }
@@ -78,6 +79,9 @@ class Engine::Context : public EngineContext,
   void Preempt(LiveRun& live, const std::string& why, Instant now) override {
     e_.Preempt(live, why, now);
   }
+  int StopExperiment(int64_t experiment_id, const std::string& note, Instant now) override {
+    return e_.StopFailing(experiment_id, note, now);
+  }
 
  private:
   Engine& e_;
@@ -102,13 +106,14 @@ Engine::Engine(Store& store, ProcessLauncher& launcher, GpuProbe& gpus, Clock& c
       pipelines_(*context_, *context_, options_.store_dir, [this] { launcher_.Wake(); },
                  options_.proposals_off_loop),
       search_(*context_, *context_, options_.proposals_off_loop),
+      fail_fast_(*context_, *context_),
       health_(*context_, DrainBookPath(options_.store_dir)),
       sampler_(*context_, probe_, options_.watch, health_, watchers_, alerts_),
       setup_(options_, PythonClientDir()),
       environments_(*context_, probe_, options_, hostname_),
       scheduling_(options_, placed_by_executor(),
                   {live_, experiments_, queue_, pool_, health_, sampler_}, *context_) {
-  components_ = {&tail_, &pipelines_, &watchers_, &search_};
+  components_ = {&tail_, &pipelines_, &watchers_, &search_, &fail_fast_};
   if (placed_by_executor()) {
     // Slurm places each attempt: drover's pool is how many may be submitted at once; every job
     // outlives this engine and records its end (the exit record, slurm/sbatch.h); its working
@@ -394,6 +399,7 @@ Status Engine::Loop(EngineObserver* observer, bool serve) {
     }
     RunCommands();
     if (stall_) continue;  // a command's commit failed for want of room
+    fail_fast_.Apply(now);  // before proposals come in: a stopped search makes none
     TakeProposals();
     pipelines_.TakeCollected(now);
     if (cancel_requested_) ApplyCancel(now);

@@ -20,6 +20,7 @@
 #include "engine/engine_observer.h"
 #include "engine/engine_options.h"
 #include "engine/environments.h"
+#include "engine/fail_fast.h"
 #include "engine/gpu_pool.h"
 #include "engine/health_watch.h"
 #include "engine/pipelines.h"
@@ -175,6 +176,7 @@ class Engine {
   Result<Run> MakeTrial(ExperimentEntry& ep, Json params, int index);
   Result<ExperimentEntry*> SearchOf(int64_t experiment_id);
   Result<CommandReply> AskTell(Command& command);
+  int StopFailing(int64_t experiment_id, const std::string& note, Instant now);
 
   Store& store_;
   ProcessLauncher& launcher_;
@@ -215,6 +217,7 @@ class Engine {
   GpuPool pool_;  // the GPUs, what runs hold of them and of the CPU slots, the machine's leases
   Pipelines pipelines_;  // needs, twins, the cache, stages' outputs (engine/pipelines.h)
   SearchDriver search_;  // searches' trials and pruners, the proposer
+  FailFast fail_fast_;   // experiments whose first runs all failed the same way, stopped
   HealthWatch health_;   // GPU health findings and drains (the drain book)
   TelemetrySampler sampler_;  // GPU readings: stored, to health and the detectors
   AttemptSetup setup_;  // an attempt's files, working copy, environment, rights

@@ -61,6 +61,7 @@ Result<ExperimentEntry*> Engine::EntryFor(const Experiment& e) {
     DROVER_ASSIGN_OR_RETURN(auto runs, store_.ListRuns(filter));
     DROVER_RETURN_IF_ERROR(search_.Load(e, entry->spec, runs));
   }
+  fail_fast_.Watch(e, entry->spec);
   ExperimentEntry* ep = entry.get();
   experiments_[e.id] = std::move(entry);
   return ep;

@@ -626,6 +626,33 @@ Status Engine::CancelExperiment(int64_t experiment_id) {
   return Flush();
 }
 
+// Fail fast's stop (engine/fail_fast.h): the search proposes no more trials and the waiting runs
+// are cancelled with `note`; running ones go on. Returns how many were cancelled.
+int Engine::StopFailing(int64_t experiment_id, const std::string& note, Instant now) {
+  search_.Stop(experiment_id);
+  std::vector<int64_t> waiting;
+  for (const auto& [id, live] : live_) {
+    if (live->run.experiment_id == experiment_id && !live->attempt && !live->cancel_requested) {
+      waiting.push_back(id);
+    }
+  }
+  int cancelled = 0;
+  for (int64_t id : waiting) {
+    // Retiring one may have retired others (runs that needed it, a twin cached from it).
+    auto it = live_.find(id);
+    if (it == live_.end() || it->second->attempt) continue;
+    Live& live = *it->second;
+    live.cancel_requested = true;
+    live.run.reason = std::string(ToString(AttemptOutcome::kCancelled));
+    SetState(live, RunEvent::kCancel, note, now);
+    Retire(id);
+    ++cancelled;
+  }
+  // With nothing left to run or propose, the experiment is done now.
+  if (auto it = experiments_.find(experiment_id); it != experiments_.end()) MaybeDone(*it->second);
+  return cancelled;
+}
+
 Status Engine::SetPriority(int64_t run_id, int priority) {
   auto it = live_.find(run_id);
   if (it == live_.end()) {

@@ -50,6 +50,7 @@ Result<std::vector<Run>> Engine::Retry(const cmd::Retry& which) {
   // Its own commit, as a submit: the loop's writes so far land first.
   if (in_tx_) DROVER_RETURN_IF_ERROR(Flush());
   DROVER_ASSIGN_OR_RETURN(ExperimentEntry * ep, EntryFor(*exp));
+  fail_fast_.Watch(ep->experiment, ep->spec);  // a retry after a fix is watched afresh
   Instant now = clock_.At();
   if (exp->status != ExperimentStatus::kActive) {
     Tx();
@@ -114,6 +115,7 @@ Result<Cleanup> Engine::Remove(const cmd::Remove& which) {
   for (int64_t id : which.experiment_ids) {
     experiments_.erase(id);
     search_.Forget(id);
+    fail_fast_.Forget(id);
   }
   return plan;
 }

@@ -308,6 +308,7 @@ Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
   ExperimentEntry* ep = entry.get();
   ep->unfinished = static_cast<int>(result.runs.size());
   if (Status st = search_.Load(e, ep->spec, result.runs); !st.ok()) return st;
+  fail_fast_.Watch(e, ep->spec);
   Pipelines::InitStages(*ep);
   experiments_[e.id] = std::move(entry);
   std::vector<Live*> ready;  // pipeline runs that need nothing: fingerprinted, maybe cached

@@ -222,6 +222,7 @@ Json SpecToJson(const Spec& s) {
     j["metrics"] = std::move(m);
   }
   j["max_parallel"] = s.max_parallel;
+  j["fail_fast"] = s.fail_fast;
   j["retries"] = s.retries;
   if (s.retries_given) j["retries_given"] = true;
   j["retry_backoff_ms"] = s.retry_backoff_ms;
@@ -296,6 +297,7 @@ Result<Spec> SpecFromJson(const Json& j) {
                            d.value("inputs", std::vector<std::string>{})});
     }
     s.max_parallel = j.value("max_parallel", 0);
+    s.fail_fast = j.value("fail_fast", 3);
     s.retries = j.value("retries", 0);
     s.retries_given = j.value("retries_given", false);
     s.retry_backoff_ms = j.value("retry_backoff_ms", int64_t{1000});

@@ -225,6 +225,10 @@ struct Spec {
   // Metrics computed from logged ones per step (metrics: name: expression), in the order written.
   std::vector<DerivedMetricSpec> metrics;
   int max_parallel = 0;  // 0 = no limit beyond resources
+  // Stop the experiment when its first this-many runs to end all failed the same way (the same
+  // exception): a search proposes no more trials, waiting runs are cancelled (engine/fail_fast.h;
+  // docs/spec.md). 0 = never.
+  int fail_fast = 3;
   // The most runs the grid may expand to (max_runs:), checked by counting before anything is
   // expanded: a typo such as ten axes of ten values must not make 10^10 runs.
   int64_t max_runs = 100'000;

@@ -32,7 +32,7 @@ using yaml::Find;
 const std::vector<std::string> kSpecDefaultKeys = {
     "shell",   "resources",     "priority", "group", "preemptible", "max_parallel", "max_runs",
     "retries", "retry_backoff", "timeout",  "env",   "oom",         "monitor", "data",
-    "checkpoint", "tensorboard"};
+    "checkpoint", "tensorboard", "fail_fast"};
 const std::vector<std::string> kTopKeys = [] {
   std::vector<std::string> keys = {"command", "gpus", "params", "metrics"};
   keys.insert(keys.end(), kSpecDefaultKeys.begin(), kSpecDefaultKeys.end());

@@ -176,7 +176,7 @@ const std::set<std::string>& ShownSpecFields() {
       "max_parallel",  "retries",     "retries_given",  "retry_backoff_ms", "timeout_ms",
       "objective",     "oom",         "search",         "prune",            "monitor",
       "force",         "rerun",       "max_runs",       "executor_kind",    "gather",
-      "needs",         "outputs"};
+      "needs",         "outputs",     "fail_fast"};
   return kShown;
 }
 

@@ -42,7 +42,7 @@ const std::vector<std::string> kTopKeys = {
     "priority",      "group",   "preemptible", "max_parallel", "max_runs",    "retries",
     "retry_backoff", "timeout", "env",     "objective", "oom",    "monitor", "data",
     "search",        "prune",   "stages",      "force", "rerun", "executor", "container",
-    "checkpoint",    "tensorboard", "metrics"};
+    "checkpoint",    "tensorboard", "metrics", "fail_fast"};
 const std::vector<std::string> kStageKeys = {"command", "shell",     "needs",   "inputs",
                                              "outputs", "gather",    "resources", "retries",
                                              "timeout", "monitor",   "env"};
@@ -1318,6 +1318,12 @@ Result<Spec> SpecParser::Parse(const std::string& yaml, const std::vector<std::s
     DROVER_ASSIGN_OR_RETURN(spec.max_parallel,
                             Int(*f, 0, kIntMax, "a non-negative integer",
                                 "write how many runs may run at once, 0 for no limit"));
+  }
+  if (const Field* f = Find(top, "fail_fast")) {
+    DROVER_ASSIGN_OR_RETURN(spec.fail_fast,
+                            Int(*f, 0, 1000, "an integer from 0 to 1000",
+                                "write after how many runs that all failed the same way the "
+                                "experiment stops, such as 3, or 0 for never"));
   }
   if (const Field* f = Find(top, "retries")) {
     DROVER_ASSIGN_OR_RETURN(spec.retries, Int(*f, 0, kIntMax, "a non-negative integer",

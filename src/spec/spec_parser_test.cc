@@ -230,7 +230,7 @@ TEST(SpecParserTest, UnknownKeysSuggestTheClosest) {
             "command, shell, params, resources, priority, group, preemptible, max_parallel, "
             "max_runs, retries, retry_backoff, "
             "timeout, env, objective, oom, monitor, data, search, prune, stages, force, rerun, executor, container, "
-            "checkpoint, tensorboard, metrics "
+            "checkpoint, tensorboard, metrics, fail_fast "
             "(parameters "
             "go under "
             "params:)");

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "store/store.h"
 #include "testutil/cli_fixture.h"
 #include "testutil/cli_runner.h"
 #include "testutil/mcp_stdio.h"
@@ -27,6 +28,60 @@ class FailureTest : public testing::CliFixture {
     CliFixture::TearDown();
   }
 };
+
+// A search whose first trials all fail the same way (a module the interpreter does not have)
+// stops proposing after three, and `drover run` says why with the error; a grid sweep failing
+// the same way cancels the runs still waiting. Neither runs its whole budget into the error.
+TEST_F(FailureTest, AnExperimentWhoseFirstRunsAllFailTheSameWayStopsAndSaysWhy) {
+  Write("code/train.py",
+        "import sys\n"
+        "import no_such_module_here\n");
+  std::string search = Write("search.yaml",
+                             "name: fails\nworkdir: code\n"
+                             "command: /usr/bin/python3 train.py --lr {lr}\n"
+                             "params:\n  lr: {log_uniform: [1e-4, 1e-1]}\n"
+                             "search: {trials: 12, parallel: 2, seed: 3}\n"
+                             "objective: {metric: val_acc, mode: max}\n");
+  auto run = RunDrover({"run", search, "--store", store_});
+  ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_NE(run.err.find("experiment 1 (fails) stopped: its first 3 runs to end"),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("all failed the same way: ModuleNotFoundError: No module named "
+                         "'no_such_module_here'"),
+            std::string::npos)
+      << run.err;
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  RunFilter f;
+  f.experiment_id = 1;
+  auto runs = (*store)->ListRuns(f).value();
+  EXPECT_GE(runs.size(), 3u);
+  EXPECT_LE(runs.size(), 4u);  // three failed, at most one more made meanwhile; not twelve
+  EXPECT_EQ((*store)->GetExperiment(1).value()->status, ExperimentStatus::kDone);
+  AlertFilter af;
+  af.kind = "experiment_stopped";
+  EXPECT_EQ((*store)->ListAlerts(af).value().size(), 1u);
+
+  std::string sweep = Write("sweep.yaml",
+                            "name: sweep\nworkdir: code\n"
+                            "command: /usr/bin/python3 train.py --lr {lr}\n"
+                            "params: {lr: [1, 2, 3, 4, 5, 6, 7, 8]}\nmax_parallel: 2\n");
+  auto swept = RunDrover({"run", sweep, "--store", store_});
+  ASSERT_EQ(swept.exit_code, 1) << swept.out << swept.err;
+  EXPECT_NE(swept.err.find("(sweep) stopped"), std::string::npos) << swept.err;
+  f.experiment_id = 2;
+  runs = (*store)->ListRuns(f).value();
+  ASSERT_EQ(runs.size(), 8u);
+  int failed = 0, cancelled = 0;
+  for (const auto& r : runs) {
+    failed += r.state == RunState::kFailed;
+    cancelled += r.state == RunState::kCancelled;
+  }
+  EXPECT_GE(failed, 3);
+  EXPECT_LE(failed, 4);
+  EXPECT_EQ(failed + cancelled, 8);
+}
 
 TEST_F(FailureTest, TheExceptionIsKeptAndShownEverywhere) {
   Write("code/crash.py",

@@ -198,16 +198,18 @@ class Matrix : public testing::CliFixture {
                       body.dump(), "application/json");
     return res ? std::make_pair(res->status, res->body) : std::make_pair(-1, std::string("none"));
   }
-  // Retry the failed (or cancelled) runs of the way's experiment, through the same way.
-  void Retry(Way w, const std::string& workload, bool cancelled) {
+  // Retry the failed and/or cancelled runs of the way's experiment, through the same way.
+  void Retry(Way w, const std::string& workload, bool cancelled, bool failed = false) {
     const int64_t id = ExperimentId(w, workload);
     ASSERT_GT(id, 0);
-    const char* which = cancelled ? "--cancelled" : "--failed";
+    failed = failed || !cancelled;
     switch (w) {
       case Way::kRun:
       case Way::kForeground:
       case Way::kSubmit: {
-        std::vector<std::string> args = {"--store", StoreOf(w), "retry", std::to_string(id), which};
+        std::vector<std::string> args = {"--store", StoreOf(w), "retry", std::to_string(id)};
+        if (failed) args.push_back("--failed");
+        if (cancelled) args.push_back("--cancelled");
         if (w == Way::kForeground) {
           args.insert(args.end(), {"--fake-gpus", "2x16GiB", "--gpu-leases", "off"});
         } else {
@@ -218,7 +220,9 @@ class Matrix : public testing::CliFixture {
         return;
       }
       case Way::kMcp: {
-        Json args = {{"experiment", std::to_string(id)}, {cancelled ? "cancelled" : "failed", true}};
+        Json args = {{"experiment", std::to_string(id)}};
+        if (failed) args["failed"] = true;
+        if (cancelled) args["cancelled"] = true;
         auto r = testing::RunDroverWithInput({"--store", store_, "mcp"},
                                              testing::McpStdin({{"retry", args}}), code_);
         ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -226,8 +230,10 @@ class Matrix : public testing::CliFixture {
         return;
       }
       case Way::kWeb: {
-        auto res = WebPost("/api/v1/experiments/" + std::to_string(id) + "/retry",
-                           {{cancelled ? "cancelled" : "failed", true}});
+        Json body = Json::object();
+        if (failed) body["failed"] = true;
+        if (cancelled) body["cancelled"] = true;
+        auto res = WebPost("/api/v1/experiments/" + std::to_string(id) + "/retry", body);
         ASSERT_EQ(res.first, 200) << res.second;
         return;
       }
@@ -452,21 +458,33 @@ class Matrix : public testing::CliFixture {
 
   void RetryAfterAFix() {
     SCOPED_TRACE("a retry after a fix");
+    // Four runs one at a time, failing the same way until the fix: the first three fail and fail
+    // fast cancels the fourth (engine/fail_fast.h); after the fix, the failed ones and the
+    // cancelled one are retried and succeed.
     for (Way w : kWays) {
-      WriteSpec(w, "retry", SpecText("command: /bin/sh flaky.sh " + marks_ + "/retry-" + Name(w) + "\n", w,
-                     "retry"));
+      WriteSpec(w, "retry", SpecText("command: /bin/sh flaky.sh " + marks_ + "/retry-" + Name(w) +
+                                         " {i}\nparams: {i: [1, 2, 3, 4]}\nmax_parallel: 1\n",
+                                     w, "retry"));
       Start(w, "retry");
     }
-    for (auto [w, code] : Settle("retry", 1)) EXPECT_NE(code, 0) << Said(w, "retry");
+    for (auto [w, code] : Settle("retry", 4)) EXPECT_NE(code, 0) << Said(w, "retry");
     for (Way w : kWays) {
       auto runs = RunsOf(w, ExperimentId(w, "retry"));
-      ASSERT_EQ(runs.size(), 1u);
-      EXPECT_EQ(runs[0].state, RunState::kFailed) << Name(w);
+      ASSERT_EQ(runs.size(), 4u);
+      for (const drover::Run& r : runs) {
+        EXPECT_EQ(r.state, r.id == runs.back().id ? RunState::kCancelled : RunState::kFailed)
+            << Name(w) << " run " << r.id;
+      }
       std::ofstream(marks_ + "/retry-" + Name(w)) << "fixed\n";
-      Retry(w, "retry", /*cancelled=*/false);
+      Retry(w, "retry", /*cancelled=*/true, /*failed=*/true);
     }
-    Settle("retry", 1);
-    CheckEverySucceeded("retry", 2);
+    Settle("retry", 4);
+    for (Way w : kWays) {
+      auto runs = RunsOf(w, ExperimentId(w, "retry"));
+      for (const drover::Run& r : runs) {
+        CheckRun(w, r, RunState::kSucceeded, r.id == runs.back().id ? 1 : 2);
+      }
+    }
   }
 
   void ResumeAfterCtrlC() {

@@ -610,6 +610,11 @@ int RunSpec(Globals& g, const RunFlags& given) {
     } else {
       auto sub = SubmitToDaemon(api, f.spec_path, f.sets);
       if (!sub.ok()) return ReportError(sub.status());
+      if (!f.quiet) {
+        for (const std::string& note : sub->notes) {
+          std::fprintf(stderr, "drover: note: %s\n", note.c_str());
+        }
+      }
       experiment_id = sub->experiment_id;
       what = fmt::format("{}, queued", Count(static_cast<int64_t>(sub->run_ids.size()), "run"));
     }
@@ -634,6 +639,11 @@ int RunSpec(Globals& g, const RunFlags& given) {
       return q;
     }
     DROVER_ASSIGN_OR_RETURN(SubmitResult submitted, engine.Submit(*spec));
+    if (!f.quiet) {
+      for (const std::string& note : submitted.notes) {
+        std::fprintf(stderr, "drover: note: %s\n", note.c_str());
+      }
+    }
     const Snapshot& s = submitted.snapshot;
     std::string code = s.git ? fmt::format("git {}{}, ", s.git_commit.substr(0, 12),
                                            s.git_diff.empty() ? "" : " + uncommitted changes")

@@ -68,6 +68,7 @@ int Submit(Globals& g, const SubmitFlags& f) {
   ApplyCacheOptions(f.force, f.rerun, sets);
   auto r = SubmitToDaemon(api, f.spec_path, sets);
   if (!r.ok()) return ReportError(r.status());
+  for (const std::string& note : r->notes) std::fprintf(stderr, "drover: note: %s\n", note.c_str());
   if (f.json) {
     std::printf("%s\n", protocol::ToJson(*r).dump(2).c_str());
   } else {

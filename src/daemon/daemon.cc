@@ -168,6 +168,7 @@ Result<protocol::SubmitResponse> Daemon::SubmitChecked(const Spec& given,
   protocol::SubmitResponse r;
   r.experiment_id = sub->experiment_id;
   for (const auto& run : sub->runs) r.run_ids.push_back(run.id);
+  r.notes = sub->notes;
   return r;
 }
 

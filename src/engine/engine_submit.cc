@@ -111,6 +111,21 @@ Status Engine::CheckSubmit(const Spec& spec) {
 
 namespace {
 
+// Runs that ask for no GPU see none (CUDA_VISIBLE_DEVICES empty), and on a machine with GPUs
+// PyTorch then trains on the CPU without a word. Said at the submit when the spec did not write
+// resources.gpus at all (`gpus: 0` says a CPU run is meant) and no stage asks for a GPU.
+std::string NoGpuNote(const Spec& spec, size_t machine_gpus) {
+  if (machine_gpus == 0 || spec.gpus_given || spec.resources.gpus > 0) return "";
+  for (const StageSpec& st : spec.stages) {
+    if (st.resources.gpus > 0) return "";
+  }
+  return fmt::format(
+      "the runs ask for no GPU (the spec does not set resources.gpus), so they see none "
+      "(CUDA_VISIBLE_DEVICES is empty) though this machine has {}: write resources: {{gpus: 1}} "
+      "to give each run one, or resources: {{gpus: 0}} to say the CPU is meant",
+      machine_gpus);
+}
+
 // A path the spec names for its runs to read (data:, a stage's inputs:), opened with the
 // submitter's rights on a root daemon: the runs could not read it either, and "missing" and "not
 // yours to read" get one answer, so a submit cannot probe another user's private folders.
@@ -250,6 +265,11 @@ Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
 
   SubmitResult result;
   result.snapshot = snap;
+  if (!placed_by_executor()) {
+    if (std::string note = NoGpuNote(spec, pool_.gpus().size()); !note.empty()) {
+      result.notes.push_back(std::move(note));
+    }
+  }
   // Its own transaction, even inside the loop's: a submit that fails leaves nothing behind.
   if (in_tx_) DROVER_RETURN_IF_ERROR(Flush());
   // That commit found the disk full: what it held is kept for the retry, and a submit on top of

@@ -34,6 +34,9 @@ struct SubmitResult {
   int64_t experiment_id = 0;
   std::vector<Run> runs;
   Snapshot snapshot;
+  // What the submitter should know though nothing was refused: runs that will see no GPU on a
+  // machine that has some (NoGpuNote).
+  std::vector<std::string> notes;
 };
 
 }  // namespace drover

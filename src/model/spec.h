@@ -225,6 +225,9 @@ struct Spec {
   // Metrics computed from logged ones per step (metrics: name: expression), in the order written.
   std::vector<DerivedMetricSpec> metrics;
   int max_parallel = 0;  // 0 = no limit beyond resources
+  // The spec (or a --set) wrote resources.gpus, 0 included: a CPU run was meant. Known where the
+  // spec is parsed (the submit says when runs will see no GPU); not stored with the spec.
+  bool gpus_given = false;
   // Stop the experiment when its first this-many runs to end all failed the same way (the same
   // exception): a search proposes no more trials, waiting runs are cancelled (engine/fail_fast.h;
   // docs/spec.md). 0 = never.

@@ -277,7 +277,9 @@ Result<SubmitRequest> SubmitRequestFromJson(const Json& j) {
 }
 
 Json ToJson(const SubmitResponse& r) {
-  return {{"experiment_id", r.experiment_id}, {"run_ids", r.run_ids}};
+  Json j = {{"experiment_id", r.experiment_id}, {"run_ids", r.run_ids}};
+  if (!r.notes.empty()) j["notes"] = r.notes;
+  return j;
 }
 
 Result<SubmitResponse> SubmitResponseFromJson(const Json& j) {
@@ -285,6 +287,7 @@ Result<SubmitResponse> SubmitResponseFromJson(const Json& j) {
   FieldReader f(j, "submit response");
   f.Get("experiment_id", r.experiment_id, true);
   f.GetInts("run_ids", r.run_ids, true);
+  f.Get("notes", r.notes);
   if (!f.ok()) return f.status();
   return r;
 }

@@ -37,6 +37,7 @@ Result<SubmitRequest> SubmitRequestFromJson(const Json& j);
 struct SubmitResponse {
   int64_t experiment_id = 0;
   std::vector<int64_t> run_ids;
+  std::vector<std::string> notes;  // said to the submitter, nothing refused ("notes", when any)
 };
 Json ToJson(const SubmitResponse& r);
 Result<SubmitResponse> SubmitResponseFromJson(const Json& j);

@@ -886,6 +886,7 @@ Status SpecParser::ParseResources(const Field& f, Spec& spec) const {
   DROVER_ASSIGN_OR_RETURN(std::vector<Field> fields, ReadMap(f.value, "resources", &kResourceKeys));
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
   if (const Field* g = Find(fields, "gpus")) {
+    spec.gpus_given = true;
     DROVER_ASSIGN_OR_RETURN(spec.resources.gpus,
                             Int(*g, 0, kIntMax, "a non-negative integer",
                                 "write the number of GPUs per run, 0 for CPU only"));

@@ -42,6 +42,38 @@ class CliTest : public testing::CliFixture {
   }
 };
 
+// A spec that leaves resources.gpus out, on a machine with GPUs, is told at the submit that its
+// runs will see none, through the foreground, plain `drover run` (a daemon started for the
+// store) and `drover submit`; `gpus: 0` written says the CPU is meant and is not told.
+TEST_F(CliTest, RunsThatWillSeeNoGpuOnAMachineWithGpusAreToldAtTheSubmit) {
+  const std::string spec = Write("cpu.yaml", "name: cpu\ncommand: \"true {i}\"\nparams: {i: [1, 2]}\n");
+  const std::string said = "drover: note: the runs ask for no GPU (the spec does not set "
+                           "resources.gpus), so they see none (CUDA_VISIBLE_DEVICES is empty) "
+                           "though this machine has 2: write resources: {gpus: 1}";
+  auto fg = RunDrover({"run", spec, "--store", store_, "--fake-gpus", "2x16GiB"});
+  ASSERT_EQ(fg.exit_code, 0) << fg.out << fg.err;
+  EXPECT_NE(fg.err.find(said), std::string::npos) << fg.err;
+  auto meant = RunDrover({"run", spec, "--store", store_, "--fake-gpus", "2x16GiB", "--rerun",
+                          "--set", "resources.gpus=0"});
+  ASSERT_EQ(meant.exit_code, 0) << meant.out << meant.err;
+  EXPECT_EQ(meant.err.find("drover: note:"), std::string::npos) << meant.err;
+
+  // Plain `drover run`, then `drover submit` to the daemon it started.
+  const std::string daemon_store = (dir_ / "daemon-store").string();
+  ::unsetenv("DROVER_FOREGROUND");
+  auto plain = RunDrover({"run", spec, "--store", daemon_store, "--fake-gpus", "2x16GiB"});
+  auto submit = RunDrover({"submit", spec, "--store", daemon_store, "--rerun", "--json"});
+  ::setenv("DROVER_FOREGROUND", "1", 1);
+  testing::StopDaemonOf(daemon_store);
+  ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
+  EXPECT_NE(plain.err.find(said), std::string::npos) << plain.err;
+  ASSERT_EQ(submit.exit_code, 0) << submit.out << submit.err;
+  EXPECT_NE(submit.err.find(said), std::string::npos) << submit.err;
+  const Json reply = Json::parse(submit.out, nullptr, false);
+  ASSERT_TRUE(reply.is_object()) << submit.out;
+  ASSERT_EQ(reply["notes"].size(), 1u) << submit.out;
+}
+
 TEST_F(CliTest, BadSpecsGiveDocumentedErrors) {
   struct Case {
     std::string yaml, expect;

@@ -419,15 +419,20 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
       "retry", "Retry runs",
       "Run finished runs of an experiment again, as new attempts of the same runs with their "
       "checkpoint folders (a script that checkpoints into $DROVER_CHECKPOINT_DIR resumes): the "
-      "failed ones, the cancelled ones (an interrupted sweep), or runs by id. Returns the run ids "
-      "queued again; wait follows them.",
+      "failed ones, the cancelled ones (an interrupted sweep), or runs by id. They run the code "
+      "recorded when the experiment was submitted, not the workdir as it is now: after fixing "
+      "the code, submit the spec again instead (unchanged runs that succeeded are cached). "
+      "Returns the run ids queued again and the code they run (`code`, `snapshot`); wait follows "
+      "them.",
       Obj({{"experiment", Str("Experiment id or name")},
            {"failed", {{"type", "boolean"}, {"description", "Retry the failed runs"}}},
            {"cancelled", {{"type", "boolean"}, {"description", "Retry the cancelled runs"}}},
            {"run_ids", ListOf({{"type", "integer"}, {"minimum", 1}})}},
           {"experiment"}),
       Obj({{"experiment_id", {{"type", "integer"}}},
-           {"run_ids", ListOf({{"type", "integer"}})}},
+           {"run_ids", ListOf({{"type", "integer"}})},
+           {"snapshot", {{"type", "string"}}},
+           {"code", {{"type", "string"}}}},
           {"experiment_id", "run_ids"}),
       [info](const Json& args) -> Result<Json> {
         ApiClient client(info);

@@ -68,6 +68,10 @@ int Retry(Globals& g, RetryFlags& f) {
     return kExitOk;
   }
 
+  // What the retried runs run (the recorded snapshot), said before they do.
+  if (!f.run.quiet && !f.run.json) {
+    std::fprintf(stderr, "drover: note: %s\n", protocol::RetryCodeNote(*exp).c_str());
+  }
   if (auto daemon = FindDaemon(g)) {
     ApiClient api(*daemon);
     CatchInterruptsForFollow();

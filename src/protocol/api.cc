@@ -340,7 +340,22 @@ Result<RetryRequest> RetryRequestFromJson(const Json& j) {
 }
 
 Json ToJson(const RetryResponse& r) {
-  return {{"experiment_id", r.experiment_id}, {"run_ids", r.run_ids}};
+  Json j = {{"experiment_id", r.experiment_id}, {"run_ids", r.run_ids}};
+  if (!r.snapshot.empty()) j["snapshot"] = r.snapshot;
+  if (!r.code.empty()) j["code"] = r.code;
+  return j;
+}
+
+std::string RetryCodeNote(const Experiment& e) {
+  std::string git;
+  if (!e.git_commit.empty()) {
+    git = fmt::format(", git {}{}", e.git_commit.substr(0, 12),
+                      e.git_diff.empty() ? "" : " + its uncommitted changes");
+  }
+  return fmt::format(
+      "the runs run the code recorded when experiment {} was submitted (snapshot {}{}), not the "
+      "workdir as it is now: edits made since are not in it; to run them, run the spec again",
+      e.id, e.snapshot_hash.substr(0, 12), git);
 }
 
 Result<RetryResponse> RetryResponseFromJson(const Json& j) {
@@ -348,6 +363,8 @@ Result<RetryResponse> RetryResponseFromJson(const Json& j) {
   FieldReader f(j, "retry response");
   f.Get("experiment_id", r.experiment_id, true);
   f.GetInts("run_ids", r.run_ids, true);
+  f.Get("snapshot", r.snapshot);
+  f.Get("code", r.code);
   if (!f.ok()) return f.status();
   return r;
 }

@@ -74,7 +74,14 @@ Result<RetryRequest> RetryRequestFromJson(const Json& j);
 struct RetryResponse {
   int64_t experiment_id = 0;
   std::vector<int64_t> run_ids;
+  // The code they run: the snapshot recorded when the experiment was submitted, never the
+  // workdir as it is now ("code": its words; "snapshot": its hash).
+  std::string snapshot;
+  std::string code;
 };
+// What a retry runs, in words: the experiment's recorded snapshot (its git commit, uncommitted
+// changes), and that edits since the submit are not in it.
+std::string RetryCodeNote(const Experiment& e);
 Json ToJson(const RetryResponse& r);
 Result<RetryResponse> RetryResponseFromJson(const Json& j);
 

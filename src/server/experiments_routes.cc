@@ -126,6 +126,8 @@ Status Retry(ServerContext& ctx, const httplib::Request& req, httplib::Response&
   protocol::RetryResponse reply;
   reply.experiment_id = e.id;
   DROVER_ASSIGN_OR_RETURN(reply.run_ids, ctx.engine.Retry(e.id, which));
+  reply.snapshot = e.snapshot_hash;
+  reply.code = protocol::RetryCodeNote(e);
   SendJson(res, 200, protocol::ToJson(reply));
   return Status::Ok();
 }

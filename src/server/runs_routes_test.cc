@@ -385,10 +385,18 @@ TEST_F(RunsRoutesTest, RetryReachesTheEngineWithWhatToRetry) {
   StartServer();
   auto r = Post("/api/v1/experiments/alpha/retry", R"({"runs": [1, 2]})");
   EXPECT_EQ(r.status, 200) << r.raw;
-  EXPECT_EQ(r.body, Json::parse(R"({"experiment_id": 1, "run_ids": [1, 2]})"));
+  EXPECT_EQ(r.body["experiment_id"], 1);
+  EXPECT_EQ(r.body["run_ids"], Json::parse("[1, 2]"));
+  // The reply names the code the runs run: the snapshot recorded at the submit.
+  EXPECT_EQ(r.body["snapshot"], "snap-alpha");
+  EXPECT_EQ(r.body["code"],
+            "the runs run the code recorded when experiment 1 was submitted (snapshot snap-alpha, "
+            "git c0ffee + its uncommitted changes), not the workdir as it is now: edits made "
+            "since are not in it; to run them, run the spec again");
   auto decoded = protocol::RetryResponseFromJson(r.body);
   ASSERT_TRUE(decoded.ok());
   EXPECT_EQ(decoded->run_ids, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(decoded->snapshot, "snap-alpha");
   EXPECT_EQ(Post("/api/v1/experiments/2/retry", R"({"failed": true, "cancelled": true})").status,
             200);
   auto calls = engine_.Locked([&] { return engine_.retried; });

@@ -81,6 +81,14 @@ TEST_F(FailureTest, AnExperimentWhoseFirstRunsAllFailTheSameWayStopsAndSaysWhy) 
   EXPECT_GE(failed, 3);
   EXPECT_LE(failed, 4);
   EXPECT_EQ(failed + cancelled, 8);
+
+  // A retry says which code it runs: the snapshot recorded at the submit, not the workdir now.
+  const std::string snapshot = (*store)->GetExperiment(2).value()->snapshot_hash.substr(0, 12);
+  auto retried = RunDrover({"retry", "2", "--failed", "--store", store_});
+  EXPECT_NE(retried.err.find("the runs run the code recorded when experiment 2 was submitted "
+                             "(snapshot " + snapshot + "), not the workdir as it is now"),
+            std::string::npos)
+      << retried.err;
 }
 
 TEST_F(FailureTest, TheExceptionIsKeptAndShownEverywhere) {

@@ -135,7 +135,9 @@ int FollowExperiment(ApiClient& api, int64_t experiment_id, const FollowOptions&
             }
           }
         }
-        view.OnRunChanged(r, attempt ? &*attempt : nullptr, IsFinal(r.state) ? r.reason : "");
+        // The reason, unless it only says the state again ("succeeded", "cancelled").
+        const bool says_more = IsFinal(r.state) && r.reason != ToString(r.state);
+        view.OnRunChanged(r, attempt ? &*attempt : nullptr, says_more ? r.reason : "");
       } else if (human && before.final_metrics != r.final_metrics && !r.final_metrics.empty()) {
         MetricPoint p;
         p.run_id = r.id;

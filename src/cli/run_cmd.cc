@@ -34,12 +34,29 @@
 namespace drover::cli {
 namespace {
 
-std::string PoolSummary(const std::vector<sched::GpuState>& gpus, const std::string& kind) {
+// "4 runs", or for a search "a search of 16 trials, 2 at a time (2 made so far)": a search makes
+// its trials as they are proposed, so its first runs are not all it will run.
+std::string RunsSaid(const Spec& spec, size_t runs) {
+  if (!spec.search || spec.search->sampler == SamplerKind::kGrid) {
+    return Count(static_cast<int64_t>(runs), "run");
+  }
+  return fmt::format("a search of {}, {} at a time ({} made so far)",
+                     Count(spec.search->trials, "trial"), spec.search->parallel, runs);
+}
+
+// "2 fake GPUs (15GiB, 15GiB for runs; 1GiB of each kept free, scheduler.gpu_reserve)": what
+// runs may have of each GPU, and why a 16 GiB one shows 15.
+std::string PoolSummary(const std::vector<sched::GpuState>& gpus, const std::string& kind,
+                        int64_t reserve) {
   if (gpus.empty()) return "no GPUs";
   std::vector<std::string> sizes;
   for (const auto& g : gpus) sizes.push_back(FormatBytes(g.capacity));
-  return fmt::format("{} {}GPU{} ({})", gpus.size(), kind == "fake" ? "fake " : "",
-                     gpus.size() == 1 ? "" : "s", Join(sizes, ", "));
+  return fmt::format("{} {}GPU{} ({}{})", gpus.size(), kind == "fake" ? "fake " : "",
+                     gpus.size() == 1 ? "" : "s", Join(sizes, ", "),
+                     reserve > 0 ? fmt::format(" for runs; {} of each kept free, "
+                                               "scheduler.gpu_reserve",
+                                               FormatBytes(reserve))
+                                 : "");
 }
 
 // The HTML report of a finished experiment, read back through the catalog (the store, or the
@@ -478,7 +495,9 @@ int RunInForeground(Globals& g, const RunFlags& f, const QueueStep& queue) {
                   engine.cpu_slots());
     } else {
       std::printf("on %s, %d CPU slots\n",
-                  PoolSummary(engine.gpus(), setup->probe->Kind()).c_str(), engine.cpu_slots());
+                  PoolSummary(engine.gpus(), setup->probe->Kind(), opts.scheduler.gpu_reserve)
+                      .c_str(),
+                  engine.cpu_slots());
     }
     std::fflush(stdout);
   }
@@ -616,7 +635,7 @@ int RunSpec(Globals& g, const RunFlags& given) {
         }
       }
       experiment_id = sub->experiment_id;
-      what = fmt::format("{}, queued", Count(static_cast<int64_t>(sub->run_ids.size()), "run"));
+      what = fmt::format("{}, queued", RunsSaid(*spec, sub->run_ids.size()));
     }
     return FollowInDaemon(g, *daemon, experiment_id, spec->name, what, f);
   }
@@ -652,7 +671,7 @@ int RunSpec(Globals& g, const RunFlags& given) {
     q.runs = submitted.runs;
     q.headline = fmt::format("experiment {} ({}): {}, code snapshot {} ({}{} files)",
                              submitted.experiment_id, spec->name,
-                             Count(static_cast<int64_t>(submitted.runs.size()), "run"),
+                             RunsSaid(*spec, submitted.runs.size()),
                              s.hash.substr(0, 12), code, s.files);
     return q;
   });

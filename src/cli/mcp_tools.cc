@@ -152,7 +152,8 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
            {"overrides", ListOf({{"type", "string"}})}}),
       Obj({{"experiment_id", {{"type", "integer"}}},
            {"run_ids", ListOf({{"type", "integer"}})},
-           {"name", {{"type", "string"}}}},
+           {"name", {{"type", "string"}}},
+           {"notes", ListOf({{"type", "string"}})}},
           {"experiment_id", "run_ids"}),
       [info, options](const Json& args) -> Result<Json> {
         // A client per call: calls come from several HTTP threads at once under /mcp.
@@ -184,6 +185,8 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
         if (!r.ok()) return Explain(r.status(), "fix the spec at the position given and submit again");
         Json out = {{"experiment_id", (*r)["experiment_id"]}, {"run_ids", (*r)["run_ids"]}};
         if (!name.empty()) out["name"] = name;
+        // What the agent should know though nothing was refused (runs that will see no GPU).
+        if (r->contains("notes") && (*r)["notes"].is_array()) out["notes"] = (*r)["notes"];
         return out;
       }});
 

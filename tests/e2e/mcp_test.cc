@@ -93,6 +93,9 @@ TEST_F(McpTest, AScriptedAgentSubmitsWaitsAndCompares) {
   }
   const Json& sub = replies[2]["result"]["structuredContent"];
   EXPECT_EQ(sub["run_ids"].size(), 3u) << replies[2].dump();
+  // The spec leaves resources.gpus out on 2 fake GPUs: the agent is told its runs see no GPU.
+  ASSERT_EQ(sub["notes"].size(), 1u) << replies[2].dump();
+  EXPECT_NE(sub["notes"][0].get<std::string>().find("the runs ask for no GPU"), std::string::npos);
   const Json& wait = replies[3]["result"]["structuredContent"];
   EXPECT_TRUE(wait["done"].get<bool>()) << replies[3].dump();
   const Json& cmp = replies[4]["result"]["structuredContent"];

@@ -1,29 +1,43 @@
 #!/usr/bin/env bash
-# Installs what drover needs to build, test and run its examples on Debian 12, then builds it.
-#   scripts/setup.sh            # packages + build (build/drover)
-#   scripts/setup.sh --no-build # packages only
+# Installs what drover needs on Debian 12 and builds it.
+#   scripts/setup.sh                    # what building and running drover needs; builds build/drover
+#   scripts/setup.sh --tests            # also what the tests need; builds every target (test binaries too)
+#   scripts/setup.sh [--tests] --no-build   # packages only
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+tests=0 build=1
+for a in "$@"; do
+  case $a in
+    --tests) tests=1 ;;
+    --no-build) build=0 ;;
+    *) echo "setup: unknown option $a (use --tests, --no-build)" >&2; exit 2 ;;
+  esac
+done
 
 packages=(
   # build
   g++ cmake ninja-build pkg-config git
-  # the debug preset: clang with AddressSanitizer, UndefinedBehaviorSanitizer and libFuzzer
-  clang libclang-rt-14-dev
-  # libraries (docs/dependencies.md says why each)
+  # libraries (docs/dependencies.md says why each; GoogleTest is found at configure time)
   libyaml-cpp-dev nlohmann-json3-dev libsqlite3-dev libcli11-dev libspdlog-dev libfmt-dev
   libssl-dev libgtest-dev libgmock-dev libcpp-httplib-dev libeigen3-dev
   libprotobuf-dev protobuf-compiler libmuparser-dev
-  # the digits example and its tests: PyTorch on CPU, sklearn's bundled digits data
+  # the digits example: PyTorch on CPU, sklearn's bundled digits data
   python3 python3-torch python3-sklearn
-  # tests read the store with the sqlite3 shell; procps gives ps/pgrep for the no-orphans checks
-  sqlite3 procps
-  # promtool checks a live /metrics scrape in the tests (the package also brings the server)
-  prometheus
-  # the web UI's browser tests drive Debian's Chromium with playwright-core; a CJK font so their
-  # screenshots show the recipes' Chinese aliases
-  chromium fonts-wqy-microhei
 )
+if ((tests)); then
+  packages+=(
+    # the debug preset: clang with AddressSanitizer, UndefinedBehaviorSanitizer and libFuzzer
+    clang libclang-rt-14-dev
+    # tests read the store with the sqlite3 shell; procps gives ps/pgrep for the no-orphans checks
+    sqlite3 procps
+    # promtool checks a live /metrics scrape in the tests (the package also brings the server)
+    prometheus
+    # the web UI's browser tests drive Debian's Chromium with playwright-core; a CJK font so their
+    # screenshots show the recipes' Chinese aliases
+    chromium fonts-wqy-microhei
+  )
+fi
 # The official MCP TypeScript SDK client drives `drover mcp` and /mcp in the tests. A machine that
 # already has Node.js with its own npm (NodeSource's nodejs bundles npm and conflicts with Debian's
 # npm package) keeps it; otherwise Debian's nodejs and npm are installed.
@@ -44,16 +58,22 @@ if ((${#missing[@]})); then
   $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# npm packages, pinned by their package-lock.json: uPlot, compiled into the web UI (web/); the
-# official MCP SDK client (tests/mcp/) and playwright-core (tests/web/) for the tests.
+# npm packages, pinned by their package-lock.json: uPlot, compiled into the web UI (web/); for the
+# tests, the official MCP SDK client (tests/mcp/) and playwright-core (tests/web/).
 npm_ci() {
   [[ -d $1/node_modules/$2 ]] || (cd "$1" && npm ci --no-audit --no-fund --loglevel=error)
 }
 npm_ci web uplot
-npm_ci tests/mcp @modelcontextprotocol/sdk
-[[ ! -f tests/web/package.json ]] || npm_ci tests/web playwright-core
+if ((tests)); then
+  npm_ci tests/mcp @modelcontextprotocol/sdk
+  npm_ci tests/web playwright-core
+fi
 
-if [[ ${1:-} != --no-build ]]; then
+if ((build)); then
   cmake --preset default >/dev/null
-  cmake --build --preset default
+  if ((tests)); then
+    cmake --build --preset default
+  else
+    cmake --build --preset default --target drover
+  fi
 fi

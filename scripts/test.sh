@@ -4,7 +4,7 @@
 # sanitizer slot (scripts/sanitize.sh: the unit tests under ASan and UBSan, each fuzzer briefly).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --tests
 # The Slurm executor's tests need a one-node Slurm (docs/slurm.md, "The test cluster"): started here
 # as root, stopped at the end; elsewhere those tests skip and say so.
 if [[ $(id -u) -eq 0 ]]; then

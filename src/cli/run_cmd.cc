@@ -18,6 +18,7 @@
 #include "cli/comparison.h"
 #include "cli/follow.h"
 #include "cli/progress.h"
+#include "cli/prune_preview.h"
 #include "cli/report_cmd.h"
 #include "cli/run_flags.h"
 #include "common/strings.h"
@@ -78,7 +79,16 @@ void WriteReportAtEnd(Globals& g, int64_t experiment_id, const RunFlags& f,
 }
 
 // A search's dry run: the space, the sampler auto picks, the budget and the grid cells.
-int DryRunSearch(const Spec& spec, const RunFlags& f) {
+void AddPruneJson(Json& out, const Spec& spec, const std::optional<PrunePreview>& prune) {
+  if (!spec.prune) return;
+  out["prune"] = SpecToJson(spec)["prune"];
+  if (prune) {
+    out["prune"]["rungs"] = prune->rungs;
+    out["prune"]["warnings"] = prune->warnings;
+  }
+}
+
+int DryRunSearch(const Spec& spec, const RunFlags& f, const std::optional<PrunePreview>& prune) {
   Result<search::Space> space = search::SpaceOf(spec);
   if (!space.ok()) return ReportError(space.status());
   const std::vector<Json> cells = ExpandGrid(spec);
@@ -113,7 +123,7 @@ int DryRunSearch(const Spec& spec, const RunFlags& f) {
                   {"sampler", ToString(spec.search->sampler)}, {"uses", ToString(picked)},
                   {"seed", spec.search->seeded ? Json(spec.search->seed) : Json()},
                   {"space", dims}, {"grid", cells}}}};
-    if (spec.prune) out["prune"] = SpecToJson(spec)["prune"];
+    AddPruneJson(out, spec, prune);
     std::printf("%s\n", out.dump(2).c_str());
     return kExitOk;
   }
@@ -131,13 +141,7 @@ int DryRunSearch(const Spec& spec, const RunFlags& f) {
   } else if (!cells[0].empty()) {
     std::printf("fixed: %s\n", cells[0].dump().c_str());
   }
-  if (spec.prune) {
-    const PruneSpec& p = *spec.prune;
-    std::printf("prune: %s on %s (%s), first rung at step %lld, reduction %d%s\n",
-                std::string(ToString(p.rule)).c_str(), p.metric.c_str(), p.maximize ? "max" : "min",
-                static_cast<long long>(p.min_steps), p.reduction,
-                p.max_steps > 0 ? fmt::format(", runs end at step {}", p.max_steps).c_str() : "");
-  }
+  if (spec.prune && prune) std::fputs(PrunePreviewText(*spec.prune, *prune).c_str(), stdout);
   return kExitOk;
 }
 
@@ -276,7 +280,16 @@ int DryRunPipeline(const Spec& spec, const RunFlags& f, const MaybePlan& plan) {
   return kExitOk;
 }
 
-int DryRunRuns(const Spec& spec, const RunFlags& f, const MaybePlan& plan);
+int DryRunRuns(const Spec& spec, const RunFlags& f, const MaybePlan& plan,
+               const std::optional<PrunePreview>& prune);
+
+// The prune rule's rungs, placed on the latest run of the same name in the store when there is
+// one (cli/prune_preview.h).
+std::optional<PrunePreview> PreviewOfDryRun(Globals& g, const Spec& spec) {
+  if (!spec.prune) return std::nullopt;
+  auto catalog = OpenCatalog(g);
+  return PreviewPruneOf(*spec.prune, spec.name, catalog.ok() ? catalog->get() : nullptr);
+}
 
 int DryRun(Globals& g, const Spec& spec, const RunFlags& f, const std::string& fake) {
   // The spec as the submit would record it, for the fingerprints: its image pinned.
@@ -312,7 +325,7 @@ int DryRun(Globals& g, const Spec& spec, const RunFlags& f, const std::string& f
       // The executor places the runs: it says whether it would take them (Slurm: sbatch
       // --test-only).
       if (Status ok = would_accept(spec, setup->config.executor); !ok.ok()) return ReportError(ok);
-      return DryRunRuns(spec, f, PlanOfDryRun(g, pinned_spec, false, 0));
+      return DryRunRuns(spec, f, PlanOfDryRun(g, pinned_spec, false, 0), PreviewOfDryRun(g, spec));
     }
     auto devices = setup->probe->Devices();
     if (!devices.ok()) return ReportError(devices.status().WithContext("listing GPUs"));
@@ -327,11 +340,16 @@ int DryRun(Globals& g, const Spec& spec, const RunFlags& f, const std::string& f
       if (Status cdi = container::CheckCdi(*devices); !cdi.ok()) return ReportError(cdi);
     }
   }
-  return DryRunRuns(spec, f, PlanOfDryRun(g, pinned_spec, daemon.has_value(), daemon ? daemon->pid : 0));
+  return DryRunRuns(spec, f,
+                    PlanOfDryRun(g, pinned_spec, daemon.has_value(), daemon ? daemon->pid : 0),
+                    PreviewOfDryRun(g, spec));
 }
 
-int DryRunRuns(const Spec& spec, const RunFlags& f, const MaybePlan& plan) {
-  if (spec.search && spec.search->sampler != SamplerKind::kGrid) return DryRunSearch(spec, f);
+int DryRunRuns(const Spec& spec, const RunFlags& f, const MaybePlan& plan,
+               const std::optional<PrunePreview>& prune) {
+  if (spec.search && spec.search->sampler != SamplerKind::kGrid) {
+    return DryRunSearch(spec, f, prune);
+  }
   if (!spec.stages.empty()) return DryRunPipeline(spec, f, plan);
   auto grid = ExpandGrid(spec);
   Json out = Json::array();
@@ -348,6 +366,7 @@ int DryRunRuns(const Spec& spec, const RunFlags& f, const MaybePlan& plan) {
   if (f.json) {
     Json all = {{"name", spec.name}, {"runs", out}};
     AddCacheJson(all, plan);
+    AddPruneJson(all, spec, prune);
     std::printf("%s\n", all.dump(2).c_str());
   } else {
     std::printf("%s: %s (dry run: nothing was submitted)\n", spec.name.c_str(),
@@ -357,6 +376,7 @@ int DryRunRuns(const Spec& spec, const RunFlags& f, const MaybePlan& plan) {
     if (PlannedAt(plan, 0)) header.push_back("will");
     header.push_back("command");
     std::fputs(RenderTable(header, rows).c_str(), stdout);
+    if (spec.prune && prune) std::fputs(PrunePreviewText(*spec.prune, *prune).c_str(), stdout);
   }
   return kExitOk;
 }

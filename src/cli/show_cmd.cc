@@ -142,13 +142,18 @@ int Show(Globals& g, const ShowFlags& f) {
     out += fmt::format("metrics      {}\n", TerminalLine(m));
   }
   if (!detail->rungs.empty()) {
-    out += "\nrungs (where the prune rule compared it)\n";
+    const Json& prune = detail->experiment.spec.value("prune", Json::object());
+    const std::string metric = prune.is_object() ? prune.value("metric", "value") : "value";
+    out += "\nrungs (where the prune rule compared it, and the report it judged)\n";
     std::vector<std::vector<std::string>> rung_rows;
     for (const RungRecord& g : detail->rungs) {
-      rung_rows.push_back({std::to_string(g.rung), std::to_string(g.step), FormatValue(Json(g.value)),
-                           g.pruned ? fmt::format("pruned at rung {}", g.rung) : "went on"});
+      rung_rows.push_back(
+          {std::to_string(g.rung), fmt::format("{} {}", g.unit, g.step),
+           g.report_step > 0 ? fmt::format("step {}", g.report_step) : "-",
+           FormatValue(Json(g.value)),
+           g.pruned ? fmt::format("pruned at rung {}", g.rung) : "went on"});
     }
-    out += RenderTable({"rung", "step", "value", "decision"}, rung_rows);
+    out += RenderTable({"rung", "at", "report", metric, "decision"}, rung_rows);
   }
   out += "\nattempts\n";
   std::vector<std::vector<std::string>> rows;

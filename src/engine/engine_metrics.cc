@@ -83,7 +83,7 @@ void Engine::TailMetrics(Live& live, bool final, Instant now) {
   if (st.ok()) st = store_.UpdateRun(live.run);
   if (!st.ok()) Fail(st);
   WatchPoints(live, tailed.points, now.wall);
-  if (live.attempt && !live.attempt->stopping && search_.OnPoints(live.run, tailed.points)) {
+  if (live.attempt && !live.attempt->stopping && search_.OnPoints(live.run, tailed.points, final)) {
     Stop(live, StopReason::kPrune, now, options_.kill_grace_ms);
   }
   if (!tailed.points.empty()) {

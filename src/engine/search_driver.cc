@@ -123,7 +123,10 @@ Status SearchDriver::Load(const Experiment& e, const Spec& spec, const std::vect
 void SearchDriver::Forget(int64_t experiment_id) { searches_.erase(experiment_id); }
 
 void SearchDriver::OnFinal(const Run& run) {
-  if (Search* s = Find(run.experiment_id)) Observe(*s, run);
+  if (Search* s = Find(run.experiment_id)) {
+    s->resource.erase(run.id);
+    Observe(*s, run);
+  }
 }
 
 void SearchDriver::Observe(Search& x, const Run& run) {
@@ -228,22 +231,51 @@ Result<Run> SearchDriver::Make(Search& x, Json params) {
   return r;
 }
 
-bool SearchDriver::OnPoints(const Run& run, const std::vector<MetricPoint>& points) {
+bool SearchDriver::OnPoints(const Run& run, const std::vector<MetricPoint>& points, bool ended) {
   Search* x = Find(run.experiment_id);
   if (!x || !x->pruner) return false;
+  const PruneSpec& spec = x->pruner->spec();
+  // What rungs count (docs/search.md, "Early stopping"): steps when the spec says so; else the
+  // resource metric (epoch unless named) once the run reports it; steps while it never has.
+  const bool by_steps = spec.resource == "step";
+  const std::string resource = spec.resource.empty() ? "epoch" : spec.resource;
+  std::vector<const MetricPoint*> mine;
   for (const MetricPoint& p : points) {
-    if (p.name != x->pruner->spec().metric) continue;
-    for (const RungRecord& r : x->pruner->Report(run.id, run.index, p.step, p.value)) {
-      ctx_.Tx();
-      if (Status st = ctx_.store().InsertRung(x->experiment_id, r); !st.ok()) {
-        ctx_.Fail(st);
-        return false;
-      }
-      if (!r.pruned) continue;
-      spdlog::info("run {}: pruned at rung {} (step {}): {} = {}; SIGTERM now", run.id, r.rung,
-                   r.step, x->pruner->spec().metric, r.value);
-      return true;
+    if (p.name == spec.metric || (!by_steps && p.name == resource)) mine.push_back(&p);
+  }
+  // A line's epoch places the values reported beside it: at one step, the resource comes first.
+  std::stable_sort(mine.begin(), mine.end(), [&](const MetricPoint* a, const MetricPoint* b) {
+    return std::pair(a->step, a->name == spec.metric) < std::pair(b->step, b->name == spec.metric);
+  });
+  for (const MetricPoint* p : mine) {
+    if (p->name != spec.metric) {
+      x->resource[run.id] = p->value;
+      continue;
     }
+    search::Pruner::Place place{static_cast<double>(p->step), "step", p->step};
+    if (!by_steps) {
+      auto it = x->resource.find(run.id);
+      if (it != x->resource.end()) {
+        place.at = it->second;
+        place.unit = resource;
+        // A run told how many epochs it runs (an `epochs` parameter) has no rung at its end.
+        auto end = run.params.find(resource + "s");
+        if (end != run.params.end() && end->is_number()) place.end = end->get<double>();
+      } else if (!spec.resource.empty()) {
+        continue;  // a named resource not reported yet: no rung can be placed
+      }
+    }
+    std::optional<RungRecord> r = x->pruner->Report(run.id, run.index, place, p->value, ended);
+    if (!r) continue;
+    ctx_.Tx();
+    if (Status st = ctx_.store().InsertRung(x->experiment_id, *r); !st.ok()) {
+      ctx_.Fail(st);
+      return false;
+    }
+    if (!r->pruned) continue;
+    spdlog::info("run {}: pruned at rung {} ({} {}, step {}): {} = {}; SIGTERM now", run.id,
+                 r->rung, r->unit, r->step, r->report_step, spec.metric, r->value);
+    return true;
   }
   return false;
 }
@@ -253,8 +285,8 @@ std::string SearchDriver::PrunedWhy(int64_t experiment_id, int64_t run_id) const
   if (!x || !x->pruner) return {};
   const RungRecord* r = x->pruner->PrunedAt(run_id);
   if (!r) return {};
-  return fmt::format("pruned at rung {} (step {}): {} = {} was behind the other runs there",
-                     r->rung, r->step, x->pruner->spec().metric, r->value);
+  return fmt::format("pruned at rung {} ({} {}): {} = {} was behind the other runs there",
+                     r->rung, r->unit, r->step, x->pruner->spec().metric, r->value);
 }
 
 ProposalJob SearchDriver::SuggestJob(int64_t experiment_id, int count) const {

@@ -104,8 +104,9 @@ class SearchDriver : public RunLifecycle {
   void OnFinal(const Run& run) override;
 
   // New points of a running run: rungs recorded in the loop's transaction. True when the run is
-  // behind at a rung and is to be stopped (logged here).
-  bool OnPoints(const Run& run, const std::vector<MetricPoint>& points);
+  // behind at a rung and is to be stopped (logged here). `ended`: the points are the last of a
+  // run that has exited: their rungs are recorded, nobody is stopped.
+  bool OnPoints(const Run& run, const std::vector<MetricPoint>& points, bool ended = false);
   // Why the pruner stopped the run, for its attempt's record; empty when it did not.
   std::string PrunedWhy(int64_t experiment_id, int64_t run_id) const;
 
@@ -128,6 +129,7 @@ class SearchDriver : public RunLifecycle {
     Spec spec;
     std::optional<SearchState> state;      // spec.search with a sampler
     std::optional<search::Pruner> pruner;  // spec.prune
+    std::map<int64_t, double> resource;     // run -> its last report of prune.resource (epoch)
   };
   Search* Find(int64_t experiment_id);
   const Search* Find(int64_t experiment_id) const;

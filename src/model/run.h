@@ -240,9 +240,11 @@ struct RungRecord {
   int64_t run_id = 0;
   int bracket = 0;
   int rung = 0;
-  int64_t step = 0;     // the rung's step (the run reported it or a later one)
+  int64_t step = 0;     // the rung's place in `unit` (the run reported it or a later one)
   double value = 0;     // the run's value of the metric then
   bool pruned = false;  // the run was stopped here
+  std::string unit = "step";  // what rungs count: "step", or the resource metric ("epoch")
+  int64_t report_step = 0;    // the step of the report judged here (0: not recorded)
 };
 
 // A result told to a search for a config run outside it (ask/tell, docs/search.md): the

@@ -249,6 +249,7 @@ Json SpecToJson(const Spec& s) {
                   {"mode", s.prune->maximize ? "max" : "min"}, {"min_steps", s.prune->min_steps},
                   {"reduction", s.prune->reduction},         {"max_steps", s.prune->max_steps},
                   {"startup_trials", s.prune->startup_trials}};
+    if (!s.prune->resource.empty()) j["prune"]["resource"] = s.prune->resource;
   }
   j["monitor"] = MonitorJson(s.monitor);
   if (!s.stages.empty()) {
@@ -341,6 +342,7 @@ Result<Spec> SpecFromJson(const Json& j) {
       prune.reduction = x.value("reduction", 3);
       prune.max_steps = x.value("max_steps", int64_t{0});
       prune.startup_trials = x.value("startup_trials", 5);
+      prune.resource = x.value("resource", std::string());
       s.prune = prune;
     }
     if (j.contains("monitor")) s.monitor = MonitorFrom(j["monitor"]);

@@ -141,7 +141,7 @@ struct SearchSpec {
 inline constexpr int64_t kMaxTrials = 100'000;
 
 // Early stopping of runs whose curve is behind (prune:, docs/search.md): checked at rungs, the
-// steps min_steps * reduction^k of `metric`.
+// points min_steps * reduction^k of the resource (epochs when runs report `epoch`, else steps).
 enum class PruneRule { kMedian, kAsha, kHyperband };
 std::string_view ToString(PruneRule r);
 std::optional<PruneRule> ParsePruneRule(std::string_view text);
@@ -150,9 +150,12 @@ struct PruneSpec {
   PruneRule rule = PruneRule::kAsha;
   std::string metric;     // default: the objective's
   bool maximize = true;   // default: the objective's mode
-  int64_t min_steps = 1;  // the first rung; no run is stopped before it
+  // What rungs count: "" = `epoch` when the run reports it beside the metric, else its steps;
+  // "step" = always steps; any other name = that metric's value (reported beside the metric).
+  std::string resource;
+  int64_t min_steps = 1;  // the first rung, in the resource's units; no run is stopped before it
   int reduction = 3;      // asha, hyperband: the best 1/reduction at a rung go on
-  int64_t max_steps = 0;  // hyperband: the steps a full run takes (its brackets' top rung)
+  int64_t max_steps = 0;  // the resource a full run takes: no rung there; hyperband's top rung
   int startup_trials = 5; // median: runs that must reach a rung before it stops anyone there
 };
 

@@ -852,9 +852,16 @@ Json ToJson(const RunDetail& d) {
     j["container"]["description"] = DescribeContainer(d.experiment.spec);
   }
   if (d.waiting) j["waiting"] = {{"code", d.waiting->code}, {"reason", d.waiting->reason}};
+  // What the rungs judged: the prune rule's metric and what rungs count.
+  if (d.experiment.spec.is_object() && d.experiment.spec.contains("prune") &&
+      d.experiment.spec["prune"].is_object()) {
+    j["prune"] = {{"metric", d.experiment.spec["prune"].value("metric", "")},
+                  {"resource", d.experiment.spec["prune"].value("resource", "")}};
+  }
   j["rungs"] = Json::array();
   for (const RungRecord& r : d.rungs) {
     j["rungs"].push_back({{"bracket", r.bracket}, {"rung", r.rung}, {"step", r.step},
+                          {"unit", r.unit}, {"report_step", r.report_step},
                           {"value", std::isfinite(r.value) ? Json(r.value) : Json()},
                           {"pruned", r.pruned}});
   }
@@ -908,6 +915,10 @@ Result<RunDetail> RunDetailFromJson(const Json& j) {
       env.gpu_info = e.value("gpu_info", "");
       d.environments.push_back(std::move(env));
     }
+    if (auto p = j.find("prune"); p != j.end() && p->is_object()) {
+      if (!d.experiment.spec.is_object()) d.experiment.spec = Json::object();
+      d.experiment.spec["prune"] = *p;
+    }
     for (const auto& r : j.value("rungs", Json::array())) {
       RungRecord rung;
       rung.run_id = d.run.id;
@@ -918,6 +929,8 @@ Result<RunDetail> RunDetailFromJson(const Json& j) {
                        ? r["value"].get<double>()
                        : std::numeric_limits<double>::quiet_NaN();
       rung.pruned = r.value("pruned", false);
+      rung.unit = r.value("unit", std::string("step"));
+      rung.report_step = r.value("report_step", int64_t{0});
       d.rungs.push_back(rung);
     }
   } catch (const Json::exception& e) {

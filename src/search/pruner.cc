@@ -72,28 +72,31 @@ bool Pruner::Decide(const RungRecord& r) const {
   return better >= keep;
 }
 
-std::vector<RungRecord> Pruner::Report(int64_t run_id, int64_t index, int64_t step,
-                                       double value) {
-  std::vector<RungRecord> out;
-  if (pruned_.count(run_id)) return out;
+std::optional<RungRecord> Pruner::Report(int64_t run_id, int64_t index, const Place& place,
+                                         double value, bool ended) {
+  if (pruned_.count(run_id)) return std::nullopt;
   const int bracket = BracketOf(index);
   int& next = next_rung_[run_id];
-  for (;;) {
-    const int64_t at = RungStep(bracket, next);
-    if (step < at) break;
+  // The last rung this report reached (none when it reached none).
+  int reached = -1;
+  for (int k = next;; ++k) {
+    const int64_t at = RungStep(bracket, k);
+    if (place.at < static_cast<double>(at)) break;
     // No rung at or past the end of a full run: nothing is left to save there.
     if (spec_.max_steps > 0 && at >= spec_.max_steps) break;
-    RungRecord r{run_id, bracket, next, at, value, false};
-    r.pruned = Decide(r);
-    values_[{bracket, next}].emplace_back(run_id, value);
-    ++next;
-    out.push_back(r);
-    if (r.pruned) {
-      pruned_[run_id] = r;
-      break;
-    }
+    if (place.end > 0 && static_cast<double>(at) >= place.end) break;
+    reached = k;
+    if (at == std::numeric_limits<int64_t>::max()) break;
   }
-  return out;
+  if (reached < 0) return std::nullopt;
+  RungRecord r{run_id, bracket, reached, RungStep(bracket, reached), value, false};
+  r.unit = place.unit;
+  r.report_step = place.step;
+  r.pruned = !ended && Decide(r);
+  values_[{bracket, reached}].emplace_back(run_id, value);
+  next = reached + 1;
+  if (r.pruned) pruned_[run_id] = r;
+  return r;
 }
 
 }  // namespace drover::search

@@ -3,8 +3,11 @@
 // Pure: the engine feeds it each reported value of the metric and stores what it returns, so a
 // restarted engine loads the same records and takes the same decisions.
 //
-// Runs are compared at rungs, the steps min_steps * reduction^k (rung k). The first time a run
-// reports a step at or past a rung, its value there is recorded, and the decision is taken:
+// Runs are compared at rungs, the points min_steps * reduction^k (rung k) of what rungs count
+// (the resource: epochs when runs report `epoch`, or steps; the caller says where each report
+// is). The first time a run reports at or past a rung, its value there is recorded, and the
+// decision is taken. A report judges one rung at most, the last it reached: rungs it passed
+// over are skipped, so no two rungs are judged on one value.
 // - asha: the run goes on when it is among the best ceil(n / reduction) of the n values recorded
 //   at that rung so far, itself included (asynchronous successive halving);
 // - hyperband: the same in brackets: trial i is in bracket i mod (s + 1), s = the number of rungs
@@ -15,6 +18,7 @@
 // A NaN ranks below every number.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -31,10 +35,19 @@ class Pruner {
 
   // A record from the store (before any Report).
   void Load(const RungRecord& r);
-  // The run (trial number `index` of its experiment) reported `value` at `step`: the rungs it
-  // reached for the first time, each with its decision. At most one is pruned (the first), and
-  // none after a run was pruned.
-  std::vector<RungRecord> Report(int64_t run_id, int64_t index, int64_t step, double value);
+  // Where a report is: `at` in the resource's units (`unit`: "step", "epoch"), made at `step`.
+  struct Place {
+    double at = 0;
+    std::string unit = "step";
+    int64_t step = 0;
+    double end = 0;  // where this run ends, in the same units, when known (0: max_steps only)
+  };
+  // The run (trial number `index` of its experiment) reported `value` at `place`: the rung it
+  // reached for the first time (the last of those it passed), with its decision; none after a
+  // run was pruned. `ended`: the run had already finished when this was read (its last
+  // report): the value is recorded and compared, but it is not stopped.
+  std::optional<RungRecord> Report(int64_t run_id, int64_t index, const Place& place,
+                                   double value, bool ended = false);
 
   int Brackets() const;
   int BracketOf(int64_t index) const;

@@ -54,8 +54,9 @@ const std::vector<std::string> kOomKeys = {"param", "min", "accumulate"};
 const std::vector<std::string> kMonitorKeys = {"watch", "on_nan", "stall"};
 const std::vector<std::string> kSearchKeys = {"sampler", "trials", "parallel", "seed",
                                               "multivariate"};
-const std::vector<std::string> kPruneKeys = {"rule",      "metric",    "mode",          "min_steps",
-                                             "reduction", "max_steps", "startup_trials"};
+const std::vector<std::string> kPruneKeys = {"rule",      "metric",    "mode",
+                                             "resource",  "min_steps", "reduction",
+                                             "max_steps", "startup_trials"};
 // The keys of a searched parameter's mapping: one distribution, and an optional condition.
 const std::vector<std::string> kDistributionKeys = {"uniform", "log_uniform", "int", "int_log",
                                                     "choice",  "when"};
@@ -594,9 +595,23 @@ Status SpecParser::ParsePrune(const Field& f, Spec& spec) const {
   } else if (spec.objective || !Find(fields, "metric")) {
     prune.maximize = true;
   }
+  if (const Field* x = Find(fields, "resource")) {
+    DROVER_ASSIGN_OR_RETURN(prune.resource,
+                            Text(*x, "write what rungs count: step, or a metric the runs report "
+                                     "beside the pruned one, such as epoch"));
+    if (prune.resource.empty()) {
+      return Err(x->at(), "prune.resource is empty; write step, or a metric such as epoch");
+    }
+    if (prune.resource == prune.metric) {
+      return Err(x->at(), fmt::format("prune.resource is the pruned metric {} itself; write step, "
+                                      "or a metric that counts progress, such as epoch",
+                                      prune.metric));
+    }
+  }
   if (const Field* x = Find(fields, "min_steps")) {
     DROVER_ASSIGN_OR_RETURN(prune.min_steps, Int(*x, 1, int64_t{1} << 40, "a positive integer",
-                                                 "write the step of the first check, such as 1"));
+                                                 "write where the first check is, in the "
+                                                 "resource's units (epochs, steps), such as 1"));
   }
   if (const Field* x = Find(fields, "reduction")) {
     DROVER_ASSIGN_OR_RETURN(int64_t r, Int(*x, 2, 100, "an integer from 2 to 100",
@@ -611,14 +626,14 @@ Status SpecParser::ParsePrune(const Field& f, Spec& spec) const {
   }
   if (const Field* x = Find(fields, "max_steps")) {
     DROVER_ASSIGN_OR_RETURN(prune.max_steps, Int(*x, 1, int64_t{1} << 40, "a positive integer",
-                                                 "write the steps a full run takes, such as 27"));
+                                                 "write what a full run takes, in the resource's units (epochs, steps), such as 27"));
     if (prune.max_steps <= prune.min_steps) {
       return Err(x->at(), fmt::format("prune.max_steps ({}) must be above min_steps ({})",
                                       prune.max_steps, prune.min_steps));
     }
   } else if (prune.rule == PruneRule::kHyperband) {
-    return Err(f.value, "hyperband needs max_steps: the steps a full run takes (its brackets' "
-                        "last rung), such as 27");
+    return Err(f.value, "hyperband needs max_steps: what a full run takes, in the resource's "
+                        "units (its brackets' last rung), such as 27");
   }
   spec.prune = prune;
   return Status::Ok();

@@ -237,6 +237,13 @@ constexpr const char* kV12 = R"sql(
 ALTER TABLE attempts ADD COLUMN reported TEXT NOT NULL DEFAULT '{}';
 )sql";
 
+// Version 13: what a rung counts (steps, or the resource metric such as epoch) and the step of
+// the report it judged, so `drover show` can say which value each rung compared.
+constexpr const char* kV13 = R"sql(
+ALTER TABLE rungs ADD COLUMN unit TEXT NOT NULL DEFAULT 'step';
+ALTER TABLE rungs ADD COLUMN report_step INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
@@ -253,6 +260,7 @@ const std::vector<Migration>& Migrations() {
       {10, "attempts record their executor's job (Slurm's id, partition, node)", kV10},
       {11, "experiments record their submitter", kV11},
       {12, "attempts record event file offsets, logged hyper-parameters, checkpoints", kV12},
+      {13, "rungs record what they count and the report they judged", kV13},
   };
   return kAll;
 }

@@ -58,7 +58,7 @@ TEST(Migrations, HistoryIsOrderedWithoutGaps) {
     EXPECT_EQ(all[i].version, static_cast<int>(i) + 1);
     EXPECT_NE(std::string(all[i].description), "");
   }
-  EXPECT_EQ(LatestVersion(), 12);
+  EXPECT_EQ(LatestVersion(), 13);
   EXPECT_EQ(Store::LatestSchemaVersion(), LatestVersion());
 }
 
@@ -79,12 +79,12 @@ TEST(Migrations, StepwiseUpgradeEqualsFreshSchema) {
   ASSERT_TRUE(Exec(old.get(), V1Fixture().c_str(), "loading fixture").ok());
   ASSERT_TRUE(Migrate(old.get(), "old").ok());
   ASSERT_TRUE(Migrate(fresh.get(), "fresh").ok());
-  EXPECT_EQ(Version(old.get()), 12);
-  EXPECT_EQ(Version(fresh.get()), 12);
+  EXPECT_EQ(Version(old.get()), 13);
+  EXPECT_EQ(Version(fresh.get()), 13);
   EXPECT_EQ(Schema(old.get()), Schema(fresh.get()));
   // Running again is a no-op.
   ASSERT_TRUE(Migrate(fresh.get(), "fresh").ok());
-  EXPECT_EQ(Version(fresh.get()), 12);
+  EXPECT_EQ(Version(fresh.get()), 13);
 }
 
 TEST(Migrations, Version3TakesGitFieldsFromTheSnapshot) {
@@ -140,12 +140,14 @@ TEST(Migrations, FailingStepLeavesThePreviousVersion) {
 
 TEST(Migrations, NewerDatabaseIsRefused) {
   Db db;
-  ASSERT_TRUE(Exec(db.get(), "PRAGMA user_version = 13", "test").ok());
+  const int newer = LatestVersion() + 1;
+  const std::string pragma = "PRAGMA user_version = " + std::to_string(newer);
+  ASSERT_TRUE(Exec(db.get(), pragma.c_str(), "test").ok());
   Status st = Migrate(db.get(), "/data/drover.db");
   EXPECT_EQ(st.code(), Code::kFailedPrecondition);
-  EXPECT_EQ(st.message(),
-            "store at /data/drover.db has schema version 13, newer than this drover understands "
-            "(12); upgrade drover");
+  EXPECT_EQ(st.message(), "store at /data/drover.db has schema version " + std::to_string(newer) +
+                              ", newer than this drover understands (" +
+                              std::to_string(LatestVersion()) + "); upgrade drover");
   EXPECT_TRUE(Schema(db.get()).empty());
 }
 

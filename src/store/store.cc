@@ -1010,15 +1010,16 @@ Result<std::map<int64_t, std::pair<double, double>>> Store::MetricRanges(int64_t
 Status Store::InsertRung(int64_t experiment_id, const RungRecord& r) {
   DROVER_ASSIGN_OR_RETURN(
       Stmt st, impl_->Use("INSERT OR REPLACE INTO rungs (run_id, experiment_id, bracket, rung, "
-                          "step, value, pruned) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                          "step, value, pruned, unit, report_step) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                           "recording a rung"));
-  st.Bind(r.run_id, experiment_id, r.bracket, r.rung, r.step, r.value, r.pruned ? 1 : 0);
+  st.Bind(r.run_id, experiment_id, r.bracket, r.rung, r.step, r.value, r.pruned ? 1 : 0, r.unit,
+          r.report_step);
   return st.Run();
 }
 
 Result<std::vector<RungRecord>> Store::ListRungs(int64_t experiment_id, int64_t run_id) {
   DROVER_ASSIGN_OR_RETURN(
-      Stmt st, impl_->Use("SELECT run_id, bracket, rung, step, value, pruned FROM rungs WHERE "
+      Stmt st, impl_->Use("SELECT run_id, bracket, rung, step, value, pruned, unit, report_step FROM rungs WHERE "
                           "experiment_id = ?1 AND (?2 = 0 OR run_id = ?2) ORDER BY rowid",
                           "listing rungs"));
   st.Bind(experiment_id, run_id);
@@ -1033,6 +1034,8 @@ Result<std::vector<RungRecord>> Store::ListRungs(int64_t experiment_id, int64_t 
     r.step = st.Int(3);
     r.value = st.Real(4);
     r.pruned = st.Int(5) != 0;
+    r.unit = st.Text(6);
+    r.report_step = st.Int(7);
   }
   return out;
 }

@@ -269,10 +269,10 @@ TEST_F(StoreTest, RunsAreCountedByStateForManyExperimentsInOneQuery) {
 // ---- opening ----
 
 TEST_F(StoreTest, FreshStoreIsAtLatestVersion) {
-  EXPECT_EQ(Store::LatestSchemaVersion(), 12);
+  EXPECT_EQ(Store::LatestSchemaVersion(), 13);
   auto v = store_->SchemaVersion();
   ASSERT_TRUE(v.ok());
-  EXPECT_EQ(*v, 12);
+  EXPECT_EQ(*v, 13);
   auto ok = store_->IntegrityOk();
   ASSERT_TRUE(ok.ok());
   EXPECT_TRUE(*ok);
@@ -299,7 +299,7 @@ TEST(StoreOpen, FileStoreCreatesFoldersUsesWalAndPersists) {
   EXPECT_TRUE(fs::exists(path));
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), 12);
+  EXPECT_EQ(*store->SchemaVersion(), Store::LatestSchemaVersion());
   auto r = store->GetRun(run_id);
   ASSERT_TRUE(r.ok());
   ASSERT_TRUE(r->has_value());
@@ -416,15 +416,18 @@ TEST(StoreOpen, GarbageFileGivesClearErrorAndIsLeftAlone) {
 TEST(StoreOpen, NewerSchemaIsRefusedAndLeftByteIdentical) {
   TempDir dir;
   const std::string path = dir / "drover.db";
-  RawExec(path, "CREATE TABLE future (x); INSERT INTO future VALUES (1); PRAGMA user_version = 13;");
+  const int newer = Store::LatestSchemaVersion() + 1;
+  RawExec(path, "CREATE TABLE future (x); INSERT INTO future VALUES (1); PRAGMA user_version = " +
+                    std::to_string(newer) + ";");
   const std::string before = ReadFile(path);
   ASSERT_FALSE(before.empty());
   auto s = Store::Open(path);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), Code::kFailedPrecondition);
-  EXPECT_EQ(s.status().message(), "store at " + path +
-                                      " has schema version 13, newer than this drover "
-                                      "understands (12); upgrade drover");
+  EXPECT_EQ(s.status().message(), "store at " + path + " has schema version " +
+                                      std::to_string(newer) + ", newer than this drover understands (" +
+                                      std::to_string(Store::LatestSchemaVersion()) +
+                                      "); upgrade drover");
   EXPECT_EQ(ReadFile(path), before);
   EXPECT_FALSE(fs::exists(path + "-wal"));
 }
@@ -448,7 +451,7 @@ TEST(StoreOpen, EmptyFileBecomesAStore) {
   WriteFile(path, "");
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), 12);
+  EXPECT_EQ(*store->SchemaVersion(), Store::LatestSchemaVersion());
 }
 
 TEST(StoreOpen, AMissingOrEmptyDatabaseBesideRunFoldersIsRefused) {
@@ -645,8 +648,8 @@ TEST(StoreMigration, OpensVersion1FileAndUpgrades) {
 
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), 12);
-  EXPECT_EQ(RawQueryText(path, "PRAGMA user_version"), "12");
+  EXPECT_EQ(*store->SchemaVersion(), Store::LatestSchemaVersion());
+  EXPECT_EQ(RawQueryText(path, "PRAGMA user_version"), std::to_string(Store::LatestSchemaVersion()));
   EXPECT_TRUE(*store->IntegrityOk());
 
   // Old rows read back through the API.

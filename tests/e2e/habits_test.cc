@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "common/strings.h"
@@ -307,6 +308,83 @@ TEST_F(HabitsTest, InitWritesAProjectThatPlansAndRuns) {
     EXPECT_EQ(r.state, RunState::kSucceeded) << r.id << " " << r.reason;
     EXPECT_GT(r.final_metrics.value("val_acc", 0.0), 0.5) << r.final_metrics;
   }
+}
+
+// Early stopping as docs/search.md documents it, on init's own template: the script reports
+// val_acc once an epoch (at optimizer steps 22, 45, ...) with the epoch beside it, so the rungs
+// (epochs 1 and 3; 9 is past the runs' 6 epochs) are judged on different reports and values; `drover show` says which; a dry
+// run that forces rungs onto steps warns that they fall on one report.
+TEST_F(HabitsTest, PruningOnInitsTemplateJudgesRungsOnDifferentEpochs) {
+  const std::string project = (dir_ / "proj").string();
+  auto init = RunDrover({"init", project});
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  const std::string recipe = ReadFile(project + "/drover.yaml");
+  const size_t cmd_at = recipe.find("\ncommand: ");
+  ASSERT_NE(cmd_at, std::string::npos) << recipe;
+  std::string command = recipe.substr(cmd_at + 10, recipe.find('\n', cmd_at + 1) - cmd_at - 10);
+  command = command.substr(0, command.find("train.py") + 8) +
+            " --lr {lr} --epochs {epochs} --hidden 32 --seed 1";
+  const std::string spec = "name: pruned\ncommand: " + command + "\n" +
+                           "params:\n  lr: {log_uniform: [1e-5, 0.3]}\n  epochs: 6\n"
+                           "search: {trials: 6, parallel: 2, seed: 3}\n"
+                           "resources: {gpus: 0}\n"
+                           "prune: {rule: asha, min_steps: 1, reduction: 3}\n"
+                           "objective: {metric: val_acc, mode: max}\n";
+  std::ofstream(project + "/search.yaml") << spec;
+  auto run = RunDrover({"run", "search.yaml", "--store", store_, "--quiet"}, project);
+  ASSERT_TRUE(run.exit_code == 0 || run.exit_code == 1) << run.out << run.err;
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  auto rungs = (*store)->ListRungs(1).value();
+  ASSERT_FALSE(rungs.empty());
+  std::map<int64_t, std::vector<RungRecord>> by_run;
+  for (const RungRecord& r : rungs) by_run[r.run_id].push_back(r);
+  int judged_twice = 0;
+  for (const auto& [run_id, list] : by_run) {
+    std::set<int64_t> reports;
+    for (const RungRecord& r : list) {
+      EXPECT_EQ(r.unit, "epoch") << run_id;
+      EXPECT_TRUE(r.step == 1 || r.step == 3) << r.step;
+      EXPECT_GT(r.report_step, 0);
+      EXPECT_TRUE(reports.insert(r.report_step).second) << "run " << run_id << " judged twice on step "
+                                                        << r.report_step;
+    }
+    if (list.size() == 2) {
+      ++judged_twice;
+      EXPECT_LT(list[0].report_step, list[1].report_step);
+      EXPECT_NE(list[0].value, list[1].value) << "run " << run_id;
+    }
+  }
+  EXPECT_GE(judged_twice, 1) << "no run reached epoch 3's rung";
+  // A run that completed all 6 epochs is never pruned (no rung at its end: epoch 9 is past it).
+  RunFilter f;
+  const std::vector<drover::Run> all = (*store)->ListRuns(f).value();
+  for (const drover::Run& r : all) {
+    if (r.state == RunState::kPruned) {
+      ASSERT_TRUE(r.final_metrics.contains("epoch") && r.final_metrics["epoch"].is_number())
+          << r.id << " " << r.final_metrics.dump();
+      EXPECT_LT(r.final_metrics["epoch"].get<double>(), 6.0) << r.id;
+    }
+  }
+  const int64_t shown = by_run.rbegin()->first;
+  auto show = RunDrover({"show", std::to_string(shown), "--store", store_});
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_NE(show.out.find("epoch 1"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("val_acc"), std::string::npos) << show.out;
+
+  // The dry run of the same spec, rungs forced onto steps: rungs 1, 3 and 9 would all fall on
+  // the first report (step 22) of the last run of this name.
+  std::string forced = spec;
+  forced.replace(forced.find("reduction: 3}"), 13, "reduction: 3, resource: step}");
+  std::ofstream(project + "/forced.yaml") << forced;
+  auto dry = RunDrover({"run", "forced.yaml", "--store", store_, "--dry-run"}, project);
+  ASSERT_EQ(dry.exit_code, 0) << dry.out << dry.err;
+  EXPECT_NE(dry.out.find("rungs at step 1, 3, 9"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("warning: rungs at step 1, 3, 9"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("drop resource: step"), std::string::npos) << dry.out;
+  auto dry_epochs = RunDrover({"run", "search.yaml", "--store", store_, "--dry-run"}, project);
+  ASSERT_EQ(dry_epochs.exit_code, 0) << dry_epochs.err;
+  EXPECT_EQ(dry_epochs.out.find("warning:"), std::string::npos) << dry_epochs.out;
 }
 
 }  // namespace

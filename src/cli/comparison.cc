@@ -55,8 +55,11 @@ std::string RenderSearch(const Comparison& c) {
     for (const auto& [p, share] : v.importance) {
       parts += fmt::format("{}{} {:.0f}%", parts.empty() ? "" : ", ", p, 100 * share);
     }
-    out += fmt::format("parameter importance (share of the variance of {} by value): {}\n",
+    out += fmt::format("parameter importance (share of the variance of {} by value, over the "
+                       "finished trials; seeds left out): {}\n",
                        c.metric, parts);
+  } else if (!v.importance_note.empty()) {
+    out += v.importance_note + "\n";
   }
   return out;
 }

@@ -354,8 +354,10 @@ void SearchSection(std::string& out, const ReportData& d, const Comparison& c) {
     }
     out += fmt::format("</tbody></table></div>\n<p class=\"muted\">The share of the variance of {} "
                        "explained by each parameter's value (epsilon squared; numbers by "
-                       "quartile).</p>\n",
+                       "quartile), over the finished trials; seeds and constants left out.</p>\n",
                        E(c.metric));
+  } else if (!v.importance_note.empty()) {
+    out += "<p class=\"muted\" id=\"importance-note\">" + E(v.importance_note) + "</p>\n";
   }
   out += "</section>\n";
 }

@@ -1,7 +1,12 @@
 #include "report/search_view.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
+#include <set>
+
+#include "report/groups.h"
 
 namespace drover::report {
 
@@ -26,16 +31,18 @@ SearchView SearchViewOf(const Comparison& c) {
                                             : std::min(v.history.back().best, s);
     v.history.push_back({r->index + 1, r->id, s, best});
   }
-  // Importance from every trial with a score: pruned ones too (their score when stopped).
-  scored.clear();
-  for (const Run& r : c.runs) {
-    auto it = c.scores.find(r.id);
-    if ((r.state == RunState::kSucceeded || r.state == RunState::kPruned) &&
-        it != c.scores.end() && std::isfinite(it->second)) {
-      scored.push_back(&r);
-    }
+  // Importance from the finished trials only (`scored`): their values are comparable.
+  if (scored.size() < kImportanceTrials) {
+    const int pruned = v.states.count("pruned") ? v.states.at("pruned") : 0;
+    v.importance_note = fmt::format(
+        "parameter importance needs {} finished trials with a score; {} {}{}", kImportanceTrials,
+        scored.size(), scored.size() == 1 ? "has" : "have",
+        pruned > 0 ? fmt::format(" ({} pruned: their values, from earlier in training, are not "
+                                 "compared with final ones)",
+                                 pruned)
+                   : std::string());
+    return v;
   }
-  if (scored.size() < 8) return v;
   double mean = 0;
   for (const Run* r : scored) mean += c.scores.at(r->id) / static_cast<double>(scored.size());
   double total = 0;
@@ -43,6 +50,7 @@ SearchView SearchViewOf(const Comparison& c) {
   if (total <= 0) return v;
   double sum = 0;
   for (const std::string& p : c.varying) {
+    if (IsSeedParam(p)) continue;  // a seed's effect is noise, not a choice to make
     // Group the scores by the parameter's value, numbers by quartile.
     std::vector<std::pair<Json, double>> values;
     bool numeric = true;
@@ -71,6 +79,10 @@ SearchView SearchViewOf(const Comparison& c) {
         groups[x.dump()].second += 1;
       }
     }
+    // A constant among these trials explains nothing: left out rather than listed at 0.
+    std::set<std::string> distinct;
+    for (const auto& [x, s] : values) distinct.insert(x.dump());
+    if (distinct.size() < 2) continue;
     double between = 0;
     for (const auto& [key, g] : groups) {
       between += g.second * std::pow(g.first / g.second - mean, 2);
@@ -101,7 +113,9 @@ Json SearchViewJson(const SearchView& v) {
   for (const auto& [p, share] : v.importance) {
     importance.push_back({{"param", p}, {"share", share}});
   }
-  return {{"states", v.states}, {"history", history}, {"importance", importance}};
+  Json out = {{"states", v.states}, {"history", history}, {"importance", importance}};
+  if (!v.importance_note.empty()) out["importance_note"] = v.importance_note;
+  return out;
 }
 
 }  // namespace drover::report

@@ -22,11 +22,16 @@ struct SearchView {
   std::vector<Point> history;
   // Parameter importance: the share of the scores' variance explained by the parameter's value
   // (epsilon squared, the correlation ratio corrected for the number of groups, of the score
-  // grouped by the value for choices and grid axes, or by quartile for numbers), over the succeeded and pruned trials with a score (a pruned one's
-  // when it was stopped), normalised to sum to 1. Sorted, most important first; empty below 8
-  // such trials.
+  // grouped by the value for choices and grid axes, or by quartile for numbers), normalised to
+  // sum to 1. Over the trials that finished (succeeded, with a score) only: a pruned trial's
+  // value is from earlier in training and is not comparable with a final one. Seeds
+  // (IsSeedParam) and parameters with one value among those trials are left out. Sorted, most
+  // important first; empty below kImportanceTrials such trials (importance_note says why).
   std::vector<std::pair<std::string, double>> importance;
+  std::string importance_note;
 };
+
+inline constexpr size_t kImportanceTrials = 8;
 
 SearchView SearchViewOf(const Comparison& c);
 Json SearchViewJson(const SearchView& v);

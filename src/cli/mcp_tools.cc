@@ -422,15 +422,21 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
       "retry", "Retry runs",
       "Run finished runs of an experiment again, as new attempts of the same runs with their "
       "checkpoint folders (a script that checkpoints into $DROVER_CHECKPOINT_DIR resumes): the "
-      "failed ones, the cancelled ones (an interrupted sweep), or runs by id. They run the code "
-      "recorded when the experiment was submitted, not the workdir as it is now: after fixing "
-      "the code, submit the spec again instead (unchanged runs that succeeded are cached). "
-      "Returns the run ids queued again and the code they run (`code`, `snapshot`); wait follows "
-      "them.",
+      "failed ones, the cancelled ones (an interrupted sweep), or runs by id. By default they run "
+      "the code recorded when the experiment was submitted; after fixing the code, pass "
+      "code: \"current\" to run the workdir as it is now (a new snapshot, for these runs' next "
+      "attempts; their checkpoints are kept). Returns the run ids queued again and the code they "
+      "run (`code`, `snapshot`); wait follows them.",
       Obj({{"experiment", Str("Experiment id or name")},
            {"failed", {{"type", "boolean"}, {"description", "Retry the failed runs"}}},
            {"cancelled", {{"type", "boolean"}, {"description", "Retry the cancelled runs"}}},
-           {"run_ids", ListOf({{"type", "integer"}, {"minimum", 1}})}},
+           {"run_ids", ListOf({{"type", "integer"}, {"minimum", 1}})},
+           {"code",
+            {{"type", "string"},
+             {"enum", {"submitted", "current"}},
+             {"description",
+              "submitted (default): the code recorded at the submit; current: the workdir as it "
+              "is now, e.g. after a fix"}}}},
           {"experiment"}),
       Obj({{"experiment_id", {{"type", "integer"}}},
            {"run_ids", ListOf({{"type", "integer"}})},
@@ -443,6 +449,7 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
         if (args.contains("failed")) body["failed"] = args["failed"];
         if (args.contains("cancelled")) body["cancelled"] = args["cancelled"];
         if (args.contains("run_ids")) body["runs"] = args["run_ids"];
+        if (args.contains("code")) body["code"] = args["code"];
         auto r = client.Post("/experiments/" + Q(args["experiment"]) + "/retry", body);
         if (!r.ok()) return Explain(r.status(), "list_runs shows the runs and their states");
         auto reply = protocol::RetryResponseFromJson(*r);

@@ -25,6 +25,7 @@ struct RetryFlags {
   bool failed = false;
   bool cancelled = false;
   bool detach = false;
+  std::string code = "submitted";
   RunFlags run;
 };
 
@@ -44,6 +45,14 @@ int Retry(Globals& g, RetryFlags& f) {
   // Neither said nor runs named: every failed and cancelled run.
   which.failed = f.failed || (!f.cancelled && which.run_ids.empty());
   which.cancelled = f.cancelled || (!f.failed && which.run_ids.empty());
+  const std::optional<protocol::RetryCode> code = protocol::ParseRetryCode(f.code);
+  if (!code) {
+    return ReportError(InvalidArgument(fmt::format(
+        "--code must be submitted (the code recorded at the submit) or current (the workdir as "
+        "it is now), got '{}'",
+        f.code)));
+  }
+  which.current_code = *code == protocol::RetryCode::kCurrent;
 
   auto catalog = OpenCatalog(g);
   if (!catalog.ok()) return ReportError(catalog.status());
@@ -68,8 +77,9 @@ int Retry(Globals& g, RetryFlags& f) {
     return kExitOk;
   }
 
-  // What the retried runs run (the recorded snapshot), said before they do.
-  if (!f.run.quiet && !f.run.json) {
+  // What the retried runs run (the recorded snapshot), said before they do; the snapshot a
+  // --code current retry takes is said once it is taken.
+  if (!f.run.quiet && !f.run.json && !which.current_code) {
     std::fprintf(stderr, "drover: note: %s\n", protocol::RetryCodeNote(*exp).c_str());
   }
   if (auto daemon = FindDaemon(g)) {
@@ -79,10 +89,14 @@ int Retry(Globals& g, RetryFlags& f) {
     req.failed = which.failed;
     req.cancelled = which.cancelled;
     req.runs = which.run_ids;
+    req.code = *code;
     auto r = api.Post(fmt::format("/experiments/{}/retry", exp->id), protocol::ToJson(req));
     if (!r.ok()) return ReportError(r.status());
     auto reply = protocol::RetryResponseFromJson(*r);
     if (!reply.ok()) return ReportError(reply.status());
+    if (which.current_code && !f.run.quiet && !f.run.json) {
+      std::fprintf(stderr, "drover: note: %s\n", reply->code.c_str());
+    }
     const std::string what = fmt::format("{} queued again ({})",
                                          Count(static_cast<int64_t>(reply->run_ids.size()), "run"),
                                          IdList(reply->run_ids));
@@ -116,6 +130,10 @@ int Retry(Globals& g, RetryFlags& f) {
     q.name = e.name;
     q.metric = metric;
     DROVER_ASSIGN_OR_RETURN(q.runs, engine.Retry(which));
+    if (which.current_code && !q.runs.empty() && !f.run.quiet && !f.run.json) {
+      std::fprintf(stderr, "drover: note: %s\n",
+                   protocol::RetryCodeNote(e, q.runs.front().snapshot_hash).c_str());
+    }
     std::vector<int64_t> ids;
     for (const Run& r : q.runs) ids.push_back(r.id);
     q.headline = fmt::format("experiment {} ({}): {} queued again ({})", e.id, e.name,
@@ -137,6 +155,11 @@ Command RegisterRetry(CLI::App& root, Globals& g) {
   app->add_option("runs", f->runs, "Only these runs (ids), in any finished state");
   app->add_flag("--failed", f->failed, "The failed runs");
   app->add_flag("--cancelled", f->cancelled, "The cancelled runs");
+  app->add_option("--code", f->code,
+                  "Which code: submitted (default: the snapshot recorded at the submit) or current "
+                  "(the workdir as it is now, e.g. after a fix; a new snapshot for these runs' "
+                  "next attempts, their checkpoints kept)")
+      ->check(CLI::IsMember({"submitted", "current"}));
   app->add_flag("-d,--detach", f->detach,
                 "With a daemon: return once the runs are queued instead of following them");
   AddEngineRunOptions(app, &f->run);

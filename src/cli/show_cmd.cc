@@ -118,6 +118,11 @@ int Show(Globals& g, const ShowFlags& f) {
                                                           Split(e.git_diff, '\n').size()));
     }
   }
+  if (!run->snapshot_hash.empty()) {
+    out += fmt::format("code now     snapshot {} of the workdir, from attempt {} on (drover retry "
+                       "--code current); attempts before it ran the one above\n",
+                       run->snapshot_hash.substr(0, 16), run->snapshot_from);
+  }
   if (const std::string c = DescribeContainer(e.spec); !c.empty()) {
     out += fmt::format("container    {}\n", c);
   }

@@ -237,7 +237,8 @@ Status Daemon::SetPriority(int64_t run_id, int priority) {
 Result<std::vector<int64_t>> Daemon::Retry(int64_t experiment_id,
                                            const protocol::RetryRequest& which) {
   DROVER_ASSIGN_OR_RETURN(CommandReply reply,
-                          Call(cmd::Retry{experiment_id, which.failed, which.cancelled, which.runs}));
+                          Call(cmd::Retry{experiment_id, which.failed, which.cancelled, which.runs,
+                                          which.code == protocol::RetryCode::kCurrent}));
   std::vector<int64_t> ids;
   for (const Run& r : std::get<std::vector<Run>>(reply)) ids.push_back(r.id);
   return ids;

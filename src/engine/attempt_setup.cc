@@ -220,12 +220,12 @@ Result<WorkingCopy> AttemptSetup::MakeWorkingCopy(LiveRun& live, const NeedMount
     // The submitter can reach their snapshot (it is theirs): one they changed since it was
     // sealed does not start, so nothing runs code other than what was recorded (issue 39).
     DROVER_ASSIGN_OR_RETURN(std::vector<std::string> changed,
-                            CheckSnapshotSeal(live.exp->snapshot, options_.store_dir + "/snapshots"));
+                            CheckSnapshotSeal(CodeOf(live), options_.store_dir + "/snapshots"));
     if (!changed.empty()) {
       return FailedPrecondition(fmt::format(
           "its code snapshot {} changed since it was recorded ({}{}); it would not run what was "
           "submitted: submit the experiment again",
-          live.exp->snapshot.hash.substr(0, 12), changed.front(),
+          CodeOf(live).hash.substr(0, 12), changed.front(),
           changed.size() > 1 ? fmt::format(" and {} more", changed.size() - 1) : ""));
     }
   }
@@ -237,7 +237,17 @@ Result<WorkingCopy> AttemptSetup::MakeWorkingCopy(LiveRun& live, const NeedMount
   }
   // A run this engine queued and never started has no working copy yet; one taken over from the
   // last engine may have (it can have died between making it and recording the start).
-  const bool fresh = live.run.attempts == 0 && !live.from_last_engine;
+  bool fresh = live.run.attempts == 0 && !live.from_last_engine;
+  // The first attempt on code of its own (drover retry --code current): a new working copy of
+  // that code; what earlier attempts wrote in the old one goes (their checkpoints stay).
+  if (!live.run.snapshot_hash.empty() && live.run.snapshot_from == live.run.attempts + 1) {
+    fresh = true;
+    std::error_code ec;
+    for (const std::string& dir : {files.work, files.changes, files.overlay_scratch}) {
+      fs::remove_all(dir, ec);
+      if (ec) return IoStatus("cannot remove the old working copy '" + dir + "'", ec);
+    }
+  }
   // What it shows read-only: the spec's data, and a pipeline stage's needs' outputs.
   std::vector<DataMount> data;
   for (const auto& [name, path] : live.exp->spec.data) data.push_back({path, files.work + "/" + name});
@@ -247,7 +257,7 @@ Result<WorkingCopy> AttemptSetup::MakeWorkingCopy(LiveRun& live, const NeedMount
   }
   DROVER_ASSIGN_OR_RETURN(
       WorkingCopy wc,
-      working_copies_->Prepare(live.exp->snapshot, files, fresh, data,
+      working_copies_->Prepare(CodeOf(live), files, fresh, data,
                                run_as && live.exp->submitter ? &*live.exp->submitter : nullptr));
   wc.data = std::move(data);
   if (run_as) {

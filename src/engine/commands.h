@@ -48,6 +48,9 @@ struct Retry {
   bool failed = false;
   bool cancelled = false;
   std::vector<int64_t> run_ids;  // named runs, in any finished state
+  // Run the workdir as it is now (a new snapshot of it, for these runs from their next attempt),
+  // not the code recorded at the submit.
+  bool current_code = false;
 };
 // Delete experiments with everything recorded about them (drover rm); none may have unfinished
 // runs. dry_run: only say what would go.

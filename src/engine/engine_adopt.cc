@@ -106,6 +106,10 @@ Result<RecoverySummary> Engine::Recover() {
       live->run = r;
       live->exp = ep;
       live->from_last_engine = true;
+      if (!r.snapshot_hash.empty()) {  // retried on code of its own (drover retry --code current)
+        DROVER_ASSIGN_OR_RETURN(auto code, store_.GetSnapshot(r.snapshot_hash));
+        if (code) live->code = *code;
+      }
       if (r.not_before_ms > now.wall) live->retry_at_mono = now.mono + (r.not_before_ms - now.wall);
       ep->unfinished += 1;
       Live& l = *live;

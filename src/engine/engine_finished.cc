@@ -8,6 +8,8 @@
 #include "common/strings.h"
 #include "engine/engine.h"
 #include "engine/live.h"
+#include "exec/snapshot.h"
+#include "spec/expand.h"
 
 namespace drover {
 
@@ -50,6 +52,26 @@ Result<std::vector<Run>> Engine::Retry(const cmd::Retry& which) {
   // Its own commit, as a submit: the loop's writes so far land first.
   if (in_tx_) DROVER_RETURN_IF_ERROR(Flush());
   DROVER_ASSIGN_OR_RETURN(ExperimentEntry * ep, EntryFor(*exp));
+  // --code current: the workdir as it is now, snapshotted as a submit would (read with the
+  // submitter's rights), for these runs from their next attempt on.
+  std::optional<Snapshot> code;
+  if (which.current_code) {
+    if (!ep->spec.stages.empty()) {
+      return FailedPrecondition(fmt::format(
+          "experiment {} ({}) is a pipeline: run it again (drover run PIPELINE.yaml) and the "
+          "stages whose code changed rerun, the rest are cached",
+          exp->id, exp->name));
+    }
+    DROVER_ASSIGN_OR_RETURN(
+        Snapshot snap,
+        TakeSnapshot(ep->spec.workdir, options_.store_dir + "/snapshots",
+                     {.excluded = options_.store_dir,
+                      .spec_file = ep->spec.source_path,
+                      .owner = ep->submitter ? &*ep->submitter : nullptr,
+                      .now = clock_.Now()}));
+    DROVER_RETURN_IF_ERROR(store_.PutSnapshot(snap));
+    code = std::move(snap);
+  }
   fail_fast_.Watch(ep->experiment, ep->spec);  // a retry after a fix is watched afresh
   Instant now = clock_.At();
   if (exp->status != ExperimentStatus::kActive) {
@@ -75,11 +97,27 @@ Result<std::vector<Run>> Engine::Retry(const cmd::Retry& which) {
     l.run.final_metrics = Json::object();
     const std::string was = std::string(ToString(r.state));
     l.run.reason.clear();
+    if (code) {
+      l.code = *code;
+      l.run.snapshot_hash = code->hash;
+      l.run.snapshot_from = r.attempts + 1;
+      // Its fingerprint names the code it now runs, so nothing is cached from it as the old.
+      DROVER_ASSIGN_OR_RETURN(auto argv, RenderCommand(ep->spec, r.params));
+      l.run.fingerprint = Fingerprint(ep->spec, argv, r.params, code->hash);
+    } else if (!r.snapshot_hash.empty()) {
+      // Retried as recorded: the code its last attempts ran (an earlier --code current's).
+      DROVER_ASSIGN_OR_RETURN(auto own, store_.GetSnapshot(r.snapshot_hash));
+      if (own) l.code = *own;
+    }
     CountEarlierAttempts(l, attempts);
     ep->unfinished += 1;
     live_[r.id] = std::move(live);
     SetState(l, RunEvent::kRequeue,
-             fmt::format("retried (it had {}): attempt {} is next", was, r.attempts + 1), now);
+             fmt::format("retried (it had {}): attempt {} is next{}", was, r.attempts + 1,
+                         code ? fmt::format(", on the workdir as it is now (snapshot {})",
+                                            code->hash.substr(0, 12))
+                              : std::string()),
+             now);
     Queue(l);
     pipelines_.ClaimTwin(l);  // duplicates submitted meanwhile wait for it
     queued.push_back(l.run);

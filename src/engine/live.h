@@ -83,7 +83,14 @@ struct LiveRun {
   // Why the running attempt is being stopped is attempt->stopping (one reason, the first).
   bool cancel_requested = false;  // the user cancelled the run: it ends cancelled, not retried
   std::string preempt_why;        // the scheduler's reason for a preemption, for the note
+  // Its own code (run.snapshot_hash: a retry on the workdir as it was then); else its experiment's.
+  std::optional<Snapshot> code;
 };
+
+// The code the run's next attempt runs.
+inline const Snapshot& CodeOf(const LiveRun& live) {
+  return live.code ? *live.code : live.exp->snapshot;
+}
 
 // Whether the run's attempt is being stopped (cancel, timeout, preemption, ...): its one reason
 // is attempt->stopping.

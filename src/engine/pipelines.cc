@@ -233,7 +233,7 @@ void Pipelines::CollectOutputs(LiveRun& live) {
   job.store_dir = store_dir_;
   struct stat st {};
   if (stat(files.changes.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-    job.tree = RunTree{files.work, files.changes, live.exp->snapshot.path};
+    job.tree = RunTree{files.work, files.changes, CodeOf(live).path};
   } else {
     job.tree = RunTree{files.work, "", ""};
   }

@@ -133,6 +133,10 @@ struct Run {
   std::string stage;
   std::vector<int64_t> needs;
   int64_t cached_from = 0;
+  // The code it runs when not its experiment's snapshot: a `drover retry --code current` took
+  // the workdir as it was then (its hash; "" = the experiment's), from attempt `snapshot_from`.
+  std::string snapshot_hash;
+  int snapshot_from = 0;
 };
 
 // One file a run stored as an output (artifacts/ in the store, by content).

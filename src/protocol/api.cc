@@ -315,18 +315,39 @@ Result<PriorityRequest> PriorityRequestFromJson(const Json& j) {
   return r;
 }
 
+std::string_view ToString(RetryCode c) {
+  return c == RetryCode::kCurrent ? "current" : "submitted";
+}
+
+std::optional<RetryCode> ParseRetryCode(std::string_view s) {
+  if (s == "submitted") return RetryCode::kSubmitted;
+  if (s == "current") return RetryCode::kCurrent;
+  return std::nullopt;
+}
+
 Json ToJson(const RetryRequest& r) {
-  return {{"failed", r.failed}, {"cancelled", r.cancelled}, {"runs", r.runs}};
+  return {{"failed", r.failed}, {"cancelled", r.cancelled}, {"runs", r.runs},
+          {"code", ToString(r.code)}};
 }
 
 Result<RetryRequest> RetryRequestFromJson(const Json& j) {
   RetryRequest r;
   FieldReader f(j, "retry request");
-  f.RejectUnknown({"failed", "cancelled", "runs"});
+  f.RejectUnknown({"failed", "cancelled", "runs", "code"});
   f.Get("failed", r.failed);
   f.Get("cancelled", r.cancelled);
   f.GetInts("runs", r.runs);
+  std::string code = "submitted";
+  f.Get("code", code);
   if (!f.ok()) return f.status();
+  if (auto c = ParseRetryCode(code)) {
+    r.code = *c;
+  } else {
+    return InvalidArgument(fmt::format(
+        "retry request: code must be \"submitted\" (the snapshot recorded at the submit) or "
+        "\"current\" (the workdir as it is now), got \"{}\"",
+        code.substr(0, 40)));
+  }
   if (r.runs.size() > RetryRequest::kMaxRuns) {
     return InvalidArgument(fmt::format("retry request: runs: at most {} ids at once, got {}",
                                        RetryRequest::kMaxRuns, r.runs.size()));
@@ -346,7 +367,14 @@ Json ToJson(const RetryResponse& r) {
   return j;
 }
 
-std::string RetryCodeNote(const Experiment& e) {
+std::string RetryCodeNote(const Experiment& e, const std::string& current) {
+  if (!current.empty()) {
+    return fmt::format(
+        "the runs run the workdir as it is now (snapshot {}, taken by this retry), as new attempts "
+        "of the same runs: their checkpoints are kept; the code recorded when experiment {} was "
+        "submitted (snapshot {}) stays with their earlier attempts",
+        current.substr(0, 12), e.id, e.snapshot_hash.substr(0, 12));
+  }
   std::string git;
   if (!e.git_commit.empty()) {
     git = fmt::format(", git {}{}", e.git_commit.substr(0, 12),
@@ -354,7 +382,8 @@ std::string RetryCodeNote(const Experiment& e) {
   }
   return fmt::format(
       "the runs run the code recorded when experiment {} was submitted (snapshot {}{}), not the "
-      "workdir as it is now: edits made since are not in it; to run them, run the spec again",
+      "workdir as it is now: edits made since are not in it; to run them, retry with --code "
+      "current (the API and MCP: \"code\": \"current\")",
       e.id, e.snapshot_hash.substr(0, 12), git);
 }
 
@@ -634,6 +663,8 @@ Result<Run> RunFromJson(const Json& j) {
   f.GetJson("metrics", r.final_metrics, true);
   f.Get("stage", r.stage);
   f.Get("cached_from", r.cached_from);
+  f.Get("snapshot_hash", r.snapshot_hash);
+  f.Get("snapshot_from", r.snapshot_from);
   if (!f.ok()) return f.status();
   if (j.contains("needs") && j["needs"].is_array()) {
     for (const Json& n : j["needs"]) {

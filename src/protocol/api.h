@@ -60,10 +60,17 @@ Result<PriorityRequest> PriorityRequestFromJson(const Json& j);
 
 // POST /api/v1/experiments/{id}/retry: which finished runs go back to the queue as new attempts
 // of the same runs (drover retry, drover run --resume). At least one of the three.
+// Which code a retry runs: the snapshot recorded at the submit, or the workdir as it is now (a
+// new snapshot, for the retried runs from their next attempt on).
+enum class RetryCode { kSubmitted, kCurrent };
+std::string_view ToString(RetryCode c);
+std::optional<RetryCode> ParseRetryCode(std::string_view s);
+
 struct RetryRequest {
   bool failed = false;
   bool cancelled = false;
   std::vector<int64_t> runs;  // run ids, in any finished state
+  RetryCode code = RetryCode::kSubmitted;
   // At most this many ids in one request.
   static constexpr size_t kMaxRuns = 100'000;
 };
@@ -74,14 +81,15 @@ Result<RetryRequest> RetryRequestFromJson(const Json& j);
 struct RetryResponse {
   int64_t experiment_id = 0;
   std::vector<int64_t> run_ids;
-  // The code they run: the snapshot recorded when the experiment was submitted, never the
-  // workdir as it is now ("code": its words; "snapshot": its hash).
+  // The code they run ("code": its words; "snapshot": its hash): the snapshot recorded when the
+  // experiment was submitted, or with code "current" the one this retry took of the workdir.
   std::string snapshot;
   std::string code;
 };
 // What a retry runs, in words: the experiment's recorded snapshot (its git commit, uncommitted
-// changes), and that edits since the submit are not in it.
-std::string RetryCodeNote(const Experiment& e);
+// changes), and that edits since the submit are not in it and how to run them; or, given the
+// snapshot a --code current retry took (`current`), that one.
+std::string RetryCodeNote(const Experiment& e, const std::string& current = "");
 Json ToJson(const RetryResponse& r);
 Result<RetryResponse> RetryResponseFromJson(const Json& j);
 

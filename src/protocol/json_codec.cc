@@ -49,6 +49,10 @@ Json ToJson(const Run& r) {
     j["needs"] = r.needs;
   }
   if (r.cached_from != 0) j["cached_from"] = r.cached_from;
+  if (!r.snapshot_hash.empty()) {
+    j["snapshot_hash"] = r.snapshot_hash;
+    j["snapshot_from"] = r.snapshot_from;
+  }
   return j;
 }
 

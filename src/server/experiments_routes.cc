@@ -127,7 +127,14 @@ Status Retry(ServerContext& ctx, const httplib::Request& req, httplib::Response&
   reply.experiment_id = e.id;
   DROVER_ASSIGN_OR_RETURN(reply.run_ids, ctx.engine.Retry(e.id, which));
   reply.snapshot = e.snapshot_hash;
-  reply.code = protocol::RetryCodeNote(e);
+  if (which.code == protocol::RetryCode::kCurrent && !reply.run_ids.empty()) {
+    // The snapshot this retry took, as the runs record it.
+    DROVER_ASSIGN_OR_RETURN(Store * store, ctx.ThreadStore());
+    DROVER_ASSIGN_OR_RETURN(std::optional<Run> first, store->GetRun(reply.run_ids.front()));
+    if (first && !first->snapshot_hash.empty()) reply.snapshot = first->snapshot_hash;
+  }
+  reply.code = protocol::RetryCodeNote(
+      e, which.code == protocol::RetryCode::kCurrent ? reply.snapshot : std::string());
   SendJson(res, 200, protocol::ToJson(reply));
   return Status::Ok();
 }

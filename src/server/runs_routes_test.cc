@@ -392,7 +392,8 @@ TEST_F(RunsRoutesTest, RetryReachesTheEngineWithWhatToRetry) {
   EXPECT_EQ(r.body["code"],
             "the runs run the code recorded when experiment 1 was submitted (snapshot snap-alpha, "
             "git c0ffee + its uncommitted changes), not the workdir as it is now: edits made "
-            "since are not in it; to run them, run the spec again");
+            "since are not in it; to run them, retry with --code current (the API and MCP: "
+            "\"code\": \"current\")");
   auto decoded = protocol::RetryResponseFromJson(r.body);
   ASSERT_TRUE(decoded.ok());
   EXPECT_EQ(decoded->run_ids, (std::vector<int64_t>{1, 2}));

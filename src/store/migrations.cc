@@ -244,6 +244,13 @@ ALTER TABLE rungs ADD COLUMN unit TEXT NOT NULL DEFAULT 'step';
 ALTER TABLE rungs ADD COLUMN report_step INTEGER NOT NULL DEFAULT 0;
 )sql";
 
+// Version 14: a run retried on the workdir as it is now (drover retry --code current) runs a
+// snapshot of its own from that attempt on.
+constexpr const char* kV14 = R"sql(
+ALTER TABLE runs ADD COLUMN snapshot_hash TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN snapshot_from INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
@@ -261,6 +268,7 @@ const std::vector<Migration>& Migrations() {
       {11, "experiments record their submitter", kV11},
       {12, "attempts record event file offsets, logged hyper-parameters, checkpoints", kV12},
       {13, "rungs record what they count and the report they judged", kV13},
+      {14, "runs retried on the current code record its snapshot", kV14},
   };
   return kAll;
 }

@@ -41,7 +41,7 @@ using store::Stmt;
 #define DROVER_RUN_COLS                                                                         \
   "id, experiment_id, grid_index, params, current_params, fingerprint, state, priority, gpus, " \
   "gpu_memory, cpus, attempts, retries_used, not_before_ms, created_ms, started_ms, ended_ms, " \
-  "reason, final_metrics, stage, needs, cached_from, "                                        \
+  "reason, final_metrics, stage, needs, cached_from, snapshot_hash, snapshot_from, "           \
   "(SELECT user FROM experiments WHERE experiments.id = runs.experiment_id), "               \
   "COALESCE((SELECT uid FROM experiments WHERE experiments.id = runs.experiment_id), -1)"
 #define DROVER_ATTEMPT_COLS                                                                 \
@@ -102,8 +102,10 @@ Status ReadRun(const Stmt& st, Run* r) {
   r->stage = st.Text(19);
   DROVER_RETURN_IF_ERROR(ParseJsonArray(st.Text(20), fmt::format("run {} needs", r->id), &r->needs));
   r->cached_from = st.Int(21);
-  r->user = st.Text(22);
-  r->user_uid = st.Int(23);
+  r->snapshot_hash = st.Text(22);
+  r->snapshot_from = static_cast<int>(st.Int(23));
+  r->user = st.Text(24);
+  r->user_uid = st.Int(25);
   return Status::Ok();
 }
 
@@ -195,7 +197,8 @@ void BindRunFields(Stmt& st, const Run& r) {
   st.Bind(r.experiment_id, r.index, DumpJson(r.params), DumpJson(r.current_params), r.fingerprint,
           ToString(r.state), r.priority, r.resources.gpus, r.resources.gpu_memory, r.resources.cpus,
           r.attempts, r.retries_used, r.not_before_ms, r.created_ms, r.started_ms, r.ended_ms,
-          r.reason, DumpJson(r.final_metrics), r.stage, DumpJson(Json(r.needs)), r.cached_from);
+          r.reason, DumpJson(r.final_metrics), r.stage, DumpJson(Json(r.needs)), r.cached_from,
+          r.snapshot_hash, r.snapshot_from);
 }
 
 // The attempt's `reported` column (anything of another shape in it is left out, not an error: it
@@ -587,7 +590,8 @@ Status Store::DeleteExperiment(int64_t id) {
 Result<std::vector<std::string>> Store::UnreferencedSnapshots() {
   DROVER_ASSIGN_OR_RETURN(
       Stmt st, impl_->Use("SELECT hash FROM snapshots WHERE hash NOT IN (SELECT snapshot_hash "
-                          "FROM experiments) ORDER BY hash",
+                          "FROM experiments) AND hash NOT IN (SELECT snapshot_hash FROM runs) "
+                          "ORDER BY hash",
                           "listing unreferenced snapshots"));
   std::vector<std::string> out;
   for (;;) {
@@ -660,8 +664,8 @@ Status Store::InsertRun(Run& r) {
       Stmt st, impl_->Use("INSERT INTO runs (experiment_id, grid_index, params, current_params, "
                           "fingerprint, state, priority, gpus, gpu_memory, cpus, attempts, "
                           "retries_used, not_before_ms, created_ms, started_ms, ended_ms, reason, "
-                          "final_metrics, stage, needs, cached_from) VALUES "
-                          "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                          "final_metrics, stage, needs, cached_from, snapshot_hash, snapshot_from) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                           "inserting a run"));
   BindRunFields(st, r);
   DROVER_RETURN_IF_ERROR(st.Run());
@@ -676,7 +680,8 @@ Status Store::UpdateRun(const Run& r) {
                  "current_params = ?, fingerprint = ?, state = ?, priority = ?, gpus = ?, "
                  "gpu_memory = ?, cpus = ?, attempts = ?, retries_used = ?, not_before_ms = ?, "
                  "created_ms = ?, started_ms = ?, ended_ms = ?, reason = ?, final_metrics = ?, "
-                 "stage = ?, needs = ?, cached_from = ? WHERE id = ?",
+                 "stage = ?, needs = ?, cached_from = ?, snapshot_hash = ?, snapshot_from = ? "
+                 "WHERE id = ?",
                  "updating a run"));
   BindRunFields(st, r);
   st.Bind(r.id);

@@ -97,7 +97,7 @@ class Store {
   // Deletes the experiment and everything recorded about it: its runs, their attempts, metric
   // points, alerts and events, and its environments (drover rm). Inside the caller's transaction.
   Status DeleteExperiment(int64_t id);
-  // Snapshots no experiment refers to (after drover rm), by hash.
+  // Snapshots no experiment or run refers to (after drover rm), by hash.
   Result<std::vector<std::string>> UnreferencedSnapshots();
   Status DeleteSnapshot(const std::string& hash);
 

@@ -269,10 +269,10 @@ TEST_F(StoreTest, RunsAreCountedByStateForManyExperimentsInOneQuery) {
 // ---- opening ----
 
 TEST_F(StoreTest, FreshStoreIsAtLatestVersion) {
-  EXPECT_EQ(Store::LatestSchemaVersion(), 13);
+  EXPECT_EQ(Store::LatestSchemaVersion(), 14);
   auto v = store_->SchemaVersion();
   ASSERT_TRUE(v.ok());
-  EXPECT_EQ(*v, 13);
+  EXPECT_EQ(*v, 14);
   auto ok = store_->IntegrityOk();
   ASSERT_TRUE(ok.ok());
   EXPECT_TRUE(*ok);

@@ -91,6 +91,53 @@ TEST_F(FailureTest, AnExperimentWhoseFirstRunsAllFailTheSameWayStopsAndSaysWhy) 
       << retried.err;
 }
 
+// Fix, then retry: a plain retry runs the code recorded at the submit (and fails the same way);
+// --code current runs the workdir as it is now, as a new attempt of the same run that still sees
+// its checkpoint folder; show says which code; gc keeps that snapshot.
+TEST_F(FailureTest, RetryWithCurrentCodeRunsTheFix) {
+  Write("code/train.py",
+        "import os\n"
+        "ck = os.environ['DROVER_CHECKPOINT_DIR']\n"
+        "os.makedirs(ck, exist_ok=True)\n"
+        "open(os.path.join(ck, 'seen'), 'a').write('v1\\n')\n"
+        "raise ValueError('lr must be positive')\n");
+  std::string spec = Write("fix.yaml", "name: fix\nworkdir: code\ncommand: /usr/bin/python3 train.py\n");
+  auto run = RunDrover({"run", spec, "--store", store_});
+  ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+  Write("code/train.py",
+        "import json, os\n"
+        "ck = os.environ['DROVER_CHECKPOINT_DIR']\n"
+        "seen = open(os.path.join(ck, 'seen')).read().count('v1')\n"
+        "print(json.dumps({'step': 1, 'acc': 0.9, 'earlier': seen}))\n");
+  auto same = RunDrover({"retry", "fix", "--failed", "--store", store_});
+  EXPECT_EQ(same.exit_code, 1) << same.out << same.err;
+  EXPECT_NE(same.err.find("retry with --code current"), std::string::npos) << same.err;
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ((*store)->GetRun(1).value()->state, RunState::kFailed);
+
+  auto fixed = RunDrover({"retry", "fix", "--failed", "--code", "current", "--store", store_});
+  ASSERT_EQ(fixed.exit_code, 0) << fixed.out << fixed.err;
+  EXPECT_NE(fixed.err.find("the runs run the workdir as it is now (snapshot "), std::string::npos)
+      << fixed.err;
+  const drover::Run r = *(*store)->GetRun(1).value();
+  EXPECT_EQ(r.state, RunState::kSucceeded) << r.reason;
+  EXPECT_EQ(r.attempts, 3);
+  EXPECT_EQ(r.final_metrics.value("earlier", 0), 2) << r.final_metrics;  // checkpoints kept
+  const std::string submitted = (*store)->GetExperiment(1).value()->snapshot_hash;
+  ASSERT_FALSE(r.snapshot_hash.empty());
+  EXPECT_NE(r.snapshot_hash, submitted);
+  EXPECT_EQ(r.snapshot_from, 3);
+  auto show = RunDrover({"show", "1", "--store", store_});
+  EXPECT_NE(show.out.find("code now     snapshot " + r.snapshot_hash.substr(0, 16) +
+                          " of the workdir, from attempt 3 on"),
+            std::string::npos)
+      << show.out;
+  auto gc = RunDrover({"gc", "--dry-run", "--store", store_});
+  ASSERT_EQ(gc.exit_code, 0) << gc.err;
+  EXPECT_EQ(gc.out.find(r.snapshot_hash.substr(0, 12)), std::string::npos) << gc.out;
+}
+
 TEST_F(FailureTest, TheExceptionIsKeptAndShownEverywhere) {
   Write("code/crash.py",
         "import sys\n"

@@ -71,8 +71,9 @@ std::string RenderGroups(const Comparison& c) {
   std::vector<std::vector<std::string>> rows;
   for (size_t i = 0; i < g.groups.size(); ++i) {
     const report::RunGroup& r = g.groups[i];
-    rows.push_back({i == 0 && r.n > 0 ? "*" : "", ConfigText(r.params, c.varying, r.experiment_id),
-                    std::to_string(r.n) + "/" + std::to_string(r.runs.size()),
+    rows.push_back({i == 0 && r.complete ? "*" : "", ConfigText(r.params, c.varying, r.experiment_id),
+                    std::to_string(r.n) + "/" + std::to_string(g.seeds_per_config) +
+                        (r.complete ? "" : " (incomplete)"),
                     r.n > 0 ? fmt::format("{:.4g} \u00b1 {:.2g}", r.mean, r.stddev) : "-",
                     r.n > 0 ? report::FormatScore(r.min) : "-",
                     r.n > 0 ? report::FormatScore(r.max) : "-"});

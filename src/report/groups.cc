@@ -127,12 +127,17 @@ Grouping GroupBySeed(const Comparison& c) {
     group.min = *std::min_element(v.begin(), v.end());
     group.max = *std::max_element(v.begin(), v.end());
   }
+  for (const RunGroup& group : g.groups) {
+    g.seeds_per_config = std::max(g.seeds_per_config, static_cast<int>(group.runs.size()));
+  }
+  for (RunGroup& group : g.groups) group.complete = group.n > 0 && group.n == g.seeds_per_config;
   std::stable_sort(g.groups.begin(), g.groups.end(), [&](const RunGroup& a, const RunGroup& b) {
     if ((a.n > 0) != (b.n > 0)) return a.n > 0;
     if (a.n == 0) return false;
+    if (a.complete != b.complete) return a.complete;
     return c.maximize ? a.mean > b.mean : a.mean < b.mean;
   });
-  if (g.groups.size() >= 2) {
+  if (g.groups.size() >= 2 && g.groups[0].complete && g.groups[1].complete) {
     const RunGroup& a = g.groups[0];
     const RunGroup& b = g.groups[1];
     g.top_two = WelchTest(a.mean, a.stddev, a.n, b.mean, b.stddev, b.n);
@@ -149,12 +154,16 @@ Json GroupsJson(const Comparison& c) {
                        {"params", r.params},
                        {"runs", r.runs},
                        {"n", r.n},
+                       {"complete", r.complete},
                        {"mean", r.n > 0 ? Json(r.mean) : Json()},
                        {"std", r.n > 0 ? Json(r.stddev) : Json()},
                        {"min", r.n > 0 ? Json(r.min) : Json()},
                        {"max", r.n > 0 ? Json(r.max) : Json()}});
   }
-  Json out = {{"seeds", g.seeds}, {"configs", std::move(configs)}, {"top_two", nullptr}};
+  Json out = {{"seeds", g.seeds},
+              {"seeds_per_config", g.seeds_per_config},
+              {"configs", std::move(configs)},
+              {"top_two", nullptr}};
   if (g.top_two) {
     out["top_two"] = {{"test", "welch"},
                       {"t", ScoreJson(g.top_two->t)},

@@ -24,6 +24,9 @@ struct RunGroup {
   double stddev = 0;  // sample standard deviation (n - 1); 0 for one run
   double min = 0;
   double max = 0;
+  // Every seed of the config gave a score: n equals the largest number of runs any config has.
+  // An incomplete group ranks after the complete ones and is never marked best.
+  bool complete = false;
 };
 
 struct Welch {
@@ -34,8 +37,11 @@ struct Welch {
 
 struct Grouping {
   std::vector<std::string> seeds;  // the seed parameters that vary; empty: no groups
-  std::vector<RunGroup> groups;    // ranked by mean (the comparison's mode); groups with n = 0 last
-  // The two best groups compared, when each has 2 or more scores.
+  // Ranked: complete groups by mean (the comparison's mode), then incomplete ones by mean, then
+  // those with n = 0.
+  std::vector<RunGroup> groups;
+  int seeds_per_config = 0;  // the largest number of runs of one config
+  // The two best groups compared, when each has 2 or more scores and both are complete.
   std::optional<Welch> top_two;
 };
 

@@ -53,16 +53,29 @@ TEST(Groups, SeedsPoolIntoConfigsRankedByMean) {
   Grouping g = GroupBySeed(c);
   EXPECT_EQ(g.seeds, (std::vector<std::string>{"seed"}));
   ASSERT_EQ(g.groups.size(), 2u);
+  EXPECT_EQ(g.seeds_per_config, 3);
+  // cnn's mean is higher, but one of its three seeds failed: an incomplete group ranks after
+  // the complete ones and is never the best (its mean is of the seeds that survived).
+  EXPECT_EQ(g.groups[0].params, Json({{"model", "mlp"}}));
+  EXPECT_TRUE(g.groups[0].complete);
+  EXPECT_EQ(g.groups[0].n, 3);
+  EXPECT_NEAR(g.groups[0].mean, 0.92, 1e-12);
+  EXPECT_NEAR(g.groups[0].stddev, 0.02, 1e-12);
+  EXPECT_EQ(g.groups[0].min, 0.90);
+  EXPECT_EQ(g.groups[0].max, 0.94);
+  EXPECT_EQ(g.groups[1].params, Json({{"model", "cnn"}}));
+  EXPECT_FALSE(g.groups[1].complete);
+  EXPECT_EQ(g.groups[1].runs, (std::vector<int64_t>{4, 5, 6}));
+  EXPECT_EQ(g.groups[1].n, 2);  // the failed run's score does not count
+  EXPECT_NEAR(g.groups[1].mean, 0.955, 1e-12);
+  EXPECT_NEAR(g.groups[1].stddev, std::sqrt(0.00005), 1e-12);
+  EXPECT_FALSE(g.top_two.has_value());  // only complete groups are compared
+  // With its third seed in, cnn is complete and first, and the two are compared.
+  c.runs[4].state = RunState::kSucceeded;
+  c.scores[5] = 0.97;
+  g = GroupBySeed(c);
   EXPECT_EQ(g.groups[0].params, Json({{"model", "cnn"}}));
-  EXPECT_EQ(g.groups[0].runs, (std::vector<int64_t>{4, 5, 6}));
-  EXPECT_EQ(g.groups[0].n, 2);  // the failed run's score does not count
-  EXPECT_NEAR(g.groups[0].mean, 0.955, 1e-12);
-  EXPECT_NEAR(g.groups[0].stddev, std::sqrt(0.00005), 1e-12);
-  EXPECT_EQ(g.groups[1].n, 3);
-  EXPECT_NEAR(g.groups[1].mean, 0.92, 1e-12);
-  EXPECT_NEAR(g.groups[1].stddev, 0.02, 1e-12);
-  EXPECT_EQ(g.groups[1].min, 0.90);
-  EXPECT_EQ(g.groups[1].max, 0.94);
+  EXPECT_TRUE(g.groups[0].complete);
   ASSERT_TRUE(g.top_two.has_value());
   EXPECT_GT(g.top_two->t, 0);
   // Without a varying seed there are no groups.

@@ -305,11 +305,13 @@ void Groups(std::string& out, const Comparison& c) {
     std::string runs;
     for (int64_t id : r.runs) runs += fmt::format("{}<a href=\"#run-{}\">{}</a>", runs.empty() ? "" : " ", id, id);
     out += fmt::format(
-        "<tr{}><td>{}</td><td class=\"num\">{}/{}</td><td class=\"num strong\">{}</td>"
+        "<tr{}><td>{}</td><td class=\"num\">{}/{}{}</td><td class=\"num strong\">{}</td>"
         "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
         "<td>{}</td></tr>\n",
-        i == 0 && r.n > 0 ? " class=\"best\"" : "", E(config.empty() ? "(all)" : config), r.n,
-        r.runs.size(), r.n > 0 ? E(FormatScore(r.mean)) : "-",
+        i == 0 && r.complete ? " class=\"best\"" : (r.complete ? "" : " class=\"incomplete\""),
+        E(config.empty() ? "(all)" : config), r.n, g.seeds_per_config,
+        r.complete ? "" : " <span class=\"muted\">incomplete</span>",
+        r.n > 0 ? E(FormatScore(r.mean)) : "-",
         r.n > 0 ? E(fmt::format("{:.2g}", r.stddev)) : "-", r.n > 0 ? E(FormatScore(r.min)) : "-",
         r.n > 0 ? E(FormatScore(r.max)) : "-", runs);
   }
@@ -506,13 +508,25 @@ void Params(std::string& out, const ReportData& d, const Comparison& c) {
       points.push_back(std::move(sp));
     }
     ChartOptions o;
+    // A parameter searched on a log scale (log_uniform, int_log), or numbers spanning two
+    // decades or more (a grid such as 1e-4, 1e-3, 1e-2), on a log axis.
+    double lo = INFINITY, hi = 0;
+    for (const ScatterPoint& sp : points) {
+      lo = std::min(lo, sp.x);
+      hi = std::max(hi, sp.x);
+    }
+    const Json& declared = d.experiment.spec.value("params", Json::object()).value(p, Json());
+    const bool log_declared = declared.is_object() &&
+                              (declared.contains("log_uniform") || declared.contains("int_log"));
+    o.log_x = numeric && !points.empty() && lo > 0 && (log_declared || hi / lo >= 100);
     o.title = fmt::format("{} by {}", c.metric, p);
-    o.x_label = p;
+    o.x_label = o.log_x ? p + " (log scale)" : p;
     o.y_label = c.metric;
     o.width = 560;
     o.height = 340;
     o.standalone = false;
-    out += fmt::format("<figure class=\"scatter\" data-param=\"{}\">\n", E(p));
+    out += fmt::format("<figure class=\"scatter\" data-param=\"{}\" data-scale=\"{}\">\n", E(p),
+                       o.log_x ? "log" : "linear");
     out += ScatterSvg(points, !numeric, o);
     out += fmt::format(
         "<figcaption>The last {} each run reported; {} run{} with a "
@@ -535,7 +549,8 @@ void Failures(std::string& out, const ReportData& d, const Comparison& c) {
     const auto& attempts = it->second.attempts;
     for (size_t i = 0; i < attempts.size(); ++i) {
       const Attempt& a = attempts[i];
-      if (!a.ended || a.reason == "succeeded") continue;
+      // A pruned attempt was stopped for being behind, by design: not a failure.
+      if (!a.ended || a.reason == "succeeded" || a.reason == "pruned") continue;
       const Attempt* next = i + 1 < attempts.size() ? &attempts[i + 1] : nullptr;
       ++n;
       runs_hit.insert(r.id);

@@ -101,11 +101,12 @@ void Axes(std::string& out, const ChartOptions& o, const PlotArea& a, const Scal
   double xstep = xticks.size() > 1 ? xticks[1] - xticks[0] : 1;
   for (double t : xticks) {
     std::string x = Num(xs(t));
+    // On a log axis the ticks are decades (log10 of the value): labelled with the value.
+    const std::string label = o.log_x ? fmt::format("{:g}", std::pow(10.0, t)) : FormatTick(t, xstep);
     out += fmt::format(
         "<line class=\"grid\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\"/>"
         "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"{}\">{}</text>\n",
-        x, Num(a.top), x, Num(bottom), kGrid, x, Num(bottom + 16), kMuted,
-        HtmlEscape(FormatTick(t, xstep)));
+        x, Num(a.top), x, Num(bottom), kGrid, x, Num(bottom + 16), kMuted, HtmlEscape(label));
   }
   out += fmt::format(
       "<rect class=\"frame\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" "
@@ -428,12 +429,24 @@ std::string ScatterSvg(const std::vector<ScatterPoint>& input, bool categorical,
       cx[i] = a.left + band * (c + 0.5) + ((k % 5) - 2) * spread;
     }
   } else {
+    const bool log = o.log_x && std::all_of(points.begin(), points.end(),
+                                            [](const ScatterPoint* p) { return p->x > 0; });
+    auto at = [&](double x) { return log ? std::log10(x) : x; };
     Range xr;
-    for (const auto* p : points) xr.Add(p->x);
-    std::vector<double> xticks = NiceTicks(xr.lo, xr.hi, 6);
+    for (const auto* p : points) xr.Add(at(p->x));
+    std::vector<double> xticks;
+    if (log) {
+      // One tick per decade the values span.
+      for (double d = std::floor(xr.lo); d <= std::ceil(xr.hi); d += 1) xticks.push_back(d);
+      if (xticks.size() < 2) xticks.push_back(xticks.back() + 1);
+    } else {
+      xticks = NiceTicks(xr.lo, xr.hi, 6);
+    }
     Scale xs{xticks.front(), xticks.back(), a.left, a.left + a.width};
-    Axes(out, o, a, xs, xticks, ys, yticks);
-    for (size_t i = 0; i < points.size(); ++i) cx[i] = xs(points[i]->x);
+    ChartOptions axes = o;
+    axes.log_x = log;
+    Axes(out, axes, a, xs, xticks, ys, yticks);
+    for (size_t i = 0; i < points.size(); ++i) cx[i] = xs(at(points[i]->x));
   }
 
   out += "<g class=\"points\">\n";

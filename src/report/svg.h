@@ -34,6 +34,8 @@ struct ChartOptions {
   // A file of its own: XML declaration and a white background. Otherwise an element to inline
   // in HTML (transparent; the page's CSS colours it).
   bool standalone = true;
+  // Scatter: the x axis on a log scale (decade ticks), when every x is positive.
+  bool log_x = false;
 };
 
 // Where the plot area sits inside a chart of `options`' size: the pixel columns a series is

@@ -818,8 +818,8 @@ TEST(SearchSpec, ErrorsPointAtTheFieldAndSayWhatToDo) {
             "{metric: val_acc, mode: max}");
   EXPECT_EQ(SearchError("params:\n  lr: {uniform: [0, 1]}\nsearch: {trials: 3}\nprune: "
                         "{rule: hyperband, metric: acc}\n"),
-            "s.yaml:6:8: hyperband needs max_steps: the steps a full run takes (its brackets' "
-            "last rung), such as 27");
+            "s.yaml:6:8: hyperband needs max_steps: what a full run takes, in the resource's "
+            "units (its brackets' last rung), such as 27");
   EXPECT_EQ(SearchError("params:\n  lr: {uniform: [0, 1]}\nsearch: {trials: 3, sampler: tp}\n"),
             "s.yaml:5:30: search.sampler must be one of auto, tpe, gp, random, grid, got 'tp'; "
             "did you mean 'tpe'?");

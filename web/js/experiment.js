@@ -149,7 +149,33 @@ export async function mount(root, { scope, params, query, setTitle }) {
             toast(err.message, "error");
           }
         }, { cls: "btn btn-danger" })
-        : null);
+        : null,
+      ...retryButtons(e, active));
+  };
+
+  // Failed and cancelled runs back to the queue as new attempts (drover retry): on the code
+  // recorded at the submit, or on the workdir as it is now (after a fix). A pipeline is run again
+  // instead (its changed stages rerun), so it gets the first only.
+  const retryButtons = (e, active) => {
+    const finished = (table.counts.failed || 0) + (table.counts.cancelled || 0);
+    if (active || !finished) return [];
+    const retry = (code) => async () => {
+      try {
+        const r = await post(`/experiments/${e.id}/retry`, { failed: true, cancelled: true, code });
+        toast(`${r.run_ids.length} run${r.run_ids.length === 1 ? "" : "s"} queued again: ${r.code}`);
+      } catch (err) {
+        toast(err.message, "error");
+      }
+    };
+    const what = `${finished} failed or cancelled run${finished > 1 ? "s" : ""}`;
+    return [
+      confirmButton("Retry", `Retry ${what} on the submitted code?`, retry("submitted"), {
+        cls: "btn", title: "Run them again on the code recorded at the submit (their checkpoints kept)",
+      }),
+      table.pipeline ? null : confirmButton("Retry on current code", `Retry ${what} on the workdir as it is now?`, retry("current"), {
+        cls: "btn", title: "Run them again on the workdir as it is now, e.g. after a fix (a new snapshot; their checkpoints kept)",
+      }),
+    ];
   };
 
   // ---- table
@@ -412,10 +438,11 @@ export async function mount(root, { scope, params, query, setTitle }) {
         h("span", { class: "muted small" }, `runs that differ only in ${g.seeds.join(", ")}, ranked by the mean ${obj.metric ? `${obj.metric} (${obj.summary})` : "score"}`)),
       h("div", { class: "table-wrap" }, h("table", { class: "table", id: "groups-table" },
         h("thead", null, h("tr", null, ["#", "config", "n", "mean", "± sd", "min", "max", "runs"].map((c) => h("th", null, c)))),
-        h("tbody", null, g.configs.map((c, i) => h("tr", { class: i === 0 && c.n > 0 ? "best" : null, dataset: { group: String(i + 1) } },
-          h("td", { class: "num" }, i === 0 && c.n > 0 ? "★ 1" : String(i + 1)),
+        h("tbody", null, g.configs.map((c, i) => h("tr", { class: i === 0 && c.complete ? "best" : (c.complete ? null : "incomplete"), dataset: { group: String(i + 1) } },
+          h("td", { class: "num" }, i === 0 && c.complete ? "★ 1" : String(i + 1)),
           h("td", { class: "mono" }, shown(c.params)),
-          h("td", { class: "num" }, String(c.n)),
+          h("td", { class: "num", title: c.complete ? null : "not every seed of this config has a score yet" },
+            `${c.n}/${g.seeds_per_config}`, c.complete ? null : h("span", { class: "muted" }, " incomplete")),
           h("td", { class: "num" }, c.mean === null ? "—" : fmtNum(c.mean)),
           h("td", { class: "num" }, c.std === null ? "—" : fmtNum(c.std)),
           h("td", { class: "num" }, c.min === null ? "—" : fmtNum(c.min)),

@@ -30,7 +30,7 @@ int Main(int argc, char** argv) {
       RegisterReport(app, g),
       RegisterGpu(app, g),
       RegisterCancel(app, g), RegisterRetry(app, g), RegisterRm(app, g), RegisterGc(app, g), RegisterPriority(app, g), RegisterTop(app, g), RegisterAlerts(app, g), RegisterPlan(app, g), RegisterAsk(app, g),
-      RegisterMcp(app, g),   RegisterServe(app, g), RegisterSim(app, g), RegisterDaemon(app, g), RegisterAudit(app, g), RegisterUsage(app, g), RegisterToken(app, g)};
+      RegisterMcp(app, g),   RegisterServe(app, g), RegisterSim(app, g), RegisterDaemon(app, g), RegisterAudit(app, g), RegisterUsage(app, g), RegisterToken(app, g), RegisterStores(app, g)};
   // An unknown command gets a suggestion instead of CLI11's "a subcommand is required".
   std::vector<std::string> names;
   for (const auto& c : commands) names.push_back(c.app->get_name());

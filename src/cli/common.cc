@@ -13,10 +13,43 @@
 #include <filesystem>
 #include <set>
 
+#include "cli/stores.h"
 #include "common/terminal.h"
 #include "report/comparison.h"
 
 namespace drover::cli {
+
+namespace {
+
+// The user's default store, when this folder has none of its own and nothing names one; said
+// once per process on stderr (a command that uses it must not surprise).
+std::optional<std::string> DefaultStoreHere() {
+  std::error_code ec;
+  if (std::filesystem::exists(".drover", ec)) return std::nullopt;
+  static const std::optional<std::string> chosen = [] () -> std::optional<std::string> {
+    auto def = UserDefaultStore();
+    if (!def.ok()) {
+      std::fprintf(stderr, "drover: warning: %s; using ./.drover\n",
+                   TerminalText(def.status().message()).c_str());
+      return std::nullopt;
+    }
+    if (*def) {
+      std::fprintf(stderr, "drover: store %s (the default in %s; this folder has no .drover)\n",
+                   TerminalText(**def).c_str(), UserConfigPath().c_str());
+    }
+    return *def;
+  }();
+  return chosen;
+}
+
+}  // namespace
+
+std::string StoreWhy(const Globals& g) {
+  if (!g.store_dir.empty()) return "--store";
+  if (const char* home = std::getenv("DROVER_HOME"); home && *home) return "DROVER_HOME";
+  if (DefaultStoreHere()) return "the default in " + UserConfigPath();
+  return "./.drover of this folder";
+}
 
 std::string StoreDir(const Globals& g) {
   std::string dir = ".drover";
@@ -24,6 +57,8 @@ std::string StoreDir(const Globals& g) {
     dir = g.store_dir;
   } else if (const char* home = std::getenv("DROVER_HOME"); home && *home) {
     dir = home;
+  } else if (std::optional<std::string> def = DefaultStoreHere()) {
+    dir = *def;
   }
   // Paths recorded in the store (logs, working copies) must not depend on where drover ran.
   std::error_code ec;
@@ -57,8 +92,12 @@ Result<std::unique_ptr<Store>> OpenStore(const Globals& g, bool create) {
   const bool fresh = !std::filesystem::exists(path);
   auto store = Store::Open(path);
   if (!store.ok()) return store.status();
-  // A new store has started no container: it is not listed for strays at each start.
-  if (fresh) container::MarkNoContainers(StoreDir(g));
+  // A new store has started no container: it is not listed for strays at each start. It joins
+  // the user's list of stores (drover stores).
+  if (fresh) {
+    container::MarkNoContainers(StoreDir(g));
+    RememberStore(StoreDir(g));
+  }
   return std::move(store).value();
 }
 

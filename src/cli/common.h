@@ -22,7 +22,7 @@ inline constexpr int kExitInternal = 3;
 inline constexpr int kExitInterrupted = 130;
 
 struct Globals {
-  std::string store_dir;  // --store, else $DROVER_HOME, else ./.drover
+  std::string store_dir;  // --store, else $DROVER_HOME, else ./.drover, else the user's default
   bool verbose = false;
 };
 
@@ -32,7 +32,11 @@ struct Command {
   std::function<int()> run;
 };
 
+// --store, else $DROVER_HOME, else ./.drover when it exists, else the user's default store
+// (cli/stores.h; said once on stderr), else ./.drover.
 std::string StoreDir(const Globals& g);
+// Why StoreDir chose it, in words ("--store", "DROVER_HOME", "./.drover", "the default in FILE").
+std::string StoreWhy(const Globals& g);
 std::string StorePath(const Globals& g);  // <store>/drover.db
 // The store location must be a folder (or not exist yet).
 Status CheckStoreDir(const Globals& g);
@@ -97,6 +101,7 @@ Command RegisterDaemon(CLI::App& root, Globals& g);
 Command RegisterAudit(CLI::App& root, Globals& g);
 Command RegisterUsage(CLI::App& root, Globals& g);
 Command RegisterToken(CLI::App& root, Globals& g);
+Command RegisterStores(CLI::App& root, Globals& g);
 Command RegisterSim(CLI::App& root, Globals& g);
 
 }  // namespace drover::cli

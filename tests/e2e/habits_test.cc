@@ -387,5 +387,65 @@ TEST_F(HabitsTest, PruningOnInitsTemplateJudgesRungsOnDifferentEpochs) {
   EXPECT_EQ(dry_epochs.out.find("warning:"), std::string::npos) << dry_epochs.out;
 }
 
+// Which store am I looking at: a folder's own ./.drover, or, in a folder without one, the default
+// store the user's config file names (said on stderr); drover stores lists both, with which one
+// this folder uses and why.
+TEST_F(HabitsTest, TheStoreInUseIsSaidAndStoresAreListed) {
+  struct Env {
+    std::string name, old;
+    bool had;
+    Env(const char* n, const std::string& v) : name(n) {
+      const char* o = std::getenv(n);
+      had = o != nullptr;
+      old = o ? o : "";
+      ::setenv(n, v.c_str(), 1);
+    }
+    ~Env() { had ? ::setenv(name.c_str(), old.c_str(), 1) : ::unsetenv(name.c_str()); }
+  };
+  Env config("XDG_CONFIG_HOME", (dir_ / "config").string());
+  Env state("XDG_STATE_HOME", (dir_ / "state").string());
+  const std::string spec = "name: hello\ncommand: /bin/true\n";
+  fs::create_directories(dir_ / "a");
+  fs::create_directories(dir_ / "b");
+  std::ofstream((dir_ / "a" / "spec.yaml").string()) << spec;
+  std::ofstream((dir_ / "b" / "spec.yaml").string()) << spec;
+
+  auto in_a = RunDrover({"run", "spec.yaml"}, (dir_ / "a").string());
+  ASSERT_EQ(in_a.exit_code, 0) << in_a.out << in_a.err;
+  EXPECT_EQ(in_a.err.find("drover: store"), std::string::npos) << in_a.err;  // the obvious one
+  ASSERT_TRUE(fs::exists(dir_ / "a" / ".drover" / "drover.db"));
+
+  const std::string shared = (dir_ / "shared").string();
+  fs::create_directories(dir_ / "config" / "drover");
+  std::ofstream((dir_ / "config" / "drover" / "config.yaml").string()) << "store: " << shared << "\n";
+  auto in_b = RunDrover({"run", "spec.yaml"}, (dir_ / "b").string());
+  ASSERT_EQ(in_b.exit_code, 0) << in_b.out << in_b.err;
+  EXPECT_NE(in_b.err.find("drover: store " + shared + " (the default in " +
+                          (dir_ / "config" / "drover" / "config.yaml").string() +
+                          "; this folder has no .drover)"),
+            std::string::npos)
+      << in_b.err;
+  EXPECT_FALSE(fs::exists(dir_ / "b" / ".drover"));
+  ASSERT_TRUE(fs::exists(shared + "/drover.db"));
+
+  auto stores = RunDrover({"stores"}, (dir_ / "b").string());
+  ASSERT_EQ(stores.exit_code, 0) << stores.err;
+  EXPECT_NE(stores.out.find("this folder uses " + shared + " (the default in"), std::string::npos)
+      << stores.out;
+  EXPECT_NE(stores.out.find((dir_ / "a" / ".drover").string()), std::string::npos) << stores.out;
+  EXPECT_NE(stores.out.find("*  " + shared), std::string::npos) << stores.out;
+  auto json = RunDrover({"stores", "--json"}, (dir_ / "a").string());
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const Json j = Json::parse(json.out);
+  EXPECT_EQ(j["why"], "./.drover of this folder");
+  ASSERT_EQ(j["stores"].size(), 2u) << json.out;
+  for (const Json& s : j["stores"]) EXPECT_EQ(s["experiments"], 1) << json.out;
+
+  // A config file drover cannot use says why, and the folder's own store is used.
+  std::ofstream((dir_ / "config" / "drover" / "config.yaml").string()) << "store: relative/path\n";
+  auto bad = RunDrover({"ls"}, (dir_ / "b").string());
+  EXPECT_NE(bad.err.find("is relative; write an absolute path"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace drover

@@ -263,6 +263,45 @@ TEST(Report, OneScatterPerVariedParameterWithTheBestMarked) {
   }
 }
 
+// A parameter the spec searches on a log scale is plotted on a log axis with decade ticks; one
+// that is not stays linear.
+TEST(Report, LogParametersOnLogAxes) {
+  ReportData d = Digits();
+  d.experiment.spec["params"] = {{"batch_size", {{"int_log", {16, 256}}}}};
+  auto doc = ParseHtml(RenderReportHtml(d));
+  ASSERT_EQ(doc.error, "");
+  auto figures = doc.root.FindAll("figure", "scatter");
+  ASSERT_EQ(figures.size(), 2u);
+  EXPECT_EQ(figures[0]->Attr("data-param"), "batch_size");
+  EXPECT_EQ(figures[0]->Attr("data-scale"), "log");
+  EXPECT_EQ(figures[1]->Attr("data-scale"), "linear");  // model: categories
+  std::vector<std::string> ticks;
+  for (const auto* t : figures[0]->FindAll("text", "tick")) ticks.push_back(t->AllText());
+  EXPECT_NE(std::find(ticks.begin(), ticks.end(), "10"), ticks.end());
+  EXPECT_NE(std::find(ticks.begin(), ticks.end(), "100"), ticks.end());
+  EXPECT_NE(figures[0]->AllText().find("batch_size (log scale)"), std::string::npos);
+  // Unless the spec says so, 32 and 64 (less than two decades) stay on a linear axis.
+  auto plain = ParseHtml(RenderReportHtml(Digits()));
+  EXPECT_EQ(plain.root.FindAll("figure", "scatter")[0]->Attr("data-scale"), "linear");
+}
+
+// A pruned attempt was stopped by design: it is not listed under Failures.
+TEST(Report, PrunedIsNotAFailure) {
+  ReportData d = Digits();
+  d.runs[0].state = RunState::kPruned;
+  Attempt a;
+  a.run_id = 1;
+  a.number = 1;
+  a.ended = true;
+  a.reason = "pruned";
+  d.details[1].attempts = {a};
+  auto doc = ParseHtml(RenderReportHtml(d));
+  ASSERT_EQ(doc.error, "");
+  for (const auto* tr : ById(doc.root, "failures-table")->FindAll("tr")) {
+    EXPECT_NE(tr->Attr("data-run"), "1");
+  }
+}
+
 TEST(Report, FailuresSayWhyAndWhatHappenedNext) {
   auto doc = ParseHtml(RenderReportHtml(Digits()));
   ASSERT_EQ(doc.error, "");

@@ -530,7 +530,7 @@ async function seedsCheck(page) {
     const want = groups.configs[i];
     const [, config, n, mean, sd, , , runs] = rows[i];
     expect(config.includes(`width=${want.params.width}`) && !config.includes("seed="), `group ${i + 1} config "${config}"`);
-    expect(n === "3", `group ${i + 1} n = ${n}`);
+    expect(n === "3/3", `group ${i + 1} n = ${n}`);
     expect(Math.abs(Number(mean) - want.mean) < 1e-3 && Math.abs(Number(sd) - want.std) < 1e-3, `group ${i + 1}: page ${mean} ± ${sd}, compare ${want.mean} ± ${want.std}`);
     expect(runs.trim().split(/\s+/).join(",") === want.runs.map((id) => `#${id}`).join(","), `group ${i + 1} runs "${runs}" vs ${want.runs}`);
   }
@@ -596,20 +596,29 @@ async function searchCheck(page) {
   const cmp = spawnSync(drover, ["--store", store, "compare", "web-search", "--json"], { encoding: "utf8", timeout: 60000 });
   expect(cmp.status === 0, `drover compare web-search failed:\n${cmp.stderr}`);
   const want = JSON.parse(cmp.stdout).search;
-  expect(want.states.pruned > 0 && want.history.length > 0 && want.importance.length === 2, `compare's search: ${cmp.stdout}`);
+  expect(want.states.pruned > 0 && want.history.length > 0, `compare's search: ${cmp.stdout}`);
+  // Importance is computed over the finished trials only (a pruned one's value is from earlier):
+  // with fewer than 8 of them, the page says why instead.
+  const finished = want.states.succeeded || 0;
+  expect(finished >= 8 ? want.importance.length > 0 : want.importance.length === 0 && /needs 8 finished trials/.test(want.importance_note || ""), `compare's importance: ${JSON.stringify(want)}`);
   await page.goto(`${base}/#/experiments/${exp.id}`);
-  await page.waitForSelector("#importance-table tbody tr");
+  await page.waitForSelector(want.importance.length ? "#importance-table tbody tr" : "#importance-note");
   const states = await page.textContent("#search-states");
   expect(states.includes(`${want.states.pruned} pruned`), `the states shown: ${states}`);
-  const rows = await page.$$eval("#importance-table tbody tr", (trs) => trs.map((tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent.trim())));
-  expect(rows[0][0] === want.importance[0].param && rows[0][1] === `${Math.round(want.importance[0].share * 100)}%`, `importance: ${JSON.stringify(rows)} vs ${JSON.stringify(want.importance)}`);
+  if (want.importance.length) {
+    const rows = await page.$$eval("#importance-table tbody tr", (trs) => trs.map((tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent.trim())));
+    expect(rows[0][0] === want.importance[0].param && rows[0][1] === `${Math.round(want.importance[0].share * 100)}%`, `importance: ${JSON.stringify(rows)} vs ${JSON.stringify(want.importance)}`);
+  } else {
+    const note = await page.textContent("#importance-note");
+    expect(note === want.importance_note, `the importance note: ${note} vs ${want.importance_note}`);
+  }
   const drawn = await waitFor("the best-so-far chart", () => page.evaluate(() => {
     const el = document.querySelector("#search-history .chart");
     return el && el.querySelector(".uplot canvas") ? el.dataset.points : null;
   }), 20000, 200);
   expect(drawn.split(",")[0] === String(want.history.length), `points of the best-so-far chart: ${drawn}`);
   await shot(page, "search");
-  log(`search: ${JSON.stringify(want.states)}; importance ${want.importance.map((p) => `${p.param} ${Math.round(p.share * 100)}%`).join(", ")}`);
+  log(`search: ${JSON.stringify(want.states)}; importance ${want.importance.map((p) => `${p.param} ${Math.round(p.share * 100)}%`).join(", ") || want.importance_note}`);
 }
 
 // The compare page takes whole experiments: peaks-best and peaks-last, two runs each, side by side.

@@ -404,8 +404,8 @@ export async function mount(root, { scope, params, query, setTitle }) {
               h("tbody", null, s.importance.map((p) => h("tr", null,
                 h("td", { class: "mono" }, p.param),
                 h("td", null, h("div", { class: "bar" }, h("div", { class: "bar-fill", style: `width:${Math.round(p.share * 100)}%` })), h("span", { class: "bar-text" }, `${Math.round(p.share * 100)}%`))))))
-            : h("p", { class: "muted" }, "Shown from 8 trials with a score."),
-          h("p", { class: "muted small" }, `The share of the variance of ${metric} explained by each parameter's value (epsilon squared; numbers by quartile).`)))));
+            : h("p", { class: "muted", id: "importance-note" }, s.importance_note || "Shown from 8 finished trials with a score."),
+          h("p", { class: "muted small" }, `The share of the variance of ${metric} explained by each parameter's value (epsilon squared; numbers by quartile), over the finished trials; seeds and constants left out.`)))));
     if (historyChart) historyChart.destroy();
     historyChart = new LineChart(chartEl, { title: `best ${metric} so far`, height: 220, xLabel: "trial", empty: "No trial has succeeded yet" });
     const xs = s.history.map((p) => p.trial);

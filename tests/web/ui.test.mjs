@@ -576,10 +576,11 @@ async function seedsCheck(page) {
 async function searchCheck(page) {
   const dir = path.join(work, "search");
   mkdirSync(dir, { recursive: true });
-  // acc rises over 3 steps to a level set by mode (a or b) and x.
+  // acc rises over 3 steps to a level set by mode (a or b) and x, a step every 0.4 s: a run that
+  // has already ended when its rung is judged is compared but never pruned.
   writeFileSync(path.join(dir, "fit.sh"),
     "for i in 1 2 3; do awk -v m=$1 -v x=$2 -v i=$i 'BEGIN { b = (m == \"a\") ? 0.5 : 0.2; " +
-    "printf \"{\\\"step\\\": %d, \\\"acc\\\": %.4f}\\n\", i, b + i * 0.1 - (x - 0.5) * (x - 0.5) }'; done\n");
+    "printf \"{\\\"step\\\": %d, \\\"acc\\\": %.4f}\\n\", i, b + i * 0.1 - (x - 0.5) * (x - 0.5) }'; sleep 0.4; done\n");
   const spec = path.join(dir, "search.yaml");
   writeFileSync(spec, "name: web-search\nworkdir: .\ncommand: sh fit.sh {mode} {x}\n" +
     "params: {mode: {choice: [a, b]}, x: {uniform: [0, 1]}}\n" +

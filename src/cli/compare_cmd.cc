@@ -97,7 +97,7 @@ int CompareCmd(Globals& g, const CompareFlags& f) {
     for (const Experiment& e : exps) {
       PrintText(fmt::format("experiment {} ({}), {}\n", e.id, TerminalLine(e.name), ToString(e.status)));
     }
-    PrintText(RenderComparison(c));
+    PrintText(RenderComparison(c, FailureLines(**catalog, c.runs)));
     if (!f.plot.empty()) PrintText(fmt::format("curves of {}: {}\n", c.metric, f.plot));
   }
   return kExitOk;

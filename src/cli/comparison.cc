@@ -98,7 +98,30 @@ std::string RenderGroups(const Comparison& c) {
 
 }  // namespace
 
-std::string RenderComparison(const Comparison& c) {
+std::string FailureLine(const Attempt& a) {
+  if (!a.ended || a.error.empty()) return "";
+  std::string last = LastLines(a.error, 1, 200);
+  if (last.size() > 60) last = last.substr(0, 57) + "...";
+  return last;
+}
+
+std::map<int64_t, std::string> FailureLines(Catalog& catalog, const std::vector<Run>& runs) {
+  std::map<int64_t, std::string> out;
+  std::vector<Run> failed;
+  for (const Run& r : runs) {
+    if (r.state == RunState::kFailed) failed.push_back(r);
+  }
+  if (failed.empty()) return out;
+  auto attempts = catalog.ListAttemptsOfRuns(failed);
+  if (!attempts.ok()) return out;
+  for (const auto& [id, list] : *attempts) {
+    if (list.empty()) continue;
+    if (std::string line = FailureLine(list.back()); !line.empty()) out[id] = line;
+  }
+  return out;
+}
+
+std::string RenderComparison(const Comparison& c, const std::map<int64_t, std::string>& failures) {
   // Runs of several experiments (compare EXP1 EXP2): say which each is from.
   const bool several = std::any_of(c.runs.begin(), c.runs.end(), [&](const Run& r) {
     return r.experiment_id != c.runs.front().experiment_id;
@@ -131,7 +154,9 @@ std::string RenderComparison(const Comparison& c) {
       row.push_back(v);
     }
     std::string state(ToString(r.state));
-    if (r.state != RunState::kSucceeded && !r.reason.empty() && r.reason != state) {
+    if (auto why = failures.find(r.id); r.state == RunState::kFailed && why != failures.end()) {
+      state += ": " + why->second;  // the exception, not the outcome's code
+    } else if (r.state != RunState::kSucceeded && !r.reason.empty() && r.reason != state) {
       state += " (" + r.reason + ")";
     }
     if (r.cached_from != 0) state += fmt::format(" (cached from run {})", r.cached_from);
@@ -213,7 +238,7 @@ int PrintResults(Catalog& catalog, const Experiment& exp, const std::vector<Run>
   if (json) {
     std::printf("%s\n", ComparisonJson(exp, c).dump(2).c_str());
   } else if (!quiet) {
-    PrintText("\n" + RenderComparison(c));
+    PrintText("\n" + RenderComparison(c, FailureLines(catalog, runs)));
   }
   // A run the prune rule stopped did what was asked of it: not a failure.
   for (const Run& r : runs) {

@@ -23,7 +23,16 @@ Result<Comparison> CompareRuns(Catalog& catalog, const Experiment& exp, std::vec
 Result<Comparison> CompareAcross(Catalog& catalog, const std::vector<Experiment>& exps,
                                  std::vector<Run> runs, const report::RankOptions& options);
 
-std::string RenderComparison(const Comparison& c);
+// Why each failed run failed, in its own words: the last line of its last attempt's error (the
+// exception), at most 60 characters, by run id. Runs without one are absent; a catalog that
+// cannot say leaves them all out (the state's reason is shown instead).
+std::map<int64_t, std::string> FailureLines(Catalog& catalog, const std::vector<Run>& runs);
+// The last line of an ended attempt's error, shortened to 60 characters ("" when none).
+std::string FailureLine(const Attempt& a);
+
+// The runs table; a failed run's state shows `failures`' line for it when there is one.
+std::string RenderComparison(const Comparison& c,
+                             const std::map<int64_t, std::string>& failures = {});
 // How `drover run` ends, embedded or following a daemon: the table (or JSON) of the experiment's
 // runs by its objective; returns 0 when every run succeeded, else 1.
 // Why the experiment stopped early, when it did (fail fast, engine/fail_fast.h), on stderr: what

@@ -7,6 +7,7 @@
 
 #include "cli/catalog.h"
 #include "cli/common.h"
+#include "cli/comparison.h"
 #include "common/strings.h"
 #include "common/users.h"
 #include "protocol/json_codec.h"
@@ -107,10 +108,8 @@ int List(Globals& g, LsFlags f) {
     if (attempts.ok()) {
       for (const auto& [id, list] : *attempts) {
         if (!list.empty() && !list.back().ended) where[id] = DescribePlacement(list.back().executor);
-        if (list.empty() || list.back().ended == false || list.back().error.empty()) continue;
-        std::string last = LastLines(list.back().error, 1, 200);
-        if (last.size() > 60) last = last.substr(0, 57) + "...";
-        why[id] = last;
+        if (list.empty()) continue;
+        if (std::string last = FailureLine(list.back()); !last.empty()) why[id] = last;
       }
     }
   }

@@ -150,6 +150,13 @@ TEST_F(FailureTest, TheExceptionIsKeptAndShownEverywhere) {
                            "params: {e: [3]}\nretries: 1\nretry_backoff: 100ms\n");
   auto run = RunDrover({"run", spec, "--store", store_});
   ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+  // The table drover run ends with, and drover compare's, say the exception, not the outcome.
+  EXPECT_NE(run.out.find("failed: RuntimeError: simulated crash at epoch 3"), std::string::npos)
+      << run.out;
+  auto compare = RunDrover({"compare", "crash", "--store", store_});
+  EXPECT_NE(compare.out.find("failed: RuntimeError: simulated crash at epoch 3"),
+            std::string::npos)
+      << compare.out;
 
   auto show = RunDrover({"show", "1", "--store", store_});
   ASSERT_EQ(show.exit_code, 0) << show.err;

@@ -132,14 +132,24 @@ int List(Globals& g, LsFlags f) {
   for (const auto& r : *runs) users.insert(r.user);
   const bool user_column = users.size() > 1;
   std::vector<std::vector<std::string>> rows;
+  std::map<int64_t, std::string> objective;  // by experiment: its objective's metric, shown first
   for (const auto& r : *runs) {
     if (!names.count(r.experiment_id)) {
       auto e = (*store)->FindExperiment(std::to_string(r.experiment_id));
       names[r.experiment_id] = e.ok() ? e->name : "?";
+      if (e.ok() && e->spec.contains("objective") && e->spec["objective"].is_object()) {
+        objective[r.experiment_id] = e->spec["objective"].value("metric", "");
+      }
     }
+    // The objective first (always shown), then the others while they fit.
     std::string metrics;
+    const std::string& first = objective[r.experiment_id];
+    if (!first.empty() && r.final_metrics.contains(first)) {
+      metrics = first + "=" + FormatValue(r.final_metrics[first]);
+    }
     for (auto it = r.final_metrics.begin(); it != r.final_metrics.end(); ++it) {
       if (metrics.size() > 40) break;
+      if (it.key() == first) continue;
       metrics += (metrics.empty() ? "" : " ") + it.key() + "=" + FormatValue(it.value());
     }
     std::string state = why.count(r.id) ? fmt::format("{}: {}", ToString(r.state), why[r.id])

@@ -40,7 +40,13 @@ Status GpuPool::Init(GpuProbe& probe, const std::vector<std::string>& cdi_dirs) 
   // CDI specs miss a GPU (a submit that needs them checks again and is refused).
   if (!devices_.empty() && container::Installed(ContainerRuntime::kPodman)) {
     if (Status cdi = container::CheckCdi(devices_, cdi_dirs); !cdi.ok()) {
-      spdlog::warn("containers: {}", cdi.message());
+      // Fake GPUs (--fake-gpus) have no CDI specs by nature: not a warning at every start (a
+      // container submit that asks for one is still refused, with the reason).
+      if (probe.Kind() == "fake") {
+        spdlog::info("containers: {} (these GPUs are fake)", cdi.message());
+      } else {
+        spdlog::warn("containers: {}", cdi.message());
+      }
     }
   }
   return Status::Ok();

@@ -356,15 +356,23 @@ TEST_F(HabitsTest, PruningOnInitsTemplateJudgesRungsOnDifferentEpochs) {
     }
   }
   EXPECT_GE(judged_twice, 1) << "no run reached epoch 3's rung";
-  // A run that completed all 6 epochs is never pruned (no rung at its end: epoch 9 is past it).
+  // No rung sits at a run's end (epoch 9 is past its 6 epochs): every pruned run was judged
+  // before its last epoch, and every run judged at epoch 3 that went on has a value there.
   RunFilter f;
   const std::vector<drover::Run> all = (*store)->ListRuns(f).value();
   for (const drover::Run& r : all) {
-    if (r.state == RunState::kPruned) {
-      ASSERT_TRUE(r.final_metrics.contains("epoch") && r.final_metrics["epoch"].is_number())
-          << r.id << " " << r.final_metrics.dump();
-      EXPECT_LT(r.final_metrics["epoch"].get<double>(), 6.0) << r.id;
-    }
+    if (r.state != RunState::kPruned) continue;
+    ASSERT_FALSE(by_run[r.id].empty()) << r.id;
+    EXPECT_TRUE(by_run[r.id].back().pruned) << r.id;
+    EXPECT_LT(by_run[r.id].back().step, 6) << r.id;
+  }
+  // drover ls shows the objective first, before the metrics that sort ahead of it (epoch,
+  // grad_norm, loss, lr), in every row.
+  auto ls = RunDrover({"ls", "--store", store_});
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  for (const std::string& line : Split(ls.out, '\n')) {
+    if (line.find("pruned (") == std::string::npos) continue;
+    EXPECT_NE(line.find("  val_acc="), std::string::npos) << line;
   }
   const int64_t shown = by_run.rbegin()->first;
   auto show = RunDrover({"show", std::to_string(shown), "--store", store_});

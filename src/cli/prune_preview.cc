@@ -53,63 +53,44 @@ PrunePreview PreviewPrune(const PruneSpec& p, const std::vector<MetricPoint>& hi
   }
   if (history.empty() || rungs.empty()) return out;
 
-  // Where the earlier run's reports would have put the rungs.
-  std::vector<const MetricPoint*> points;
-  bool reported_epoch = false;
+  // Where the earlier run's reports would have put the rungs: placed as the engine places them
+  // (search::ReportPlacer), judged by a pruner that stops nothing.
+  bool reported_epoch = false, any_report = false;
   for (const MetricPoint& m : history) {
-    if (m.name == p.metric || (!resource.empty() && m.name == resource)) points.push_back(&m);
-    if (m.name == "epoch") reported_epoch = true;
+    reported_epoch = reported_epoch || m.name == "epoch";
+    any_report = any_report || m.name == p.metric;
   }
-  std::stable_sort(points.begin(), points.end(), [&](const MetricPoint* a, const MetricPoint* b) {
-    return std::pair(a->step, a->name == p.metric) < std::pair(b->step, b->name == p.metric);
-  });
-  std::optional<double> place;
-  int next = 0;
-  int64_t first_report = -1;
   const bool named = !p.resource.empty() && p.resource != "step";
-  bool any_report = false;
-  for (const MetricPoint* m : points) {
-    if (m->name != p.metric) {
-      place = m->value;
-      continue;
-    }
-    any_report = true;
-    double where = static_cast<double>(m->step);
-    std::string unit = "step";
-    if (place) {
-      where = *place;
-      unit = resource;
-    } else if (!p.resource.empty() && p.resource != "step") {
-      continue;
-    }
-    if (first_report < 0) first_report = m->step;
-    std::vector<int> reached;
-    for (int k = next; k < static_cast<int>(rungs.size()); ++k) {
-      if (where < static_cast<double>(rungs[k])) break;
-      reached.push_back(k);
-    }
-    if (reached.empty()) continue;
-    next = reached.back() + 1;
-    if (reached.size() < 2) continue;
+  search::Pruner judge(p);
+  search::ReportPlacer placer(p);
+  int last_rung = -1;
+  int64_t first_report = -1;
+  placer.Place(0, history, 0, [&](const MetricPoint& m, const search::Pruner::Place& place) {
+    if (first_report < 0) first_report = m.step;
+    std::optional<RungRecord> r = judge.Report(0, 0, place, m.value, /*ended=*/true);
+    if (!r) return true;
+    const int passed = last_rung + 1;
+    last_rung = r->rung;
+    if (r->rung == passed) return true;  // one rung on this report
     std::vector<std::string> which;
-    for (int k : reached) which.push_back(std::to_string(rungs[k]));
+    for (int k = passed; k <= r->rung; ++k) which.push_back(std::to_string(judge.RungStep(0, k)));
     std::string fix;
     if (p.resource == "step" && reported_epoch) {
       fix = "drop resource: step, so rungs count the epochs it reports";
-    } else if (unit == "step") {
+    } else if (place.unit == "step") {
       fix = fmt::format("report epoch beside {} (drover.log(step=..., epoch=..., {}=...)), or "
                         "set min_steps: {} so rungs fall on different reports",
                         p.metric, p.metric, first_report);
     } else {
       fix = fmt::format("raise min_steps, or a reduction that spaces the rungs wider than one "
-                        "report of {}", unit);
+                        "report of {}", place.unit);
     }
     out.warnings.push_back(fmt::format(
         "rungs at {} {} all fall on one report of {} (step {}) in run {}, the latest of this "
         "name: only the last judges it, the others are passed over; {}",
-        unit, Join(which, ", "), p.metric, m->step, history_run, fix));
-    break;
-  }
+        place.unit, Join(which, ", "), p.metric, m.step, history_run, fix));
+    return false;
+  });
   if (named && any_report && first_report < 0) {
     out.warnings.push_back(fmt::format(
         "run {}, the latest of this name, reported {} but never {} beside it: no rung could be "

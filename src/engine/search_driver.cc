@@ -97,6 +97,7 @@ Status SearchDriver::Load(const Experiment& e, const Spec& spec, const std::vect
   x.spec = spec;
   if (spec.prune) {
     x.pruner.emplace(*spec.prune);
+    x.placer.emplace(*spec.prune);
     DROVER_ASSIGN_OR_RETURN(auto rungs, ctx_.store().ListRungs(e.id));
     for (const RungRecord& r : rungs) x.pruner->Load(r);
   }
@@ -124,7 +125,7 @@ void SearchDriver::Forget(int64_t experiment_id) { searches_.erase(experiment_id
 
 void SearchDriver::OnFinal(const Run& run) {
   if (Search* s = Find(run.experiment_id)) {
-    s->resource.erase(run.id);
+    if (s->placer) s->placer->Forget(run.id);
     Observe(*s, run);
   }
 }
@@ -235,49 +236,28 @@ bool SearchDriver::OnPoints(const Run& run, const std::vector<MetricPoint>& poin
   Search* x = Find(run.experiment_id);
   if (!x || !x->pruner) return false;
   const PruneSpec& spec = x->pruner->spec();
-  // What rungs count (docs/search.md, "Early stopping"): steps when the spec says so; else the
-  // resource metric (epoch unless named) once the run reports it; steps while it never has.
-  const bool by_steps = spec.resource == "step";
+  // A run told how many epochs it runs (an `epochs` parameter) has no rung at its end.
+  double end = 0;
   const std::string resource = spec.resource.empty() ? "epoch" : spec.resource;
-  std::vector<const MetricPoint*> mine;
-  for (const MetricPoint& p : points) {
-    if (p.name == spec.metric || (!by_steps && p.name == resource)) mine.push_back(&p);
+  if (auto e = run.params.find(resource + "s"); e != run.params.end() && e->is_number()) {
+    end = e->get<double>();
   }
-  // A line's epoch places the values reported beside it: at one step, the resource comes first.
-  std::stable_sort(mine.begin(), mine.end(), [&](const MetricPoint* a, const MetricPoint* b) {
-    return std::pair(a->step, a->name == spec.metric) < std::pair(b->step, b->name == spec.metric);
-  });
-  for (const MetricPoint* p : mine) {
-    if (p->name != spec.metric) {
-      x->resource[run.id] = p->value;
-      continue;
-    }
-    search::Pruner::Place place{static_cast<double>(p->step), "step", p->step};
-    if (!by_steps) {
-      auto it = x->resource.find(run.id);
-      if (it != x->resource.end()) {
-        place.at = it->second;
-        place.unit = resource;
-        // A run told how many epochs it runs (an `epochs` parameter) has no rung at its end.
-        auto end = run.params.find(resource + "s");
-        if (end != run.params.end() && end->is_number()) place.end = end->get<double>();
-      } else if (!spec.resource.empty()) {
-        continue;  // a named resource not reported yet: no rung can be placed
-      }
-    }
-    std::optional<RungRecord> r = x->pruner->Report(run.id, run.index, place, p->value, ended);
-    if (!r) continue;
+  bool stop = false;
+  x->placer->Place(run.id, points, end, [&](const MetricPoint& p, const search::Pruner::Place& place) {
+    std::optional<RungRecord> r = x->pruner->Report(run.id, run.index, place, p.value, ended);
+    if (!r) return true;
     ctx_.Tx();
     if (Status st = ctx_.store().InsertRung(x->experiment_id, *r); !st.ok()) {
       ctx_.Fail(st);
       return false;
     }
-    if (!r->pruned) continue;
+    if (!r->pruned) return true;
     spdlog::info("run {}: pruned at rung {} ({} {}, step {}): {} = {}; SIGTERM now", run.id,
                  r->rung, r->unit, r->step, r->report_step, spec.metric, r->value);
-    return true;
-  }
-  return false;
+    stop = true;
+    return false;
+  });
+  return stop;
 }
 
 std::string SearchDriver::PrunedWhy(int64_t experiment_id, int64_t run_id) const {

@@ -129,7 +129,7 @@ class SearchDriver : public RunLifecycle {
     Spec spec;
     std::optional<SearchState> state;      // spec.search with a sampler
     std::optional<search::Pruner> pruner;  // spec.prune
-    std::map<int64_t, double> resource;     // run -> its last report of prune.resource (epoch)
+    std::optional<search::ReportPlacer> placer;  // where the pruner's reports fall (epochs, steps)
   };
   Search* Find(int64_t experiment_id);
   const Search* Find(int64_t experiment_id) const;

@@ -99,4 +99,36 @@ std::optional<RungRecord> Pruner::Report(int64_t run_id, int64_t index, const Pl
   return r;
 }
 
+void ReportPlacer::Place(int64_t run_id, const std::vector<MetricPoint>& points, double end,
+                         const std::function<bool(const MetricPoint&, const Pruner::Place&)>& each) {
+  const bool by_steps = spec_.resource == "step";
+  const std::string resource = spec_.resource.empty() ? "epoch" : spec_.resource;
+  std::vector<const MetricPoint*> mine;
+  for (const MetricPoint& p : points) {
+    if (p.name == spec_.metric || (!by_steps && p.name == resource)) mine.push_back(&p);
+  }
+  std::stable_sort(mine.begin(), mine.end(), [&](const MetricPoint* a, const MetricPoint* b) {
+    return std::pair(a->step, a->name == spec_.metric) <
+           std::pair(b->step, b->name == spec_.metric);
+  });
+  for (const MetricPoint* p : mine) {
+    if (p->name != spec_.metric) {
+      resource_[run_id] = p->value;
+      continue;
+    }
+    Pruner::Place place{static_cast<double>(p->step), "step", p->step};
+    if (!by_steps) {
+      auto it = resource_.find(run_id);
+      if (it != resource_.end()) {
+        place.at = it->second;
+        place.unit = resource;
+        place.end = end;
+      } else if (!spec_.resource.empty()) {
+        continue;  // a named resource not reported yet: no rung can be placed
+      }
+    }
+    if (!each(*p, place)) return;
+  }
+}
+
 }  // namespace drover::search

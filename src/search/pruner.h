@@ -17,6 +17,7 @@
 //   that rung, once startup_trials other runs have a value there.
 // A NaN ranks below every number.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -65,6 +66,27 @@ class Pruner {
   std::map<std::pair<int, int>, std::vector<std::pair<int64_t, double>>> values_;  // (b, k) -> runs
   std::map<int64_t, int> next_rung_;  // run -> the first rung it has not reached
   std::map<int64_t, RungRecord> pruned_;
+};
+
+// Where a run's reports of the pruned metric fall, in the resource's units (docs/search.md,
+// "Early stopping"): steps when the spec says `resource: step`; else the resource metric (epoch
+// unless named) that the run reported at or before the report's step, the resource first at one
+// step (a line's epoch places the values beside it); a run that never reported `epoch` is placed
+// by its steps, one that never reported a named resource not at all. The engine's prune checks
+// and the dry run's preview place reports with this one placer.
+class ReportPlacer {
+ public:
+  explicit ReportPlacer(const PruneSpec& spec) : spec_(spec) {}
+  // Calls `each` for every report of the metric among `points` (one run's, as read) that has a
+  // place, in step order, until it returns false. `end`: where the run ends in the resource's
+  // units (its `epochs` parameter), 0 when unknown.
+  void Place(int64_t run_id, const std::vector<MetricPoint>& points, double end,
+             const std::function<bool(const MetricPoint&, const Pruner::Place&)>& each);
+  void Forget(int64_t run_id) { resource_.erase(run_id); }
+
+ private:
+  PruneSpec spec_;
+  std::map<int64_t, double> resource_;  // run -> its last report of the resource
 };
 
 }  // namespace drover::search

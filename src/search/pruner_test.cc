@@ -138,3 +138,36 @@ TEST(Pruner, HyperbandSpreadsTrialsOverBracketsThatStartLater) {
 
 }  // namespace
 }  // namespace drover::search
+
+namespace drover::search {
+namespace {
+
+// A line's epoch places the metric beside it, whatever order the points come in; a run that
+// never reports an epoch is placed by its steps; a named resource not reported places nothing.
+TEST(ReportPlacer, EpochsBesideTheMetricPlaceItElseSteps) {
+  PruneSpec spec = Rule(PruneRule::kAsha);
+  ReportPlacer placer(spec);
+  std::vector<std::pair<std::string, double>> seen;
+  auto note = [&](const MetricPoint& m, const Pruner::Place& p) {
+    seen.emplace_back(p.unit, p.at);
+    return true;
+  };
+  placer.Place(1, {{.step = 51, .name = "acc", .value = 0.5}, {.step = 51, .name = "epoch", .value = 1},
+                   {.step = 103, .name = "acc", .value = 0.6}, {.step = 103, .name = "epoch", .value = 2}},
+               10, note);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], (std::pair<std::string, double>("epoch", 1)));
+  EXPECT_EQ(seen[1], (std::pair<std::string, double>("epoch", 2)));
+  seen.clear();
+  placer.Place(2, {{.step = 51, .name = "acc", .value = 0.5}}, 0, note);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0], (std::pair<std::string, double>("step", 51)));
+  spec.resource = "tokens";
+  ReportPlacer named(spec);
+  seen.clear();
+  named.Place(3, {{.step = 51, .name = "acc", .value = 0.5}, {.step = 51, .name = "epoch", .value = 1}}, 0, note);
+  EXPECT_TRUE(seen.empty());
+}
+
+}  // namespace
+}  // namespace drover::search

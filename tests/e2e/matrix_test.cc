@@ -1,8 +1,8 @@
 // The integration matrix (issue 40; docs/architecture.md, "The integration matrix"): every way in
 // (plain `drover run`, `drover run --foreground`, `drover submit` to `drover serve`, MCP `submit`,
 // the web form's submit) x every executor (this machine, podman, Slurm) x every workload (a
-// sweep, a search with pruning, a pipeline with a cached stage, a retry after a fix and a resume
-// after Ctrl-C). Each cell checks the same records: the runs' states, their attempts, their
+// sweep, a search with pruning, a pipeline with a cached stage, a retry after a fix, a retry on
+// the fixed code and a resume after Ctrl-C). Each cell checks the same records: the runs' states, their attempts, their
 // metrics and where each attempt ran. One test per executor, each with one daemon that the four
 // daemon ways share and one store for the foreground; the ways of a workload go at once.
 #include <gtest/gtest.h>
@@ -199,7 +199,9 @@ class Matrix : public testing::CliFixture {
     return res ? std::make_pair(res->status, res->body) : std::make_pair(-1, std::string("none"));
   }
   // Retry the failed and/or cancelled runs of the way's experiment, through the same way.
-  void Retry(Way w, const std::string& workload, bool cancelled, bool failed = false) {
+  // `current`: on the workdir as it is now (drover retry --code current), not the submitted code.
+  void Retry(Way w, const std::string& workload, bool cancelled, bool failed = false,
+             bool current = false) {
     const int64_t id = ExperimentId(w, workload);
     ASSERT_GT(id, 0);
     failed = failed || !cancelled;
@@ -210,6 +212,7 @@ class Matrix : public testing::CliFixture {
         std::vector<std::string> args = {"--store", StoreOf(w), "retry", std::to_string(id)};
         if (failed) args.push_back("--failed");
         if (cancelled) args.push_back("--cancelled");
+        if (current) args.insert(args.end(), {"--code", "current"});
         if (w == Way::kForeground) {
           args.insert(args.end(), {"--fake-gpus", "2x16GiB", "--gpu-leases", "off"});
         } else {
@@ -223,6 +226,7 @@ class Matrix : public testing::CliFixture {
         Json args = {{"experiment", std::to_string(id)}};
         if (failed) args["failed"] = true;
         if (cancelled) args["cancelled"] = true;
+        if (current) args["code"] = "current";
         auto r = testing::RunDroverWithInput({"--store", store_, "mcp"},
                                              testing::McpStdin({{"retry", args}}), code_);
         ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -233,6 +237,7 @@ class Matrix : public testing::CliFixture {
         Json body = Json::object();
         if (failed) body["failed"] = true;
         if (cancelled) body["cancelled"] = true;
+        if (current) body["code"] = "current";
         auto res = WebPost("/api/v1/experiments/" + std::to_string(id) + "/retry", body);
         ASSERT_EQ(res.first, 200) << res.second;
         return;
@@ -376,6 +381,7 @@ class Matrix : public testing::CliFixture {
     Search();
     Pipeline();
     RetryAfterAFix();
+    RetryOnTheFixedCode();
     ResumeAfterCtrlC();
   }
 
@@ -483,6 +489,35 @@ class Matrix : public testing::CliFixture {
       auto runs = RunsOf(w, ExperimentId(w, "retry"));
       for (const drover::Run& r : runs) {
         CheckRun(w, r, RunState::kSucceeded, r.id == runs.back().id ? 1 : 2);
+      }
+    }
+  }
+
+  // The fix is in the code this time (a file the script looks for in its working copy): a retry
+  // as submitted would fail again; with the current code (a new snapshot) both runs succeed as
+  // their second attempt, every way in, on every executor.
+  void RetryOnTheFixedCode() {
+    SCOPED_TRACE("a retry on the fixed code");
+    for (Way w : kWays) {
+      WriteSpec(w, "codefix", SpecText("command: /bin/sh flaky.sh fixed-" + std::string(Name(w)) +
+                                           " {i}\nparams: {i: [1, 2]}\nmax_parallel: 1\n",
+                                       w, "codefix"));
+      Start(w, "codefix");
+    }
+    for (auto [w, code] : Settle("codefix", 2)) EXPECT_NE(code, 0) << Said(w, "codefix");
+    for (Way w : kWays) {
+      for (const drover::Run& r : RunsOf(w, ExperimentId(w, "codefix"))) {
+        EXPECT_EQ(r.state, RunState::kFailed) << Name(w) << " run " << r.id;
+      }
+      std::ofstream(ProjectOf(w) + "/fixed-" + Name(w)) << "fixed\n";
+      Retry(w, "codefix", /*cancelled=*/false, /*failed=*/true, /*current=*/true);
+    }
+    Settle("codefix", 2);
+    for (Way w : kWays) {
+      for (const drover::Run& r : RunsOf(w, ExperimentId(w, "codefix"))) {
+        CheckRun(w, r, RunState::kSucceeded, 2);
+        EXPECT_FALSE(r.snapshot_hash.empty()) << Name(w) << " run " << r.id;
+        EXPECT_EQ(r.snapshot_from, 2) << Name(w) << " run " << r.id;
       }
     }
   }

@@ -18,6 +18,9 @@ namespace {
 
 // At most this many lines are kept: past it, the list is rewritten with the stores that exist.
 constexpr size_t kMaxListed = 1000;
+// What is read of a list someone else grew or garbled: this many lines of at most 4 KiB each.
+constexpr size_t kMaxRead = 10 * kMaxListed;
+constexpr size_t kMaxLine = 4096;
 
 std::string XdgDir(const char* var, const char* fallback) {
   if (const char* v = std::getenv(var); v && *v == '/') return v;
@@ -29,8 +32,8 @@ std::vector<std::string> ReadLines(const std::string& path) {
   std::vector<std::string> out;
   std::ifstream in(path);
   std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.front() == '/') out.push_back(line);
+  while (out.size() < kMaxRead && std::getline(in, line)) {
+    if (!line.empty() && line.front() == '/' && line.size() <= kMaxLine) out.push_back(line);
   }
   return out;
 }

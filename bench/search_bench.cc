@@ -2,7 +2,8 @@
 // "Search quality"). Each trial is proposed by search::Propose with the history so far, as the
 // engine does, one at a time.
 //
-//   search_bench quality FUNC SAMPLER TRIALS SEEDS   one JSON line per seed: the best value seen
+//   search_bench quality FUNC SAMPLER TRIALS SEEDS [STARTUP]
+//                                                     one JSON line per seed: the best value seen
 //                                                     after each trial (for a noisy function, the
 //                                                     noiseless value of the best-looking trial)
 //   search_bench time FUNC SAMPLER FINISHED REPEATS  the mean time of one proposal after
@@ -128,7 +129,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc < 6) return 2;
-  const SamplerOptions options = Options(argv[3], std::atoll(argv[4]));
+  SamplerOptions options = Options(argv[3], std::atoll(argv[4]));
+  if (argc > 6) options.startup_trials = std::atoi(argv[6]);  // 0: the default for the budget
   if (mode == "quality") {
     const int trials = std::atoi(argv[4]), seeds = std::atoi(argv[5]);
     for (int seed = 0; seed < seeds; ++seed) {

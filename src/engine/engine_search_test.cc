@@ -168,7 +168,7 @@ TEST_F(EngineSearchTest, AshaStopsRunsThatAreBehindAndTheyEndPrunedNotFailed) {
   Spec spec = ParseSpec(R"(
 name: p
 command: "./train.sh {q}"
-params: {q: [0.9, 0.5, 0.95, 0.2]}
+params: {q: [0.9, 0.95, 0.5, 0.2]}
 max_parallel: 1
 prune: {rule: asha, metric: acc, min_steps: 1, reduction: 3, max_steps: 10}
 )");
@@ -189,23 +189,24 @@ prune: {rule: asha, metric: acc, min_steps: 1, reduction: 3, max_steps: 10}
   ASSERT_TRUE(engine.RunUntilDone(nullptr).ok());
   std::vector<drover::Run> runs = Runs(sub->experiment_id, *store_);
   ASSERT_EQ(runs.size(), 4u);
-  // q=0.9 is first everywhere; q=0.5 is behind it at rung 0; q=0.95 leads; q=0.2 is behind.
+  // The first two at a rung go on (under `reduction` values there); q=0.5 is then the worst of
+  // three at rung 0, and q=0.2 the worst of four.
   EXPECT_EQ(runs[0].state, RunState::kSucceeded);
-  EXPECT_EQ(runs[1].state, RunState::kPruned);
-  EXPECT_EQ(runs[2].state, RunState::kSucceeded);
+  EXPECT_EQ(runs[1].state, RunState::kSucceeded);
+  EXPECT_EQ(runs[2].state, RunState::kPruned);
   EXPECT_EQ(runs[3].state, RunState::kPruned);
-  auto attempts = store_->ListAttempts(runs[1].id).value();
+  auto attempts = store_->ListAttempts(runs[2].id).value();
   ASSERT_EQ(attempts.size(), 1u);  // not retried
   EXPECT_EQ(attempts[0].reason, "pruned");
   EXPECT_EQ(attempts[0].signal, SIGTERM);
-  EXPECT_EQ(runs[1].retries_used, 0);
+  EXPECT_EQ(runs[2].retries_used, 0);
   // The rungs and decisions are stored: run 1 reached rungs 0 (step 1), 1 (step 3), 2 (step 9).
   std::vector<RungRecord> rungs = store_->ListRungs(sub->experiment_id).value();
   int of_first = 0, pruned = 0;
   for (const RungRecord& r : rungs) {
     of_first += r.run_id == runs[0].id;
     pruned += r.pruned;
-    if (r.run_id == runs[1].id) {
+    if (r.run_id == runs[2].id) {
       EXPECT_EQ(r.rung, 0);
       EXPECT_EQ(r.step, 1);
       EXPECT_TRUE(r.pruned);
@@ -218,7 +219,7 @@ prune: {rule: asha, metric: acc, min_steps: 1, reduction: 3, max_steps: 10}
   const std::vector<Event> events = store_->ListEvents(0).value();
   for (const Event& e : events) {
     const auto note = e.data.find("note");
-    if (e.run_id == runs[1].id && note != e.data.end() && note->is_string() &&
+    if (e.run_id == runs[2].id && note != e.data.end() && note->is_string() &&
         note->get<std::string>().find("pruned at rung 0 (step 1): acc = 0.05") !=
             std::string::npos) {
       noted = true;

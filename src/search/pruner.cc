@@ -64,8 +64,12 @@ bool Pruner::Decide(const RungRecord& r) const {
     const double median = n % 2 ? others[n / 2] : 0.5 * (others[n / 2 - 1] + others[n / 2]);
     return mine < median;
   }
-  // Successive halving: the best ceil(n / reduction) of the n values here go on.
+  // Successive halving: the best ceil(n / reduction) of the n values here go on, once the rung
+  // holds `reduction` values: before that no run there could be promoted past another in
+  // asynchronous successive halving, and one comparison with one earlier run is too thin a
+  // reason to stop a run for good.
   const size_t n = others.size() + 1;
+  if (n < static_cast<size_t>(spec_.reduction)) return false;
   const size_t keep = (n + static_cast<size_t>(spec_.reduction) - 1) / static_cast<size_t>(spec_.reduction);
   size_t better = 0;
   for (double o : others) better += o > mine ? 1 : 0;

@@ -9,7 +9,8 @@
 // decision is taken. A report judges one rung at most, the last it reached: rungs it passed
 // over are skipped, so no two rungs are judged on one value.
 // - asha: the run goes on when it is among the best ceil(n / reduction) of the n values recorded
-//   at that rung so far, itself included (asynchronous successive halving);
+//   at that rung so far, itself included (asynchronous successive halving); the first
+//   reduction - 1 runs at a rung go on (no run there could be promoted past another yet);
 // - hyperband: the same in brackets: trial i is in bracket i mod (s + 1), s = the number of rungs
 //   between min_steps and max_steps; bracket b starts at rung b, so it runs its trials longer
 //   before it compares them;

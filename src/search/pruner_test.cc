@@ -27,19 +27,25 @@ TEST(Pruner, AshaKeepsTheBestThirdAtEachRung) {
   Pruner p(Rule(PruneRule::kAsha));
   EXPECT_EQ(p.RungStep(0, 0), 1);
   EXPECT_EQ(p.RungStep(0, 2), 9);
-  // The first run at a rung always goes on; then only the best ceil(n/3).
+  // The first two runs at a rung go on (under `reduction` values there); then only the best
+  // ceil(n/3).
   auto r1 = p.Report(1, 0, At(1), 0.5);
   ASSERT_TRUE(r1);
   EXPECT_FALSE(r1->pruned);
-  auto r2 = p.Report(2, 1, At(1), 0.4);  // n = 2: keep 1, and run 1 is better
+  auto r0 = p.Report(6, 5, At(1), 0.1);  // n = 2: worse than run 1, but too few to judge
+  ASSERT_TRUE(r0);
+  EXPECT_FALSE(r0->pruned);
+  auto r2 = p.Report(2, 1, At(1), 0.4);  // n = 3: keep 1, and run 1 is better
   ASSERT_TRUE(r2);
   EXPECT_TRUE(r2->pruned);
   EXPECT_EQ(r2->rung, 0);
   EXPECT_FALSE(p.Report(2, 1, At(2), 0.9));  // pruned runs report nothing more
   auto r3 = p.Report(3, 2, At(1), 0.7);  // the best so far goes on
   EXPECT_FALSE(r3->pruned);
-  auto r4 = p.Report(4, 3, At(1), 0.6);  // n = 4: keep 2; 0.7 is better, 0.6 second
-  EXPECT_FALSE(r4->pruned);
+  auto r4 = p.Report(4, 3, At(1), 0.45);  // n = 5: keep 2; 0.7 and 0.5 are better
+  EXPECT_TRUE(r4->pruned);
+  auto r7 = p.Report(7, 6, At(1), 0.6);  // n = 6: keep 2; 0.7 is better, 0.6 second
+  EXPECT_FALSE(r7->pruned);
   auto r5 = p.Report(5, 4, At(1), std::nan(""));  // a NaN is the worst
   EXPECT_TRUE(r5->pruned);
   // Run 1 jumps from step 1 to step 10: it passes rung 1 (step 3) and reaches rung 2 (step 9)
@@ -132,7 +138,8 @@ TEST(Pruner, HyperbandSpreadsTrialsOverBracketsThatStartLater) {
   // Bracket 1 compares only its own trials.
   EXPECT_FALSE(p.Report(1, 1, At(2), 0.5));  // below its first rung
   EXPECT_FALSE(p.Report(1, 1, At(3), 0.5)->pruned);
-  EXPECT_TRUE(p.Report(5, 5, At(3), 0.4)->pruned);
+  EXPECT_FALSE(p.Report(5, 5, At(3), 0.4)->pruned);  // two values there: too few to judge
+  EXPECT_TRUE(p.Report(9, 9, At(3), 0.3)->pruned);   // bracket 1 too; the worst of three
   EXPECT_FALSE(p.Report(0, 0, At(3), 0.1)->pruned);  // bracket 0, rung 0 (step 1) first
 }
 

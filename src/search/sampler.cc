@@ -103,6 +103,14 @@ SamplerOptions SamplerOptionsOf(const Spec& spec, bool grid_axes) {
   return o;
 }
 
+int StartupTrials(const SamplerOptions& options, const Space& space) {
+  if (options.startup_trials > 0) return options.startup_trials;
+  if (options.budget <= 0) return kStartupTrials;
+  const auto quarter = static_cast<int>(std::min<int64_t>((options.budget + 3) / 4, kStartupTrials));
+  const int floor = std::min(static_cast<int>(space.dims.size()) + 1, kStartupTrials);
+  return std::max(quarter, floor);
+}
+
 SamplerKind Choose(const SamplerOptions& options, const Space& space, size_t finished) {
   if (options.kind != SamplerKind::kAuto) return options.kind;
   bool flat = !space.HasConditions() && !options.grid_axes && !options.pruning;
@@ -125,7 +133,7 @@ Json Propose(const SamplerOptions& options, const Space& space, const Json& cont
   const size_t finished = CountFinished(history);
   SamplerKind kind = Choose(options, space, finished);
   if (kind == SamplerKind::kRandom || kind == SamplerKind::kGrid ||
-      finished < static_cast<size_t>(std::max(options.startup_trials, 1))) {
+      finished < static_cast<size_t>(StartupTrials(options, space))) {
     return ProposeRandom(space, context, rng);
   }
   if (kind == SamplerKind::kGp && !space.HasConditions()) {
@@ -138,7 +146,7 @@ std::vector<Json> ProposeEach(const SamplerOptions& options, const Space& space,
                               const std::vector<Ask>& asks, std::vector<Observation> history) {
   const size_t finished = CountFinished(history);
   const SamplerKind kind = Choose(options, space, finished);
-  const bool startup = finished < static_cast<size_t>(std::max(options.startup_trials, 1));
+  const bool startup = finished < static_cast<size_t>(StartupTrials(options, space));
   if (kind == SamplerKind::kGp && !startup && !space.HasConditions()) {
     return ProposeGpEach(options, space, asks, std::move(history));
   }

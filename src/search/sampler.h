@@ -29,13 +29,22 @@ struct Observation {
 
 struct SamplerOptions {
   SamplerKind kind = SamplerKind::kAuto;
-  int startup_trials = 10;  // random proposals until this many trials have ended with a value
+  int startup_trials = 0;   // random proposals until this many trials have ended with a value
+                            // (0: StartupTrials's default for the budget and space)
   int ei_candidates = 24;   // TPE: candidates drawn from l(x), the best ratio l/g wins
   bool multivariate = true; // TPE: one joint density over the unconditional parameters
   int64_t budget = 0;       // the trials planned (auto's choice); 0 = unknown
   bool grid_axes = false;   // the spec also has list axes (their values come in the context)
   bool pruning = false;     // the spec has a prune rule: trials may stop early
 };
+
+// The random start: options.startup_trials when set; else 10 (Optuna's TPE and Hyperopt's
+// default), cut to a quarter of a known budget but kept at least one more than the space's
+// dimensions (the fewest points a model of every dimension can be fitted to). A 16-trial search
+// of 3 parameters starts with 4 random trials and makes 12 with its model, where 10 would leave
+// the model 6; searches of 40 trials or more keep 10.
+inline constexpr int kStartupTrials = 10;
+int StartupTrials(const SamplerOptions& options, const Space& space);
 
 // A spec's sampler options (spec.search set); `grid_axes` when it has list axes too.
 SamplerOptions SamplerOptionsOf(const Spec& spec, bool grid_axes);

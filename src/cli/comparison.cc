@@ -40,6 +40,9 @@ std::string RenderSearch(const Comparison& c) {
   std::string out = "trials:";
   for (const auto& [state, n] : v.states) out += fmt::format(" {} {},", n, state);
   out.back() = '\n';
+  if (std::string budget = report::BudgetLine(v); !budget.empty()) {
+    out += "how the budget went: " + budget + "\n";
+  }
   if (!v.history.empty()) {
     std::string steps;
     double last = std::nan("");
@@ -135,9 +138,10 @@ std::string RenderComparison(const Comparison& c, const std::map<int64_t, std::s
   header.push_back("state");
   header.push_back("attempts");
   for (const auto& m : c.metrics) {
-    header.push_back(m == c.metric ? fmt::format("{} ({}, {})", m, c.maximize ? "max" : "min",
+    const std::string label = report::MetricLabel(c, m);
+    header.push_back(m == c.metric ? fmt::format("{} ({}, {})", label, c.maximize ? "max" : "min",
                                                  ScoreSummaryText(c.rule.summary, c.rule.last_k))
-                                   : m);
+                                   : label);
   }
   header.push_back("time");
   std::vector<std::vector<std::string>> rows;
@@ -180,8 +184,26 @@ std::string RenderComparison(const Comparison& c, const std::map<int64_t, std::s
   } else if (!c.metric.empty()) {
     bool any_ok = std::any_of(c.runs.begin(), c.runs.end(),
                               [](const Run& r) { return r.state == RunState::kSucceeded; });
-    out += any_ok ? fmt::format("no succeeded run has a finite {}\n", c.metric)
-                  : std::string("no run succeeded\n");
+    const bool reported = std::any_of(c.runs.begin(), c.runs.end(), [&](const Run& r) {
+      return r.final_metrics.is_object() && r.final_metrics.contains(c.metric);
+    });
+    std::set<std::string> stages;
+    for (const Run& r : c.runs) {
+      if (!r.stage.empty()) stages.insert(r.stage);
+    }
+    if (!any_ok) {
+      out += "no run succeeded\n";
+    } else if (!reported && !stages.empty()) {
+      // A pipeline's objective comes from its last stage: a run of earlier stages (a reproduce
+      // of its train stage) has nothing to rank by, and that is not a failure.
+      out += fmt::format("no run here reports {} (the objective): the stages run here ({}) do "
+                         "not report it\n",
+                         c.metric, Join(std::vector<std::string>(stages.begin(), stages.end()), ", "));
+    } else if (!reported) {
+      out += fmt::format("no run reported {} (the objective)\n", c.metric);
+    } else {
+      out += fmt::format("no succeeded run has a finite {}\n", c.metric);
+    }
   }
   out += RenderGroups(c);
   out += RenderSearch(c);

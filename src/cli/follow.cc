@@ -124,20 +124,30 @@ int FollowExperiment(ApiClient& api, int64_t experiment_id, const FollowOptions&
     for (const Run& r : now) {
       const Run& before = last[r.id];
       if (human && (before.state != r.state || before.attempts != r.attempts)) {
-        std::optional<Attempt> attempt;
-        if (r.state == RunState::kRunning) {
+        // A new attempt after the first (a CUDA OOM's halving, a retry): the one before says why.
+        const bool again = r.attempts > before.attempts && r.attempts > 1;
+        std::optional<Attempt> attempt, previous;
+        if (r.state == RunState::kRunning || (again && !IsFinal(r.state))) {
           auto a = api.Get(fmt::format("/runs/{}/attempts", r.id));
           if (a.ok()) {
             const Json& list = a->contains("attempts") ? (*a)["attempts"] : *a;
-            if (!list.empty()) {
-              auto parsed = protocol::AttemptFromJson(list.back());
-              if (parsed.ok()) attempt = *parsed;
+            std::vector<Attempt> attempts;
+            for (const Json& x : list) {
+              if (auto parsed = protocol::AttemptFromJson(x); parsed.ok()) attempts.push_back(*parsed);
             }
+            // Running: the last is this attempt and the one before it ended; retrying: the last
+            // is the one that ended.
+            if (r.state == RunState::kRunning && !attempts.empty()) {
+              attempt = attempts.back();
+              attempts.pop_back();
+            }
+            if (again && !attempts.empty() && attempts.back().ended) previous = attempts.back();
           }
         }
         // The reason, unless it only says the state again ("succeeded", "cancelled").
         const bool says_more = IsFinal(r.state) && r.reason != ToString(r.state);
-        view.OnRunChanged(r, attempt ? &*attempt : nullptr, says_more ? r.reason : "");
+        const std::string note = says_more ? r.reason : previous ? RetryNote(r, *previous) : "";
+        view.OnRunChanged(r, attempt ? &*attempt : nullptr, note);
       } else if (human && before.final_metrics != r.final_metrics && !r.final_metrics.empty()) {
         MetricPoint p;
         p.run_id = r.id;

@@ -10,6 +10,23 @@
 
 namespace drover::cli {
 
+std::string RetryNote(const Run& run, const Attempt& previous) {
+  const std::optional<AttemptOutcome> outcome = ParseAttemptOutcome(previous.reason);
+  std::string why = outcome == AttemptOutcome::kCudaOom ? "CUDA OOM"
+                    : previous.reason.empty()           ? "its attempt " + std::to_string(previous.number)
+                                                        : previous.reason;
+  std::string changed;
+  if (run.params.is_object() && run.current_params.is_object()) {
+    for (const auto& [name, now] : run.current_params.items()) {
+      auto was = run.params.find(name);
+      if (was == run.params.end() || *was == now) continue;
+      changed += fmt::format("{}{} {} -> {}", changed.empty() ? "" : ", ", name, FormatValue(*was),
+                             FormatValue(now));
+    }
+  }
+  return "retried after " + why + (changed.empty() ? "" : ": " + changed);
+}
+
 ProgressView::ProgressView(std::FILE* out, bool live, const Clock& clock, std::string title,
                            std::vector<Run> runs, std::vector<std::string> varying,
                            std::string metric)
@@ -55,7 +72,8 @@ void ProgressView::OnRunChanged(const Run& run, const Attempt* attempt, const st
   if (attempt && attempt->number > 1 && run.state == RunState::kRunning) {
     line += fmt::format(" attempt {}", attempt->number);
   }
-  if (!note.empty() && run.state != RunState::kRunning) line += ": " + note;
+  // The note, unless it only says the state again ("succeeded").
+  if (!note.empty() && note != ToString(run.state)) line += ": " + note;
   if (IsFinal(run.state) && !metric_.empty() && run.final_metrics.contains(metric_)) {
     line += fmt::format("  {}={}", metric_, FormatValue(run.final_metrics[metric_]));
   }

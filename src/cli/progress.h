@@ -12,6 +12,11 @@
 
 namespace drover::cli {
 
+// Why a run is on a later attempt, from the attempt before it: "retried after CUDA OOM:
+// batch_size 64 -> 32" (the parameters it now runs with, against its own), or "retried after
+// exit_code". For the follower, which sees the new attempt and not the engine's note.
+std::string RetryNote(const Run& run, const Attempt& previous);
+
 class ProgressView : public EngineObserver {
  public:
   ProgressView(std::FILE* out, bool live, const Clock& clock, std::string title,

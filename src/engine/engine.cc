@@ -56,12 +56,13 @@ class Engine::Context : public EngineContext,
     auto it = e_.experiments_.find(experiment_id);
     return it == e_.experiments_.end() ? 0 : it->second->unfinished;
   }
-  Result<Run> MakeTrial(int64_t experiment_id, Json params, int index) override {
+  Result<Run> MakeTrial(int64_t experiment_id, Json params, int index,
+                        TrialOrigin origin) override {
     auto it = e_.experiments_.find(experiment_id);
     if (it == e_.experiments_.end()) {
       return Status(Code::kInternal, fmt::format("no experiment {} in the engine", experiment_id));
     }
-    return e_.MakeTrial(*it->second, std::move(params), index);
+    return e_.MakeTrial(*it->second, std::move(params), index, origin);
   }
   LiveRun* Find(int64_t run_id) override {
     auto it = e_.live_.find(run_id);

@@ -173,7 +173,7 @@ class Engine {
   void TopUpSearch(ExperimentEntry& ep);
   void TakeProposals();
   void MaybeDone(ExperimentEntry& ep);
-  Result<Run> MakeTrial(ExperimentEntry& ep, Json params, int index);
+  Result<Run> MakeTrial(ExperimentEntry& ep, Json params, int index, TrialOrigin origin);
   Result<ExperimentEntry*> SearchOf(int64_t experiment_id);
   Result<CommandReply> AskTell(Command& command);
   int StopFailing(int64_t experiment_id, const std::string& note, Instant now);

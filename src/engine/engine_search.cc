@@ -39,7 +39,7 @@ void Engine::TakeProposals() {
   }
 }
 
-Result<Run> Engine::MakeTrial(ExperimentEntry& ep, Json params, int index) {
+Result<Run> Engine::MakeTrial(ExperimentEntry& ep, Json params, int index, TrialOrigin origin) {
   const Instant now = clock_.At();
   Result<std::vector<std::string>> argv = RenderCommand(ep.spec, params);
   if (!argv.ok()) {
@@ -58,6 +58,7 @@ Result<Run> Engine::MakeTrial(ExperimentEntry& ep, Json params, int index) {
   r.priority = ep.spec.priority;
   r.resources = ep.spec.resources;
   r.created_ms = now.wall;
+  r.origin = origin;
   Tx();
   if (Status st = store_.InsertRun(r); !st.ok()) {
     Fail(st);

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "engine/engine.h"
+#include "search/sampler.h"
 #include "spec/spec_parser.h"
 #include "testutil/engine_fixture.h"
 #include "testutil/fake_launcher.h"
@@ -106,6 +107,18 @@ TEST_F(EngineSearchTest, TrialsAreMadeAsTheSearchGoesAtMostParallelUnfinished) {
     configs.insert(runs[i].params.dump());
   }
   EXPECT_EQ(configs.size(), runs.size());  // no config proposed twice
+  // Each trial records how it was proposed: the random start (the first ones, a quarter of the
+  // budget), then the model; the same counts as the sampler's rule gives.
+  int start = 0, model = 0;
+  for (const drover::Run& r : runs) {
+    start += r.origin == TrialOrigin::kRandomStart;
+    model += ModelBased(r.origin);
+  }
+  EXPECT_EQ(runs.front().origin, TrialOrigin::kRandomStart);
+  EXPECT_TRUE(ModelBased(runs.back().origin));
+  EXPECT_EQ(start + model, 14);
+  EXPECT_GE(start, search::StartupTrials(search::SamplerOptionsOf(spec, false),
+                                         search::SpaceOf(spec).value()));
   EXPECT_LE(unfinished_max, 3);
   EXPECT_LE(launcher.max_running, 3);
   EXPECT_EQ(store_->GetExperiment(sub->experiment_id).value()->status, ExperimentStatus::kDone);

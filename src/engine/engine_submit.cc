@@ -170,7 +170,9 @@ Result<PreparedSubmit> PrepareSubmit(const Spec& spec, const std::string& store_
     }
     DROVER_ASSIGN_OR_RETURN(SearchState s, NewSearchState(p.spec));
     const int64_t first = std::min<int64_t>(s.trials, s.parallel);
-    p.params = JobFor(s, 0, static_cast<int>(first)).Propose();
+    const ProposalJob job = JobFor(s, 0, static_cast<int>(first));
+    p.params = job.Propose();
+    p.origin = job.Origin();
   } else if (!spec.stages.empty()) {
     for (StageRun& r : ExpandPipeline(spec)) {
       p.params.push_back(std::move(r.params));
@@ -299,6 +301,7 @@ Result<SubmitResult> Engine::Commit(PreparedSubmit prepared) {
         for (int n : prepared.needs[i]) r.needs.push_back(result.runs[n].id);
       }
       r.created_ms = e.created_ms;
+      r.origin = prepared.origin;
       DROVER_RETURN_IF_ERROR(store_.InsertRun(r));
       result.runs.push_back(r);
     }

@@ -21,6 +21,8 @@ struct PreparedSubmit {
   // empty for other specs. The stages' inputs are hashed into spec.stages[i].input_hashes.
   std::vector<int> stages;
   std::vector<std::vector<int>> needs;
+  // A search's first trials: how they were proposed (the random start); none for other specs.
+  TrialOrigin origin = TrialOrigin::kNone;
   // Who submitted it (the daemon's caller); left unknown (uid -1), the engine's own user.
   UnixUser submitter;
 };

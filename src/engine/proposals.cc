@@ -14,8 +14,12 @@ Proposer::Proposer(std::function<void()> wake, bool off_loop, Work work)
               std::move(wake), /*inline_jobs=*/!off_loop,
               [](const ProposalJob& job) { return job.user; }) {}
 
+TrialOrigin ProposalJob::Origin() const {
+  return search::ProposalOrigin(options, space, search::CountFinished(history));
+}
+
 ProposalDone Proposer::Do(const ProposalJob& job) const {
-  ProposalDone d{job.experiment_id, job.first_index, {}};
+  ProposalDone d{job.experiment_id, job.first_index, {}, job.Origin()};
   try {
     d.params = work_(job);
   } catch (const std::exception& e) {

@@ -38,12 +38,15 @@ struct ProposalJob {
   std::vector<search::Observation> history;
   // The proposals, one per ask, in order (search::ProposeEach).
   std::vector<Json> Propose() const;
+  // How they are made (the random start, a model...): one way for the whole job.
+  TrialOrigin Origin() const;
 };
 
 struct ProposalDone {
   int64_t experiment_id = 0;
   int64_t first_index = 0;
   std::vector<Json> params;
+  TrialOrigin origin = TrialOrigin::kNone;
 };
 
 // Jobs done on a thread of their own (`wake` called after each, to wake the loop), or at once in

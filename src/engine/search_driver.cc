@@ -194,7 +194,7 @@ std::vector<int64_t> SearchDriver::TakeProposals() {
       for (Json& params : done.params) {
         if (ctx_.Winding()) break;
         if (!s.WantsMore() || host_.Unfinished(x->experiment_id) >= s.parallel) break;
-        if (!Make(*x, std::move(params)).ok()) {
+        if (!Make(*x, std::move(params), done.origin).ok()) {
           s.stopped = true;  // logged; a search that cannot make its trials ends with what it has
           break;
         }
@@ -222,10 +222,10 @@ void SearchDriver::Stop(int64_t experiment_id) {
   if (x && x->state) x->state->stopped = true;
 }
 
-Result<Run> SearchDriver::Make(Search& x, Json params) {
+Result<Run> SearchDriver::Make(Search& x, Json params, TrialOrigin origin) {
   SearchState& s = *x.state;
   const int index = static_cast<int>(s.created);
-  Result<Run> r = host_.MakeTrial(x.experiment_id, params, index);
+  Result<Run> r = host_.MakeTrial(x.experiment_id, params, index, origin);
   if (!r.ok()) return r;
   s.history[r->id] = RunningTrial(params, index);
   s.created += 1;
@@ -338,7 +338,7 @@ Result<Run> SearchDriver::AddTrial(const cmd::AddTrial& c, bool active) {
     if (!params.contains(k)) params[k] = v;
   }
   DROVER_RETURN_IF_ERROR(search::CheckConfig(x.spec, s.space, params));
-  return Make(x, std::move(params));
+  return Make(x, std::move(params), TrialOrigin::kAgent);
 }
 
 }  // namespace drover

@@ -67,7 +67,8 @@ class SearchHost {
   virtual int Unfinished(int64_t experiment_id) const = 0;
   // Records and queues the experiment's trial number `index` with these params (in the loop's
   // transaction); an error is logged by the engine and ends the search.
-  virtual Result<Run> MakeTrial(int64_t experiment_id, Json params, int index) = 0;
+  virtual Result<Run> MakeTrial(int64_t experiment_id, Json params, int index,
+                                TrialOrigin origin) = 0;
 };
 
 class SearchDriver : public RunLifecycle {
@@ -134,7 +135,7 @@ class SearchDriver : public RunLifecycle {
   Search* Find(int64_t experiment_id);
   const Search* Find(int64_t experiment_id) const;
   // Records and queues trial `state.created` with these params.
-  Result<Run> Make(Search& s, Json params);
+  Result<Run> Make(Search& s, Json params, TrialOrigin origin);
   void Observe(Search& s, const Run& run);
 
   EngineContext& ctx_;

@@ -27,9 +27,11 @@ class Loop : public testing::LoopContext, public SearchHost {
  public:
   explicit Loop(Store& store) : LoopContext(store) {}
   int Unfinished(int64_t) const override { return unfinished; }
-  Result<Run> MakeTrial(int64_t experiment_id, Json params, int index) override {
+  Result<Run> MakeTrial(int64_t experiment_id, Json params, int index,
+                        TrialOrigin origin) override {
     Run r;
     r.experiment_id = experiment_id;
+    r.origin = origin;
     r.index = index;
     r.params = params;
     r.current_params = params;

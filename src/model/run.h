@@ -27,6 +27,18 @@ inline constexpr RunState kAllRunStates[] = {RunState::kQueued,    RunState::kRu
                                              RunState::kFailed,    RunState::kCancelled,
                                              RunState::kPruned};
 
+// How a search's trial got its parameters (docs/search.md, "How a search spent its budget"):
+// none (a grid's or a pipeline's run), the random start before the model has enough finished
+// trials, the random sampler, TPE, the GP, or an agent's own trial (add_trial).
+enum class TrialOrigin { kNone, kRandomStart, kRandom, kTpe, kGp, kAgent };
+std::string_view ToString(TrialOrigin o);  // "", "random start", "random", "tpe", "gp", "agent"
+std::optional<TrialOrigin> ParseTrialOrigin(std::string_view s);
+inline constexpr TrialOrigin kAllTrialOrigins[] = {TrialOrigin::kNone, TrialOrigin::kRandomStart,
+                                                   TrialOrigin::kRandom, TrialOrigin::kTpe,
+                                                   TrialOrigin::kGp, TrialOrigin::kAgent};
+// Whether a model chose it (TPE or the GP).
+inline bool ModelBased(TrialOrigin o) { return o == TrialOrigin::kTpe || o == TrialOrigin::kGp; }
+
 // How many of an experiment's runs are in each state: what listings show instead of the runs
 // (a sweep may hold 100,000).
 struct RunCounts {
@@ -137,6 +149,7 @@ struct Run {
   // the workdir as it was then (its hash; "" = the experiment's), from attempt `snapshot_from`.
   std::string snapshot_hash;
   int snapshot_from = 0;
+  TrialOrigin origin = TrialOrigin::kNone;  // a search's trial: how its parameters were chosen
 };
 
 // One file a run stored as an output (artifacts/ in the store, by content).

@@ -33,6 +33,25 @@ std::optional<RunState> ParseRunState(std::string_view s) {
   return std::nullopt;
 }
 
+std::string_view ToString(TrialOrigin o) {
+  switch (o) {
+    case TrialOrigin::kNone: return "";
+    case TrialOrigin::kRandomStart: return "random start";
+    case TrialOrigin::kRandom: return "random";
+    case TrialOrigin::kTpe: return "tpe";
+    case TrialOrigin::kGp: return "gp";
+    case TrialOrigin::kAgent: return "agent";
+  }
+  return "";
+}
+
+std::optional<TrialOrigin> ParseTrialOrigin(std::string_view s) {
+  for (TrialOrigin o : kAllTrialOrigins) {
+    if (ToString(o) == s) return o;
+  }
+  return std::nullopt;
+}
+
 std::string_view ToString(ExperimentStatus s) {
   return s == ExperimentStatus::kDone ? "done" : "active";
 }

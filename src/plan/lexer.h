@@ -63,6 +63,8 @@ enum class Tok {
   kDiv,       // divide by, halve (num = 2), 除以, 减半 (2)
   kFold,      // 倍: "每次2倍" (times 2 each time)
   kStart,     // start at, starting from, 开始, 起: where a sequence starts
+  kSearch,    // search tune optimize 搜索 调参 寻优: a search of ranges, not a grid
+  kTrials,    // trial(s) 试验: a search's trials ("for 20 trials"); without a search word, repeats
   kPunct,     // other punctuation
 };
 

@@ -26,6 +26,8 @@ constexpr int kUrgentPriority = 10;
 constexpr int kLowPriority = -10;
 constexpr int kMaxPriority = 1'000'000;  // the planner's bound on "priority N"
 constexpr size_t kMaxValues = 100;  // more values than this in one sweep is surely a slip
+constexpr int kDefaultPlannedTrials = 20;  // a search whose instruction gives no number of trials
+constexpr int kMaxPlannedTrials = 10'000;
 
 // Kinds that, left unused, are reported as ignored; the rest are filler or glue.
 bool Reportable(Tok k) {
@@ -34,7 +36,7 @@ bool Reportable(Tok k) {
     case Tok::kUnknown: case Tok::kValues: case Tok::kLog: case Tok::kLinear: case Tok::kStep:
     case Tok::kRepeat: case Tok::kTimes: case Tok::kGpu: case Tok::kPriority:
     case Tok::kLevel: case Tok::kExcept: case Tok::kExceptAfter: case Tok::kMul: case Tok::kDiv:
-    case Tok::kFold:
+    case Tok::kFold: case Tok::kTrials: case Tok::kSearch:
       return true;
     default:
       return false;
@@ -43,10 +45,10 @@ bool Reportable(Tok k) {
 
 std::string ValueText(const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
-std::string JoinValues(const std::vector<Json>& values) {
+std::string JoinValues(const std::vector<Json>& values, std::string_view sep = ", ") {
   std::vector<std::string> parts;
   for (const Json& v : values) parts.push_back(ValueText(v));
-  return Join(parts, ", ");
+  return Join(parts, sep);
 }
 
 // A float rounded to 10 significant digits, so 10^-3 computed as a power reads 0.001.
@@ -68,9 +70,10 @@ bool IsPowerOfTwo(double v) {
 }
 
 struct Setting {
-  std::vector<Json> values;
+  std::vector<Json> values;  // a search's range: its two ends (and `dist` says how to sample)
   std::vector<size_t> from;  // the tokens it was read from
   std::string note;          // "log-spaced", "3 repeats"
+  Json dist;                 // a search's range: {"log_uniform": [lo, hi]} ...; null for values
 };
 
 // A sequence of values as an instruction describes it: a start, and an end, a step, a factor
@@ -116,6 +119,15 @@ class Planner {
                      HasAlias(param, "seed") || HasAlias(param, "random seed") ||
                      HasAlias(param, "随机种子") || HasAlias(param, "种子");
       if (seedish && seed_ < 0 && param.type == "int") seed_ = static_cast<int>(p);
+    }
+    // "search"/"tune"/"调参": ranges are sampled, not spaced. Without such a word, "3 trials"
+    // are repeats, as "3 times".
+    search_ = std::any_of(toks_.begin(), toks_.end(),
+                          [](const plan::Token& t) { return t.kind == Tok::kSearch; });
+    if (!search_) {
+      for (plan::Token& t : toks_) {
+        if (t.kind == Tok::kTrials) t.kind = Tok::kTimes;
+      }
     }
   }
 
@@ -195,6 +207,9 @@ class Planner {
                 size_t e, std::string_view what);
   Status ReadPriority();
   Status ReadGpus();
+  Status ReadTrials();  // a search's "for 20 trials", "trials=20", "20次试验"
+  // The runs the settings make (a search: its trials).
+  int64_t PlannedCount() const;
   void ReadMetric();
 
   std::string Quote(size_t b, size_t e) const {
@@ -224,6 +239,10 @@ class Planner {
   std::vector<size_t> metric_from_;
   std::optional<int> gpus_;
   std::vector<size_t> gpus_from_;
+  bool gpus_in_all_ = false;  // "on 2 GPUs": the GPUs the runs share, when there are several
+  bool search_ = false;       // a search word: ranges without a count are sampled
+  std::optional<int> trials_;
+  std::vector<size_t> trials_from_;
   std::optional<int> priority_;
   std::vector<size_t> priority_from_;
   std::vector<std::string> notes_;  // understood phrases that are not settings (typo fixes)
@@ -236,7 +255,7 @@ bool Planner::BoundForward(size_t i) const {
     case Tok::kParam:
       return !has_after_[j];
     case Tok::kGpu: case Tok::kTimes: case Tok::kValues: case Tok::kStep: case Tok::kLog:
-    case Tok::kLinear: case Tok::kLevel: case Tok::kRuns: case Tok::kFold:
+    case Tok::kLinear: case Tok::kLevel: case Tok::kRuns: case Tok::kFold: case Tok::kTrials:
       return true;
     default:
       return false;
@@ -627,6 +646,31 @@ Status Planner::MakeSeq(int p, const Seq& q, Setting& s) const {
           text));
     }
     s.note = fmt::format("{} by {} each time", q.divide ? "divided" : "multiplied", q.factor);
+  } else if (q.y != kNone && search_ && count == 0 && q.step == 0) {
+    // A search samples the range: log-uniform where spacing would be logarithmic (a float range
+    // spanning 10x or more, the recipe's scale: log, or "log"), else uniform; ints alike.
+    double lo = std::min(x, toks_[q.y].num), hi = std::max(x, toks_[q.y].num);
+    if (lo == hi) {
+      return InvalidArgument(fmt::format("'{}': a range to search needs two different ends", text));
+    }
+    const bool log = q.log || (!q.linear && lo > 0 &&
+                               (param.scale == "log" ||
+                                (param.scale.empty() && hi / lo >= (param.type == "int" ? 16 : 10))));
+    if (q.log && lo <= 0) {
+      return InvalidArgument(fmt::format("'{}': a log scale needs both ends above 0", text));
+    }
+    const char* kind = param.type == "int" ? (log ? "int_log" : "int") : (log ? "log_uniform" : "uniform");
+    for (double v : {lo, hi}) {
+      Token t;
+      t.num = v;
+      t.begin = a.begin;
+      t.end = toks_[q.end - 1].end;
+      DROVER_ASSIGN_OR_RETURN(Json j, ValueFor(p, t));
+      s.values.push_back(j);
+    }
+    s.dist = Json{{kind, s.values}};
+    s.note = fmt::format("searched {}", log ? "on a log scale" : "uniformly");
+    return Status::Ok();
   } else if (q.y != kNone) {
     const double y = toks_[q.y].num;
     if (count > 0) {
@@ -665,8 +709,8 @@ Status Planner::MakeSeq(int p, const Seq& q, Setting& s) const {
     } else {
       return InvalidArgument(fmt::format(
           "'{}' is a range for {}; say how many values ('{}, 3 values', '取3个值') or the step "
-          "('step 10')",
-          text, param.name, text));
+          "('step 10'), or search it ('search {} between ... for 20 trials')",
+          text, param.name, text, param.name));
     }
   } else if (q.step > 0) {
     if (count == 0) {
@@ -795,6 +839,13 @@ Status Planner::ReadAfter(size_t at, bool loose) {
   has_after_[at] = true;
   toks_[at].used = true;
   Setting& s = params_[p];
+  if (!found.dist.is_null()) {  // a range to search replaces values read before
+    s.values.clear();
+    s.dist = found.dist;
+  } else if (!s.dist.is_null()) {
+    return InvalidArgument(fmt::format("{} is given a range to search and values ({}); keep one",
+                                       param.name, JoinValues(found.values)));
+  }
   for (Json& v : found.values) {
     if (std::find(s.values.begin(), s.values.end(), v) == s.values.end()) s.values.push_back(v);
   }
@@ -1070,8 +1121,22 @@ Status Planner::ReadGpus() {
                toks_[k].num <= 1024;
       };
       if (count_at(back)) {
+        // "on 2 GPUs", "across 4 GPUs", "用2张卡" (no "each"): the GPUs the runs share when
+        // there are several (Build decides), else the one run's.
+        const size_t marker = back == 0 ? kNone : back - 1;
+        static constexpr std::string_view kInAll[] = {"on", "across", "over", "using", "use", "用",
+                                                      "在"};
+        const bool in_all =
+            marker != kNone &&
+            std::find(std::begin(kInAll), std::end(kInAll), toks_[marker].text) != std::end(kInAll);
+        const bool each = Is(Skip(i + 1, {Tok::kFiller}), Tok::kEach) ||
+                          (marker != kNone && marker > 0 && Is(marker - 1, Tok::kEach));
         DROVER_RETURN_IF_ERROR(Settle(gpus_, gpus_from_, static_cast<int>(toks_[back].num), back,
                                       i + 1, "the GPUs per run"));
+        if (in_all && !each) {
+          gpus_in_all_ = true;
+          Use(marker, marker + 1, &gpus_from_);
+        }
       } else if (count_at(fwd)) {
         DROVER_RETURN_IF_ERROR(Settle(gpus_, gpus_from_, static_cast<int>(toks_[fwd].num), i,
                                       fwd + 1, "the GPUs per run"));
@@ -1085,6 +1150,44 @@ Status Planner::ReadGpus() {
     }
   }
   return Status::Ok();
+}
+
+// A search's trials: "for 20 trials", "20 trials", "trials=20", "20次试验", "试验20次".
+Status Planner::ReadTrials() {
+  for (size_t i = 0; i < toks_.size(); ++i) {
+    if (!IsFree(i, Tok::kTrials)) continue;
+    auto count_at = [&](size_t k) {
+      return k != kNone && IsFree(k, Tok::kNumber) && toks_[k].integral && toks_[k].num >= 1;
+    };
+    const size_t back = i == 0 ? kNone : SkipBack(i - 1, {Tok::kMeasure, Tok::kAdj});
+    const size_t fwd = Skip(i + 1, {Tok::kAssign});
+    size_t k = kNone, b = 0, e = 0;
+    if (count_at(back)) {
+      k = back, b = back, e = i + 1;
+    } else if (count_at(fwd)) {
+      k = fwd, b = i, e = fwd + 1;
+      if (IsFree(e, Tok::kTimes) && toks_[e].num == 0) ++e;  // "试验20次"
+    } else {
+      continue;  // left for `ignored`
+    }
+    if (toks_[k].num > static_cast<double>(kMaxPlannedTrials)) {
+      return InvalidArgument(fmt::format("'{}': a planned search makes at most {} trials",
+                                         Quote(toks_[b].begin, toks_[e - 1].end),
+                                         kMaxPlannedTrials));
+    }
+    DROVER_RETURN_IF_ERROR(Settle(trials_, trials_from_, static_cast<int>(toks_[k].num), b, e,
+                                  "the number of trials"));
+  }
+  return Status::Ok();
+}
+
+int64_t Planner::PlannedCount() const {
+  const bool sampled = std::any_of(params_.begin(), params_.end(),
+                                   [](const Setting& s) { return !s.dist.is_null(); });
+  if (sampled) return trials_.value_or(kDefaultPlannedTrials);
+  int64_t n = 1;
+  for (const Setting& s : params_) n *= std::max<int64_t>(1, static_cast<int64_t>(s.values.size()));
+  return n;
 }
 
 // The first metric named is the objective, in the recipe's direction.
@@ -1285,11 +1388,20 @@ Json NodeToJson(const YAML::Node& n) {
   return n.Scalar();
 }
 
+// What an instruction adds to a plan beyond values: ranges to search (per parameter, null for
+// values), the search's trials, and how many runs may run at once.
+struct PlanExtras {
+  std::vector<Json> dists;
+  std::optional<int> trials;    // set: a search
+  std::optional<int> parallel;  // search.parallel, or max_parallel for a grid
+};
+
 // The spec of a recipe with these values per parameter (empty: the default), the objective,
 // GPUs per run and priority; `understood` and `ignored` are left to the caller.
 Result<Plan> BuildPlan(const Recipe& r, const std::vector<std::vector<Json>>& chosen,
                        std::optional<int> metric, std::optional<int> gpus_set,
-                       std::optional<int> priority_set, std::string_view giver) {
+                       std::optional<int> priority_set, std::string_view giver,
+                       const PlanExtras& extra = {}) {
   Plan plan;
   Json params = Json::object();
   YAML::Emitter out;
@@ -1318,9 +1430,16 @@ Result<Plan> BuildPlan(const Recipe& r, const std::vector<std::vector<Json>>& ch
       }
       values.push_back(d);
     }
-    params[param.name] = values;
+    const Json* dist =
+        p < extra.dists.size() && !extra.dists[p].is_null() ? &extra.dists[p] : nullptr;
+    params[param.name] = dist ? *dist : Json(values);
     out << YAML::Key << param.name << YAML::Value;
-    if (values.size() == 1) {
+    if (dist) {  // {log_uniform: [1e-4, 0.1]}
+      out << YAML::Flow << YAML::BeginMap << YAML::Key << dist->begin().key() << YAML::Value
+          << YAML::Flow << YAML::BeginSeq;
+      for (const Json& v : dist->begin().value()) EmitValue(out, v);
+      out << YAML::EndSeq << YAML::EndMap;
+    } else if (values.size() == 1) {
       EmitValue(out, values[0]);
     } else {
       out << YAML::Flow << YAML::BeginSeq;
@@ -1337,6 +1456,13 @@ Result<Plan> BuildPlan(const Recipe& r, const std::vector<std::vector<Json>>& ch
     Json value = NodeToJson(YAML::Load(text));
     if (key == "resources") {
       resources = value;
+    } else if (key == "env" && value.is_object()) {
+      // Environment values are strings ("2", not 2): the recipe's quotes do not survive its
+      // re-emitted text, so they are put back here, in the JSON and in the YAML below.
+      for (auto& [name, v] : value.items()) {
+        if (!v.is_string()) v = v.is_null() ? std::string() : v.dump();
+      }
+      defaults[key] = value;
     } else {
       defaults[key] = value;
     }
@@ -1356,10 +1482,20 @@ Result<Plan> BuildPlan(const Recipe& r, const std::vector<std::vector<Json>>& ch
   out << YAML::Key << "priority" << YAML::Value << priority;
   for (const auto& [key, text] : r.spec_defaults) {
     if (key == "resources" || key == "priority") continue;
+    if (key == "max_parallel" && extra.parallel) continue;  // the instruction's "on 2 GPUs" wins
+    if (key == "env" && defaults.contains("env") && defaults["env"].is_object()) {
+      out << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginMap;
+      for (const auto& [name, v] : defaults["env"].items()) {
+        out << YAML::Key << name << YAML::Value << YAML::DoubleQuoted << v.get<std::string>();
+      }
+      out << YAML::EndMap;
+      continue;
+    }
     out << YAML::Key << key << YAML::Value << YAML::Load(text);
   }
   plan.spec = {{"name", name},     {"command", r.command},  {"workdir", r.dir},
                {"params", params}, {"resources", resources}, {"priority", priority}};
+  if (extra.parallel) defaults.erase("max_parallel");
   for (auto it = defaults.begin(); it != defaults.end(); ++it) plan.spec[it.key()] = it.value();
   if (metric) {
     const RecipeMetric& m = r.metrics[*metric];
@@ -1368,6 +1504,20 @@ Result<Plan> BuildPlan(const Recipe& r, const std::vector<std::vector<Json>>& ch
     out << YAML::Key << "objective" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
         << "metric" << YAML::Value << m.name << YAML::Key << "mode" << YAML::Value << mode
         << YAML::EndMap;
+  }
+  if (extra.trials) {
+    Json search = {{"trials", *extra.trials}};
+    out << YAML::Key << "search" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
+        << "trials" << YAML::Value << *extra.trials;
+    if (extra.parallel) {
+      search["parallel"] = *extra.parallel;
+      out << YAML::Key << "parallel" << YAML::Value << *extra.parallel;
+    }
+    out << YAML::EndMap;
+    plan.spec["search"] = search;
+  } else if (extra.parallel) {
+    plan.spec["max_parallel"] = *extra.parallel;
+    out << YAML::Key << "max_parallel" << YAML::Value << *extra.parallel;
   }
   out << YAML::EndMap;
   plan.spec_yaml = std::string(out.c_str()) + "\n";
@@ -1381,15 +1531,54 @@ Result<Plan> Planner::Build() {
   // else the recipe's first metric, each in the recipe's direction.
   const std::optional<int> objective =
       metric_ ? metric_ : r_.metrics.empty() ? std::nullopt : std::optional<int>(0);
+  PlanExtras extra;
+  bool sampled = false;
+  for (const Setting& s : params_) {
+    extra.dists.push_back(s.dist);
+    sampled = sampled || !s.dist.is_null();
+  }
+  if (trials_ && !sampled) {
+    return InvalidArgument(fmt::format(
+        "{} asks for a search, but nothing in the instruction is a range to search; give one, "
+        "such as 'search {} between A and B for {} trials'",
+        QuoteTokens(trials_from_), r_.params.empty() ? "lr" : r_.params[0].name, *trials_));
+  }
+  if (sampled) {
+    for (size_t i = 0; i < toks_.size(); ++i) {
+      if (Is(i, Tok::kSearch)) toks_[i].used = true;  // read: a search word with no range is not
+    }
+    if (!objective) {
+      return InvalidArgument(fmt::format(
+          "a search needs a metric to optimise, and the recipe {} names none; add 'metrics:' "
+          "to it",
+          r_.source));
+    }
+    extra.trials = trials_.value_or(kDefaultPlannedTrials);
+  }
+  // "on 2 GPUs" with several runs: the GPUs they share, one each (or the recipe's count), as
+  // many at once as fit.
+  std::optional<int> gpus = gpus_;
+  std::string gpus_note;
+  if (gpus_in_all_ && gpus_ && *gpus_ > 0 && PlannedCount() > 1) {
+    const int per = std::clamp(r_.gpus, 1, *gpus_);
+    gpus = per;
+    extra.parallel = *gpus_ / per;
+    gpus_note = fmt::format(
+        "GPUs: {} in all, {} per run, up to {} runs at once (from {}; '{} GPUs each' gives every "
+        "run {})",
+        *gpus_, per, *extra.parallel, QuoteTokens(gpus_from_), *gpus_, *gpus_);
+  }
   DROVER_ASSIGN_OR_RETURN(
-      Plan plan, BuildPlan(r_, chosen, objective, gpus_, priority_, "the instruction gives"));
+      Plan plan, BuildPlan(r_, chosen, objective, gpus, priority_, "the instruction gives", extra));
 
   for (size_t p = 0; p < r_.params.size(); ++p) {
     const Setting& s = params_[p];
     if (s.values.empty()) continue;
     std::string note = s.note.empty() ? "" : s.note + ", ";
     plan.understood.push_back(fmt::format("{}: {} ({}from {})", r_.params[p].name,
-                                          JoinValues(s.values), note, QuoteTokens(s.from)));
+                                          s.dist.is_null() ? JoinValues(s.values)
+                                                           : JoinValues(s.values, " to "),
+                                          note, QuoteTokens(s.from)));
   }
   if (metric_) {
     const RecipeMetric& m = r_.metrics[*metric_];
@@ -1397,13 +1586,24 @@ Result<Plan> Planner::Build() {
                                           m.maximize ? "max" : "min", QuoteTokens(metric_from_)));
   } else if (objective) {
     const RecipeMetric& m = r_.metrics[*objective];
-    plan.understood.push_back(fmt::format(
-        "objective: {} {} (the recipe's first metric; name another, such as \"by {}\", to rank "
-        "by it)",
-        m.name, m.maximize ? "max" : "min",
-        r_.metrics.size() > 1 ? r_.metrics[1].name : m.name));
+    plan.understood.push_back(
+        r_.metrics.size() > 1
+            ? fmt::format("objective: {} {} (the recipe's first metric; name another, such as "
+                          "\"by {}\", to rank by it)",
+                          m.name, m.maximize ? "max" : "min", r_.metrics[1].name)
+            : fmt::format("objective: {} {} (the recipe's metric)", m.name,
+                          m.maximize ? "max" : "min"));
   }
-  if (gpus_) {
+  if (extra.trials) {
+    plan.understood.push_back(
+        trials_ ? fmt::format("search: {} trials (from {})", *extra.trials, QuoteTokens(trials_from_))
+                : fmt::format("search: {} trials (the default; say 'for N trials' for another "
+                              "number)",
+                              *extra.trials));
+  }
+  if (!gpus_note.empty()) {
+    plan.understood.push_back(gpus_note);
+  } else if (gpus_) {
     plan.understood.push_back(
         fmt::format("gpus per run: {} (from {})", *gpus_, QuoteTokens(gpus_from_)));
   }
@@ -1419,6 +1619,7 @@ Result<Plan> Planner::Build() {
 Result<Plan> Planner::Run() {
   has_after_.assign(toks_.size(), false);
   // Settings with their own keywords first, so their numbers are taken ("gpus=2, 5 epochs").
+  if (search_) DROVER_RETURN_IF_ERROR(ReadTrials());
   DROVER_RETURN_IF_ERROR(ReadRepeats());
   DROVER_RETURN_IF_ERROR(ReadPriority());
   DROVER_RETURN_IF_ERROR(ReadGpus());
@@ -1448,7 +1649,7 @@ Result<Plan> Planner::Run() {
   }
   DROVER_RETURN_IF_ERROR(CheckCounts());
   ReadMetric();
-  bool any = metric_ || gpus_ || priority_;
+  bool any = metric_ || gpus_ || priority_ || trials_;
   for (size_t i = 0; i < toks_.size(); ++i) {
     if (Is(i, Tok::kParam) && !params_[toks_[i].index].values.empty()) {
       toks_[i].used = true;  // "the models": the parameter it names got values elsewhere
@@ -1573,6 +1774,9 @@ Result<Plan> PlanSelection(const Recipe& recipe, const Selection& selection) {
 
 Result<int> PlannedRuns(const Plan& plan, const Recipe& recipe) {
   DROVER_ASSIGN_OR_RETURN(Spec spec, ParseSpecString(plan.spec_yaml, "the plan", recipe.dir));
+  if (spec.search && spec.search->sampler != SamplerKind::kGrid) {
+    return static_cast<int>(spec.search->trials);
+  }
   return static_cast<int>(ExpandGrid(spec).size());
 }
 

@@ -121,6 +121,95 @@ TEST(PlannerTest, Cases) {
   EXPECT_EQ(passed, total);
 }
 
+// "search lr between 1e-4 and 0.1 for 20 trials": the range is sampled (log-uniform: it spans
+// three decades), the search makes 20 trials ranked by the recipe's first metric; Chinese alike.
+TEST(PlannerTest, ASearchSamplesItsRanges) {
+  Recipe recipe = LoadTestRecipe();
+  Result<Plan> r = PlanInstruction(recipe, "search lr between 1e-4 and 0.1 for 20 trials");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->spec["params"]["lr"], Json({{"log_uniform", {0.0001, 0.1}}}));
+  EXPECT_EQ(r->spec["search"], Json({{"trials", 20}}));
+  EXPECT_TRUE(r->ignored.empty()) << Json(r->ignored).dump();
+  Result<Spec> spec = ParsePlan(*r);
+  ASSERT_TRUE(spec.ok()) << spec.status().message() << "\n" << r->spec_yaml;
+  ASSERT_TRUE(spec->search);
+  EXPECT_EQ(spec->search->trials, 20);
+  EXPECT_EQ(PlannedRuns(*r, recipe).value(), 20);
+  EXPECT_NE(Join(r->understood, "\n").find("search: 20 trials (from '20 trials')"),
+            std::string::npos)
+      << Join(r->understood, "\n");
+
+  // An int range, a count of trials after the word, and a model left as values (a grid axis).
+  r = PlanInstruction(recipe, "tune cnn with batch size from 16 to 256, trials=12");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->spec["params"]["batch_size"], Json({{"int_log", {16, 256}}}));
+  EXPECT_EQ(r->spec["params"]["model"], Json({"cnn"}));
+  EXPECT_EQ(r->spec["search"]["trials"], 12);
+  ASSERT_TRUE(ParsePlan(*r).ok()) << r->spec_yaml;
+
+  r = PlanInstruction(recipe, "调参：学习率在0.001到0.1之间，20次试验");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->spec["params"]["lr"], Json({{"log_uniform", {0.001, 0.1}}}));
+  EXPECT_EQ(r->spec["search"]["trials"], 20);
+
+  // No number of trials: the default, said.
+  r = PlanInstruction(recipe, "search lr from 0.001 to 0.01");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->spec["search"]["trials"], 20);
+  EXPECT_NE(Join(r->understood, "\n").find("the default"), std::string::npos);
+
+  // Trials with nothing to search, and a range without a count or a search word: errors that
+  // say what to write.
+  r = PlanInstruction(recipe, "search mlp and cnn for 20 trials");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("nothing in the instruction is a range to search"),
+            std::string::npos)
+      << r.status().message();
+  r = PlanInstruction(recipe, "lr between 1e-4 and 0.1");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("search lr between"), std::string::npos)
+      << r.status().message();
+  // Without a search word, "3 trials" are still repeats; "grid search" is a grid.
+  r = PlanInstruction(recipe, "cnn, 3 trials");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->spec["params"]["seed"], Json({0, 1, 2}));
+  EXPECT_FALSE(r->spec.contains("search"));
+}
+
+// "on 2 GPUs" with several runs is the GPUs they share: one each, two at once. With one run, or
+// "2 GPUs each", it is the GPUs of each run.
+TEST(PlannerTest, OnTwoGpusIsWhatTheRunsShare) {
+  Recipe recipe = LoadTestRecipe();
+  Result<Plan> r = PlanInstruction(recipe, "compare mlp and cnn on 2 GPUs");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->spec["resources"]["gpus"], 1);
+  EXPECT_EQ(r->spec["max_parallel"], 2);
+  EXPECT_NE(Join(r->understood, "\n").find("GPUs: 2 in all, 1 per run, up to 2 runs at once"),
+            std::string::npos)
+      << Join(r->understood, "\n");
+  Result<Spec> spec = ParsePlan(*r);
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->max_parallel, 2);
+
+  r = PlanInstruction(recipe, "search lr between 1e-4 and 0.1 for 20 trials on 2 GPUs");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->spec["resources"]["gpus"], 1);
+  EXPECT_EQ(r->spec["search"], Json({{"trials", 20}, {"parallel", 2}}));
+  EXPECT_TRUE(r->ignored.empty()) << Json(r->ignored).dump();
+
+  r = PlanInstruction(recipe, "compare mlp and cnn on 2 GPUs each");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->spec["resources"]["gpus"], 2);
+  EXPECT_FALSE(r->spec.contains("max_parallel"));
+  r = PlanInstruction(recipe, "cnn on 4 GPUs");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->spec["resources"]["gpus"], 4);
+  r = PlanInstruction(recipe, "对比mlp和cnn，用2张卡");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->spec["resources"]["gpus"], 1);
+  EXPECT_EQ(r->spec["max_parallel"], 2);
+}
+
 TEST(PlannerTest, HeadlineExample) {
   Recipe recipe = LoadTestRecipe();
   Result<Plan> r = PlanInstruction(recipe, "对比ResNet50和EfficientNet在batch_size=32,64时的训练曲线");
@@ -272,7 +361,8 @@ TEST(PlannerTest, ACountBeforeARange) {
   // A bare number before a parameter is a value ("32 bs"), not a count, unless a plural says so.
   EXPECT_EQ(Values(recipe, "bs 32 lr from 1e-4 to 1e-2", "lr"),
             "error: 'from 1e-4 to 1e-2' is a range for lr; say how many values ('from 1e-4 to "
-            "1e-2, 3 values', '取3个值') or the step ('step 10')");
+            "1e-2, 3 values', '取3个值') or the step ('step 10'), or search it ('search lr between "
+            "... for 20 trials')");
   EXPECT_NE(Values(recipe, "3 learning rates from 1e-4 to 1e-2, 4 values", "lr")
                 .find("asks for 4 values and for 3"),
             std::string::npos);
@@ -535,6 +625,15 @@ TEST(PlannerTest, TheRecipesSpecKeysAreDefaultsOfEveryPlannedSpec) {
   ASSERT_TRUE(urgent.ok()) << urgent.status().message();
   EXPECT_EQ(urgent->spec["resources"]["gpus"], 2);
   EXPECT_EQ(urgent->spec["priority"], 9);
+  // "on 4 gpus" for several runs sets max_parallel over the recipe's, once.
+  Result<Plan> shared = PlanInstruction(*recipe, "lr 0.1 and 0.01 on 4 gpus");
+  ASSERT_TRUE(shared.ok()) << shared.status().message();
+  Result<Spec> shared_spec = ParsePlan(*shared);
+  ASSERT_TRUE(shared_spec.ok()) << shared_spec.status().message() << "\n" << shared->spec_yaml;
+  EXPECT_EQ(shared_spec->max_parallel, 4);
+  EXPECT_EQ(shared_spec->resources.gpus, 1);
+  EXPECT_EQ(shared_spec->env.at("OMP_NUM_THREADS"), "4");  // the recipe's env stays
+  EXPECT_EQ(shared_spec->resources.gpu_memory, 6LL << 30);
 }
 
 TEST(PlannerTest, ARecipesBadSpecKeyIsAnErrorAtItsPlace) {

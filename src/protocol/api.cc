@@ -665,7 +665,15 @@ Result<Run> RunFromJson(const Json& j) {
   f.Get("cached_from", r.cached_from);
   f.Get("snapshot_hash", r.snapshot_hash);
   f.Get("snapshot_from", r.snapshot_from);
+  std::string origin;
+  f.Get("origin", origin);
   if (!f.ok()) return f.status();
+  if (auto how = ParseTrialOrigin(origin)) {
+    r.origin = *how;
+  } else {
+    return InvalidArgument("run.origin: unknown origin '" + origin +
+                           "' (known: random start, random, tpe, gp, agent)");
+  }
   if (j.contains("needs") && j["needs"].is_array()) {
     for (const Json& n : j["needs"]) {
       if (n.is_number_integer()) r.needs.push_back(n.get<int64_t>());
@@ -674,7 +682,8 @@ Result<Run> RunFromJson(const Json& j) {
   auto parsed = ParseRunState(state);
   if (!parsed) {
     return InvalidArgument("run.state: unknown state '" + state +
-                           "' (known: queued, running, retrying, succeeded, failed, cancelled)");
+                           "' (known: queued, running, retrying, succeeded, failed, cancelled, "
+                           "pruned)");
   }
   r.state = *parsed;
   return r;

@@ -53,6 +53,8 @@ Json ToJson(const Run& r) {
     j["snapshot_hash"] = r.snapshot_hash;
     j["snapshot_from"] = r.snapshot_from;
   }
+  // A search's trials only: how its parameters were chosen.
+  if (r.origin != TrialOrigin::kNone) j["origin"] = ToString(r.origin);
   return j;
 }
 

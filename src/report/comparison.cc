@@ -273,4 +273,18 @@ std::string FormatValue(const Json& v) {
   return v.dump();
 }
 
+std::string MetricLabel(const Comparison& c, const std::string& metric) {
+  const bool clash = std::find(c.varying.begin(), c.varying.end(), metric) != c.varying.end();
+  return clash ? metric + " (metric)" : metric;
+}
+
+bool SearchedOnLogScale(const Json& spec, const std::string& param) {
+  if (!spec.is_object()) return false;
+  auto params = spec.find("params");
+  if (params == spec.end() || !params->is_object()) return false;
+  auto p = params->find(param);
+  return p != params->end() && p->is_object() &&
+         (p->contains("log_uniform") || p->contains("int_log"));
+}
+
 }  // namespace drover::report

@@ -88,6 +88,14 @@ std::string FormatScore(double v);
 // Python's float() read back), as JSON has no such numbers.
 Json ScoreJson(double v);
 
+// A metric's column name: its name, or "NAME (metric)" when a parameter shown beside it (one of
+// c.varying) has the same name, so a script that logs its own `lr` gets two columns told apart.
+std::string MetricLabel(const Comparison& c, const std::string& metric);
+
+// Whether an experiment's stored spec searches `param` on a log scale (log_uniform, int_log):
+// plots put it on a log axis.
+bool SearchedOnLogScale(const Json& spec, const std::string& param);
+
 // The parameters that differ between runs of one set (for compact listings).
 std::vector<std::string> VaryingParams(const std::vector<Run>& runs);
 // One value as a table cell: 0.9611 / 64 / mlp / nan (a NaN or infinite metric is stored as null).

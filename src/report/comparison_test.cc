@@ -71,6 +71,19 @@ TEST(Compare, RanksSucceededRunsByTheObjectiveThenTheRestById) {
   EXPECT_EQ(c.best_run, 1);
 }
 
+// A script that logs its own learning rate: the parameter and the metric `lr` are two columns,
+// told apart by the metric's label.
+TEST(Compare, AMetricNamedLikeAParameterIsToldApart) {
+  Experiment exp = WithObjective({{"metric", "val_acc"}, {"mode", "max"}});
+  std::vector<drover::Run> runs = {
+      MakeRun(1, RunState::kSucceeded, {{"lr", 0.1}}, {{"val_acc", 0.9}, {"lr", 0.001}}),
+      MakeRun(2, RunState::kSucceeded, {{"lr", 0.2}}, {{"val_acc", 0.8}, {"lr", 0.002}}),
+  };
+  Comparison c = testing::RankByLastValues(exp, runs);
+  EXPECT_EQ(MetricLabel(c, "lr"), "lr (metric)");
+  EXPECT_EQ(MetricLabel(c, "val_acc"), "val_acc");
+}
+
 TEST(Compare, WithoutAnObjectiveAWellKnownNameRanksAndSaysSo) {
   Experiment exp;  // no objective
   std::vector<drover::Run> runs = {

@@ -46,7 +46,9 @@ color:var(--queued)}
 .state-succeeded{color:var(--succeeded)}.state-failed{color:var(--failed)}
 .state-running,.state-retrying{color:var(--running)}.state-queued{color:var(--queued)}
 .state-cancelled{color:var(--cancelled)}
-.table-wrap{overflow-x:auto;border:1px solid var(--border);border-radius:8px}
+.table-wrap{overflow:auto;max-height:80vh;border:1px solid var(--border);border-radius:8px}
+thead th{position:sticky;top:0;z-index:1}
+#results .table-wrap{margin-left:min(0px,calc(600px - 50vw));margin-right:min(0px,calc(616px - 50vw))}
 table{border-collapse:collapse;width:100%;font-size:13px}
 th,td{padding:7px 12px;border-bottom:1px solid var(--border);text-align:left;vertical-align:top}
 tbody tr:last-child td{border-bottom:0}
@@ -334,6 +336,9 @@ void SearchSection(std::string& out, const ReportData& d, const Comparison& c) {
   std::string states;
   for (const auto& [state, n] : v.states) states += fmt::format("{}{} {}", states.empty() ? "" : ", ", n, state);
   out += E(states) + "</p>\n";
+  if (std::string budget = BudgetLine(v); !budget.empty()) {
+    out += "<p id=\"search-budget\">How the budget went: " + E(budget) + "</p>\n";
+  }
   if (!v.history.empty()) {
     out += fmt::format("<h3>Best {} so far</h3>\n<div class=\"table-wrap\"><table id=\"search-history\">"
                        "<thead><tr><th>trial</th><th>run</th><th>best</th></tr></thead>\n<tbody>\n",
@@ -378,10 +383,10 @@ void ResultsTable(std::string& out, const Comparison& c) {
   for (const auto& m : c.metrics) {
     out += m == c.metric
                ? fmt::format("<th title=\"each run's {}; {} is better\">{} ({}, {})</th>",
-                             E(SummaryWords(c.rule)), c.maximize ? "higher" : "lower", E(m),
-                             c.maximize ? "max" : "min",
+                             E(SummaryWords(c.rule)), c.maximize ? "higher" : "lower",
+                             E(MetricLabel(c, m)), c.maximize ? "max" : "min",
                              E(ScoreSummaryText(c.rule.summary, c.rule.last_k)))
-               : fmt::format("<th>{}</th>", E(m));
+               : fmt::format("<th>{}</th>", E(MetricLabel(c, m)));
   }
   out += "<th>time</th></tr></thead>\n<tbody>\n";
   int rank = 0;
@@ -515,9 +520,7 @@ void Params(std::string& out, const ReportData& d, const Comparison& c) {
       lo = std::min(lo, sp.x);
       hi = std::max(hi, sp.x);
     }
-    const Json& declared = d.experiment.spec.value("params", Json::object()).value(p, Json());
-    const bool log_declared = declared.is_object() &&
-                              (declared.contains("log_uniform") || declared.contains("int_log"));
+    const bool log_declared = SearchedOnLogScale(d.experiment.spec, p);
     o.log_x = numeric && !points.empty() && lo > 0 && (log_declared || hi / lo >= 100);
     o.title = fmt::format("{} by {}", c.metric, p);
     o.x_label = o.log_x ? p + " (log scale)" : p;

@@ -20,6 +20,12 @@ SearchView SearchViewOf(const Comparison& c) {
       scored.push_back(&r);
     }
   }
+  for (TrialOrigin o : kAllTrialOrigins) {
+    if (o == TrialOrigin::kNone) continue;
+    const auto n = std::count_if(c.runs.begin(), c.runs.end(),
+                                 [&](const Run& r) { return r.origin == o; });
+    if (n > 0) v.origins.emplace_back(std::string(ToString(o)), static_cast<int>(n));
+  }
   std::sort(scored.begin(), scored.end(),
             [](const Run* a, const Run* b) {
               return a->index != b->index ? a->index < b->index : a->id < b->id;
@@ -103,6 +109,33 @@ SearchView SearchViewOf(const Comparison& c) {
   return v;
 }
 
+std::string BudgetLine(const SearchView& v) {
+  auto count = [&](const char* state) {
+    auto it = v.states.find(state);
+    return it == v.states.end() ? 0 : it->second;
+  };
+  const int pruned = count("pruned");
+  if (v.origins.empty() && pruned == 0) return "";
+  int total = 0;
+  for (const auto& [state, n] : v.states) total += n;
+  std::string how;
+  for (const auto& [origin, n] : v.origins) {
+    std::string what = origin == "random start" ? "random (the start)"
+                       : origin == "tpe"        ? "by TPE"
+                       : origin == "gp"         ? "by the GP"
+                       : origin == "agent"      ? "an agent's own"
+                                                : origin;
+    how += fmt::format("{}{} {}", how.empty() ? "" : ", ", n, what);
+  }
+  std::string ends = fmt::format("{} pruned early, {} ran to the end", pruned, count("succeeded"));
+  if (const int failed = count("failed")) ends += fmt::format(", {} failed", failed);
+  if (const int open = count("queued") + count("running") + count("retrying")) {
+    ends += fmt::format(", {} not ended", open);
+  }
+  return fmt::format("{} trial{}{}; {}", total, total == 1 ? "" : "s",
+                     how.empty() ? "" : ": " + how, ends);
+}
+
 Json SearchViewJson(const SearchView& v) {
   Json history = Json::array();
   for (const auto& p : v.history) {
@@ -115,6 +148,12 @@ Json SearchViewJson(const SearchView& v) {
   }
   Json out = {{"states", v.states}, {"history", history}, {"importance", importance}};
   if (!v.importance_note.empty()) out["importance_note"] = v.importance_note;
+  if (!v.origins.empty()) {
+    Json origins = Json::object();
+    for (const auto& [origin, n] : v.origins) origins[origin] = n;
+    out["origins"] = origins;
+  }
+  if (std::string budget = BudgetLine(v); !budget.empty()) out["budget"] = budget;
   return out;
 }
 

@@ -12,6 +12,9 @@ namespace drover::report {
 
 struct SearchView {
   std::map<std::string, int> states;  // state name -> trials
+  // A search's trials by how their parameters were chosen (TrialOrigin's names), in the order of
+  // kAllTrialOrigins; empty for runs no search made.
+  std::vector<std::pair<std::string, int>> origins;
   // One point per succeeded trial with a score, in trial order: the best score up to it.
   struct Point {
     int trial = 0;       // 1-based trial number (the run's index + 1)
@@ -34,6 +37,9 @@ struct SearchView {
 inline constexpr size_t kImportanceTrials = 8;
 
 SearchView SearchViewOf(const Comparison& c);
+// How a search spent its budget, in one line: "16 trials: 4 random (the start), 12 by TPE; 11
+// pruned early, 5 ran to the end". "" when no run says how it was chosen and none was pruned.
+std::string BudgetLine(const SearchView& v);
 Json SearchViewJson(const SearchView& v);
 
 }  // namespace drover::report

@@ -49,6 +49,46 @@ TEST(SearchView, BestSoFarStatesAndTheParameterThatDecidesTheScore) {
 // 4 * 1/4 = 1, b's is 1/12, and b grouped in quartiles keeps 15/16 of it (the rest is within the
 // quartiles); c explains none. So a's share is 1 / (1 + 0.078) = 0.928, b's 0.072, c's 0. A
 // seed, a constant and pruned trials (scored on an earlier, lower value) are left out.
+// How a search spent its budget: trials by how they were chosen, then how they ended.
+TEST(SearchView, SaysHowTheBudgetWent) {
+  std::vector<drover::Run> runs;
+  CurveSummaries curves;
+  const TrialOrigin how[] = {TrialOrigin::kRandomStart, TrialOrigin::kRandomStart,
+                             TrialOrigin::kRandomStart, TrialOrigin::kRandomStart,
+                             TrialOrigin::kTpe,         TrialOrigin::kTpe,
+                             TrialOrigin::kAgent};
+  for (int i = 0; i < 7; ++i) {
+    drover::Run r;
+    r.id = i + 1;
+    r.index = i;
+    r.origin = how[i];
+    r.state = i % 3 == 0 ? RunState::kSucceeded : i == 5 ? RunState::kFailed : RunState::kPruned;
+    r.params = {{"x", i}};
+    runs.push_back(r);
+    CurveSummary c;
+    c.points = 1;
+    c.last = 0.1 * i;
+    curves[r.id] = c;
+  }
+  RankRule rule;
+  rule.metric = "acc";
+  Comparison c = Rank(runs, rule, curves);
+  SearchView v = SearchViewOf(c);
+  ASSERT_EQ(v.origins.size(), 3u);
+  EXPECT_EQ(v.origins[0], (std::pair<std::string, int>{"random start", 4}));
+  EXPECT_EQ(v.origins[1], (std::pair<std::string, int>{"tpe", 2}));
+  EXPECT_EQ(BudgetLine(v),
+            "7 trials: 4 random (the start), 2 by TPE, 1 an agent's own; 3 pruned early, 3 ran to "
+            "the end, 1 failed");
+  EXPECT_EQ(SearchViewJson(v)["origins"]["tpe"], 2);
+  // A grid with no pruned run: nothing to say.
+  for (drover::Run& r : runs) {
+    r.origin = TrialOrigin::kNone;
+    r.state = RunState::kSucceeded;
+  }
+  EXPECT_EQ(BudgetLine(SearchViewOf(Rank(runs, rule, curves))), "");
+}
+
 TEST(SearchView, ImportanceOfAKnownFunction) {
   std::vector<drover::Run> runs;
   CurveSummaries curves;

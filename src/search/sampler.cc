@@ -127,27 +127,30 @@ Json ProposeRandom(const Space& space, const Json& context, std::mt19937_64& rng
   return out;
 }
 
+TrialOrigin ProposalOrigin(const SamplerOptions& options, const Space& space, size_t finished) {
+  const SamplerKind kind = Choose(options, space, finished);
+  if (kind == SamplerKind::kRandom || kind == SamplerKind::kGrid) return TrialOrigin::kRandom;
+  if (finished < static_cast<size_t>(StartupTrials(options, space))) {
+    return TrialOrigin::kRandomStart;
+  }
+  if (kind == SamplerKind::kGp && !space.HasConditions()) return TrialOrigin::kGp;
+  return TrialOrigin::kTpe;
+}
+
 Json Propose(const SamplerOptions& options, const Space& space, const Json& context,
              const std::vector<Observation>& history, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  const size_t finished = CountFinished(history);
-  SamplerKind kind = Choose(options, space, finished);
-  if (kind == SamplerKind::kRandom || kind == SamplerKind::kGrid ||
-      finished < static_cast<size_t>(StartupTrials(options, space))) {
-    return ProposeRandom(space, context, rng);
+  switch (ProposalOrigin(options, space, CountFinished(history))) {
+    case TrialOrigin::kGp: return ProposeGp(options, space, context, history, rng);
+    case TrialOrigin::kTpe: return ProposeTpe(options, space, context, history, rng);
+    default: return ProposeRandom(space, context, rng);
   }
-  if (kind == SamplerKind::kGp && !space.HasConditions()) {
-    return ProposeGp(options, space, context, history, rng);
-  }
-  return ProposeTpe(options, space, context, history, rng);
 }
 
 std::vector<Json> ProposeEach(const SamplerOptions& options, const Space& space,
                               const std::vector<Ask>& asks, std::vector<Observation> history) {
-  const size_t finished = CountFinished(history);
-  const SamplerKind kind = Choose(options, space, finished);
-  const bool startup = finished < static_cast<size_t>(StartupTrials(options, space));
-  if (kind == SamplerKind::kGp && !startup && !space.HasConditions()) {
+  // Running trials join the history as the batch goes, finished ones do not: one origin for all.
+  if (ProposalOrigin(options, space, CountFinished(history)) == TrialOrigin::kGp) {
     return ProposeGpEach(options, space, asks, std::move(history));
   }
   std::vector<Json> out;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "model/run.h"
 #include "search/space.h"
 
 namespace drover::search {
@@ -57,6 +58,12 @@ SamplerOptions SamplerOptionsOf(const Spec& spec, bool grid_axes);
 inline constexpr int kGpMaxObservations = 250;
 inline constexpr int64_t kGpMaxBudget = 500;
 SamplerKind Choose(const SamplerOptions& options, const Space& space, size_t finished);
+
+// How the next proposal is made after `finished` trials have ended with a value: the random
+// sampler (random, or grid's points in a search), the random start (StartupTrials), the GP
+// (spaces without conditions), else TPE. Propose and ProposeEach make it that way; the engine
+// records it with the trial.
+TrialOrigin ProposalOrigin(const SamplerOptions& options, const Space& space, size_t finished);
 
 // Proposes values for the dimensions of `space` that are active given `context` (the trial's
 // fixed and grid values) and returns context with them added. `history` holds every trial of

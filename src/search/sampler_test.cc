@@ -342,5 +342,38 @@ TEST(Sampler, AutoPicksGpForSmallNumericSpacesAndTpeOtherwise) {
   EXPECT_EQ(Choose(o, numeric, 10), SamplerKind::kTpe);
 }
 
+// The random start scales with the budget: a quarter of it, at least one more than the space's
+// dimensions, at most 10; a budget left unknown keeps 10, and a count set is kept.
+TEST(Sampler, TheRandomStartScalesWithTheBudget) {
+  SamplerOptions o;
+  Space three;
+  three.dims = {Num("a", Distribution::kUniform, 0, 1), Num("b", Distribution::kUniform, 0, 1),
+                Num("c", Distribution::kUniform, 0, 1)};
+  EXPECT_EQ(StartupTrials(o, three), 10);  // no budget
+  o.budget = 16;
+  EXPECT_EQ(StartupTrials(o, three), 4);
+  o.budget = 8;
+  EXPECT_EQ(StartupTrials(o, three), 4);  // dims + 1
+  o.budget = 40;
+  EXPECT_EQ(StartupTrials(o, three), 10);
+  o.budget = 1000;
+  EXPECT_EQ(StartupTrials(o, three), 10);
+  Space wide;
+  for (int i = 0; i < 14; ++i) wide.dims.push_back(Num("x" + std::to_string(i), Distribution::kUniform, 0, 1));
+  o.budget = 16;
+  EXPECT_EQ(StartupTrials(o, wide), 10);  // dims + 1 = 15, but never more than 10
+  o.startup_trials = 2;
+  EXPECT_EQ(StartupTrials(o, three), 2);
+  // How each proposal is made, as Propose makes it: the random start, then the model.
+  o.startup_trials = 0;
+  o.kind = SamplerKind::kTpe;
+  EXPECT_EQ(ProposalOrigin(o, three, 3), TrialOrigin::kRandomStart);
+  EXPECT_EQ(ProposalOrigin(o, three, 4), TrialOrigin::kTpe);
+  o.kind = SamplerKind::kAuto;
+  EXPECT_EQ(ProposalOrigin(o, three, 4), TrialOrigin::kGp);
+  o.kind = SamplerKind::kRandom;
+  EXPECT_EQ(ProposalOrigin(o, three, 40), TrialOrigin::kRandom);
+}
+
 }  // namespace
 }  // namespace drover::search

@@ -316,7 +316,12 @@ Result<Json> RunTable(const Experiment& e, const std::vector<Run>& runs,
       }
       srows.push_back(std::move(one));
     }
-    out["scatter"] = {{"params", params}, {"rows", std::move(srows)}};
+    // Parameters searched on a log scale: the scatter puts them on a log axis, as the report does.
+    Json log_params = Json::array();
+    for (const std::string& p : params) {
+      if (report::SearchedOnLogScale(e.spec, p)) log_params.push_back(p);
+    }
+    out["scatter"] = {{"params", params}, {"rows", std::move(srows)}, {"log_params", log_params}};
   }
   return out;
 }

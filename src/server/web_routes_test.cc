@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "server/run_table.h"
+#include "spec/spec_parser.h"
 #include "server/server_test_util.h"
 #include "server/web_auth.h"
 
@@ -591,7 +592,9 @@ class RecipesRoutesTest : public ServerTest {
            "  model: {choices: [mlp, cnn], aliases: [arch]}\n"
            "  batch_size: {type: int, default: 64, aliases: [bs]}\n"
            "metrics:\n"
-           "  val_acc: {mode: max, aliases: [accuracy]}\n";
+           "  val_acc: {mode: max, aliases: [accuracy]}\n"
+           "env: {OMP_NUM_THREADS: \"2\"}\n"
+           "resources: {gpu_memory: 8GiB}\n";
   }
   void Start() {
     ServerOptions o;
@@ -641,6 +644,16 @@ TEST_F(RecipesRoutesTest, PlansTickedValuesAndInstructions) {
   EXPECT_EQ(r.body["base_dir"], project_.string());
   EXPECT_NE(r.body["spec_yaml"].get<std::string>().find("batch_size: [32, 64]"), std::string::npos)
       << r.body["spec_yaml"];
+  // The recipe's env and GPU memory are in what the form shows and submits.
+  EXPECT_EQ(r.body["spec"]["env"], Json({{"OMP_NUM_THREADS", "2"}}));
+  EXPECT_EQ(r.body["spec"]["resources"]["gpu_memory"], "8GiB");
+  {
+    Result<Spec> planned =
+        ParseSpecString(r.body["spec_yaml"].get<std::string>(), "web.yaml", project_.string());
+    ASSERT_TRUE(planned.ok()) << planned.status().message();
+    EXPECT_EQ(planned->env.at("OMP_NUM_THREADS"), "2");
+    EXPECT_EQ(planned->resources.gpu_memory, 8LL << 30);
+  }
 
   Json said = {{"recipe", (project_ / "drover.yaml").string()},
                {"instruction", "compare mlp and cnn with bs 32 and 64 urgently please"}};

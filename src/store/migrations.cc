@@ -251,6 +251,11 @@ ALTER TABLE runs ADD COLUMN snapshot_hash TEXT NOT NULL DEFAULT '';
 ALTER TABLE runs ADD COLUMN snapshot_from INTEGER NOT NULL DEFAULT 0;
 )sql";
 
+// Version 15: how a search's trial got its parameters (random start, a model, an agent).
+constexpr const char* kV15 = R"sql(
+ALTER TABLE runs ADD COLUMN origin TEXT NOT NULL DEFAULT '';
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
@@ -269,6 +274,7 @@ const std::vector<Migration>& Migrations() {
       {12, "attempts record event file offsets, logged hyper-parameters, checkpoints", kV12},
       {13, "rungs record what they count and the report they judged", kV13},
       {14, "runs retried on the current code record its snapshot", kV14},
+      {15, "a search's trials record how their parameters were chosen", kV15},
   };
   return kAll;
 }

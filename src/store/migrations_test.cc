@@ -58,7 +58,7 @@ TEST(Migrations, HistoryIsOrderedWithoutGaps) {
     EXPECT_EQ(all[i].version, static_cast<int>(i) + 1);
     EXPECT_NE(std::string(all[i].description), "");
   }
-  EXPECT_EQ(LatestVersion(), 14);
+  EXPECT_EQ(LatestVersion(), 15);
   EXPECT_EQ(Store::LatestSchemaVersion(), LatestVersion());
 }
 
@@ -79,12 +79,12 @@ TEST(Migrations, StepwiseUpgradeEqualsFreshSchema) {
   ASSERT_TRUE(Exec(old.get(), V1Fixture().c_str(), "loading fixture").ok());
   ASSERT_TRUE(Migrate(old.get(), "old").ok());
   ASSERT_TRUE(Migrate(fresh.get(), "fresh").ok());
-  EXPECT_EQ(Version(old.get()), 14);
-  EXPECT_EQ(Version(fresh.get()), 14);
+  EXPECT_EQ(Version(old.get()), 15);
+  EXPECT_EQ(Version(fresh.get()), 15);
   EXPECT_EQ(Schema(old.get()), Schema(fresh.get()));
   // Running again is a no-op.
   ASSERT_TRUE(Migrate(fresh.get(), "fresh").ok());
-  EXPECT_EQ(Version(fresh.get()), 14);
+  EXPECT_EQ(Version(fresh.get()), 15);
 }
 
 TEST(Migrations, Version3TakesGitFieldsFromTheSnapshot) {

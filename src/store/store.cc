@@ -41,7 +41,7 @@ using store::Stmt;
 #define DROVER_RUN_COLS                                                                         \
   "id, experiment_id, grid_index, params, current_params, fingerprint, state, priority, gpus, " \
   "gpu_memory, cpus, attempts, retries_used, not_before_ms, created_ms, started_ms, ended_ms, " \
-  "reason, final_metrics, stage, needs, cached_from, snapshot_hash, snapshot_from, "           \
+  "reason, final_metrics, stage, needs, cached_from, snapshot_hash, snapshot_from, origin, "   \
   "(SELECT user FROM experiments WHERE experiments.id = runs.experiment_id), "               \
   "COALESCE((SELECT uid FROM experiments WHERE experiments.id = runs.experiment_id), -1)"
 #define DROVER_ATTEMPT_COLS                                                                 \
@@ -104,8 +104,12 @@ Status ReadRun(const Stmt& st, Run* r) {
   r->cached_from = st.Int(21);
   r->snapshot_hash = st.Text(22);
   r->snapshot_from = static_cast<int>(st.Int(23));
-  r->user = st.Text(24);
-  r->user_uid = st.Int(25);
+  const std::string origin = st.Text(24);
+  std::optional<TrialOrigin> how = ParseTrialOrigin(origin);
+  if (!how) return CorruptColumn(fmt::format("run {} origin '{}'", r->id, origin), "is unknown");
+  r->origin = *how;
+  r->user = st.Text(25);
+  r->user_uid = st.Int(26);
   return Status::Ok();
 }
 
@@ -192,13 +196,13 @@ void ReadEnvironment(const Stmt& st, Environment* e) {
   e->gpu_info = st.Text(4);
 }
 
-// Binds the 21 stored fields of a run (everything but id), as ?1..?21.
+// Binds the 24 stored fields of a run (everything but id), as ?1..?24.
 void BindRunFields(Stmt& st, const Run& r) {
   st.Bind(r.experiment_id, r.index, DumpJson(r.params), DumpJson(r.current_params), r.fingerprint,
           ToString(r.state), r.priority, r.resources.gpus, r.resources.gpu_memory, r.resources.cpus,
           r.attempts, r.retries_used, r.not_before_ms, r.created_ms, r.started_ms, r.ended_ms,
           r.reason, DumpJson(r.final_metrics), r.stage, DumpJson(Json(r.needs)), r.cached_from,
-          r.snapshot_hash, r.snapshot_from);
+          r.snapshot_hash, r.snapshot_from, std::string(ToString(r.origin)));
 }
 
 // The attempt's `reported` column (anything of another shape in it is left out, not an error: it
@@ -664,8 +668,9 @@ Status Store::InsertRun(Run& r) {
       Stmt st, impl_->Use("INSERT INTO runs (experiment_id, grid_index, params, current_params, "
                           "fingerprint, state, priority, gpus, gpu_memory, cpus, attempts, "
                           "retries_used, not_before_ms, created_ms, started_ms, ended_ms, reason, "
-                          "final_metrics, stage, needs, cached_from, snapshot_hash, snapshot_from) "
-                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                          "final_metrics, stage, needs, cached_from, snapshot_hash, snapshot_from, "
+                          "origin) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                           "inserting a run"));
   BindRunFields(st, r);
   DROVER_RETURN_IF_ERROR(st.Run());
@@ -680,8 +685,8 @@ Status Store::UpdateRun(const Run& r) {
                  "current_params = ?, fingerprint = ?, state = ?, priority = ?, gpus = ?, "
                  "gpu_memory = ?, cpus = ?, attempts = ?, retries_used = ?, not_before_ms = ?, "
                  "created_ms = ?, started_ms = ?, ended_ms = ?, reason = ?, final_metrics = ?, "
-                 "stage = ?, needs = ?, cached_from = ?, snapshot_hash = ?, snapshot_from = ? "
-                 "WHERE id = ?",
+                 "stage = ?, needs = ?, cached_from = ?, snapshot_hash = ?, snapshot_from = ?, "
+                 "origin = ? WHERE id = ?",
                  "updating a run"));
   BindRunFields(st, r);
   st.Bind(r.id);

@@ -192,6 +192,9 @@ void ExpectSame(const drover::Run& a, const drover::Run& b) {
   EXPECT_EQ(a.ended_ms, b.ended_ms);
   EXPECT_EQ(a.reason, b.reason);
   EXPECT_EQ(a.final_metrics, b.final_metrics);
+  EXPECT_EQ(a.snapshot_hash, b.snapshot_hash);
+  EXPECT_EQ(a.snapshot_from, b.snapshot_from);
+  EXPECT_EQ(a.origin, b.origin);
 }
 
 void ExpectSame(const Attempt& a, const Attempt& b) {
@@ -269,10 +272,10 @@ TEST_F(StoreTest, RunsAreCountedByStateForManyExperimentsInOneQuery) {
 // ---- opening ----
 
 TEST_F(StoreTest, FreshStoreIsAtLatestVersion) {
-  EXPECT_EQ(Store::LatestSchemaVersion(), 14);
+  EXPECT_EQ(Store::LatestSchemaVersion(), 15);
   auto v = store_->SchemaVersion();
   ASSERT_TRUE(v.ok());
-  EXPECT_EQ(*v, 14);
+  EXPECT_EQ(*v, 15);
   auto ok = store_->IntegrityOk();
   ASSERT_TRUE(ok.ok());
   EXPECT_TRUE(*ok);
@@ -829,6 +832,7 @@ TEST_F(StoreTest, RunRoundTripAndUpdate) {
   r.reason = "succeeded";
   r.final_metrics = Json{{"loss", 0.01}};
   r.fingerprint = "fp-new";
+  r.origin = TrialOrigin::kTpe;  // how a search's trial was proposed
   ASSERT_TRUE(store_->UpdateRun(r).ok());
   got = store_->GetRun(r.id);
   ASSERT_TRUE(got.ok());

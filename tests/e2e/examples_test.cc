@@ -113,6 +113,13 @@ TEST_F(ExamplesTest, CompareOnTwoFakeGpus) {
 TEST_F(ExamplesTest, OomHalvesBatchUntilItSucceeds) {
   auto r = RunDrover({"run", Examples() + "oom.yaml", "--store", store_dir_});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // The progress lines say why each attempt after the first runs, and with what.
+  EXPECT_NE(r.out.find("retried after CUDA OOM: batch_size 512 -> 256, grad_accum 1 -> 2"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("retried after CUDA OOM: batch_size 512 -> 64, grad_accum 1 -> 8"),
+            std::string::npos)
+      << r.out;
   auto store = Store::Open(store_dir_ + "/drover.db");
   auto exp = (*store)->FindExperiment("digits-oom").value();
   ASSERT_TRUE(exp);

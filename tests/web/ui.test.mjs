@@ -219,6 +219,9 @@ async function main() {
   await waitFor("the plan to say 2 runs", () => page.evaluate(() => document.querySelector("#run-count").dataset.runs === "2"));
   const yaml = await page.textContent("#plan-yaml");
   expect(/batch_size/.test(yaml) && yaml.includes(other[0]) && /epochs:\s*2\b/.test(yaml), `the YAML to submit:\n${yaml}`);
+  // The YAML is shown whole: nothing cut off to the right or below.
+  const yamlBox = await page.$eval("#plan-yaml", (el) => ({ sw: el.scrollWidth, cw: el.clientWidth, sh: el.scrollHeight, ch: el.clientHeight }));
+  expect(yamlBox.sw <= yamlBox.cw + 1 && yamlBox.sh <= yamlBox.ch + 1, `the YAML preview scrolls (cut off): ${JSON.stringify(yamlBox)}`);
   expect(!(await page.isDisabled("#submit-experiment")), "Submit is disabled");
   await shot(page, "new-experiment");
   await page.click("#submit-experiment");
@@ -327,6 +330,7 @@ async function main() {
   expect(/\buser\b/.test(runningHead), `the running runs should have a user column: ${runningHead}`);
   const runningSubmitter = (await page.locator(".panel .table tbody td.user").first().innerText()).trim();
   expect(runningSubmitter.length > 0 && runningSubmitter !== "—", `the running run should name its submitter, got ${runningSubmitter}`);
+  await overviewAgrees(page, "while a run runs", (s) => s.running >= 1);
   await shot(page, "overview");
   await page.emulateMedia({ colorScheme: "dark" });
   await page.waitForTimeout(300);
@@ -353,6 +357,8 @@ async function main() {
   // ---- the overview lists the alert
   await page.click("a.nav-link[data-nav=overview]");
   await page.waitForSelector("#recent-alerts .alert-item[data-kind=idle_gpu]");
+  // The run was cancelled: the counters, the Running panel and the GPU cards say so together.
+  await overviewAgrees(page, "after the run was cancelled", (s) => !s.gpuRuns.includes(longRun));
   await shot(page, "overview-after");
 
   // ---- the experiments list
@@ -582,8 +588,10 @@ async function searchCheck(page) {
     "for i in 1 2 3; do awk -v m=$1 -v x=$2 -v i=$i 'BEGIN { b = (m == \"a\") ? 0.5 : 0.2; " +
     "printf \"{\\\"step\\\": %d, \\\"acc\\\": %.4f}\\n\", i, b + i * 0.1 - (x - 0.5) * (x - 0.5) }'; sleep 0.4; done\n");
   const spec = path.join(dir, "search.yaml");
-  writeFileSync(spec, "name: web-search\nworkdir: .\ncommand: sh fit.sh {mode} {x}\n" +
-    "params: {mode: {choice: [a, b]}, x: {uniform: [0, 1]}}\n" +
+  // lr (not used by fit.sh) is searched on a log scale over one decade: the scatter's axis is
+  // log because the spec says so, not because the values span far.
+  writeFileSync(spec, "name: web-search\nworkdir: .\ncommand: sh fit.sh {mode} {x} {lr}\n" +
+    "params: {mode: {choice: [a, b]}, x: {uniform: [0, 1]}, lr: {log_uniform: [0.001, 0.01]}}\n" +
     "search: {trials: 12, parallel: 2, seed: 4}\nprune: {rule: asha, min_steps: 1, reduction: 2, max_steps: 3}\n" +
     "objective: {metric: acc, mode: max}\n");
   const sub = spawnSync(drover, ["--store", store, "submit", spec], { encoding: "utf8", cwd: dir, timeout: 60000 });
@@ -606,6 +614,10 @@ async function searchCheck(page) {
   await page.waitForSelector(want.importance.length ? "#importance-table tbody tr" : "#importance-note");
   const states = await page.textContent("#search-states");
   expect(states.includes(`${want.states.pruned} pruned`), `the states shown: ${states}`);
+  // How the budget went: the random start, the model's trials, the pruned ones, as compare says.
+  expect(/random \(the start\)/.test(want.budget || "") && /pruned early/.test(want.budget), `compare's budget: ${want.budget}`);
+  const budget = await page.textContent("#search-budget");
+  expect(budget === `How the budget went: ${want.budget}`, `the budget shown: ${budget}`);
   if (want.importance.length) {
     const rows = await page.$$eval("#importance-table tbody tr", (trs) => trs.map((tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent.trim())));
     expect(rows[0][0] === want.importance[0].param && rows[0][1] === `${Math.round(want.importance[0].share * 100)}%`, `importance: ${JSON.stringify(rows)} vs ${JSON.stringify(want.importance)}`);
@@ -618,6 +630,13 @@ async function searchCheck(page) {
     return el && el.querySelector(".uplot canvas") ? el.dataset.points : null;
   }), 20000, 200);
   expect(drawn.split(",")[0] === String(want.history.length), `points of the best-so-far chart: ${drawn}`);
+  // The params scatter against lr: a log axis, said in its label.
+  await page.selectOption("#scatter-param", "lr");
+  const scale = await waitFor("the scatter against lr", () => page.evaluate(() => {
+    const s = document.querySelector(".scatter");
+    return s && Number(s.dataset.points) > 8 ? { scale: s.dataset.scale, points: s.dataset.points } : null;
+  }), 10000, 100);
+  expect(scale.scale === "log", `the scatter's axis for lr (log_uniform): ${JSON.stringify(scale)}`);
   await shot(page, "search");
   log(`search: ${JSON.stringify(want.states)}; importance ${want.importance.map((p) => `${p.param} ${Math.round(p.share * 100)}%`).join(", ") || want.importance_note}`);
 }
@@ -731,7 +750,50 @@ stages:
   expect(got === `rows-42\nlr=${cachedTrain.params.lr}\n`, `the downloaded artifact: ${JSON.stringify(got)}`);
   expect(download.suggestedFilename() === "model.txt", `the download's name: ${download.suggestedFilename()}`);
   await shot(page, "pipeline-cached-run");
-  log(`pipeline: graph of 3 stages with 2 arrows, runs grouped by stage, stage filter; resubmitted: all cached; artifact downloaded (${got.length} bytes)`);
+
+  // A pipeline whose objective only its last stage reports (6 train runs before it): the curves
+  // first shown are that stage's, not the first rows' (prepare and train report no test_acc).
+  const evalSpec = path.join(dir, "pipe-eval.yaml");
+  writeFileSync(evalSpec, `name: web-pipeline-eval
+workdir: .
+shell: true
+params: {lr: [1, 2, 3, 4, 5, 6]}
+objective: {metric: test_acc, mode: max}
+stages:
+  prepare: {command: "true"}
+  train: {command: "echo '{{\\"step\\": 1, \\"loss\\": 0.{lr}}}'", needs: [prepare]}
+  evaluate: {command: "echo '{{\\"step\\": 1, \\"test_acc\\": 0.9}}'; echo '{{\\"step\\": 2, \\"test_acc\\": 0.93}}'", needs: [train], gather: true}
+`);
+  const evalSub = spawnSync(drover, ["--store", store, "submit", evalSpec, "--json"], { encoding: "utf8", cwd: dir, timeout: 60000 });
+  expect(evalSub.status === 0, `drover submit web-pipeline-eval failed (${evalSub.status}):\n${evalSub.stdout}\n${evalSub.stderr}`);
+  const evalId = JSON.parse(evalSub.stdout).experiment_id;
+  await waitFor("web-pipeline-eval's 8 runs to end", async () => {
+    const t = await api(`/experiments/${evalId}/table`);
+    return t.total === 8 && t.counts.succeeded === 8;
+  }, 60000, 200);
+  await page.goto(`${base}/#/experiments/${evalId}`);
+  const evalCurve = await waitFor("the evaluate stage's test_acc curve", () => page.evaluate(() => {
+    const el = document.querySelector(".chart-box .chart");
+    const metric = document.querySelector("#curve-metric")?.value;
+    return el && el.dataset.points && metric ? { points: el.dataset.points, metric } : null;
+  }), 10000, 100);
+  expect(evalCurve.metric === "test_acc" && evalCurve.points === "2", `the first curves of a pipeline judged by its last stage: ${JSON.stringify(evalCurve)}`);
+  log(`pipeline: graph of 3 stages with 2 arrows, runs grouped by stage, stage filter; resubmitted: all cached; artifact downloaded (${got.length} bytes); a last stage's objective plotted first`);
+}
+
+// The overview's counters, its Running panel and its GPU cards tell one story: as many running
+// (and retrying) runs counted as listed, and every run on a GPU card among them. `also` is what
+// the moment adds.
+async function overviewAgrees(page, when, also) {
+  const s = await waitFor(`the overview to agree with itself ${when}`, () => page.evaluate(() => {
+    const n = (stat) => Number((document.querySelector(`.stat[data-stat=${stat}] .stat-n`)?.textContent || "").replace(/\D/g, "") || NaN);
+    const rows = [...document.querySelectorAll(".panel .table tbody tr a[href^='#/runs/']")].map((a) => Number(a.getAttribute("href").split("/").pop()));
+    const cards = [...document.querySelectorAll(".gpu-card")];
+    if (!cards.length || cards.some((c) => c.dataset.runs === undefined)) return null;
+    const gpuRuns = cards.flatMap((c) => (c.dataset.runs ? c.dataset.runs.split(",").map(Number) : []));
+    return { running: n("running") + n("retrying"), rows, gpuRuns };
+  }).then((s) => (s && s.running === s.rows.length && s.gpuRuns.every((id) => s.rows.includes(id)) && also(s) ? s : null)), 15000, 200);
+  log(`overview ${when}: ${s.running} running, listed ${s.rows.join(",") || "none"}, on GPUs ${s.gpuRuns.join(",") || "none"}`);
 }
 
 async function failureCheck(page) {
@@ -788,6 +850,20 @@ async function reportCheck(expId) {
     return { svgs: svgs.length, curves: curves.length, visible: boxes.length };
   });
   expect(svg.curves >= 2 && svg.visible >= 2, `the report's SVG curves: ${JSON.stringify(svg)}`);
+  // The results table is never cut off: at a laptop's width and a narrow one, it ends inside the
+  // window, and when it is wider than its box, the box (and its scroll bar) fits on the screen.
+  for (const width of [1280, 760]) {
+    await page.setViewportSize({ width, height: 800 });
+    const fit = await page.evaluate(() => {
+      const wrap = document.querySelector("#runs").closest(".table-wrap");
+      wrap.scrollIntoView();
+      const r = wrap.getBoundingClientRect();
+      return { right: r.right, left: r.left, height: r.height, inner: innerWidth, innerH: innerHeight,
+        scrolls: wrap.scrollWidth > wrap.clientWidth, page: document.documentElement.scrollWidth };
+    });
+    expect(fit.left >= 0 && fit.right <= fit.inner && fit.page <= fit.inner && (!fit.scrolls || fit.height <= fit.innerH), `the report's results table at ${width} px: ${JSON.stringify(fit)}`);
+  }
+  await page.setViewportSize({ width: 1280, height: 800 });
   await page.screenshot({ path: path.join(artifacts, "report.png"), fullPage: true });
   await page.close();
   expect(problems.length === 0, problems.join("\n"));

@@ -557,10 +557,12 @@ export class ScatterPlot {
     dark.addEventListener("change", this.onTheme);
   }
 
-  // points: [{id, x, y, label}], bestId, xName, yName
-  set({ points, bestId, xName, yName }) {
+  // points: [{id, x, y, label}], bestId, xName, yName; logX: the parameter is searched on a log
+  // scale (else a log axis when its values span more than 50x)
+  set({ points, bestId, xName, yName, logX = false }) {
     this.points = points;
     this.bestId = bestId;
+    this.logX = logX;
     this.xName = xName;
     this.yName = yName;
     this.schedule();
@@ -601,10 +603,10 @@ export class ScatterPlot {
     }
     // A numeric parameter swept over a few values (a grid) reads best as columns.
     const numeric = pts.every((p) => typeof p.x === "number" && Number.isFinite(p.x)) && new Set(pts.map((p) => p.x)).size > 8;
-    let xOf, xTicks;
+    let xOf, xTicks, log = false;
     if (numeric) {
       let lo = Math.min(...pts.map((p) => p.x)), hi = Math.max(...pts.map((p) => p.x));
-      const log = lo > 0 && hi / lo > 50;
+      log = lo > 0 && (this.logX || hi / lo > 50);
       const f = log ? Math.log10 : (v) => v;
       let a = f(lo), b = f(hi);
       if (a === b) { a -= 1; b += 1; }
@@ -650,7 +652,8 @@ export class ScatterPlot {
       ctx.beginPath(); ctx.moveTo(x, T); ctx.lineTo(x, T + ph); ctx.stroke();
       ctx.fillText(label, x, T + ph + 6);
     }
-    ctx.fillText(this.xName || "", L + pw / 2, T + ph + 22);
+    ctx.fillText(log ? `${this.xName || ""} (log scale)` : this.xName || "", L + pw / 2, T + ph + 22);
+    this.root.dataset.scale = log ? "log" : numeric ? "linear" : "columns";
     ctx.save();
     ctx.translate(12, T + ph / 2);
     ctx.rotate(-Math.PI / 2);

@@ -181,13 +181,16 @@ export async function mount(root, { scope, params, query, setTitle }) {
   // ---- table
   const columns = () => {
     const obj = table.objective;
+    // Parameters with one value in every run are hidden unless asked for (selInfo says which).
+    const shownParams = table.params.filter((p) => st.allParams || !(p in (table.constant || {})));
+    // A metric named like a shown parameter (a script that logs its own lr) is told apart.
+    const metricLabel = (m) => (shownParams.includes(m) ? `${m} (metric)` : m);
     const cols = [
       { key: "id", label: "#", num: true },
       ...(table.pipeline ? [{ key: "stage", label: "stage" }] : []),
       { key: "state", label: "state" },
-      // Parameters with one value in every run are hidden unless asked for (selInfo says which).
-      ...table.params.filter((p) => st.allParams || !(p in (table.constant || {}))).map((p) => ({ key: `param:${p}`, label: p, param: p })),
-      ...table.metrics.map((m) => ({ key: `metric:${m}`, label: m, metric: m, num: true, title: `${m}: the last value reported` })),
+      ...shownParams.map((p) => ({ key: `param:${p}`, label: p, param: p })),
+      ...table.metrics.map((m) => ({ key: `metric:${m}`, label: metricLabel(m), metric: m, num: true, title: `${m}: the last value reported` })),
     ];
     if (obj?.metric) cols.push({ key: "score", label: `${obj.metric} (${obj.summary})`, num: true, title: `the score each run is ranked by: its ${obj.describe}` });
     cols.push({ key: "duration", label: "duration", num: true }, { key: "attempts", label: "attempts", num: true });
@@ -326,7 +329,12 @@ export async function mount(root, { scope, params, query, setTitle }) {
     if (autoSelect) {
       const before = [...selected].join(",");
       selected.clear();
-      for (const r of t.rows.slice(0, 5)) selected.add(r.id);
+      // The first runs that report what the chart shows first (the objective): a pipeline's
+      // objective may come from its last stage alone, after many rows that report nothing of it.
+      const obj = t.objective?.metric;
+      const reports = (r) => r.metrics && r.metrics[obj] !== undefined;
+      const pool = obj && t.rows.some(reports) ? t.rows.filter(reports) : t.rows;
+      for (const r of pool.slice(0, 5)) selected.add(r.id);
       if (t.best_run_id && !selected.has(t.best_run_id) && t.offset === 0) selected.add(t.best_run_id);
       if ([...selected].join(",") !== before) scheduleCurves();
     }
@@ -394,6 +402,7 @@ export async function mount(root, { scope, params, query, setTitle }) {
       h("div", { class: "panel-head" }, h("h2", null, "Search"),
         h("span", { class: "muted small", id: "search-states" },
           Object.entries(s.states).map(([state, n]) => `${n} ${state}`).join(", "))),
+      s.budget ? h("p", { class: "muted small", id: "search-budget" }, `How the budget went: ${s.budget}`) : null,
       h("div", { class: "two-col wide-left" },
         h("div", null, chartEl),
         h("div", null,
@@ -613,6 +622,8 @@ export async function mount(root, { scope, params, query, setTitle }) {
       })),
       bestId: t.best_run_id,
       xName: st.x,
+      // Searched on a log scale (log_uniform, int_log): a log axis, whatever the values' span.
+      logX: (scatterData.log_params || []).includes(st.x),
       yName: obj?.metric ? `${obj.metric} (${obj.summary}, ${obj.mode})` : "objective",
     });
   };

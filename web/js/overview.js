@@ -32,14 +32,10 @@ export async function mount(root, { scope }) {
   let lastGpus = [];
 
   // ---- counts
-  const loadCounts = async () => {
-    let c;
-    try {
-      c = await runCounts(signal);
-    } catch (e) {
-      if (!isAbort(e)) fill(countsEl, h("span", { class: "muted" }, "counts unavailable"));
-      return;
-    }
+  let lastCounts = null;
+  const renderCounts = () => {
+    const c = lastCounts;
+    if (!c) return;
     const stat = (label, n, cls) => h("div", { class: `stat ${cls || ""}`, dataset: { stat: label } }, h("div", { class: "stat-n" }, fmtNum(n ?? 0)), h("div", { class: "stat-label" }, label));
     fill(countsEl,
       stat("running", c.running, "state-running"),
@@ -68,17 +64,28 @@ export async function mount(root, { scope }) {
         h("td", { class: "muted" }, fmtTime(e.created_ms)))))));
   };
 
-  // ---- running runs
+  // ---- the counts, the running runs and the runs on each GPU card: read together and drawn
+  // together, so the counters never say "0 running" beside a Running panel or a GPU card that
+  // still shows runs (they once came from three reads at three moments).
   const loadRunning = async () => {
-    const [running, retrying] = await Promise.all([
-      api("/runs?state=running&limit=1000", { signal }),
-      api("/runs?state=retrying&limit=1000", { signal }),
-    ]);
+    let c, running, retrying;
+    try {
+      [c, running, retrying] = await Promise.all([
+        runCounts(signal),
+        api("/runs?state=running&limit=1000", { signal }),
+        api("/runs?state=retrying&limit=1000", { signal }),
+      ]);
+    } catch (e) {
+      if (!isAbort(e)) fill(countsEl, h("span", { class: "muted" }, "counts unavailable"));
+      throw e;
+    }
     const runs = [...running.runs, ...retrying.runs];
+    if (runs.some((r) => !expNames.has(r.experiment_id))) await loadExperiments().catch(() => {});
     runInfo.clear();
     for (const r of runs) runInfo.set(r.id, r);
-    if (runs.some((r) => !expNames.has(r.experiment_id))) await loadExperiments().catch(() => {});
     lastRunning = runs;
+    lastCounts = c;
+    renderCounts();
     renderRunning();
     renderGpuRuns();
   };
@@ -128,11 +135,15 @@ export async function mount(root, { scope }) {
     for (const g of lastGpus) {
       const card = cards.get(g.index);
       if (!card) continue;
-      if (!g.runs || !g.runs.length) {
+      // The GPU reading's runs that the last read of the running runs holds: a run that has
+      // ended since the reading is not shown on its GPU (a new one is read at once: showGpus).
+      const ids = (g.runs || []).filter((id) => runInfo.has(id));
+      card.root.dataset.runs = ids.join(",");
+      if (!ids.length) {
         fill(card.runsEl, h("span", { class: "muted" }, "No runs on this GPU"));
         continue;
       }
-      fill(card.runsEl, g.runs.map((id) => {
+      fill(card.runsEl, ids.map((id) => {
         const r = runInfo.get(id);
         return h("a", { class: "gpu-run", href: `#/runs/${id}`, title: r ? paramsText(r.current_params || r.params) : "" },
           h("span", { class: "gpu-run-id" }, `#${id}`),
@@ -220,18 +231,13 @@ export async function mount(root, { scope }) {
   };
 
   const refreshRunning = refresher(() => loadRunning().catch(ignoreAbort), 1500);
-  const refreshCounts = refresher(() => loadCounts(), 1500);
   scope.add(() => refreshRunning.cancel());
-  scope.add(() => refreshCounts.cancel());
 
   scope.add(events.on("gpu", (d) => showGpus(d.gpus, d.t_ms)));
-  scope.add(events.on("run_state", () => {
-    refreshRunning();
-    refreshCounts();
-  }));
+  scope.add(events.on("run_state", () => refreshRunning()));
   scope.add(events.on("experiment_submitted", (d) => {
     expNames.set(d.experiment_id, d.name);
-    refreshCounts();
+    refreshRunning();
     loadExperiments().catch(ignoreAbort);
   }));
   scope.add(events.on("alert", (a) => {
@@ -251,14 +257,13 @@ export async function mount(root, { scope }) {
     return Promise.all([
       loadExperiments().then(() => loadRunning()),
       loadGpus(),
-      loadCounts(),
       loadAlerts(),
     ]).catch((e) => {
       if (!isAbort(e)) root.append(notice("error", e.message));
     });
   }
   await loadAll();
-  loadCounts(); // GPU count known now
+  renderCounts(); // GPU count known now
 }
 
 // A refresh that failed (the daemon restarting, the page being left) is retried by the next

@@ -19,6 +19,10 @@ set -euo pipefail
 SEEDS=5
 ONLY=""
 KEEP=0
+# The pruning docs/search.md documents for each workload; another may be tried through the
+# environment (PRUNE_INIT='{rule: median}'); the figures in bench/README.md are the defaults'.
+PRUNE_INIT=${PRUNE_INIT:-"{rule: asha, min_steps: 1, reduction: 3}"}
+PRUNE_DIGITS=${PRUNE_DIGITS:-"{rule: asha, min_steps: 1, max_steps: 9, reduction: 3}"}
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -s) SEEDS="${2:?-s needs a number}"; shift 2 ;;
@@ -83,7 +87,7 @@ params:
   epochs: 10
   seed: $seed
 search: {trials: 16, parallel: 2, seed: $seed}
-prune: {rule: asha, min_steps: 1, reduction: 3}
+prune: ${PRUNE_INIT}
 objective: {metric: val_acc, mode: max}
 resources: {gpus: 0, cpus: 1}
 EOF
@@ -120,7 +124,7 @@ params:
   batch_size: {int_log: [16, 256]}
   seed: $seed
 search: {trials: 16, parallel: 2, seed: $seed}
-prune: {rule: asha, min_steps: 1, max_steps: 9, reduction: 3}
+prune: ${PRUNE_DIGITS}
 objective: {metric: val_acc, mode: max, summary: best}
 resources: {gpus: 0, cpus: 1}
 EOF

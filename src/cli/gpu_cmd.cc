@@ -38,7 +38,8 @@ struct GpuRow {
   int index = 0;
   std::string name;
   std::string uuid;
-  int64_t memory = 0;
+  int64_t memory = 0;         // what drover may hand out
+  int64_t memory_device = 0;  // the device's total (0: unknown, or the same)
   std::vector<int64_t> runs;
   std::optional<GpuSample> reading;
   std::optional<DrainEntry> drained;
@@ -61,6 +62,7 @@ int Print(const std::vector<GpuRow>& rows, const std::string& where) {
     return kExitOk;
   }
   std::vector<std::vector<std::string>> table;
+  bool kept = false;  // some GPU's device total is more than drover hands out
   // Why each drained GPU is, once per reason (a GPU's MIG instances share theirs).
   std::vector<std::pair<std::vector<std::string>, std::string>> notes;
   for (const GpuRow& r : rows) {
@@ -87,12 +89,22 @@ int Print(const std::vector<GpuRow>& rows, const std::string& where) {
       if (same == notes.end()) same = notes.insert(notes.end(), {{}, why});
       same->first.push_back(std::to_string(r.index));
     }
-    table.push_back({std::to_string(r.index), name, FormatBytes(r.memory),
+    std::string memory = FormatBytes(r.memory);
+    if (r.memory_device > r.memory) {
+      memory += " of " + FormatBytes(r.memory_device);
+      kept = true;
+    }
+    table.push_back({std::to_string(r.index), name, memory,
                      ids.empty() ? "-" : Join(ids, " "), temp, clock, health});
   }
   std::printf("%s", RenderTable({"gpu", "name", "memory", "runs", "temp", "sm clock", "health"},
                                 table)
                         .c_str());
+  if (kept) {
+    std::printf("memory: what drover hands out to runs, of the device's total; the rest is kept for "
+                "the driver and monitoring (scheduler.gpu_reserve, 1GiB by default) and for what "
+                "was in use when the daemon started\n");
+  }
   if (!notes.empty()) {
     std::printf("\n");
     for (const auto& [gpus, why] : notes) {
@@ -113,6 +125,7 @@ Result<std::vector<GpuRow>> RowsFromDaemon(const Json& body) {
     r.name = g.value("name", "");
     r.uuid = g.value("uuid", "");
     r.memory = g.value("memory_total", int64_t{0});
+    r.memory_device = g.value("memory_device", int64_t{0});
     for (const Json& id : g.value("runs", Json::array())) {
       if (id.is_number_integer()) r.runs.push_back(id.get<int64_t>());
     }

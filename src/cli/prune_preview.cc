@@ -26,7 +26,7 @@ std::vector<int64_t> Rungs(const search::Pruner& pruner) {
   std::vector<int64_t> out;
   for (int k = 0; k <= kRungsShown; ++k) {
     const int64_t at = pruner.RungStep(0, k);
-    if (pruner.spec().max_steps > 0 && at >= pruner.spec().max_steps) break;
+    if (!pruner.Judges(at)) break;
     out.push_back(at);
     if (at == std::numeric_limits<int64_t>::max()) break;
   }

@@ -29,9 +29,12 @@ TEST(PrunePreview, SaysTheRungsInTheirUnits) {
             "the step of each report)");
   p.resource = "epoch";
   p.max_steps = 10;
-  EXPECT_EQ(PreviewPrune(p, {}, 0).rungs, "rungs at epoch 1, 3, 9");
+  // Rung 9 of a 10-epoch run would stop runs 90% done: the runs rung 3 keeps go to the end.
+  EXPECT_EQ(PreviewPrune(p, {}, 0).rungs, "rungs at epoch 1, 3");
   EXPECT_EQ(PrunePreviewText(p, PreviewPrune(p, {}, 0)),
-            "prune: asha on val_acc (max), reduction 3: rungs at epoch 1, 3, 9; runs end at 10\n");
+            "prune: asha on val_acc (max), reduction 3: rungs at epoch 1, 3; runs end at 10\n");
+  p.max_steps = 27;
+  EXPECT_EQ(PreviewPrune(p, {}, 0).rungs, "rungs at epoch 1, 3, 9");
 }
 
 TEST(PrunePreview, WarnsWhenRungsOnStepsFallOnOneReport) {

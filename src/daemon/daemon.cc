@@ -294,6 +294,7 @@ std::vector<protocol::GpuStatus> Daemon::StatusOf(const GpuReading& reading) {
       if (d.index != g.index) continue;
       g.name = d.name;
       g.uuid = d.uuid;
+      g.memory_device = d.memory_total;
     }
     g.memory_total = v.state.capacity;
     g.memory_reserved = v.state.reserved;

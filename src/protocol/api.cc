@@ -455,6 +455,7 @@ Json ToJson(const GpuStatus& g) {
           {"name", g.name},
           {"uuid", g.uuid},
           {"memory_total", g.memory_total},
+          {"memory_device", g.memory_device},
           {"memory_reserved", g.memory_reserved},
           {"runs", g.runs},
           {"exclusive", g.exclusive},
@@ -538,6 +539,7 @@ Result<GpuStatus> GpuStatusFromJson(const Json& j) {
   f.Get("name", g.name);
   f.Get("uuid", g.uuid);
   f.Get("memory_total", g.memory_total);
+  f.Get("memory_device", g.memory_device);
   f.Get("memory_reserved", g.memory_reserved);
   f.GetInts("runs", g.runs);
   f.Get("exclusive", g.exclusive);

@@ -135,7 +135,9 @@ struct GpuStatus {
   int index = 0;
   std::string name;
   std::string uuid;
-  int64_t memory_total = 0;
+  int64_t memory_total = 0;     // what drover may hand out to runs
+  int64_t memory_device = 0;    // the device's own total: the rest is kept (scheduler.gpu_reserve
+                                // and memory in use when drover started); 0 = unknown
   int64_t memory_reserved = 0;  // by drover's runs
   std::vector<int64_t> runs;    // run ids on it now
   bool exclusive = false;

@@ -21,6 +21,13 @@ int Pruner::Brackets() const {
   return s + 1;
 }
 
+bool Pruner::Judges(int64_t at, double end) const {
+  const double next = static_cast<double>(at) * spec_.reduction;
+  if (spec_.max_steps > 0 && next > static_cast<double>(spec_.max_steps)) return false;
+  if (end > 0 && next > end) return false;
+  return true;
+}
+
 int Pruner::BracketOf(int64_t index) const {
   return static_cast<int>(std::max<int64_t>(index, 0) % Brackets());
 }
@@ -86,9 +93,8 @@ std::optional<RungRecord> Pruner::Report(int64_t run_id, int64_t index, const Pl
   for (int k = next;; ++k) {
     const int64_t at = RungStep(bracket, k);
     if (place.at < static_cast<double>(at)) break;
-    // No rung at or past the end of a full run: nothing is left to save there.
-    if (spec_.max_steps > 0 && at >= spec_.max_steps) break;
-    if (place.end > 0 && static_cast<double>(at) >= place.end) break;
+    // No rung at the end of a full run, nor so near it that a run it keeps has no next rung.
+    if (!Judges(at, place.end)) break;
     reached = k;
     if (at == std::numeric_limits<int64_t>::max()) break;
   }

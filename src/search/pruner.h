@@ -51,6 +51,12 @@ class Pruner {
   std::optional<RungRecord> Report(int64_t run_id, int64_t index, const Place& place,
                                    double value, bool ended = false);
 
+  // Whether a rung at `at` judges runs that end at `end` (in the resource's units; 0 = unknown)
+  // and at max_steps: only where the runs it keeps reach the next rung (at * reduction) by then,
+  // as ASHA places its rungs below its maximum resource, whose own rung is the end. A rung at 9 of
+  // a 10-epoch run would stop runs that are 90% done and save a tenth of them.
+  bool Judges(int64_t at, double end = 0) const;
+
   int Brackets() const;
   int BracketOf(int64_t index) const;
   // The step of rung `rung` of bracket `bracket`.

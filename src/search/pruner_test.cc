@@ -76,9 +76,10 @@ TEST(Pruner, RungsOnEpochsJudgeEachOnItsOwnReport) {
   EXPECT_DOUBLE_EQ(seen[2].value, 0.59);
 }
 
-// A run that says where it ends (its `epochs`) has no rung there: rung 9 of a 9-epoch run would
-// judge its final value.
-TEST(Pruner, NoRungAtARunsOwnEnd) {
+// A run that says where it ends (its `epochs`) has no rung there, nor one so near it that the
+// runs it keeps have no next rung: rung 9 of a 9-epoch run would judge its final value, and of a
+// 10-epoch run would stop runs 90% done. As ASHA, the end is the top rung.
+TEST(Pruner, NoRungAtOrNearARunsOwnEnd) {
   Pruner p(Rule(PruneRule::kAsha));
   Pruner::Place last{9, "epoch", 460, 9};
   auto r = p.Report(1, 0, last, 0.9);  // rungs 1 and 3 passed over; 9 is the run's end
@@ -86,7 +87,13 @@ TEST(Pruner, NoRungAtARunsOwnEnd) {
   EXPECT_EQ(r->step, 3);
   Pruner q(Rule(PruneRule::kAsha));
   last.end = 10;
-  ASSERT_EQ(q.Report(1, 0, last, 0.9)->step, 9);
+  ASSERT_EQ(q.Report(1, 0, last, 0.9)->step, 3);  // 9 * 3 = 27 is past 10
+  Pruner w(Rule(PruneRule::kAsha));
+  last.end = 27;
+  ASSERT_EQ(w.Report(1, 0, last, 0.9)->step, 9);  // runs kept at 9 go on to 27
+  EXPECT_TRUE(w.Judges(9, 27));
+  EXPECT_FALSE(w.Judges(9, 26));
+  EXPECT_TRUE(w.Judges(1000));  // no end known: every rung
 }
 
 // A run whose rung came with its last report had finished: its value counts, it is not stopped.

@@ -312,7 +312,7 @@ TEST_F(HabitsTest, InitWritesAProjectThatPlansAndRuns) {
 
 // Early stopping as docs/search.md documents it, on init's own template: the script reports
 // val_acc once an epoch (at optimizer steps 22, 45, ...) with the epoch beside it, so the rungs
-// (epochs 1 and 3; 9 is past the runs' 6 epochs) are judged on different reports and values; `drover show` says which; a dry
+// (epochs 1 and 3; 9 is the runs' end) are judged on different reports and values; `drover show` says which; a dry
 // run that forces rungs onto steps warns that they fall on one report.
 TEST_F(HabitsTest, PruningOnInitsTemplateJudgesRungsOnDifferentEpochs) {
   const std::string project = (dir_ / "proj").string();
@@ -325,7 +325,7 @@ TEST_F(HabitsTest, PruningOnInitsTemplateJudgesRungsOnDifferentEpochs) {
   command = command.substr(0, command.find("train.py") + 8) +
             " --lr {lr} --epochs {epochs} --hidden 32 --seed 1";
   const std::string spec = "name: pruned\ncommand: " + command + "\n" +
-                           "params:\n  lr: {log_uniform: [1e-5, 0.3]}\n  epochs: 6\n"
+                           "params:\n  lr: {log_uniform: [1e-5, 0.3]}\n  epochs: 9\n"
                            "search: {trials: 6, parallel: 2, seed: 3}\n"
                            "resources: {gpus: 0}\n"
                            "prune: {rule: asha, min_steps: 1, reduction: 3}\n"
@@ -356,15 +356,15 @@ TEST_F(HabitsTest, PruningOnInitsTemplateJudgesRungsOnDifferentEpochs) {
     }
   }
   EXPECT_GE(judged_twice, 1) << "no run reached epoch 3's rung";
-  // No rung sits at a run's end (epoch 9 is past its 6 epochs): every pruned run was judged
-  // before its last epoch, and every run judged at epoch 3 that went on has a value there.
+  // No rung sits at a run's end (epoch 9 is its last): every pruned run was judged before it,
+  // and every run judged at epoch 3 that went on has a value there.
   RunFilter f;
   const std::vector<drover::Run> all = (*store)->ListRuns(f).value();
   for (const drover::Run& r : all) {
     if (r.state != RunState::kPruned) continue;
     ASSERT_FALSE(by_run[r.id].empty()) << r.id;
     EXPECT_TRUE(by_run[r.id].back().pruned) << r.id;
-    EXPECT_LT(by_run[r.id].back().step, 6) << r.id;
+    EXPECT_LT(by_run[r.id].back().step, 9) << r.id;
   }
   // drover ls shows the objective first, before the metrics that sort ahead of it (epoch,
   // grad_norm, loss, lr), in every row.

@@ -196,6 +196,11 @@ async function main() {
   await waitFor("GPU sparklines with 3+ points", async () =>
     page.evaluate(() => [...document.querySelectorAll(".gpu-card .spark")].every((s) => Number(s.dataset.points) >= 3)), 20000, 250);
   await page.waitForSelector("#live-dot.live-live");
+  // A 16 GiB fake GPU offers 15 GiB to runs: the card says the rest is kept, and why.
+  const gpuApi = (await api("/gpus")).gpus[0];
+  expect(gpuApi.memory_device === 16 * 2 ** 30 && gpuApi.memory_total === 15 * 2 ** 30, `GPU 0's memory in the API: ${JSON.stringify(gpuApi)}`);
+  const reservedText = await page.textContent(".gpu-card[data-gpu='0'] .bar-text");
+  expect(/of 15(\.0)? GiB reserved by drover \(1(\.0)? GiB of its 16(\.0)? GiB kept for the driver\)/.test(reservedText), `GPU 0's card: ${reservedText}`);
   await shot(page, "overview-idle");
   log("overview: 2 GPU cards with live sparklines; event stream live");
 

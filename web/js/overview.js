@@ -175,7 +175,12 @@ export async function mount(root, { scope }) {
         g.exclusive ? h("span", { class: "badge" }, "exclusive") : null);
       const pct = g.memory_total ? Math.min(100, (100 * g.memory_reserved) / g.memory_total) : 0;
       c.reservedBar.style.width = `${pct}%`;
-      c.reservedText.textContent = `${fmtBytes(g.memory_reserved)} of ${fmtBytes(g.memory_total)} reserved by drover`;
+      // What drover hands out is the device's memory less what it keeps (scheduler.gpu_reserve,
+      // and what was in use when it started): a 16 GiB GPU offers 15 GiB, and says why.
+      const kept = g.memory_device > g.memory_total ? g.memory_device - g.memory_total : 0;
+      c.reservedText.textContent = `${fmtBytes(g.memory_reserved)} of ${fmtBytes(g.memory_total)} reserved by drover` +
+        (kept ? ` (${fmtBytes(kept)} of its ${fmtBytes(g.memory_device)} kept for the driver)` : "");
+      c.reservedText.title = kept ? "scheduler.gpu_reserve (1 GiB by default) and memory in use when the daemon started are never handed out" : "";
       if (tel) {
         const tm = tel.t_ms || t || Date.now();
         if (push) {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Search against grid at the same budget: on drover init's template and on the digits example,
-# the default search (sampler auto) with the documented pruning (docs/search.md: ASHA, rungs on
-# epochs 1, 3, 9) against a grid of the same number of runs, for 5 seeds each (the search's seed
-# and the training seed; the grid's points stay, its training seed changes). Each experiment runs
+# the default search (sampler auto) with the documented pruning (docs/search.md, "Early
+# stopping": median, judged from epoch 3 on the template and from epoch 1 on digits) against a grid of the same number of runs over the same space (the search
+# samples the box whose corners and edges the grid's values mark), for 5 seeds each (the search's
+# seed and the training seed; the grid's points stay, its training seed changes). Each experiment runs
 # through `drover run --foreground` on CPU, 2 runs at a time, in a store on the machine's real
 # disk (under the project's build folder, or $BENCH_DIR). Measured per experiment: the best
 # objective reached and the CPU time of the experiment (user + system of drover and every run,
@@ -20,9 +21,11 @@ SEEDS=5
 ONLY=""
 KEEP=0
 # The pruning docs/search.md documents for each workload; another may be tried through the
-# environment (PRUNE_INIT='{rule: median}'); the figures in bench/README.md are the defaults'.
-PRUNE_INIT=${PRUNE_INIT:-"{rule: asha, min_steps: 1, reduction: 3}"}
-PRUNE_DIGITS=${PRUNE_DIGITS:-"{rule: asha, min_steps: 1, max_steps: 9, reduction: 3}"}
+# environment (PRUNE_INIT='{rule: median}'), as may another sampler (SAMPLER=tpe); the figures in
+# bench/README.md are the defaults'.
+SAMPLER=${SAMPLER:-auto}
+PRUNE_INIT=${PRUNE_INIT:-"{rule: median, min_steps: 3, reduction: 3}"}
+PRUNE_DIGITS=${PRUNE_DIGITS:-"{rule: median, min_steps: 1, max_steps: 9, reduction: 3}"}
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -s) SEEDS="${2:?-s needs a number}"; shift 2 ;;
@@ -81,12 +84,12 @@ init_specs() {
 name: init-search-$seed
 command: $cmd
 params:
-  lr: {log_uniform: [1e-4, 1e-1]}
-  hidden: {int_log: [32, 512]}
-  dropout: {uniform: [0.0, 0.5]}
+  lr: {log_uniform: [1e-3, 3e-2]}
+  hidden: {int_log: [64, 256]}
+  dropout: {uniform: [0.0, 0.3]}
   epochs: 10
   seed: $seed
-search: {trials: 16, parallel: 2, seed: $seed}
+search: {trials: 16, parallel: 2, seed: $seed, sampler: ${SAMPLER}}
 prune: ${PRUNE_INIT}
 objective: {metric: val_acc, mode: max}
 resources: {gpus: 0, cpus: 1}
@@ -120,10 +123,10 @@ name: digits-search-$seed
 command: $cmd
 params:
   model: {choice: [mlp, cnn]}
-  lr: {log_uniform: [1e-4, 3e-1]}
-  batch_size: {int_log: [16, 256]}
+  lr: {log_uniform: [1e-3, 1e-1]}
+  batch_size: {int_log: [32, 128]}
   seed: $seed
-search: {trials: 16, parallel: 2, seed: $seed}
+search: {trials: 16, parallel: 2, seed: $seed, sampler: ${SAMPLER}}
 prune: ${PRUNE_DIGITS}
 objective: {metric: val_acc, mode: max, summary: best}
 resources: {gpus: 0, cpus: 1}

@@ -27,10 +27,11 @@ std::string ConfigText(const Json& params, const std::vector<std::string>& varyi
   return out.empty() ? "(all)" : out;
 }
 
-// A search's (or a pruned sweep's) trials by state, best so far and parameter importance.
+// A search's (or a pruned sweep's, or a big sweep's) trials by state, how the search spent them,
+// the best so far and parameter importance.
 std::string RenderSearch(const Comparison& c) {
   const bool search_like = std::any_of(c.runs.begin(), c.runs.end(), [](const Run& r) {
-    return r.state == RunState::kPruned;
+    return r.state == RunState::kPruned || r.origin != TrialOrigin::kNone;
   }) || c.runs.size() >= 8;
   // A pipeline's runs are stages, not trials.
   const bool stages = std::any_of(c.runs.begin(), c.runs.end(),

@@ -14,12 +14,30 @@
 
 #include "cli/catalog.h"
 #include "cli/common.h"
+#include "cli/progress.h"
 #include "cli/report_cmd.h"
 #include "protocol/api.h"
 #include "protocol/json_codec.h"
 
 namespace drover::cli {
 namespace {
+
+// What a follower says of a run on a later attempt: why (the attempt before's outcome) and with
+// which parameters now, against the run's own.
+TEST(RetryNote, SaysWhyAndWhatChanged) {
+  drover::Run run;
+  run.params = {{"batch_size", 512}, {"grad_accum", 1}, {"lr", 0.1}};
+  run.current_params = {{"batch_size", 64}, {"grad_accum", 8}, {"lr", 0.1}};
+  drover::Attempt oom;
+  oom.number = 3;
+  oom.reason = "cuda_oom";
+  EXPECT_EQ(RetryNote(run, oom), "retried after CUDA OOM: batch_size 512 -> 64, grad_accum 1 -> 8");
+  run.current_params = run.params;
+  drover::Attempt crash;
+  crash.number = 1;
+  crash.reason = "exit_code";
+  EXPECT_EQ(RetryNote(run, crash), "retried after exit_code");
+}
 
 TEST(FollowPace, DoublesFromItsFloorUntilARunEnds) {
   FollowPace pace(10, 300);

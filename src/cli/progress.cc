@@ -72,8 +72,10 @@ void ProgressView::OnRunChanged(const Run& run, const Attempt* attempt, const st
   if (attempt && attempt->number > 1 && run.state == RunState::kRunning) {
     line += fmt::format(" attempt {}", attempt->number);
   }
-  // The note, unless it only says the state again ("succeeded").
-  if (!note.empty() && note != ToString(run.state)) line += ": " + note;
+  // The note, unless the line says it already (the state, "succeeded"; where, "on CPU").
+  if (!note.empty() && note != ToString(run.state) && line.find(note) == std::string::npos) {
+    line += ": " + note;
+  }
   if (IsFinal(run.state) && !metric_.empty() && run.final_metrics.contains(metric_)) {
     line += fmt::format("  {}={}", metric_, FormatValue(run.final_metrics[metric_]));
   }

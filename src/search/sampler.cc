@@ -113,7 +113,10 @@ int StartupTrials(const SamplerOptions& options, const Space& space) {
 
 SamplerKind Choose(const SamplerOptions& options, const Space& space, size_t finished) {
   if (options.kind != SamplerKind::kAuto) return options.kind;
-  bool flat = !space.HasConditions() && !options.grid_axes && !options.pruning;
+  // With pruning, the GP reads a pruned trial's value at its rung as if final (pessimistic: the
+  // pruner judged it behind); worth it for small budgets, where sample efficiency decides.
+  const bool pruned_ok = !options.pruning || (options.budget > 0 && options.budget <= kGpMaxPrunedBudget);
+  bool flat = !space.HasConditions() && !options.grid_axes && pruned_ok;
   bool small = options.budget <= kGpMaxBudget && finished <= kGpMaxObservations;
   return flat && small ? SamplerKind::kGp : SamplerKind::kTpe;
 }

@@ -332,8 +332,11 @@ TEST(Sampler, AutoPicksGpForSmallNumericSpacesAndTpeOtherwise) {
   act.choices = {"relu", "gelu"};
   with_choice.dims.push_back(act);
   EXPECT_EQ(Choose(o, with_choice, 10), SamplerKind::kGp);
-  o.pruning = true;  // TPE weighs a pruned trial by the step it reached
+  o.pruning = true;  // a small pruned search: the GP's sample efficiency
+  EXPECT_EQ(Choose(o, with_choice, 10), SamplerKind::kGp);
+  o.budget = kGpMaxPrunedBudget + 1;  // a larger one: TPE weighs a pruned trial by its step
   EXPECT_EQ(Choose(o, with_choice, 10), SamplerKind::kTpe);
+  o.budget = 30;
   o.pruning = false;
   o.grid_axes = true;
   EXPECT_EQ(Choose(o, numeric, 10), SamplerKind::kTpe);

@@ -419,6 +419,9 @@ class Matrix : public testing::CliFixture {
       for (const drover::Run& r : runs) {
         pruned += r.state == RunState::kPruned;
         CheckRun(w, r, r.state == RunState::kPruned ? RunState::kPruned : RunState::kSucceeded, 1);
+        // How each trial was proposed is recorded whichever way it came in (the first with the
+        // submit, the rest by the search driver): the random sampler's.
+        EXPECT_EQ(r.origin, TrialOrigin::kRandom) << Name(w) << ": run " << r.id;
       }
       EXPECT_GE(pruned, 1) << Name(w) << ": no trial was stopped early";
     }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "store/store.h"
 #include "testutil/cli_fixture.h"
@@ -77,6 +78,51 @@ TEST_F(PlanTest, AskPlansConfirmsAndRuns) {
   runs = (*store)->ListRuns(RunFilter{}).value();
   ASSERT_EQ(runs.size(), 3u);
   EXPECT_EQ(runs[2].final_metrics["acc"], 0.25);
+}
+
+// "search lr between 0.01 and 0.9 for 6 trials on 2 GPUs", as a researcher says it: drover ask
+// writes a search (lr sampled on a log scale), runs its 6 trials on one GPU each, two at a time on
+// the machine's two GPUs, and says how the search spent its trials.
+TEST_F(PlanTest, AskWritesASearchOnTheGpusItIsGiven) {
+  Write("code/emit.py",
+        "import sys, time\nlr = float(sys.argv[1])\ntime.sleep(0.3)\n"
+        "print('{\"step\": 1, \"acc\": %f}' % (1 - abs(lr - 0.3)))\n");
+  std::string recipe = Write("code/drover.yaml",
+                             "command: /usr/bin/python3 emit.py {lr}\n"
+                             "params:\n  lr: {type: float, default: 0.1, aliases: [learning rate]}\n"
+                             "metrics:\n  acc: {mode: max}\n");
+  auto r = RunDrover({"ask", "--yes", "--recipe", recipe, "--store", store_, "--fake-gpus",
+                      "2x16GiB", "search lr between 0.01 and 0.9 for 6 trials on 2 GPUs"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("plan: 6 runs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("lr: 0.01 to 0.9 (searched on a log scale"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GPUs: 2 in all, 1 per run, up to 2 runs at once"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("how the budget went: 6 trials: "), std::string::npos) << r.out;
+  auto store = Store::Open(store_ + "/drover.db");
+  ASSERT_TRUE(store.ok());
+  auto exps = (*store)->ListExperiments(10).value();
+  ASSERT_EQ(exps.size(), 1u);
+  EXPECT_EQ(exps[0].spec["search"]["trials"], 6);
+  EXPECT_EQ(exps[0].spec["search"]["parallel"], 2);
+  EXPECT_EQ(exps[0].spec["params"]["lr"], Json({{"log_uniform", {0.01, 0.9}}}));
+  auto runs = (*store)->ListRuns(RunFilter{}).value();
+  ASSERT_EQ(runs.size(), 6u);
+  std::set<std::string> gpus;
+  for (const drover::Run& run : runs) {
+    EXPECT_EQ(run.state, RunState::kSucceeded) << run.id;
+    EXPECT_EQ(run.resources.gpus, 1) << run.id;
+    EXPECT_NE(run.origin, TrialOrigin::kNone) << run.id;
+    const double lr = run.params["lr"].get<double>();
+    EXPECT_GE(lr, 0.01);
+    EXPECT_LE(lr, 0.9);
+    auto attempts = (*store)->ListAttempts(run.id).value();
+    ASSERT_EQ(attempts.size(), 1u);
+    EXPECT_EQ(attempts[0].cuda_visible_devices.find(','), std::string::npos)
+        << "one GPU per trial: " << attempts[0].cuda_visible_devices;
+    gpus.insert(attempts[0].cuda_visible_devices);
+  }
+  EXPECT_EQ(gpus.size(), 2u) << "the two GPUs were both used";
 }
 
 }  // namespace

@@ -639,7 +639,7 @@ async function searchCheck(page) {
   await page.selectOption("#scatter-param", "lr");
   const scale = await waitFor("the scatter against lr", () => page.evaluate(() => {
     const s = document.querySelector(".scatter");
-    return s && Number(s.dataset.points) > 8 ? { scale: s.dataset.scale, points: s.dataset.points } : null;
+    return s && Number(s.dataset.points) > 8 ? { scale: s.dataset.scale, points: s.dataset.points, x: document.querySelector("#scatter-param").value } : null;
   }), 10000, 100);
   expect(scale.scale === "log", `the scatter's axis for lr (log_uniform): ${JSON.stringify(scale)}`);
   await shot(page, "search");

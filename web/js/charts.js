@@ -601,8 +601,9 @@ export class ScatterPlot {
       ctx.fillText("No run has reported the objective yet", w / 2, hgt / 2);
       return;
     }
-    // A numeric parameter swept over a few values (a grid) reads best as columns.
-    const numeric = pts.every((p) => typeof p.x === "number" && Number.isFinite(p.x)) && new Set(pts.map((p) => p.x)).size > 8;
+    // A numeric parameter swept over a few values (a grid) reads best as columns; one the spec
+    // searches on a log scale is on its axis however few values its trials took.
+    const numeric = pts.every((p) => typeof p.x === "number" && Number.isFinite(p.x)) && (this.logX || new Set(pts.map((p) => p.x)).size > 8);
     let xOf, xTicks, log = false;
     if (numeric) {
       let lo = Math.min(...pts.map((p) => p.x)), hi = Math.max(...pts.map((p) => p.x));

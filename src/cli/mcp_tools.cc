@@ -17,6 +17,7 @@
 #include "cli/follow.h"
 #include "plan/planner.h"
 #include "report/groups.h"
+#include "report/search_view.h"
 
 namespace drover::cli {
 namespace {
@@ -256,8 +257,10 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
       "The runs of one experiment side by side, best first by their score: each run's curve of "
       "a metric (default: the spec's objective) summed up as the objective says (last value, "
       "best value, or mean of the last K), as `drover compare`, the report and the web UI rank "
-      "them. NaN and infinite scores are given as \"NaN\", \"Infinity\" and never win. Use it "
-      "to pick the config to build on.",
+      "them. NaN and infinite scores are given as \"NaN\", \"Infinity\" and never win. For a "
+      "search (or a pruned sweep), `search` says its trials by state, how it spent its budget "
+      "(random start, model-based, pruned), the best so far and parameter importance. Use it to "
+      "pick the config to build on.",
       Obj({{"experiment", Str("Experiment id or name")},
            {"metric", Str("Rank by this metric (default: the objective)")},
            {"mode", {{"type", "string"}, {"enum", {"max", "min"}}}},
@@ -266,6 +269,7 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
       Obj({{"metric", {{"type", "string"}}}, {"mode", {{"type", "string"}}},
            {"summary", {{"type", "string"}}}, {"ranking", AnyObject()},
            {"groups", {{"type", {"object", "null"}}}},
+           {"search", {{"type", {"object", "null"}}}},
            {"runs", ListOf(AnyObject())}, {"best_run", {{"type", {"integer", "null"}}}}},
           {"metric", "mode", "summary", "runs", "best_run"}),
       [info](const Json& args) -> Result<Json> {
@@ -295,11 +299,16 @@ mcp::ToolRegistry MakeDroverTools(const DaemonInfo& info, const McpToolOptions& 
                           {"score", score ? report::ScoreJson(*score) : Json(nullptr)}});
         }
         Json best = c.best_run > 0 ? Json(c.best_run) : Json(nullptr);
+        // A search's (or a pruned sweep's) view, as `drover compare --json` and the web table.
+        Json search = exp->spec.contains("search") || exp->spec.contains("prune")
+                          ? report::SearchViewJson(report::SearchViewOf(c))
+                          : Json(nullptr);
         return Json{{"metric", c.metric},
                     {"mode", c.maximize ? "max" : "min"},
                     {"summary", ScoreSummaryText(c.rule.summary, c.rule.last_k)},
                     {"ranking", report::RankRuleJson(c.rule)},
                     {"groups", report::GroupsJson(c)},
+                    {"search", search},
                     {"runs", rows},
                     {"best_run", best}};
       },

@@ -62,6 +62,15 @@ TEST_F(McpTest, AScriptedAgentSubmitsWaitsAndCompares) {
                                     {"params", {{"i", {1, 2}}}}}},
                           {"overrides", {"i=7", "name=mine"}}}),
       Call(14, "list_runs", {{"experiment", "as-json-i-3-4-5"}}),
+      // A search: compare says how it spent its trials.
+      Call(15, "submit", {{"spec_yaml", "name: tuned\nworkdir: code\nshell: true\n"
+                                        "command: \"echo '{{\\\"step\\\": 1, \\\"acc\\\": {a}}}'\"\n"
+                                        "params: {a: {uniform: [0.0, 1.0]}}\n"
+                                        "search: {trials: 3, parallel: 1, seed: 2}\n"
+                                        "objective: {metric: acc, mode: max}\n"},
+                          {"base_dir", dir_.string()}}),
+      Call(16, "wait", {{"experiment", "tuned"}, {"timeout_s", 40}}),
+      Call(17, "compare", {{"experiment", "tuned"}}),
   };
   std::string in = (dir_ / "in.jsonl").string();
   {
@@ -83,7 +92,12 @@ TEST_F(McpTest, AScriptedAgentSubmitsWaitsAndCompares) {
     ++count;
     replies[m["id"].get<int>()] = m;
   }
-  EXPECT_EQ(count, 15);  // every request answered, the notification not
+  EXPECT_EQ(count, 18);  // every request answered, the notification not
+  const Json& tuned = replies[17]["result"]["structuredContent"];
+  EXPECT_EQ(tuned["search"]["budget"],
+            "3 trials: 2 random (the start), 1 by the GP; 0 pruned early, 3 ran to the end")
+      << replies[17].dump();
+  EXPECT_TRUE(replies[4]["result"]["structuredContent"]["search"].is_null()) << replies[4].dump();
   EXPECT_EQ(replies[0]["result"]["protocolVersion"], "2025-06-18");
   EXPECT_EQ(replies[1]["result"]["tools"].size(), 15u);
   for (const auto& t : replies[1]["result"]["tools"]) {

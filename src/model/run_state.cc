@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "model/enum_names.h"
+
 namespace drover {
 
 std::string_view ToString(RunState s) {
@@ -27,10 +29,7 @@ std::string_view ToString(RunState s) {
 }
 
 std::optional<RunState> ParseRunState(std::string_view s) {
-  for (RunState r : kAllRunStates) {
-    if (ToString(r) == s) return r;
-  }
-  return std::nullopt;
+  return ParseByName(kAllRunStates, s);
 }
 
 std::string_view ToString(TrialOrigin o) {
@@ -46,10 +45,7 @@ std::string_view ToString(TrialOrigin o) {
 }
 
 std::optional<TrialOrigin> ParseTrialOrigin(std::string_view s) {
-  for (TrialOrigin o : kAllTrialOrigins) {
-    if (ToString(o) == s) return o;
-  }
-  return std::nullopt;
+  return ParseByName(kAllTrialOrigins, s);
 }
 
 std::string_view ToString(ExperimentStatus s) {

@@ -1,5 +1,6 @@
 #include "model/spec.h"
 
+#include "model/enum_names.h"
 #include "model/run.h"
 
 namespace drover {
@@ -35,10 +36,7 @@ std::string_view ToString(ExecutorKind k) {
 }
 
 std::optional<ExecutorKind> ParseExecutorKind(std::string_view name) {
-  for (ExecutorKind k : kAllExecutorKinds) {
-    if (ToString(k) == name) return k;
-  }
-  return std::nullopt;
+  return ParseByName(kAllExecutorKinds, name);
 }
 
 std::vector<std::string> ExecutorKindNames() {

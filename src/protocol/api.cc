@@ -670,12 +670,9 @@ Result<Run> RunFromJson(const Json& j) {
   std::string origin;
   f.Get("origin", origin);
   if (!f.ok()) return f.status();
-  if (auto how = ParseTrialOrigin(origin)) {
-    r.origin = *how;
-  } else {
-    return InvalidArgument("run.origin: unknown origin '" + origin +
-                           "' (known: random start, random, tpe, gp, agent)");
-  }
+  // What it says of the run, not what the run is: an origin a newer daemon names and this
+  // client does not know is left out, not an error that stops a follower.
+  r.origin = ParseTrialOrigin(origin).value_or(TrialOrigin::kNone);
   if (j.contains("needs") && j["needs"].is_array()) {
     for (const Json& n : j["needs"]) {
       if (n.is_number_integer()) r.needs.push_back(n.get<int64_t>());

@@ -154,6 +154,17 @@ TEST(ApiCodec, RunRoundTrip) {
     ASSERT_TRUE(b.ok());
     EXPECT_EQ(b->state, s);
   }
+  // How a search's trial was proposed comes back; one this client does not know is left out.
+  r.origin = TrialOrigin::kGp;
+  Json with = ToJson(r);
+  EXPECT_EQ(with["origin"], "gp");
+  EXPECT_EQ(RunFromJson(Wire(with))->origin, TrialOrigin::kGp);
+  with["origin"] = "a-sampler-of-2030";
+  auto newer = RunFromJson(Wire(with));
+  ASSERT_TRUE(newer.ok()) << newer.status().message();
+  EXPECT_EQ(newer->origin, TrialOrigin::kNone);
+  r.origin = TrialOrigin::kNone;
+  EXPECT_FALSE(ToJson(r).contains("origin"));  // a grid's run says nothing of it
 }
 
 TEST(ApiCodec, AttemptRoundTrip) {
